@@ -1,0 +1,2 @@
+//! The `garuda` binary (skeleton).
+fn main() {}
