@@ -1,1 +1,237 @@
-//! Configuration (skeleton).
+//! Configuration: the user's `config.toml` and the harmless subset a workspace may set.
+//!
+//! Provider endpoints, keys and approval policy come only from the user's file: a cloned
+//! repository must not be able to point Garuda at another server or weaken approvals.
+
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use std::collections::BTreeMap;
+
+use crate::prompt::{Features, Limits};
+use crate::provider::{ModelOverride, ProviderConfig, ProviderEntry};
+
+/// A configuration file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file exists but could not be read.
+    #[error("cannot read {path}: {message}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// The file is not valid TOML or has wrong types; the message names line and column.
+    #[error("invalid config {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+}
+
+/// Everything Garuda can be configured with.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Default model spec, e.g. `anthropic/claude-sonnet-4-5`, `ollama/qwen3-coder`, `replay:PATH`.
+    pub model: Option<String>,
+    /// Optional prompt features.
+    pub features: Features,
+    /// Instruction and memory budgets.
+    pub limits: Limits,
+    /// Transport settings.
+    pub server: ServerSettings,
+    /// Approval settings.
+    pub approval: ApprovalSettings,
+    /// Provider endpoints by name, e.g. `[providers.ollama]` (user config only).
+    pub providers: BTreeMap<String, ProviderEntry>,
+    /// Model table overrides, e.g. `[models."ollama/qwen3-coder"] contextWindow = 32768`.
+    pub models: BTreeMap<String, ModelOverride>,
+    /// Timeouts and retries for provider calls.
+    pub network: NetworkSettings,
+}
+
+/// Timeouts and retries for provider calls.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct NetworkSettings {
+    /// Connect timeout in milliseconds.
+    pub connect_timeout_ms: u64,
+    /// A stream silent for this long is cut, in milliseconds.
+    pub idle_timeout_ms: u64,
+    /// Retries on 429, 529 and 5xx.
+    pub max_retries: u32,
+}
+
+impl Default for NetworkSettings {
+    fn default() -> Self {
+        let p = ProviderConfig::default();
+        NetworkSettings {
+            connect_timeout_ms: p.connect_timeout_ms,
+            idle_timeout_ms: p.idle_timeout_ms,
+            max_retries: p.max_retries,
+        }
+    }
+}
+
+/// Transport settings.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct ServerSettings {
+    /// Largest accepted frame in bytes (64 MiB).
+    pub max_frame_bytes: usize,
+    /// Most requests running at once before `overloaded` errors.
+    pub max_in_flight: usize,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            max_frame_bytes: 64 << 20,
+            max_in_flight: 64,
+        }
+    }
+}
+
+/// Approval settings.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct ApprovalSettings {
+    /// Default policy for new sessions: `ask`, `auto-edit` or `full-auto`.
+    pub policy: String,
+    /// Seconds to wait for the client's answer before counting it as a rejection.
+    pub timeout_secs: u64,
+}
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        ApprovalSettings {
+            policy: "ask".into(),
+            timeout_secs: 300,
+        }
+    }
+}
+
+/// The options a workspace's own `.garuda/config.toml` may set.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+struct WorkspaceFile {
+    features: Option<Features>,
+    limits: Option<Limits>,
+    #[serde(flatten)]
+    rest: toml::Table,
+}
+
+impl Config {
+    /// The user's config file: `$XDG_CONFIG_HOME/garuda/config.toml` (or `~/.config/...`).
+    pub fn user_path() -> Option<PathBuf> {
+        let base = std::env::var_os("XDG_CONFIG_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+        Some(base.join("garuda").join("config.toml"))
+    }
+
+    /// Loads the user's config; a missing file gives the defaults.
+    pub fn load_user() -> Result<Config, ConfigError> {
+        match Self::user_path() {
+            Some(p) => Self::load_file(&p),
+            None => Ok(Config::default()),
+        }
+    }
+
+    /// Loads one config file; a missing file gives the defaults.
+    pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(e) => {
+                return Err(ConfigError::Read {
+                    path: path.to_owned(),
+                    message: e.to_string(),
+                });
+            }
+        };
+        Self::parse(&text, path)
+    }
+
+    /// Parses config text; `path` only names the source in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: one_line(&e, text),
+        })
+    }
+
+    /// The provider settings in the shape the provider module takes.
+    pub fn provider_config(&self) -> Result<ProviderConfig, String> {
+        Ok(ProviderConfig {
+            providers: self.providers.clone(),
+            models: self.models.clone(),
+            connect_timeout_ms: self.network.connect_timeout_ms,
+            idle_timeout_ms: self.network.idle_timeout_ms,
+            max_retries: self.network.max_retries,
+            ..ProviderConfig::default()
+        })
+    }
+
+    /// Applies a workspace's `.garuda/config.toml` text: only features and limits are taken;
+    /// every other key is ignored with a warning.
+    pub fn with_workspace(
+        &self,
+        text: &str,
+        path: &Path,
+    ) -> Result<(Config, Vec<String>), ConfigError> {
+        let file: WorkspaceFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: one_line(&e, text),
+        })?;
+        let mut merged = self.clone();
+        if let Some(f) = file.features {
+            merged.features = f;
+        }
+        if let Some(l) = file.limits {
+            merged.limits = l;
+        }
+        let warnings = file
+            .rest
+            .keys()
+            .map(|k| {
+                format!(
+                    "{}: `{k}` is ignored here; provider endpoints, keys, models and approval policy are read only from the user's config",
+                    path.display()
+                )
+            })
+            .collect();
+        Ok((merged, warnings))
+    }
+}
+
+/// The state directory: `$XDG_STATE_HOME/garuda` (or `~/.local/state/garuda`).
+pub fn state_dir() -> PathBuf {
+    std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("state")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("garuda")
+}
+
+/// toml errors span several lines with a source excerpt; protocol errors want one line.
+fn one_line(e: &toml::de::Error, text: &str) -> String {
+    let msg = e.message().trim().replace('\n', " ");
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {column}: {msg}")
+        }
+        None => msg,
+    }
+}

@@ -4,6 +4,7 @@
 //! transport and `front` converts protocol messages into engine calls.
 
 pub mod config;
+pub mod engine;
 pub mod front;
 pub mod fsroot;
 pub mod message;

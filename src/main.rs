@@ -1,2 +1,324 @@
-//! The `garuda` binary (skeleton).
-fn main() {}
+//! The `garuda` binary: the stdio server and the offline commands.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use garuda::config::{self, Config};
+use garuda::front::native::NativeFront;
+use garuda::rpc::{self, ServeEnd, ServerConfig};
+
+/// Garuda: a context engine for coding agents.
+///
+/// Editors start `garuda serve` (or plain `garuda` with a pipe on stdin) and speak JSON-RPC 2.0
+/// over stdio, in LSP `Content-Length` framing or newline-delimited JSON. See protocol/README.md.
+#[derive(Parser, Debug)]
+#[command(name = "garuda", version, about, long_about = None)]
+struct Cli {
+    /// Write logs to this file instead of stderr (stdout carries only protocol messages).
+    #[arg(long, global = true, value_name = "PATH")]
+    log_file: Option<PathBuf>,
+    /// Log filter, e.g. `info`, `garuda=debug` (default: `warn`, or `GARUDA_LOG`).
+    #[arg(long, global = true, value_name = "FILTER")]
+    log_level: Option<String>,
+    /// Use this config file instead of `$XDG_CONFIG_HOME/garuda/config.toml`.
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve JSON-RPC 2.0 on stdin/stdout (what an editor starts).
+    Serve {
+        /// Largest accepted frame in bytes (default 64 MiB).
+        #[arg(long, value_name = "BYTES")]
+        max_frame_bytes: Option<usize>,
+    },
+    /// Assemble and print the system prompt for a folder, offline; the report goes to stderr.
+    Prompt {
+        /// The workspace folder.
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Print `{system, sha256, sections, warnings}` as JSON on stdout instead.
+        #[arg(long)]
+        json: bool,
+        /// Turn on an optional feature (codeIndex=lookup|all, sandboxed, web, mcp, hooks, explore, todo, search, agents, skills); repeatable.
+        #[arg(long = "feature", value_name = "NAME")]
+        features: Vec<String>,
+        /// The model named in the identity line.
+        #[arg(long, value_name = "SPEC")]
+        model: Option<String>,
+    },
+    /// Run one agent turn headless and print the answer (exit 0 done, 1 model error, 2 usage or config error, 130 cancelled).
+    Exec {
+        /// Model spec, e.g. anthropic/claude-sonnet-4-5, ollama/qwen3-coder, replay:PATH.
+        #[arg(long, value_name = "SPEC")]
+        model: Option<String>,
+        /// Print every event as one JSON object per line (the `turn/update` events).
+        #[arg(long)]
+        json: bool,
+        /// Approval policy: ask, auto-edit, full-auto.
+        #[arg(long, value_name = "P")]
+        policy: Option<String>,
+        /// Write the provider's responses to a replay cassette.
+        #[arg(long, value_name = "PATH")]
+        record: Option<PathBuf>,
+        /// The workspace folder (default: current folder) followed by the prompt; a single argument is the prompt.
+        #[arg(required = true, num_args = 1..=2, value_name = "[DIR] PROMPT")]
+        args: Vec<String>,
+    },
+    /// Print the JSON Schema of the native protocol (protocol/schema.json).
+    Schema,
+}
+
+fn init_logs(cli: &Cli) -> anyhow::Result<()> {
+    let filter = cli
+        .log_level
+        .clone()
+        .or_else(|| std::env::var("GARUDA_LOG").ok())
+        .unwrap_or_else(|| "warn".to_string());
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter).context("invalid --log-level")?;
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match &cli.log_file {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open log file {}", path.display()))?;
+            builder.with_ansi(false).with_writer(Arc::new(file)).init();
+        }
+        None => builder.with_writer(std::io::stderr).init(),
+    }
+    Ok(())
+}
+
+fn load_config(cli: &Cli) -> anyhow::Result<Config> {
+    let cfg = match &cli.config {
+        Some(p) => Config::load_file(p)?,
+        None => Config::load_user()?,
+    };
+    Ok(cfg)
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = init_logs(&cli) {
+        eprintln!("garuda: {e:#}");
+        return std::process::ExitCode::from(2);
+    }
+    match run(cli) {
+        Ok(code) => std::process::ExitCode::from(code),
+        Err(e) => {
+            eprintln!("garuda: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<u8> {
+    let command = match cli.command {
+        Some(ref c) => c,
+        None if !std::io::stdin().is_terminal() => &Command::Serve {
+            max_frame_bytes: None,
+        },
+        None => {
+            use clap::CommandFactory;
+            Cli::command().print_help()?;
+            return Ok(0);
+        }
+    };
+    match command {
+        Command::Serve { max_frame_bytes } => serve(load_config(&cli)?, *max_frame_bytes),
+        Command::Prompt {
+            dir,
+            json,
+            features,
+            model,
+        } => garuda_prompt(load_config(&cli)?, dir, *json, features, model.as_deref()),
+        Command::Exec {
+            model,
+            json,
+            policy,
+            record,
+            args,
+        } => {
+            let (dir, prompt) = match args.as_slice() {
+                [prompt] => (PathBuf::from("."), prompt.clone()),
+                [dir, prompt] => (PathBuf::from(dir), prompt.clone()),
+                _ => anyhow::bail!("usage: garuda exec [DIR] PROMPT"),
+            };
+            exec(
+                load_config(&cli)?,
+                &dir,
+                prompt,
+                model.clone(),
+                *json,
+                policy.as_deref(),
+                record.clone(),
+            )
+        }
+        Command::Schema => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&garuda::protocol::generate_schema())?
+            );
+            Ok(0)
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+fn serve(cfg: Config, max_frame_bytes: Option<usize>) -> anyhow::Result<u8> {
+    let rt = runtime()?;
+    let server_config = ServerConfig {
+        max_frame_bytes: max_frame_bytes.unwrap_or(cfg.server.max_frame_bytes),
+        max_in_flight: cfg.server.max_in_flight,
+    };
+    let front = NativeFront::new(cfg, config::state_dir());
+    let code = rt.block_on(async move {
+        let stop = front.stop.clone();
+        let serving = rpc::serve(
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            front,
+            server_config,
+        );
+        tokio::select! {
+            end = serving => match end {
+                ServeEnd::Eof => 0,
+                ServeEnd::Exit(code) => code,
+            },
+            _ = stop.cancelled() => 0,
+        }
+    });
+    // Blocking stdin reads and watcher threads must not keep the process alive.
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    Ok(code.clamp(0, 255) as u8)
+}
+
+fn exec(
+    cfg: Config,
+    dir: &std::path::Path,
+    prompt: String,
+    model: Option<String>,
+    json: bool,
+    policy: Option<&str>,
+    record: Option<PathBuf>,
+) -> anyhow::Result<u8> {
+    use garuda::engine::{Engine, EngineError, NewSession};
+    use garuda::message::{Block, StopReason};
+    let policy = match policy {
+        Some(p) => Some(
+            serde_json::from_value(serde_json::Value::String(p.to_string())).map_err(|_| {
+                anyhow::anyhow!("unknown policy {p}: use ask, auto-edit or full-auto")
+            })?,
+        ),
+        None => None,
+    };
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let engine = Engine::new(cfg, config::state_dir(), Arc::new(|_| {}), false);
+        let ws = engine.open_workspace(dir)?;
+        let (live, warnings) = match engine.new_session(
+            &ws.id,
+            NewSession {
+                model,
+                policy,
+                record,
+                ..Default::default()
+            },
+        ) {
+            Ok(s) => s,
+            Err(e @ (EngineError::Config(_) | EngineError::Provider(_))) => {
+                eprintln!("garuda: {e}");
+                return Ok(2);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let on_signal = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_signal.cancel();
+            }
+        });
+        let host = garuda::front::exec::exec_host(json);
+        match engine
+            .run_turn(&live.id, vec![Block::text(prompt)], host, cancel)
+            .await
+        {
+            Ok(out) if out.stop_reason == StopReason::Cancelled => Ok(130),
+            Ok(_) => Ok(0),
+            Err(e) => {
+                eprintln!("garuda: {e}");
+                Ok(1)
+            }
+        }
+    })
+}
+
+fn garuda_prompt(
+    cfg: Config,
+    dir: &std::path::Path,
+    json: bool,
+    features: &[String],
+    model: Option<&str>,
+) -> anyhow::Result<u8> {
+    let engine = garuda::engine::Engine::new(cfg, config::state_dir(), Arc::new(|_| {}), false);
+    let ws = engine.open_workspace(dir)?;
+    let mut opts = ws.default_options(model);
+    for f in features {
+        opts.features.enable(f).map_err(anyhow::Error::msg)?;
+    }
+    let a = ws.assemble(&opts);
+    if json {
+        let out = serde_json::json!({
+            "system": a.system, "sha256": a.sha256, "sections": a.sections, "warnings": a.warnings,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(0);
+    }
+    print!("{}", a.system);
+    if !a.system.ends_with('\n') {
+        println!();
+    }
+    eprintln!("\n--- report: sha256 {} ---", a.sha256);
+    eprintln!(
+        "{:<28} {:<22} {:>8} {:>7}  status",
+        "section", "source", "bytes", "tokens"
+    );
+    for s in &a.sections {
+        let status = match (&s.skipped, s.cut) {
+            (Some(why), _) => format!("skipped: {why}"),
+            (None, true) => format!("cut ({} chars missing)", s.missing_chars.unwrap_or(0)),
+            (None, false) => "included".to_string(),
+        };
+        eprintln!(
+            "{:<28} {:<22} {:>8} {:>7}  {}",
+            s.kind,
+            s.source.as_deref().unwrap_or("-"),
+            s.bytes,
+            s.tokens,
+            status
+        );
+    }
+    for w in &a.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(0)
+}

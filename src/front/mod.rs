@@ -1,1 +1,11 @@
-//! front (skeleton).
+//! Fronts: convert protocol messages into engine calls and engine results into answers.
+
+pub mod exec;
+mod host;
+pub mod native;
+mod params;
+mod uri;
+
+pub use host::{RpcHost, permission_answer};
+pub use params::parse_params;
+pub use uri::uri_to_path;

@@ -1,1 +1,234 @@
-//! workspace (skeleton).
+//! Open workspaces: canonical roots, their merged config, cached prompt assembly, watchers.
+
+mod watch;
+
+pub use watch::{DEBOUNCE, WatchHandle};
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use sha2::{Digest, Sha256};
+
+use crate::config::{Config, ConfigError};
+use crate::fsroot::{FsError, Root};
+use crate::prompt::{self, Assembled, Gathered, Limits, PromptOptions};
+
+/// Why a workspace could not be opened or used.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// The root is missing, not a folder, or unreadable.
+    #[error(transparent)]
+    Root(#[from] FsError),
+    /// The workspace's `.garuda/config.toml` is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// No open workspace has this id.
+    #[error("workspace {0} is not open")]
+    NotOpen(String),
+}
+
+/// Where the workspace's own config lives, relative to the root.
+pub const WORKSPACE_CONFIG: &str = ".garuda/config.toml";
+
+/// One open workspace.
+pub struct Workspace {
+    /// Stable id derived from the canonical root.
+    pub id: String,
+    /// The root, opened as a capability.
+    pub root: Arc<Root>,
+    /// User config merged with the workspace's harmless options.
+    pub config: Config,
+    /// Problems found while opening.
+    pub warnings: Vec<String>,
+    cache: Mutex<Cache>,
+    watcher: Mutex<Option<WatchHandle>>,
+}
+
+/// Gathering reads files and is keyed by limits; assembly is pure and keyed by all options.
+#[derive(Default)]
+struct Cache {
+    gathered: HashMap<String, Arc<Gathered>>,
+    assembled: HashMap<String, Arc<Assembled>>,
+}
+
+/// The id of a workspace: a short hash of its canonical root, so it is the same across
+/// restarts and the same root opened twice gives the same workspace.
+pub fn workspace_id(root: &Path) -> String {
+    let digest = Sha256::digest(root.as_os_str().as_encoded_bytes());
+    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("ws-{hex}")
+}
+
+impl Workspace {
+    /// Opens `path` with the user's config and the workspace's own `.garuda/config.toml`.
+    pub fn open(path: &Path, user: &Config) -> Result<Workspace, WorkspaceError> {
+        let root = Root::open(path)?;
+        let mut warnings = Vec::new();
+        let config = match root.read_text(Path::new(WORKSPACE_CONFIG), 256 * 1024) {
+            Ok(read) => {
+                let file = root.path().join(WORKSPACE_CONFIG);
+                let (cfg, w) = user.with_workspace(&read.text, &file)?;
+                warnings.extend(w);
+                cfg
+            }
+            Err(FsError::NotFound(_)) => user.clone(),
+            Err(e) => {
+                warnings.push(format!("{WORKSPACE_CONFIG} not used: {e}"));
+                user.clone()
+            }
+        };
+        Ok(Workspace {
+            id: workspace_id(root.path()),
+            root: Arc::new(root),
+            config,
+            warnings,
+            cache: Mutex::new(Cache::default()),
+            watcher: Mutex::new(None),
+        })
+    }
+
+    /// The prompt options this workspace uses when the caller gives none.
+    pub fn default_options(&self, model: Option<&str>) -> PromptOptions {
+        PromptOptions {
+            model: model
+                .or(self.config.model.as_deref())
+                .unwrap_or("none")
+                .to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            features: self.config.features.clone(),
+            limits: self.config.limits.clone(),
+        }
+    }
+
+    /// The files read for `limits`, from cache when nothing changed since.
+    pub fn gathered(&self, limits: &Limits) -> Arc<Gathered> {
+        let key = serde_json::to_string(limits).unwrap_or_default();
+        if let Some(g) = self.lock_cache().gathered.get(&key) {
+            return g.clone();
+        }
+        let g = Arc::new(prompt::gather(&self.root, limits));
+        self.lock_cache().gathered.insert(key, g.clone());
+        g
+    }
+
+    /// The assembled prompt for `opts`; a warm call does no file IO.
+    pub fn assemble(&self, opts: &PromptOptions) -> Arc<Assembled> {
+        let key = serde_json::to_string(opts).unwrap_or_default();
+        if let Some(a) = self.lock_cache().assembled.get(&key) {
+            return a.clone();
+        }
+        let g = self.gathered(&opts.limits);
+        let a = Arc::new(prompt::assemble(&g, opts));
+        self.lock_cache().assembled.insert(key, a.clone());
+        a
+    }
+
+    /// Forgets everything read from disk, after a change.
+    pub fn invalidate(&self) {
+        let mut c = self.lock_cache();
+        c.gathered.clear();
+        c.assembled.clear();
+    }
+
+    /// Instruction and memory files present now (from the default gather).
+    pub fn context_files(&self) -> Vec<String> {
+        let mut files: Vec<String> = prompt::INSTRUCTION_FILES
+            .iter()
+            .chain(std::iter::once(&prompt::MEMORY_FILE))
+            .filter(|f| matches!(self.root.kind(Path::new(f)), Ok(Some(_))))
+            .map(|f| f.to_string())
+            .collect();
+        files.dedup();
+        files
+    }
+
+    /// Installs (or removes) the watcher; dropping the old one stops it.
+    pub fn set_watcher(&self, w: Option<WatchHandle>) {
+        *self.watcher.lock().unwrap_or_else(|p| p.into_inner()) = w;
+    }
+
+    fn lock_cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        // A panic while holding the cache leaves at worst a missing entry; keep serving.
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// All open workspaces of one server.
+#[derive(Default)]
+pub struct Workspaces {
+    open: RwLock<BTreeMap<String, Arc<Workspace>>>,
+}
+
+impl Workspaces {
+    /// Opens `path`, or returns the already open workspace with the same canonical root.
+    /// `new` is true when it was opened now.
+    pub fn open(
+        &self,
+        path: &Path,
+        user: &Config,
+    ) -> Result<(Arc<Workspace>, bool), WorkspaceError> {
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| PathBuf::from(path));
+        let id = workspace_id(&canonical);
+        if let Some(ws) = self.get(&id) {
+            return Ok((ws, false));
+        }
+        let ws = Arc::new(Workspace::open(path, user)?);
+        let mut open = self.open.write().unwrap_or_else(|p| p.into_inner());
+        // Two concurrent opens of one root: the first one in wins.
+        let entry = open.entry(ws.id.clone()).or_insert_with(|| ws.clone());
+        let is_new = Arc::ptr_eq(entry, &ws);
+        Ok((entry.clone(), is_new))
+    }
+
+    /// The open workspace with this id.
+    pub fn get(&self, id: &str) -> Option<Arc<Workspace>> {
+        self.open
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    /// The open workspace with this id, or `NotOpen`.
+    pub fn require(&self, id: &str) -> Result<Arc<Workspace>, WorkspaceError> {
+        self.get(id)
+            .ok_or_else(|| WorkspaceError::NotOpen(id.to_string()))
+    }
+
+    /// Closes a workspace and stops its watcher; false when it was not open.
+    pub fn close(&self, id: &str) -> bool {
+        let ws = self
+            .open
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        match ws {
+            Some(ws) => {
+                ws.set_watcher(None);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Open workspaces ordered by id.
+    pub fn list(&self) -> Vec<Arc<Workspace>> {
+        self.open
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+/// Starts watching `ws` and keeps the watcher inside it (closing the workspace stops it).
+pub fn watch_workspace(
+    ws: &Arc<Workspace>,
+    on_burst: impl Fn(Vec<String>) + Send + Sync + 'static,
+) -> notify::Result<()> {
+    let handle = watch::watch(ws.root.path().to_path_buf(), on_burst)?;
+    ws.set_watcher(Some(handle));
+    Ok(())
+}

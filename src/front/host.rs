@@ -1,0 +1,161 @@
+//! The native front's turn host: events become `turn/update`, approvals `permission/request`.
+
+use std::path::PathBuf;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+
+use crate::protocol::{ToolCallParams, ToolCallResult, TurnUpdate};
+use crate::rpc::Client;
+use crate::turn::{ClientToolResult, PermissionAnswer, PermissionRequest, TurnEvent, TurnHost};
+
+/// Relays a turn to a JSON-RPC client.
+pub struct RpcHost {
+    /// The connection.
+    pub client: Client,
+    /// The client advertised `workspace.applyEdit`.
+    pub apply_edit: bool,
+}
+
+/// Reads the client's choice; both `{optionId}` and ACP's `{outcome: {optionId}}` are accepted.
+pub fn permission_answer(v: &Value) -> PermissionAnswer {
+    let id = v
+        .get("optionId")
+        .or_else(|| v.get("outcome").and_then(|o| o.get("optionId")))
+        .and_then(Value::as_str)
+        .unwrap_or("reject");
+    match id {
+        "allow_once" | "allow" => PermissionAnswer::AllowOnce,
+        "allow_always" => PermissionAnswer::AllowAlways,
+        _ => PermissionAnswer::Reject,
+    }
+}
+
+/// The LSP position just past the end of `text` (UTF-16 columns, as LSP requires).
+fn end_position(text: &str) -> Value {
+    let line = text.matches('\n').count();
+    let last = text.rsplit('\n').next().unwrap_or("");
+    json!({"line": line, "character": last.encode_utf16().count()})
+}
+
+impl TurnHost for RpcHost {
+    fn event(&self, session_id: &str, event: TurnEvent) {
+        let update = TurnUpdate {
+            session_id: session_id.to_string(),
+            event,
+        };
+        self.client.notify(
+            "turn/update",
+            serde_json::to_value(update).unwrap_or(Value::Null),
+        );
+    }
+
+    fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
+        let client = self.client.clone();
+        Box::pin(async move {
+            let params = serde_json::to_value(&req).unwrap_or(Value::Null);
+            match client.request("permission/request", params).await {
+                Ok(v) => permission_answer(&v),
+                Err(e) => {
+                    tracing::info!(
+                        "permission/request failed ({}); counted as a rejection",
+                        e.message
+                    );
+                    PermissionAnswer::Reject
+                }
+            }
+        })
+    }
+
+    fn call_client_tool(
+        &self,
+        session_id: &str,
+        name: &str,
+        input: Value,
+    ) -> BoxFuture<'static, ClientToolResult> {
+        let client = self.client.clone();
+        let params = ToolCallParams {
+            session_id: session_id.to_string(),
+            name: name.to_string(),
+            input,
+        };
+        Box::pin(async move {
+            let params = serde_json::to_value(params).unwrap_or(Value::Null);
+            match client.request("tool/call", params).await {
+                Ok(v) => match serde_json::from_value::<ToolCallResult>(v) {
+                    Ok(r) => ClientToolResult {
+                        content: r.content,
+                        is_error: r.is_error,
+                    },
+                    Err(e) => ClientToolResult {
+                        content: format!("the client answered tool/call wrongly: {e}"),
+                        is_error: true,
+                    },
+                },
+                Err(e) => ClientToolResult {
+                    content: format!("the client tool failed: {}", e.message),
+                    is_error: true,
+                },
+            }
+        })
+    }
+
+    fn apply_edit(
+        &self,
+        path: PathBuf,
+        old_text: Option<String>,
+        new_text: String,
+    ) -> Option<BoxFuture<'static, Result<(), String>>> {
+        // New files need a CreateFile operation that not every client supports; write them directly.
+        let old = old_text?;
+        if !self.apply_edit {
+            return None;
+        }
+        let client = self.client.clone();
+        Some(Box::pin(async move {
+            let uri = format!("file://{}", path.display());
+            let edit = json!({
+                "label": "garuda",
+                "edit": {"changes": {uri: [{
+                    "range": {"start": {"line": 0, "character": 0}, "end": end_position(&old)},
+                    "newText": new_text,
+                }]}}
+            });
+            match client.request("workspace/applyEdit", edit).await {
+                Ok(v) if v.get("applied").and_then(Value::as_bool) == Some(true) => Ok(()),
+                Ok(v) => Err(v
+                    .get("failureReason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("refused")
+                    .to_string()),
+                Err(e) => Err(e.message),
+            }
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_and_positions() {
+        assert_eq!(
+            permission_answer(&json!({"optionId": "allow_always"})),
+            PermissionAnswer::AllowAlways
+        );
+        assert_eq!(
+            permission_answer(
+                &json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})
+            ),
+            PermissionAnswer::AllowOnce
+        );
+        assert_eq!(
+            permission_answer(&json!({"outcome": {"outcome": "cancelled"}})),
+            PermissionAnswer::Reject
+        );
+        assert_eq!(permission_answer(&json!(null)), PermissionAnswer::Reject);
+        assert_eq!(end_position("a\nbé"), json!({"line": 1, "character": 2}));
+        assert_eq!(end_position("x\n"), json!({"line": 1, "character": 0}));
+    }
+}

@@ -1,0 +1,72 @@
+//! The host of a turn: the front that streams events to a client and relays its answers.
+
+use std::path::PathBuf;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
+
+/// What a client-side tool returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientToolResult {
+    /// Text for the model.
+    pub content: String,
+    /// True on failure.
+    pub is_error: bool,
+}
+
+/// The turn loop's view of its client; the native and ACP fronts implement it.
+pub trait TurnHost: Send + Sync {
+    /// Streams one event, in order.
+    fn event(&self, session_id: &str, event: TurnEvent);
+    /// Asks the person to approve a tool call; errors and timeouts count as `Reject`.
+    fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer>;
+    /// Runs a tool the client registered.
+    fn call_client_tool(
+        &self,
+        session_id: &str,
+        name: &str,
+        input: Value,
+    ) -> BoxFuture<'static, ClientToolResult>;
+    /// When the client edits buffers itself (`workspace/applyEdit`): replaces the whole
+    /// text of `path` and answers whether the edit was applied. `None`: not supported.
+    fn apply_edit(
+        &self,
+        path: PathBuf,
+        old_text: Option<String>,
+        new_text: String,
+    ) -> Option<BoxFuture<'static, Result<(), String>>>;
+}
+
+/// A host that streams nowhere, approves nothing and has no client tools (tests, exec).
+pub struct NullHost;
+
+impl TurnHost for NullHost {
+    fn event(&self, _: &str, _: TurnEvent) {}
+    fn ask_permission(&self, _: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
+        Box::pin(async { PermissionAnswer::Reject })
+    }
+    fn call_client_tool(
+        &self,
+        _: &str,
+        name: &str,
+        _: Value,
+    ) -> BoxFuture<'static, ClientToolResult> {
+        let content = format!("client tool {name} is not available");
+        Box::pin(async move {
+            ClientToolResult {
+                content,
+                is_error: true,
+            }
+        })
+    }
+    fn apply_edit(
+        &self,
+        _: PathBuf,
+        _: Option<String>,
+        _: String,
+    ) -> Option<BoxFuture<'static, Result<(), String>>> {
+        None
+    }
+}

@@ -1,0 +1,162 @@
+//! A session loaded in memory: its transcript, system prompt, provider and tool state.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::message::{ToolSpec, Usage};
+use crate::provider::{ModelInfo, Provider, ProviderError};
+use crate::session::{Record, SessionFile, SessionHeader, StoreError};
+use crate::tools::{FileTracker, Policy, TodoItem};
+use crate::workspace::Workspace;
+
+/// Why a turn or session operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    /// The model provider failed (after retries).
+    #[error("{0}")]
+    Provider(#[from] ProviderError),
+    /// The transcript could not be written or read.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// Another turn of this session is running.
+    #[error("session {0} is busy with another turn")]
+    Busy(String),
+    /// Bad input from the client.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Everything needed to bring a session to life.
+pub struct SessionSetup {
+    /// The workspace it belongs to.
+    pub workspace: Arc<Workspace>,
+    /// The model spec, fixed at creation.
+    pub model_spec: String,
+    /// The provider-side model id (the spec without its provider prefix).
+    pub model_id: String,
+    /// The provider for that spec.
+    pub provider: Arc<dyn Provider>,
+    /// Window and output limits of the model.
+    pub model_info: ModelInfo,
+    /// Approval policy.
+    pub policy: Policy,
+    /// Tools the client registered.
+    pub client_tools: Vec<ToolSpec>,
+    /// Seconds to wait for an approval.
+    pub approval_timeout_secs: u64,
+}
+
+/// Mutable state, held for the whole of a turn so turns of one session never interleave.
+pub struct SessionState {
+    /// The transcript file, opened for appending.
+    pub file: SessionFile,
+    /// Every record, in file order (header excluded).
+    pub records: Vec<Record>,
+    /// Tools the person allowed for the rest of the session.
+    pub always_allow: HashSet<String>,
+    /// Usage of the last response.
+    pub last_usage: Option<Usage>,
+    /// sha256 of the workspace prompt the model last heard about (system or note).
+    pub prompt_sha: String,
+}
+
+impl SessionState {
+    /// Appends records to the file and to memory, in order; stops at the first failure.
+    pub fn append(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
+        for r in records {
+            self.file.append(&r)?;
+            self.records.push(r);
+        }
+        Ok(())
+    }
+
+    /// The id of the last message record, the parent of the next one.
+    pub fn last_message_id(&self) -> Option<String> {
+        self.records
+            .iter()
+            .rev()
+            .find_map(|r| r.as_message().map(|m| m.uuid.clone()))
+    }
+}
+
+/// A session in memory.
+pub struct LiveSession {
+    /// Session id.
+    pub id: String,
+    /// The header of its transcript.
+    pub header: SessionHeader,
+    /// How it was set up.
+    pub setup: SessionSetup,
+    /// The system prompt, byte-stable for the session's life (rebuilt only at compaction).
+    pub system: Mutex<String>,
+    /// Transcript and turn state.
+    pub state: tokio::sync::Mutex<SessionState>,
+    /// Files read in this session.
+    pub files: Arc<Mutex<FileTracker>>,
+    /// The task list.
+    pub todos: Arc<Mutex<Vec<TodoItem>>>,
+    /// The running turn's cancellation, for `turn/cancel`.
+    pub running: Mutex<Option<CancellationToken>>,
+}
+
+impl LiveSession {
+    /// Brings a session to life from its header and records.
+    pub fn new(
+        header: SessionHeader,
+        setup: SessionSetup,
+        file: SessionFile,
+        records: Vec<Record>,
+    ) -> LiveSession {
+        let opts = setup.workspace.default_options(Some(&header.model));
+        let assembled = setup.workspace.assemble(&opts);
+        LiveSession {
+            id: header.session_id.clone(),
+            header,
+            system: Mutex::new(assembled.system.clone()),
+            state: tokio::sync::Mutex::new(SessionState {
+                file,
+                records,
+                always_allow: HashSet::new(),
+                last_usage: None,
+                prompt_sha: assembled.sha256.clone(),
+            }),
+            setup,
+            files: Arc::new(Mutex::new(FileTracker::new())),
+            todos: Arc::new(Mutex::new(Vec::new())),
+            running: Mutex::new(None),
+        }
+    }
+
+    /// The system prompt now.
+    pub fn system(&self) -> String {
+        self.system
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Cancels the running turn, if any; true when one was running.
+    pub fn cancel(&self) -> bool {
+        match self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            Some(t) => {
+                t.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The tools the model sees: built-ins then the client's, in a fixed order.
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        let mut specs = crate::tools::builtin_specs();
+        specs.extend(self.setup.client_tools.iter().cloned());
+        specs
+    }
+}

@@ -1,0 +1,393 @@
+//! The step loop of one turn.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
+use super::host::TurnHost;
+use super::live::{LiveSession, SessionState, TurnError};
+use super::view::request_messages;
+use crate::message::{Block, Role, StopReason, Usage};
+use crate::provider::{ModelRequest, ProviderError, StreamEvent};
+use crate::session::records::{InstructionChangeRecord, UsageRecord, new_id, now_ms};
+use crate::session::{MessageRecord, Record};
+use crate::tools::{self, ToolContext, ToolMeta, ToolOutput};
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    /// Why it stopped.
+    pub stop_reason: StopReason,
+    /// Usage summed over its steps.
+    pub usage: Usage,
+    /// Ids of the messages it appended, in order.
+    pub message_ids: Vec<String>,
+    /// The provider error that ended it, if any (the transcript is consistent anyway).
+    pub error: Option<String>,
+}
+
+const INTERRUPTED: &str = "[interrupted: the turn was cancelled before this tool call finished]";
+const DENIED: &str = "The user denied this tool call. Do not retry it as is; ask the user what to do instead, or take another approach.";
+
+/// Runs one user turn to its end: steps until the model stops, the step limit, an error or
+/// cancellation. Every message is persisted as it happens.
+pub async fn run_turn(
+    session: &Arc<LiveSession>,
+    input: Vec<Block>,
+    host: Arc<dyn TurnHost>,
+    cancel: CancellationToken,
+    max_steps: u32,
+) -> Result<TurnOutcome, TurnError> {
+    let mut state = session
+        .state
+        .try_lock()
+        .map_err(|_| TurnError::Busy(session.id.clone()))?;
+    if input.is_empty() {
+        return Err(TurnError::Invalid("turn input is empty".into()));
+    }
+    *session.running.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
+    let result = run_locked(
+        session,
+        &mut state,
+        input,
+        host.as_ref(),
+        &cancel,
+        max_steps,
+    )
+    .await;
+    *session.running.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    if let Ok(out) = &result {
+        host.event(
+            &session.id,
+            TurnEvent::Finished {
+                stop_reason: out.stop_reason,
+                usage: out.usage,
+            },
+        );
+    }
+    result
+}
+
+/// An instruction-file change since the model last heard: a note for the next user message.
+fn instruction_note(session: &LiveSession, state: &mut SessionState) -> Option<(String, Record)> {
+    let ws = &session.setup.workspace;
+    let assembled = ws.assemble(&ws.default_options(Some(&session.header.model)));
+    if assembled.sha256 == state.prompt_sha {
+        return None;
+    }
+    state.prompt_sha = assembled.sha256.clone();
+    let note = format!(
+        "<garuda_note>The project's instruction or memory files changed on disk since this session began. \
+         Their current text follows; where it disagrees with the system prompt, it wins.\n\n{}</garuda_note>",
+        assembled
+            .system
+            .split_once("# Project instructions")
+            .map(|(_, rest)| format!("# Project instructions{rest}"))
+            .unwrap_or_else(|| "(no instruction files now)".to_string())
+    );
+    let record = Record::InstructionChange(InstructionChangeRecord {
+        uuid: new_id(),
+        time: now_ms(),
+        paths: Vec::new(),
+        sha256: assembled.sha256.clone(),
+    });
+    Some((note, record))
+}
+
+async fn run_locked(
+    session: &Arc<LiveSession>,
+    state: &mut SessionState,
+    mut input: Vec<Block>,
+    host: &dyn TurnHost,
+    cancel: &CancellationToken,
+    max_steps: u32,
+) -> Result<TurnOutcome, TurnError> {
+    let mut outcome = TurnOutcome {
+        stop_reason: StopReason::EndTurn,
+        usage: Usage::default(),
+        message_ids: Vec::new(),
+        error: None,
+    };
+    if let Some((note, record)) = instruction_note(session, state) {
+        input.insert(0, Block::text(note));
+        state.append(vec![record])?;
+    }
+    let user = MessageRecord::new(Role::User, input, state.last_message_id());
+    outcome.message_ids.push(user.uuid.clone());
+    state.append(vec![Record::Message(user)])?;
+
+    let ctx = ToolContext {
+        root: session.setup.workspace.root.clone(),
+        files: session.files.clone(),
+        todos: session.todos.clone(),
+        limits: Default::default(),
+        cancel: cancel.clone(),
+        state_dir: None,
+    };
+    let tools = session.tool_specs();
+    for step in 1..=max_steps {
+        if cancel.is_cancelled() {
+            outcome.stop_reason = StopReason::Cancelled;
+            return Ok(outcome);
+        }
+        host.event(&session.id, TurnEvent::StepStarted { step });
+        let (messages, cache) = request_messages(&state.records);
+        let request = ModelRequest {
+            model: session.setup.model_id.clone(),
+            system: session.system(),
+            tools: tools.clone(),
+            messages,
+            max_tokens: session.setup.model_info.max_output as u32,
+            cache,
+            thinking_budget: None,
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
+        let call = session.setup.provider.complete(request, tx, cancel.clone());
+        let forward = async {
+            while let Some(ev) = rx.recv().await {
+                forward_event(host, &session.id, ev);
+            }
+        };
+        let (result, ()) = tokio::join!(call, forward);
+        let response = match result {
+            Ok(r) => r,
+            Err(e) => {
+                let cancelled = matches!(e, ProviderError::Cancelled { .. });
+                let partial = e.partial().to_vec();
+                if !partial.is_empty() {
+                    let ids = append_assistant_and_close(state, partial, INTERRUPTED)?;
+                    outcome.message_ids.extend(ids);
+                }
+                if cancelled {
+                    outcome.stop_reason = StopReason::Cancelled;
+                    return Ok(outcome);
+                }
+                return Err(TurnError::Provider(e));
+            }
+        };
+        outcome.usage.add(&response.usage);
+        state.last_usage = Some(response.usage);
+        host.event(
+            &session.id,
+            TurnEvent::Usage {
+                usage: response.usage,
+                context_tokens: response.usage.context_tokens(),
+            },
+        );
+        let assistant = MessageRecord::new(
+            Role::Assistant,
+            response.content.clone(),
+            state.last_message_id(),
+        );
+        let assistant_id = assistant.uuid.clone();
+        outcome.message_ids.push(assistant_id.clone());
+        state.append(vec![
+            Record::Message(assistant),
+            Record::Usage(UsageRecord {
+                uuid: new_id(),
+                time: now_ms(),
+                message_id: Some(assistant_id),
+                usage: response.usage,
+            }),
+        ])?;
+
+        let calls: Vec<(String, String, Value)> = response
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                Block::ToolUse { id, name, input } => {
+                    Some((id.clone(), name.clone(), input.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        if calls.is_empty() {
+            outcome.stop_reason = response.stop_reason;
+            return Ok(outcome);
+        }
+        let mut results = Vec::with_capacity(calls.len());
+        for (id, name, input) in calls {
+            let out = if cancel.is_cancelled() {
+                interrupted()
+            } else {
+                host.event(
+                    &session.id,
+                    TurnEvent::ToolCallStarted {
+                        id: id.clone(),
+                        name: name.clone(),
+                        input: input.clone(),
+                    },
+                );
+                let out = run_tool(session, state, host, &ctx, &id, &name, input).await;
+                if out.meta.todos_changed {
+                    let todos = session
+                        .todos
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .clone();
+                    host.event(&session.id, TurnEvent::Todos { todos });
+                }
+                out
+            };
+            host.event(
+                &session.id,
+                TurnEvent::ToolCallFinished {
+                    id: id.clone(),
+                    name: name.clone(),
+                    output: out.content.clone(),
+                    is_error: out.is_error,
+                    meta: out.meta.clone(),
+                },
+            );
+            results.push(Block::ToolResult {
+                tool_use_id: id,
+                content: vec![Block::text(out.content)],
+                is_error: out.is_error,
+            });
+        }
+        let user = MessageRecord::new(Role::User, results, state.last_message_id());
+        outcome.message_ids.push(user.uuid.clone());
+        state.append(vec![Record::Message(user)])?;
+        if cancel.is_cancelled() {
+            outcome.stop_reason = StopReason::Cancelled;
+            return Ok(outcome);
+        }
+    }
+    outcome.stop_reason = StopReason::MaxSteps;
+    Ok(outcome)
+}
+
+fn interrupted() -> ToolOutput {
+    ToolOutput::error(INTERRUPTED).with_meta(ToolMeta {
+        cancelled: true,
+        ..Default::default()
+    })
+}
+
+/// Appends a partial assistant message and answers each of its tool calls with `note`,
+/// so the transcript never holds a tool_use without its tool_result.
+fn append_assistant_and_close(
+    state: &mut SessionState,
+    partial: Vec<Block>,
+    note: &str,
+) -> Result<Vec<String>, TurnError> {
+    let uses: Vec<String> = partial
+        .iter()
+        .filter_map(|b| match b {
+            Block::ToolUse { id, .. } => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
+    let assistant = MessageRecord::new(Role::Assistant, partial, state.last_message_id());
+    let mut ids = vec![assistant.uuid.clone()];
+    let mut records = vec![Record::Message(assistant.clone())];
+    if !uses.is_empty() {
+        let results = uses
+            .into_iter()
+            .map(|id| Block::ToolResult {
+                tool_use_id: id,
+                content: vec![Block::text(note)],
+                is_error: true,
+            })
+            .collect();
+        let user = MessageRecord::new(Role::User, results, Some(assistant.uuid.clone()));
+        ids.push(user.uuid.clone());
+        records.push(Record::Message(user));
+    }
+    state.append(records)?;
+    Ok(ids)
+}
+
+fn forward_event(host: &dyn TurnHost, session_id: &str, ev: StreamEvent) {
+    let ev = match ev {
+        StreamEvent::TextDelta(text) => TurnEvent::TextDelta { text },
+        StreamEvent::ThinkingDelta(text) => TurnEvent::ThinkingDelta { text },
+        StreamEvent::Retry {
+            attempt,
+            delay_ms,
+            reason,
+        } => TurnEvent::Retry {
+            attempt,
+            delay_ms,
+            reason,
+        },
+        // Tool calls are reported whole when they run; usage when the step ends.
+        StreamEvent::ToolUseStart { .. }
+        | StreamEvent::ToolUseInputDelta { .. }
+        | StreamEvent::Usage(_) => return,
+    };
+    host.event(session_id, ev);
+}
+
+async fn run_tool(
+    session: &Arc<LiveSession>,
+    state: &mut SessionState,
+    host: &dyn TurnHost,
+    ctx: &ToolContext,
+    id: &str,
+    name: &str,
+    input: Value,
+) -> ToolOutput {
+    let is_client_tool = session.setup.client_tools.iter().any(|t| t.name == name);
+    let class = tools::classify(name);
+    if class.is_none() && !is_client_tool {
+        return ToolOutput::error(format!(
+            "unknown tool {name}; use one of the tools listed in the request"
+        ));
+    }
+    let needs = match class {
+        Some(c) => tools::needs_approval(session.setup.policy, c),
+        None => false,
+    };
+    if needs && !state.always_allow.contains(name) {
+        let req = PermissionRequest {
+            session_id: session.id.clone(),
+            tool_call_id: id.to_string(),
+            tool_name: name.to_string(),
+            title: tools::describe_call(name, &input),
+            input: input.clone(),
+            options: PermissionRequest::standard_options(),
+        };
+        let wait = Duration::from_secs(session.setup.approval_timeout_secs.max(1));
+        let answer = tokio::select! {
+            a = tokio::time::timeout(wait, host.ask_permission(req)) => a.unwrap_or(PermissionAnswer::Reject),
+            _ = ctx.cancel.cancelled() => return interrupted(),
+        };
+        match answer {
+            PermissionAnswer::AllowOnce => {}
+            PermissionAnswer::AllowAlways => {
+                state.always_allow.insert(name.to_string());
+            }
+            PermissionAnswer::Reject => return ToolOutput::error(DENIED),
+        }
+    }
+    if is_client_tool {
+        let r = tokio::select! {
+            r = host.call_client_tool(&session.id, name, input) => r,
+            _ = ctx.cancel.cancelled() => return interrupted(),
+        };
+        return if r.is_error {
+            ToolOutput::error(r.content)
+        } else {
+            ToolOutput::ok(r.content)
+        };
+    }
+    if matches!(name, "edit_file" | "write_file") {
+        let plan = match tools::plan_edit(name, &input, ctx) {
+            Ok(p) => p,
+            Err(refusal) => return refusal,
+        };
+        let abs = ctx.root.path().join(&plan.rel_path);
+        if let Some(apply) = host.apply_edit(abs, plan.old_text.clone(), plan.new_text.clone()) {
+            return match apply.await {
+                Ok(()) => tools::finish_write(&plan, ctx),
+                Err(e) => ToolOutput::error(format!("the editor did not apply the edit: {e}")),
+            };
+        }
+        return tools::commit_write(&plan, ctx);
+    }
+    tools::run(name, input, ctx).await
+}
