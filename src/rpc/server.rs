@@ -1,0 +1,492 @@
+//! The serve loop: reads frames, dispatches to a [`Handler`], writes answers in order.
+//!
+//! One writer task owns the output and drains one ordered queue, so notifications and
+//! responses reach the client in the order they were queued. Spawned requests run as tokio
+//! tasks with a cancellation token; server-to-client requests have their own id space.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::error::{RpcError, codes};
+use super::framing::{FrameEvent, FrameReader, Framing, header, trailer};
+use super::message::{self, Id, Incoming, encode_notification, encode_request, encode_response};
+
+/// How long `serve` waits for in-flight requests to answer after the input ends.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The application behind the transport (Garuda's native front implements it).
+pub trait Handler: Send + Sync + 'static {
+    /// Called on the read loop in arrival order. Quick work answers inline; slow work is spawned.
+    fn request(&self, method: &str, params: Value, ctx: RequestCtx) -> Dispatch;
+    /// Called on the read loop in arrival order.
+    fn notification(&self, method: &str, params: Value, client: &Client) -> Flow;
+}
+
+/// How a request is answered.
+pub enum Dispatch {
+    /// Answer now.
+    Reply(Result<Value, RpcError>),
+    /// Run this future as a task and answer with its output; counts towards `max_in_flight`.
+    Spawn(BoxFuture<'static, Result<Value, RpcError>>),
+}
+
+/// Whether the read loop goes on after a notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep serving.
+    Continue,
+    /// Stop serving (after draining, as at end of input) and report this exit code.
+    Exit(i32),
+}
+
+/// What a request handler gets besides its params.
+pub struct RequestCtx {
+    /// The client's id for this request.
+    pub id: Id,
+    /// Cancelled by `$/cancelRequest` for this id and at end of input (spawned requests only).
+    pub cancel: CancellationToken,
+    /// The connection, for notifications and server-to-client requests.
+    pub client: Client,
+}
+
+/// Transport limits.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Largest frame body accepted; larger frames are skipped and answered with -32600.
+    pub max_frame_bytes: usize,
+    /// Most spawned requests running at once; more are answered with -32054.
+    pub max_in_flight: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            max_frame_bytes: 64 * 1024 * 1024,
+            max_in_flight: 64,
+        }
+    }
+}
+
+/// Why `serve` returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServeEnd {
+    /// The input ended (or could not be read).
+    Eof,
+    /// A notification handler asked to exit with this code.
+    Exit(i32),
+}
+
+enum Out {
+    Message(Vec<u8>),
+    Close,
+}
+
+type Reply = oneshot::Sender<Result<Value, RpcError>>;
+
+struct ClientInner {
+    tx: mpsc::UnboundedSender<Out>,
+    /// `None` once the connection is closing: new requests fail at once.
+    pending: Mutex<Option<HashMap<Id, Reply>>>,
+    next_id: AtomicI64,
+}
+
+/// The connection to the client: notifications and server-to-client requests.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<ClientInner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves the map consistent; keep going.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn closed_error() -> RpcError {
+    RpcError::internal("connection closed")
+}
+
+/// Removes a pending server-to-client request when its future is dropped early.
+struct PendingGuard<'a> {
+    inner: &'a ClientInner,
+    id: Id,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(map) = lock(&self.inner.pending).as_mut() {
+            map.remove(&self.id);
+        }
+    }
+}
+
+impl Client {
+    fn new(tx: mpsc::UnboundedSender<Out>) -> Self {
+        Self {
+            inner: Arc::new(ClientInner {
+                tx,
+                pending: Mutex::new(Some(HashMap::new())),
+                next_id: AtomicI64::new(1),
+            }),
+        }
+    }
+
+    fn send(&self, body: Vec<u8>) -> bool {
+        self.inner.tx.send(Out::Message(body)).is_ok()
+    }
+
+    fn respond(&self, id: Option<&Id>, result: &Result<Value, RpcError>) {
+        if !self.send(encode_response(id, result)) {
+            tracing::debug!("dropping a response: connection closed");
+        }
+    }
+
+    /// Queues a notification; notifications and responses are written in queue order.
+    pub fn notify(&self, method: &str, params: Value) {
+        if !self.send(encode_notification(method, &params)) {
+            tracing::debug!("dropping notification {method}: connection closed");
+        }
+    }
+
+    /// Sends a request to the client and waits for its answer; fails when the connection closes.
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        let (id, rx) = self.start(method, &params)?;
+        let _guard = PendingGuard {
+            inner: &self.inner,
+            id,
+        };
+        rx.await.unwrap_or_else(|_| Err(closed_error()))
+    }
+
+    /// Like [`Client::request`], but gives up after `t`: sends `$/cancelRequest` to the client
+    /// and answers -32800.
+    pub async fn request_timeout(
+        &self,
+        method: &str,
+        params: Value,
+        t: Duration,
+    ) -> Result<Value, RpcError> {
+        let (id, rx) = self.start(method, &params)?;
+        let guard = PendingGuard {
+            inner: &self.inner,
+            id,
+        };
+        match tokio::time::timeout(t, rx).await {
+            Ok(r) => r.unwrap_or_else(|_| Err(closed_error())),
+            Err(_) => {
+                let id = guard.id.clone();
+                drop(guard);
+                self.notify("$/cancelRequest", json!({ "id": id }));
+                Err(RpcError::new(
+                    codes::REQUEST_CANCELLED,
+                    format!("client did not answer {method} within {t:?}"),
+                ))
+            }
+        }
+    }
+
+    fn start(
+        &self,
+        method: &str,
+        params: &Value,
+    ) -> Result<(Id, oneshot::Receiver<Result<Value, RpcError>>), RpcError> {
+        let id = Id::Number(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        let mut pending = lock(&self.inner.pending);
+        let map = pending.as_mut().ok_or_else(closed_error)?;
+        map.insert(id.clone(), tx);
+        // Sent under the lock so that `close` cannot slip between registering and sending.
+        if !self.send(encode_request(&id, method, params)) {
+            map.remove(&id);
+            return Err(closed_error());
+        }
+        Ok((id, rx))
+    }
+
+    fn route(&self, id: Id, result: Result<Value, RpcError>) {
+        let reply = lock(&self.inner.pending)
+            .as_mut()
+            .and_then(|m| m.remove(&id));
+        match reply {
+            Some(reply) => {
+                // The requester may have given up; nothing to do then.
+                let _ = reply.send(result);
+            }
+            None => tracing::warn!("response for unknown request id {id} ignored"),
+        }
+    }
+
+    /// Fails every pending server-to-client request and refuses new ones.
+    fn close(&self) {
+        let pending = lock(&self.inner.pending).take();
+        for (_, reply) in pending.into_iter().flatten() {
+            let _ = reply.send(Err(closed_error()));
+        }
+    }
+}
+
+/// Runs `fut`, answering -32800 if `cancel` fires first (the future is then dropped).
+pub async fn cancellable<F>(cancel: CancellationToken, fut: F) -> Result<Value, RpcError>
+where
+    F: Future<Output = Result<Value, RpcError>>,
+{
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(RpcError::request_cancelled()),
+        r = fut => r,
+    }
+}
+
+struct Running {
+    cancel: CancellationToken,
+    abort: AbortHandle,
+}
+
+type InFlight = Arc<Mutex<HashMap<Id, Running>>>;
+
+/// Serves one connection until end of input or [`Flow::Exit`], then cancels in-flight requests,
+/// waits up to [`DRAIN_TIMEOUT`] for their answers, flushes the output and returns.
+pub async fn serve<R, W>(
+    input: R,
+    output: W,
+    handler: Arc<dyn Handler>,
+    config: ServerConfig,
+) -> ServeEnd
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let framing = Arc::new(OnceLock::new());
+    let (tx, rx) = mpsc::unbounded_channel();
+    let writer = tokio::spawn(write_loop(output, rx, framing.clone()));
+    let client = Client::new(tx.clone());
+    let in_flight: InFlight = Arc::default();
+    let tracker = TaskTracker::new();
+    let mut reader = FrameReader::new(input, config.max_frame_bytes);
+
+    let end = loop {
+        let Some(event) = reader.next().await else {
+            break ServeEnd::Eof;
+        };
+        if let Some(f) = reader.framing() {
+            let _ = framing.set(f);
+        }
+        let frame = match event {
+            FrameEvent::Frame(frame) => frame,
+            FrameEvent::Oversize { declared, prefix } => {
+                let size = declared.map_or_else(|| "a line".to_owned(), |n| format!("{n} bytes"));
+                let msg = format!(
+                    "message too large ({size}, limit {} bytes); skipped",
+                    config.max_frame_bytes
+                );
+                reject_frame(&client, message::extract_id(&prefix), msg);
+                continue;
+            }
+            FrameEvent::BadHeader { reason, prefix } => {
+                reject_frame(&client, message::extract_id(&prefix), reason);
+                continue;
+            }
+            FrameEvent::Truncated { received } => {
+                tracing::warn!("input ended inside a message ({received} bytes received)");
+                continue;
+            }
+        };
+        match message::parse(&frame) {
+            Err(bad) => {
+                let id = bad
+                    .id
+                    .as_ref()
+                    .map_or_else(|| "null".to_owned(), Id::to_string);
+                tracing::warn!("bad message (id {id}): {}", bad.error.message);
+                if bad.reply {
+                    client.respond(bad.id.as_ref(), &Err(bad.error));
+                }
+            }
+            Ok(Incoming::Response { id, result }) => client.route(id, result),
+            Ok(Incoming::Notification { method, params }) => {
+                if method == "$/cancelRequest" {
+                    cancel_request(&in_flight, &params);
+                    continue;
+                }
+                let flow = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    handler.notification(&method, params, &client)
+                }));
+                match flow {
+                    Ok(Flow::Continue) => {}
+                    Ok(Flow::Exit(code)) => break ServeEnd::Exit(code),
+                    Err(_) => tracing::error!("notification handler for {method} panicked"),
+                }
+            }
+            Ok(Incoming::Request { id, method, params }) => {
+                if lock(&in_flight).contains_key(&id) {
+                    let msg = format!("request id {id} is already in flight");
+                    client.respond(Some(&id), &Err(RpcError::invalid_request(msg)));
+                    continue;
+                }
+                let cancel = CancellationToken::new();
+                let ctx = RequestCtx {
+                    id: id.clone(),
+                    cancel: cancel.clone(),
+                    client: client.clone(),
+                };
+                let dispatch = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    handler.request(&method, params, ctx)
+                }));
+                match dispatch {
+                    Ok(Dispatch::Reply(result)) => client.respond(Some(&id), &result),
+                    Ok(Dispatch::Spawn(fut)) => {
+                        spawn_request(&tracker, &in_flight, &client, &config, id, cancel, fut)
+                    }
+                    Err(_) => {
+                        tracing::error!("request handler for {method} panicked");
+                        client.respond(Some(&id), &Err(RpcError::internal("handler panicked")));
+                    }
+                }
+            }
+        }
+    };
+
+    client.close();
+    for running in lock(&in_flight).values() {
+        running.cancel.cancel();
+    }
+    tracker.close();
+    if tokio::time::timeout(DRAIN_TIMEOUT, tracker.wait())
+        .await
+        .is_err()
+    {
+        let left: Vec<_> = lock(&in_flight).drain().collect();
+        tracing::warn!(
+            "{} request(s) did not finish after cancellation; dropped",
+            left.len()
+        );
+        for (_, running) in left {
+            running.abort.abort();
+        }
+    }
+    let _ = tx.send(Out::Close);
+    if let Err(e) = writer.await {
+        tracing::error!("writer task failed: {e}");
+    }
+    end
+}
+
+fn reject_frame(client: &Client, id: Option<Id>, reason: String) {
+    match id {
+        Some(id) => {
+            tracing::warn!("skipped message (id {id}): {reason}");
+            client.respond(Some(&id), &Err(RpcError::invalid_request(reason)));
+        }
+        None => tracing::warn!("skipped message (no id): {reason}"),
+    }
+}
+
+fn cancel_request(in_flight: &InFlight, params: &Value) {
+    let id = params
+        .get("id")
+        .cloned()
+        .and_then(|v| serde_json::from_value::<Id>(v).ok());
+    let Some(id) = id else {
+        tracing::warn!("$/cancelRequest without a valid id");
+        return;
+    };
+    match lock(in_flight).get(&id) {
+        Some(running) => running.cancel.cancel(),
+        None => tracing::debug!("$/cancelRequest for {id}, which is not in flight"),
+    }
+}
+
+fn spawn_request(
+    tracker: &TaskTracker,
+    in_flight: &InFlight,
+    client: &Client,
+    config: &ServerConfig,
+    id: Id,
+    cancel: CancellationToken,
+    fut: BoxFuture<'static, Result<Value, RpcError>>,
+) {
+    let mut running = lock(in_flight);
+    if running.len() >= config.max_in_flight {
+        drop(running);
+        tracing::warn!(
+            "request {id} refused: {} requests in flight",
+            config.max_in_flight
+        );
+        client.respond(Some(&id), &Err(RpcError::overloaded()));
+        return;
+    }
+    // An inner task so that a panic becomes an error answer instead of a silent loss.
+    let task = tokio::spawn(fut);
+    running.insert(
+        id.clone(),
+        Running {
+            cancel,
+            abort: task.abort_handle(),
+        },
+    );
+    drop(running);
+    let in_flight = in_flight.clone();
+    let client = client.clone();
+    tracker.spawn(async move {
+        let result = match task.await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => {
+                tracing::error!("request {id} panicked");
+                Err(RpcError::internal("handler panicked"))
+            }
+            Err(_) => return, // aborted at shutdown
+        };
+        // Removed before answering, so the client may reuse the id once it has the answer.
+        lock(&in_flight).remove(&id);
+        client.respond(Some(&id), &result);
+    });
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    output: W,
+    mut rx: mpsc::UnboundedReceiver<Out>,
+    framing: Arc<OnceLock<Framing>>,
+) {
+    let mut out = BufWriter::new(output);
+    let mut healthy = true;
+    while let Some(msg) = rx.recv().await {
+        let Out::Message(body) = msg else { break };
+        if !healthy {
+            continue;
+        }
+        let framing = framing.get().copied().unwrap_or(Framing::ContentLength);
+        let mut result = write_frame(&mut out, framing, &body).await;
+        if result.is_ok() && rx.is_empty() {
+            result = out.flush().await;
+        }
+        if let Err(e) = result {
+            tracing::warn!("writing output failed, dropping further messages: {e}");
+            healthy = false;
+        }
+    }
+    if healthy {
+        if let Err(e) = out.flush().await {
+            tracing::warn!("flushing output failed: {e}");
+        }
+    }
+}
+
+async fn write_frame<W: AsyncWrite + Unpin>(
+    out: &mut W,
+    framing: Framing,
+    body: &[u8],
+) -> std::io::Result<()> {
+    out.write_all(&header(framing, body.len())).await?;
+    out.write_all(body).await?;
+    out.write_all(trailer(framing)).await
+}
