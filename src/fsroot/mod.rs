@@ -268,6 +268,27 @@ impl Root {
             .map_err(|e| map_err(&rel, e))
     }
 
+    /// The text of the link at `rel` when it is a link (the link itself is beneath the root;
+    /// its target may not be); `Ok(None)` when it is not a link or is absent.
+    pub fn read_link(&self, rel: &Path) -> Result<Option<PathBuf>, FsError> {
+        let rel = self.relative(rel)?;
+        let (parent, name) = split_name(&rel)?;
+        let dir = match self.open_rel(&parent, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()) {
+            Ok(dir) => dir,
+            Err(FsError::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match rustix::fs::readlinkat(&dir, name.as_path(), Vec::new()) {
+            Ok(target) => {
+                let target: std::ffi::OsString =
+                    std::os::unix::ffi::OsStringExt::from_vec(target.into_bytes());
+                Ok(Some(PathBuf::from(target)))
+            }
+            Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(map_err(&rel, e.into())),
+        }
+    }
+
     /// Removes a file (or a link, not its target) beneath the root.
     pub fn remove(&self, rel: &Path) -> Result<(), FsError> {
         let rel = self.relative(rel)?;
@@ -450,6 +471,9 @@ fn normalize(p: &Path) -> Option<PathBuf> {
 /// Splits a root-relative path into its folder and its last name.
 fn split_name(rel: &Path) -> Result<(PathBuf, PathBuf), FsError> {
     match (rel.parent(), rel.file_name()) {
+        (Some(parent), Some(name)) if parent.as_os_str().is_empty() => {
+            Ok((PathBuf::from("."), PathBuf::from(name)))
+        }
         (Some(parent), Some(name)) => Ok((parent.to_path_buf(), PathBuf::from(name))),
         _ => Err(FsError::NotRegular {
             path: rel.to_path_buf(),

@@ -350,6 +350,12 @@ fn append_creates_file_and_parents() {
             "- one\n- two\n"
         );
         root.remove(p(".garuda/memory.md")).unwrap();
+        root.append(p("top.md"), b"x").unwrap();
+        root.remove(p("top.md")).unwrap();
+        assert!(matches!(
+            root.remove(p("top.md")),
+            Err(FsError::NotFound(_))
+        ));
         assert_eq!(root.kind(p(".garuda/memory.md")).unwrap(), None);
     }
 }
@@ -390,6 +396,25 @@ fn stamp_and_list() {
         },
     ];
     assert_eq!(listing, expect);
+}
+
+#[test]
+fn read_link_reports_link_text() {
+    let fx = fixture();
+    symlink("AGENTS.md", fx.root.join("CLAUDE.md")).unwrap();
+    symlink(fx.outside.join("secret.txt"), fx.root.join("OUT.md")).unwrap();
+    for root in roots(&fx) {
+        assert_eq!(
+            root.read_link(p("CLAUDE.md")).unwrap(),
+            Some(PathBuf::from("AGENTS.md"))
+        );
+        assert_eq!(
+            root.read_link(p("OUT.md")).unwrap(),
+            Some(fx.outside.join("secret.txt"))
+        );
+        assert_eq!(root.read_link(p("AGENTS.md")).unwrap(), None);
+        assert_eq!(root.read_link(p("missing/x.md")).unwrap(), None);
+    }
 }
 
 #[test]
