@@ -1,0 +1,271 @@
+//! `bash`: runs a command in the workspace root in its own process group, with a timeout, an
+//! output cap, and prompt cancellation that kills the whole group.
+//!
+//! Environment: the server's environment is inherited, except variables whose names look like
+//! credentials (API keys, tokens, secrets, passwords), which are removed so a command cannot
+//! print them into the conversation. Pagers are disabled and git never prompts.
+//!
+//! Processes the command leaves running in the background are killed shortly after the shell
+//! exits: a tool call must not leave orphans behind (nor hold the output pipes open).
+
+use std::collections::VecDeque;
+use std::process::Stdio;
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal, kill_process_group};
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+
+use super::util::{self, lenient_u64};
+use super::{ToolContext, ToolMeta, ToolOutput};
+
+/// How long output is still collected after the shell exited while something else holds the
+/// pipes open.
+const DRAIN_GRACE: Duration = Duration::from_millis(250);
+
+#[derive(Deserialize)]
+struct Input {
+    command: String,
+    #[serde(default, deserialize_with = "lenient_u64")]
+    timeout_ms: Option<u64>,
+}
+
+/// True for environment variable names that look like credentials.
+pub(super) fn looks_secret(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    const MARKS: &[&str] = &[
+        "API_KEY", "APIKEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY",
+        "ACCESS_KEY",
+    ];
+    MARKS.iter().any(|m| n.contains(m))
+}
+
+/// Keeps the first and last `half` bytes of a stream and counts what falls between.
+struct HeadTail {
+    half: usize,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+impl HeadTail {
+    fn new(cap: usize) -> Self {
+        let half = (cap / 2).max(1);
+        HeadTail { half, head: Vec::new(), tail: VecDeque::new(), total: 0 }
+    }
+
+    fn push(&mut self, mut data: &[u8]) {
+        self.total += data.len() as u64;
+        if self.head.len() < self.half {
+            let n = (self.half - self.head.len()).min(data.len());
+            self.head.extend_from_slice(&data[..n]);
+            data = &data[n..];
+        }
+        if data.len() >= self.half {
+            self.tail.clear();
+            self.tail.extend(&data[data.len() - self.half..]);
+        } else {
+            self.tail.extend(data);
+            let extra = self.tail.len().saturating_sub(self.half);
+            self.tail.drain(..extra);
+        }
+    }
+
+    /// The kept text and whether anything was omitted.
+    fn finish(self) -> (String, bool) {
+        let omitted = self.total - self.head.len() as u64 - self.tail.len() as u64;
+        let mut text = String::from_utf8_lossy(&self.head).into_owned();
+        let tail: Vec<u8> = self.tail.into_iter().collect();
+        if omitted > 0 {
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!("[… {omitted} bytes omitted …]\n"));
+        }
+        text.push_str(&String::from_utf8_lossy(&tail));
+        (text, omitted > 0)
+    }
+}
+
+/// Kills the process group when dropped, so a dropped tool future leaves nothing running.
+struct GroupGuard {
+    pgid: Option<Pid>,
+}
+
+impl GroupGuard {
+    fn kill(&self) {
+        if let Some(p) = self.pgid {
+            // ESRCH (group already gone) is the expected case after a clean exit.
+            let _ = kill_process_group(p, Signal::KILL);
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+enum End {
+    Exited,
+    TimedOut,
+    Cancelled,
+}
+
+pub(super) async fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
+    let input: Input = match util::parse("bash", input) {
+        Ok(i) => i,
+        Err(e) => return e,
+    };
+    if input.command.trim().is_empty() {
+        return ToolOutput::error("bash needs a non-empty command");
+    }
+    let timeout_ms = input
+        .timeout_ms
+        .unwrap_or(ctx.limits.bash_timeout_ms)
+        .clamp(1, ctx.limits.bash_max_timeout_ms.max(1));
+
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(&input.command)
+        .current_dir(ctx.root.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    for (k, _) in std::env::vars_os() {
+        if looks_secret(&k.to_string_lossy()) {
+            cmd.env_remove(&k);
+        }
+    }
+    cmd.env("GARUDA", "1")
+        .env("PAGER", "cat")
+        .env("GIT_PAGER", "cat")
+        .env("GIT_TERMINAL_PROMPT", "0");
+
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return ToolOutput::error(format!("could not start bash: {e}")),
+    };
+    // The child leads its own group (process_group(0)), so its pid is the group id.
+    let guard = GroupGuard { pgid: child.id().and_then(|id| Pid::from_raw(id as i32)) };
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let mut buf = HeadTail::new(ctx.limits.output_max_chars);
+    let (mut b1, mut b2) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
+    let deadline = tokio::time::sleep(Duration::from_millis(timeout_ms));
+    tokio::pin!(deadline);
+    let grace = tokio::time::sleep(Duration::from_secs(86_400));
+    tokio::pin!(grace);
+    let mut status = None;
+    let end = loop {
+        if status.is_some() && stdout.is_none() && stderr.is_none() {
+            break End::Exited;
+        }
+        tokio::select! {
+            biased;
+            _ = ctx.cancel.cancelled() => break End::Cancelled,
+            _ = &mut deadline => break End::TimedOut,
+            r = read_some(&mut stdout, &mut b1), if stdout.is_some() => match r {
+                Some(n) => buf.push(&b1[..n]),
+                None => stdout = None,
+            },
+            r = read_some(&mut stderr, &mut b2), if stderr.is_some() => match r {
+                Some(n) => buf.push(&b2[..n]),
+                None => stderr = None,
+            },
+            st = child.wait(), if status.is_none() => {
+                status = Some(st);
+                grace.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
+            }
+            _ = &mut grace, if status.is_some() => break End::Exited,
+        }
+    };
+    // Kill the group before reaping, so its id cannot have been reused by then.
+    guard.kill();
+    drop((stdout, stderr));
+    let status = match status {
+        Some(s) => s,
+        None => child.wait().await,
+    };
+    drop(guard);
+
+    let (mut text, truncated) = buf.finish();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let mut meta = ToolMeta { truncated, ..ToolMeta::default() };
+    match end {
+        End::TimedOut => {
+            meta.timed_out = true;
+            text.push_str(&format!(
+                "[command timed out after {timeout_ms} ms; it and its child processes were killed]\nexit code: none"
+            ));
+            ToolOutput::error(text).with_meta(meta)
+        }
+        End::Cancelled => {
+            meta.cancelled = true;
+            text.push_str("[command cancelled; it and its child processes were killed]\nexit code: none");
+            ToolOutput::error(text).with_meta(meta)
+        }
+        End::Exited => match status {
+            Ok(st) => {
+                if let Some(code) = st.code() {
+                    meta.exit_code = Some(code);
+                    text.push_str(&format!("exit code: {code}"));
+                } else {
+                    use std::os::unix::process::ExitStatusExt;
+                    let sig = st.signal().unwrap_or(0);
+                    text.push_str(&format!("exit code: none (killed by signal {sig})"));
+                }
+                ToolOutput::ok(text).with_meta(meta)
+            }
+            Err(e) => ToolOutput::error(format!("{text}could not wait for bash: {e}")).with_meta(meta),
+        },
+    }
+}
+
+/// Reads some bytes from an optional pipe; `None` at end of stream or on error.
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(pipe: &mut Option<R>, buf: &mut [u8]) -> Option<usize> {
+    let p = pipe.as_mut()?;
+    match p.read(buf).await {
+        Ok(0) | Err(_) => None,
+        Ok(n) => Some(n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_tail_keeps_both_ends() {
+        let mut h = HeadTail::new(10);
+        h.push(b"abcde");
+        h.push(b"0123456789");
+        h.push(b"vwxyz");
+        let (t, cut) = h.finish();
+        assert!(cut);
+        assert!(t.starts_with("abcde\n[… 10 bytes omitted …]\n"), "{t}");
+        assert!(t.ends_with("vwxyz"), "{t}");
+    }
+
+    #[test]
+    fn head_tail_small_output_untouched() {
+        let mut h = HeadTail::new(100);
+        h.push(b"hello\n");
+        assert_eq!(h.finish(), ("hello\n".to_string(), false));
+    }
+
+    #[test]
+    fn secret_names() {
+        assert!(looks_secret("ANTHROPIC_API_KEY"));
+        assert!(looks_secret("github_token"));
+        assert!(looks_secret("AWS_SECRET_ACCESS_KEY"));
+        assert!(!looks_secret("PATH"));
+        assert!(!looks_secret("HOME"));
+    }
+}

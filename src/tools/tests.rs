@@ -1,0 +1,1 @@
+//! Tool tests against tempdir workspaces.
