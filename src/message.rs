@@ -86,9 +86,10 @@ impl Block {
         match self {
             Block::Text { text } => text.chars().count(),
             Block::Image { .. } => 0,
-            Block::Thinking { thinking, signature } => {
-                thinking.chars().count() + signature.as_ref().map_or(0, |s| s.len())
-            }
+            Block::Thinking {
+                thinking,
+                signature,
+            } => thinking.chars().count() + signature.as_ref().map_or(0, |s| s.len()),
             Block::ToolUse { name, input, .. } => name.len() + input.to_string().len(),
             Block::ToolResult { content, .. } => content.iter().map(Block::char_len).sum(),
         }
@@ -107,7 +108,10 @@ pub struct Message {
 impl Message {
     /// A user message holding one text block.
     pub fn user_text(text: impl Into<String>) -> Self {
-        Message { role: Role::User, content: vec![Block::text(text)] }
+        Message {
+            role: Role::User,
+            content: vec![Block::text(text)],
+        }
     }
 
     /// The concatenated text blocks.
