@@ -1,1 +1,11 @@
-//! session (skeleton).
+//! Sessions: the durable transcript and the pure parts of the context pipeline.
+//!
+//! `records` is the JSONL record format, `store` the append-only files, `view` the pipeline
+//! that selects what the model sees, `tokens` the context accounting and `compact` the
+//! compaction planning. Everything except `store` is pure.
+
+pub mod records;
+pub mod store;
+
+pub use records::{MessageMeta, MessageRecord, Record, SessionHeader};
+pub use store::{Loaded, SessionFile, SessionStore, SessionSummary, StoreError};
