@@ -216,6 +216,7 @@ impl NativeFront {
             model: p.model,
             policy: p.policy,
             client_tools: p.tools,
+            record: None,
         };
         let (live, warnings) = self
             .engine

@@ -160,7 +160,7 @@ impl ToolContext {
 }
 
 /// Facts about a tool call beyond its text, for the client and the turn loop.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolMeta {
     /// Exit code of a `bash` command (None when killed or not started).

@@ -144,6 +144,7 @@ async fn run_locked(
             cache,
             thinking_budget: None,
         };
+        let request_chars = request_chars(&request);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
         let call = session.setup.provider.complete(request, tx, cancel.clone());
         let forward = async {
@@ -189,7 +190,8 @@ async fn run_locked(
             Record::Usage(UsageRecord {
                 uuid: new_id(),
                 time: now_ms(),
-                message_id: Some(assistant_id),
+                message_id: assistant_id,
+                request_chars: Some(request_chars),
                 usage: response.usage,
             }),
         ])?;
@@ -258,6 +260,13 @@ async fn run_locked(
     }
     outcome.stop_reason = StopReason::MaxSteps;
     Ok(outcome)
+}
+
+/// Characters a request carries, to calibrate the token estimate against real counts.
+fn request_chars(req: &ModelRequest) -> u64 {
+    let tools: usize = req.tools.iter().map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len()).sum();
+    let messages: usize = req.messages.iter().flat_map(|m| m.content.iter()).map(Block::char_len).sum();
+    (req.system.chars().count() + tools + messages) as u64
 }
 
 fn interrupted() -> ToolOutput {
