@@ -29,7 +29,9 @@ pub struct Garuda {
     next_id: i64,
     /// Messages received while waiting for something else.
     pub backlog: Vec<Value>,
-    pub home: tempfile::TempDir,
+    /// Config and state live here; pass it to `spawn_at` to restart on the same state.
+    pub home: PathBuf,
+    _owned_home: Option<tempfile::TempDir>,
     pub stderr_path: PathBuf,
 }
 
@@ -91,10 +93,17 @@ impl Garuda {
     /// Spawns `garuda serve` with isolated directories and extra args/env.
     pub fn spawn_with(framing: Framing, args: &[&str], env: &[(&str, &str)]) -> Garuda {
         let home = tempfile::tempdir().expect("tempdir");
-        let stderr_path = home.path().join("stderr.log");
+        let mut g = Self::spawn_at(framing, home.path(), args, env);
+        g._owned_home = Some(home);
+        g
+    }
+
+    /// Spawns `garuda serve` with config and state under `home` (kept by the caller).
+    pub fn spawn_at(framing: Framing, home: &Path, args: &[&str], env: &[(&str, &str)]) -> Garuda {
+        let stderr_path = home.join(format!("stderr-{}.log", std::process::id() as u128 * 1000 + rand_suffix()));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_garuda"));
         cmd.arg("serve").args(args);
-        isolated_env(&mut cmd, home.path());
+        isolated_env(&mut cmd, home);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -108,7 +117,7 @@ impl Garuda {
         let (tx, rx) = channel();
         read_frames(child.stdout.take().expect("stdout"), tx);
         let stdin = child.stdin.take();
-        Garuda { child, stdin, rx, framing, next_id: 1, backlog: Vec::new(), home, stderr_path }
+        Garuda { child, stdin, rx, framing, next_id: 1, backlog: Vec::new(), home: home.to_path_buf(), _owned_home: None, stderr_path }
     }
 
     /// Spawns `garuda serve` with isolated directories.
@@ -180,6 +189,34 @@ impl Garuda {
         }
     }
 
+    /// Sends a request and waits for its response, answering server-to-client requests
+    /// (`permission/request`, `tool/call`, ...) with `serve` meanwhile; notifications are kept
+    /// in the backlog in order.
+    pub fn request_serving(&mut self, method: &str, params: Value, mut serve: impl FnMut(&Value) -> Value) -> Value {
+        let id = json!(self.send_request(method, params));
+        loop {
+            let m = self.recv();
+            if m.get("id") == Some(&id) && m.get("method").is_none() {
+                return m;
+            }
+            if m.get("method").is_some() && m.get("id").is_some() {
+                let result = serve(&m);
+                let reply = json!({"jsonrpc": "2.0", "id": m["id"], "result": result});
+                self.send(&reply);
+            }
+            self.backlog.push(m);
+        }
+    }
+
+    /// The `turn/update` events received so far (from the backlog), in order.
+    pub fn turn_events(&self) -> Vec<Value> {
+        self.backlog
+            .iter()
+            .filter(|m| m["method"] == "turn/update")
+            .map(|m| m["params"]["event"].clone())
+            .collect()
+    }
+
     /// Waits for the response with this id; other messages go to the backlog.
     pub fn response(&mut self, id: &Value) -> Value {
         if let Some(i) = self.backlog.iter().position(|m| m.get("id") == Some(id) && m.get("method").is_none()) {
@@ -245,6 +282,12 @@ impl Drop for Garuda {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn rand_suffix() -> u128 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::SeqCst) as u128
 }
 
 /// Frames a body for the wire.

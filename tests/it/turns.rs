@@ -1,0 +1,415 @@
+//! End-to-end turns through the real binary against the loopback mock model.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::client::{Framing, Garuda};
+use crate::mock_model::*;
+
+/// A mock model server on 127.0.0.1 with its own runtime, so tests stay synchronous.
+pub struct Mock {
+    pub server: wiremock::MockServer,
+    pub rec: Recorder,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Mock {
+    pub fn start(replies: Vec<MockReply>) -> Mock {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+        let (server, rec) = rt.block_on(start_anthropic(replies));
+        Mock { server, rec, _rt: rt }
+    }
+
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("ANTHROPIC_BASE_URL".to_string(), self.server.uri()),
+            ("ANTHROPIC_API_KEY".to_string(), "sk-test-not-a-real-key".to_string()),
+        ]
+    }
+}
+
+pub const MODEL: &str = "anthropic/claude-sonnet-4-5";
+
+/// Writes the user config (fast retries, short approval timeout) into `home`.
+pub fn write_config(home: &Path, extra: &str) {
+    let dir = home.join("config/garuda");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(
+        dir.join("config.toml"),
+        format!("model = \"{MODEL}\"\n[network]\nmax_retries = 2\nidle_timeout_ms = 3000\n{extra}"),
+    )
+    .expect("config");
+}
+
+/// A started server wired to `mock`, with a workspace holding `a.txt` and AGENTS.md.
+pub fn setup(mock: &Mock, extra_config: &str) -> (Garuda, tempfile::TempDir, tempfile::TempDir, String) {
+    let home = tempfile::tempdir().expect("home");
+    write_config(home.path(), extra_config);
+    let ws = tempfile::tempdir().expect("ws");
+    std::fs::write(ws.path().join("a.txt"), "alpha\nbeta\n").expect("write");
+    std::fs::write(ws.path().join("AGENTS.md"), "Be brief.\n").expect("write");
+    let env = mock.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut g = Garuda::spawn_at(Framing::Lsp, home.path(), &[], &env);
+    g.call("initialize", json!({"capabilities": {}}));
+    let wid = g.open(ws.path());
+    (g, home, ws, wid)
+}
+
+fn new_session(g: &mut Garuda, wid: &str, policy: &str) -> String {
+    let r = g.call("session/new", json!({"workspaceId": wid, "policy": policy}));
+    r["sessionId"].as_str().expect("sessionId").to_string()
+}
+
+fn text_input(t: &str) -> Value {
+    json!([{"type": "text", "text": t}])
+}
+
+fn kinds(events: &[Value]) -> Vec<String> {
+    events.iter().map(|e| e["kind"].as_str().unwrap_or("?").to_string()).collect()
+}
+
+#[test]
+fn text_only_turn_streams_in_order() {
+    let mock = Mock::start(vec![MockReply::Sse(
+        AnthropicSse::new(MockUsage::new(20, 5)).text_pieces(&["Hel", "lo ", "there"]).finish("end_turn"),
+    )]);
+    let (mut g, _h, _w, wid) = setup(&mock, "");
+    let sid = new_session(&mut g, &wid, "ask");
+    let r = g.call("turn/run", json!({"sessionId": sid, "input": text_input("hi")}));
+    assert_eq!(r["stopReason"], "end_turn");
+    assert_eq!(r["usage"]["outputTokens"], 5);
+    assert_eq!(r["messageIds"].as_array().expect("ids").len(), 2);
+    let events = g.turn_events();
+    let text: String = events.iter().filter(|e| e["kind"] == "textDelta").filter_map(|e| e["text"].as_str()).collect();
+    assert_eq!(text, "Hello there");
+    let k = kinds(&events);
+    assert_eq!(k.first().map(String::as_str), Some("stepStarted"));
+    assert_eq!(k.last().map(String::as_str), Some("finished"));
+    let msgs = g.call("session/messages", json!({"sessionId": sid}));
+    assert_eq!(msgs["total"], 2);
+    assert_eq!(msgs["messages"][1]["content"][0]["text"], "Hello there");
+    // The key never reaches logs.
+    assert!(!g.stderr().contains("sk-test-not-a-real-key"));
+}
+
+#[test]
+fn tool_loop_is_byte_stable_across_steps() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use("toolu_1", "read_file", &["{\"pa", "th\": \"a.", "txt\"}"])),
+        MockReply::Sse(
+            AnthropicSse::new(MockUsage::new(30, 4))
+                .tool_use("toolu_2", "grep", &["{\"pattern\":", " \"beta\"}"])
+                .tool_use("toolu_3", "list_files", &["{}"])
+                .finish("tool_use"),
+        ),
+        MockReply::Sse(anthropic_text("Done.", MockUsage::new(40, 2))),
+    ]);
+    let (mut g, _h, _w, wid) = setup(&mock, "");
+    let sid = new_session(&mut g, &wid, "ask");
+    let r = g.call("turn/run", json!({"sessionId": sid, "input": text_input("read a.txt")}));
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let events = g.turn_events();
+    let finished: Vec<&Value> = events.iter().filter(|e| e["kind"] == "toolCallFinished").collect();
+    assert_eq!(finished.len(), 3);
+    assert!(finished[0]["output"].as_str().expect("out").contains("alpha"));
+    assert_eq!(finished[0]["isError"], false);
+    assert!(finished[1]["output"].as_str().expect("out").contains("beta"));
+
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies.len(), 3);
+    // The system prompt and tools are the same bytes in every step, and every earlier
+    // message is serialized identically (only cache markers may move).
+    let strip = |v: &Value| -> Value {
+        let mut v = v.clone();
+        strip_cache_control(&mut v);
+        v
+    };
+    for later in &bodies[1..] {
+        assert_eq!(strip(&bodies[0]["system"]), strip(&later["system"]));
+        assert_eq!(bodies[0]["tools"].to_string(), later["tools"].to_string());
+    }
+    let first_msgs = bodies[1]["messages"].as_array().expect("messages");
+    let later_msgs = bodies[2]["messages"].as_array().expect("messages");
+    for (a, b) in first_msgs.iter().zip(later_msgs) {
+        assert_eq!(strip(a), strip(b));
+    }
+    let last = bodies[1]["messages"].as_array().expect("messages").last().cloned().expect("last");
+    assert_eq!(last["content"][0]["type"], "tool_result");
+    assert_eq!(last["content"][0]["tool_use_id"], "toolu_1");
+    insta::assert_json_snapshot!("tool_loop_second_request_shape", shape(&bodies[1]));
+}
+
+fn strip_cache_control(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            o.remove("cache_control");
+            o.values_mut().for_each(strip_cache_control);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_cache_control),
+        _ => {}
+    }
+}
+
+/// The request without volatile text (system prompt body, tool schemas), to snapshot its shape.
+fn shape(body: &Value) -> Value {
+    let mut b = body.clone();
+    if let Some(sys) = b.get_mut("system").and_then(Value::as_array_mut) {
+        for block in sys {
+            block["text"] = json!("<system prompt>");
+        }
+    }
+    if let Some(tools) = b.get_mut("tools").and_then(Value::as_array_mut) {
+        let names: Vec<Value> = tools.iter().map(|t| t["name"].clone()).collect();
+        b["tools"] = Value::Array(names);
+    }
+    if let Some(msgs) = b.get_mut("messages").and_then(Value::as_array_mut) {
+        for m in msgs {
+            if let Some(content) = m.get_mut("content").and_then(Value::as_array_mut) {
+                for c in content {
+                    if c["type"] == "tool_result" {
+                        c["content"] = json!("<tool output>");
+                    }
+                }
+            }
+        }
+    }
+    b
+}
+
+fn answer_permissions(answer: &'static str) -> impl FnMut(&Value) -> Value {
+    move |req: &Value| {
+        assert_eq!(req["method"], "permission/request");
+        json!({"optionId": answer})
+    }
+}
+
+#[test]
+fn approvals_allow_reject_and_always() {
+    let bash = |id: &str| MockReply::Sse(anthropic_tool_use(id, "bash", &["{\"command\": \"echo approved-run\"}"]));
+    let mock = Mock::start(vec![
+        bash("t1"),
+        MockReply::Sse(anthropic_text("ok", MockUsage::new(5, 1))),
+        bash("t2"),
+        MockReply::Sse(anthropic_text("ok", MockUsage::new(5, 1))),
+        bash("t3"),
+        MockReply::Sse(anthropic_text("ok", MockUsage::new(5, 1))),
+        bash("t4"),
+        MockReply::Sse(anthropic_text("ok", MockUsage::new(5, 1))),
+    ]);
+    let (mut g, _h, _w, wid) = setup(&mock, "");
+    let sid = new_session(&mut g, &wid, "ask");
+
+    let r = g.request_serving("turn/run", json!({"sessionId": sid, "input": text_input("run it")}), answer_permissions("allow_once"));
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    let done: Vec<Value> = g.turn_events().into_iter().filter(|e| e["kind"] == "toolCallFinished").collect();
+    assert!(done[0]["output"].as_str().expect("out").contains("approved-run"), "{done:?}");
+    g.backlog.clear();
+
+    let r = g.request_serving("turn/run", json!({"sessionId": sid, "input": text_input("again")}), answer_permissions("reject"));
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    let done: Vec<Value> = g.turn_events().into_iter().filter(|e| e["kind"] == "toolCallFinished").collect();
+    assert_eq!(done[0]["isError"], true);
+    assert!(done[0]["output"].as_str().expect("out").contains("denied"));
+    g.backlog.clear();
+
+    // Allow always: asked once, then not again in this session.
+    let mut asked = 0;
+    g.request_serving("turn/run", json!({"sessionId": sid, "input": text_input("3")}), |_| {
+        asked += 1;
+        json!({"optionId": "allow_always"})
+    });
+    g.request_serving("turn/run", json!({"sessionId": sid, "input": text_input("4")}), |_| {
+        asked += 1;
+        json!({"optionId": "reject"})
+    });
+    assert_eq!(asked, 1);
+    let done: Vec<Value> = g.turn_events().into_iter().filter(|e| e["kind"] == "toolCallFinished").collect();
+    assert!(done.iter().all(|d| d["isError"] == false), "{done:?}");
+}
+
+#[test]
+fn approval_timeout_counts_as_rejection() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use("t1", "write_file", &["{\"path\": \"new.txt\", \"content\": \"x\"}"])),
+        MockReply::Sse(anthropic_text("ok", MockUsage::new(5, 1))),
+    ]);
+    let (mut g, _h, ws, wid) = setup(&mock, "[approval]\ntimeout_secs = 1\n");
+    let sid = new_session(&mut g, &wid, "ask");
+    let id = json!(g.send_request("turn/run", json!({"sessionId": sid, "input": text_input("write")})));
+    let req = g.wait_method("permission/request");
+    assert_eq!(req["params"]["toolName"], "write_file");
+    // Never answer: the turn goes on after the timeout with a rejection.
+    let r = g.response(&id);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert!(!ws.path().join("new.txt").exists());
+    let done: Vec<Value> = g.turn_events().into_iter().filter(|e| e["kind"] == "toolCallFinished").collect();
+    assert_eq!(done[0]["isError"], true);
+}
+
+#[test]
+fn client_tools_are_called_on_the_client() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use("t1", "editor_selection", &["{}"])),
+        MockReply::Sse(anthropic_text("seen", MockUsage::new(5, 1))),
+    ]);
+    let (mut g, _h, _w, wid) = setup(&mock, "");
+    let r = g.call(
+        "session/new",
+        json!({"workspaceId": wid, "policy": "full-auto", "tools": [{"name": "editor_selection", "description": "The selected text", "inputSchema": {"type": "object"}}]}),
+    );
+    let sid = r["sessionId"].as_str().expect("sid").to_string();
+    let r = g.request_serving("turn/run", json!({"sessionId": sid, "input": text_input("what is selected?")}), |req| {
+        assert_eq!(req["method"], "tool/call");
+        assert_eq!(req["params"]["name"], "editor_selection");
+        json!({"content": "fn main() {}"})
+    });
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    let bodies = mock.rec.bodies();
+    assert!(bodies[0]["tools"].as_array().expect("tools").iter().any(|t| t["name"] == "editor_selection"));
+    assert!(bodies[1].to_string().contains("fn main() {}"));
+}
+
+#[test]
+fn cancel_mid_stream_keeps_the_transcript_consistent() {
+    let mock = Mock::start(vec![
+        MockReply::Hang(Duration::from_secs(30)),
+        MockReply::Sse(anthropic_text("after", MockUsage::new(5, 1))),
+    ]);
+    let (mut g, _h, _w, wid) = setup(&mock, "");
+    let sid = new_session(&mut g, &wid, "ask");
+    let id = g.send_request("turn/run", json!({"sessionId": sid, "input": text_input("slow")}));
+    g.wait_method("turn/update");
+    g.notify("$/cancelRequest", json!({"id": id}));
+    let r = g.response(&json!(id));
+    let cancelled = r["result"]["stopReason"] == "cancelled" || r["error"]["code"] == -32800;
+    assert!(cancelled, "{r}");
+    // The session still works.
+    let r = g.call("turn/run", json!({"sessionId": sid, "input": text_input("again")}));
+    assert_eq!(r["stopReason"], "end_turn");
+}
+
+#[test]
+fn cancel_mid_tool_answers_every_tool_use() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(
+            AnthropicSse::new(MockUsage::new(5, 1))
+                .tool_use("t1", "bash", &["{\"command\": \"sleep 30\"}"])
+                .tool_use("t2", "read_file", &["{\"path\": \"a.txt\"}"])
+                .finish("tool_use"),
+        ),
+        MockReply::Sse(anthropic_text("after", MockUsage::new(5, 1))),
+    ]);
+    let (mut g, _h, _w, wid) = setup(&mock, "");
+    let sid = new_session(&mut g, &wid, "full-auto");
+    let id = g.send_request("turn/run", json!({"sessionId": sid, "input": text_input("sleep")}));
+    loop {
+        let m = g.wait_method("turn/update");
+        if m["params"]["event"]["kind"] == "toolCallStarted" {
+            break;
+        }
+    }
+    assert_eq!(g.call("turn/cancel", json!({"sessionId": sid}))["ok"], true);
+    let r = g.response(&json!(id));
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    let msgs = g.call("session/messages", json!({"sessionId": sid}));
+    let last = msgs["messages"].as_array().expect("msgs").last().cloned().expect("last");
+    let results = last["content"].as_array().expect("content");
+    assert_eq!(results.len(), 2, "every tool_use has its tool_result: {last}");
+    assert!(results.iter().all(|b| b["type"] == "tool_result" && b["is_error"] == true));
+    let r = g.call("turn/run", json!({"sessionId": sid, "input": text_input("again")}));
+    assert_eq!(r["stopReason"], "end_turn");
+}
+
+#[test]
+fn restart_then_load_and_continue() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_text("first answer", MockUsage::new(5, 1))),
+        MockReply::Sse(anthropic_text("second answer", MockUsage::new(5, 1))),
+    ]);
+    let (mut g, home, _w, wid) = setup(&mock, "");
+    let sid = new_session(&mut g, &wid, "ask");
+    g.call("turn/run", json!({"sessionId": sid, "input": text_input("remember 42")}));
+    let listed = g.call("session/list", json!({"workspaceId": wid}));
+    assert_eq!(listed["sessions"][0]["sessionId"], sid.as_str());
+    g.call("shutdown", Value::Null);
+    g.notify("exit", Value::Null);
+    assert_eq!(g.wait_exit(), Some(0));
+
+    let env = mock.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut g = Garuda::spawn_at(Framing::Ndjson, home.path(), &[], &env);
+    g.call("initialize", json!({"capabilities": {}}));
+    let loaded = g.call("session/load", json!({"sessionId": sid}));
+    assert_eq!(loaded["messageCount"], 2);
+    let r = g.call("turn/run", json!({"sessionId": sid, "input": text_input("what number?")}));
+    assert_eq!(r["stopReason"], "end_turn");
+    let bodies = mock.rec.bodies();
+    let msgs = bodies[1]["messages"].as_array().expect("messages");
+    assert_eq!(msgs.len(), 3, "history came back after the restart");
+    assert!(msgs[0].to_string().contains("remember 42"));
+    // Fork and delete.
+    let fork = g.call("session/fork", json!({"sessionId": sid}));
+    let fid = fork["sessionId"].as_str().expect("fork id").to_string();
+    assert_eq!(g.call("session/messages", json!({"sessionId": fid}))["total"], 4);
+    assert_eq!(g.call("session/delete", json!({"sessionId": fid}))["ok"], true);
+    assert_eq!(g.request("session/load", json!({"sessionId": fid}))["error"]["code"], -32051);
+}
+
+#[test]
+fn instruction_change_reaches_the_model_as_a_note() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_text("one", MockUsage::new(5, 1))),
+        MockReply::Sse(anthropic_text("two", MockUsage::new(5, 1))),
+    ]);
+    let (mut g, _h, ws, wid) = setup(&mock, "");
+    let sid = new_session(&mut g, &wid, "ask");
+    g.call("turn/run", json!({"sessionId": sid, "input": text_input("first")}));
+    std::fs::write(ws.path().join("AGENTS.md"), "Use tabs, not spaces.\n").expect("write");
+    g.wait_method("workspace/contextChanged");
+    g.call("turn/run", json!({"sessionId": sid, "input": text_input("second")}));
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies[0]["system"].to_string().len(), bodies[1]["system"].to_string().len());
+    let mut s0 = bodies[0]["system"].clone();
+    let mut s1 = bodies[1]["system"].clone();
+    strip_cache_control(&mut s0);
+    strip_cache_control(&mut s1);
+    assert_eq!(s0, s1, "the system prompt stays byte-identical");
+    let last_user = bodies[1]["messages"].as_array().expect("msgs").last().cloned().expect("last").to_string();
+    assert!(last_user.contains("<garuda_note>") && last_user.contains("Use tabs, not spaces."), "{last_user}");
+}
+
+#[test]
+fn provider_errors_are_clear_and_keep_the_session() {
+    let mock = Mock::start(vec![
+        MockReply::rate_limited(0),
+        MockReply::Sse(anthropic_text("after retry", MockUsage::new(5, 1))),
+        MockReply::unauthorized(),
+        MockReply::Sse(AnthropicSse::new(MockUsage::new(5, 1)).text("partial answ").cut()),
+    ]);
+    let (mut g, _h, _w, wid) = setup(&mock, "");
+    let sid = new_session(&mut g, &wid, "ask");
+    let r = g.call("turn/run", json!({"sessionId": sid, "input": text_input("a")}));
+    assert_eq!(r["stopReason"], "end_turn");
+    assert!(g.turn_events().iter().any(|e| e["kind"] == "retry"), "each retry is reported");
+    let r = g.request("turn/run", json!({"sessionId": sid, "input": text_input("b")}));
+    assert_eq!(r["error"]["code"], -32061, "{r}");
+    assert!(!r.to_string().contains("sk-test-not-a-real-key"));
+    let r = g.request("turn/run", json!({"sessionId": sid, "input": text_input("c")}));
+    assert_eq!(r["error"]["code"], -32052, "{r}");
+    // What arrived before the cut is kept.
+    let msgs = g.call("session/messages", json!({"sessionId": sid}));
+    assert!(msgs.to_string().contains("partial answ"), "{msgs}");
+}
+
+#[test]
+fn no_model_configured_says_how_to_configure() {
+    let mut g = Garuda::started(Framing::Ndjson);
+    let ws = tempfile::tempdir().expect("ws");
+    let wid = g.open(ws.path());
+    let r = g.request("session/new", json!({"workspaceId": wid}));
+    assert_eq!(r["error"]["code"], -32057, "{r}");
+    assert!(r["error"]["message"].as_str().expect("msg").contains("replay:"));
+}
