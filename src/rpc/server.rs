@@ -490,3 +490,7 @@ async fn write_frame<W: AsyncWrite + Unpin>(
     out.write_all(body).await?;
     out.write_all(trailer(framing)).await
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;
