@@ -167,6 +167,16 @@ impl Root {
     /// Reads at most `max_chars` characters of a regular file beneath the root (never more
     /// than 4 × max_chars + 4 bytes from disk). Links inside the root are followed.
     pub fn read_text(&self, rel: &Path, max_chars: usize) -> Result<TextRead, FsError> {
+        self.read_text_counted(rel, max_chars).map(|(r, _)| r)
+    }
+
+    /// Like [`Root::read_text`], and also the file's exact length in characters when the
+    /// whole file fit in the bytes read (`None` when only its start was read).
+    pub fn read_text_counted(
+        &self,
+        rel: &Path,
+        max_chars: usize,
+    ) -> Result<(TextRead, Option<u64>), FsError> {
         let max_bytes = (max_chars as u64).saturating_mul(4).saturating_add(4);
         let (mut bytes, total_bytes) = self.read_bytes(rel, max_bytes)?;
         let short = (bytes.len() as u64) < total_bytes;
@@ -178,13 +188,15 @@ impl Root {
             Ok(s) => (s, false),
             Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), true),
         };
+        let total_chars = (!short).then(|| text.chars().count() as u64);
         let (text, cut) = cut_chars(text, max_chars);
-        Ok(TextRead {
+        let read = TextRead {
             text,
             truncated: cut || short,
             total_bytes,
             lossy,
-        })
+        };
+        Ok((read, total_chars))
     }
 
     /// Reads at most `max_bytes` bytes of a regular file beneath the root; returns the bytes

@@ -223,6 +223,11 @@ fn exact_fit_is_not_truncated() {
     let r = root.read_text(p("ten.md"), 9).unwrap();
     assert_eq!(r.text, "012345678");
     assert!(r.truncated);
+    let (r, count) = root.read_text_counted(p("ten.md"), 3).unwrap();
+    assert_eq!((r.text.as_str(), count), ("012", Some(10)));
+    fs::write(fx.root.join("long.md"), "x".repeat(100)).unwrap();
+    let (r, count) = root.read_text_counted(p("long.md"), 3).unwrap();
+    assert_eq!((r.text.as_str(), r.truncated, count), ("xxx", true, None));
     let r = root.read_text(p("ten.md"), 0).unwrap();
     assert_eq!(r.text, "");
     assert!(r.truncated);
