@@ -401,11 +401,14 @@ impl MockReply {
     }
 }
 
+/// Header name/value pairs of one request.
+pub type Headers = Vec<(String, String)>;
+
 /// The requests the mock server received, in order.
 #[derive(Debug, Clone, Default)]
 pub struct Recorder {
     raw: Arc<Mutex<Vec<Vec<u8>>>>,
-    headers: Arc<Mutex<Vec<Vec<(String, String)>>>>,
+    headers: Arc<Mutex<Vec<Headers>>>,
 }
 
 impl Recorder {
@@ -423,7 +426,7 @@ impl Recorder {
     }
 
     /// Request headers (lower-case names), per request.
-    pub fn headers(&self) -> Vec<Vec<(String, String)>> {
+    pub fn headers(&self) -> Vec<Headers> {
         self.headers.lock().unwrap().clone()
     }
 
