@@ -992,6 +992,22 @@ async fn openai_401_and_local_without_key() {
     assert_eq!(body["max_tokens"], json!(1000));
 }
 
+#[test]
+fn stream_events_serialize() {
+    let v = serde_json::to_value(StreamEvent::TextDelta("hi".into())).unwrap();
+    assert_eq!(v, json!({"type":"textDelta","data":"hi"}));
+    let v = serde_json::to_value(StreamEvent::Retry {
+        attempt: 1,
+        delay_ms: 5,
+        reason: "r".into(),
+    })
+    .unwrap();
+    assert_eq!(
+        v,
+        json!({"type":"retry","data":{"attempt":1,"delayMs":5,"reason":"r"}})
+    );
+}
+
 // ---------- build and config ----------
 
 #[test]
