@@ -99,7 +99,11 @@ pub fn request_body(req: &ModelRequest) -> Value {
         .map(|(i, m)| {
             let mut content: Vec<Value> = m.content.iter().filter_map(wire_block).collect();
             if marked.contains(&i) {
-                if let Some(Value::Object(last)) = content.last_mut() {
+                // The API refuses markers on thinking blocks: mark the last block that can take one.
+                let target = content.iter_mut().rev().find(|b| {
+                    !matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking"))
+                });
+                if let Some(Value::Object(last)) = target {
                     last.insert("cache_control".into(), json!({"type": "ephemeral"}));
                 }
             }

@@ -63,8 +63,16 @@ pub struct CachePlan {
 pub const MAX_CACHE_MARKERS: usize = 4;
 
 /// One streamed piece of a response, in order of arrival.
+///
+/// Serializes as `{"type": "textDelta", "data": …}` (adjacently tagged, since some variants
+/// carry a bare string).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    content = "data",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum StreamEvent {
     /// More answer text.
     TextDelta(String),

@@ -151,6 +151,9 @@ fn wire_messages(m: &Message, out: &mut Vec<Value>) {
                                 _ => {}
                             }
                         }
+                        if text.is_empty() && parts.iter().any(|p| p["type"] == "image_url") {
+                            text = "(image attached in the next user message)".into();
+                        }
                         if *is_error {
                             text = format!("Error: {text}");
                         }
