@@ -166,7 +166,8 @@ pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
             }
         }
         if matches >= cap {
-            capped = f != files.last().unwrap_or(f);
+            // The sink stopped at the cap; more matches may follow.
+            capped = true;
             break;
         }
     }

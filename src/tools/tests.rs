@@ -923,3 +923,37 @@ async fn unknown_tool_and_cancelled_context() {
     let out = fx.call("read_file", json!({"path": "x"})).await;
     assert!(out.is_error && out.meta.cancelled);
 }
+
+#[tokio::test]
+async fn read_folder_points_to_list_files() {
+    let fx = fixture();
+    fx.write("d/x.txt", "x");
+    assert_err(
+        &fx.call("read_file", json!({"path": "d"})).await,
+        "use list_files",
+    );
+}
+
+#[tokio::test]
+async fn external_write_then_finish_keeps_the_file_editable() {
+    let fx = fixture();
+    let plan = plan_edit(
+        "write_file",
+        &json!({"path": "n.txt", "content": "one\n"}),
+        &fx.ctx,
+    )
+    .unwrap();
+    assert_eq!(plan.old_text, None);
+    // The caller applied the edit elsewhere (e.g. the editor's applyEdit).
+    fs::write(fx.ws.join("n.txt"), &plan.new_text).unwrap();
+    let out = finish_write(&plan, &fx.ctx);
+    assert_ok(&out);
+    assert_eq!(out.meta.path.as_deref(), Some("n.txt"));
+    let out = fx
+        .call(
+            "edit_file",
+            json!({"path": "n.txt", "old_string": "one", "new_string": "two"}),
+        )
+        .await;
+    assert_ok(&out);
+}

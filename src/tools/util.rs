@@ -78,6 +78,9 @@ pub(crate) fn fs_error(shown: &str, e: FsError) -> ToolOutput {
              used; links leading out of it are not followed)"
         ),
         FsError::NotFound(_) => format!("no such file or folder: {shown}"),
+        FsError::NotRegular { kind: "folder", .. } => {
+            format!("{shown} is a folder, not a file; use list_files to see what it holds")
+        }
         FsError::NotRegular { kind, .. } => format!("{shown}: not a regular file ({kind})"),
         FsError::PermissionDenied(_) => format!("{shown}: permission denied"),
         FsError::BadRoot { reason, .. } => format!("workspace root unusable: {reason}"),
