@@ -35,7 +35,14 @@ struct Input {
 pub(super) fn looks_secret(name: &str) -> bool {
     let n = name.to_ascii_uppercase();
     const MARKS: &[&str] = &[
-        "API_KEY", "APIKEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY",
+        "API_KEY",
+        "APIKEY",
+        "SECRET",
+        "TOKEN",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "PRIVATE_KEY",
         "ACCESS_KEY",
     ];
     MARKS.iter().any(|m| n.contains(m))
@@ -52,7 +59,12 @@ struct HeadTail {
 impl HeadTail {
     fn new(cap: usize) -> Self {
         let half = (cap / 2).max(1);
-        HeadTail { half, head: Vec::new(), tail: VecDeque::new(), total: 0 }
+        HeadTail {
+            half,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            total: 0,
+        }
     }
 
     fn push(&mut self, mut data: &[u8]) {
@@ -151,7 +163,9 @@ pub(super) async fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
         Err(e) => return ToolOutput::error(format!("could not start bash: {e}")),
     };
     // The child leads its own group (process_group(0)), so its pid is the group id.
-    let guard = GroupGuard { pgid: child.id().and_then(|id| Pid::from_raw(id as i32)) };
+    let guard = GroupGuard {
+        pgid: child.id().and_then(|id| Pid::from_raw(id as i32)),
+    };
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
     let mut buf = HeadTail::new(ctx.limits.output_max_chars);
@@ -197,7 +211,10 @@ pub(super) async fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
-    let mut meta = ToolMeta { truncated, ..ToolMeta::default() };
+    let mut meta = ToolMeta {
+        truncated,
+        ..ToolMeta::default()
+    };
     match end {
         End::TimedOut => {
             meta.timed_out = true;
@@ -208,7 +225,9 @@ pub(super) async fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
         }
         End::Cancelled => {
             meta.cancelled = true;
-            text.push_str("[command cancelled; it and its child processes were killed]\nexit code: none");
+            text.push_str(
+                "[command cancelled; it and its child processes were killed]\nexit code: none",
+            );
             ToolOutput::error(text).with_meta(meta)
         }
         End::Exited => match status {
@@ -223,13 +242,18 @@ pub(super) async fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
                 }
                 ToolOutput::ok(text).with_meta(meta)
             }
-            Err(e) => ToolOutput::error(format!("{text}could not wait for bash: {e}")).with_meta(meta),
+            Err(e) => {
+                ToolOutput::error(format!("{text}could not wait for bash: {e}")).with_meta(meta)
+            }
         },
     }
 }
 
 /// Reads some bytes from an optional pipe; `None` at end of stream or on error.
-async fn read_some<R: tokio::io::AsyncRead + Unpin>(pipe: &mut Option<R>, buf: &mut [u8]) -> Option<usize> {
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(
+    pipe: &mut Option<R>,
+    buf: &mut [u8],
+) -> Option<usize> {
     let p = pipe.as_mut()?;
     match p.read(buf).await {
         Ok(0) | Err(_) => None,

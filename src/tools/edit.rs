@@ -48,13 +48,20 @@ pub fn plan_edit(name: &str, input: &Value, ctx: &ToolContext) -> Result<Planned
     match name {
         "edit_file" => plan_replace(util::parse("edit_file", input.clone())?, ctx),
         "write_file" => plan_write(util::parse("write_file", input.clone())?, ctx),
-        _ => Err(ToolOutput::error(format!("{name} is not a file-writing tool"))),
+        _ => Err(ToolOutput::error(format!(
+            "{name} is not a file-writing tool"
+        ))),
     }
 }
 
 /// Refuses unless the model read the file in this session and it has not changed since.
 /// Returns the current stamp.
-fn check_fresh(ctx: &ToolContext, rel: &Path, shown: &str, verb: &str) -> Result<FileStamp, ToolOutput> {
+fn check_fresh(
+    ctx: &ToolContext,
+    rel: &Path,
+    shown: &str,
+    verb: &str,
+) -> Result<FileStamp, ToolOutput> {
     let current = ctx.root.stamp(rel).map_err(|e| util::fs_error(shown, e))?;
     match ctx.tracker().state(rel, current) {
         ReadState::Fresh => Ok(current),
@@ -69,7 +76,10 @@ fn check_fresh(ctx: &ToolContext, rel: &Path, shown: &str, verb: &str) -> Result
 
 /// The whole text of a file for editing; refuses files too large or not valid UTF-8.
 fn whole_text(ctx: &ToolContext, rel: &Path, shown: &str) -> Result<String, ToolOutput> {
-    let r = ctx.root.read_text(rel, EDIT_MAX_CHARS).map_err(|e| util::fs_error(shown, e))?;
+    let r = ctx
+        .root
+        .read_text(rel, EDIT_MAX_CHARS)
+        .map_err(|e| util::fs_error(shown, e))?;
     if r.truncated {
         return Err(ToolOutput::error(format!(
             "{shown} is too large to edit with this tool ({} bytes); use bash",
@@ -93,7 +103,9 @@ fn plan_replace(input: EditInput, ctx: &ToolContext) -> Result<PlannedWrite, Too
         ));
     }
     if input.old_string == input.new_string {
-        return Err(ToolOutput::error("old_string and new_string are identical; nothing to change"));
+        return Err(ToolOutput::error(
+            "old_string and new_string are identical; nothing to change",
+        ));
     }
     let stamp = check_fresh(ctx, &rel, &shown, "edit")?;
     let text = whole_text(ctx, &rel, &shown)?;
@@ -121,7 +133,11 @@ fn plan_replace(input: EditInput, ctx: &ToolContext) -> Result<PlannedWrite, Too
              or set replace_all to true to replace every occurrence"
         )));
     }
-    let new_text = if input.replace_all { text.replace(&old, &new) } else { text.replacen(&old, &new, 1) };
+    let new_text = if input.replace_all {
+        text.replace(&old, &new)
+    } else {
+        text.replacen(&old, &new, 1)
+    };
     let n = if input.replace_all { count } else { 1 };
     let s = if n == 1 { "" } else { "s" };
     Ok(PlannedWrite {
@@ -137,7 +153,9 @@ fn plan_write(input: WriteInput, ctx: &ToolContext) -> Result<PlannedWrite, Tool
     let rel = util::resolve(ctx, &input.path)?;
     let shown = util::show(&rel);
     if rel == Path::new(".") {
-        return Err(ToolOutput::error("write_file needs a file path, not the workspace root"));
+        return Err(ToolOutput::error(
+            "write_file needs a file path, not the workspace root",
+        ));
     }
     match ctx.root.kind(&rel).map_err(|e| util::fs_error(&shown, e))? {
         None => Ok(PlannedWrite {
@@ -194,6 +212,10 @@ pub fn finish_write(plan: &PlannedWrite, ctx: &ToolContext) -> ToolOutput {
     if let Ok(stamp) = ctx.root.stamp(&plan.rel_path) {
         ctx.tracker().record(&plan.rel_path, stamp);
     }
-    let meta = ToolMeta { path: Some(shown), wrote: true, ..ToolMeta::default() };
+    let meta = ToolMeta {
+        path: Some(shown),
+        wrote: true,
+        ..ToolMeta::default()
+    };
     ToolOutput::ok(plan.summary.clone()).with_meta(meta)
 }

@@ -46,7 +46,8 @@ impl Collect<'_> {
         let text = text.trim_end_matches(['\n', '\r']);
         let text = util::cut_chars(text, MAX_LINE_CHARS);
         let n = line_no.unwrap_or(0);
-        self.lines.push(format!("{}{sep}{n}{sep}{text}", self.shown));
+        self.lines
+            .push(format!("{}{sep}{n}{sep}{text}", self.shown));
     }
 }
 
@@ -88,7 +89,12 @@ pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
         Ok(m) => m,
         Err(e) => return ToolOutput::error(format!("invalid regex {:?}: {e}", input.pattern)),
     };
-    let filter = match input.glob.as_deref().map(str::trim).filter(|g| !g.is_empty()) {
+    let filter = match input
+        .glob
+        .as_deref()
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+    {
         Some(g) => match compile_glob(g) {
             Ok(m) => Some(m),
             Err(e) => return ToolOutput::error(e),
@@ -138,11 +144,18 @@ pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
             out.meta.cancelled = true;
             return out;
         }
-        let Ok((bytes, _total)) = ctx.root.read_bytes(f, FILE_CAP) else { continue };
+        let Ok((bytes, _total)) = ctx.root.read_bytes(f, FILE_CAP) else {
+            continue;
+        };
         let before = matches;
         let fshown = util::show(f);
         let mark = lines.len();
-        let sink = Collect { shown: &fshown, lines: &mut lines, matches: &mut matches, cap };
+        let sink = Collect {
+            shown: &fshown,
+            lines: &mut lines,
+            matches: &mut matches,
+            cap,
+        };
         if searcher.search_slice(&matcher, &bytes, sink).is_err() {
             continue;
         }
@@ -153,7 +166,8 @@ pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
             }
         }
         if matches >= cap {
-            capped = f != files.last().unwrap_or(f);
+            // The sink stopped at the cap; more matches may follow.
+            capped = true;
             break;
         }
     }

@@ -50,7 +50,9 @@ pub(super) fn run_list(input: Value, ctx: &ToolContext) -> ToolOutput {
         Err(e) => return e,
     };
     if kind != EntryKind::Dir {
-        return ToolOutput::error(format!("{shown} is not a folder; use read_file to read a file"));
+        return ToolOutput::error(format!(
+            "{shown} is not a folder; use read_file to read a file"
+        ));
     }
     let depth = input.depth.unwrap_or(2).clamp(1, MAX_DEPTH) as usize;
     let mut entries: Vec<String> = Vec::new();
@@ -62,7 +64,9 @@ pub(super) fn run_list(input: Value, ctx: &ToolContext) -> ToolOutput {
         if entry.depth() == 0 {
             continue;
         }
-        let Some(r) = util::rel_of(ctx, entry.path()) else { continue };
+        let Some(r) = util::rel_of(ctx, entry.path()) else {
+            continue;
+        };
         let mut s = util::show(&r);
         match entry.file_type() {
             Some(t) if t.is_dir() => s.push('/'),
@@ -72,7 +76,12 @@ pub(super) fn run_list(input: Value, ctx: &ToolContext) -> ToolOutput {
         entries.push(s);
     }
     entries.sort();
-    finish(entries, ctx, &format!("{shown} is empty (or every entry in it is ignored)"), "list_files with a deeper path or smaller depth")
+    finish(
+        entries,
+        ctx,
+        &format!("{shown} is empty (or every entry in it is ignored)"),
+        "list_files with a deeper path or smaller depth",
+    )
 }
 
 #[derive(Deserialize)]
@@ -86,7 +95,11 @@ struct GlobInput {
 /// at any depth, as in .gitignore.
 pub(super) fn compile_glob(pattern: &str) -> Result<GlobMatcher, String> {
     let p = pattern.trim().trim_start_matches("./");
-    let p = if p.contains('/') { p.to_string() } else { format!("**/{p}") };
+    let p = if p.contains('/') {
+        p.to_string()
+    } else {
+        format!("**/{p}")
+    };
     GlobBuilder::new(&p)
         .literal_separator(true)
         .build()
@@ -125,15 +138,24 @@ pub(super) fn run_glob(input: Value, ctx: &ToolContext) -> ToolOutput {
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }
-        let Ok(under) = entry.path().strip_prefix(&base) else { continue };
+        let Ok(under) = entry.path().strip_prefix(&base) else {
+            continue;
+        };
         if !matcher.is_match(under) {
             continue;
         }
-        let Some(r) = util::rel_of(ctx, entry.path()) else { continue };
+        let Some(r) = util::rel_of(ctx, entry.path()) else {
+            continue;
+        };
         entries.push(util::show(&r));
     }
     entries.sort();
-    finish(entries, ctx, &format!("no files match {:?} in {shown}", input.pattern), "a narrower pattern or path")
+    finish(
+        entries,
+        ctx,
+        &format!("no files match {:?} in {shown}", input.pattern),
+        "a narrower pattern or path",
+    )
 }
 
 fn cancelled() -> ToolOutput {
@@ -151,7 +173,8 @@ fn finish(entries: Vec<String>, ctx: &ToolContext, empty: &str, narrower: &str) 
     let mut out = String::new();
     let mut shown = 0;
     for e in &entries {
-        if shown >= ctx.limits.max_results || out.len() + e.len() + 1 > ctx.limits.output_max_chars {
+        if shown >= ctx.limits.max_results || out.len() + e.len() + 1 > ctx.limits.output_max_chars
+        {
             break;
         }
         out.push_str(e);
@@ -161,7 +184,9 @@ fn finish(entries: Vec<String>, ctx: &ToolContext, empty: &str, narrower: &str) 
     let mut meta = ToolMeta::default();
     if shown < total {
         meta.truncated = true;
-        out.push_str(&format!("[{shown} of {total} entries shown; use {narrower} to see the rest]"));
+        out.push_str(&format!(
+            "[{shown} of {total} entries shown; use {narrower} to see the rest]"
+        ));
     }
     ToolOutput::ok(out).with_meta(meta)
 }

@@ -48,6 +48,10 @@ pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
     {
         tracker.record(rel, s);
     }
-    let meta = ToolMeta { path: Some(MEMORY_FILE.to_string()), wrote: true, ..ToolMeta::default() };
+    let meta = ToolMeta {
+        path: Some(MEMORY_FILE.to_string()),
+        wrote: true,
+        ..ToolMeta::default()
+    };
     ToolOutput::ok(format!("remembered in {MEMORY_FILE}: {fact}")).with_meta(meta)
 }

@@ -200,12 +200,20 @@ pub struct ToolOutput {
 impl ToolOutput {
     /// A successful result.
     pub fn ok(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), is_error: false, meta: ToolMeta::default() }
+        ToolOutput {
+            content: content.into(),
+            is_error: false,
+            meta: ToolMeta::default(),
+        }
     }
 
     /// A failed or refused call.
     pub fn error(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), is_error: true, meta: ToolMeta::default() }
+        ToolOutput {
+            content: content.into(),
+            is_error: true,
+            meta: ToolMeta::default(),
+        }
     }
 
     /// The same output with `meta` replaced.
@@ -264,7 +272,11 @@ pub fn describe_call(name: &str, input: &Value) -> String {
     let detail = match name {
         "read_file" | "list_files" | "edit_file" => {
             let p = s("path");
-            if p.is_empty() { ".".to_string() } else { p.to_string() }
+            if p.is_empty() {
+                ".".to_string()
+            } else {
+                p.to_string()
+            }
         }
         "write_file" => {
             format!("{} ({} bytes)", s("path"), s("content").len())
@@ -274,7 +286,10 @@ pub fn describe_call(name: &str, input: &Value) -> String {
         "bash" => s("command").to_string(),
         "remember" => s("fact").to_string(),
         "todo_write" => {
-            let n = input.get("todos").and_then(Value::as_array).map_or(0, Vec::len);
+            let n = input
+                .get("todos")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
             format!("{n} items")
         }
         _ => input.to_string(),
@@ -284,7 +299,11 @@ pub fn describe_call(name: &str, input: &Value) -> String {
 }
 
 fn with_path(pattern: &str, path: &str) -> String {
-    if path.is_empty() { pattern.to_string() } else { format!("{pattern} in {path}") }
+    if path.is_empty() {
+        pattern.to_string()
+    } else {
+        format!("{pattern} in {path}")
+    }
 }
 
 fn one_line(s: &str) -> String {

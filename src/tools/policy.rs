@@ -50,8 +50,17 @@ mod tests {
 
     #[test]
     fn serde_names() {
-        assert_eq!(serde_json::to_string(&Policy::AutoEdit).unwrap(), "\"auto-edit\"");
-        assert_eq!(serde_json::from_str::<Policy>("\"full-auto\"").unwrap(), Policy::FullAuto);
-        assert_eq!(serde_json::from_str::<Policy>("\"ask\"").unwrap(), Policy::Ask);
+        assert_eq!(
+            serde_json::to_string(&Policy::AutoEdit).unwrap(),
+            "\"auto-edit\""
+        );
+        assert_eq!(
+            serde_json::from_str::<Policy>("\"full-auto\"").unwrap(),
+            Policy::FullAuto
+        );
+        assert_eq!(
+            serde_json::from_str::<Policy>("\"ask\"").unwrap(),
+            Policy::Ask
+        );
     }
 }

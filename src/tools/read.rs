@@ -87,9 +87,15 @@ fn render(bytes: &[u8], total: u64, input: &Input, ctx: &ToolContext, shown: &st
     let n_lines = lines.len();
     let first = input.offset.unwrap_or(1).max(1) as usize;
     let max_lines = ctx.limits.read_max_lines.max(1);
-    let want = input.limit.map_or(max_lines, |l| (l as usize).clamp(1, max_lines));
+    let want = input
+        .limit
+        .map_or(max_lines, |l| (l as usize).clamp(1, max_lines));
     if first > n_lines {
-        let more = if scanned_all { "" } else { " read so far (the file is larger; use bash to reach further)" };
+        let more = if scanned_all {
+            ""
+        } else {
+            " read so far (the file is larger; use bash to reach further)"
+        };
         return ToolOutput::error(format!(
             "{shown}: offset {first} is past the end of the file ({n_lines} lines{more})"
         ));
@@ -101,7 +107,10 @@ fn render(bytes: &[u8], total: u64, input: &Input, ctx: &ToolContext, shown: &st
         let line = line.strip_suffix('\n').unwrap_or(line);
         let line = line.strip_suffix('\r').unwrap_or(line);
         let line = if line.chars().count() > MAX_LINE_CHARS {
-            format!("{} [line cut at {MAX_LINE_CHARS} characters]", util::cut_chars(line, MAX_LINE_CHARS))
+            format!(
+                "{} [line cut at {MAX_LINE_CHARS} characters]",
+                util::cut_chars(line, MAX_LINE_CHARS)
+            )
         } else {
             line.to_string()
         };
@@ -116,8 +125,16 @@ fn render(bytes: &[u8], total: u64, input: &Input, ctx: &ToolContext, shown: &st
     let more_after = last < n_lines || !scanned_all;
     if more_after {
         meta.truncated = cut_by_bytes || input.limit.is_none();
-        let of = if scanned_all { format!("{n_lines}") } else { format!("more than {n_lines}") };
-        let why = if cut_by_bytes { " (size cap reached)" } else { "" };
+        let of = if scanned_all {
+            format!("{n_lines}")
+        } else {
+            format!("more than {n_lines}")
+        };
+        let why = if cut_by_bytes {
+            " (size cap reached)"
+        } else {
+            ""
+        };
         let _ = write!(
             out,
             "[showing lines {first}-{last} of {of}{why}; call read_file with offset={} to read more]",

@@ -6,7 +6,11 @@ use serde_json::{Value, json};
 use crate::message::ToolSpec;
 
 fn spec(name: &str, description: &str, input_schema: Value) -> ToolSpec {
-    ToolSpec { name: name.to_string(), description: description.to_string(), input_schema }
+    ToolSpec {
+        name: name.to_string(),
+        description: description.to_string(),
+        input_schema,
+    }
 }
 
 /// The built-in tools' specs, in a fixed order.

@@ -70,7 +70,10 @@ pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
             return ToolOutput::error("every todo item needs non-empty content");
         }
     }
-    let active = items.iter().filter(|t| t.status == TodoStatus::InProgress).count();
+    let active = items
+        .iter()
+        .filter(|t| t.status == TodoStatus::InProgress)
+        .count();
     if active > 1 {
         return ToolOutput::error(format!(
             "{active} items are in_progress; at most one may be in_progress at a time"
@@ -78,6 +81,9 @@ pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
     }
     let text = render(&items);
     *ctx.todos.lock().unwrap_or_else(|e| e.into_inner()) = items;
-    let meta = ToolMeta { todos_changed: true, ..ToolMeta::default() };
+    let meta = ToolMeta {
+        todos_changed: true,
+        ..ToolMeta::default()
+    };
     ToolOutput::ok(text).with_meta(meta)
 }

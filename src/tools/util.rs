@@ -11,7 +11,11 @@ use crate::fsroot::{EntryKind, FsError};
 
 /// Parses a tool's input object, turning serde's complaint into a message the model can act on.
 pub(crate) fn parse<T: DeserializeOwned>(tool: &str, input: Value) -> Result<T, ToolOutput> {
-    let input = if input.is_null() { Value::Object(Default::default()) } else { input };
+    let input = if input.is_null() {
+        Value::Object(Default::default())
+    } else {
+        input
+    };
     serde_json::from_value(input)
         .map_err(|e| ToolOutput::error(format!("invalid input for {tool}: {e}")))
 }
@@ -29,9 +33,9 @@ pub(crate) fn lenient_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>
         None => Ok(None),
         Some(N::Num(n)) => Ok(Some(n)),
         Some(N::Float(f)) if f >= 0.0 && f.fract() == 0.0 => Ok(Some(f as u64)),
-        Some(N::Float(f)) => {
-            Err(serde::de::Error::custom(format!("expected a non-negative integer, got {f}")))
-        }
+        Some(N::Float(f)) => Err(serde::de::Error::custom(format!(
+            "expected a non-negative integer, got {f}"
+        ))),
         Some(N::Str(s)) => s.trim().parse::<u64>().map(Some).map_err(|_| {
             serde::de::Error::custom(format!("expected a non-negative integer, got {s:?}"))
         }),
@@ -52,7 +56,9 @@ pub(crate) fn lenient_bool<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::E
         Some(B::Str(s)) => match s.trim() {
             "true" => Ok(true),
             "false" | "" => Ok(false),
-            other => Err(serde::de::Error::custom(format!("expected true or false, got {other:?}"))),
+            other => Err(serde::de::Error::custom(format!(
+                "expected true or false, got {other:?}"
+            ))),
         },
     }
 }
@@ -72,6 +78,9 @@ pub(crate) fn fs_error(shown: &str, e: FsError) -> ToolOutput {
              used; links leading out of it are not followed)"
         ),
         FsError::NotFound(_) => format!("no such file or folder: {shown}"),
+        FsError::NotRegular { kind: "folder", .. } => {
+            format!("{shown} is a folder, not a file; use list_files to see what it holds")
+        }
         FsError::NotRegular { kind, .. } => format!("{shown}: not a regular file ({kind})"),
         FsError::PermissionDenied(_) => format!("{shown}: permission denied"),
         FsError::BadRoot { reason, .. } => format!("workspace root unusable: {reason}"),
@@ -88,10 +97,18 @@ pub(crate) fn show(rel: &Path) -> String {
 
 /// The canonical absolute folder or file at `rel`, checked to lie beneath the root; used as
 /// the start of a walk so that a link on the way cannot lead the walker out of the root.
-pub(crate) fn walk_base(ctx: &ToolContext, shown: &str, rel: &Path) -> Result<(PathBuf, EntryKind), ToolOutput> {
+pub(crate) fn walk_base(
+    ctx: &ToolContext,
+    shown: &str,
+    rel: &Path,
+) -> Result<(PathBuf, EntryKind), ToolOutput> {
     let kind = match ctx.root.kind(rel) {
         Ok(Some(k)) => k,
-        Ok(None) => return Err(ToolOutput::error(format!("no such file or folder: {shown}"))),
+        Ok(None) => {
+            return Err(ToolOutput::error(format!(
+                "no such file or folder: {shown}"
+            )));
+        }
         Err(e) => return Err(fs_error(shown, e)),
     };
     let root = ctx.root.path();
@@ -105,7 +122,9 @@ pub(crate) fn walk_base(ctx: &ToolContext, shown: &str, rel: &Path) -> Result<(P
 
 /// Root-relative display form of an absolute path found by a walk beneath the root.
 pub(crate) fn rel_of(ctx: &ToolContext, abs: &Path) -> Option<PathBuf> {
-    abs.strip_prefix(ctx.root.path()).ok().map(Path::to_path_buf)
+    abs.strip_prefix(ctx.root.path())
+        .ok()
+        .map(Path::to_path_buf)
 }
 
 /// At most `max` characters of `s`, with an ellipsis when cut.
@@ -126,7 +145,10 @@ pub(crate) fn cap_middle(s: &str, max: usize) -> (String, bool) {
     let head_n = max / 2;
     let tail_n = max - head_n;
     let head_end = s.char_indices().nth(head_n).map_or(s.len(), |(i, _)| i);
-    let tail_start = s.char_indices().nth(total - tail_n).map_or(s.len(), |(i, _)| i);
+    let tail_start = s
+        .char_indices()
+        .nth(total - tail_n)
+        .map_or(s.len(), |(i, _)| i);
     let omitted = s.len() - head_end - (s.len() - tail_start);
     let out = format!(
         "{}\n[… {omitted} bytes omitted …]\n{}",
