@@ -6,6 +6,7 @@
 
 pub mod records;
 pub mod store;
+pub mod view;
 
 pub use records::{MessageMeta, MessageRecord, Record, SessionHeader};
 pub use store::{Loaded, SessionFile, SessionStore, SessionSummary, StoreError};

@@ -1,0 +1,191 @@
+//! The view pipeline: what the next model request holds, selected from the transcript.
+//!
+//! `build_view` is a pure function of (records, policy, now). Stages, in order:
+//! 1. slice after the latest (completely installed) compact boundary,
+//! 2. tool-result budget (oversized results become a preview plus the side-file path),
+//! 3. snip projection (drop snipped ids, never one side of a tool pair),
+//! 4. microcompact (recorded clears and stage-1 trims, then the time-based rule),
+//! 5. collapse substitution (a committed span summary replaces the span),
+//! 6. normalization (provider-valid: pairing, merging, media, first message from the user),
+//! 7. cache breakpoints.
+//!
+//! Cost: the slice is found by a reverse scan that stops at the latest boundary, so every
+//! stage is linear in the records after that boundary, not in the session's length.
+
+mod budget;
+mod cache;
+mod collapse;
+mod microcompact;
+mod normalize;
+mod slice;
+mod snip;
+mod tags;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use super::records::{MessageMeta, Record};
+use crate::message::{Block, Message, Role};
+
+pub use budget::{SideFile, budget_replacement, oversized_results, tool_result_file_name};
+pub use cache::{CachePlan, MAX_CACHE_MARKERS, main_cache_plan, side_cache_plan};
+pub use collapse::{SpanError, collapse_span};
+pub use microcompact::{CLEARED_TEXT, trim_note};
+pub use normalize::{INTERRUPTED_TEXT, check_pairing};
+pub use slice::slice_start;
+pub use tags::{render_id_tags, resolve_id_range, resolve_short_id, short_id};
+
+/// Tools whose old results the time-based microcompact may clear.
+pub const DEFAULT_COMPACTABLE_TOOLS: &[&str] = &["read_file", "grep", "glob", "list_files", "bash"];
+
+/// Settings of the view pipeline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewPolicy {
+    /// Tool results over this many characters get a side file and a preview.
+    pub tool_result_max_chars: usize,
+    /// Characters of an oversized result kept as preview.
+    pub tool_result_preview_chars: usize,
+    /// Directory of this session's side files (named in the preview).
+    pub tool_results_dir: PathBuf,
+    /// Gap since the last assistant message after which old results are cleared (None: off).
+    pub microcompact_after_ms: Option<u64>,
+    /// Most recent compactable results the time-based rule keeps.
+    pub microcompact_keep: usize,
+    /// Tool names whose results the time-based rule may clear.
+    pub compactable_tools: Vec<String>,
+    /// Messages whose media the provider refused before (images become a text marker).
+    pub refused_media: HashSet<String>,
+}
+
+impl Default for ViewPolicy {
+    fn default() -> Self {
+        ViewPolicy {
+            tool_result_max_chars: 50_000,
+            tool_result_preview_chars: 2_000,
+            tool_results_dir: PathBuf::from("tool-results"),
+            microcompact_after_ms: Some(60 * 60 * 1000),
+            microcompact_keep: 5,
+            compactable_tools: DEFAULT_COMPACTABLE_TOOLS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            refused_media: HashSet::new(),
+        }
+    }
+}
+
+/// One message of the view.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewMessage {
+    /// The id of the (first) transcript message it comes from, or of the collapse record.
+    pub id: String,
+    /// Every transcript id merged into it (normalization merges consecutive user messages).
+    pub source_ids: Vec<String>,
+    /// The previous view message (parents relinked across removed ranges).
+    pub parent: Option<String>,
+    /// Special kind, if any (of the first source).
+    pub meta: Option<MessageMeta>,
+    /// Time of the first source message (unix ms).
+    pub time: u64,
+    /// The provider-facing message.
+    pub message: Message,
+}
+
+/// The result of the pipeline.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct View {
+    /// Messages in order, provider-valid.
+    pub messages: Vec<ViewMessage>,
+    /// Cache markers for the main request.
+    pub cache: CachePlan,
+    /// Index of the first record after the boundary the view starts from (0: none).
+    pub slice_start: usize,
+    /// Message ids removed by snip records (after the boundary).
+    pub snipped: Vec<String>,
+    /// Snipped ids kept because the other side of a tool pair is still in the view.
+    pub protected: Vec<String>,
+    /// Message ids replaced by collapse summaries.
+    pub collapsed: Vec<String>,
+    /// `tool_use_id`s the time-based microcompact clears now; the caller appends a
+    /// microcompact record with them so that replay gives the same view.
+    pub microcompact_due: Vec<String>,
+}
+
+impl View {
+    /// The provider messages, in order.
+    pub fn provider_messages(&self) -> Vec<Message> {
+        self.messages.iter().map(|m| m.message.clone()).collect()
+    }
+
+    /// Total characters the messages carry (for estimates).
+    pub fn chars(&self) -> usize {
+        self.messages
+            .iter()
+            .map(|m| message_chars(&m.message))
+            .sum()
+    }
+}
+
+/// Characters a message carries.
+pub fn message_chars(m: &Message) -> usize {
+    m.content.iter().map(Block::char_len).sum()
+}
+
+/// A message on its way through the pipeline.
+#[derive(Debug, Clone)]
+pub(crate) struct Work {
+    pub id: String,
+    pub source_ids: Vec<String>,
+    pub role: Role,
+    pub content: Vec<Block>,
+    pub time: u64,
+    pub meta: Option<MessageMeta>,
+    pub is_virtual: bool,
+}
+
+/// Runs the whole pipeline over a session's records (header excluded or not; it is ignored).
+pub fn build_view(records: &[Record], policy: &ViewPolicy, now_ms: u64) -> View {
+    let sliced = slice::slice(records);
+    let mut msgs = sliced.messages;
+    budget::apply(&mut msgs, policy);
+    let (snipped, protected) = snip::apply(&mut msgs, &sliced.snips);
+    microcompact::apply_records(&mut msgs, &sliced.cleared, &sliced.trims);
+    let due = microcompact::time_based(&mut msgs, policy, &sliced.cleared, now_ms);
+    let collapsed = collapse::apply(&mut msgs, &sliced.collapses);
+    let messages = normalize::normalize(msgs, policy);
+    let cache = main_cache_plan(messages.len());
+    View {
+        messages,
+        cache,
+        slice_start: sliced.start,
+        snipped,
+        protected,
+        collapsed,
+        microcompact_due: due,
+    }
+}
+
+/// Text of a tool result's text blocks.
+pub(crate) fn result_text(content: &[Block]) -> String {
+    let mut s = String::new();
+    for b in content {
+        if let Block::Text { text } = b {
+            s.push_str(text);
+        }
+    }
+    s
+}
+
+/// Bytes of a tool result's text blocks (an upper bound of its characters, cheap).
+pub(crate) fn result_text_len(content: &[Block]) -> usize {
+    content
+        .iter()
+        .map(|b| match b {
+            Block::Text { text } => text.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests;

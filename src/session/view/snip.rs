@@ -1,0 +1,79 @@
+//! Stage 3: snip projection. Snipped ids leave the view; a message is protected (kept) while
+//! the other side of one of its tool pairs stays in the view.
+
+use std::collections::{HashMap, HashSet};
+
+use super::Work;
+use crate::message::Block;
+
+/// For every message, the indices of the messages holding the other side of its tool pairs.
+pub(crate) fn pair_partners(msgs: &[Work]) -> Vec<Vec<usize>> {
+    let mut uses: HashMap<&str, usize> = HashMap::new();
+    let mut results: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, m) in msgs.iter().enumerate() {
+        for b in &m.content {
+            match b {
+                Block::ToolUse { id, .. } => {
+                    uses.insert(id.as_str(), i);
+                }
+                Block::ToolResult { tool_use_id, .. } => {
+                    results.entry(tool_use_id.as_str()).or_default().push(i);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut partners = vec![Vec::new(); msgs.len()];
+    for (id, &u) in &uses {
+        if let Some(rs) = results.get(id) {
+            for &r in rs {
+                if r != u {
+                    partners[u].push(r);
+                    partners[r].push(u);
+                }
+            }
+        }
+    }
+    partners
+}
+
+/// Removes snipped messages; returns (removed ids, protected ids), both in view order.
+pub(crate) fn apply(msgs: &mut Vec<Work>, snips: &HashSet<String>) -> (Vec<String>, Vec<String>) {
+    if snips.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let mut remove: Vec<bool> = msgs.iter().map(|m| snips.contains(&m.id)).collect();
+    if !remove.iter().any(|&r| r) {
+        return (Vec::new(), Vec::new());
+    }
+    let partners = pair_partners(msgs);
+    let mut protected = vec![false; msgs.len()];
+    // Un-removing a message can protect its partners in turn; iterate to a fixpoint.
+    loop {
+        let mut changed = false;
+        for i in 0..msgs.len() {
+            if remove[i] && partners[i].iter().any(|&p| !remove[p]) {
+                remove[i] = false;
+                protected[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut removed = Vec::new();
+    let mut prot = Vec::new();
+    let mut i = 0;
+    msgs.retain(|m| {
+        let keep = !remove[i];
+        if !keep {
+            removed.push(m.id.clone());
+        } else if protected[i] {
+            prot.push(m.id.clone());
+        }
+        i += 1;
+        keep
+    });
+    (removed, prot)
+}
