@@ -107,6 +107,15 @@ pub struct Client {
     inner: Arc<ClientInner>,
 }
 
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pending = lock(&self.inner.pending).as_ref().map(HashMap::len);
+        f.debug_struct("Client")
+            .field("pending_requests", &pending)
+            .finish()
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these locks leaves the map consistent; keep going.
     m.lock().unwrap_or_else(|e| e.into_inner())
