@@ -96,10 +96,11 @@ enum State {
         buf: Vec<u8>,
         need: usize,
     },
+    /// Discarding an oversize body; `prefix` is `None` once the frame has been reported.
     Skip {
         remaining: u64,
         declared: u64,
-        prefix: Vec<u8>,
+        prefix: Option<Vec<u8>>,
     },
     /// Looking for the next `Content-Length:` after a bad header; `matched` bytes of it seen.
     Resync {
@@ -110,8 +111,9 @@ enum State {
     Line {
         buf: Vec<u8>,
     },
+    /// Discarding an oversize line; `prefix` is `None` once the line has been reported.
     SkipLine {
-        prefix: Vec<u8>,
+        prefix: Option<Vec<u8>>,
     },
 }
 
@@ -178,17 +180,27 @@ impl Decoder {
             State::Skip {
                 remaining,
                 declared,
-                ..
-            } => out.push(FrameEvent::Truncated {
-                received: (declared - remaining) as usize,
+                prefix,
+            } => out.push(match prefix {
+                Some(prefix) => FrameEvent::Oversize {
+                    declared: Some(declared),
+                    prefix,
+                },
+                None => FrameEvent::Truncated {
+                    received: (declared - remaining) as usize,
+                },
             }),
             State::Resync { reason, prefix, .. } => {
                 out.push(FrameEvent::BadHeader { reason, prefix })
             }
-            State::SkipLine { prefix } => out.push(FrameEvent::Oversize {
-                declared: None,
-                prefix,
-            }),
+            State::SkipLine { prefix } => {
+                if let Some(prefix) = prefix {
+                    out.push(FrameEvent::Oversize {
+                        declared: None,
+                        prefix,
+                    });
+                }
+            }
         }
     }
 
@@ -252,13 +264,20 @@ impl Decoder {
                 prefix,
             } => {
                 let take = (*remaining).min(data.len() as u64) as usize;
-                push_prefix(prefix, &data[..take]);
+                if let Some(p) = prefix {
+                    push_prefix(p, &data[..take]);
+                    // Reported as soon as the prefix is complete, so the client hears about
+                    // it without waiting for the whole body to stream past.
+                    if p.len() as u64 == (PREFIX_BYTES as u64).min(*declared) {
+                        out.push(FrameEvent::Oversize {
+                            declared: Some(*declared),
+                            prefix: std::mem::take(p),
+                        });
+                        *prefix = None;
+                    }
+                }
                 *remaining -= take as u64;
                 if *remaining == 0 {
-                    out.push(FrameEvent::Oversize {
-                        declared: Some(*declared),
-                        prefix: std::mem::take(prefix),
-                    });
                     self.state = State::Headers { buf: Vec::new() };
                 }
                 take
@@ -327,26 +346,41 @@ impl Decoder {
                     if buf.len() > self.max.saturating_add(1) {
                         let mut prefix = std::mem::take(buf);
                         prefix.truncate(PREFIX_BYTES);
+                        let prefix = if prefix.len() == PREFIX_BYTES {
+                            out.push(FrameEvent::Oversize {
+                                declared: None,
+                                prefix,
+                            });
+                            None
+                        } else {
+                            Some(prefix)
+                        };
                         self.state = State::SkipLine { prefix };
                     }
                     data.len()
                 }
             },
-            State::SkipLine { prefix } => match data.iter().position(|&b| b == b'\n') {
-                Some(pos) => {
-                    push_prefix(prefix, &data[..pos]);
-                    out.push(FrameEvent::Oversize {
-                        declared: None,
-                        prefix: std::mem::take(prefix),
-                    });
-                    self.state = State::Line { buf: Vec::new() };
-                    pos + 1
+            State::SkipLine { prefix } => {
+                let end = data.iter().position(|&b| b == b'\n');
+                let body = &data[..end.unwrap_or(data.len())];
+                if let Some(p) = prefix {
+                    push_prefix(p, body);
+                    if p.len() == PREFIX_BYTES || end.is_some() {
+                        out.push(FrameEvent::Oversize {
+                            declared: None,
+                            prefix: std::mem::take(p),
+                        });
+                        *prefix = None;
+                    }
                 }
-                None => {
-                    push_prefix(prefix, data);
-                    data.len()
+                match end {
+                    Some(pos) => {
+                        self.state = State::Line { buf: Vec::new() };
+                        pos + 1
+                    }
+                    None => data.len(),
                 }
-            },
+            }
         }
     }
 
@@ -356,7 +390,7 @@ impl Decoder {
                 self.state = State::Skip {
                     remaining: n,
                     declared: n,
-                    prefix: Vec::new(),
+                    prefix: Some(Vec::new()),
                 };
             }
             Ok(0) => {
@@ -604,6 +638,34 @@ mod tests {
         );
         let (evs, _) = decode(64, &[format!("{{{line}\n").as_bytes()]);
         assert!(matches!(evs[0], FrameEvent::Oversize { .. }));
+    }
+
+    #[test]
+    fn oversize_is_reported_once_its_prefix_is_complete() {
+        let body = br#"{"jsonrpc":"2.0","id":3,"method":"m","params":["#;
+        let mut d = Decoder::new(100);
+        let mut out = Vec::new();
+        d.push(b"Content-Length: 1000000000000\r\n\r\n", &mut out);
+        d.push(body, &mut out);
+        assert!(out.is_empty(), "prefix not complete yet");
+        d.push(&[b' '; PREFIX_BYTES], &mut out);
+        assert!(
+            matches!(&out[..], [FrameEvent::Oversize { declared: Some(1_000_000_000_000), prefix }]
+            if prefix.starts_with(body) && prefix.len() == PREFIX_BYTES)
+        );
+        d.finish(&mut out);
+        assert!(matches!(out[1], FrameEvent::Truncated { .. }));
+        // The same for a line: no need to wait for its newline.
+        let mut d = Decoder::new(100);
+        let mut out = Vec::new();
+        d.push(body, &mut out);
+        d.push(&[b' '; PREFIX_BYTES], &mut out);
+        assert!(matches!(
+            &out[..],
+            [FrameEvent::Oversize { declared: None, .. }]
+        ));
+        d.push(b"]}\n[]\n", &mut out);
+        assert_eq!(out[1..], [FrameEvent::Frame(b"[]".to_vec())]);
     }
 
     #[test]

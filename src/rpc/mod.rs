@@ -12,6 +12,8 @@
 //!
 //! See `protocol/TRANSPORT.md` for the wire-level contract.
 
+#![warn(missing_docs)]
+
 pub mod error;
 pub mod framing;
 pub mod message;

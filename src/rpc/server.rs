@@ -107,6 +107,15 @@ pub struct Client {
     inner: Arc<ClientInner>,
 }
 
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pending = lock(&self.inner.pending).as_ref().map(HashMap::len);
+        f.debug_struct("Client")
+            .field("pending_requests", &pending)
+            .finish()
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding one of these locks leaves the map consistent; keep going.
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -269,10 +278,14 @@ where
     let framing = Arc::new(OnceLock::new());
     let (tx, rx) = mpsc::unbounded_channel();
     let writer = tokio::spawn(write_loop(output, rx, framing.clone()));
-    let client = Client::new(tx.clone());
-    let in_flight: InFlight = Arc::default();
-    let tracker = TaskTracker::new();
     let mut reader = FrameReader::new(input, config.max_frame_bytes);
+    let conn = Conn {
+        handler,
+        config,
+        client: Client::new(tx.clone()),
+        in_flight: Arc::default(),
+        tracker: TaskTracker::new(),
+    };
 
     let end = loop {
         let Some(event) = reader.next().await else {
@@ -281,24 +294,49 @@ where
         if let Some(f) = reader.framing() {
             let _ = framing.set(f);
         }
+        if let Some(code) = conn.on_event(event) {
+            break ServeEnd::Exit(code);
+        }
+    };
+
+    conn.drain().await;
+    let _ = tx.send(Out::Close);
+    if let Err(e) = writer.await {
+        tracing::error!("writer task failed: {e}");
+    }
+    end
+}
+
+/// The state of one connection's read loop.
+struct Conn {
+    handler: Arc<dyn Handler>,
+    config: ServerConfig,
+    client: Client,
+    in_flight: InFlight,
+    tracker: TaskTracker,
+}
+
+impl Conn {
+    /// Handles one event from the reader; `Some(code)` asks to stop serving.
+    fn on_event(&self, event: FrameEvent) -> Option<i32> {
         let frame = match event {
             FrameEvent::Frame(frame) => frame,
             FrameEvent::Oversize { declared, prefix } => {
                 let size = declared.map_or_else(|| "a line".to_owned(), |n| format!("{n} bytes"));
                 let msg = format!(
                     "message too large ({size}, limit {} bytes); skipped",
-                    config.max_frame_bytes
+                    self.config.max_frame_bytes
                 );
-                reject_frame(&client, message::extract_id(&prefix), msg);
-                continue;
+                self.reject_frame(message::extract_id(&prefix), msg);
+                return None;
             }
             FrameEvent::BadHeader { reason, prefix } => {
-                reject_frame(&client, message::extract_id(&prefix), reason);
-                continue;
+                self.reject_frame(message::extract_id(&prefix), reason);
+                return None;
             }
             FrameEvent::Truncated { received } => {
                 tracing::warn!("input ended inside a message ({received} bytes received)");
-                continue;
+                return None;
             }
         };
         match message::parse(&frame) {
@@ -309,147 +347,157 @@ where
                     .map_or_else(|| "null".to_owned(), Id::to_string);
                 tracing::warn!("bad message (id {id}): {}", bad.error.message);
                 if bad.reply {
-                    client.respond(bad.id.as_ref(), &Err(bad.error));
+                    self.client.respond(bad.id.as_ref(), &Err(bad.error));
                 }
+                None
             }
-            Ok(Incoming::Response { id, result }) => client.route(id, result),
-            Ok(Incoming::Notification { method, params }) => {
-                if method == "$/cancelRequest" {
-                    cancel_request(&in_flight, &params);
-                    continue;
-                }
-                let flow = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    handler.notification(&method, params, &client)
-                }));
-                match flow {
-                    Ok(Flow::Continue) => {}
-                    Ok(Flow::Exit(code)) => break ServeEnd::Exit(code),
-                    Err(_) => tracing::error!("notification handler for {method} panicked"),
-                }
+            Ok(Incoming::Response { id, result }) => {
+                self.client.route(id, result);
+                None
             }
+            Ok(Incoming::Notification { method, params }) => self.on_notification(&method, params),
             Ok(Incoming::Request { id, method, params }) => {
-                if lock(&in_flight).contains_key(&id) {
-                    let msg = format!("request id {id} is already in flight");
-                    client.respond(Some(&id), &Err(RpcError::invalid_request(msg)));
-                    continue;
-                }
-                let cancel = CancellationToken::new();
-                let ctx = RequestCtx {
-                    id: id.clone(),
-                    cancel: cancel.clone(),
-                    client: client.clone(),
-                };
-                let dispatch = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    handler.request(&method, params, ctx)
-                }));
-                match dispatch {
-                    Ok(Dispatch::Reply(result)) => client.respond(Some(&id), &result),
-                    Ok(Dispatch::Spawn(fut)) => {
-                        spawn_request(&tracker, &in_flight, &client, &config, id, cancel, fut)
-                    }
-                    Err(_) => {
-                        tracing::error!("request handler for {method} panicked");
-                        client.respond(Some(&id), &Err(RpcError::internal("handler panicked")));
-                    }
-                }
+                self.on_request(id, &method, params);
+                None
             }
         }
-    };
-
-    client.close();
-    for running in lock(&in_flight).values() {
-        running.cancel.cancel();
     }
-    tracker.close();
-    if tokio::time::timeout(DRAIN_TIMEOUT, tracker.wait())
-        .await
-        .is_err()
-    {
-        let left: Vec<_> = lock(&in_flight).drain().collect();
-        tracing::warn!(
-            "{} request(s) did not finish after cancellation; dropped",
-            left.len()
-        );
-        for (_, running) in left {
-            running.abort.abort();
+
+    fn on_notification(&self, method: &str, params: Value) -> Option<i32> {
+        if method == "$/cancelRequest" {
+            self.cancel_request(&params);
+            return None;
         }
-    }
-    let _ = tx.send(Out::Close);
-    if let Err(e) = writer.await {
-        tracing::error!("writer task failed: {e}");
-    }
-    end
-}
-
-fn reject_frame(client: &Client, id: Option<Id>, reason: String) {
-    match id {
-        Some(id) => {
-            tracing::warn!("skipped message (id {id}): {reason}");
-            client.respond(Some(&id), &Err(RpcError::invalid_request(reason)));
-        }
-        None => tracing::warn!("skipped message (no id): {reason}"),
-    }
-}
-
-fn cancel_request(in_flight: &InFlight, params: &Value) {
-    let id = params
-        .get("id")
-        .cloned()
-        .and_then(|v| serde_json::from_value::<Id>(v).ok());
-    let Some(id) = id else {
-        tracing::warn!("$/cancelRequest without a valid id");
-        return;
-    };
-    match lock(in_flight).get(&id) {
-        Some(running) => running.cancel.cancel(),
-        None => tracing::debug!("$/cancelRequest for {id}, which is not in flight"),
-    }
-}
-
-fn spawn_request(
-    tracker: &TaskTracker,
-    in_flight: &InFlight,
-    client: &Client,
-    config: &ServerConfig,
-    id: Id,
-    cancel: CancellationToken,
-    fut: BoxFuture<'static, Result<Value, RpcError>>,
-) {
-    let mut running = lock(in_flight);
-    if running.len() >= config.max_in_flight {
-        drop(running);
-        tracing::warn!(
-            "request {id} refused: {} requests in flight",
-            config.max_in_flight
-        );
-        client.respond(Some(&id), &Err(RpcError::overloaded()));
-        return;
-    }
-    // An inner task so that a panic becomes an error answer instead of a silent loss.
-    let task = tokio::spawn(fut);
-    running.insert(
-        id.clone(),
-        Running {
-            cancel,
-            abort: task.abort_handle(),
-        },
-    );
-    drop(running);
-    let in_flight = in_flight.clone();
-    let client = client.clone();
-    tracker.spawn(async move {
-        let result = match task.await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => {
-                tracing::error!("request {id} panicked");
-                Err(RpcError::internal("handler panicked"))
+        let flow = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            self.handler.notification(method, params, &self.client)
+        }));
+        match flow {
+            Ok(Flow::Continue) => None,
+            Ok(Flow::Exit(code)) => Some(code),
+            Err(_) => {
+                tracing::error!("notification handler for {method} panicked");
+                None
             }
-            Err(_) => return, // aborted at shutdown
+        }
+    }
+
+    fn on_request(&self, id: Id, method: &str, params: Value) {
+        if lock(&self.in_flight).contains_key(&id) {
+            let msg = format!("request id {id} is already in flight");
+            self.client
+                .respond(Some(&id), &Err(RpcError::invalid_request(msg)));
+            return;
+        }
+        let cancel = CancellationToken::new();
+        let ctx = RequestCtx {
+            id: id.clone(),
+            cancel: cancel.clone(),
+            client: self.client.clone(),
         };
-        // Removed before answering, so the client may reuse the id once it has the answer.
-        lock(&in_flight).remove(&id);
-        client.respond(Some(&id), &result);
-    });
+        let dispatch = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            self.handler.request(method, params, ctx)
+        }));
+        match dispatch {
+            Ok(Dispatch::Reply(result)) => self.client.respond(Some(&id), &result),
+            Ok(Dispatch::Spawn(fut)) => self.spawn_request(id, cancel, fut),
+            Err(_) => {
+                tracing::error!("request handler for {method} panicked");
+                self.client
+                    .respond(Some(&id), &Err(RpcError::internal("handler panicked")));
+            }
+        }
+    }
+
+    fn reject_frame(&self, id: Option<Id>, reason: String) {
+        match id {
+            Some(id) => {
+                tracing::warn!("skipped message (id {id}): {reason}");
+                self.client
+                    .respond(Some(&id), &Err(RpcError::invalid_request(reason)));
+            }
+            None => tracing::warn!("skipped message (no id): {reason}"),
+        }
+    }
+
+    fn cancel_request(&self, params: &Value) {
+        let id = params
+            .get("id")
+            .cloned()
+            .and_then(|v| serde_json::from_value::<Id>(v).ok());
+        let Some(id) = id else {
+            tracing::warn!("$/cancelRequest without a valid id");
+            return;
+        };
+        match lock(&self.in_flight).get(&id) {
+            Some(running) => running.cancel.cancel(),
+            None => tracing::debug!("$/cancelRequest for {id}, which is not in flight"),
+        }
+    }
+
+    fn spawn_request(
+        &self,
+        id: Id,
+        cancel: CancellationToken,
+        fut: BoxFuture<'static, Result<Value, RpcError>>,
+    ) {
+        let mut running = lock(&self.in_flight);
+        if running.len() >= self.config.max_in_flight {
+            drop(running);
+            tracing::warn!(
+                "request {id} refused: {} requests in flight",
+                self.config.max_in_flight
+            );
+            self.client.respond(Some(&id), &Err(RpcError::overloaded()));
+            return;
+        }
+        // An inner task so that a panic becomes an error answer instead of a silent loss.
+        let task = tokio::spawn(fut);
+        running.insert(
+            id.clone(),
+            Running {
+                cancel,
+                abort: task.abort_handle(),
+            },
+        );
+        drop(running);
+        let in_flight = self.in_flight.clone();
+        let client = self.client.clone();
+        self.tracker.spawn(async move {
+            let result = match task.await {
+                Ok(result) => result,
+                Err(e) if e.is_panic() => {
+                    tracing::error!("request {id} panicked");
+                    Err(RpcError::internal("handler panicked"))
+                }
+                Err(_) => return, // aborted at shutdown
+            };
+            // Removed before answering, so the client may reuse the id once it has the answer.
+            lock(&in_flight).remove(&id);
+            client.respond(Some(&id), &result);
+        });
+    }
+
+    /// Fails pending client requests, cancels in-flight requests and waits for their answers.
+    async fn drain(&self) {
+        self.client.close();
+        for running in lock(&self.in_flight).values() {
+            running.cancel.cancel();
+        }
+        self.tracker.close();
+        if tokio::time::timeout(DRAIN_TIMEOUT, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            let left: Vec<_> = lock(&self.in_flight).drain().collect();
+            tracing::warn!(
+                "{} request(s) did not finish after cancellation; dropped",
+                left.len()
+            );
+            for (_, running) in left {
+                running.abort.abort();
+            }
+        }
+    }
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(

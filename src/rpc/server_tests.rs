@@ -319,6 +319,25 @@ async fn oversize_frames_are_skipped_in_both_framings() {
 }
 
 #[tokio::test]
+async fn absurd_content_length_is_answered_without_waiting_for_the_body() {
+    let config = ServerConfig {
+        max_frame_bytes: 1024,
+        ..ServerConfig::default()
+    };
+    let mut p = Peer::start(Framing::ContentLength, config);
+    p.raw(b"Content-Length: 1000000000000\r\n\r\n").await;
+    p.raw(b"{\"jsonrpc\":\"2.0\",\"id\":31,\"method\":\"echo\",\"params\":[\"")
+        .await;
+    p.raw(&[b'x'; 5000]).await;
+    let got = p.recv().await;
+    assert_eq!(
+        (got["id"].clone(), code(&got)),
+        (json!(31), codes::INVALID_REQUEST)
+    );
+    assert_eq!(p.finish().await, (ServeEnd::Eof, vec![]));
+}
+
+#[tokio::test]
 async fn cancel_request_cancels_only_its_target() {
     let mut p = Peer::start(Framing::ContentLength, ServerConfig::default());
     p.send(req(1, "wait", json!({}))).await;
