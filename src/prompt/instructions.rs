@@ -20,6 +20,24 @@ pub fn split_budget(sizes: &[usize], limit: usize) -> Vec<usize> {
         .collect()
 }
 
+/// The first `n` characters of `s`, borrowed.
+pub(crate) fn prefix(s: &str, n: usize) -> &str {
+    if s.len() <= n {
+        return s; // never more characters than bytes
+    }
+    // Counting lead bytes is much faster than decoding every character.
+    let mut count = 0;
+    for (i, &b) in s.as_bytes().iter().enumerate() {
+        if b & 0xC0 != 0x80 {
+            if count == n {
+                return &s[..i];
+            }
+            count += 1;
+        }
+    }
+    s
+}
+
 fn priority(name: &str) -> usize {
     PRIORITY
         .iter()
@@ -67,7 +85,7 @@ pub(crate) fn missing(f: &FileText, kept: usize) -> (u64, bool) {
     if !f.truncated {
         return ((read_chars.saturating_sub(kept)) as u64, true);
     }
-    let kept_bytes: usize = f.text.chars().take(kept).map(char::len_utf8).sum();
+    let kept_bytes = prefix(&f.text, kept).len();
     (f.total_bytes.saturating_sub(kept_bytes as u64), false)
 }
 
@@ -189,9 +207,8 @@ pub(crate) fn render(files: &[SourceFile], limit: usize) -> Rendered {
             ));
         }
         let take = allot[i];
-        let body: String = file.text.chars().take(take).collect();
-        let read_chars = file.text.chars().count();
-        let cut = take < read_chars || file.truncated;
+        let body = prefix(&file.text, take);
+        let cut = body.len() < file.text.len() || file.truncated;
         let mut part = String::new();
         if several {
             part.push_str(&format!("## {}\n\n", f.name));
@@ -324,6 +341,14 @@ mod tests {
                     prop_assert_eq!(rep.skipped.as_deref(), Some("empty"));
                 }
             }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn prefix_matches_char_take(s in any::<String>(), n in 0usize..64) {
+            let want: String = s.chars().take(n).collect();
+            prop_assert_eq!(prefix(&s, n), want.as_str());
         }
     }
 

@@ -1,6 +1,6 @@
 //! Part 5: the project memory, facts saved with remember.
 
-use super::instructions::{cut_note, missing};
+use super::instructions::{cut_note, missing, prefix};
 use super::{Content, SectionReport, SourceFile, report};
 
 /// The section heading.
@@ -30,8 +30,8 @@ pub(crate) fn render(
         }
         Content::Text(t) => t,
     };
-    let body: String = file.text.chars().take(limit).collect();
-    let cut = file.truncated || file.text.chars().count() > limit;
+    let body = prefix(&file.text, limit);
+    let cut = file.truncated || body.len() < file.text.len();
     let mut text = format!(
         "{HEADING}\n\nThese facts were saved with remember in earlier sessions. They can be out \
          of date: check them against the code before you rely on them.\n\n{}",

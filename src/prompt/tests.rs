@@ -570,3 +570,26 @@ fn snapshot_problem_workspace() {
     insta::assert_snapshot!("problems", a.system);
     insta::assert_json_snapshot!("problems_report", (&a.sections, &a.warnings));
 }
+
+#[test]
+fn two_gib_instruction_file_costs_only_its_budget() {
+    let ws = Ws::new();
+    // Sparse: no disk used, but a reader that ignored the budget would read 2 GiB.
+    let f = fs::File::create(ws.root.join("AGENTS.md")).unwrap();
+    f.set_len(2 << 30).unwrap();
+    let g = ws.gather();
+    match &g.instructions[0].content {
+        Content::Text(t) => {
+            assert_eq!(t.text.chars().count(), 40_000);
+            assert!(t.truncated);
+            assert_eq!(t.total_bytes, 2 << 30);
+            assert_eq!(t.total_chars, None);
+        }
+        other => panic!("{other:?}"),
+    }
+    let a = assemble(&g, &opts());
+    assert_eq!(
+        section(&a, "instructions:AGENTS.md").missing_chars,
+        Some((2 << 30) - 40_000)
+    );
+}
