@@ -283,7 +283,7 @@ fn garuda_prompt(
     let ws = engine.open_workspace(dir)?;
     let mut opts = ws.default_options(model);
     for f in features {
-        opts.features.enable(f).map_err(anyhow::Error::msg)?;
+        opts.features.enable(f)?;
     }
     let a = ws.assemble(&opts);
     if json {

@@ -175,11 +175,13 @@ fn parse_response(id: Option<Id>, mut obj: Map<String, Value>) -> Result<Incomin
             Ok(e) => Err(e),
             Err(_) => return Err(bad(id, "response error is not an error object")),
         },
+        // Neither a request nor a response: answer it as an invalid request, since a
+        // client that sent it with an id is waiting for something.
         _ => {
-            return Err(bad(
-                id,
-                "message has no method and not exactly one of result or error",
-            ));
+            return Err(BadFrame {
+                reply: true,
+                ..bad(id, "message has no method and not exactly one of result or error")
+            });
         }
     };
     match id {

@@ -91,8 +91,8 @@ fn instruction_note(session: &LiveSession, state: &mut SessionState) -> Option<(
     let record = Record::InstructionChange(InstructionChangeRecord {
         uuid: new_id(),
         time: now_ms(),
-        paths: Vec::new(),
-        sha256: assembled.sha256.clone(),
+        paths: vec!["(system prompt)".to_string()],
+        sha256: vec![assembled.sha256.clone()],
     });
     Some((note, record))
 }

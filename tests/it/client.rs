@@ -30,6 +30,7 @@ pub struct Garuda {
     /// Messages received while waiting for something else.
     pub backlog: Vec<Value>,
     /// Config and state live here; pass it to `spawn_at` to restart on the same state.
+    #[allow(dead_code)]
     pub home: PathBuf,
     _owned_home: Option<tempfile::TempDir>,
     pub stderr_path: PathBuf,

@@ -281,14 +281,18 @@ fn cancel_mid_stream_keeps_the_transcript_consistent() {
     let (mut g, _h, _w, wid) = setup(&mock, "");
     let sid = new_session(&mut g, &wid, "ask");
     let id = g.send_request("turn/run", json!({"sessionId": sid, "input": text_input("slow")}));
-    g.wait_method("turn/update");
+    // Cancel once the request has fully reached the model (it then hangs there).
+    let deadline = std::time::Instant::now() + crate::client::WAIT;
+    while mock.rec.count() < 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     g.notify("$/cancelRequest", json!({"id": id}));
     let r = g.response(&json!(id));
     let cancelled = r["result"]["stopReason"] == "cancelled" || r["error"]["code"] == -32800;
     assert!(cancelled, "{r}");
     // The session still works.
-    let r = g.call("turn/run", json!({"sessionId": sid, "input": text_input("again")}));
-    assert_eq!(r["stopReason"], "end_turn");
+    let r = g.request("turn/run", json!({"sessionId": sid, "input": text_input("again")}));
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
 }
 
 #[test]
