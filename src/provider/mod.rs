@@ -535,7 +535,13 @@ pub fn build_endpoint(ep: Endpoint) -> Result<Arc<dyn Provider>, ProviderError> 
 pub fn model_info(spec: &str, cfg: &ProviderConfig) -> ModelInfo {
     let model = match ModelSpec::parse(spec) {
         Ok(ModelSpec::Remote { model, .. }) => model,
-        _ => spec.to_string(),
+        // A cassette has no window of its own; the defaults are fine and need no warning.
+        Ok(ModelSpec::Replay(_)) => {
+            let mut info = models::lookup(spec, spec, &cfg.models);
+            info.known = true;
+            return info;
+        }
+        Err(_) => spec.to_string(),
     };
     models::lookup(spec, &model, &cfg.models)
 }

@@ -125,7 +125,17 @@ async fn attempt_once<D: Decoder>(
                 secs(call.idle)
             ))));
         }
-        Ok(Err(e)) => return Err(Outcome::Fail(transport_error(&call.url, &e))),
+        // Refused or timed-out connections fail fast (a local server that is not running
+        // should say so at once); a connection dropped mid-request is retried.
+        Ok(Err(e)) if e.is_connect() || e.is_timeout() => {
+            return Err(Outcome::Fail(transport_error(&call.url, &e)));
+        }
+        Ok(Err(e)) => {
+            return Err(Outcome::Retry {
+                err: transport_error(&call.url, &e),
+                after: None,
+            });
+        }
         Ok(Ok(r)) => r,
     };
     let status = resp.status();

@@ -765,6 +765,39 @@ fn anthropic_marker_cap_without_system() {
 }
 
 #[test]
+fn anthropic_marker_skips_trailing_thinking() {
+    let req = ModelRequest {
+        messages: vec![Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::text("a"),
+                Block::Thinking {
+                    thinking: "t".into(),
+                    signature: Some("s".into()),
+                },
+            ],
+        }],
+        cache: CachePlan {
+            system: false,
+            messages: vec![0],
+        },
+        ..ModelRequest::default()
+    };
+    let body = anthropic::request_body(&req);
+    assert!(
+        body["messages"][0]["content"][0]
+            .get("cache_control")
+            .is_some()
+    );
+    assert!(
+        body["messages"][0]["content"][1]
+            .get("cache_control")
+            .is_none()
+    );
+    assert!(model_info("replay:x.jsonl", &ProviderConfig::default()).known);
+}
+
+#[test]
 fn openai_request_shape() {
     let body = openai::request_body(&rich_request(), "max_completion_tokens");
     insta::assert_json_snapshot!("openai_request", body);
