@@ -154,6 +154,35 @@ async fn attempt_once<D: Decoder>(
         );
     }
 
+    // A JSON answer where a stream was asked for is an error report (some gateways and
+    // local servers send these with status 200).
+    let is_json = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        let body = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(Outcome::Fail(ProviderError::Cancelled { partial: Vec::new() })),
+            b = tokio::time::timeout(call.idle, resp.text()) => b.ok().and_then(|b| b.ok()).unwrap_or_default(),
+        };
+        let text = retry::excerpt(&body);
+        let has_error = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .is_some_and(|v| v.get("error").is_some());
+        return Err(if has_error {
+            match retry::classify_stream_error("error", &text) {
+                Verdict::Retry(err) => Outcome::Retry { err, after: None },
+                Verdict::Fail(err) => Outcome::Fail(err),
+            }
+        } else {
+            Outcome::Fail(ProviderError::Decode(format!(
+                "expected an event stream, got JSON: {text}"
+            )))
+        });
+    }
+
     let mut stream = resp.bytes_stream().eventsource();
     loop {
         let next = tokio::select! {

@@ -542,6 +542,24 @@ async fn prompt_too_long_is_recognized() {
     assert!(res.unwrap_err().is_prompt_too_long());
 }
 
+#[tokio::test]
+async fn json_error_with_status_200() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"error":{"message":"the request exceeds the available context size","type":"exceed_context_size_error"}})))
+        .mount(&server)
+        .await;
+    let (res, _) = run(&openai(&server.uri()), request()).await;
+    assert!(res.unwrap_err().is_prompt_too_long());
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id":"x","choices":[]})))
+        .mount(&server)
+        .await;
+    let (res, _) = run(&openai(&server.uri()), request()).await;
+    assert!(matches!(res, Err(ProviderError::Decode(_))), "{res:?}");
+}
+
 /// A server that streams `head` then keeps the connection open without a byte more.
 async fn stalling_server(head: String) -> (String, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -93,7 +93,7 @@ async fn mock_model_speaks_what_the_providers_parse() {
         api_key: Some("k".into()),
         max_tokens_field: "max_tokens".into(),
         connect_timeout: Duration::from_secs(5),
-        idle_timeout: Duration::from_millis(300),
+        idle_timeout: Duration::from_secs(1),
         retry: RetryPolicy {
             max_retries: 2,
             base_delay: Duration::from_millis(1),
