@@ -819,6 +819,19 @@ fn anthropic_marker_skips_trailing_thinking() {
 fn openai_request_shape() {
     let body = openai::request_body(&rich_request(), "max_completion_tokens");
     insta::assert_json_snapshot!("openai_request", body);
+    let cfg = ProviderConfig::default();
+    assert_eq!(
+        request_preview("openai/gpt-5.1", &cfg, &rich_request()).unwrap(),
+        body
+    );
+    assert_eq!(
+        request_preview("ollama/q", &cfg, &rich_request()).unwrap()["max_tokens"],
+        json!(4096)
+    );
+    assert_eq!(
+        request_preview("anthropic/c", &cfg, &rich_request()).unwrap(),
+        anthropic::request_body(&rich_request())
+    );
     let roles: Vec<&str> = body["messages"]
         .as_array()
         .unwrap()
