@@ -81,8 +81,7 @@ pub(crate) async fn run<D: Decoder>(
         }
         attempt += 1;
         let delay = call.retry.delay(attempt, after);
-        let reason = err.redact(call.secret.as_deref()).to_string();
-        let reason = reason.replace(", retries exhausted", "");
+        let reason = retry_reason(&err.redact(call.secret.as_deref()));
         let _ = events.send(StreamEvent::Retry {
             attempt,
             delay_ms: delay.as_millis() as u64,
@@ -93,6 +92,23 @@ pub(crate) async fn run<D: Decoder>(
             _ = cancel.cancelled() => return Err(ProviderError::Cancelled { partial: Vec::new() }),
             _ = tokio::time::sleep(delay) => {}
         }
+    }
+}
+
+/// The text of a `Retry` event: what went wrong, without the "retries exhausted" wording.
+fn retry_reason(err: &ProviderError) -> String {
+    match err {
+        ProviderError::RateLimited { body_excerpt } => {
+            format!("rate limited (HTTP 429): {body_excerpt}")
+        }
+        ProviderError::Overloaded { body_excerpt } => format!("overloaded: {body_excerpt}"),
+        ProviderError::Server {
+            status,
+            body_excerpt,
+        } => {
+            format!("server error (HTTP {status}): {body_excerpt}")
+        }
+        other => other.to_string(),
     }
 }
 
