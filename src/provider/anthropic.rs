@@ -229,7 +229,7 @@ impl AnthropicDecoder {
             Partial::Text(t) => Block::Text { text: t.clone() },
             Partial::Thinking { text, signature } => Block::Thinking {
                 thinking: text.clone(),
-                signature: signature.clone(),
+                signature: signature.clone().filter(|s| !s.is_empty()),
             },
             Partial::Tool { id, name, json } => {
                 return Some(tool_input(json).map(|input| Block::ToolUse {
@@ -394,13 +394,16 @@ impl Decoder for AnthropicDecoder {
             .filter_map(|(p, done)| match p {
                 Partial::Text(t) if !t.is_empty() => Some(Block::Text { text: t.clone() }),
                 // Thinking is only worth keeping with its signature; tool calls only when whole.
-                Partial::Thinking {
-                    signature: Some(_), ..
-                }
-                | Partial::Tool { .. }
-                    if *done =>
-                {
-                    Self::block(p).and_then(Result::ok)
+                Partial::Thinking { .. } | Partial::Tool { .. } if *done => {
+                    Self::block(p).and_then(Result::ok).filter(|b| {
+                        !matches!(
+                            b,
+                            Block::Thinking {
+                                signature: None,
+                                ..
+                            }
+                        )
+                    })
                 }
                 _ => None,
             })

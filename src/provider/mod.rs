@@ -531,11 +531,37 @@ pub fn build_endpoint(ep: Endpoint) -> Result<Arc<dyn Provider>, ProviderError> 
     })
 }
 
+/// The exact JSON body the provider named by `spec` would send for `req` (for `session/view`);
+/// needs no key. A replay spec shows the canonical (Anthropic-shaped) body.
+pub fn request_preview(
+    spec: &str,
+    cfg: &ProviderConfig,
+    req: &ModelRequest,
+) -> Result<serde_json::Value, ProviderError> {
+    match ModelSpec::parse(spec)? {
+        ModelSpec::Replay(_) => Ok(anthropic::request_body(req)),
+        ModelSpec::Remote { provider, .. } => {
+            // Only the wire kind and field names matter here, so any key will do.
+            let ep = resolve_endpoint(&provider, cfg, &|_| Some("preview".to_string()))?;
+            Ok(match ep.kind {
+                ProviderKind::Anthropic => anthropic::request_body(req),
+                ProviderKind::Openai => openai::request_body(req, &ep.max_tokens_field),
+            })
+        }
+    }
+}
+
 /// Context window and output limit for a spec; unknown models get safe defaults, `known: false`.
 pub fn model_info(spec: &str, cfg: &ProviderConfig) -> ModelInfo {
     let model = match ModelSpec::parse(spec) {
         Ok(ModelSpec::Remote { model, .. }) => model,
-        _ => spec.to_string(),
+        // A cassette has no window of its own; the defaults are fine and need no warning.
+        Ok(ModelSpec::Replay(_)) => {
+            let mut info = models::lookup(spec, spec, &cfg.models);
+            info.known = true;
+            return info;
+        }
+        Err(_) => spec.to_string(),
     };
     models::lookup(spec, &model, &cfg.models)
 }

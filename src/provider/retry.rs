@@ -71,6 +71,8 @@ const TOO_LONG: &[&str] = &[
     "maximum context length",
     "context window",
     "context length",
+    "context limit",
+    "exceed_context",
     "exceeds the available context",
     "too many tokens",
     "input is too long",

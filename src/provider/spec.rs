@@ -56,6 +56,22 @@ impl ModelSpec {
             model: spec.to_string(),
         })
     }
+
+    /// The provider-side model id for [`super::ModelRequest::model`] (`replay` for a cassette).
+    pub fn model_id(&self) -> &str {
+        match self {
+            ModelSpec::Remote { model, .. } => model,
+            ModelSpec::Replay(_) => "replay",
+        }
+    }
+
+    /// The provider name (`replay` for a cassette).
+    pub fn provider(&self) -> &str {
+        match self {
+            ModelSpec::Remote { provider, .. } => provider,
+            ModelSpec::Replay(_) => "replay",
+        }
+    }
 }
 
 fn bad(spec: &str) -> ProviderError {
@@ -103,6 +119,8 @@ mod tests {
             remote("openai", "gpt-5.1")
         );
         assert_eq!(ModelSpec::parse("o3").unwrap(), remote("openai", "o3"));
+        let s = ModelSpec::parse("ollama/qwen3-coder").unwrap();
+        assert_eq!((s.provider(), s.model_id()), ("ollama", "qwen3-coder"));
     }
 
     #[test]

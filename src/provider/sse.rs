@@ -81,8 +81,7 @@ pub(crate) async fn run<D: Decoder>(
         }
         attempt += 1;
         let delay = call.retry.delay(attempt, after);
-        let reason = err.redact(call.secret.as_deref()).to_string();
-        let reason = reason.replace(", retries exhausted", "");
+        let reason = retry_reason(&err.redact(call.secret.as_deref()));
         let _ = events.send(StreamEvent::Retry {
             attempt,
             delay_ms: delay.as_millis() as u64,
@@ -93,6 +92,23 @@ pub(crate) async fn run<D: Decoder>(
             _ = cancel.cancelled() => return Err(ProviderError::Cancelled { partial: Vec::new() }),
             _ = tokio::time::sleep(delay) => {}
         }
+    }
+}
+
+/// The text of a `Retry` event: what went wrong, without the "retries exhausted" wording.
+fn retry_reason(err: &ProviderError) -> String {
+    match err {
+        ProviderError::RateLimited { body_excerpt } => {
+            format!("rate limited (HTTP 429): {body_excerpt}")
+        }
+        ProviderError::Overloaded { body_excerpt } => format!("overloaded: {body_excerpt}"),
+        ProviderError::Server {
+            status,
+            body_excerpt,
+        } => {
+            format!("server error (HTTP {status}): {body_excerpt}")
+        }
+        other => other.to_string(),
     }
 }
 
@@ -125,7 +141,17 @@ async fn attempt_once<D: Decoder>(
                 secs(call.idle)
             ))));
         }
-        Ok(Err(e)) => return Err(Outcome::Fail(transport_error(&call.url, &e))),
+        // Refused or timed-out connections fail fast (a local server that is not running
+        // should say so at once); a connection dropped mid-request is retried.
+        Ok(Err(e)) if e.is_connect() || e.is_timeout() => {
+            return Err(Outcome::Fail(transport_error(&call.url, &e)));
+        }
+        Ok(Err(e)) => {
+            return Err(Outcome::Retry {
+                err: transport_error(&call.url, &e),
+                after: None,
+            });
+        }
         Ok(Ok(r)) => r,
     };
     let status = resp.status();
@@ -142,6 +168,35 @@ async fn attempt_once<D: Decoder>(
                 Verdict::Fail(err) => Outcome::Fail(err),
             },
         );
+    }
+
+    // A JSON answer where a stream was asked for is an error report (some gateways and
+    // local servers send these with status 200).
+    let is_json = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        let body = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(Outcome::Fail(ProviderError::Cancelled { partial: Vec::new() })),
+            b = tokio::time::timeout(call.idle, resp.text()) => b.ok().and_then(|b| b.ok()).unwrap_or_default(),
+        };
+        let text = retry::excerpt(&body);
+        let has_error = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .is_some_and(|v| v.get("error").is_some());
+        return Err(if has_error {
+            match retry::classify_stream_error("error", &text) {
+                Verdict::Retry(err) => Outcome::Retry { err, after: None },
+                Verdict::Fail(err) => Outcome::Fail(err),
+            }
+        } else {
+            Outcome::Fail(ProviderError::Decode(format!(
+                "expected an event stream, got JSON: {text}"
+            )))
+        });
     }
 
     let mut stream = resp.bytes_stream().eventsource();

@@ -542,6 +542,24 @@ async fn prompt_too_long_is_recognized() {
     assert!(res.unwrap_err().is_prompt_too_long());
 }
 
+#[tokio::test]
+async fn json_error_with_status_200() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"error":{"message":"the request exceeds the available context size","type":"exceed_context_size_error"}})))
+        .mount(&server)
+        .await;
+    let (res, _) = run(&openai(&server.uri()), request()).await;
+    assert!(res.unwrap_err().is_prompt_too_long());
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"id":"x","choices":[]})))
+        .mount(&server)
+        .await;
+    let (res, _) = run(&openai(&server.uri()), request()).await;
+    assert!(matches!(res, Err(ProviderError::Decode(_))), "{res:?}");
+}
+
 /// A server that streams `head` then keeps the connection open without a byte more.
 async fn stalling_server(head: String) -> (String, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -765,9 +783,55 @@ fn anthropic_marker_cap_without_system() {
 }
 
 #[test]
+fn anthropic_marker_skips_trailing_thinking() {
+    let req = ModelRequest {
+        messages: vec![Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::text("a"),
+                Block::Thinking {
+                    thinking: "t".into(),
+                    signature: Some("s".into()),
+                },
+            ],
+        }],
+        cache: CachePlan {
+            system: false,
+            messages: vec![0],
+        },
+        ..ModelRequest::default()
+    };
+    let body = anthropic::request_body(&req);
+    assert!(
+        body["messages"][0]["content"][0]
+            .get("cache_control")
+            .is_some()
+    );
+    assert!(
+        body["messages"][0]["content"][1]
+            .get("cache_control")
+            .is_none()
+    );
+    assert!(model_info("replay:x.jsonl", &ProviderConfig::default()).known);
+}
+
+#[test]
 fn openai_request_shape() {
     let body = openai::request_body(&rich_request(), "max_completion_tokens");
     insta::assert_json_snapshot!("openai_request", body);
+    let cfg = ProviderConfig::default();
+    assert_eq!(
+        request_preview("openai/gpt-5.1", &cfg, &rich_request()).unwrap(),
+        body
+    );
+    assert_eq!(
+        request_preview("ollama/q", &cfg, &rich_request()).unwrap()["max_tokens"],
+        json!(4096)
+    );
+    assert_eq!(
+        request_preview("anthropic/c", &cfg, &rich_request()).unwrap(),
+        anthropic::request_body(&rich_request())
+    );
     let roles: Vec<&str> = body["messages"]
         .as_array()
         .unwrap()

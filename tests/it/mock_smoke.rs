@@ -1,4 +1,4 @@
-//! The mock model kit itself works.
+//! The mock model kit itself works, and speaks what the providers parse.
 
 use crate::mock_model::*;
 
@@ -73,4 +73,101 @@ async fn mock_model_serves_replies_in_order_and_records() {
         )
         .contains("tool_calls")
     );
+}
+
+/// The kit's bodies parse with Garuda's own providers (so the kit is a faithful wire mock).
+#[tokio::test]
+async fn mock_model_speaks_what_the_providers_parse() {
+    use garuda::message::{Block, Message, StopReason};
+    use garuda::provider::{
+        Endpoint, ModelRequest, ProviderError, ProviderKind, build_endpoint, retry::RetryPolicy,
+    };
+    use std::time::Duration;
+
+    let ep = |kind, base: String| Endpoint {
+        name: "mock".into(),
+        kind,
+        base_url: base,
+        api_key: Some("k".into()),
+        max_tokens_field: "max_tokens".into(),
+        connect_timeout: Duration::from_secs(5),
+        idle_timeout: Duration::from_secs(1),
+        retry: RetryPolicy {
+            max_retries: 2,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(20),
+        },
+    };
+    let req = || ModelRequest {
+        model: "m".into(),
+        system: "s".into(),
+        messages: vec![Message::user_text("hi")],
+        max_tokens: 100,
+        ..Default::default()
+    };
+    let call = |p: std::sync::Arc<dyn garuda::provider::Provider>| async move {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        p.complete(req(), tx, Default::default()).await
+    };
+
+    let body = AnthropicSse::new(MockUsage {
+        input: 3,
+        output: 4,
+        cache_creation: 5,
+        cache_read: 6,
+    })
+    .thinking("hmm", "sig")
+    .text("Reading.")
+    .tool_use("toolu_1", "read_file", &["{\"path\"", ": \"a.rs\"}"])
+    .finish("tool_use");
+    let (server, rec) = start_anthropic(vec![
+        MockReply::overloaded(),
+        MockReply::Sse(body),
+        MockReply::Sse(AnthropicSse::new(MockUsage::new(1, 1)).text("half").cut()),
+        MockReply::Hang(Duration::from_secs(30)),
+        MockReply::prompt_too_long_anthropic(),
+    ])
+    .await;
+    let p = build_endpoint(ep(ProviderKind::Anthropic, server.uri())).unwrap();
+    let r = call(p.clone()).await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::ToolUse);
+    assert_eq!(r.content.len(), 3);
+    assert_eq!(r.usage.cache_read_input_tokens, 6);
+    let cut = call(p.clone()).await.unwrap_err();
+    assert_eq!(cut.partial(), &[Block::text("half")]);
+    assert!(matches!(
+        call(p.clone()).await,
+        Err(ProviderError::Timeout(_))
+    ));
+    assert!(call(p.clone()).await.unwrap_err().is_prompt_too_long());
+    assert_eq!(rec.count(), 5);
+    assert_eq!(rec.raw()[0], rec.raw()[1]);
+    assert!(
+        rec.headers()[0]
+            .iter()
+            .any(|(k, v)| k == "x-api-key" && v == "k")
+    );
+
+    let body = OpenAiSse::new()
+        .text("ok")
+        .tool_call("call_1", "grep", &["{\"pattern\"", ":\"x\"}"])
+        .finish(
+            "tool_calls",
+            MockUsage {
+                input: 2,
+                output: 1,
+                cache_read: 8,
+                ..Default::default()
+            },
+        );
+    let (server, _rec) =
+        start_openai(vec![MockReply::rate_limited_ms(5), MockReply::Sse(body)]).await;
+    let p = build_endpoint(ep(ProviderKind::Openai, format!("{}/v1", server.uri()))).unwrap();
+    let r = call(p).await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::ToolUse);
+    assert_eq!(
+        (r.usage.input_tokens, r.usage.cache_read_input_tokens),
+        (2, 8)
+    );
+    assert_eq!(r.content.len(), 2);
 }
