@@ -996,3 +996,34 @@ fn output_becomes_a_tool_result_block() {
         }
     );
 }
+
+#[tokio::test]
+async fn bash_environment_hides_credentials() {
+    let fx = fixture();
+    let out = fx
+        .call(
+            "bash",
+            json!({"command": "env | cut -d= -f1; echo \"pager=$GIT_PAGER\""}),
+        )
+        .await;
+    assert_ok(&out);
+    for name in out.content.lines() {
+        assert!(!bash::looks_secret(name), "{name} reached the command");
+    }
+    assert!(out.content.contains("pager=cat\n"));
+}
+
+#[tokio::test]
+async fn quoted_booleans_are_accepted() {
+    let fx = fixture();
+    fx.write("q.txt", "a a\n");
+    assert_ok(&fx.call("read_file", json!({"path": "q.txt"})).await);
+    let out = fx
+        .call(
+            "edit_file",
+            json!({"path": "q.txt", "old_string": "a", "new_string": "b", "replace_all": "true"}),
+        )
+        .await;
+    assert_ok(&out);
+    assert_eq!(fs::read_to_string(fx.ws.join("q.txt")).unwrap(), "b b\n");
+}
