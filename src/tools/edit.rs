@@ -138,14 +138,20 @@ fn plan_replace(input: EditInput, ctx: &ToolContext) -> Result<PlannedWrite, Too
     } else {
         text.replacen(&old, &new, 1)
     };
+    // Where the first replacement landed, for a snippet the model can check.
+    let at = text.find(old.as_str()).unwrap_or(0);
     let n = if input.replace_all { count } else { 1 };
     let s = if n == 1 { "" } else { "s" };
+    let summary = format!(
+        "edited {shown}: {n} replacement{s}\n{}",
+        snippet(&new_text, at, &new)
+    );
     Ok(PlannedWrite {
         rel_path: rel,
         old_text: Some(text),
         new_text,
         base: Some(stamp),
-        summary: format!("edited {shown}: {n} replacement{s}"),
+        summary,
     })
 }
 
@@ -183,6 +189,22 @@ fn plan_write(input: WriteInput, ctx: &ToolContext) -> Result<PlannedWrite, Tool
         Some(EntryKind::Dir) => Err(ToolOutput::error(format!("{shown} is a folder"))),
         Some(EntryKind::Other) => Err(ToolOutput::error(format!("{shown} is not a regular file"))),
     }
+}
+
+/// The lines around a replacement at byte `at` of `text`, numbered like `read_file`.
+fn snippet(text: &str, at: usize, inserted: &str) -> String {
+    const AROUND: usize = 2;
+    const MAX_LINES: usize = 30;
+    let first = text[..at].matches('\n').count();
+    let last = first + inserted.trim_end_matches('\n').matches('\n').count();
+    let from = first.saturating_sub(AROUND);
+    let to = (last + AROUND).min(from + MAX_LINES - 1);
+    let mut out = String::new();
+    for (i, line) in text.lines().enumerate().skip(from).take(to + 1 - from) {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        out.push_str(&format!("{:>6}\t{}\n", i + 1, util::cut_chars(line, 400)));
+    }
+    out
 }
 
 /// Writes a planned change through fsroot, refusing if the file changed since the plan, and

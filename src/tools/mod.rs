@@ -5,6 +5,8 @@
 //! input or a refusal becomes a [`ToolOutput`] with `is_error` set and a message the model can
 //! act on.
 
+#![warn(missing_docs)]
+
 mod bash;
 mod edit;
 mod grep;
@@ -213,6 +215,15 @@ impl ToolOutput {
             content: content.into(),
             is_error: true,
             meta: ToolMeta::default(),
+        }
+    }
+
+    /// The `tool_result` block answering the call `tool_use_id`.
+    pub fn into_block(self, tool_use_id: impl Into<String>) -> crate::message::Block {
+        crate::message::Block::ToolResult {
+            tool_use_id: tool_use_id.into(),
+            content: vec![crate::message::Block::text(self.content)],
+            is_error: self.is_error,
         }
     }
 

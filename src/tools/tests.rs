@@ -405,7 +405,10 @@ async fn edit_requires_a_read_first() {
     let out = fx.call("edit_file", edit).await;
     assert_ok(&out);
     assert!(out.meta.wrote);
-    assert_eq!(out.content, "edited e.txt: 1 replacement");
+    assert_eq!(
+        out.content,
+        "edited e.txt: 1 replacement\n     1\talpha gamma\n"
+    );
     assert_eq!(
         fs::read_to_string(fx.ws.join("e.txt")).unwrap(),
         "alpha gamma\n"
@@ -484,7 +487,12 @@ async fn edit_uniqueness_and_replace_all() {
         .call("edit_file", json!({"path": "e.txt", "old_string": "x = 1", "new_string": "x = 2", "replace_all": true}))
         .await;
     assert_ok(&out);
-    assert_eq!(out.content, "edited e.txt: 2 replacements");
+    assert!(
+        out.content
+            .starts_with("edited e.txt: 2 replacements\n     1\tx = 2\n"),
+        "{}",
+        out.content
+    );
     assert_eq!(
         fs::read_to_string(fx.ws.join("e.txt")).unwrap(),
         "x = 2\nx = 2\n"
@@ -956,4 +964,66 @@ async fn external_write_then_finish_keeps_the_file_editable() {
         )
         .await;
     assert_ok(&out);
+}
+
+#[tokio::test]
+async fn edit_snippet_shows_surrounding_lines() {
+    let fx = fixture();
+    let text: String = (1..=20).map(|i| format!("l{i}\n")).collect();
+    fx.write("s.txt", &text);
+    assert_ok(&fx.call("read_file", json!({"path": "s.txt"})).await);
+    let out = fx
+        .call(
+            "edit_file",
+            json!({"path": "s.txt", "old_string": "l10\n", "new_string": "ten\nTEN\n"}),
+        )
+        .await;
+    assert_eq!(
+        out.content,
+        "edited s.txt: 1 replacement\n     8\tl8\n     9\tl9\n    10\tten\n    11\tTEN\n    12\tl11\n    13\tl12\n"
+    );
+}
+
+#[test]
+fn output_becomes_a_tool_result_block() {
+    let b = ToolOutput::error("nope").into_block("call_1");
+    assert_eq!(
+        b,
+        crate::message::Block::ToolResult {
+            tool_use_id: "call_1".into(),
+            content: vec![crate::message::Block::text("nope")],
+            is_error: true,
+        }
+    );
+}
+
+#[tokio::test]
+async fn bash_environment_hides_credentials() {
+    let fx = fixture();
+    let out = fx
+        .call(
+            "bash",
+            json!({"command": "env | cut -d= -f1; echo \"pager=$GIT_PAGER\""}),
+        )
+        .await;
+    assert_ok(&out);
+    for name in out.content.lines() {
+        assert!(!bash::looks_secret(name), "{name} reached the command");
+    }
+    assert!(out.content.contains("pager=cat\n"));
+}
+
+#[tokio::test]
+async fn quoted_booleans_are_accepted() {
+    let fx = fixture();
+    fx.write("q.txt", "a a\n");
+    assert_ok(&fx.call("read_file", json!({"path": "q.txt"})).await);
+    let out = fx
+        .call(
+            "edit_file",
+            json!({"path": "q.txt", "old_string": "a", "new_string": "b", "replace_all": "true"}),
+        )
+        .await;
+    assert_ok(&out);
+    assert_eq!(fs::read_to_string(fx.ws.join("q.txt")).unwrap(), "b b\n");
 }
