@@ -30,7 +30,7 @@ use crate::message::{Block, Message, Role};
 pub use budget::{SideFile, budget_replacement, oversized_results, tool_result_file_name};
 pub use cache::{CachePlan, MAX_CACHE_MARKERS, main_cache_plan, side_cache_plan};
 pub use collapse::{SpanError, collapse_span};
-pub use microcompact::{CLEARED_TEXT, trim_note};
+pub use microcompact::{CLEARED_TEXT, trim_content as trim_result, trim_note};
 pub use normalize::{INTERRUPTED_TEXT, check_pairing};
 pub use slice::slice_start;
 pub use tags::{render_id_tags, resolve_id_range, resolve_short_id, short_id};
@@ -188,4 +188,4 @@ pub(crate) fn result_text_len(content: &[Block]) -> usize {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
