@@ -165,6 +165,48 @@ pub fn build_view(records: &[Record], policy: &ViewPolicy, now_ms: u64) -> View 
     }
 }
 
+/// Why a transcript message is absent from the model's view (for `session/messages`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Removal {
+    /// Before the latest compact boundary (or in a torn installation).
+    Compacted,
+    /// Removed by a snip record.
+    Snipped,
+    /// Replaced by a collapse summary.
+    Collapsed,
+}
+
+/// For every message record absent from `view`, why. Linear in the whole transcript; meant
+/// for paging the UI history, not for every step.
+pub fn removal_marks(
+    records: &[Record],
+    view: &View,
+) -> std::collections::HashMap<String, Removal> {
+    let mut out = std::collections::HashMap::new();
+    let present: HashSet<&str> = view
+        .messages
+        .iter()
+        .flat_map(|m| m.source_ids.iter().map(String::as_str))
+        .collect();
+    for (i, r) in records.iter().enumerate() {
+        if let Record::Message(m) = r
+            && !present.contains(m.uuid.as_str())
+            && !m.is_virtual
+            && m.meta != Some(MessageMeta::Display)
+            && i < view.slice_start
+        {
+            out.insert(m.uuid.clone(), Removal::Compacted);
+        }
+    }
+    for id in &view.snipped {
+        out.insert(id.clone(), Removal::Snipped);
+    }
+    for id in &view.collapsed {
+        out.insert(id.clone(), Removal::Collapsed);
+    }
+    out
+}
+
 /// Text of a tool result's text blocks.
 pub(crate) fn result_text(content: &[Block]) -> String {
     let mut s = String::new();

@@ -496,3 +496,45 @@ proptest! {
         prop_assert!(real(&after) <= real(&before));
     }
 }
+
+#[test]
+fn removal_marks_name_the_reason() {
+    let boundary = Record::CompactBoundary(CompactBoundaryRecord {
+        uuid: "b".into(),
+        time: 0,
+        trigger: CompactTrigger::Manual,
+        tokens_before: 0,
+        tokens_after: 0,
+        kept_head_id: None,
+        kept_tail_id: None,
+        extractive: false,
+        install_count: 0,
+    });
+    let recs = vec![
+        text("old", Role::User, "x"),
+        boundary,
+        text("u1", Role::User, "a"),
+        text("a1", Role::Assistant, "b"),
+        text("u2", Role::User, "c"),
+        text("a2", Role::Assistant, "d"),
+        Record::Snip(SnipRecord {
+            uuid: "s".into(),
+            time: 0,
+            removed_ids: vec!["a1".into()],
+        }),
+        Record::Collapse(CollapseRecord {
+            uuid: "c".into(),
+            time: 0,
+            from_id: "a2".into(),
+            to_id: "a2".into(),
+            span_ids: vec!["a2".into()],
+            summary: "s".into(),
+        }),
+    ];
+    let v = build_view(&recs, &no_mc(), 0);
+    let marks = removal_marks(&recs, &v);
+    assert_eq!(marks.len(), 3);
+    assert_eq!(marks["old"], Removal::Compacted);
+    assert_eq!(marks["a1"], Removal::Snipped);
+    assert_eq!(marks["a2"], Removal::Collapsed);
+}
