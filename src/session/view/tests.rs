@@ -538,3 +538,111 @@ fn removal_marks_name_the_reason() {
     assert_eq!(marks["a1"], Removal::Snipped);
     assert_eq!(marks["a2"], Removal::Collapsed);
 }
+
+/// Builds the view of a 10 000-message session and reports the time per build; run with
+/// `--ignored --nocapture` in release for meaningful numbers.
+#[test]
+#[ignore]
+fn view_of_10k_messages_timing() {
+    let mut recs = Vec::new();
+    for k in 0..2_500 {
+        recs.push(text(&format!("u{k}"), Role::User, &"question ".repeat(20)));
+        recs.push(msg(
+            &format!("a{k}"),
+            Role::Assistant,
+            vec![Block::text("ok"), use_block(&format!("t{k}"), "read_file")],
+            0,
+        ));
+        recs.push(msg(
+            &format!("r{k}"),
+            Role::User,
+            vec![result_block(&format!("t{k}"), &"line\n".repeat(200))],
+            0,
+        ));
+        recs.push(text(&format!("b{k}"), Role::Assistant, "done"));
+    }
+    let policy = ViewPolicy::default();
+    let start = std::time::Instant::now();
+    for _ in 0..20 {
+        std::hint::black_box(build_view(&recs, &policy, 0));
+    }
+    eprintln!(
+        "build_view over 10 000 messages: {:?} per build",
+        start.elapsed() / 20
+    );
+    let mut cache = ViewCache::new();
+    cache.view(&recs, &policy, 0);
+    let start = std::time::Instant::now();
+    for k in 0..20 {
+        recs.push(text(&format!("x{k}"), Role::User, "more"));
+        recs.push(text(&format!("y{k}"), Role::Assistant, "ok"));
+        std::hint::black_box(cache.view(&recs, &policy, 0));
+    }
+    eprintln!(
+        "incremental step over 10 000 messages: {:?} per build ({} full)",
+        start.elapsed() / 20,
+        cache.full_builds()
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn incremental_view_equals_full_build(
+        steps in prop::collection::vec(step(), 0..40),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 1..6),
+        late in any::<bool>(),
+    ) {
+        let recs = transcript(&steps);
+        let policy = ViewPolicy::default();
+        let mut cache = ViewCache::new();
+        let mut points: Vec<usize> = cuts.iter().map(|c| c.index(recs.len() + 1)).collect();
+        points.sort_unstable();
+        points.push(recs.len());
+        for (k, &n) in points.iter().enumerate() {
+            let now = if late && k % 2 == 1 { 1_000_000 * 60_000 } else { 0 };
+            let full = build_view(&recs[..n], &policy, now);
+            let inc = cache.view(&recs[..n], &policy, now).clone();
+            prop_assert_eq!(inc, full);
+        }
+    }
+}
+
+#[test]
+fn incremental_view_redoes_only_the_tail() {
+    let mut recs = vec![text("u0", Role::User, "go")];
+    let policy = ViewPolicy {
+        microcompact_after_ms: None,
+        ..ViewPolicy::default()
+    };
+    let mut cache = ViewCache::new();
+    for k in 0..50 {
+        recs.push(msg(
+            &format!("a{k}"),
+            Role::Assistant,
+            vec![use_block(&format!("t{k}"), "bash")],
+            0,
+        ));
+        let v = cache.view(&recs, &policy, 0).clone();
+        assert_eq!(v, build_view(&recs, &policy, 0));
+        recs.push(msg(
+            &format!("r{k}"),
+            Role::User,
+            vec![result_block(&format!("t{k}"), "ok")],
+            0,
+        ));
+        let v = cache.view(&recs, &policy, 0).clone();
+        assert_eq!(v, build_view(&recs, &policy, 0));
+    }
+    assert_eq!(cache.full_builds(), 1);
+    assert_eq!(cache.incremental_builds(), 99);
+    recs.push(Record::Snip(SnipRecord {
+        uuid: "s".into(),
+        time: 0,
+        removed_ids: vec!["a3".into(), "r3".into()],
+    }));
+    let v = cache.view(&recs, &policy, 0).clone();
+    assert_eq!(v, build_view(&recs, &policy, 0));
+    assert_eq!(cache.full_builds(), 2);
+}
