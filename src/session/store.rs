@@ -159,6 +159,14 @@ impl SessionStore {
         self.tool_results_dir(id).join(format!("{safe}.txt"))
     }
 
+    /// The default view policy of a session, with its side-file directory filled in.
+    pub fn view_policy(&self, id: &str) -> super::view::ViewPolicy {
+        super::view::ViewPolicy {
+            tool_results_dir: self.tool_results_dir(id),
+            ..Default::default()
+        }
+    }
+
     /// Writes a side file for an oversized tool result (create or replace; not a transcript).
     pub fn write_tool_result(
         &self,
@@ -693,10 +701,18 @@ mod tests {
             .unwrap();
         let l = store.load(&header.session_id).unwrap();
         assert_eq!(l.incomplete_install.as_deref(), Some(boundary.uuid()));
-        let (_f, l) = store.resume(&header.session_id).unwrap();
+        // Even before the marker, the view ignores the torn installation.
+        let v = crate::session::view::build_view(&l.records, &store.view_policy("x"), 0);
+        assert_eq!(v.messages.len(), 1);
+        assert_eq!(v.messages[0].message.text(), "a");
+        let (mut f, l) = store.resume(&header.session_id).unwrap();
         assert!(matches!(l.records.last(), Some(Record::InstallAborted(_))));
+        f.append(&msg(Role::Assistant, "b")).unwrap();
         let l = store.load(&header.session_id).unwrap();
         assert_eq!(l.incomplete_install, None);
+        let v = crate::session::view::build_view(&l.records, &store.view_policy("x"), 0);
+        let texts: Vec<String> = v.messages.iter().map(|m| m.message.text()).collect();
+        assert_eq!(texts, vec!["a", "b"]);
     }
 }
 

@@ -418,3 +418,43 @@ proptest! {
         prop_assert_eq!(&post_kept[..kept.len().saturating_sub(1)], &kept[..kept.len().saturating_sub(1)]);
     }
 }
+
+#[test]
+fn installed_compaction_survives_a_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::session::store::SessionStore::new(dir.path());
+    let header = crate::session::records::SessionHeader::new("/ws", "replay:x");
+    let mut f = store.create(&header).unwrap();
+    let mut recs = session();
+    f.append_batch(&recs).unwrap();
+    let vp = store.view_policy(&header.session_id);
+    let v = build_view(&recs, &vp, 0);
+    let split = split_index(&v.messages, 2).unwrap();
+    let e = TokenEstimator::default();
+    let p = CompactPolicy::default();
+    let handoff = extractive_handoff(&v.messages[..split], &[]);
+    let plan = plan_installation(&InstallInput {
+        view: &v,
+        split,
+        summary: SummaryText::Extractive(handoff),
+        trigger: CompactTrigger::Reactive,
+        tokens_before: 9_000,
+        fixed_tokens: 0,
+        transcript_path: &f.path().display().to_string(),
+        files: &[],
+        todo: &[],
+        instructions_note: None,
+        estimator: &e,
+        policy: &p,
+        now_ms: 1,
+    });
+    f.append_batch(&plan).unwrap();
+    recs.extend(plan);
+    let live = build_view(&recs, &vp, 0);
+    let loaded = store.load(&header.session_id).unwrap();
+    assert_eq!(loaded.records, recs);
+    assert_eq!(build_view(&loaded.records, &vp, 0), live);
+    assert_eq!(live.messages[0].meta, Some(MessageMeta::Handoff));
+    assert!(live.messages[0].message.text().contains(HANDOFF_LABEL));
+    check_pairing(&live.provider_messages()).unwrap();
+}

@@ -41,6 +41,10 @@ fn scan(records: &[Record]) -> (usize, Vec<(usize, usize)>) {
             Record::CompactBoundary(b) => {
                 if let Some(end) = aborted.get(b.uuid.as_str()) {
                     skips.push((i, *end));
+                } else if records.len() - (i + 1) < b.install_count as usize {
+                    // A torn installation not yet marked (the store's `resume` marks it):
+                    // nothing can follow it, so it runs to the end.
+                    skips.push((i, records.len() - 1));
                 } else {
                     return (i + 1, skips);
                 }
