@@ -174,9 +174,11 @@ pub fn stage1_enough(
 /// A side request for the summary.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SummaryRequest {
-    /// The messages to send: the prefix, then the instruction as the last user message.
+    /// The messages to send: the prefix, then the instruction (its own user message when the
+    /// prefix is shared, else appended to a trailing user message).
     pub messages: Vec<Message>,
-    /// Cache markers: the end of the shared prefix (the instruction stays uncached).
+    /// Cache markers: the end of the shared prefix (the instruction stays uncached); only
+    /// the system prompt when the prefix was rewritten.
     pub cache: CachePlan,
     /// The instruction text (also the last message's text).
     pub instruction: String,
@@ -191,14 +193,30 @@ pub fn summary_request(
     focus: Option<&str>,
     share_prefix: bool,
 ) -> SummaryRequest {
-    let mut messages = if share_prefix {
-        prefix.to_vec()
-    } else {
-        rewrite_for_summary(prefix)
-    };
-    let cache = side_cache_plan(messages.len());
     let instruction = summary_instruction(compact_instructions, focus);
-    messages.push(Message::user_text(instruction.clone()));
+    if share_prefix {
+        // The instruction stays a message of its own after the marker, so the shared prefix
+        // keeps its bytes (providers accept two user messages in a row).
+        let mut messages = prefix.to_vec();
+        let cache = side_cache_plan(messages.len());
+        messages.push(Message::user_text(instruction.clone()));
+        return SummaryRequest {
+            messages,
+            cache,
+            instruction,
+        };
+    }
+    let mut messages = rewrite_for_summary(prefix);
+    match messages.last_mut() {
+        Some(last) if last.role == Role::User => {
+            last.content.push(Block::text(instruction.clone()))
+        }
+        _ => messages.push(Message::user_text(instruction.clone())),
+    }
+    let cache = CachePlan {
+        system: true,
+        messages: Vec::new(),
+    };
     SummaryRequest {
         messages,
         cache,

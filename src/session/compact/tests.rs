@@ -147,6 +147,19 @@ fn summary_request_shares_prefix_and_snapshot() {
     assert_eq!(rewritten.messages[0].content[1], Block::text(IMAGE_MARKER));
     assert_eq!(rewritten.messages[1].content, vec![Block::text("seen")]);
     assert!(!rewritten.instruction.contains("compact instructions"));
+    assert_eq!(
+        rewritten.cache,
+        CachePlan {
+            system: true,
+            messages: vec![]
+        }
+    );
+    let ends_with_user = summary_request(&prefix[..1], None, None, false);
+    assert_eq!(ends_with_user.messages.len(), 1);
+    assert_eq!(
+        ends_with_user.messages[0].content.last(),
+        Some(&Block::text(ends_with_user.instruction.clone()))
+    );
     insta::assert_snapshot!("summary_request", shared.instruction);
 }
 
