@@ -2,8 +2,10 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::session::view::tests::{msg, result_block, step, text, transcript, use_block};
-use crate::session::view::{ViewPolicy, build_view, check_pairing, message_chars};
+use crate::session::view::tests::{
+    msg, result_block, step, text, transcript, transcript_ids, use_block,
+};
+use crate::session::view::{ViewCache, ViewPolicy, build_view, check_pairing, message_chars};
 
 fn policy() -> ViewPolicy {
     ViewPolicy {
@@ -470,4 +472,38 @@ fn installed_compaction_survives_a_reload() {
     assert_eq!(live.messages[0].meta, Some(MessageMeta::Handoff));
     assert!(live.messages[0].message.text().contains(HANDOFF_LABEL));
     check_pairing(&live.provider_messages()).unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    #[test]
+    fn sessions_stay_valid_across_compactions(
+        rounds in prop::collection::vec(prop::collection::vec(step(), 0..25), 1..4),
+        keep in 1usize..4,
+    ) {
+        let policy = policy();
+        let p = CompactPolicy { keep_steps: keep, ..CompactPolicy::default() };
+        let e = TokenEstimator::default();
+        let mut recs: Vec<Record> = Vec::new();
+        let mut cache = ViewCache::new();
+        for (r, steps) in rounds.iter().enumerate() {
+            recs.extend(transcript_ids(steps, &format!("r{r}m")));
+            let v = build_view(&recs, &policy, 0);
+            prop_assert_eq!(cache.view(&recs, &policy, 0), &v);
+            prop_assert!(check_pairing(&v.provider_messages()).is_ok());
+            let Some(split) = split_index(&v.messages, keep) else { continue };
+            let plan = plan_installation(&InstallInput {
+                view: &v, split, summary: SummaryText::Model(format!("summary {r}")),
+                trigger: CompactTrigger::Auto, tokens_before: u64::MAX, fixed_tokens: 0,
+                transcript_path: "/t.jsonl", files: &[], todo: &[], instructions_note: None,
+                estimator: &e, policy: &p, now_ms: 0,
+            });
+            recs.extend(plan);
+            let post = build_view(&recs, &policy, 0);
+            prop_assert_eq!(cache.view(&recs, &policy, 0), &post);
+            prop_assert!(check_pairing(&post.provider_messages()).is_ok());
+            prop_assert_eq!(post.messages[0].meta, Some(MessageMeta::Summary));
+        }
+    }
 }

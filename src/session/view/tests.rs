@@ -357,13 +357,18 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
 
 /// Builds a transcript from steps; the time advances one minute per message.
 pub(crate) fn transcript(steps: &[Step]) -> Vec<Record> {
+    transcript_ids(steps, "m")
+}
+
+/// Like `transcript`, with message and tool ids starting with `tag`.
+pub(crate) fn transcript_ids(steps: &[Step], tag: &str) -> Vec<Record> {
     let mut recs = Vec::new();
     let mut ids: Vec<String> = Vec::new();
     let mut tool_ids: Vec<String> = Vec::new();
     let mut n = 0u64;
     let mut push = |recs: &mut Vec<Record>, ids: &mut Vec<String>, role, content| {
         n += 1;
-        let id = format!("m{n}");
+        let id = format!("{tag}{n}");
         recs.push(msg(&id, role, content, n * 60_000));
         ids.push(id);
     };
@@ -382,7 +387,7 @@ pub(crate) fn transcript(steps: &[Step]) -> Vec<Record> {
                 vec![Block::text(format!("assistant {k}"))],
             ),
             Step::Tools(count, mask) => {
-                let uses: Vec<String> = (0..*count).map(|j| format!("tu{k}_{j}")).collect();
+                let uses: Vec<String> = (0..*count).map(|j| format!("{tag}tu{k}_{j}")).collect();
                 let content = uses.iter().map(|u| use_block(u, "read_file")).collect();
                 push(&mut recs, &mut ids, Role::Assistant, content);
                 let results: Vec<Block> = uses
@@ -397,7 +402,7 @@ pub(crate) fn transcript(steps: &[Step]) -> Vec<Record> {
                 }
             }
             Step::Snip(pick) if !ids.is_empty() => recs.push(Record::Snip(SnipRecord {
-                uuid: format!("op{k}"),
+                uuid: format!("{tag}op{k}"),
                 time: 0,
                 removed_ids: pick.iter().map(|i| i.get(&ids).clone()).collect(),
             })),
@@ -405,7 +410,7 @@ pub(crate) fn transcript(steps: &[Step]) -> Vec<Record> {
                 let (a, b) = (a.index(ids.len()), b.index(ids.len()));
                 let (a, b) = (a.min(b), a.max(b));
                 recs.push(Record::Collapse(CollapseRecord {
-                    uuid: format!("op{k}"),
+                    uuid: format!("{tag}op{k}"),
                     time: 0,
                     from_id: ids[a].clone(),
                     to_id: ids[b].clone(),
@@ -415,7 +420,7 @@ pub(crate) fn transcript(steps: &[Step]) -> Vec<Record> {
             }
             Step::ClearOld if !tool_ids.is_empty() => {
                 recs.push(Record::Microcompact(MicrocompactRecord {
-                    uuid: format!("op{k}"),
+                    uuid: format!("{tag}op{k}"),
                     time: 0,
                     cleared_tool_use_ids: tool_ids[..tool_ids.len() / 2].to_vec(),
                 }))
