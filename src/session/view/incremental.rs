@@ -35,6 +35,8 @@ struct State {
     trims: HashMap<String, usize>,
     skips: Vec<(usize, usize)>,
     last_assistant: Option<u64>,
+    /// `view.chars()`, kept up to date without a full pass.
+    chars: usize,
 }
 
 impl ViewCache {
@@ -51,6 +53,11 @@ impl ViewCache {
     /// Builds that only redid the tail.
     pub fn incremental_builds(&self) -> u64 {
         self.incremental_builds
+    }
+
+    /// Characters of the last view's messages (`View::chars`, maintained incrementally).
+    pub fn chars(&self) -> usize {
+        self.state.as_ref().map_or(0, |s| s.chars)
     }
 
     /// Forgets the cached view (e.g. after the records were replaced by a reload).
@@ -91,7 +98,6 @@ fn full(records: &[Record], policy: &ViewPolicy, now_ms: u64) -> State {
             .last()
             .map(|r| r.uuid().to_string())
             .unwrap_or_default(),
-        view,
         index_of,
         snips: sliced.snips,
         collapses: sliced.collapses,
@@ -99,6 +105,8 @@ fn full(records: &[Record], policy: &ViewPolicy, now_ms: u64) -> State {
         trims: sliced.trims,
         skips: sliced.skips,
         last_assistant,
+        chars: view.chars(),
+        view,
     }
 }
 
@@ -192,6 +200,11 @@ fn incremental(
     let mut tail_view = normalize::normalize(tail, policy, false);
 
     let mut messages = std::mem::take(&mut s.view.messages);
+    let tail_chars = |m: &[super::ViewMessage]| -> usize {
+        m.iter().map(|m| super::message_chars(&m.message)).sum()
+    };
+    // The prefix's last message may absorb the tail's first, so it is recounted too.
+    s.chars -= tail_chars(&messages[p - 1..]);
     messages.truncate(p);
     if let (Some(last), Some(first)) = (messages.last_mut(), tail_view.first())
         && last.message.role == first.message.role
@@ -205,6 +218,7 @@ fn incremental(
         first.parent = messages.last().map(|m| m.id.clone());
     }
     messages.extend(tail_view);
+    s.chars += tail_chars(&messages[p - 1..]);
 
     let before_cut = |id: &String| s.index_of.get(id).is_some_and(|&i| i < cut_record);
     s.view.snipped.retain(before_cut);

@@ -609,6 +609,7 @@ proptest! {
             let now = if late && k % 2 == 1 { 1_000_000 * 60_000 } else { 0 };
             let full = build_view(&recs[..n], &policy, now);
             let inc = cache.view(&recs[..n], &policy, now).clone();
+            prop_assert_eq!(cache.chars(), full.chars());
             prop_assert_eq!(inc, full);
         }
     }
