@@ -4,8 +4,10 @@
 //! that selects what the model sees, `tokens` the context accounting and `compact` the
 //! compaction planning. Everything except `store` is pure.
 
+pub mod compact;
 pub mod records;
 pub mod store;
+pub mod tokens;
 pub mod view;
 
 pub use records::{MessageMeta, MessageRecord, Record, SessionHeader};

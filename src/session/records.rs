@@ -218,9 +218,13 @@ pub struct UsageRecord {
     pub message_id: String,
     /// The counts.
     pub usage: Usage,
-    /// Characters of the request that produced it (for estimator calibration).
+    /// Characters of the whole request that produced it (for estimator calibration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_chars: Option<u64>,
+    /// Characters of the view's messages right after the response was appended (the anchor
+    /// later estimates grow or shrink from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view_chars: Option<u64>,
 }
 
 /// Instruction or memory files changed on disk.

@@ -159,6 +159,14 @@ impl SessionStore {
         self.tool_results_dir(id).join(format!("{safe}.txt"))
     }
 
+    /// The default view policy of a session, with its side-file directory filled in.
+    pub fn view_policy(&self, id: &str) -> super::view::ViewPolicy {
+        super::view::ViewPolicy {
+            tool_results_dir: self.tool_results_dir(id),
+            ..Default::default()
+        }
+    }
+
     /// Writes a side file for an oversized tool result (create or replace; not a transcript).
     pub fn write_tool_result(
         &self,
@@ -693,9 +701,75 @@ mod tests {
             .unwrap();
         let l = store.load(&header.session_id).unwrap();
         assert_eq!(l.incomplete_install.as_deref(), Some(boundary.uuid()));
-        let (_f, l) = store.resume(&header.session_id).unwrap();
+        // Even before the marker, the view ignores the torn installation.
+        let v = crate::session::view::build_view(&l.records, &store.view_policy("x"), 0);
+        assert_eq!(v.messages.len(), 1);
+        assert_eq!(v.messages[0].message.text(), "a");
+        let (mut f, l) = store.resume(&header.session_id).unwrap();
         assert!(matches!(l.records.last(), Some(Record::InstallAborted(_))));
+        f.append(&msg(Role::Assistant, "b")).unwrap();
         let l = store.load(&header.session_id).unwrap();
         assert_eq!(l.incomplete_install, None);
+        let v = crate::session::view::build_view(&l.records, &store.view_policy("x"), 0);
+        let texts: Vec<String> = v.messages.iter().map(|m| m.message.text()).collect();
+        assert_eq!(texts, vec!["a", "b"]);
+    }
+}
+
+#[cfg(test)]
+mod load_memory {
+    use super::*;
+    use crate::session::records::MessageRecord;
+
+    fn vm_hwm_kib() -> Option<u64> {
+        let s = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// Loads a 100 MB transcript and reports peak memory; run alone with `--ignored` (the
+    /// high-water mark is per process).
+    #[test]
+    #[ignore]
+    fn load_100mb_peak_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SessionStore::new(dir.path());
+        let header = SessionHeader::new("/ws", "replay:x");
+        let id = header.session_id.clone();
+        {
+            let mut f = store.create(&header).unwrap();
+            let body = "let x = 1;\n".repeat(900);
+            let mut batch = Vec::new();
+            let mut written = 0usize;
+            while written < 100 * 1024 * 1024 {
+                let r = Record::Message(MessageRecord::new(
+                    Role::User,
+                    vec![Block::text(body.clone())],
+                    None,
+                ));
+                written += serde_json::to_string(&r).unwrap().len() + 1;
+                batch.push(r);
+                if batch.len() == 1000 {
+                    f.append_batch(&batch).unwrap();
+                    batch.clear();
+                }
+            }
+            f.append_batch(&batch).unwrap();
+        }
+        let size = std::fs::metadata(store.path_of(&id)).unwrap().len();
+        let before = vm_hwm_kib().unwrap_or(0);
+        let start = std::time::Instant::now();
+        let l = store.load(&id).unwrap();
+        let took = start.elapsed();
+        let after = vm_hwm_kib().unwrap_or(0);
+        eprintln!(
+            "file {} MiB, {} records, load {:?}, peak before {} MiB, after {} MiB",
+            size >> 20,
+            l.records.len(),
+            took,
+            before >> 10,
+            after >> 10
+        );
+        assert!((after.saturating_sub(before)) * 1024 <= 2 * size);
     }
 }

@@ -42,8 +42,9 @@ pub(crate) fn apply_records(
     }
 }
 
-/// Cuts a result's text to `keep` characters plus a note (no-op when already short enough).
-pub(crate) fn trim_content(content: &mut Vec<Block>, keep: usize) {
+/// Cuts a tool result's text to `keep` characters plus a note (no-op when already short
+/// enough). Stage-1 compaction and the replay of trim records share it.
+pub fn trim_content(content: &mut Vec<Block>, keep: usize) {
     if result_text_len(content) <= keep {
         return;
     }

@@ -15,6 +15,7 @@
 mod budget;
 mod cache;
 mod collapse;
+mod incremental;
 mod microcompact;
 mod normalize;
 mod slice;
@@ -30,7 +31,8 @@ use crate::message::{Block, Message, Role};
 pub use budget::{SideFile, budget_replacement, oversized_results, tool_result_file_name};
 pub use cache::{CachePlan, MAX_CACHE_MARKERS, main_cache_plan, side_cache_plan};
 pub use collapse::{SpanError, collapse_span};
-pub use microcompact::{CLEARED_TEXT, trim_note};
+pub use incremental::ViewCache;
+pub use microcompact::{CLEARED_TEXT, trim_content as trim_result, trim_note};
 pub use normalize::{INTERRUPTED_TEXT, check_pairing};
 pub use slice::slice_start;
 pub use tags::{render_id_tags, resolve_id_range, resolve_short_id, short_id};
@@ -145,16 +147,31 @@ pub(crate) struct Work {
 
 /// Runs the whole pipeline over a session's records (header excluded or not; it is ignored).
 pub fn build_view(records: &[Record], policy: &ViewPolicy, now_ms: u64) -> View {
-    let sliced = slice::slice(records);
-    let mut msgs = sliced.messages;
+    build_full(records, policy, now_ms).0
+}
+
+/// The whole pipeline, also returning the operations it replayed (for the incremental cache).
+/// The third value is the time of the last assistant message the time rule looked at.
+pub(crate) fn build_full(
+    records: &[Record],
+    policy: &ViewPolicy,
+    now_ms: u64,
+) -> (View, slice::Sliced, Option<u64>) {
+    let mut sliced = slice::slice(records);
+    let mut msgs = std::mem::take(&mut sliced.messages);
     budget::apply(&mut msgs, policy);
     let (snipped, protected) = snip::apply(&mut msgs, &sliced.snips);
     microcompact::apply_records(&mut msgs, &sliced.cleared, &sliced.trims);
+    let last_assistant = msgs
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant)
+        .map(|m| m.time);
     let due = microcompact::time_based(&mut msgs, policy, &sliced.cleared, now_ms);
     let collapsed = collapse::apply(&mut msgs, &sliced.collapses);
-    let messages = normalize::normalize(msgs, policy);
+    let messages = normalize::normalize(msgs, policy, true);
     let cache = main_cache_plan(messages.len());
-    View {
+    let view = View {
         messages,
         cache,
         slice_start: sliced.start,
@@ -162,7 +179,50 @@ pub fn build_view(records: &[Record], policy: &ViewPolicy, now_ms: u64) -> View 
         protected,
         collapsed,
         microcompact_due: due,
+    };
+    (view, sliced, last_assistant)
+}
+
+/// Why a transcript message is absent from the model's view (for `session/messages`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Removal {
+    /// Before the latest compact boundary (or in a torn installation).
+    Compacted,
+    /// Removed by a snip record.
+    Snipped,
+    /// Replaced by a collapse summary.
+    Collapsed,
+}
+
+/// For every message record absent from `view`, why. Linear in the whole transcript; meant
+/// for paging the UI history, not for every step.
+pub fn removal_marks(
+    records: &[Record],
+    view: &View,
+) -> std::collections::HashMap<String, Removal> {
+    let mut out = std::collections::HashMap::new();
+    let present: HashSet<&str> = view
+        .messages
+        .iter()
+        .flat_map(|m| m.source_ids.iter().map(String::as_str))
+        .collect();
+    for (i, r) in records.iter().enumerate() {
+        if let Record::Message(m) = r
+            && !present.contains(m.uuid.as_str())
+            && !m.is_virtual
+            && m.meta != Some(MessageMeta::Display)
+            && i < view.slice_start
+        {
+            out.insert(m.uuid.clone(), Removal::Compacted);
+        }
     }
+    for id in &view.snipped {
+        out.insert(id.clone(), Removal::Snipped);
+    }
+    for id in &view.collapsed {
+        out.insert(id.clone(), Removal::Collapsed);
+    }
+    out
 }
 
 /// Text of a tool result's text blocks.
@@ -188,4 +248,4 @@ pub(crate) fn result_text_len(content: &[Block]) -> usize {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -45,7 +45,7 @@ fn merge_runs(msgs: Vec<Work>) -> Vec<Work> {
     out
 }
 
-fn results_first(content: &mut Vec<Block>) {
+pub(crate) fn results_first(content: &mut Vec<Block>) {
     if content
         .iter()
         .any(|b| matches!(b, Block::ToolResult { .. }))
@@ -70,7 +70,9 @@ fn synthetic(id: String, role: Role, content: Vec<Block>, time: u64) -> Work {
     }
 }
 
-pub(crate) fn normalize(msgs: Vec<Work>, policy: &ViewPolicy) -> Vec<ViewMessage> {
+/// Normalizes `msgs`; `at_start` says they open the view (a leading assistant message then
+/// gets a synthetic user opener).
+pub(crate) fn normalize(msgs: Vec<Work>, policy: &ViewPolicy, at_start: bool) -> Vec<ViewMessage> {
     // a. filter, strip media, drop misplaced and orphan blocks.
     let mut seen_uses: HashSet<String> = HashSet::new();
     let mut answered: HashSet<String> = HashSet::new();
@@ -98,6 +100,7 @@ pub(crate) fn normalize(msgs: Vec<Work>, policy: &ViewPolicy) -> Vec<ViewMessage
     let mut msgs = merge_runs(kept);
     if let Some(first) = msgs.first()
         && first.role == Role::Assistant
+        && at_start
     {
         let t = first.time;
         msgs.insert(
@@ -214,6 +217,7 @@ pub(crate) fn normalize(msgs: Vec<Work>, policy: &ViewPolicy) -> Vec<ViewMessage
     }
     if let Some(first) = msgs.first()
         && first.role == Role::Assistant
+        && at_start
     {
         let t = first.time;
         msgs.insert(

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::Work;
-use crate::session::records::{CollapseRecord, Record};
+use crate::session::records::{CollapseRecord, MessageRecord, Record};
 
 /// The post-boundary part of a transcript, split into messages and operations.
 pub(crate) struct Sliced {
@@ -13,6 +13,20 @@ pub(crate) struct Sliced {
     pub collapses: Vec<CollapseRecord>,
     pub cleared: HashSet<String>,
     pub trims: HashMap<String, usize>,
+    pub skips: Vec<(usize, usize)>,
+}
+
+/// A message record as pipeline input.
+pub(crate) fn work_of(m: &MessageRecord) -> Work {
+    Work {
+        id: m.uuid.clone(),
+        source_ids: vec![m.uuid.clone()],
+        role: m.role,
+        content: m.content.clone(),
+        time: m.time,
+        meta: m.meta,
+        is_virtual: m.is_virtual,
+    }
 }
 
 /// Ranges of records (inclusive) that belong to torn installations, and the slice start.
@@ -27,6 +41,10 @@ fn scan(records: &[Record]) -> (usize, Vec<(usize, usize)>) {
             Record::CompactBoundary(b) => {
                 if let Some(end) = aborted.get(b.uuid.as_str()) {
                     skips.push((i, *end));
+                } else if records.len() - (i + 1) < b.install_count as usize {
+                    // A torn installation not yet marked (the store's `resume` marks it):
+                    // nothing can follow it, so it runs to the end.
+                    skips.push((i, records.len() - 1));
                 } else {
                     return (i + 1, skips);
                 }
@@ -51,21 +69,14 @@ pub(crate) fn slice(records: &[Record]) -> Sliced {
         collapses: Vec::new(),
         cleared: HashSet::new(),
         trims: HashMap::new(),
+        skips: Vec::new(),
     };
     for (i, r) in records.iter().enumerate().skip(start) {
         if skips.iter().any(|&(a, b)| i >= a && i <= b) {
             continue;
         }
         match r {
-            Record::Message(m) => out.messages.push(Work {
-                id: m.uuid.clone(),
-                source_ids: vec![m.uuid.clone()],
-                role: m.role,
-                content: m.content.clone(),
-                time: m.time,
-                meta: m.meta,
-                is_virtual: m.is_virtual,
-            }),
+            Record::Message(m) => out.messages.push(work_of(m)),
             Record::Snip(s) => out.snips.extend(s.removed_ids.iter().cloned()),
             Record::Collapse(c) => out.collapses.push(c.clone()),
             Record::Microcompact(m) => out.cleared.extend(m.cleared_tool_use_ids.iter().cloned()),
@@ -82,5 +93,6 @@ pub(crate) fn slice(records: &[Record]) -> Sliced {
             | Record::InstallAborted(_) => {}
         }
     }
+    out.skips = skips;
     out
 }

@@ -357,13 +357,18 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
 
 /// Builds a transcript from steps; the time advances one minute per message.
 pub(crate) fn transcript(steps: &[Step]) -> Vec<Record> {
+    transcript_ids(steps, "m")
+}
+
+/// Like `transcript`, with message and tool ids starting with `tag`.
+pub(crate) fn transcript_ids(steps: &[Step], tag: &str) -> Vec<Record> {
     let mut recs = Vec::new();
     let mut ids: Vec<String> = Vec::new();
     let mut tool_ids: Vec<String> = Vec::new();
     let mut n = 0u64;
     let mut push = |recs: &mut Vec<Record>, ids: &mut Vec<String>, role, content| {
         n += 1;
-        let id = format!("m{n}");
+        let id = format!("{tag}{n}");
         recs.push(msg(&id, role, content, n * 60_000));
         ids.push(id);
     };
@@ -382,7 +387,7 @@ pub(crate) fn transcript(steps: &[Step]) -> Vec<Record> {
                 vec![Block::text(format!("assistant {k}"))],
             ),
             Step::Tools(count, mask) => {
-                let uses: Vec<String> = (0..*count).map(|j| format!("tu{k}_{j}")).collect();
+                let uses: Vec<String> = (0..*count).map(|j| format!("{tag}tu{k}_{j}")).collect();
                 let content = uses.iter().map(|u| use_block(u, "read_file")).collect();
                 push(&mut recs, &mut ids, Role::Assistant, content);
                 let results: Vec<Block> = uses
@@ -397,7 +402,7 @@ pub(crate) fn transcript(steps: &[Step]) -> Vec<Record> {
                 }
             }
             Step::Snip(pick) if !ids.is_empty() => recs.push(Record::Snip(SnipRecord {
-                uuid: format!("op{k}"),
+                uuid: format!("{tag}op{k}"),
                 time: 0,
                 removed_ids: pick.iter().map(|i| i.get(&ids).clone()).collect(),
             })),
@@ -405,7 +410,7 @@ pub(crate) fn transcript(steps: &[Step]) -> Vec<Record> {
                 let (a, b) = (a.index(ids.len()), b.index(ids.len()));
                 let (a, b) = (a.min(b), a.max(b));
                 recs.push(Record::Collapse(CollapseRecord {
-                    uuid: format!("op{k}"),
+                    uuid: format!("{tag}op{k}"),
                     time: 0,
                     from_id: ids[a].clone(),
                     to_id: ids[b].clone(),
@@ -415,7 +420,7 @@ pub(crate) fn transcript(steps: &[Step]) -> Vec<Record> {
             }
             Step::ClearOld if !tool_ids.is_empty() => {
                 recs.push(Record::Microcompact(MicrocompactRecord {
-                    uuid: format!("op{k}"),
+                    uuid: format!("{tag}op{k}"),
                     time: 0,
                     cleared_tool_use_ids: tool_ids[..tool_ids.len() / 2].to_vec(),
                 }))
@@ -495,4 +500,155 @@ proptest! {
         let real = |v: &View| -> usize { v.messages.iter().filter(|m| !m.source_ids.is_empty()).map(|m| message_chars(&m.message)).sum() };
         prop_assert!(real(&after) <= real(&before));
     }
+}
+
+#[test]
+fn removal_marks_name_the_reason() {
+    let boundary = Record::CompactBoundary(CompactBoundaryRecord {
+        uuid: "b".into(),
+        time: 0,
+        trigger: CompactTrigger::Manual,
+        tokens_before: 0,
+        tokens_after: 0,
+        kept_head_id: None,
+        kept_tail_id: None,
+        extractive: false,
+        install_count: 0,
+    });
+    let recs = vec![
+        text("old", Role::User, "x"),
+        boundary,
+        text("u1", Role::User, "a"),
+        text("a1", Role::Assistant, "b"),
+        text("u2", Role::User, "c"),
+        text("a2", Role::Assistant, "d"),
+        Record::Snip(SnipRecord {
+            uuid: "s".into(),
+            time: 0,
+            removed_ids: vec!["a1".into()],
+        }),
+        Record::Collapse(CollapseRecord {
+            uuid: "c".into(),
+            time: 0,
+            from_id: "a2".into(),
+            to_id: "a2".into(),
+            span_ids: vec!["a2".into()],
+            summary: "s".into(),
+        }),
+    ];
+    let v = build_view(&recs, &no_mc(), 0);
+    let marks = removal_marks(&recs, &v);
+    assert_eq!(marks.len(), 3);
+    assert_eq!(marks["old"], Removal::Compacted);
+    assert_eq!(marks["a1"], Removal::Snipped);
+    assert_eq!(marks["a2"], Removal::Collapsed);
+}
+
+/// Builds the view of a 10 000-message session and reports the time per build; run with
+/// `--ignored --nocapture` in release for meaningful numbers.
+#[test]
+#[ignore]
+fn view_of_10k_messages_timing() {
+    let mut recs = Vec::new();
+    for k in 0..2_500 {
+        recs.push(text(&format!("u{k}"), Role::User, &"question ".repeat(20)));
+        recs.push(msg(
+            &format!("a{k}"),
+            Role::Assistant,
+            vec![Block::text("ok"), use_block(&format!("t{k}"), "read_file")],
+            0,
+        ));
+        recs.push(msg(
+            &format!("r{k}"),
+            Role::User,
+            vec![result_block(&format!("t{k}"), &"line\n".repeat(200))],
+            0,
+        ));
+        recs.push(text(&format!("b{k}"), Role::Assistant, "done"));
+    }
+    let policy = ViewPolicy::default();
+    let start = std::time::Instant::now();
+    for _ in 0..20 {
+        std::hint::black_box(build_view(&recs, &policy, 0));
+    }
+    eprintln!(
+        "build_view over 10 000 messages: {:?} per build",
+        start.elapsed() / 20
+    );
+    let mut cache = ViewCache::new();
+    cache.view(&recs, &policy, 0);
+    let start = std::time::Instant::now();
+    for k in 0..20 {
+        recs.push(text(&format!("x{k}"), Role::User, "more"));
+        recs.push(text(&format!("y{k}"), Role::Assistant, "ok"));
+        std::hint::black_box(cache.view(&recs, &policy, 0));
+    }
+    eprintln!(
+        "incremental step over 10 000 messages: {:?} per build ({} full)",
+        start.elapsed() / 20,
+        cache.full_builds()
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn incremental_view_equals_full_build(
+        steps in prop::collection::vec(step(), 0..40),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 1..6),
+        late in any::<bool>(),
+    ) {
+        let recs = transcript(&steps);
+        let policy = ViewPolicy::default();
+        let mut cache = ViewCache::new();
+        let mut points: Vec<usize> = cuts.iter().map(|c| c.index(recs.len() + 1)).collect();
+        points.sort_unstable();
+        points.push(recs.len());
+        for (k, &n) in points.iter().enumerate() {
+            let now = if late && k % 2 == 1 { 1_000_000 * 60_000 } else { 0 };
+            let full = build_view(&recs[..n], &policy, now);
+            let inc = cache.view(&recs[..n], &policy, now).clone();
+            prop_assert_eq!(cache.chars(), full.chars());
+            prop_assert_eq!(inc, full);
+        }
+    }
+}
+
+#[test]
+fn incremental_view_redoes_only_the_tail() {
+    let mut recs = vec![text("u0", Role::User, "go")];
+    let policy = ViewPolicy {
+        microcompact_after_ms: None,
+        ..ViewPolicy::default()
+    };
+    let mut cache = ViewCache::new();
+    for k in 0..50 {
+        recs.push(msg(
+            &format!("a{k}"),
+            Role::Assistant,
+            vec![use_block(&format!("t{k}"), "bash")],
+            0,
+        ));
+        let v = cache.view(&recs, &policy, 0).clone();
+        assert_eq!(v, build_view(&recs, &policy, 0));
+        recs.push(msg(
+            &format!("r{k}"),
+            Role::User,
+            vec![result_block(&format!("t{k}"), "ok")],
+            0,
+        ));
+        let v = cache.view(&recs, &policy, 0).clone();
+        assert_eq!(v, build_view(&recs, &policy, 0));
+    }
+    assert_eq!(cache.full_builds(), 1);
+    assert_eq!(cache.incremental_builds(), 99);
+    recs.push(Record::Snip(SnipRecord {
+        uuid: "s".into(),
+        time: 0,
+        removed_ids: vec!["a3".into(), "r3".into()],
+    }));
+    let v = cache.view(&recs, &policy, 0).clone();
+    assert_eq!(v, build_view(&recs, &policy, 0));
+    assert_eq!(cache.full_builds(), 2);
 }

@@ -1,0 +1,121 @@
+//! The summary request: the instruction text (yoi sections) and the message rewriting for
+//! the fallback path.
+
+use crate::message::{Block, Message};
+
+/// Builds the summary instruction. `compact_instructions` is the "Compact Instructions"
+/// section of the instruction files; `focus` the manual `/compact` focus text.
+pub fn summary_instruction(compact_instructions: Option<&str>, focus: Option<&str>) -> String {
+    let mut s = String::from("<garuda_note>");
+    s.push_str(SUMMARY_INSTRUCTION);
+    if let Some(ci) = compact_instructions
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        s.push_str("\n\nThe project's compact instructions (follow them):\n");
+        s.push_str(ci);
+    }
+    if let Some(f) = focus.map(str::trim).filter(|s| !s.is_empty()) {
+        s.push_str("\n\nThe user asks the summary to keep, above all: ");
+        s.push_str(f);
+    }
+    s.push_str("</garuda_note>");
+    s
+}
+
+const SUMMARY_INSTRUCTION: &str = "\
+The conversation above is about to be compacted: it will be replaced by your summary \
+plus the most recent steps. Write that summary now.
+
+Do not call any tool: tools are disabled for this request and any call is refused. Answer with \
+text only.
+
+First think in an <analysis> block: go through the conversation in order and note every user \
+request, decision, file, change, command and result, and what was happening at the end. This \
+draft is removed before the summary is used.
+
+Then write the summary inside <summary>...</summary>, in exactly these sections:
+
+Completed Tasks
+(task name)
+• what was done (concrete type, file and function names, paths with line numbers)
+• gotchas or facts that came up
+
+Active Task
+(task name)
+• goal
+• current state (what is done, what is not)
+• next step
+
+Key Decisions
+• (decision) — (reason)
+
+User Directives
+• \"verbatim user line\" — every instruction, constraint or preference the user gave, quoted \
+exactly as written.
+
+User Messages
+• every message the user wrote in this conversation, quoted verbatim and in order (shorten only \
+pasted logs or files, and say so).
+
+Current Work
+(2–3 lines on what was happening just before this point, precise enough to continue without \
+asking the user.)
+
+Keep code snippets, file contents and raw tool output out of the summary: files can be read \
+again. Drop greetings and repeated output. Keep commands that were run and their results, and \
+open problems.";
+
+/// Marker that replaces an image in the rewritten (non-shared) summary request.
+pub const IMAGE_MARKER: &str = "[image]";
+
+/// Rewrites messages for the summary request that does not share the cached prefix:
+/// thinking blocks are left out and media become text markers.
+pub fn rewrite_for_summary(messages: &[Message]) -> Vec<Message> {
+    fn blocks(content: &[Block]) -> Vec<Block> {
+        content
+            .iter()
+            .filter_map(|b| match b {
+                Block::Thinking { .. } => None,
+                Block::Image { .. } => Some(Block::text(IMAGE_MARKER)),
+                Block::ToolResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                } => Some(Block::ToolResult {
+                    tool_use_id: tool_use_id.clone(),
+                    content: blocks(content),
+                    is_error: *is_error,
+                }),
+                other => Some(other.clone()),
+            })
+            .collect()
+    }
+    messages
+        .iter()
+        .map(|m| Message {
+            role: m.role,
+            content: blocks(&m.content),
+        })
+        .filter(|m| !m.content.is_empty())
+        .collect()
+}
+
+/// The summary out of the model's answer: the `<analysis>` draft removed, the `<summary>`
+/// tags unwrapped. Empty when the answer holds no summary text.
+pub fn strip_analysis(text: &str) -> String {
+    let mut rest = text.to_string();
+    while let Some(a) = rest.find("<analysis>") {
+        match rest[a..].find("</analysis>") {
+            Some(b) => rest.replace_range(a..a + b + "</analysis>".len(), ""),
+            // An unterminated draft: everything after it is draft.
+            None => rest.truncate(a),
+        }
+    }
+    if let Some(a) = rest.find("<summary>") {
+        let inner = &rest[a + "<summary>".len()..];
+        let inner = inner.find("</summary>").map_or(inner, |b| &inner[..b]);
+        return inner.trim().to_string();
+    }
+    rest.trim().to_string()
+}
