@@ -177,12 +177,13 @@ fn parse_response(id: Option<Id>, mut obj: Map<String, Value>) -> Result<Incomin
         },
         // Neither a request nor a response: answer it as an invalid request, since a
         // client that sent it with an id is waiting for something.
-        _ => {
+        (None, None) => {
             return Err(BadFrame {
                 reply: true,
-                ..bad(id, "message has no method and not exactly one of result or error")
+                ..bad(id, "message has no method, result or error")
             });
         }
+        (Some(_), Some(_)) => return Err(bad(id, "response has both result and error")),
     };
     match id {
         Some(id) => Ok(Incoming::Response { id, result }),
@@ -455,8 +456,9 @@ mod tests {
 
     #[test]
     fn bad_responses_are_not_answered() {
+        let empty = err(br#"{"jsonrpc":"2.0","id":1}"#);
+        assert!(empty.reply, "neither request nor response: answered");
         for s in [
-            r#"{"jsonrpc":"2.0","id":1}"#,
             r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":""}}"#,
             r#"{"jsonrpc":"2.0","id":1,"error":"nope"}"#,
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#,

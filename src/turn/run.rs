@@ -192,6 +192,7 @@ async fn run_locked(
                 time: now_ms(),
                 message_id: assistant_id,
                 request_chars: Some(request_chars),
+                view_chars: None,
                 usage: response.usage,
             }),
         ])?;
@@ -264,8 +265,17 @@ async fn run_locked(
 
 /// Characters a request carries, to calibrate the token estimate against real counts.
 fn request_chars(req: &ModelRequest) -> u64 {
-    let tools: usize = req.tools.iter().map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len()).sum();
-    let messages: usize = req.messages.iter().flat_map(|m| m.content.iter()).map(Block::char_len).sum();
+    let tools: usize = req
+        .tools
+        .iter()
+        .map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len())
+        .sum();
+    let messages: usize = req
+        .messages
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .map(Block::char_len)
+        .sum();
     (req.system.chars().count() + tools + messages) as u64
 }
 

@@ -72,6 +72,9 @@ pub fn watch(
     let cb_root = root.clone();
     let watcher =
         notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+            // Opening a file to read it is reported too (inotify OPEN); our own reads after
+            // a change would otherwise start the next burst, forever.
+            Ok(ev) if matches!(ev.kind, notify::EventKind::Access(_)) => {}
             Ok(ev) => {
                 for p in ev.paths {
                     if relevant(&cb_root, &p).is_some() {

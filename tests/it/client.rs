@@ -81,7 +81,8 @@ fn read_frames(stdout: impl Read + Send + 'static, tx: std::sync::mpsc::Sender<V
                     return;
                 }
             } else {
-                let v: Value = serde_json::from_str(trimmed).expect("server sent invalid JSON line");
+                let v: Value =
+                    serde_json::from_str(trimmed).expect("server sent invalid JSON line");
                 if tx.send(v).is_err() {
                     return;
                 }
@@ -101,7 +102,10 @@ impl Garuda {
 
     /// Spawns `garuda serve` with config and state under `home` (kept by the caller).
     pub fn spawn_at(framing: Framing, home: &Path, args: &[&str], env: &[(&str, &str)]) -> Garuda {
-        let stderr_path = home.join(format!("stderr-{}.log", std::process::id() as u128 * 1000 + rand_suffix()));
+        let stderr_path = home.join(format!(
+            "stderr-{}.log",
+            std::process::id() as u128 * 1000 + rand_suffix()
+        ));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_garuda"));
         cmd.arg("serve").args(args);
         isolated_env(&mut cmd, home);
@@ -118,7 +122,17 @@ impl Garuda {
         let (tx, rx) = channel();
         read_frames(child.stdout.take().expect("stdout"), tx);
         let stdin = child.stdin.take();
-        Garuda { child, stdin, rx, framing, next_id: 1, backlog: Vec::new(), home: home.to_path_buf(), _owned_home: None, stderr_path }
+        Garuda {
+            child,
+            stdin,
+            rx,
+            framing,
+            next_id: 1,
+            backlog: Vec::new(),
+            home: home.to_path_buf(),
+            _owned_home: None,
+            stderr_path,
+        }
     }
 
     /// Spawns `garuda serve` with isolated directories.
@@ -179,7 +193,8 @@ impl Garuda {
 
     /// The next message from the server.
     pub fn recv(&mut self) -> Value {
-        self.recv_timeout(WAIT).unwrap_or_else(|| panic!("no message from garuda\nstderr:\n{}", self.stderr()))
+        self.recv_timeout(WAIT)
+            .unwrap_or_else(|| panic!("no message from garuda\nstderr:\n{}", self.stderr()))
     }
 
     /// The next message, or `None` after `t`.
@@ -193,7 +208,12 @@ impl Garuda {
     /// Sends a request and waits for its response, answering server-to-client requests
     /// (`permission/request`, `tool/call`, ...) with `serve` meanwhile; notifications are kept
     /// in the backlog in order.
-    pub fn request_serving(&mut self, method: &str, params: Value, mut serve: impl FnMut(&Value) -> Value) -> Value {
+    pub fn request_serving(
+        &mut self,
+        method: &str,
+        params: Value,
+        mut serve: impl FnMut(&Value) -> Value,
+    ) -> Value {
         let id = json!(self.send_request(method, params));
         loop {
             let m = self.recv();
@@ -220,7 +240,11 @@ impl Garuda {
 
     /// Waits for the response with this id; other messages go to the backlog.
     pub fn response(&mut self, id: &Value) -> Value {
-        if let Some(i) = self.backlog.iter().position(|m| m.get("id") == Some(id) && m.get("method").is_none()) {
+        if let Some(i) = self
+            .backlog
+            .iter()
+            .position(|m| m.get("id") == Some(id) && m.get("method").is_none())
+        {
             return self.backlog.remove(i);
         }
         loop {
@@ -234,7 +258,11 @@ impl Garuda {
 
     /// Waits for a notification (or server request) with this method.
     pub fn wait_method(&mut self, method: &str) -> Value {
-        if let Some(i) = self.backlog.iter().position(|m| m.get("method").and_then(Value::as_str) == Some(method)) {
+        if let Some(i) = self
+            .backlog
+            .iter()
+            .position(|m| m.get("method").and_then(Value::as_str) == Some(method))
+        {
             return self.backlog.remove(i);
         }
         loop {

@@ -7,12 +7,18 @@ use serde_json::{Value, json};
 use crate::client::{BOTH, Framing, Garuda};
 
 fn error_code(r: &Value) -> i64 {
-    r["error"]["code"].as_i64().unwrap_or_else(|| panic!("expected an error, got {r}"))
+    r["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("expected an error, got {r}"))
 }
 
 fn workspace() -> tempfile::TempDir {
     let d = tempfile::tempdir().expect("tempdir");
-    std::fs::write(d.path().join("AGENTS.md"), "Run the tests with `make check`.\n").expect("write");
+    std::fs::write(
+        d.path().join("AGENTS.md"),
+        "Run the tests with `make check`.\n",
+    )
+    .expect("write");
     d
 }
 
@@ -21,7 +27,10 @@ fn lifecycle_in_both_framings() {
     for framing in BOTH {
         let ws = workspace();
         let mut g = Garuda::spawn(framing);
-        let init = g.call("initialize", json!({"processId": null, "clientInfo": {"name": "test"}, "capabilities": {}}));
+        let init = g.call(
+            "initialize",
+            json!({"processId": null, "clientInfo": {"name": "test"}, "capabilities": {}}),
+        );
         assert_eq!(init["serverInfo"]["name"], "garuda");
         assert!(init["capabilities"].is_object());
         g.notify("initialized", json!({}));
@@ -35,11 +44,24 @@ fn lifecycle_in_both_framings() {
         assert_eq!(a["sha256"], b["sha256"], "same inputs, same bytes");
         let list = g.call("workspace/list", json!({}));
         assert_eq!(list["workspaces"].as_array().expect("array").len(), 1);
-        assert_eq!(g.call("workspace/close", json!({"workspaceId": id}))["closed"], true);
-        assert_eq!(g.call("workspace/close", json!({"workspaceId": id}))["closed"], false);
-        assert_eq!(error_code(&g.request("prompt/assemble", json!({"workspaceId": id}))), -32050);
+        assert_eq!(
+            g.call("workspace/close", json!({"workspaceId": id}))["closed"],
+            true
+        );
+        assert_eq!(
+            g.call("workspace/close", json!({"workspaceId": id}))["closed"],
+            false
+        );
+        assert_eq!(
+            error_code(&g.request("prompt/assemble", json!({"workspaceId": id}))),
+            -32050
+        );
         assert_eq!(g.call("shutdown", Value::Null), Value::Null);
-        assert_eq!(error_code(&g.request("workspace/list", json!({}))), -32600, "requests after shutdown");
+        assert_eq!(
+            error_code(&g.request("workspace/list", json!({}))),
+            -32600,
+            "requests after shutdown"
+        );
         g.notify("exit", Value::Null);
         assert_eq!(g.wait_exit(), Some(0), "{framing:?}");
     }
@@ -67,45 +89,85 @@ fn request_before_initialize_is_refused() {
     assert_eq!(error_code(&g.request("workspace/list", json!({}))), -32002);
     // Still serving: initialize now works.
     g.call("initialize", json!({"capabilities": {}}));
-    assert_eq!(error_code(&g.request("initialize", json!({}))), -32600, "initialize twice");
+    assert_eq!(
+        error_code(&g.request("initialize", json!({}))),
+        -32600,
+        "initialize twice"
+    );
 }
 
 #[test]
 fn initialize_opens_workspace_folders() {
     let ws = workspace();
-    let uri = format!("file://{}", ws.path().canonicalize().expect("canon").display());
+    let uri = format!(
+        "file://{}",
+        ws.path().canonicalize().expect("canon").display()
+    );
     let mut g = Garuda::spawn(Framing::Lsp);
     let init = g.call(
         "initialize",
         json!({"processId": std::process::id(), "rootUri": uri, "capabilities": {"workspace": {"applyEdit": true}},
                "workspaceFolders": [{"uri": uri, "name": "w"}]}),
     );
-    assert_eq!(init["garuda"]["workspaces"].as_array().expect("ws").len(), 1);
+    assert_eq!(
+        init["garuda"]["workspaces"].as_array().expect("ws").len(),
+        1
+    );
     let list = g.call("workspace/list", json!({}));
     assert_eq!(list["workspaces"].as_array().expect("array").len(), 1);
     // Folder removed and another added through the LSP notification.
     let other = workspace();
-    let other_uri = format!("file://{}", other.path().canonicalize().expect("canon").display());
+    let other_uri = format!(
+        "file://{}",
+        other.path().canonicalize().expect("canon").display()
+    );
     g.notify(
         "workspace/didChangeWorkspaceFolders",
         json!({"event": {"added": [{"uri": other_uri, "name": "o"}], "removed": [{"uri": uri, "name": "w"}]}}),
     );
     let list = g.call("workspace/list", json!({}));
-    let roots: Vec<&str> = list["workspaces"].as_array().expect("array").iter().filter_map(|w| w["root"].as_str()).collect();
-    assert_eq!(roots, vec![other.path().canonicalize().expect("canon").to_str().expect("utf8")]);
+    let roots: Vec<&str> = list["workspaces"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|w| w["root"].as_str())
+        .collect();
+    assert_eq!(
+        roots,
+        vec![
+            other
+                .path()
+                .canonicalize()
+                .expect("canon")
+                .to_str()
+                .expect("utf8")
+        ]
+    );
 }
 
 #[test]
 fn bad_workspace_roots_get_clear_errors() {
     let mut g = Garuda::started(Framing::Ndjson);
     let missing = g.request("workspace/open", json!({"root": "/definitely/not/here"}));
-    assert!(missing["error"]["message"].as_str().expect("msg").contains("/definitely/not/here"), "{missing}");
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .expect("msg")
+            .contains("/definitely/not/here"),
+        "{missing}"
+    );
     let file = tempfile::NamedTempFile::new().expect("file");
     let not_dir = g.request("workspace/open", json!({"root": file.path()}));
     assert!(not_dir.get("error").is_some(), "{not_dir}");
     assert_eq!(error_code(&g.request("workspace/open", json!({}))), -32602);
-    assert_eq!(error_code(&g.request("workspace/open", json!({"root": 5}))), -32602);
-    assert_eq!(error_code(&g.request("prompt/assemble", json!({"workspaceId": "ws-nope"}))), -32050);
+    assert_eq!(
+        error_code(&g.request("workspace/open", json!({"root": 5}))),
+        -32602
+    );
+    assert_eq!(
+        error_code(&g.request("prompt/assemble", json!({"workspaceId": "ws-nope"}))),
+        -32050
+    );
     g.call("workspace/list", json!({}));
 }
 
@@ -120,17 +182,26 @@ fn unknown_methods_and_bad_json_keep_the_server_running() {
         let r = g.recv();
         assert_eq!(error_code(&r), -32700);
         // Invalid UTF-8.
-        g.send_raw(&crate::client::frame(framing, b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"\xff\xfe\"}"));
+        g.send_raw(&crate::client::frame(
+            framing,
+            b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"\xff\xfe\"}",
+        ));
         assert_eq!(error_code(&g.recv()), -32700);
         // Valid JSON that is not a request.
         g.send_raw(&crate::client::frame(framing, b"[1,2,3]"));
         assert!(g.recv().get("error").is_some());
-        g.send_raw(&crate::client::frame(framing, b"{\"jsonrpc\":\"2.0\",\"id\":9}"));
+        g.send_raw(&crate::client::frame(
+            framing,
+            b"{\"jsonrpc\":\"2.0\",\"id\":9}",
+        ));
         let r = g.recv();
         assert_eq!(error_code(&r), -32600);
         assert_eq!(r["id"], 9);
         // Wrong jsonrpc version.
-        g.send_raw(&crate::client::frame(framing, b"{\"jsonrpc\":\"1.0\",\"id\":10,\"method\":\"workspace/list\"}"));
+        g.send_raw(&crate::client::frame(
+            framing,
+            b"{\"jsonrpc\":\"1.0\",\"id\":10,\"method\":\"workspace/list\"}",
+        ));
         assert_eq!(error_code(&g.recv()), -32600);
         // Cancelling an id that is not running is harmless.
         g.notify("$/cancelRequest", json!({"id": 12345}));
@@ -143,14 +214,21 @@ fn bad_headers_and_oversize_frames() {
     let mut g = Garuda::spawn_with(Framing::Lsp, &["--max-frame-bytes", "4096"], &[]);
     g.call("initialize", json!({"capabilities": {}}));
     // Oversize: refused with its id, skipped without being buffered, next message served.
-    let big = format!("{{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"workspace/list\",\"params\":{{\"pad\":\"{}\"}}}}", "x".repeat(100_000));
+    let big = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"workspace/list\",\"params\":{{\"pad\":\"{}\"}}}}",
+        "x".repeat(100_000)
+    );
     g.send_raw(&crate::client::frame(Framing::Lsp, big.as_bytes()));
     let r = g.recv();
     assert!(r.get("error").is_some(), "{r}");
     assert_eq!(r["id"], 77);
     g.call("workspace/list", json!({}));
     // Negative, non-numeric and absurd Content-Length, and a missing header.
-    for bad in ["Content-Length: -5\r\n\r\n", "Content-Length: abc\r\n\r\n", "Content-Length: 99999999999999999999\r\n\r\n"] {
+    for bad in [
+        "Content-Length: -5\r\n\r\n",
+        "Content-Length: abc\r\n\r\n",
+        "Content-Length: 99999999999999999999\r\n\r\n",
+    ] {
         g.send_raw(bad.as_bytes());
         g.call("workspace/list", json!({}));
     }
@@ -164,7 +242,10 @@ fn bad_headers_and_oversize_frames() {
 fn oversize_line_in_ndjson_is_skipped() {
     let mut g = Garuda::spawn_with(Framing::Ndjson, &["--max-frame-bytes", "2048"], &[]);
     g.call("initialize", json!({"capabilities": {}}));
-    let big = format!("{{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"workspace/list\",\"params\":{{\"pad\":\"{}\"}}}}\n", "y".repeat(50_000));
+    let big = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"workspace/list\",\"params\":{{\"pad\":\"{}\"}}}}\n",
+        "y".repeat(50_000)
+    );
     g.send_raw(big.as_bytes());
     let r = g.recv();
     assert!(r.get("error").is_some(), "{r}");
@@ -200,11 +281,22 @@ fn watching_sends_one_notification_per_burst() {
     std::fs::write(ws.path().join("CLAUDE.md"), "Claude notes\n").expect("write");
     let n = g.wait_method("workspace/contextChanged");
     assert_eq!(n["params"]["workspaceId"], id.as_str());
-    let changed: Vec<&str> = n["params"]["changed"].as_array().expect("changed").iter().filter_map(Value::as_str).collect();
-    assert!(changed.contains(&"AGENTS.md") && changed.contains(&"CLAUDE.md"), "{n}");
+    let changed: Vec<&str> = n["params"]["changed"]
+        .as_array()
+        .expect("changed")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        changed.contains(&"AGENTS.md") && changed.contains(&"CLAUDE.md"),
+        "{n}"
+    );
     assert_ne!(n["params"]["sha256"], before);
     let extra = drain_context_changed(&mut g, Duration::from_millis(500));
-    assert!(extra.is_empty(), "one notification per burst, got more: {extra:?}");
+    assert!(
+        extra.is_empty(),
+        "one notification per burst, got more: {extra:?}"
+    );
     let a = g.call("prompt/assemble", json!({"workspaceId": id}));
     assert!(a["system"].as_str().expect("system").contains("version 4"));
     assert_eq!(a["sha256"], n["params"]["sha256"]);
@@ -213,15 +305,30 @@ fn watching_sends_one_notification_per_burst() {
     std::fs::write(ws.path().join("AGENTS.md.tmp"), "renamed over\n").expect("write");
     std::fs::rename(ws.path().join("AGENTS.md.tmp"), ws.path().join("AGENTS.md")).expect("rename");
     let n = g.wait_method("workspace/contextChanged");
-    assert!(n["params"]["changed"].as_array().expect("changed").contains(&json!("AGENTS.md")));
+    assert!(
+        n["params"]["changed"]
+            .as_array()
+            .expect("changed")
+            .contains(&json!("AGENTS.md"))
+    );
     let a = g.call("prompt/assemble", json!({"workspaceId": id}));
-    assert!(a["system"].as_str().expect("system").contains("renamed over"));
+    assert!(
+        a["system"]
+            .as_str()
+            .expect("system")
+            .contains("renamed over")
+    );
 
     // Delete, then recreate.
     std::fs::remove_file(ws.path().join("AGENTS.md")).expect("rm");
     g.wait_method("workspace/contextChanged");
     let a = g.call("prompt/assemble", json!({"workspaceId": id}));
-    assert!(!a["system"].as_str().expect("system").contains("renamed over"));
+    assert!(
+        !a["system"]
+            .as_str()
+            .expect("system")
+            .contains("renamed over")
+    );
     std::fs::write(ws.path().join("AGENTS.md"), "back again\n").expect("write");
     g.wait_method("workspace/contextChanged");
 
@@ -229,9 +336,19 @@ fn watching_sends_one_notification_per_burst() {
     std::fs::create_dir(ws.path().join(".garuda")).expect("mkdir");
     g.wait_method("workspace/contextChanged");
     std::thread::sleep(Duration::from_millis(300));
-    std::fs::write(ws.path().join(".garuda/memory.md"), "- the build uses make\n").expect("write");
+    std::fs::write(
+        ws.path().join(".garuda/memory.md"),
+        "- the build uses make\n",
+    )
+    .expect("write");
     let n = g.wait_method("workspace/contextChanged");
-    assert!(n["params"]["changed"].as_array().expect("changed").contains(&json!(".garuda/memory.md")), "{n}");
+    assert!(
+        n["params"]["changed"]
+            .as_array()
+            .expect("changed")
+            .contains(&json!(".garuda/memory.md")),
+        "{n}"
+    );
 
     // Unrelated files make no noise; after close, nothing at all.
     std::fs::write(ws.path().join("main.rs"), "fn main() {}\n").expect("write");
@@ -243,11 +360,16 @@ fn watching_sends_one_notification_per_burst() {
 
 #[test]
 fn schema_file_is_current() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_garuda")).arg("schema").output().expect("run");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_garuda"))
+        .arg("schema")
+        .output()
+        .expect("run");
     assert!(out.status.success());
     let generated: Value = serde_json::from_slice(&out.stdout).expect("json");
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/protocol/schema.json");
-    let checked_in: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_default()).unwrap_or(Value::Null);
+    let checked_in: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_default())
+            .unwrap_or(Value::Null);
     assert!(
         generated == checked_in,
         "protocol/schema.json is stale: run `cargo run -- schema > protocol/schema.json`"

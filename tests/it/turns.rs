@@ -17,15 +17,26 @@ pub struct Mock {
 
 impl Mock {
     pub fn start(replies: Vec<MockReply>) -> Mock {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
         let (server, rec) = rt.block_on(start_anthropic(replies));
-        Mock { server, rec, _rt: rt }
+        Mock {
+            server,
+            rec,
+            _rt: rt,
+        }
     }
 
     pub fn env(&self) -> Vec<(String, String)> {
         vec![
             ("ANTHROPIC_BASE_URL".to_string(), self.server.uri()),
-            ("ANTHROPIC_API_KEY".to_string(), "sk-test-not-a-real-key".to_string()),
+            (
+                "ANTHROPIC_API_KEY".to_string(),
+                "sk-test-not-a-real-key".to_string(),
+            ),
         ]
     }
 }
@@ -44,7 +55,10 @@ pub fn write_config(home: &Path, extra: &str) {
 }
 
 /// A started server wired to `mock`, with a workspace holding `a.txt` and AGENTS.md.
-pub fn setup(mock: &Mock, extra_config: &str) -> (Garuda, tempfile::TempDir, tempfile::TempDir, String) {
+pub fn setup(
+    mock: &Mock,
+    extra_config: &str,
+) -> (Garuda, tempfile::TempDir, tempfile::TempDir, String) {
     let home = tempfile::tempdir().expect("home");
     write_config(home.path(), extra_config);
     let ws = tempfile::tempdir().expect("ws");
@@ -68,22 +82,34 @@ fn text_input(t: &str) -> Value {
 }
 
 fn kinds(events: &[Value]) -> Vec<String> {
-    events.iter().map(|e| e["kind"].as_str().unwrap_or("?").to_string()).collect()
+    events
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap_or("?").to_string())
+        .collect()
 }
 
 #[test]
 fn text_only_turn_streams_in_order() {
     let mock = Mock::start(vec![MockReply::Sse(
-        AnthropicSse::new(MockUsage::new(20, 5)).text_pieces(&["Hel", "lo ", "there"]).finish("end_turn"),
+        AnthropicSse::new(MockUsage::new(20, 5))
+            .text_pieces(&["Hel", "lo ", "there"])
+            .finish("end_turn"),
     )]);
     let (mut g, _h, _w, wid) = setup(&mock, "");
     let sid = new_session(&mut g, &wid, "ask");
-    let r = g.call("turn/run", json!({"sessionId": sid, "input": text_input("hi")}));
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("hi")}),
+    );
     assert_eq!(r["stopReason"], "end_turn");
     assert_eq!(r["usage"]["outputTokens"], 5);
     assert_eq!(r["messageIds"].as_array().expect("ids").len(), 2);
     let events = g.turn_events();
-    let text: String = events.iter().filter(|e| e["kind"] == "textDelta").filter_map(|e| e["text"].as_str()).collect();
+    let text: String = events
+        .iter()
+        .filter(|e| e["kind"] == "textDelta")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
     assert_eq!(text, "Hello there");
     let k = kinds(&events);
     assert_eq!(k.first().map(String::as_str), Some("stepStarted"));
@@ -98,7 +124,11 @@ fn text_only_turn_streams_in_order() {
 #[test]
 fn tool_loop_is_byte_stable_across_steps() {
     let mock = Mock::start(vec![
-        MockReply::Sse(anthropic_tool_use("toolu_1", "read_file", &["{\"pa", "th\": \"a.", "txt\"}"])),
+        MockReply::Sse(anthropic_tool_use(
+            "toolu_1",
+            "read_file",
+            &["{\"pa", "th\": \"a.", "txt\"}"],
+        )),
         MockReply::Sse(
             AnthropicSse::new(MockUsage::new(30, 4))
                 .tool_use("toolu_2", "grep", &["{\"pattern\":", " \"beta\"}"])
@@ -109,14 +139,30 @@ fn tool_loop_is_byte_stable_across_steps() {
     ]);
     let (mut g, _h, _w, wid) = setup(&mock, "");
     let sid = new_session(&mut g, &wid, "ask");
-    let r = g.call("turn/run", json!({"sessionId": sid, "input": text_input("read a.txt")}));
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("read a.txt")}),
+    );
     assert_eq!(r["stopReason"], "end_turn", "{r}");
     let events = g.turn_events();
-    let finished: Vec<&Value> = events.iter().filter(|e| e["kind"] == "toolCallFinished").collect();
+    let finished: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "toolCallFinished")
+        .collect();
     assert_eq!(finished.len(), 3);
-    assert!(finished[0]["output"].as_str().expect("out").contains("alpha"));
+    assert!(
+        finished[0]["output"]
+            .as_str()
+            .expect("out")
+            .contains("alpha")
+    );
     assert_eq!(finished[0]["isError"], false);
-    assert!(finished[1]["output"].as_str().expect("out").contains("beta"));
+    assert!(
+        finished[1]["output"]
+            .as_str()
+            .expect("out")
+            .contains("beta")
+    );
 
     let bodies = mock.rec.bodies();
     assert_eq!(bodies.len(), 3);
@@ -136,7 +182,12 @@ fn tool_loop_is_byte_stable_across_steps() {
     for (a, b) in first_msgs.iter().zip(later_msgs) {
         assert_eq!(strip(a), strip(b));
     }
-    let last = bodies[1]["messages"].as_array().expect("messages").last().cloned().expect("last");
+    let last = bodies[1]["messages"]
+        .as_array()
+        .expect("messages")
+        .last()
+        .cloned()
+        .expect("last");
     assert_eq!(last["content"][0]["type"], "tool_result");
     assert_eq!(last["content"][0]["tool_use_id"], "toolu_1");
     insta::assert_json_snapshot!("tool_loop_second_request_shape", shape(&bodies[1]));
@@ -188,7 +239,13 @@ fn answer_permissions(answer: &'static str) -> impl FnMut(&Value) -> Value {
 
 #[test]
 fn approvals_allow_reject_and_always() {
-    let bash = |id: &str| MockReply::Sse(anthropic_tool_use(id, "bash", &["{\"command\": \"echo approved-run\"}"]));
+    let bash = |id: &str| {
+        MockReply::Sse(anthropic_tool_use(
+            id,
+            "bash",
+            &["{\"command\": \"echo approved-run\"}"],
+        ))
+    };
     let mock = Mock::start(vec![
         bash("t1"),
         MockReply::Sse(anthropic_text("ok", MockUsage::new(5, 1))),
@@ -202,50 +259,95 @@ fn approvals_allow_reject_and_always() {
     let (mut g, _h, _w, wid) = setup(&mock, "");
     let sid = new_session(&mut g, &wid, "ask");
 
-    let r = g.request_serving("turn/run", json!({"sessionId": sid, "input": text_input("run it")}), answer_permissions("allow_once"));
+    let r = g.request_serving(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("run it")}),
+        answer_permissions("allow_once"),
+    );
     assert_eq!(r["result"]["stopReason"], "end_turn");
-    let done: Vec<Value> = g.turn_events().into_iter().filter(|e| e["kind"] == "toolCallFinished").collect();
-    assert!(done[0]["output"].as_str().expect("out").contains("approved-run"), "{done:?}");
+    let done: Vec<Value> = g
+        .turn_events()
+        .into_iter()
+        .filter(|e| e["kind"] == "toolCallFinished")
+        .collect();
+    assert!(
+        done[0]["output"]
+            .as_str()
+            .expect("out")
+            .contains("approved-run"),
+        "{done:?}"
+    );
     g.backlog.clear();
 
-    let r = g.request_serving("turn/run", json!({"sessionId": sid, "input": text_input("again")}), answer_permissions("reject"));
+    let r = g.request_serving(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("again")}),
+        answer_permissions("reject"),
+    );
     assert_eq!(r["result"]["stopReason"], "end_turn");
-    let done: Vec<Value> = g.turn_events().into_iter().filter(|e| e["kind"] == "toolCallFinished").collect();
+    let done: Vec<Value> = g
+        .turn_events()
+        .into_iter()
+        .filter(|e| e["kind"] == "toolCallFinished")
+        .collect();
     assert_eq!(done[0]["isError"], true);
     assert!(done[0]["output"].as_str().expect("out").contains("denied"));
     g.backlog.clear();
 
     // Allow always: asked once, then not again in this session.
     let mut asked = 0;
-    g.request_serving("turn/run", json!({"sessionId": sid, "input": text_input("3")}), |_| {
-        asked += 1;
-        json!({"optionId": "allow_always"})
-    });
-    g.request_serving("turn/run", json!({"sessionId": sid, "input": text_input("4")}), |_| {
-        asked += 1;
-        json!({"optionId": "reject"})
-    });
+    g.request_serving(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("3")}),
+        |_| {
+            asked += 1;
+            json!({"optionId": "allow_always"})
+        },
+    );
+    g.request_serving(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("4")}),
+        |_| {
+            asked += 1;
+            json!({"optionId": "reject"})
+        },
+    );
     assert_eq!(asked, 1);
-    let done: Vec<Value> = g.turn_events().into_iter().filter(|e| e["kind"] == "toolCallFinished").collect();
+    let done: Vec<Value> = g
+        .turn_events()
+        .into_iter()
+        .filter(|e| e["kind"] == "toolCallFinished")
+        .collect();
     assert!(done.iter().all(|d| d["isError"] == false), "{done:?}");
 }
 
 #[test]
 fn approval_timeout_counts_as_rejection() {
     let mock = Mock::start(vec![
-        MockReply::Sse(anthropic_tool_use("t1", "write_file", &["{\"path\": \"new.txt\", \"content\": \"x\"}"])),
+        MockReply::Sse(anthropic_tool_use(
+            "t1",
+            "write_file",
+            &["{\"path\": \"new.txt\", \"content\": \"x\"}"],
+        )),
         MockReply::Sse(anthropic_text("ok", MockUsage::new(5, 1))),
     ]);
     let (mut g, _h, ws, wid) = setup(&mock, "[approval]\ntimeout_secs = 1\n");
     let sid = new_session(&mut g, &wid, "ask");
-    let id = json!(g.send_request("turn/run", json!({"sessionId": sid, "input": text_input("write")})));
+    let id = json!(g.send_request(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("write")})
+    ));
     let req = g.wait_method("permission/request");
     assert_eq!(req["params"]["toolName"], "write_file");
     // Never answer: the turn goes on after the timeout with a rejection.
     let r = g.response(&id);
     assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
     assert!(!ws.path().join("new.txt").exists());
-    let done: Vec<Value> = g.turn_events().into_iter().filter(|e| e["kind"] == "toolCallFinished").collect();
+    let done: Vec<Value> = g
+        .turn_events()
+        .into_iter()
+        .filter(|e| e["kind"] == "toolCallFinished")
+        .collect();
     assert_eq!(done[0]["isError"], true);
 }
 
@@ -261,14 +363,24 @@ fn client_tools_are_called_on_the_client() {
         json!({"workspaceId": wid, "policy": "full-auto", "tools": [{"name": "editor_selection", "description": "The selected text", "inputSchema": {"type": "object"}}]}),
     );
     let sid = r["sessionId"].as_str().expect("sid").to_string();
-    let r = g.request_serving("turn/run", json!({"sessionId": sid, "input": text_input("what is selected?")}), |req| {
-        assert_eq!(req["method"], "tool/call");
-        assert_eq!(req["params"]["name"], "editor_selection");
-        json!({"content": "fn main() {}"})
-    });
+    let r = g.request_serving(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("what is selected?")}),
+        |req| {
+            assert_eq!(req["method"], "tool/call");
+            assert_eq!(req["params"]["name"], "editor_selection");
+            json!({"content": "fn main() {}"})
+        },
+    );
     assert_eq!(r["result"]["stopReason"], "end_turn");
     let bodies = mock.rec.bodies();
-    assert!(bodies[0]["tools"].as_array().expect("tools").iter().any(|t| t["name"] == "editor_selection"));
+    assert!(
+        bodies[0]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .any(|t| t["name"] == "editor_selection")
+    );
     assert!(bodies[1].to_string().contains("fn main() {}"));
 }
 
@@ -280,7 +392,10 @@ fn cancel_mid_stream_keeps_the_transcript_consistent() {
     ]);
     let (mut g, _h, _w, wid) = setup(&mock, "");
     let sid = new_session(&mut g, &wid, "ask");
-    let id = g.send_request("turn/run", json!({"sessionId": sid, "input": text_input("slow")}));
+    let id = g.send_request(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("slow")}),
+    );
     // Cancel once the request has fully reached the model (it then hangs there).
     let deadline = std::time::Instant::now() + crate::client::WAIT;
     while mock.rec.count() < 1 && std::time::Instant::now() < deadline {
@@ -291,7 +406,10 @@ fn cancel_mid_stream_keeps_the_transcript_consistent() {
     let cancelled = r["result"]["stopReason"] == "cancelled" || r["error"]["code"] == -32800;
     assert!(cancelled, "{r}");
     // The session still works.
-    let r = g.request("turn/run", json!({"sessionId": sid, "input": text_input("again")}));
+    let r = g.request(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("again")}),
+    );
     assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
 }
 
@@ -308,7 +426,10 @@ fn cancel_mid_tool_answers_every_tool_use() {
     ]);
     let (mut g, _h, _w, wid) = setup(&mock, "");
     let sid = new_session(&mut g, &wid, "full-auto");
-    let id = g.send_request("turn/run", json!({"sessionId": sid, "input": text_input("sleep")}));
+    let id = g.send_request(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("sleep")}),
+    );
     loop {
         let m = g.wait_method("turn/update");
         if m["params"]["event"]["kind"] == "toolCallStarted" {
@@ -319,11 +440,27 @@ fn cancel_mid_tool_answers_every_tool_use() {
     let r = g.response(&json!(id));
     assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
     let msgs = g.call("session/messages", json!({"sessionId": sid}));
-    let last = msgs["messages"].as_array().expect("msgs").last().cloned().expect("last");
+    let last = msgs["messages"]
+        .as_array()
+        .expect("msgs")
+        .last()
+        .cloned()
+        .expect("last");
     let results = last["content"].as_array().expect("content");
-    assert_eq!(results.len(), 2, "every tool_use has its tool_result: {last}");
-    assert!(results.iter().all(|b| b["type"] == "tool_result" && b["is_error"] == true));
-    let r = g.call("turn/run", json!({"sessionId": sid, "input": text_input("again")}));
+    assert_eq!(
+        results.len(),
+        2,
+        "every tool_use has its tool_result: {last}"
+    );
+    assert!(
+        results
+            .iter()
+            .all(|b| b["type"] == "tool_result" && b["is_error"] == true)
+    );
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("again")}),
+    );
     assert_eq!(r["stopReason"], "end_turn");
 }
 
@@ -335,7 +472,10 @@ fn restart_then_load_and_continue() {
     ]);
     let (mut g, home, _w, wid) = setup(&mock, "");
     let sid = new_session(&mut g, &wid, "ask");
-    g.call("turn/run", json!({"sessionId": sid, "input": text_input("remember 42")}));
+    g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("remember 42")}),
+    );
     let listed = g.call("session/list", json!({"workspaceId": wid}));
     assert_eq!(listed["sessions"][0]["sessionId"], sid.as_str());
     g.call("shutdown", Value::Null);
@@ -348,7 +488,10 @@ fn restart_then_load_and_continue() {
     g.call("initialize", json!({"capabilities": {}}));
     let loaded = g.call("session/load", json!({"sessionId": sid}));
     assert_eq!(loaded["messageCount"], 2);
-    let r = g.call("turn/run", json!({"sessionId": sid, "input": text_input("what number?")}));
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("what number?")}),
+    );
     assert_eq!(r["stopReason"], "end_turn");
     let bodies = mock.rec.bodies();
     let msgs = bodies[1]["messages"].as_array().expect("messages");
@@ -357,9 +500,18 @@ fn restart_then_load_and_continue() {
     // Fork and delete.
     let fork = g.call("session/fork", json!({"sessionId": sid}));
     let fid = fork["sessionId"].as_str().expect("fork id").to_string();
-    assert_eq!(g.call("session/messages", json!({"sessionId": fid}))["total"], 4);
-    assert_eq!(g.call("session/delete", json!({"sessionId": fid}))["ok"], true);
-    assert_eq!(g.request("session/load", json!({"sessionId": fid}))["error"]["code"], -32051);
+    assert_eq!(
+        g.call("session/messages", json!({"sessionId": fid}))["total"],
+        4
+    );
+    assert_eq!(
+        g.call("session/delete", json!({"sessionId": fid}))["ok"],
+        true
+    );
+    assert_eq!(
+        g.request("session/load", json!({"sessionId": fid}))["error"]["code"],
+        -32051
+    );
 }
 
 #[test]
@@ -370,19 +522,37 @@ fn instruction_change_reaches_the_model_as_a_note() {
     ]);
     let (mut g, _h, ws, wid) = setup(&mock, "");
     let sid = new_session(&mut g, &wid, "ask");
-    g.call("turn/run", json!({"sessionId": sid, "input": text_input("first")}));
+    g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("first")}),
+    );
     std::fs::write(ws.path().join("AGENTS.md"), "Use tabs, not spaces.\n").expect("write");
     g.wait_method("workspace/contextChanged");
-    g.call("turn/run", json!({"sessionId": sid, "input": text_input("second")}));
+    g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("second")}),
+    );
     let bodies = mock.rec.bodies();
-    assert_eq!(bodies[0]["system"].to_string().len(), bodies[1]["system"].to_string().len());
+    assert_eq!(
+        bodies[0]["system"].to_string().len(),
+        bodies[1]["system"].to_string().len()
+    );
     let mut s0 = bodies[0]["system"].clone();
     let mut s1 = bodies[1]["system"].clone();
     strip_cache_control(&mut s0);
     strip_cache_control(&mut s1);
     assert_eq!(s0, s1, "the system prompt stays byte-identical");
-    let last_user = bodies[1]["messages"].as_array().expect("msgs").last().cloned().expect("last").to_string();
-    assert!(last_user.contains("<garuda_note>") && last_user.contains("Use tabs, not spaces."), "{last_user}");
+    let last_user = bodies[1]["messages"]
+        .as_array()
+        .expect("msgs")
+        .last()
+        .cloned()
+        .expect("last")
+        .to_string();
+    assert!(
+        last_user.contains("<garuda_note>") && last_user.contains("Use tabs, not spaces."),
+        "{last_user}"
+    );
 }
 
 #[test]
@@ -391,17 +561,33 @@ fn provider_errors_are_clear_and_keep_the_session() {
         MockReply::rate_limited(0),
         MockReply::Sse(anthropic_text("after retry", MockUsage::new(5, 1))),
         MockReply::unauthorized(),
-        MockReply::Sse(AnthropicSse::new(MockUsage::new(5, 1)).text("partial answ").cut()),
+        MockReply::Sse(
+            AnthropicSse::new(MockUsage::new(5, 1))
+                .text("partial answ")
+                .cut(),
+        ),
     ]);
     let (mut g, _h, _w, wid) = setup(&mock, "");
     let sid = new_session(&mut g, &wid, "ask");
-    let r = g.call("turn/run", json!({"sessionId": sid, "input": text_input("a")}));
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("a")}),
+    );
     assert_eq!(r["stopReason"], "end_turn");
-    assert!(g.turn_events().iter().any(|e| e["kind"] == "retry"), "each retry is reported");
-    let r = g.request("turn/run", json!({"sessionId": sid, "input": text_input("b")}));
+    assert!(
+        g.turn_events().iter().any(|e| e["kind"] == "retry"),
+        "each retry is reported"
+    );
+    let r = g.request(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("b")}),
+    );
     assert_eq!(r["error"]["code"], -32061, "{r}");
     assert!(!r.to_string().contains("sk-test-not-a-real-key"));
-    let r = g.request("turn/run", json!({"sessionId": sid, "input": text_input("c")}));
+    let r = g.request(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("c")}),
+    );
     assert_eq!(r["error"]["code"], -32052, "{r}");
     // What arrived before the cut is kept.
     let msgs = g.call("session/messages", json!({"sessionId": sid}));
@@ -415,5 +601,10 @@ fn no_model_configured_says_how_to_configure() {
     let wid = g.open(ws.path());
     let r = g.request("session/new", json!({"workspaceId": wid}));
     assert_eq!(r["error"]["code"], -32057, "{r}");
-    assert!(r["error"]["message"].as_str().expect("msg").contains("replay:"));
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .expect("msg")
+            .contains("replay:")
+    );
 }
