@@ -140,7 +140,7 @@ async fn run_locked(
             system: session.system(),
             tools: tools.clone(),
             messages,
-            max_tokens: session.setup.model_info.max_output as u32,
+            max_tokens: session.setup.model_info.max_output,
             cache,
             thinking_budget: None,
         };

@@ -97,7 +97,7 @@ impl Workspace {
                 .to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             features: self.config.features.clone(),
-            limits: self.config.limits.clone(),
+            limits: self.config.limits,
         }
     }
 
