@@ -11,6 +11,8 @@ use garuda::config::{self, Config};
 use garuda::front::native::NativeFront;
 use garuda::rpc::{self, ServeEnd, ServerConfig};
 
+mod demo;
+
 /// Garuda: a context engine for coding agents.
 ///
 /// Editors start `garuda serve` (or plain `garuda` with a pipe on stdin) and speak JSON-RPC 2.0
@@ -71,6 +73,13 @@ enum Command {
         /// The workspace folder (default: current folder) followed by the prompt; a single argument is the prompt.
         #[arg(required = true, num_args = 1..=2, value_name = "[DIR] PROMPT")]
         args: Vec<String>,
+    },
+    /// An offline tour: starts `garuda serve`, opens DIR, assembles the prompt, runs turns with
+    /// a bundled replay model that reads files through tools, forces a compaction, with timings.
+    Demo {
+        /// The folder to open as a workspace.
+        #[arg(default_value = ".")]
+        dir: PathBuf,
     },
     /// Print the JSON Schema of the native protocol (protocol/schema.json).
     Schema,
@@ -163,6 +172,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 record.clone(),
             )
         }
+        Command::Demo { dir } => demo::run(dir),
         Command::Schema => {
             println!(
                 "{}",

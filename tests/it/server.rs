@@ -375,3 +375,13 @@ fn schema_file_is_current() {
         "protocol/schema.json is stale: run `cargo run -- schema > protocol/schema.json`"
     );
 }
+
+#[test]
+fn exits_when_the_client_process_dies() {
+    let mut parent = std::process::Command::new("sleep").arg("1").spawn().expect("sleep");
+    let mut g = Garuda::spawn(Framing::Lsp);
+    g.call("initialize", json!({"processId": parent.id(), "capabilities": {}}));
+    // Reaped, so the pid is really gone.
+    parent.wait().expect("wait");
+    assert_eq!(g.wait_exit(), Some(0));
+}
