@@ -48,7 +48,12 @@ impl Peer {
                 }
             }
         });
-        Ok(Peer { child, stdin, rx, next_id: 1 })
+        Ok(Peer {
+            child,
+            stdin,
+            rx,
+            next_id: 1,
+        })
     }
 
     fn send(&mut self, v: &Value) -> anyhow::Result<()> {
@@ -59,12 +64,20 @@ impl Peer {
 
     /// Sends a request and waits for its answer; notifications go to `on_note` as they come,
     /// and server requests (approvals) are allowed once.
-    fn call(&mut self, method: &str, params: Value, mut on_note: impl FnMut(&Value)) -> anyhow::Result<Value> {
+    fn call(
+        &mut self,
+        method: &str,
+        params: Value,
+        mut on_note: impl FnMut(&Value),
+    ) -> anyhow::Result<Value> {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
         loop {
-            let m = self.rx.recv_timeout(Duration::from_secs(60)).map_err(|_| anyhow!("{method}: no answer from garuda serve"))?;
+            let m = self
+                .rx
+                .recv_timeout(Duration::from_secs(60))
+                .map_err(|_| anyhow!("{method}: no answer from garuda serve"))?;
             match (m.get("id"), m.get("method")) {
                 (Some(i), None) if i == &json!(id) => {
                     return match m.get("error") {
@@ -73,7 +86,8 @@ impl Peer {
                     };
                 }
                 (Some(i), Some(_)) => {
-                    let reply = json!({"jsonrpc": "2.0", "id": i, "result": {"optionId": "allow_once"}});
+                    let reply =
+                        json!({"jsonrpc": "2.0", "id": i, "result": {"optionId": "allow_once"}});
                     self.send(&reply)?;
                 }
                 _ => on_note(&m),
@@ -99,20 +113,33 @@ fn print_event(m: &Value) {
             print!("{}", e["text"].as_str().unwrap_or(""));
             let _ = std::io::stdout().flush();
         }
-        "toolCallStarted" => println!("\n    tool call: {} {}", e["name"].as_str().unwrap_or(""), e["input"]),
+        "toolCallStarted" => println!(
+            "\n    tool call: {} {}",
+            e["name"].as_str().unwrap_or(""),
+            e["input"]
+        ),
         "toolCallFinished" => {
             let out = e["output"].as_str().unwrap_or("");
-            println!("    tool result: {} lines{}", out.lines().count(), if e["isError"] == true { " (error)" } else { "" });
+            println!(
+                "    tool result: {} lines{}",
+                out.lines().count(),
+                if e["isError"] == true { " (error)" } else { "" }
+            );
         }
         "usage" => println!("\n    usage: context {} tokens", e["contextTokens"]),
-        "compaction" => println!("    compaction {}: {}", e["phase"].as_str().unwrap_or(""), e.get("message").and_then(Value::as_str).unwrap_or("")),
+        "compaction" => println!(
+            "    compaction {}: {}",
+            e["phase"].as_str().unwrap_or(""),
+            e.get("message").and_then(Value::as_str).unwrap_or("")
+        ),
         _ => {}
     }
 }
 
 /// Runs the demo on `dir`; returns the process exit code.
 pub fn run(dir: &Path) -> anyhow::Result<u8> {
-    let root = std::fs::canonicalize(dir).with_context(|| format!("{} is not a folder", dir.display()))?;
+    let root =
+        std::fs::canonicalize(dir).with_context(|| format!("{} is not a folder", dir.display()))?;
     let state = tempdir()?;
     let cassette = state.join("demo-cassette.jsonl");
     std::fs::write(&cassette, CASSETTE)?;
@@ -122,14 +149,23 @@ pub fn run(dir: &Path) -> anyhow::Result<u8> {
     let t = Instant::now();
     let mut peer = Peer::start(&state)?;
     let init = peer.call("initialize", json!({"processId": std::process::id(), "clientInfo": {"name": "garuda-demo"}, "capabilities": {}}), |_| {})?;
-    println!("   {} {} ready in {}", init["serverInfo"]["name"].as_str().unwrap_or(""), init["serverInfo"]["version"].as_str().unwrap_or(""), ms(t));
+    println!(
+        "   {} {} ready in {}",
+        init["serverInfo"]["name"].as_str().unwrap_or(""),
+        init["serverInfo"]["version"].as_str().unwrap_or(""),
+        ms(t)
+    );
     peer.send(&json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}))?;
 
     println!("2. open {} as a workspace", root.display());
     let t = Instant::now();
     let ws = peer.call("workspace/open", json!({"root": root}), |_| {})?;
     let wid = ws["workspaceId"].as_str().unwrap_or("").to_string();
-    println!("   {wid} in {}; context files: {}", ms(t), ws["contextFiles"]);
+    println!(
+        "   {wid} in {}; context files: {}",
+        ms(t),
+        ws["contextFiles"]
+    );
 
     println!("3. assemble the system prompt (cold, then warm)");
     let t = Instant::now();
@@ -137,10 +173,25 @@ pub fn run(dir: &Path) -> anyhow::Result<u8> {
     let cold = ms(t);
     let t = Instant::now();
     peer.call("prompt/assemble", json!({"workspaceId": wid}), |_| {})?;
-    println!("   {} bytes, sha256 {}…, cold {cold}, warm {}", a["system"].as_str().map_or(0, str::len), &a["sha256"].as_str().unwrap_or("")[..12.min(a["sha256"].as_str().unwrap_or("").len())], ms(t));
+    println!(
+        "   {} bytes, sha256 {}…, cold {cold}, warm {}",
+        a["system"].as_str().map_or(0, str::len),
+        &a["sha256"].as_str().unwrap_or("")[..12.min(a["sha256"].as_str().unwrap_or("").len())],
+        ms(t)
+    );
     for s in a["sections"].as_array().into_iter().flatten() {
-        let status = if s["skipped"].is_string() { format!("skipped: {}", s["skipped"].as_str().unwrap_or("")) } else if s["cut"] == true { "cut".into() } else { "included".into() };
-        println!("     - {:<28} {:>6} bytes  {status}", s["kind"].as_str().unwrap_or(""), s["bytes"]);
+        let status = if s["skipped"].is_string() {
+            format!("skipped: {}", s["skipped"].as_str().unwrap_or(""))
+        } else if s["cut"] == true {
+            "cut".into()
+        } else {
+            "included".into()
+        };
+        println!(
+            "     - {:<28} {:>6} bytes  {status}",
+            s["kind"].as_str().unwrap_or(""),
+            s["bytes"]
+        );
     }
 
     println!("4. new session with the bundled replay model");
@@ -156,15 +207,33 @@ pub fn run(dir: &Path) -> anyhow::Result<u8> {
     for (i, p) in prompts.iter().enumerate() {
         println!("{}. turn: {p}", 5 + i);
         let t = Instant::now();
-        let r = peer.call("turn/run", json!({"sessionId": sid, "input": [{"type": "text", "text": p}]}), print_event)?;
-        println!("   -> {} in {}", r["stopReason"].as_str().unwrap_or(""), ms(t));
+        let r = peer.call(
+            "turn/run",
+            json!({"sessionId": sid, "input": [{"type": "text", "text": p}]}),
+            print_event,
+        )?;
+        println!(
+            "   -> {} in {}",
+            r["stopReason"].as_str().unwrap_or(""),
+            ms(t)
+        );
     }
 
     let step = 5 + prompts.len();
     println!("{step}. force a compaction (session/compact)");
     let t = Instant::now();
-    match peer.call("session/compact", json!({"sessionId": sid, "focus": "the package layout"}), print_event) {
-        Ok(r) => println!("   {} in {}: {} -> {} tokens", r["kind"].as_str().unwrap_or("compacted"), ms(t), r["tokensBefore"], r["tokensAfter"]),
+    match peer.call(
+        "session/compact",
+        json!({"sessionId": sid, "focus": "the package layout"}),
+        print_event,
+    ) {
+        Ok(r) => println!(
+            "   {} in {}: {} -> {} tokens",
+            r["kind"].as_str().unwrap_or("compacted"),
+            ms(t),
+            r["tokensBefore"],
+            r["tokensAfter"]
+        ),
         Err(e) => println!("   not available: {e}"),
     }
     match peer.call("context/inspect", json!({"sessionId": sid}), |_| {}) {
@@ -178,7 +247,10 @@ pub fn run(dir: &Path) -> anyhow::Result<u8> {
     peer.call("shutdown", Value::Null, |_| {})?;
     peer.send(&json!({"jsonrpc": "2.0", "method": "exit"}))?;
     let status = peer.child.wait()?;
-    println!("   garuda serve exited with {status}; whole demo {}", ms(total));
+    println!(
+        "   garuda serve exited with {status}; whole demo {}",
+        ms(total)
+    );
     let _ = std::fs::remove_dir_all(&state);
     Ok(if status.success() { 0 } else { 1 })
 }

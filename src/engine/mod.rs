@@ -123,6 +123,25 @@ impl Engine {
         options: Option<AssembleOptions>,
     ) -> Result<AssembleResult, WorkspaceError> {
         let ws = self.workspaces.require(workspace_id)?;
+        let opts = Self::prompt_options(&ws, options);
+        Ok(Self::result(&ws.assemble(&opts)))
+    }
+
+    /// The assembled prompt when it is already cached (no IO); `Ok(None)` otherwise.
+    pub fn assemble_cached(
+        &self,
+        workspace_id: &str,
+        options: Option<AssembleOptions>,
+    ) -> Result<Option<AssembleResult>, WorkspaceError> {
+        let ws = self.workspaces.require(workspace_id)?;
+        let opts = Self::prompt_options(&ws, options);
+        Ok(ws.cached(&opts).map(|a| Self::result(&a)))
+    }
+
+    fn prompt_options(
+        ws: &Workspace,
+        options: Option<AssembleOptions>,
+    ) -> crate::prompt::PromptOptions {
         let options = options.unwrap_or_default();
         let mut opts = ws.default_options(options.model.as_deref());
         if let Some(f) = options.features {
@@ -131,12 +150,15 @@ impl Engine {
         if let Some(l) = options.limits {
             opts.limits = l;
         }
-        let a = ws.assemble(&opts);
-        Ok(AssembleResult {
+        opts
+    }
+
+    fn result(a: &crate::prompt::Assembled) -> AssembleResult {
+        AssembleResult {
             system: a.system.clone(),
             sha256: a.sha256.clone(),
             sections: a.sections.clone(),
             warnings: a.warnings.clone(),
-        })
+        }
     }
 }

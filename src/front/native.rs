@@ -370,9 +370,21 @@ impl Handler for NativeFront {
             "workspace/close" => Dispatch::Reply(self.workspace_close(params)),
             "workspace/list" => Dispatch::Reply(self.workspace_list()),
             "prompt/assemble" => {
+                let p: AssembleParams = match parse_params(params) {
+                    Ok(p) => p,
+                    Err(e) => return Dispatch::Reply(Err(e)),
+                };
+                // A warm prompt is answered on the read loop; only a cold one reads files.
+                match self
+                    .engine
+                    .assemble_cached(&p.workspace_id, p.options.clone())
+                {
+                    Ok(Some(res)) => return Dispatch::Reply(to_value(res)),
+                    Ok(None) => {}
+                    Err(e) => return Dispatch::Reply(Err(ws_error(e))),
+                }
                 let engine = self.engine.clone();
                 Dispatch::Spawn(Box::pin(async move {
-                    let p: AssembleParams = parse_params(params)?;
                     let res = tokio::task::spawn_blocking(move || {
                         engine.assemble(&p.workspace_id, p.options)
                     })

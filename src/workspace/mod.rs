@@ -112,12 +112,18 @@ impl Workspace {
         g
     }
 
+    /// The assembled prompt for `opts` when it is cached, without any IO.
+    pub fn cached(&self, opts: &PromptOptions) -> Option<Arc<Assembled>> {
+        let key = serde_json::to_string(opts).unwrap_or_default();
+        self.lock_cache().assembled.get(&key).cloned()
+    }
+
     /// The assembled prompt for `opts`; a warm call does no file IO.
     pub fn assemble(&self, opts: &PromptOptions) -> Arc<Assembled> {
-        let key = serde_json::to_string(opts).unwrap_or_default();
-        if let Some(a) = self.lock_cache().assembled.get(&key) {
-            return a.clone();
+        if let Some(a) = self.cached(opts) {
+            return a;
         }
+        let key = serde_json::to_string(opts).unwrap_or_default();
         let g = self.gathered(&opts.limits);
         let a = Arc::new(prompt::assemble(&g, opts));
         self.lock_cache().assembled.insert(key, a.clone());

@@ -36,16 +36,31 @@ fn prompt_prints_the_prompt_and_a_report() {
     let home = tempfile::tempdir().expect("home");
     let ws = tempfile::tempdir().expect("ws");
     std::fs::write(ws.path().join("AGENTS.md"), "Use make.\n").expect("write");
-    let out = garuda(home.path()).args(["prompt", "--feature", "web", "--model", "x/y"]).arg(ws.path()).output().expect("run");
+    let out = garuda(home.path())
+        .args(["prompt", "--feature", "web", "--model", "x/y"])
+        .arg(ws.path())
+        .output()
+        .expect("run");
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("Use make.") && stdout.contains("x/y"));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("sha256") && stderr.contains("AGENTS.md"), "{stderr}");
-    let out = garuda(home.path()).args(["prompt", "--json"]).arg(ws.path()).output().expect("run");
+    assert!(
+        stderr.contains("sha256") && stderr.contains("AGENTS.md"),
+        "{stderr}"
+    );
+    let out = garuda(home.path())
+        .args(["prompt", "--json"])
+        .arg(ws.path())
+        .output()
+        .expect("run");
     let v: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["sha256"].as_str().expect("sha").len(), 64);
-    let out = garuda(home.path()).args(["prompt", "--feature", "nope"]).arg(ws.path()).output().expect("run");
+    let out = garuda(home.path())
+        .args(["prompt", "--feature", "nope"])
+        .arg(ws.path())
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
 }
@@ -56,10 +71,16 @@ fn bad_config_names_file_and_line() {
     let dir = home.path().join("config/garuda");
     std::fs::create_dir_all(&dir).expect("mkdir");
     std::fs::write(dir.join("config.toml"), "model = \"a\"\n[limits\n").expect("write");
-    let out = garuda(home.path()).args(["prompt", "."]).output().expect("run");
+    let out = garuda(home.path())
+        .args(["prompt", "."])
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("config.toml") && err.contains("line 2"), "{err}");
+    assert!(
+        err.contains("config.toml") && err.contains("line 2"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -67,19 +88,45 @@ fn exec_runs_one_turn_offline() {
     let home = tempfile::tempdir().expect("home");
     let ws = tempfile::tempdir().expect("ws");
     let model = cassette(ws.path(), &[HELLO]);
-    let out = garuda(home.path()).args(["exec", "--model", &model]).arg(ws.path()).arg("hi").output().expect("run");
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "Hello from replay.");
+    let out = garuda(home.path())
+        .args(["exec", "--model", &model])
+        .arg(ws.path())
+        .arg("hi")
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "Hello from replay."
+    );
 
     let model = cassette(ws.path(), &[HELLO]);
-    let out = garuda(home.path()).args(["exec", "--json", "--model", &model]).arg(ws.path()).arg("hi").output().expect("run");
-    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+    let out = garuda(home.path())
+        .args(["exec", "--json", "--model", &model])
+        .arg(ws.path())
+        .arg("hi")
+        .output()
+        .expect("run");
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
     assert!(events.iter().any(|e| e["event"]["kind"] == "textDelta"));
     assert_eq!(events.last().expect("last")["event"]["kind"], "finished");
 
     // An exhausted cassette is a model error: exit 1.
     let model = cassette(ws.path(), &[]);
-    let out = garuda(home.path()).args(["exec", "--model", &model]).arg(ws.path()).arg("hi").output().expect("run");
+    let out = garuda(home.path())
+        .args(["exec", "--model", &model])
+        .arg(ws.path())
+        .arg("hi")
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(1));
 }
 
@@ -87,10 +134,18 @@ fn exec_runs_one_turn_offline() {
 fn exec_without_a_model_says_how_to_configure_one() {
     let home = tempfile::tempdir().expect("home");
     let ws = tempfile::tempdir().expect("ws");
-    let out = garuda(home.path()).arg("exec").arg(ws.path()).arg("hi").output().expect("run");
+    let out = garuda(home.path())
+        .arg("exec")
+        .arg(ws.path())
+        .arg("hi")
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("replay:") && err.contains("config.toml"), "{err}");
+    assert!(
+        err.contains("replay:") && err.contains("config.toml"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -104,7 +159,12 @@ fn exec_policy_denies_commands_without_a_terminal() {
             HELLO,
         ],
     );
-    let out = garuda(home.path()).args(["exec", "--model", &model, "--policy", "ask"]).arg(ws.path()).arg("run").output().expect("run");
+    let out = garuda(home.path())
+        .args(["exec", "--model", &model, "--policy", "ask"])
+        .arg(ws.path())
+        .arg("run")
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(0));
     assert!(!ws.path().join("ran.txt").exists());
     assert!(String::from_utf8_lossy(&out.stderr).contains("denied"));
@@ -115,7 +175,12 @@ fn exec_policy_denies_commands_without_a_terminal() {
             HELLO,
         ],
     );
-    let out = garuda(home.path()).args(["exec", "--model", &model, "--policy", "full-auto"]).arg(ws.path()).arg("run").output().expect("run");
+    let out = garuda(home.path())
+        .args(["exec", "--model", &model, "--policy", "full-auto"])
+        .arg(ws.path())
+        .arg("run")
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(0));
     assert!(ws.path().join("ran.txt").exists());
 }
@@ -123,8 +188,20 @@ fn exec_policy_denies_commands_without_a_terminal() {
 #[test]
 fn demo_runs_offline_on_this_repository() {
     let home = tempfile::tempdir().expect("home");
-    let out = garuda(home.path()).arg("demo").arg(env!("CARGO_MANIFEST_DIR")).output().expect("run");
+    let out = garuda(home.path())
+        .arg("demo")
+        .arg(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("tool call: read_file") && stdout.contains("The package is called garuda"), "{stdout}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("tool call: read_file") && stdout.contains("The package is called garuda"),
+        "{stdout}"
+    );
 }

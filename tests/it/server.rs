@@ -378,9 +378,15 @@ fn schema_file_is_current() {
 
 #[test]
 fn exits_when_the_client_process_dies() {
-    let mut parent = std::process::Command::new("sleep").arg("1").spawn().expect("sleep");
+    let mut parent = std::process::Command::new("sleep")
+        .arg("1")
+        .spawn()
+        .expect("sleep");
     let mut g = Garuda::spawn(Framing::Lsp);
-    g.call("initialize", json!({"processId": parent.id(), "capabilities": {}}));
+    g.call(
+        "initialize",
+        json!({"processId": parent.id(), "capabilities": {}}),
+    );
     // Reaped, so the pid is really gone.
     parent.wait().expect("wait");
     assert_eq!(g.wait_exit(), Some(0));

@@ -612,8 +612,16 @@ fn no_model_configured_says_how_to_configure() {
 #[test]
 fn edits_go_through_the_editor_when_it_can_apply_them() {
     let mock = Mock::start(vec![
-        MockReply::Sse(anthropic_tool_use("t1", "read_file", &["{\"path\": \"a.txt\"}"])),
-        MockReply::Sse(anthropic_tool_use("t2", "edit_file", &["{\"path\": \"a.txt\", \"old_string\": \"alpha\", \"new_string\": \"ALPHA\"}"])),
+        MockReply::Sse(anthropic_tool_use(
+            "t1",
+            "read_file",
+            &["{\"path\": \"a.txt\"}"],
+        )),
+        MockReply::Sse(anthropic_tool_use(
+            "t2",
+            "edit_file",
+            &["{\"path\": \"a.txt\", \"old_string\": \"alpha\", \"new_string\": \"ALPHA\"}"],
+        )),
         MockReply::Sse(anthropic_text("edited", MockUsage::new(5, 1))),
     ]);
     let home = tempfile::tempdir().expect("home");
@@ -623,30 +631,49 @@ fn edits_go_through_the_editor_when_it_can_apply_them() {
     let env = mock.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let mut g = Garuda::spawn_at(Framing::Lsp, home.path(), &[], &env);
-    g.call("initialize", json!({"capabilities": {"workspace": {"applyEdit": true}}}));
+    g.call(
+        "initialize",
+        json!({"capabilities": {"workspace": {"applyEdit": true}}}),
+    );
     let wid = g.open(ws.path());
     let sid = new_session(&mut g, &wid, "full-auto");
     let mut applied = Vec::new();
-    let r = g.request_serving("turn/run", json!({"sessionId": sid, "input": text_input("edit")}), |req| {
-        assert_eq!(req["method"], "workspace/applyEdit");
-        let changes = req["params"]["edit"]["changes"].as_object().expect("changes");
-        let (uri, edits) = changes.iter().next().expect("one file");
-        let path = uri.strip_prefix("file://").expect("file uri");
-        // The editor applies the edit to its buffer (and here, to disk).
-        std::fs::write(path, edits[0]["newText"].as_str().expect("text")).expect("apply");
-        applied.push(uri.clone());
-        json!({"applied": true})
-    });
+    let r = g.request_serving(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("edit")}),
+        |req| {
+            assert_eq!(req["method"], "workspace/applyEdit");
+            let changes = req["params"]["edit"]["changes"]
+                .as_object()
+                .expect("changes");
+            let (uri, edits) = changes.iter().next().expect("one file");
+            let path = uri.strip_prefix("file://").expect("file uri");
+            // The editor applies the edit to its buffer (and here, to disk).
+            std::fs::write(path, edits[0]["newText"].as_str().expect("text")).expect("apply");
+            applied.push(uri.clone());
+            json!({"applied": true})
+        },
+    );
     assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
     assert_eq!(applied.len(), 1);
-    assert_eq!(std::fs::read_to_string(ws.path().join("a.txt")).expect("read"), "ALPHA\nbeta\n");
-    let done: Vec<Value> = g.turn_events().into_iter().filter(|e| e["kind"] == "toolCallFinished").collect();
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).expect("read"),
+        "ALPHA\nbeta\n"
+    );
+    let done: Vec<Value> = g
+        .turn_events()
+        .into_iter()
+        .filter(|e| e["kind"] == "toolCallFinished")
+        .collect();
     assert_eq!(done[1]["isError"], false, "{done:?}");
 }
 
 #[test]
 fn exec_record_then_replay() {
-    let mock = Mock::start(vec![MockReply::Sse(anthropic_text("recorded answer", MockUsage::new(5, 2)))]);
+    let mock = Mock::start(vec![MockReply::Sse(anthropic_text(
+        "recorded answer",
+        MockUsage::new(5, 2),
+    ))]);
     let home = tempfile::tempdir().expect("home");
     let ws = tempfile::tempdir().expect("ws");
     let cassette = ws.path().join("rec.jsonl");
@@ -656,12 +683,30 @@ fn exec_record_then_replay() {
         for (k, v) in mock.env() {
             c.env(k, v);
         }
-        c.arg("exec").arg("--model").arg(model).args(extra).arg(ws.path()).arg("hi").output().expect("run")
+        c.arg("exec")
+            .arg("--model")
+            .arg(model)
+            .args(extra)
+            .arg(ws.path())
+            .arg("hi")
+            .output()
+            .expect("run")
     };
     let out = run(MODEL, &["--record", cassette.to_str().expect("utf8")]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "recorded answer");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "recorded answer"
+    );
     let out = run(&format!("replay:{}", cassette.display()), &[]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "recorded answer");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "recorded answer"
+    );
     assert_eq!(mock.rec.count(), 1, "the replay did not call the model");
 }
