@@ -1,160 +1,166 @@
-//! Pure conversions between Garuda's engine types and ACP v1 schema types (no IO).
+//! Pure conversions between Garuda's engine types and ACP v1 types (no IO).
 
-use agent_client_protocol_schema::v1 as acp;
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use super::types::{
+    AvailableCommand, ContentBlock, EmbeddedResource, PlanEntry, PlanEntryPriority,
+    PlanEntryStatus, SessionUpdate, StopReason as AcpStop, ToolCall, ToolCallContent,
+    ToolCallStatus, ToolKind,
+};
 use crate::message::{Block, ImageSource, Role, StopReason};
 use crate::tools::{TodoItem, TodoStatus};
 use crate::turn::TurnEvent;
 
 /// The ACP tool kind of a Garuda tool, for the editor's icon.
-pub fn tool_kind(name: &str) -> acp::ToolKind {
+pub fn tool_kind(name: &str) -> ToolKind {
     match name {
-        "read_file" | "list_files" => acp::ToolKind::Read,
-        "edit_file" | "write_file" => acp::ToolKind::Edit,
-        "bash" => acp::ToolKind::Execute,
-        "grep" | "glob" => acp::ToolKind::Search,
-        "todo_write" => acp::ToolKind::Think,
-        _ => acp::ToolKind::Other,
+        "read_file" | "list_files" => ToolKind::Read,
+        "edit_file" | "write_file" => ToolKind::Edit,
+        "bash" => ToolKind::Execute,
+        "grep" | "glob" => ToolKind::Search,
+        "todo_write" => ToolKind::Think,
+        _ => ToolKind::Other,
     }
 }
 
-/// A one-line title for a call, e.g. `bash: cargo test`.
-pub fn tool_title(name: &str, input: &Value) -> String {
-    crate::tools::describe_call(name, input)
-}
-
-/// The `tool_call` update announcing a call.
-pub fn tool_call(
-    id: &str,
-    name: &str,
-    input: &Value,
-    status: acp::ToolCallStatus,
-) -> acp::ToolCall {
-    acp::ToolCall::new(id.to_string(), tool_title(name, input))
-        .kind(tool_kind(name))
-        .status(status)
-        .raw_input(input.clone())
+/// The `tool_call` announcing a call.
+pub fn tool_call(id: &str, name: &str, input: &Value, status: ToolCallStatus) -> ToolCall {
+    ToolCall {
+        tool_call_id: id.to_string(),
+        title: Some(crate::tools::describe_call(name, input)),
+        kind: Some(tool_kind(name)),
+        status: Some(status),
+        raw_input: Some(input.clone()),
+        content: None,
+    }
 }
 
 /// The `tool_call_update` closing a call with its output.
-pub fn tool_result(id: &str, output: &str, is_error: bool) -> acp::ToolCallUpdate {
-    let status = if is_error {
-        acp::ToolCallStatus::Failed
-    } else {
-        acp::ToolCallStatus::Completed
-    };
-    acp::ToolCallUpdate::new(
-        id.to_string(),
-        acp::ToolCallUpdateFields::new()
-            .status(status)
-            .content(vec![acp::ToolCallContent::from(output.to_string())]),
-    )
+pub fn tool_result(id: &str, output: &str, is_error: bool) -> ToolCall {
+    ToolCall {
+        tool_call_id: id.to_string(),
+        status: Some(if is_error {
+            ToolCallStatus::Failed
+        } else {
+            ToolCallStatus::Completed
+        }),
+        content: Some(vec![ToolCallContent::Content {
+            content: ContentBlock::text(output),
+        }]),
+        ..Default::default()
+    }
 }
 
 /// The ACP plan of a todo list.
-pub fn plan(todos: &[TodoItem]) -> acp::Plan {
-    acp::Plan::new(
-        todos
+pub fn plan(todos: &[TodoItem]) -> SessionUpdate {
+    SessionUpdate::Plan {
+        entries: todos
             .iter()
-            .map(|t| {
-                let status = match t.status {
-                    TodoStatus::Pending => acp::PlanEntryStatus::Pending,
-                    TodoStatus::InProgress => acp::PlanEntryStatus::InProgress,
-                    TodoStatus::Completed => acp::PlanEntryStatus::Completed,
-                };
-                acp::PlanEntry::new(t.content.clone(), acp::PlanEntryPriority::Medium, status)
+            .map(|t| PlanEntry {
+                content: t.content.clone(),
+                priority: PlanEntryPriority::Medium,
+                status: match t.status {
+                    TodoStatus::Pending => PlanEntryStatus::Pending,
+                    TodoStatus::InProgress => PlanEntryStatus::InProgress,
+                    TodoStatus::Completed => PlanEntryStatus::Completed,
+                },
             })
             .collect(),
-    )
+    }
 }
 
 /// The session update for one turn event; `None` for events ACP has no place for.
-pub fn event_update(event: TurnEvent, context_window: u64) -> Option<acp::SessionUpdate> {
+pub fn event_update(event: TurnEvent, context_window: u64) -> Option<SessionUpdate> {
     Some(match event {
-        TurnEvent::TextDelta { text } => {
-            acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text.into()))
+        TurnEvent::TextDelta { text } => SessionUpdate::AgentMessageChunk {
+            content: ContentBlock::text(text),
+        },
+        TurnEvent::ThinkingDelta { text } => SessionUpdate::AgentThoughtChunk {
+            content: ContentBlock::text(text),
+        },
+        TurnEvent::ToolCallStarted { id, name, input } => {
+            SessionUpdate::ToolCall(tool_call(&id, &name, &input, ToolCallStatus::InProgress))
         }
-        TurnEvent::ThinkingDelta { text } => {
-            acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(text.into()))
-        }
-        TurnEvent::ToolCallStarted { id, name, input } => acp::SessionUpdate::ToolCall(tool_call(
-            &id,
-            &name,
-            &input,
-            acp::ToolCallStatus::InProgress,
-        )),
         TurnEvent::ToolCallFinished {
             id,
             output,
             is_error,
             ..
-        } => acp::SessionUpdate::ToolCallUpdate(tool_result(&id, &output, is_error)),
-        TurnEvent::Todos { todos } => acp::SessionUpdate::Plan(plan(&todos)),
-        TurnEvent::Usage { context_tokens, .. } => {
-            acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(context_tokens, context_window))
-        }
+        } => SessionUpdate::ToolCallUpdate(tool_result(&id, &output, is_error)),
+        TurnEvent::Todos { todos } => plan(&todos),
+        TurnEvent::Usage { context_tokens, .. } => SessionUpdate::UsageUpdate {
+            used: context_tokens,
+            size: context_window,
+        },
         TurnEvent::Compaction {
             phase,
             message: Some(m),
             ..
-        } if phase == "finished" || phase == "failed" => acp::SessionUpdate::AgentThoughtChunk(
-            acp::ContentChunk::new(format!("[compaction {phase}: {m}]").into()),
-        ),
+        } if phase == "finished" || phase == "failed" => SessionUpdate::AgentThoughtChunk {
+            content: ContentBlock::text(format!("[compaction {phase}: {m}]")),
+        },
         _ => return None,
     })
 }
 
 /// The ACP stop reason of a Garuda turn (`None`: the turn failed).
-pub fn stop_reason(r: StopReason) -> Option<acp::StopReason> {
+pub fn stop_reason(r: StopReason) -> Option<AcpStop> {
     Some(match r {
-        StopReason::EndTurn | StopReason::StopSequence | StopReason::ToolUse => {
-            acp::StopReason::EndTurn
-        }
-        StopReason::MaxTokens => acp::StopReason::MaxTokens,
-        StopReason::MaxSteps => acp::StopReason::MaxTurnRequests,
-        StopReason::Refusal => acp::StopReason::Refusal,
-        StopReason::Cancelled => acp::StopReason::Cancelled,
+        StopReason::EndTurn | StopReason::StopSequence | StopReason::ToolUse => AcpStop::EndTurn,
+        StopReason::MaxTokens => AcpStop::MaxTokens,
+        StopReason::MaxSteps => AcpStop::MaxTurnRequests,
+        StopReason::Refusal => AcpStop::Refusal,
+        StopReason::Cancelled => AcpStop::Cancelled,
         StopReason::Error => return None,
     })
 }
 
-/// Garuda input blocks for an ACP prompt; embedded resources become tagged text.
-pub fn prompt_blocks(prompt: Vec<acp::ContentBlock>) -> Vec<Block> {
+/// Decodes prompt blocks, skipping kinds this version does not know.
+pub fn decode_prompt(prompt: Vec<Value>) -> Vec<ContentBlock> {
     prompt
         .into_iter()
-        .filter_map(|b| match b {
-            acp::ContentBlock::Text(t) => Some(Block::text(t.text)),
-            acp::ContentBlock::Image(i) => Some(Block::Image {
-                source: ImageSource::Base64 {
-                    media_type: i.mime_type,
-                    data: i.data,
-                },
-            }),
-            acp::ContentBlock::ResourceLink(l) => {
-                Some(Block::text(format!("[resource: {} <{}>]", l.name, l.uri)))
+        .filter_map(|v| match serde_json::from_value(v) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                tracing::warn!("prompt block skipped: {e}");
+                None
             }
-            acp::ContentBlock::Resource(r) => match r.resource {
-                acp::EmbeddedResourceResource::TextResourceContents(t) => Some(Block::text(
-                    format!("<context uri=\"{}\">\n{}\n</context>", t.uri, t.text),
-                )),
-                acp::EmbeddedResourceResource::BlobResourceContents(b) => {
-                    Some(Block::text(format!("[binary resource {} omitted]", b.uri)))
-                }
-                _ => None,
+        })
+        .collect()
+}
+
+/// Garuda input blocks for an ACP prompt; embedded resources become tagged text.
+pub fn prompt_blocks(prompt: Vec<ContentBlock>) -> Vec<Block> {
+    prompt
+        .into_iter()
+        .map(|b| match b {
+            ContentBlock::Text { text } => Block::text(text),
+            ContentBlock::Image { data, mime_type } => Block::Image {
+                source: ImageSource::Base64 {
+                    media_type: mime_type,
+                    data,
+                },
             },
-            acp::ContentBlock::Audio(_) => Some(Block::text("[audio input is not supported]")),
-            _ => None,
+            ContentBlock::ResourceLink { name, uri } => {
+                Block::text(format!("[resource: {name} <{uri}>]"))
+            }
+            ContentBlock::Resource {
+                resource: EmbeddedResource { uri, text, .. },
+            } => match text {
+                Some(t) => Block::text(format!("<context uri=\"{uri}\">\n{t}\n</context>")),
+                None => Block::text(format!("[binary resource {uri} omitted]")),
+            },
+            ContentBlock::Audio { .. } => Block::text("[audio input is not supported]"),
         })
         .collect()
 }
 
 /// The plain text of a prompt (for slash commands).
-pub fn prompt_text(prompt: &[acp::ContentBlock]) -> String {
+pub fn prompt_text(prompt: &[ContentBlock]) -> String {
     prompt
         .iter()
         .filter_map(|b| match b {
-            acp::ContentBlock::Text(t) => Some(t.text.as_str()),
+            ContentBlock::Text { text } => Some(text.as_str()),
             _ => None,
         })
         .collect::<Vec<_>>()
@@ -162,23 +168,24 @@ pub fn prompt_text(prompt: &[acp::ContentBlock]) -> String {
 }
 
 /// The updates that replay one stored message (for `session/load`).
-pub fn history_updates(role: Role, content: &[Block]) -> Vec<acp::SessionUpdate> {
+pub fn history_updates(role: Role, content: &[Block]) -> Vec<SessionUpdate> {
     let mut out = Vec::new();
     for b in content {
         match (role, b) {
-            (Role::User, Block::Text { text }) => out.push(acp::SessionUpdate::UserMessageChunk(
-                acp::ContentChunk::new(text.clone().into()),
-            )),
-            (Role::User, Block::Image { source }) => {
-                if let ImageSource::Base64 { media_type, data } = source {
-                    out.push(acp::SessionUpdate::UserMessageChunk(
-                        acp::ContentChunk::new(acp::ContentBlock::Image(acp::ImageContent::new(
-                            data.clone(),
-                            media_type.clone(),
-                        ))),
-                    ));
-                }
-            }
+            (Role::User, Block::Text { text }) => out.push(SessionUpdate::UserMessageChunk {
+                content: ContentBlock::text(text.clone()),
+            }),
+            (
+                Role::User,
+                Block::Image {
+                    source: ImageSource::Base64 { media_type, data },
+                },
+            ) => out.push(SessionUpdate::UserMessageChunk {
+                content: ContentBlock::Image {
+                    data: data.clone(),
+                    mime_type: media_type.clone(),
+                },
+            }),
             (
                 _,
                 Block::ToolResult {
@@ -195,28 +202,23 @@ pub fn history_updates(role: Role, content: &[Block]) -> Vec<acp::SessionUpdate>
                     })
                     .collect::<Vec<_>>()
                     .join("\n");
-                out.push(acp::SessionUpdate::ToolCallUpdate(tool_result(
+                out.push(SessionUpdate::ToolCallUpdate(tool_result(
                     tool_use_id,
                     &text,
                     *is_error,
                 )));
             }
-            (Role::Assistant, Block::Text { text }) => out.push(
-                acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text.clone().into())),
-            ),
+            (Role::Assistant, Block::Text { text }) => out.push(SessionUpdate::AgentMessageChunk {
+                content: ContentBlock::text(text.clone()),
+            }),
             (Role::Assistant, Block::Thinking { thinking, .. }) => {
-                out.push(acp::SessionUpdate::AgentThoughtChunk(
-                    acp::ContentChunk::new(thinking.clone().into()),
-                ))
+                out.push(SessionUpdate::AgentThoughtChunk {
+                    content: ContentBlock::text(thinking.clone()),
+                })
             }
-            (Role::Assistant, Block::ToolUse { id, name, input }) => {
-                out.push(acp::SessionUpdate::ToolCall(tool_call(
-                    id,
-                    name,
-                    input,
-                    acp::ToolCallStatus::Pending,
-                )))
-            }
+            (Role::Assistant, Block::ToolUse { id, name, input }) => out.push(
+                SessionUpdate::ToolCall(tool_call(id, name, input, ToolCallStatus::Pending)),
+            ),
             _ => {}
         }
     }
@@ -224,25 +226,28 @@ pub fn history_updates(role: Role, content: &[Block]) -> Vec<acp::SessionUpdate>
 }
 
 /// The slash commands Garuda advertises after `session/new` and `session/load`.
-pub fn commands() -> acp::AvailableCommandsUpdate {
-    let unstructured = |hint: &str| {
-        acp::AvailableCommandInput::Unstructured(acp::UnstructuredCommandInput::new(hint))
+pub fn commands() -> SessionUpdate {
+    let cmd = |name: &str, description: &str, hint: Option<&str>| AvailableCommand {
+        name: name.into(),
+        description: description.into(),
+        input: hint.map(|h| json!({ "hint": h })),
     };
-    acp::AvailableCommandsUpdate::new(vec![
-        acp::AvailableCommand::new(
-            "compact",
-            "Summarise older turns to free context (optional focus)",
-        )
-        .input(unstructured("what the summary should keep")),
-        acp::AvailableCommand::new("context", "Show how the context window is used"),
-        acp::AvailableCommand::new("snip", "Drop tool output from the model's view"),
-    ])
+    SessionUpdate::AvailableCommandsUpdate {
+        available_commands: vec![
+            cmd(
+                "compact",
+                "Summarise older turns to free context (optional focus)",
+                Some("what the summary should keep"),
+            ),
+            cmd("context", "Show how the context window is used", None),
+            cmd("snip", "Drop tool output from the model's view", None),
+        ],
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn j<T: serde::Serialize>(v: T) -> Value {
         serde_json::to_value(v).unwrap()
@@ -292,15 +297,18 @@ mod tests {
     fn stop_reasons_and_prompts() {
         assert_eq!(
             stop_reason(StopReason::MaxSteps),
-            Some(acp::StopReason::MaxTurnRequests)
+            Some(AcpStop::MaxTurnRequests)
         );
         assert_eq!(stop_reason(StopReason::Error), None);
-        let prompt: Vec<acp::ContentBlock> = serde_json::from_value(json!([
-            {"type": "text", "text": "/compact "},
-            {"type": "text", "text": "tests"},
-            {"type": "resource", "resource": {"uri": "file:///a.rs", "text": "fn a() {}"}},
-        ]))
-        .unwrap();
+        let prompt = decode_prompt(
+            serde_json::from_value(json!([
+                {"type": "text", "text": "/compact "},
+                {"type": "text", "text": "tests"},
+                {"type": "resource", "resource": {"uri": "file:///a.rs", "text": "fn a() {}"}},
+                {"type": "hologram"},
+            ]))
+            .unwrap(),
+        );
         assert_eq!(prompt_text(&prompt), "/compact tests");
         let blocks = prompt_blocks(prompt);
         assert_eq!(blocks.len(), 3);

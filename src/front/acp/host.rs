@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
-use agent_client_protocol_schema::v1 as acp;
 use futures_util::future::BoxFuture;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::convert;
+use super::types::{SessionNotification, SessionUpdate, ToolCall, ToolCallStatus};
 use crate::front::permission_answer;
 use crate::rpc::Client;
 use crate::turn::{ClientToolResult, PermissionAnswer, PermissionRequest, TurnEvent, TurnHost};
@@ -20,8 +20,11 @@ pub struct AcpHost {
 }
 
 /// Sends one `session/update` notification.
-pub fn send_update(client: &Client, session_id: &str, update: acp::SessionUpdate) {
-    let n = acp::SessionNotification::new(session_id.to_string(), update);
+pub fn send_update(client: &Client, session_id: &str, update: SessionUpdate) {
+    let n = SessionNotification {
+        session_id: session_id.to_string(),
+        update,
+    };
     client.notify(
         "session/update",
         serde_json::to_value(n).unwrap_or(Value::Null),
@@ -29,33 +32,24 @@ pub fn send_update(client: &Client, session_id: &str, update: acp::SessionUpdate
 }
 
 /// The `session/request_permission` params for a Garuda approval request.
-pub fn permission_params(req: &PermissionRequest) -> acp::RequestPermissionRequest {
-    let call = acp::ToolCallUpdate::new(
-        req.tool_call_id.clone(),
-        acp::ToolCallUpdateFields::new()
-            .title(req.title.clone())
-            .kind(convert::tool_kind(&req.tool_name))
-            .status(acp::ToolCallStatus::Pending)
-            .raw_input(req.input.clone()),
-    );
-    let options = vec![
-        acp::PermissionOption::new(
-            "allow_once",
-            "Allow once",
-            acp::PermissionOptionKind::AllowOnce,
-        ),
-        acp::PermissionOption::new(
-            "allow_always",
-            "Allow always",
-            acp::PermissionOptionKind::AllowAlways,
-        ),
-        acp::PermissionOption::new(
-            "reject_once",
-            "Reject",
-            acp::PermissionOptionKind::RejectOnce,
-        ),
-    ];
-    acp::RequestPermissionRequest::new(req.session_id.clone(), call, options)
+pub fn permission_params(req: &PermissionRequest) -> Value {
+    let call = ToolCall {
+        tool_call_id: req.tool_call_id.clone(),
+        title: Some(req.title.clone()),
+        kind: Some(convert::tool_kind(&req.tool_name)),
+        status: Some(ToolCallStatus::Pending),
+        raw_input: Some(req.input.clone()),
+        content: None,
+    };
+    json!({
+        "sessionId": req.session_id,
+        "toolCall": call,
+        "options": [
+            {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+            {"optionId": "allow_always", "name": "Allow always", "kind": "allow_always"},
+            {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+        ],
+    })
 }
 
 impl TurnHost for AcpHost {
@@ -68,7 +62,7 @@ impl TurnHost for AcpHost {
     fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
         let client = self.client.clone();
         Box::pin(async move {
-            let params = serde_json::to_value(permission_params(&req)).unwrap_or(Value::Null);
+            let params = permission_params(&req);
             match client.request("session/request_permission", params).await {
                 // `{outcome: {outcome: "cancelled"}}` and unknown ids count as a rejection.
                 Ok(v) => permission_answer(&v),
@@ -113,7 +107,6 @@ impl TurnHost for AcpHost {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn permission_request_shape() {
@@ -125,7 +118,7 @@ mod tests {
             input: json!({"command": "ls"}),
             options: PermissionRequest::standard_options(),
         };
-        let v = serde_json::to_value(permission_params(&req)).unwrap();
+        let v = permission_params(&req);
         assert_eq!(v["sessionId"], "s");
         assert_eq!(v["toolCall"]["toolCallId"], "t");
         assert_eq!(v["toolCall"]["kind"], "execute");

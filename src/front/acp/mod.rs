@@ -13,8 +13,14 @@
 //! | `session/cancel`, `$/cancel_request` | cancel the running turn / request |
 //! | `session/request_permission` (agent → client) | approvals under the `ask` policy |
 //!
-//! Types come from the official `agent-client-protocol-schema` crate (default features off,
-//! so without its schemars derive); it adds about fifteen small crates, mostly proc-macros.
+//! Types are hand-written ([`types`]) instead of taken from the official
+//! `agent-client-protocol-schema` crate (1.20). That crate builds with our toolchain and adds
+//! only ~15 small crates, but it enables serde_json's `preserve_order` feature, and Cargo
+//! unifies features across the build: every `serde_json::Value` in Garuda would become
+//! insertion-ordered (IndexMap-backed). That changes the key order of all native-protocol
+//! answers, the generated `protocol/schema.json` and snapshots, and grows `Value` enough to
+//! trip clippy's `result_large_err` in `rpc`. The subset ACP needs here is ~300 lines of
+//! serde types, checked against the spec by the Node test with the official TypeScript SDK.
 //!
 //! Limits:
 //! - The model is `$GARUDA_MODEL` when set, else the configured `model` in
@@ -30,6 +36,7 @@
 mod convert;
 mod host;
 mod slash;
+pub mod types;
 
 pub use host::{AcpHost, send_update};
 
@@ -37,8 +44,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use agent_client_protocol_schema::v1 as acp;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::native::engine_error;
@@ -47,6 +53,7 @@ use crate::engine::{Engine, NewSession};
 use crate::message::Block;
 use crate::rpc::{Client, Dispatch, Flow, Handler, Id, RequestCtx, RpcError, codes};
 use crate::turn::TurnHost;
+use types::{CancelNotification, LoadSessionRequest, NewSessionRequest, PromptRequest, StopReason};
 
 /// The environment variable that picks the model of ACP sessions.
 pub const MODEL_ENV: &str = "GARUDA_MODEL";
@@ -102,26 +109,19 @@ impl AcpFront {
     }
 
     fn initialize(&self) -> Result<Value, RpcError> {
-        let caps = acp::AgentCapabilities::new()
-            .load_session(true)
-            .prompt_capabilities(
-                acp::PromptCapabilities::new()
-                    .image(true)
-                    .embedded_context(true),
-            );
-        to_value(
-            acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
-                .agent_capabilities(caps)
-                .auth_methods(Vec::new())
-                .agent_info(acp::Implementation::new(
-                    "garuda",
-                    env!("CARGO_PKG_VERSION"),
-                )),
-        )
+        Ok(json!({
+            "protocolVersion": types::PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": true,
+                "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "garuda", "version": env!("CARGO_PKG_VERSION")},
+        }))
     }
 
     fn session_new(&self, params: Value, client: Client) -> Dispatch {
-        let p: acp::NewSessionRequest = match parse_params(params) {
+        let p: NewSessionRequest = match parse_params(params) {
             Ok(p) => p,
             Err(e) => return Dispatch::Reply(Err(e)),
         };
@@ -166,16 +166,16 @@ impl AcpFront {
         };
         lock(&self.sessions).insert(id.clone(), AcpSession { extra_dirs: extra });
         advertise_commands_later(client, id.clone());
-        Dispatch::Reply(to_value(acp::NewSessionResponse::new(id)))
+        Dispatch::Reply(Ok(json!({ "sessionId": id })))
     }
 
     fn session_load(&self, params: Value, client: Client) -> Dispatch {
-        let p: acp::LoadSessionRequest = match parse_params(params) {
+        let p: LoadSessionRequest = match parse_params(params) {
             Ok(p) => p,
             Err(e) => return Dispatch::Reply(Err(e)),
         };
         let engine = self.engine.clone();
-        let id = p.session_id.0.to_string();
+        let id = p.session_id.clone();
         lock(&self.sessions).entry(id.clone()).or_default();
         Dispatch::Spawn(Box::pin(async move {
             let replay = {
@@ -212,21 +212,19 @@ impl AcpFront {
             for u in updates {
                 send_update(&client, &id, u);
             }
-            send_update(
-                &client,
-                &id,
-                acp::SessionUpdate::AvailableCommandsUpdate(convert::commands()),
-            );
-            to_value(acp::LoadSessionResponse::new())
+            send_update(&client, &id, convert::commands());
+            // The spec's LoadSessionResponse is an object (modes, models): `{}` rather than null,
+            // which the TypeScript SDK would reject.
+            Ok(json!({}))
         }))
     }
 
     fn session_prompt(&self, params: Value, ctx: RequestCtx) -> Dispatch {
-        let p: acp::PromptRequest = match parse_params(params) {
+        let p: PromptRequest = match parse_params(params) {
             Ok(p) => p,
             Err(e) => return Dispatch::Reply(Err(e)),
         };
-        let id = p.session_id.0.to_string();
+        let id = p.session_id.clone();
         let engine = self.engine.clone();
         let live = match engine.session(&id) {
             Ok(l) => l,
@@ -236,11 +234,12 @@ impl AcpFront {
             client: ctx.client.clone(),
             context_window: live.setup.model_info.context_window,
         });
-        let text = convert::prompt_text(&p.prompt);
+        let prompt = convert::decode_prompt(p.prompt);
+        let text = convert::prompt_text(&prompt);
         if let Some(cmd) = slash::parse(&text) {
             return Dispatch::Spawn(Box::pin(async move {
                 slash::run(&engine, &id, cmd, host).await;
-                to_value(acp::PromptResponse::new(acp::StopReason::EndTurn))
+                to_value(json!({ "stopReason": StopReason::EndTurn }))
             }));
         }
         let extra = lock(&self.sessions)
@@ -255,7 +254,7 @@ impl AcpFront {
                 list.join("\n")
             )));
         }
-        input.extend(convert::prompt_blocks(p.prompt));
+        input.extend(convert::prompt_blocks(prompt));
         let prompts = self.prompts.clone();
         lock(&prompts).insert(ctx.id.clone(), ctx.cancel.clone());
         let req_id = ctx.id.clone();
@@ -264,7 +263,7 @@ impl AcpFront {
             lock(&prompts).remove(&req_id);
             let out = out.map_err(engine_error)?;
             match convert::stop_reason(out.stop_reason) {
-                Some(r) => to_value(acp::PromptResponse::new(r)),
+                Some(r) => to_value(json!({ "stopReason": r })),
                 None => Err(RpcError::new(
                     codes::PROVIDER_ERROR,
                     out.error.unwrap_or_else(|| "the turn failed".into()),
@@ -274,11 +273,11 @@ impl AcpFront {
     }
 
     fn cancel_session(&self, params: Value) {
-        let Ok(p) = parse_params::<acp::CancelNotification>(params) else {
+        let Ok(p) = parse_params::<CancelNotification>(params) else {
             tracing::warn!("session/cancel without a valid sessionId");
             return;
         };
-        if let Ok(live) = self.engine.session(&p.session_id.0) {
+        if let Ok(live) = self.engine.session(&p.session_id) {
             live.cancel();
         }
     }
@@ -300,11 +299,7 @@ impl AcpFront {
 fn advertise_commands_later(client: Client, id: String) {
     tokio::spawn(async move {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        send_update(
-            &client,
-            &id,
-            acp::SessionUpdate::AvailableCommandsUpdate(convert::commands()),
-        );
+        send_update(&client, &id, convert::commands());
     });
 }
 
