@@ -289,3 +289,55 @@ fn session_cancel_stops_a_running_tool() {
 fn cancel_request_stops_a_prompt() {
     cancel_running_tool(true);
 }
+
+#[test]
+fn todo_write_becomes_a_plan_and_extra_directories_are_named() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let extra = tempfile::tempdir().unwrap();
+    let todos = json!({"todos": [
+        {"content": "read the code", "status": "completed"},
+        {"content": "fix the bug", "status": "in_progress"},
+        {"content": "run the tests", "status": "pending"},
+    ]});
+    let tape = cassette(
+        home.path(),
+        &[
+            // Only answers when the first prompt names the additional directory.
+            json!({"match": "also opened these directories",
+                "response": {"content": [{"type": "tool_use", "id": "toolu_t", "name": "todo_write", "input": todos}],
+                "stopReason": "tool_use"}}),
+            json!({"response": {"content": [{"type": "text", "text": "Planned."}], "stopReason": "end_turn"}}),
+        ],
+    );
+    let mut acp = Acp::spawn(home.path(), &tape);
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let new = acp.call(
+        "session/new",
+        json!({"cwd": ws.path(), "mcpServers": [], "additionalDirectories": [extra.path()]}),
+    );
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+    let r = acp.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "plan it"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let plan = acp
+        .updates
+        .iter()
+        .find(|u| u["update"]["sessionUpdate"] == "plan")
+        .expect("a plan update");
+    assert_eq!(
+        plan["update"]["entries"],
+        json!([
+            {"content": "read the code", "priority": "medium", "status": "completed"},
+            {"content": "fix the bug", "priority": "medium", "status": "in_progress"},
+            {"content": "run the tests", "priority": "medium", "status": "pending"},
+        ])
+    );
+    assert!(acp.permissions.is_empty(), "todo_write needs no approval");
+    acp.finish();
+}
