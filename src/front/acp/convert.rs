@@ -240,7 +240,11 @@ pub fn commands() -> SessionUpdate {
                 Some("what the summary should keep"),
             ),
             cmd("context", "Show how the context window is used", None),
-            cmd("snip", "Drop tool output from the model's view", None),
+            cmd(
+                "snip",
+                "Drop messages (by id) from the model's view",
+                Some("message ids"),
+            ),
         ],
     }
 }

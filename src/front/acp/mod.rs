@@ -238,7 +238,7 @@ impl AcpFront {
         let text = convert::prompt_text(&prompt);
         if let Some(cmd) = slash::parse(&text) {
             return Dispatch::Spawn(Box::pin(async move {
-                slash::run(&engine, &id, cmd, host).await;
+                slash::run(&engine, &id, cmd, host, ctx.cancel.clone()).await;
                 to_value(json!({ "stopReason": StopReason::EndTurn }))
             }));
         }

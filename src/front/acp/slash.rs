@@ -1,12 +1,35 @@
 //! Slash commands typed in the editor's prompt box: `/compact [focus]`, `/context`, `/snip`.
 //!
-//! TODO(lead): this build's engine has no `compact_session` / `inspect_context` yet (branch
-//! `ctx` adds `session/compact`, `context/inspect` and `session/snip`). After the merge, make
-//! [`run`] call `engine.compact_session(id, focus, host).await` for `/compact`, render
-//! `engine.inspect_context(id)` as an agent message for `/context`, and the engine's snip for
-//! `/snip`; until then each answers with a message saying it is not available.
+//! TODO(lead): this build's engine has no compaction or context inspection yet; branch `ctx`
+//! adds `Engine::compact(id, focus, host, cancel) -> CompactResult`,
+//! `Engine::inspect(id) -> InspectResult` and `Engine::snip(id, message_ids) -> SnipResult`.
+//! After merging it, replace the three stubs at the end of this file:
+//!
+//! ```text
+//! async fn compact(engine, id, focus, host, cancel) -> String {
+//!     match engine.compact(id, focus, host, cancel).await {
+//!         Ok(r) if r.compacted => format!("Compacted: {} → {} tokens.", r.tokens_before, r.tokens_after),
+//!         Ok(r) => r.message.unwrap_or_else(|| "Nothing to compact.".into()),
+//!         Err(e) => format!("Compaction failed: {e}"),
+//!     }
+//! }
+//! fn context(engine, id) -> String {
+//!     match engine.inspect(id) {
+//!         Ok(r) => format!("| part | tokens |\n|---|---|\n| system | {} |\n| tools | {} |\n\
+//!             | instructions | {} |\n| memory | {} |\n| messages | {} |\n| free | {} |\n\n\
+//!             {} of {} tokens used; compaction at {}.", r.system, r.tools, r.instructions,
+//!             r.memory, r.messages, r.free, r.context_tokens, r.window, r.threshold),
+//!         Err(e) => e.to_string(),
+//!     }
+//! }
+//! fn snip(engine, id, ids: Vec<String>) -> String  // `/snip ID...` → engine.snip(id, ids)
+//! ```
+//!
+//! Until then each command answers with a message saying it is not available.
 
 use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
 use crate::turn::{TurnEvent, TurnHost};
@@ -21,8 +44,11 @@ pub enum Slash {
     },
     /// `/context`.
     Context,
-    /// `/snip`.
-    Snip,
+    /// `/snip [message ids]`.
+    Snip {
+        /// Message ids to drop from the model's view.
+        ids: Vec<String>,
+    },
 }
 
 /// The command a prompt starts with, if any; other `/words` go to the model unchanged.
@@ -38,28 +64,53 @@ pub fn parse(text: &str) -> Option<Slash> {
             focus: (!arg.is_empty()).then(|| arg.to_string()),
         }),
         "context" => Some(Slash::Context),
-        "snip" => Some(Slash::Snip),
+        "snip" => Some(Slash::Snip {
+            ids: arg.split_whitespace().map(str::to_string).collect(),
+        }),
         _ => None,
     }
 }
 
 /// Runs a slash command, answering through the host as agent message chunks.
-pub async fn run(engine: &Engine, id: &str, cmd: Slash, host: Arc<dyn TurnHost>) {
+pub async fn run(
+    engine: &Engine,
+    id: &str,
+    cmd: Slash,
+    host: Arc<dyn TurnHost>,
+    cancel: CancellationToken,
+) {
     let say = |text: String| host.event(id, TurnEvent::TextDelta { text });
     if let Err(e) = engine.session(id) {
         say(format!("{e}"));
         return;
     }
-    match cmd {
-        Slash::Compact { focus } => say(compact(engine, id, focus)),
-        Slash::Context => say("context inspection is not available in this build".into()),
-        Slash::Snip => say("snip is not available in this build".into()),
-    }
+    let text = match cmd {
+        Slash::Compact { focus } => compact(engine, id, focus, host.clone(), cancel).await,
+        Slash::Context => context(engine, id),
+        Slash::Snip { ids } => snip(engine, id, ids),
+    };
+    say(text);
 }
 
-/// Compacts a session; the engine call lands with the `ctx` branch (see the module TODO).
-fn compact(_engine: &Engine, _id: &str, _focus: Option<String>) -> String {
+/// Compacts a session (stub until the `ctx` merge; see the module TODO).
+async fn compact(
+    _engine: &Engine,
+    _id: &str,
+    _focus: Option<String>,
+    _host: Arc<dyn TurnHost>,
+    _cancel: CancellationToken,
+) -> String {
     "compaction is not available in this build".into()
+}
+
+/// The context accounting as a table (stub until the `ctx` merge).
+fn context(_engine: &Engine, _id: &str) -> String {
+    "context inspection is not available in this build".into()
+}
+
+/// Drops messages from the model's view (stub until the `ctx` merge).
+fn snip(_engine: &Engine, _id: &str, _ids: Vec<String>) -> String {
+    "snip is not available in this build".into()
 }
 
 #[cfg(test)]
@@ -76,7 +127,13 @@ mod tests {
         );
         assert_eq!(parse(" /compact "), Some(Slash::Compact { focus: None }));
         assert_eq!(parse("/context"), Some(Slash::Context));
-        assert_eq!(parse("/snip"), Some(Slash::Snip));
+        assert_eq!(parse("/snip"), Some(Slash::Snip { ids: vec![] }));
+        assert_eq!(
+            parse("/snip a b"),
+            Some(Slash::Snip {
+                ids: vec!["a".into(), "b".into()]
+            })
+        );
         assert_eq!(parse("/usr/bin is where"), None);
         assert_eq!(parse("compact"), None);
     }
