@@ -115,7 +115,16 @@ test("prompt with an approved bash call streams and ends the turn; loadSession r
   );
   a.client.updates.length = 0;
 
+  // Reported, never asserted: time from the prompt to the first streamed chunk.
+  const t0 = performance.now();
+  let firstChunk;
+  a.client.onUpdate = (u) => {
+    if (firstChunk === undefined && u.update.sessionUpdate.endsWith("_chunk")) {
+      firstChunk = performance.now() - t0;
+    }
+  };
   const r = await a.conn.prompt({ sessionId, prompt: [{ type: "text", text: "run echo" }] });
+  console.log(`first streamed chunk after ${firstChunk?.toFixed(1)} ms (replay model)`);
   assert.equal(r.stopReason, "end_turn");
   assert.equal(a.client.permissions.length, 1);
   assert.equal(a.client.permissions[0].toolCall.toolCallId, "toolu_1");
