@@ -81,6 +81,10 @@ enum Command {
         #[arg(default_value = ".")]
         dir: PathBuf,
     },
+    /// Serve the Agent Client Protocol v1 on stdin/stdout (for Zed, JetBrains and other ACP editors).
+    ///
+    /// Sessions use `$GARUDA_MODEL` when set, else the configured `model`.
+    Acp,
     /// Print the JSON Schema of the native protocol (protocol/schema.json).
     Schema,
 }
@@ -173,6 +177,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             )
         }
         Command::Demo { dir } => demo::run(dir),
+        Command::Acp => acp(load_config(&cli)?),
         Command::Schema => {
             println!(
                 "{}",
@@ -211,6 +216,30 @@ fn serve(cfg: Config, max_frame_bytes: Option<usize>) -> anyhow::Result<u8> {
                 ServeEnd::Exit(code) => code,
             },
             _ = stop.cancelled() => 0,
+        }
+    });
+    // Blocking stdin reads and watcher threads must not keep the process alive.
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    Ok(code.clamp(0, 255) as u8)
+}
+
+fn acp(cfg: Config) -> anyhow::Result<u8> {
+    let rt = runtime()?;
+    let model = std::env::var(garuda::front::acp::MODEL_ENV)
+        .ok()
+        .filter(|m| !m.is_empty());
+    let front = garuda::front::acp::AcpFront::new(cfg, config::state_dir(), model);
+    let code = rt.block_on(async move {
+        match rpc::serve(
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            front,
+            ServerConfig::default(),
+        )
+        .await
+        {
+            ServeEnd::Eof => 0,
+            ServeEnd::Exit(code) => code,
         }
     });
     // Blocking stdin reads and watcher threads must not keep the process alive.

@@ -1,5 +1,6 @@
 //! Fronts: convert protocol messages into engine calls and engine results into answers.
 
+pub mod acp;
 pub mod exec;
 mod host;
 pub mod native;

@@ -1,5 +1,6 @@
 //! Garuda's integration tests: one binary that spawns the real `garuda` and speaks its protocols.
 
+mod acp;
 mod cli;
 mod client;
 mod mock_model;

@@ -1,0 +1,343 @@
+//! `garuda acp` end to end: the real binary, a replay cassette, newline-delimited JSON-RPC.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+
+use serde_json::{Value, json};
+
+use crate::client::{WAIT, isolated_env};
+
+/// A running `garuda acp`.
+struct Acp {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: Receiver<Value>,
+    next_id: i64,
+    /// Every `session/update` received, in order.
+    updates: Vec<Value>,
+    /// How to answer `session/request_permission`.
+    approve: &'static str,
+    /// Permission requests seen.
+    permissions: Vec<Value>,
+}
+
+impl Acp {
+    fn spawn(home: &Path, cassette: &Path) -> Acp {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_garuda"));
+        cmd.arg("acp");
+        isolated_env(&mut cmd, home);
+        cmd.env("GARUDA_MODEL", format!("replay:{}", cassette.display()));
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn garuda acp");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let v: Value = serde_json::from_str(&line).expect("garuda sent invalid JSON");
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        Acp {
+            stdin: child.stdin.take(),
+            child,
+            rx,
+            next_id: 1,
+            updates: Vec::new(),
+            approve: "allow_once",
+            permissions: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, v: Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{v}").expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    fn send_request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// Handles one incoming message; returns it when it is a response.
+    fn pump(&mut self) -> Value {
+        let m = self.rx.recv_timeout(WAIT).expect("no message from garuda");
+        match m.get("method").and_then(Value::as_str) {
+            Some("session/update") => self.updates.push(m["params"].clone()),
+            Some("session/request_permission") => {
+                self.permissions.push(m["params"].clone());
+                let answer = json!({"outcome": {"outcome": "selected", "optionId": self.approve}});
+                self.send(json!({"jsonrpc": "2.0", "id": m["id"], "result": answer}));
+            }
+            _ => {}
+        }
+        m
+    }
+
+    fn wait_response(&mut self, id: i64) -> Value {
+        loop {
+            let m = self.pump();
+            if m.get("method").is_none() && m["id"] == json!(id) {
+                return m;
+            }
+        }
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        let r = self.wait_response(id);
+        r.get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("{method} failed: {r}"))
+    }
+
+    fn kinds(&self) -> Vec<String> {
+        self.updates
+            .iter()
+            .map(|u| {
+                u["update"]["sessionUpdate"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect()
+    }
+
+    /// Closes stdin and waits for a clean exit.
+    fn finish(mut self) {
+        self.stdin.take();
+        let status = self.child.wait().expect("wait");
+        assert!(status.success(), "garuda acp exited with {status}");
+    }
+}
+
+fn cassette(dir: &Path, lines: &[Value]) -> std::path::PathBuf {
+    let path = dir.join("cassette.jsonl");
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    std::fs::write(&path, text.join("\n")).expect("write cassette");
+    path
+}
+
+fn bash_call(id: &str, command: &str) -> Value {
+    json!({"response": {"content": [
+        {"type": "thinking", "thinking": "I should run it."},
+        {"type": "tool_use", "id": id, "name": "bash", "input": {"command": command}}
+    ], "stopReason": "tool_use", "usage": {"inputTokens": 40, "outputTokens": 10}}})
+}
+
+fn start(home: &Path, cassette: &Path, ws: &Path) -> (Acp, String) {
+    let mut acp = Acp::spawn(home, cassette);
+    let init = acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    assert_eq!(init["protocolVersion"], 1);
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
+    assert_eq!(
+        init["agentCapabilities"]["promptCapabilities"]["image"],
+        true
+    );
+    assert_eq!(init["agentInfo"]["name"], "garuda");
+    let new = acp.call("session/new", json!({"cwd": ws, "mcpServers": []}));
+    let sid = new["sessionId"].as_str().expect("sessionId").to_string();
+    while !acp.kinds().iter().any(|k| k == "available_commands_update") {
+        acp.pump();
+    }
+    (acp, sid)
+}
+
+#[test]
+fn prompt_with_approval_then_load_replays_history() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(
+        home.path(),
+        &[
+            bash_call("toolu_1", "echo hello-from-bash"),
+            json!({"response": {"content": [{"type": "text", "text": "It printed hello."}],
+                "stopReason": "end_turn", "usage": {"inputTokens": 90, "outputTokens": 5}}}),
+        ],
+    );
+    let (mut acp, sid) = start(home.path(), &tape, ws.path());
+    let cmds = acp.updates.last().unwrap()["update"]["availableCommands"].clone();
+    let names: Vec<&str> = cmds
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["compact", "context", "snip"]);
+    acp.updates.clear();
+
+    let r = acp.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "run echo"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn");
+    assert_eq!(acp.permissions.len(), 1, "one approval asked");
+    assert_eq!(acp.permissions[0]["toolCall"]["toolCallId"], "toolu_1");
+    let kinds = acp.kinds();
+    for k in [
+        "agent_thought_chunk",
+        "tool_call",
+        "tool_call_update",
+        "agent_message_chunk",
+        "usage_update",
+    ] {
+        assert!(kinds.iter().any(|x| x == k), "no {k} in {kinds:?}");
+    }
+    let text: String = acp
+        .updates
+        .iter()
+        .filter(|u| u["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["update"]["content"]["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(text, "It printed hello.");
+    let done = acp
+        .updates
+        .iter()
+        .find(|u| u["update"]["sessionUpdate"] == "tool_call_update")
+        .unwrap();
+    assert_eq!(done["update"]["status"], "completed");
+    assert!(
+        done["update"]["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello-from-bash")
+    );
+
+    // A slash command the engine may not support yet still answers.
+    let r = acp.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "/compact keep tests"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn");
+    acp.finish();
+
+    // A new process on the same state replays the history.
+    let mut acp = Acp::spawn(home.path(), &tape);
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    acp.call(
+        "session/load",
+        json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}),
+    );
+    let kinds = acp.kinds();
+    let first = |k: &str| {
+        kinds
+            .iter()
+            .position(|x| x == k)
+            .unwrap_or_else(|| panic!("no {k} in {kinds:?}"))
+    };
+    assert!(first("user_message_chunk") < first("agent_thought_chunk"));
+    assert!(first("agent_thought_chunk") < first("tool_call"));
+    assert!(first("tool_call") < first("tool_call_update"));
+    assert!(first("tool_call_update") < first("agent_message_chunk"));
+    assert_eq!(acp.updates[0]["update"]["content"]["text"], "run echo");
+    assert!(acp.updates.iter().all(|u| u["sessionId"] == json!(sid)));
+    acp.finish();
+}
+
+fn cancel_running_tool(by_request: bool) {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(home.path(), &[bash_call("toolu_9", "sleep 30")]);
+    let (mut acp, sid) = start(home.path(), &tape, ws.path());
+    let id = acp.send_request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "sleep"}]}),
+    );
+    while acp.permissions.is_empty() {
+        acp.pump();
+    }
+    if by_request {
+        acp.send(
+            json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": id}}),
+        );
+    } else {
+        acp.send(
+            json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}),
+        );
+    }
+    let r = acp.wait_response(id);
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    acp.finish();
+}
+
+#[test]
+fn session_cancel_stops_a_running_tool() {
+    cancel_running_tool(false);
+}
+
+#[test]
+fn cancel_request_stops_a_prompt() {
+    cancel_running_tool(true);
+}
+
+#[test]
+fn todo_write_becomes_a_plan_and_extra_directories_are_named() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let extra = tempfile::tempdir().unwrap();
+    let todos = json!({"todos": [
+        {"content": "read the code", "status": "completed"},
+        {"content": "fix the bug", "status": "in_progress"},
+        {"content": "run the tests", "status": "pending"},
+    ]});
+    let tape = cassette(
+        home.path(),
+        &[
+            // Only answers when the first prompt names the additional directory.
+            json!({"match": "also opened these directories",
+                "response": {"content": [{"type": "tool_use", "id": "toolu_t", "name": "todo_write", "input": todos}],
+                "stopReason": "tool_use"}}),
+            json!({"response": {"content": [{"type": "text", "text": "Planned."}], "stopReason": "end_turn"}}),
+        ],
+    );
+    let mut acp = Acp::spawn(home.path(), &tape);
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let new = acp.call(
+        "session/new",
+        json!({"cwd": ws.path(), "mcpServers": [], "additionalDirectories": [extra.path()]}),
+    );
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+    let r = acp.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "plan it"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let plan = acp
+        .updates
+        .iter()
+        .find(|u| u["update"]["sessionUpdate"] == "plan")
+        .expect("a plan update");
+    assert_eq!(
+        plan["update"]["entries"],
+        json!([
+            {"content": "read the code", "priority": "medium", "status": "completed"},
+            {"content": "fix the bug", "priority": "medium", "status": "in_progress"},
+            {"content": "run the tests", "priority": "medium", "status": "pending"},
+        ])
+    );
+    assert!(acp.permissions.is_empty(), "todo_write needs no approval");
+    acp.finish();
+}
