@@ -170,6 +170,11 @@ function M.start()
     },
   }):start()
   state.client = c
+  -- Leave no orphan: shutdown + exit when Neovim quits.
+  vim.api.nvim_create_autocmd('VimLeavePre', {
+    group = vim.api.nvim_create_augroup('garuda', { clear = true }),
+    callback = M.stop,
+  })
   local res, err = c:request_sync('initialize', {
     processId = vim.fn.getpid(),
     rootUri = vim.uri_from_fname(root),
@@ -449,8 +454,6 @@ function M.setup(opts)
   if type(M.config.cmd) == 'string' then
     M.config.cmd = { M.config.cmd, 'serve' }
   end
-  local g = vim.api.nvim_create_augroup('garuda', { clear = true })
-  vim.api.nvim_create_autocmd('VimLeavePre', { group = g, callback = M.stop })
 end
 
 return M
