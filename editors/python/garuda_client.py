@@ -105,8 +105,11 @@ class GarudaClient:
         frame = b"Content-Length: %d\r\n\r\n" % len(body) + body
         assert self.proc is not None and self.proc.stdin is not None, "start() first"
         with self._write_lock:
-            self.proc.stdin.write(frame)
-            self.proc.stdin.flush()
+            try:
+                self.proc.stdin.write(frame)
+                self.proc.stdin.flush()
+            except ValueError as e:  # stdin already closed by close()
+                raise BrokenPipeError(str(e)) from e
 
     def _read_frame(self, stream) -> Optional[dict]:
         length = None

@@ -5,7 +5,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 import unittest
 
@@ -119,25 +118,51 @@ class ClientTest(unittest.TestCase):
         self.assertTrue(done[0]["isError"])
         self.assertEqual(self.text(sid), "Okay, not running it.")
 
+    def descendants(self, pid):
+        """Command lines of pid's descendant processes (Linux /proc)."""
+        parent = {}
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    with open(f"/proc/{d}/stat") as f:
+                        parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    pass
+        out = []
+        for p in parent:
+            q = p
+            while q in parent and q != pid and q > 1:
+                q = parent[q]
+            if q == pid and p != pid:
+                try:
+                    with open(f"/proc/{p}/cmdline", "rb") as f:
+                        out.append(f.read().replace(b"\0", b" ").decode())
+                except OSError:
+                    pass
+        return out
+
     def test_cancel_running_tool(self):
-        started = threading.Event()
-
-        def on_update(u):
-            self.updates.append(u)
-            if u["event"]["kind"] == "toolCallStarted":
-                started.set()
-
-        self.g.on_update = on_update
         _, sid = self.session(bash_call("toolu_1", "sleep 30"),
                               line([{"type": "text", "text": "unreachable"}], "end_turn"))
         t0 = time.monotonic()
         fut = self.g.run_turn_async(sid, "sleep a while")
-        self.assertTrue(started.wait(30), "tool never started")
+        # Cancel only once the approved command really runs under the server.
+        deadline = time.monotonic() + 20
+        while not any("sleep 30" in c for c in self.descendants(self.g.pid)):
+            self.assertLess(time.monotonic(), deadline, "sleep 30 never started")
+            time.sleep(0.01)
         self.assertEqual(len(self.permissions), 1)
         self.assertTrue(self.g.cancel(sid)["ok"])
         res = fut.result(30)
         self.assertEqual(res["stopReason"], "cancelled")
         self.assertLess(time.monotonic() - t0, 30, "cancel waited for sleep to finish")
+        done = [u["event"] for u in self.updates if u["event"]["kind"] == "toolCallFinished"]
+        self.assertTrue(done and done[0]["isError"], done)
+        # The killed command leaves nothing behind.
+        deadline = time.monotonic() + 10
+        while any("sleep 30" in c for c in self.descendants(self.g.pid)):
+            self.assertLess(time.monotonic(), deadline, "sleep 30 survived the cancel")
+            time.sleep(0.05)
 
     def test_shutdown_leaves_no_process(self):
         self.g.initialize(self.ws)

@@ -182,8 +182,19 @@ test(':GarudaCancel stops a running sleep 30', function()
   garuda.config.model = cassette({ bash('toolu_9', 'sleep 30'), line({ { type = 'text', text = 'no' } }, 'end_turn') })
   local t0 = vim.uv.hrtime()
   vim.cmd('Garuda sleep for a while')
-  wait_for('tool running', function()
-    return garuda._state.tool == 'bash'
+  -- Cancel only once the approved command really runs under the server.
+  local function has_sleep(pid)
+    for _, c in ipairs(vim.api.nvim_get_proc_children(pid)) do
+      local info = vim.api.nvim_get_proc(c)
+      if (info and info.name == 'sleep') or has_sleep(c) then
+        return true
+      end
+    end
+    return false
+  end
+  local server = garuda._state.client.pid
+  wait_for('sleep 30 running', function()
+    return has_sleep(server)
   end)
   assert(garuda.status():find('bash', 1, true), 'status shows the tool: ' .. garuda.status())
   vim.cmd('GarudaCancel')
@@ -192,6 +203,9 @@ test(':GarudaCancel stops a running sleep 30', function()
   end, 25000)
   assert((vim.uv.hrtime() - t0) / 1e9 < 30, 'did not wait for sleep')
   eq(garuda._state.busy, false, 'idle again')
+  wait_for('sleep killed', function()
+    return not has_sleep(server)
+  end, 10000)
 end)
 
 test(':checkhealth garuda', function()
