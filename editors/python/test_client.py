@@ -80,7 +80,18 @@ class ClientTest(unittest.TestCase):
                  chunks=["The tool ", "said ", "hello."]),
             line([{"type": "text", "text": "Summary of the session."}], "end_turn"))
         self.assertTrue(self.g.assemble(ws)["system"])
+        first = []
+
+        def on_update(u):
+            if u["event"]["kind"] == "textDelta" and not first:
+                first.append(time.monotonic())
+            self.updates.append(u)
+
+        self.g.on_update = on_update
+        t0 = time.monotonic()
         res = self.g.run_turn(sid, "run the tool please", timeout=60)
+        sys.stderr.write("\n[python] time from run_turn to first streamed character: %.1f ms "
+                         "(turn with an approved bash call)\n" % ((first[0] - t0) * 1000))
         self.assertEqual(res["stopReason"], "end_turn")
         self.assertEqual(len(self.permissions), 1)
         self.assertEqual(self.permissions[0]["toolName"], "bash")

@@ -45,7 +45,7 @@ local function chat_text()
 end
 local function wait_for(what, pred, ms)
   if not vim.wait(ms or 20000, pred, 1) then
-    error('timed out waiting for ' .. what .. '\n--- chat ---\n' .. chat_text(), 2)
+    error('timed out waiting for ' .. what .. '\n--- chat ---\n' .. chat_text():gsub('\n', ' / '), 2)
   end
 end
 local function eq(a, b, msg)
@@ -70,8 +70,19 @@ vim.ui.select = function(items, opts, cb)
   cb(items[1])
 end
 
+-- Notifications are collected and echoed on their own lines (not as raw messages).
+local notes = {}
+vim.notify = function(msg)
+  notes[#notes + 1] = msg
+  io.stdout:write('  notify: ' .. msg .. '\n')
+end
+
 local METHOD_NOT_FOUND = -32601
 local tests, figures = {}, {}
+local function out(s)
+  io.stdout:write(s .. '\n')
+  io.stdout:flush()
+end
 local function test(name, fn)
   tests[#tests + 1] = { name = name, fn = fn }
 end
@@ -183,11 +194,30 @@ test(':GarudaCancel stops a running sleep 30', function()
   local t0 = vim.uv.hrtime()
   vim.cmd('Garuda sleep for a while')
   -- Cancel only once the approved command really runs under the server.
+  -- Walks /proc by ppid: nvim_get_proc_children() reads one thread's children file and
+  -- misses those spawned by the server's worker threads.
   local function has_sleep(pid)
-    for _, c in ipairs(vim.api.nvim_get_proc_children(pid)) do
-      local info = vim.api.nvim_get_proc(c)
-      if (info and info.name == 'sleep') or has_sleep(c) then
-        return true
+    local parent, name = {}, {}
+    for d in vim.fs.dir('/proc') do
+      local f = d:match('^%d+$') and io.open('/proc/' .. d .. '/stat')
+      if f then
+        local st = f:read('*a') or ''
+        f:close()
+        local comm, ppid = st:match('^%d+ %((.*)%) %S+ (%d+)')
+        if ppid then
+          parent[tonumber(d)], name[tonumber(d)] = tonumber(ppid), comm
+        end
+      end
+    end
+    for p, comm in pairs(name) do
+      if comm == 'sleep' then
+        local q = parent[p]
+        while q and q > 1 and q ~= pid do
+          q = parent[q]
+        end
+        if q == pid then
+          return true
+        end
       end
     end
     return false
@@ -268,17 +298,17 @@ for _, t in ipairs(tests) do
   local ok, err = xpcall(t.fn, debug.traceback)
   if ok then
     passed = passed + 1
-    print('ok   ' .. t.name)
+    out('ok   ' .. t.name)
   else
     failed = failed + 1
-    print('FAIL ' .. t.name .. '\n' .. tostring(err))
+    out('FAIL ' .. t.name .. '\n' .. tostring(err))
   end
 end
 if figures.tool_turn_ms then
-  print(('time from :Garuda to first streamed character: %.1f ms (turn with an approved bash call), %.1f ms (text-only turn)')
+  out(('time from :Garuda to first streamed character: %.1f ms (turn with an approved bash call), %.1f ms (text-only turn)')
     :format(figures.tool_turn_ms, figures.text_turn_ms or -1))
 end
 pcall(garuda.stop)
 vim.fn.delete(tmp, 'rf')
-print(('nvim: %d passed, %d failed'):format(passed, failed))
+out(('nvim: %d passed, %d failed'):format(passed, failed))
 os.exit(failed == 0 and 0 or 1)
