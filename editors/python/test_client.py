@@ -106,7 +106,8 @@ class ClientTest(unittest.TestCase):
 
         try:
             out = self.g.compact(sid, focus="the tool output")
-            self.assertIsNotNone(out)
+            self.assertIsInstance(out["compacted"], bool)
+            self.assertGreater(out["tokensBefore"], 0)
         except GarudaError as e:
             # TEMPORARY: session/compact is being added by another helper; until merged the
             # server answers method-not-found. Lead: drop this branch once it lands.
@@ -114,7 +115,8 @@ class ClientTest(unittest.TestCase):
 
         try:
             info = self.g.inspect(sid)
-            json.dumps(info)
+            self.assertGreater(info["window"], 0)
+            self.assertGreater(info["messages"] + info["system"], 0)
         except GarudaError as e:
             # TEMPORARY: context/inspect not merged yet (same as above).
             self.assertEqual(e.code, METHOD_NOT_FOUND, e)

@@ -143,7 +143,9 @@ test(':GarudaCompact compacts (or the server lacks session/compact yet)', functi
     -- server answers method-not-found. Lead: require success here once it lands.
     eq(err.code, METHOD_NOT_FOUND, 'compact error code')
   else
-    assert(res ~= nil)
+    eq(type(res.compacted), 'boolean', 'compacted flag')
+    eq(type(res.tokensBefore), 'number', 'tokensBefore')
+    assert(chat_text():find('compacted', 1, true), 'result shown in chat')
   end
 end)
 
@@ -160,6 +162,8 @@ test(':GarudaContext opens a float (or the server lacks context/inspect yet)', f
     eq(err.code, METHOD_NOT_FOUND, 'context error code')
   else
     assert(vim.api.nvim_win_get_config(win).relative ~= '', 'floating window')
+    local shown = table.concat(vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(win), 0, -1, false), '\n')
+    assert(shown:find('window', 1, true) and shown:find('messages', 1, true), shown)
     vim.api.nvim_win_close(win, true)
   end
   local via_cmd = pcall(vim.cmd, 'GarudaContext')

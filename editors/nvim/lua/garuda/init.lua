@@ -286,7 +286,12 @@ function M.compact(focus, cb)
     if e then
       notify('compact: ' .. (e.message or vim.inspect(e)), vim.log.levels.ERROR)
     else
-      append_block('> compacted: ' .. vim.json.encode(res or vim.NIL) .. '\n')
+      res = type(res) == 'table' and res or {}
+      local msg = res.compacted
+          and ('compacted (%s): %s -> %s tokens'):format(res.kind or 'summary', res.tokensBefore, res.tokensAfter)
+        or ('not compacted: ' .. tostring(res.message or '?'))
+      append_block('> ' .. msg .. '\n')
+      notify(msg)
     end
     if cb then
       cb(e, res)
@@ -294,28 +299,50 @@ function M.compact(focus, cb)
   end)
 end
 
---- Render context/inspect as readable lines (token accounting).
+local ROWS = {
+  { 'system', 'system prompt' },
+  { 'tools', 'tool specs' },
+  { 'instructions', 'instructions' },
+  { 'memory', 'memory' },
+  { 'messages', 'messages' },
+  { 'reserved', 'reserved (output)' },
+  { 'free', 'free' },
+}
+
+--- Render context/inspect (token accounting) as lines; unknown fields are listed as they are.
 function M.format_context(info)
-  local lines = { '# Garuda context', '' }
-  local function walk(v, indent)
-    if type(v) ~= 'table' then
-      return
-    end
-    local keys = vim.tbl_keys(v)
-    table.sort(keys, function(a, b)
-      return tostring(a) < tostring(b)
-    end)
-    for _, k in ipairs(keys) do
-      local x = v[k]
-      if type(x) == 'table' then
-        lines[#lines + 1] = indent .. tostring(k) .. ':'
-        walk(x, indent .. '  ')
-      else
-        lines[#lines + 1] = indent .. tostring(k) .. ': ' .. tostring(x)
+  local lines = { 'Garuda context', '' }
+  local seen = {}
+  if type(info) == 'table' and type(info.window) == 'number' and info.window > 0 then
+    for _, r in ipairs(ROWS) do
+      local v = info[r[1]]
+      if type(v) == 'number' then
+        seen[r[1]] = true
+        local pct = 100 * v / info.window
+        lines[#lines + 1] = ('%-18s %8d  %5.1f%%  %s'):format(r[2], v, pct, string.rep('█', math.floor(pct / 5 + 0.5)))
       end
     end
+    lines[#lines + 1] = ''
+    lines[#lines + 1] = ('%-18s %8d'):format('window', info.window)
+    lines[#lines + 1] = ('%-18s %8s'):format('context now', tostring(info.contextTokens or '?'))
+    lines[#lines + 1] = ('%-18s %8s'):format('compacts above', tostring(info.threshold or '?'))
+    if info.paused then
+      lines[#lines + 1] = 'auto-compaction paused after repeated failures'
+    end
+    for _, k in ipairs({ 'window', 'contextTokens', 'threshold', 'paused' }) do
+      seen[k] = true
+    end
   end
-  walk(info, '')
+  local keys = type(info) == 'table' and vim.tbl_keys(info) or {}
+  table.sort(keys, function(a, b)
+    return tostring(a) < tostring(b)
+  end)
+  for _, k in ipairs(keys) do
+    if not seen[k] then
+      local v = info[k]
+      lines[#lines + 1] = ('%-18s %s'):format(k, type(v) == 'table' and vim.json.encode(v) or tostring(v))
+    end
+  end
   return lines
 end
 
@@ -336,7 +363,6 @@ function M.context(cb)
     local lines = M.format_context(res)
     local b = vim.api.nvim_create_buf(false, true)
     vim.api.nvim_buf_set_lines(b, 0, -1, false, lines)
-    vim.bo[b].filetype = 'yaml'
     vim.bo[b].modifiable = false
     local width = 20
     for _, l in ipairs(lines) do
