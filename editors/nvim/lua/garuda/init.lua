@@ -192,6 +192,13 @@ function M.start()
     return nil, 'workspace/open: ' .. (err.message or vim.inspect(err))
   end
   state.workspace = ws
+  -- After a restart the current session lives on disk only: load it again, or start afresh.
+  if state.session then
+    local _, lerr = c:request_sync('session/load', { sessionId = state.session }, M.config.timeout_ms)
+    if lerr then
+      state.session = nil
+    end
+  end
   return c
 end
 
@@ -221,7 +228,7 @@ function M.stop()
   if state.client then
     state.client:stop()
   end
-  state.client, state.workspace, state.session, state.busy = nil, nil, nil, false
+  state.client, state.workspace, state.busy = nil, nil, false
 end
 
 -- ---- commands --------------------------------------------------------------------------------
