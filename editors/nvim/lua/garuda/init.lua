@@ -102,12 +102,15 @@ local function on_update(p)
     state.step = ev.step
   elseif k == 'toolCallStarted' then
     state.tool = ev.name
-    append_block(('> tool `%s` %s\n'):format(ev.name, vim.json.encode(ev.input)))
+    append_block(('> tool `%s` %s'):format(ev.name, vim.json.encode(ev.input)))
   elseif k == 'toolCallFinished' then
     state.tool = nil
     local out = vim.split(ev.output or '', '\n', { plain = true })
     local shown = vim.list_slice(out, 1, 10)
-    append_block('> ' .. (ev.isError and 'failed: ' or '') .. table.concat(shown, '\n> ') .. '\n\n')
+    if #out > #shown then
+      shown[#shown + 1] = ('… %d more lines'):format(#out - #shown)
+    end
+    M.append('\n> ' .. (ev.isError and 'failed: ' or '') .. table.concat(shown, '\n> ') .. '\n\n')
   elseif k == 'usage' then
     state.context_tokens = ev.contextTokens
   elseif k == 'retry' then
