@@ -121,6 +121,36 @@ class ClientTest(unittest.TestCase):
             # TEMPORARY: context/inspect not merged yet (same as above).
             self.assertEqual(e.code, METHOD_NOT_FOUND, e)
 
+    def test_client_tool_and_context_changed(self):
+        calls, notes = [], []
+        self.g.on_tool_call = lambda p: calls.append(p) or {"content": "buffer text: 42"}
+        self.g.on_notification = lambda m, p: notes.append((m, p))
+        self.g.initialize(self.ws)
+        ws = self.g.open_workspace(self.ws)["workspaceId"]
+        model = self.cassette(
+            line([{"type": "tool_use", "id": "toolu_7", "name": "editor_buffer",
+                   "input": {"which": "current"}}], "tool_use"),
+            line([{"type": "text", "text": "The buffer says 42."}], "end_turn"))
+        sid = self.g.new_session(ws, model=model, policy="full-auto", tools=[{
+            "name": "editor_buffer", "description": "The editor's current buffer",
+            "inputSchema": {"type": "object", "properties": {"which": {"type": "string"}}}}])["sessionId"]
+        res = self.g.run_turn(sid, "what is in my buffer?", timeout=60)
+        self.assertEqual(res["stopReason"], "end_turn")
+        self.assertEqual(calls[0]["name"], "editor_buffer")
+        self.assertEqual(calls[0]["input"], {"which": "current"})
+        done = [u["event"] for u in self.updates if u["event"]["kind"] == "toolCallFinished"]
+        self.assertIn("buffer text: 42", done[0]["output"])
+        self.assertEqual(self.text(sid), "The buffer says 42.")
+
+        with open(os.path.join(self.ws, "AGENTS.md"), "a") as f:
+            f.write("Use tabs.\n")
+        deadline = time.monotonic() + 20
+        while not any(m == "workspace/contextChanged" for m, _ in notes):
+            self.assertLess(time.monotonic(), deadline, "no workspace/contextChanged")
+            time.sleep(0.02)
+        changed = [p for m, p in notes if m == "workspace/contextChanged"][0]
+        self.assertEqual(changed["workspaceId"], ws)
+
     def test_rejected_tool_is_reported_to_model(self):
         self.g.on_permission = lambda p: {"optionId": "reject"}
         _, sid = self.session(bash_call("toolu_1", "echo never"),

@@ -242,6 +242,45 @@ test(':GarudaCancel stops a running sleep 30', function()
   end, 10000)
 end)
 
+test('client tool answered in Neovim; workspace/contextChanged notified', function()
+  local seen
+  garuda._state.session = nil
+  garuda.config.tools = {
+    {
+      name = 'editor_buffer',
+      description = "The editor's current buffer",
+      inputSchema = { type = 'object', properties = { which = { type = 'string' } } },
+      handler = function(input)
+        seen = input
+        return 'buffer text: 42'
+      end,
+    },
+  }
+  garuda.config.model = cassette({
+    line({ { type = 'tool_use', id = 'toolu_7', name = 'editor_buffer', input = { which = 'current' } } }, 'tool_use'),
+    line({ { type = 'text', text = 'The buffer says 42.' } }, 'end_turn'),
+  })
+  local before = #chat_text()
+  vim.cmd('Garuda what is in my buffer?')
+  wait_for('answer', function()
+    return chat_text():find('The buffer says 42.', before, true) ~= nil
+  end)
+  eq(seen and seen.which, 'current', 'handler input')
+  assert(chat_text():find('buffer text: 42', before, true), 'tool output shown')
+  garuda.config.tools = {}
+
+  local n = #notes
+  vim.fn.writefile({ '# Rules', 'Use tabs.' }, project .. '/AGENTS.md')
+  wait_for('contextChanged', function()
+    for i = n + 1, #notes do
+      if notes[i]:find('context files changed', 1, true) then
+        return true
+      end
+    end
+    return false
+  end)
+end)
+
 test(':checkhealth garuda', function()
   vim.cmd('checkhealth garuda')
   local text = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')

@@ -30,8 +30,8 @@ local function await_select(items, opts)
   return result
 end
 
---- Create (not start) a client. opts: cmd, cwd, env, tools, handlers = {on_update,
---- on_notification, on_exit}.
+--- Create (not start) a client. opts: cmd, cwd, env, tools (list or function returning one,
+--- each { name, handler }), handlers = { on_update, on_notification, on_exit, on_error }.
 function M.new(opts)
   return setmetatable({ opts = opts, rpc = nil, pid = nil, exited = false }, M)
 end
@@ -47,7 +47,11 @@ function M:_server_request(method, params)
     })
     return { optionId = choice and choice.optionId or 'reject' }
   elseif method == 'tool/call' then
-    for _, t in ipairs(self.opts.tools or {}) do
+    local tools = self.opts.tools
+    if type(tools) == 'function' then
+      tools = tools()
+    end
+    for _, t in ipairs(tools or {}) do
       if t.name == params.name and t.handler then
         local ok, out = pcall(t.handler, params.input, params)
         if ok then

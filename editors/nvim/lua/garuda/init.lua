@@ -150,11 +150,6 @@ function M.start()
     return state.client
   end
   local root = M.root()
-  local tools = {}
-  for _, t in ipairs(M.config.tools or {}) do
-    tools[#tools + 1] = { name = t.name, description = t.description, inputSchema = t.inputSchema }
-  end
-  state.tool_specs = tools
   if vim.fn.executable(M.config.cmd[1]) ~= 1 then
     return nil, 'not executable: ' .. M.config.cmd[1]
   end
@@ -162,7 +157,9 @@ function M.start()
     cmd = M.config.cmd,
     cwd = root,
     env = M.config.env,
-    tools = M.config.tools,
+    tools = function()
+      return M.config.tools
+    end,
     handlers = {
       on_update = on_update,
       on_notification = on_notification,
@@ -214,8 +211,12 @@ local function ensure_session()
     return state.session
   end
   local p = { workspaceId = state.workspace.workspaceId, policy = M.config.policy, model = M.config.model }
-  if #state.tool_specs > 0 then
-    p.tools = state.tool_specs
+  local specs = {}
+  for _, t in ipairs(M.config.tools or {}) do
+    specs[#specs + 1] = { name = t.name, description = t.description, inputSchema = t.inputSchema }
+  end
+  if #specs > 0 then
+    p.tools = specs
   end
   local res
   res, err = c:request_sync('session/new', p, M.config.timeout_ms)
