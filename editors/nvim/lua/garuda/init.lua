@@ -322,7 +322,7 @@ local ROWS = {
 
 --- Render context/inspect (token accounting) as lines; unknown fields are listed as they are.
 function M.format_context(info)
-  local lines = { 'Garuda context', '' }
+  local lines = {}
   local seen = {}
   if type(info) == 'table' and type(info.window) == 'number' and info.window > 0 then
     for _, r in ipairs(ROWS) do
@@ -330,7 +330,8 @@ function M.format_context(info)
       if type(v) == 'number' then
         seen[r[1]] = true
         local pct = 100 * v / info.window
-        lines[#lines + 1] = ('%-18s %8d  %5.1f%%  %s'):format(r[2], v, pct, string.rep('█', math.floor(pct / 5 + 0.5)))
+        local bar = string.rep('█', math.floor(pct / 5 + 0.5))
+        lines[#lines + 1] = vim.trim(('%-18s %8d  %5.1f%%  %s'):format(r[2], v, pct, bar))
       end
     end
     lines[#lines + 1] = ''
