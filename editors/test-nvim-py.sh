@@ -20,7 +20,7 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}/garuda-test"
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 export XDG_CONFIG_HOME="$scratch/config" XDG_STATE_HOME="$scratch/state" XDG_DATA_HOME="$scratch/data"
-mkdir -p "$XDG_CONFIG_HOME" "$XDG_STATE_HOME" "$XDG_DATA_HOME"
+mkdir -p "$XDG_CONFIG_HOME" "$XDG_STATE_HOME" "$XDG_DATA_HOME" "$scratch/home"
 
 nvim_ok() {
   command -v "$1" >/dev/null 2>&1 &&
@@ -44,7 +44,7 @@ failed=0
 
 echo "== python: editors/python/test_client.py"
 pyout="$scratch/py.log"
-HOME="$scratch/home" "$PY" -m unittest -v "$here/python/test_client.py" 2>&1 | tee "$pyout"
+(cd "$here/python" && HOME="$scratch/home" "$PY" -m unittest -v test_client) 2>&1 | tee "$pyout"
 py_rc=${PIPESTATUS[0]}
 p_ok=$(grep -cE '\.\.\. ok$' "$pyout" || true)
 p_bad=$(grep -cE '\.\.\. (FAIL|ERROR)$' "$pyout" || true)
@@ -53,7 +53,6 @@ passed=$((passed + p_ok)); failed=$((failed + p_bad))
 
 echo "== nvim: editors/nvim/tests/run.lua ($("$NVIM" --version | head -1))"
 nvout="$scratch/nvim.log"
-mkdir -p "$scratch/home"
 (cd "$repo" && HOME="$scratch/home" "$NVIM" --headless -u NONE -i NONE -l "$here/nvim/tests/run.lua") 2>&1 | tee "$nvout"
 nv_rc=${PIPESTATUS[0]}
 echo
