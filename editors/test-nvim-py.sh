@@ -46,8 +46,11 @@ echo "== python: editors/python/test_client.py"
 pyout="$scratch/py.log"
 (cd "$here/python" && HOME="$scratch/home" "$PY" -m unittest -v test_client) 2>&1 | tee "$pyout"
 py_rc=${PIPESTATUS[0]}
-p_ok=$(grep -cE '\.\.\. ok$' "$pyout" || true)
-p_bad=$(grep -cE '\.\.\. (FAIL|ERROR)$' "$pyout" || true)
+# unittest's summary: "Ran N tests" and, on failure, "FAILED (failures=F, errors=E)".
+p_all=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\}.*/\1/p' "$pyout" | tail -1)
+p_bad=$(grep -E '^FAILED \(' "$pyout" | grep -oE '(failures|errors)=[0-9]+' | cut -d= -f2 | awk '{s+=$1} END {print s+0}')
+p_all=${p_all:-0}; p_bad=${p_bad:-0}
+p_ok=$((p_all - p_bad))
 if [ "$py_rc" -ne 0 ] && [ "$p_bad" -eq 0 ]; then p_bad=1; fi
 passed=$((passed + p_ok)); failed=$((failed + p_bad))
 
