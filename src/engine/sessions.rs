@@ -79,6 +79,8 @@ impl Engine {
                 policy,
                 client_tools,
                 approval_timeout_secs: self.config.approval.timeout_secs,
+                view_policy: Default::default(),
+                compact: Default::default(),
             },
             warnings,
         ))
@@ -118,6 +120,7 @@ impl Engine {
         let mut header = SessionHeader::new(ws.root.path().display().to_string(), model);
         header.policy = Some(policy_name(policy));
         let file = self.store().create(&header)?;
+        setup.view_policy = self.store().view_policy(&header.session_id);
         let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
         self.sessions
             .live
@@ -149,7 +152,8 @@ impl Engine {
             .as_deref()
             .and_then(|p| serde_json::from_value(serde_json::Value::String(p.to_string())).ok())
             .unwrap_or_else(|| self.default_policy());
-        let (setup, _) = self.setup(ws, &loaded.header.model.clone(), policy, Vec::new())?;
+        let (mut setup, _) = self.setup(ws, &loaded.header.model.clone(), policy, Vec::new())?;
+        setup.view_policy = self.store().view_policy(id);
         let live = Arc::new(LiveSession::new(loaded.header, setup, file, loaded.records));
         let mut map = self.sessions.live.lock().unwrap_or_else(|p| p.into_inner());
         Ok(map.entry(id.to_string()).or_insert(live).clone())
