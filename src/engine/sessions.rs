@@ -193,6 +193,9 @@ impl Engine {
             // A turn is running: read what is on disk instead of waiting for it.
             Err(_) => self.store().load(id)?.records,
         };
+        let view =
+            crate::session::view::build_view(&records, &live.setup.view_policy, now_ms_plain());
+        let marks = crate::session::view::removal_marks(&records, &view);
         let all: Vec<HistoryMessage> = records
             .iter()
             .filter_map(Record::as_message)
@@ -203,6 +206,14 @@ impl Engine {
                 content: m.content.clone(),
                 time: m.time,
                 meta: m.meta.map(|k| format!("{k:?}").to_lowercase()),
+                removed: marks.get(&m.uuid).map(|r| {
+                    match r {
+                        crate::session::view::Removal::Compacted => "compacted",
+                        crate::session::view::Removal::Snipped => "snip",
+                        crate::session::view::Removal::Collapsed => "collapsed",
+                    }
+                    .to_string()
+                }),
             })
             .collect();
         let start = cursor.unwrap_or(0) as usize;
@@ -256,6 +267,10 @@ impl Engine {
         let live = self.session(id)?;
         Ok(turn::run_turn(&live, input, host, cancel, turn::DEFAULT_MAX_STEPS).await?)
     }
+}
+
+fn now_ms_plain() -> u64 {
+    crate::session::records::now_ms()
 }
 
 /// The wire name of a policy.

@@ -57,6 +57,9 @@ impl CompactOutcome {
 /// Receives compaction progress besides the turn events (the `$/progress` of `session/compact`).
 pub type ProgressFn<'a> = &'a (dyn Fn(&str, Option<u64>, Option<u64>) + Send + Sync);
 
+/// Emits one compaction event: phase, tokens after, detail.
+type EventFn<'a> = &'a dyn Fn(&str, Option<u64>, Option<String>);
+
 fn trigger_name(t: CompactTrigger) -> &'static str {
     match t {
         CompactTrigger::Manual => "manual",
@@ -82,7 +85,7 @@ pub fn over_threshold(session: &LiveSession, tokens: u64) -> bool {
     let info = &session.setup.model_info;
     compact::should_compact(
         tokens,
-        info.context_window as u64,
+        info.context_window,
         info.max_output as u64,
         &session.setup.compact,
     )
@@ -273,7 +276,7 @@ pub async fn compact_session(
 ) -> Result<CompactOutcome, TurnError> {
     let policy = session.setup.compact.clone();
     let info = &session.setup.model_info;
-    let window = info.context_window as u64;
+    let window = info.context_window;
     let tokens_before = context_tokens(session, state)?;
     let view: View = current_view(state, &session.setup.view_policy)?.clone();
     let tname = trigger_name(trigger).to_string();
@@ -431,7 +434,7 @@ fn fail(
     policy: &compact::CompactPolicy,
     tokens: u64,
     why: &str,
-    event: &dyn Fn(&str, Option<u64>, Option<String>),
+    event: EventFn<'_>,
 ) -> CompactOutcome {
     let paused = state.failures.failed(policy);
     event("failed", None, Some(why.to_string()));

@@ -184,6 +184,7 @@ impl LiveSession {
     /// The tools the model sees: built-ins then the client's, in a fixed order.
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
         let mut specs = crate::tools::builtin_specs();
+        specs.push(super::ops::snip_tool_spec());
         specs.extend(self.setup.client_tools.iter().cloned());
         specs
     }

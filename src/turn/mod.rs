@@ -5,6 +5,7 @@ mod compact;
 mod events;
 mod host;
 mod live;
+mod ops;
 mod run;
 mod view;
 
@@ -12,6 +13,7 @@ pub use compact::{CompactOutcome, ProgressFn, compact_session, context_tokens, f
 pub use events::{PermissionAnswer, PermissionOption, PermissionRequest, TurnEvent};
 pub use host::{ClientToolResult, NullHost, TurnHost};
 pub use live::{LiveSession, SessionSetup, TurnError};
+pub use ops::{CollapseOutcome, SNIP_TOOL, SnipOutcome, collapse, snip_ids, snip_tool_spec};
 pub use run::{TurnOutcome, run_turn};
 pub use view::{StepView, current_view, provider_cache, request_messages, step_view};
 

@@ -391,6 +391,12 @@ async fn run_tool(
     input: Value,
 ) -> ToolOutput {
     let is_client_tool = session.setup.client_tools.iter().any(|t| t.name == name);
+    if name == super::ops::SNIP_TOOL && !is_client_tool {
+        return match super::ops::snip_tool(session, state, &input) {
+            Ok(t) => ToolOutput::ok(t),
+            Err(e) => ToolOutput::error(e),
+        };
+    }
     let class = tools::classify(name);
     if class.is_none() && !is_client_tool {
         return ToolOutput::error(format!(
