@@ -277,7 +277,11 @@ pub async fn compact_session(
     let policy = session.setup.compact.clone();
     let info = &session.setup.model_info;
     let window = info.context_window;
-    let tokens_before = context_tokens(session, state)?;
+    let mut tokens_before = context_tokens(session, state)?;
+    if trigger == CompactTrigger::Reactive {
+        // The provider counted more than the window, whatever our estimate says.
+        tokens_before = tokens_before.max(window);
+    }
     let view: View = current_view(state, &session.setup.view_policy)?.clone();
     let tname = trigger_name(trigger).to_string();
     let event = |phase: &str, after: Option<u64>, detail: Option<String>| {

@@ -1,6 +1,7 @@
 //! Garuda's integration tests: one binary that spawns the real `garuda` and speaks its protocols.
 
 mod client;
+mod context;
 mod mock_model;
 mod mock_smoke;
 mod server;
