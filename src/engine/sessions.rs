@@ -80,7 +80,7 @@ impl Engine {
                 client_tools,
                 approval_timeout_secs: self.config.approval.timeout_secs,
                 view_policy: Default::default(),
-                compact: Default::default(),
+                compact: self.config.context.compact_policy(),
             },
             warnings,
         ))
@@ -121,6 +121,7 @@ impl Engine {
         header.policy = Some(policy_name(policy));
         let file = self.store().create(&header)?;
         setup.view_policy = self.store().view_policy(&header.session_id);
+        self.config.context.apply_view(&mut setup.view_policy);
         let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
         self.sessions
             .live
@@ -154,6 +155,7 @@ impl Engine {
             .unwrap_or_else(|| self.default_policy());
         let (mut setup, _) = self.setup(ws, &loaded.header.model.clone(), policy, Vec::new())?;
         setup.view_policy = self.store().view_policy(id);
+        self.config.context.apply_view(&mut setup.view_policy);
         let live = Arc::new(LiveSession::new(loaded.header, setup, file, loaded.records));
         let mut map = self.sessions.live.lock().unwrap_or_else(|p| p.into_inner());
         Ok(map.entry(id.to_string()).or_insert(live).clone())

@@ -409,6 +409,13 @@ fn manual_compact_restores_files_within_budgets() {
         .collect();
     assert!(!restored.is_empty() && restored.len() <= 5, "{restored:?}");
     assert!(restored.iter().all(|t| !t.contains(&"y".repeat(25_000))));
+    // The file over the per-file budget comes back as its path only.
+    assert!(
+        restored
+            .iter()
+            .any(|t| t.contains("f6.txt") && t.contains("too large")),
+        "{restored:?}"
+    );
     // $/progress begin … end.
     let prog = g.wait_method("$/progress");
     assert_eq!(prog["params"]["value"]["kind"], "begin");
@@ -543,6 +550,7 @@ fn kill_during_a_turn_and_during_a_compaction_then_resume() {
     let sid = new_session(&mut g, &wid);
     run_history(&mut g, &sid);
     let acked = g.call("session/messages", json!({"sessionId": sid}));
+    let live_view = view_messages(&mut g, &sid);
     // During a compaction (the summary call hangs).
     g.send_request("session/compact", json!({"sessionId": sid}));
     for _ in 0..200 {
@@ -584,4 +592,68 @@ fn kill_during_a_turn_and_during_a_compaction_then_resume() {
     let v = view_messages(&mut g, &sid);
     assert!(all_text(&json!(v)).contains("question 6"));
     assert_eq!(v[0]["role"], "user");
+}
+
+fn find_file(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if let Some(f) = find_file(&p, name) {
+                return Some(f);
+            }
+        } else if p.file_name().and_then(|n| n.to_str()) == Some(name) {
+            return Some(p);
+        }
+    }
+    None
+}
+
+#[test]
+fn time_based_microcompact_after_a_long_pause_is_recorded_and_resumed() {
+    let mut calls = AnthropicSse::new(MockUsage::new(50, 10));
+    for i in 0..7 {
+        calls = calls.tool_use(
+            &format!("toolu_m{i}"),
+            "read_file",
+            &["{\"path\": \"a.txt\"}"],
+        );
+    }
+    let mock = Mock::start(vec![
+        MockReply::Sse(calls.finish("tool_use")),
+        text("read seven times", 100),
+        text("after the pause", 100),
+    ]);
+    let (mut g, home, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    turn(&mut g, &sid, "read a.txt seven times");
+    kill9(&mut g);
+    // Two hours pass: shift every record's time back.
+    let path = find_file(&home.path().join("state"), &format!("{sid}.jsonl")).expect("transcript");
+    let two_hours = 2 * 60 * 60 * 1000u64;
+    let shifted: String = std::fs::read_to_string(&path)
+        .expect("read")
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).expect("json");
+            if let Some(t) = v["time"].as_u64() {
+                v["time"] = json!(t - two_hours);
+            }
+            format!("{v}\n")
+        })
+        .collect();
+    std::fs::write(&path, shifted).expect("write");
+    let mut g = restart(home.path(), &mock);
+    turn(&mut g, &sid, "back again");
+    let body = &mock.rec.bodies()[2];
+    let cleared = all_text(body)
+        .matches("[Old tool result content cleared]")
+        .count();
+    assert_eq!(cleared, 2, "all but the last five results cleared");
+    let log = std::fs::read_to_string(&path).expect("read");
+    assert!(log.contains("\"type\":\"microcompact\""));
+    // Resume replays the record: the view after another restart is the same.
+    let live = view_messages(&mut g, &sid);
+    kill9(&mut g);
+    let mut g = restart(home.path(), &mock);
+    assert_eq!(view_messages(&mut g, &sid), live);
 }
