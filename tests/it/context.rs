@@ -571,6 +571,7 @@ fn kill_during_a_turn_and_during_a_compaction_then_resume() {
         12,
         "five turns (one with a tool step) and nothing else"
     );
+    assert_eq!(v, live_view, "the resumed view equals the live one");
 
     // During a turn: the user message is acknowledged once the request is out.
     g.send_request(
