@@ -658,3 +658,50 @@ fn time_based_microcompact_after_a_long_pause_is_recorded_and_resumed() {
     let mut g = restart(home.path(), &mock);
     assert_eq!(view_messages(&mut g, &sid), live);
 }
+
+#[test]
+fn the_model_snips_a_message_by_its_tag() {
+    let first = Mock::start(vec![text("one", 100)]);
+    let (mut g, home, _ws, wid) = setup(&first, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    turn(&mut g, &sid, "secret question");
+    assert!(
+        first.rec.bodies()[0]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .any(|t| t["name"] == "snip")
+    );
+    // The tag the model saw on the first user message.
+    let tag = first.rec.bodies()[0]["messages"][0]["content"]
+        .as_array()
+        .expect("content")
+        .iter()
+        .filter_map(|b| b["text"].as_str())
+        .find(|t| t.starts_with("[id:"))
+        .expect("tag")
+        .trim_start_matches("[id:")
+        .trim_end_matches(']')
+        .to_string();
+    kill9(&mut g);
+    let input = json!({"ids": [tag, "zzzzzzzz"]}).to_string();
+    let second = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use("toolu_s", "snip", &[input.as_str()])),
+        text("snipped", 100),
+    ]);
+    let mut g = restart(home.path(), &second);
+    let r = turn(&mut g, &sid, "forget the first question");
+    assert_eq!(r["stopReason"], "end_turn");
+    let out = g
+        .turn_events()
+        .into_iter()
+        .find(|e| e["kind"] == "toolCallFinished")
+        .expect("snip ran");
+    let out = out["output"].as_str().expect("output");
+    assert!(out.contains("Removed 1 message"), "{out}");
+    assert!(out.contains("Unknown ids: zzzzzzzz"), "{out}");
+    let last = &second.rec.bodies()[1];
+    assert!(!all_text(&last["messages"]).contains("secret question"));
+    let h = g.call("session/messages", json!({"sessionId": sid}));
+    assert_eq!(h["messages"][0]["removed"], "snip");
+}
