@@ -8,7 +8,26 @@ use serde_json::{Value, json};
 
 use crate::client::{Framing, Garuda};
 use crate::mock_model::*;
-use crate::turns::{Mock, setup};
+use crate::turns::{Mock, setup, shape};
+
+/// Replaces the temporary transcript path and note bodies that vary between runs.
+fn redact(v: &Value) -> Value {
+    match v {
+        Value::String(s) => {
+            let mut s = s.clone();
+            if let Some(a) = s.find("the full transcript is at ") {
+                let from = a + "the full transcript is at ".len();
+                if let Some(b) = s[from..].find(".jsonl") {
+                    s.replace_range(from..from + b + ".jsonl".len(), "<transcript>");
+                }
+            }
+            Value::String(s)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(redact).collect()),
+        Value::Object(o) => Value::Object(o.iter().map(|(k, v)| (k.clone(), redact(v))).collect()),
+        other => other.clone(),
+    }
+}
 
 const WINDOW_100K: &str = "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 100000\n";
 
@@ -151,6 +170,9 @@ fn stage2_summary_shares_prefix_and_installs_in_order() {
         "{joined}"
     );
     assert!(!joined.contains("question 1\""), "older part gone");
+
+    insta::assert_json_snapshot!("summary_request", redact(&shape(summary_req)));
+    insta::assert_json_snapshot!("post_compact_request", redact(&shape(main_after)));
 
     let p = phases(&g);
     assert!(p.contains(&"started".to_string()), "{p:?}");
