@@ -727,3 +727,47 @@ fn the_model_snips_a_message_by_its_tag() {
     let h = g.call("session/messages", json!({"sessionId": sid}));
     assert_eq!(h["messages"][0]["removed"], "snip");
 }
+
+#[test]
+fn oversized_tool_results_go_to_a_side_file_that_read_file_opens() {
+    let big: String = (0..100)
+        .map(|i| format!("row {i:03} {}\n", "z".repeat(40)))
+        .collect();
+    let first = Mock::start(vec![read("toolu_big", "big.txt"), text("seen", 100)]);
+    let (mut g, home, ws, wid) = setup(
+        &first,
+        "[context]\ntool_result_max_chars = 1000\ntool_result_preview_chars = 100\n",
+    );
+    std::fs::write(ws.path().join("big.txt"), &big).expect("write");
+    let sid = new_session(&mut g, &wid);
+    turn(&mut g, &sid, "read big.txt");
+    let side = find_file(&home.path().join("state"), "toolu_big.txt").expect("side file");
+    assert!(
+        std::fs::read_to_string(&side)
+            .expect("side")
+            .contains("row 099")
+    );
+    // The model saw a preview and the path, not the whole result.
+    let seen = all_text(&first.rec.bodies()[1]["messages"]);
+    assert!(seen.contains(&side.display().to_string()), "{seen}");
+    assert!(!seen.contains("row 099"));
+    kill9(&mut g);
+    let input = json!({"path": side.display().to_string()}).to_string();
+    let second = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "toolu_side",
+            "read_file",
+            &[input.as_str()],
+        )),
+        text("done", 100),
+    ]);
+    let mut g = restart(home.path(), &second);
+    turn(&mut g, &sid, "open the side file");
+    let out = g
+        .turn_events()
+        .into_iter()
+        .find(|e| e["kind"] == "toolCallFinished")
+        .expect("read ran");
+    assert_eq!(out["isError"], false, "{out}");
+    assert!(out["output"].as_str().expect("out").contains("row 099"));
+}
