@@ -413,6 +413,11 @@ fn manual_compact_restores_files_within_budgets() {
         };
         std::fs::write(ws.path().join(format!("f{i}.txt")), body).expect("write");
     }
+    std::fs::write(
+        ws.path().join("AGENTS.md"),
+        "Be brief.\n\n## Compact Instructions\nKeep every file name verbatim.\n\n## Other\nNot this.\n",
+    )
+    .expect("write");
     let sid = new_session(&mut g, &wid);
     run_history(&mut g, &sid);
     let r = g.call(
@@ -422,7 +427,20 @@ fn manual_compact_restores_files_within_budgets() {
     assert_eq!(r["compacted"], true, "{r}");
     assert_eq!(r["kind"], "summary");
     // The focus text reaches the summary request.
-    assert!(all_text(&mock.rec.bodies()[6]).contains("the files"));
+    let summary_req = mock.rec.bodies()[6].clone();
+    let instruction = all_text(
+        summary_req["messages"]
+            .as_array()
+            .expect("m")
+            .last()
+            .expect("last"),
+    );
+    assert!(instruction.contains("the files"), "{instruction}");
+    assert!(
+        instruction.contains("Keep every file name verbatim."),
+        "{instruction}"
+    );
+    assert!(!instruction.contains("Not this."));
     let msgs = view_messages(&mut g, &sid);
     let restored: Vec<String> = msgs
         .iter()
