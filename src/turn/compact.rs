@@ -454,3 +454,19 @@ fn fail(
     }
     CompactOutcome::nothing(tokens, why)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::compact_section;
+
+    #[test]
+    fn compact_section_is_the_heading_body_up_to_a_sibling_heading() {
+        let system = "# Project instructions\n## AGENTS.md\nBe brief.\n### Compact Instructions\nKeep names.\n#### Detail\nAnd paths.\n### Next\nNo.\n";
+        assert_eq!(
+            compact_section(system).as_deref(),
+            Some("Keep names.\n#### Detail\nAnd paths.")
+        );
+        assert_eq!(compact_section("# A\ntext\n"), None);
+        assert_eq!(compact_section("## Compact instructions\n\n## B\n"), None);
+    }
+}
