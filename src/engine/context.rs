@@ -8,9 +8,12 @@ use tokio_util::sync::CancellationToken;
 use super::{Engine, EngineError};
 use crate::protocol::{CollapseResult, CompactResult, InspectResult, SnipResult, ViewResult};
 use crate::provider::{self, ModelRequest};
+use crate::session::records::now_ms;
 use crate::session::records::{CompactTrigger, new_id};
+use crate::session::tokens::ContextTracker;
 use crate::session::tokens::{self, PartSizes};
-use crate::turn::{self, LiveSession, TurnError, TurnHost};
+use crate::session::view::{build_view, render_id_tags};
+use crate::turn::{self, LiveSession, StepView, TurnError, TurnHost};
 
 fn busy(live: &LiveSession) -> EngineError {
     EngineError::Turn(TurnError::Busy(live.id.clone()))
@@ -108,12 +111,35 @@ impl Engine {
         })
     }
 
+    /// The view, the tracker and the pause flag while a turn holds the session: rebuilt
+    /// from the transcript on disk (everything acknowledged so far).
+    fn from_disk(&self, live: &LiveSession) -> Result<(StepView, ContextTracker), EngineError> {
+        let records = self.store().load(&live.id)?.records;
+        let v = build_view(&records, &live.setup.view_policy, now_ms());
+        let tracker = ContextTracker::replay(&records);
+        let sv = StepView {
+            messages: render_id_tags(&v),
+            cache: turn::provider_cache(&v.cache),
+            view_chars: v.chars(),
+        };
+        Ok((sv, tracker))
+    }
+
     /// The request the next step would send, with its cache markers.
     pub fn next_request(&self, id: &str) -> Result<ViewResult, EngineError> {
         let live = self.session(id)?;
-        let mut state = live.state.try_lock().map_err(|_| busy(&live))?;
-        let sv = turn::step_view(&mut state, &live.setup.view_policy)?;
-        let context_tokens = turn::context_tokens(&live, &mut state)?;
+        let (sv, context_tokens) = match live.state.try_lock() {
+            Ok(mut state) => {
+                let sv = turn::step_view(&mut state, &live.setup.view_policy)?;
+                let t = turn::context_tokens(&live, &mut state)?;
+                (sv, t)
+            }
+            Err(_) => {
+                let (sv, tracker) = self.from_disk(&live)?;
+                let t = tracker.context_tokens(sv.view_chars, turn::fixed_chars(&live));
+                (sv, t)
+            }
+        };
         let request = ModelRequest {
             model: live.setup.model_id.clone(),
             system: live.system(),
@@ -138,8 +164,22 @@ impl Engine {
     /// The context by part, with the threshold.
     pub fn inspect(&self, id: &str) -> Result<InspectResult, EngineError> {
         let live = self.session(id)?;
-        let mut state = live.state.try_lock().map_err(|_| busy(&live))?;
-        let context_tokens = turn::context_tokens(&live, &mut state)?;
+        let (context_tokens, message_chars, tracker, paused) = match live.state.try_lock() {
+            Ok(mut state) => {
+                let t = turn::context_tokens(&live, &mut state)?;
+                (
+                    t,
+                    state.view_cache.chars(),
+                    state.tracker,
+                    state.failures.paused(&live.setup.compact),
+                )
+            }
+            Err(_) => {
+                let (sv, tracker) = self.from_disk(&live)?;
+                let t = tracker.context_tokens(sv.view_chars, turn::fixed_chars(&live));
+                (t, sv.view_chars, tracker, false)
+            }
+        };
         let ws = &live.setup.workspace;
         let assembled = ws.assemble(&ws.default_options(Some(&live.header.model)));
         let (mut instr, mut mem) = (0usize, 0usize);
@@ -156,12 +196,12 @@ impl Engine {
             instructions_chars: instr.min(system_chars),
             memory_chars: mem.min(system_chars.saturating_sub(instr)),
             tool_chars: tokens::tool_chars(&live.tool_specs()),
-            message_chars: state.view_cache.chars(),
+            message_chars,
         };
         let info = &live.setup.model_info;
         let p = tokens::inspect(
             &sizes,
-            &state.tracker,
+            &tracker,
             info.context_window,
             info.max_output as u64,
             &live.setup.compact,
@@ -177,7 +217,7 @@ impl Engine {
             window: p.window,
             threshold: p.threshold,
             context_tokens,
-            paused: state.failures.paused(&live.setup.compact),
+            paused,
         })
     }
 }

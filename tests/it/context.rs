@@ -789,3 +789,28 @@ fn oversized_tool_results_go_to_a_side_file_that_read_file_opens() {
     assert_eq!(out["isError"], false, "{out}");
     assert!(out["output"].as_str().expect("out").contains("row 099"));
 }
+
+#[test]
+fn view_and_inspect_answer_while_a_turn_runs() {
+    let mut replies = history(100);
+    replies.push(MockReply::Hang(Duration::from_secs(20)));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    g.send_request(
+        "turn/run",
+        json!({"sessionId": sid, "input": [{"type": "text", "text": "question 6"}]}),
+    );
+    for _ in 0..200 {
+        if mock.rec.count() == 7 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let i = g.call("context/inspect", json!({"sessionId": sid}));
+    assert!(i["contextTokens"].as_u64().expect("tokens") > 0);
+    let v = g.call("session/view", json!({"sessionId": sid}));
+    assert!(all_text(&v["request"]).contains("question 6"));
+    g.call("turn/cancel", json!({"sessionId": sid}));
+}
