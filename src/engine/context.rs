@@ -113,7 +113,7 @@ impl Engine {
 
     /// The view, the tracker and the pause flag while a turn holds the session: rebuilt
     /// from the transcript on disk (everything acknowledged so far).
-    fn from_disk(&self, live: &LiveSession) -> Result<(StepView, ContextTracker), EngineError> {
+    fn view_on_disk(&self, live: &LiveSession) -> Result<(StepView, ContextTracker), EngineError> {
         let records = self.store().load(&live.id)?.records;
         let v = build_view(&records, &live.setup.view_policy, now_ms());
         let tracker = ContextTracker::replay(&records);
@@ -135,7 +135,7 @@ impl Engine {
                 (sv, t)
             }
             Err(_) => {
-                let (sv, tracker) = self.from_disk(&live)?;
+                let (sv, tracker) = self.view_on_disk(&live)?;
                 let t = tracker.context_tokens(sv.view_chars, turn::fixed_chars(&live));
                 (sv, t)
             }
@@ -175,7 +175,7 @@ impl Engine {
                 )
             }
             Err(_) => {
-                let (sv, tracker) = self.from_disk(&live)?;
+                let (sv, tracker) = self.view_on_disk(&live)?;
                 let t = tracker.context_tokens(sv.view_chars, turn::fixed_chars(&live));
                 (t, sv.view_chars, tracker, false)
             }
