@@ -814,3 +814,31 @@ fn view_and_inspect_answer_while_a_turn_runs() {
     assert!(all_text(&v["request"]).contains("question 6"));
     g.call("turn/cancel", json!({"sessionId": sid}));
 }
+
+#[test]
+fn cancelling_a_turn_during_its_auto_compaction_changes_nothing() {
+    let mut replies = history(90_000);
+    replies.push(MockReply::Hang(Duration::from_secs(20)));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    let id = g.send_request(
+        "turn/run",
+        json!({"sessionId": sid, "input": [{"type": "text", "text": "question 6"}]}),
+    );
+    for _ in 0..200 {
+        if mock.rec.count() == 7 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    g.call("turn/cancel", json!({"sessionId": sid}));
+    let r = g.response(&json!(id));
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    assert!(phases(&g).contains(&"failed".to_string()));
+    let h = g.call("session/messages", json!({"sessionId": sid}));
+    let msgs = h["messages"].as_array().expect("m");
+    assert_eq!(msgs.len(), 13, "five turns and the new question");
+    assert!(msgs.iter().all(|m| m.get("removed").is_none()));
+}
