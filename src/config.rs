@@ -54,6 +54,69 @@ pub struct Config {
     pub models: BTreeMap<String, ModelOverride>,
     /// Timeouts and retries for provider calls.
     pub network: NetworkSettings,
+    /// Context pipeline and compaction settings.
+    pub context: ContextSettings,
+}
+
+/// Context pipeline and compaction settings (`[context]`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct ContextSettings {
+    /// Compact above this share of the window.
+    pub threshold: f64,
+    /// Stage 1 alone suffices at or below this share of the window.
+    pub target: f64,
+    /// Assistant turns kept in full by a compaction.
+    pub keep_steps: usize,
+    /// Trigger at window − min(max output, 20 000) − 13 000 instead of `threshold`.
+    pub reserved_formula: bool,
+    /// Minutes since the last answer after which old tool results are cleared (0: never).
+    pub microcompact_minutes: u64,
+    /// Most recent tool results the time-based clearing keeps.
+    pub microcompact_keep: usize,
+    /// Tool results over this many characters go to a side file, with a preview in the view.
+    pub tool_result_max_chars: usize,
+    /// Characters of such a result kept as preview.
+    pub tool_result_preview_chars: usize,
+}
+
+impl Default for ContextSettings {
+    fn default() -> Self {
+        ContextSettings {
+            threshold: 0.8,
+            target: 0.6,
+            keep_steps: 4,
+            reserved_formula: false,
+            microcompact_minutes: 60,
+            microcompact_keep: 5,
+            tool_result_max_chars: 50_000,
+            tool_result_preview_chars: 2_000,
+        }
+    }
+}
+
+impl ContextSettings {
+    /// The compaction policy these settings describe.
+    pub fn compact_policy(&self) -> crate::session::compact::CompactPolicy {
+        crate::session::compact::CompactPolicy {
+            threshold: self.threshold.clamp(0.05, 1.0),
+            target: self.target.clamp(0.0, self.threshold.clamp(0.05, 1.0)),
+            keep_steps: self.keep_steps.max(1),
+            use_reserved_formula: self.reserved_formula,
+            ..Default::default()
+        }
+    }
+
+    /// Applies these settings to a session's view policy.
+    pub fn apply_view(&self, policy: &mut crate::session::view::ViewPolicy) {
+        policy.microcompact_after_ms =
+            (self.microcompact_minutes > 0).then(|| self.microcompact_minutes * 60_000);
+        policy.microcompact_keep = self.microcompact_keep;
+        policy.tool_result_max_chars = self.tool_result_max_chars.max(1_000);
+        policy.tool_result_preview_chars = self
+            .tool_result_preview_chars
+            .min(policy.tool_result_max_chars);
+    }
 }
 
 /// Timeouts and retries for provider calls.

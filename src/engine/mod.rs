@@ -1,5 +1,6 @@
 //! The engine: everything a front can ask of Garuda, with no knowledge of JSON-RPC.
 
+mod context;
 mod sessions;
 
 pub use sessions::{NewSession, Sessions, policy_name};

@@ -79,6 +79,8 @@ impl Engine {
                 policy,
                 client_tools,
                 approval_timeout_secs: self.config.approval.timeout_secs,
+                view_policy: Default::default(),
+                compact: self.config.context.compact_policy(),
             },
             warnings,
         ))
@@ -118,6 +120,8 @@ impl Engine {
         let mut header = SessionHeader::new(ws.root.path().display().to_string(), model);
         header.policy = Some(policy_name(policy));
         let file = self.store().create(&header)?;
+        setup.view_policy = self.store().view_policy(&header.session_id);
+        self.config.context.apply_view(&mut setup.view_policy);
         let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
         self.sessions
             .live
@@ -149,7 +153,9 @@ impl Engine {
             .as_deref()
             .and_then(|p| serde_json::from_value(serde_json::Value::String(p.to_string())).ok())
             .unwrap_or_else(|| self.default_policy());
-        let (setup, _) = self.setup(ws, &loaded.header.model.clone(), policy, Vec::new())?;
+        let (mut setup, _) = self.setup(ws, &loaded.header.model.clone(), policy, Vec::new())?;
+        setup.view_policy = self.store().view_policy(id);
+        self.config.context.apply_view(&mut setup.view_policy);
         let live = Arc::new(LiveSession::new(loaded.header, setup, file, loaded.records));
         let mut map = self.sessions.live.lock().unwrap_or_else(|p| p.into_inner());
         Ok(map.entry(id.to_string()).or_insert(live).clone())
@@ -189,6 +195,9 @@ impl Engine {
             // A turn is running: read what is on disk instead of waiting for it.
             Err(_) => self.store().load(id)?.records,
         };
+        let view =
+            crate::session::view::build_view(&records, &live.setup.view_policy, now_ms_plain());
+        let marks = crate::session::view::removal_marks(&records, &view);
         let all: Vec<HistoryMessage> = records
             .iter()
             .filter_map(Record::as_message)
@@ -199,6 +208,14 @@ impl Engine {
                 content: m.content.clone(),
                 time: m.time,
                 meta: m.meta.map(|k| format!("{k:?}").to_lowercase()),
+                removed: marks.get(&m.uuid).map(|r| {
+                    match r {
+                        crate::session::view::Removal::Compacted => "compacted",
+                        crate::session::view::Removal::Snipped => "snip",
+                        crate::session::view::Removal::Collapsed => "collapsed",
+                    }
+                    .to_string()
+                }),
             })
             .collect();
         let start = cursor.unwrap_or(0) as usize;
@@ -252,6 +269,10 @@ impl Engine {
         let live = self.session(id)?;
         Ok(turn::run_turn(&live, input, host, cancel, turn::DEFAULT_MAX_STEPS).await?)
     }
+}
+
+fn now_ms_plain() -> u64 {
+    crate::session::records::now_ms()
 }
 
 /// The wire name of a policy.

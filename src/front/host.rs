@@ -39,6 +39,11 @@ fn end_position(text: &str) -> Value {
 }
 
 impl TurnHost for RpcHost {
+    fn progress(&self, token: &str, value: Value) {
+        self.client
+            .notify("$/progress", json!({"token": token, "value": value}));
+    }
+
     fn event(&self, session_id: &str, event: TurnEvent) {
         let update = TurnUpdate {
             session_id: session_id.to_string(),

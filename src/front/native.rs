@@ -11,9 +11,10 @@ use super::{RpcHost, parse_params, uri_to_path};
 use crate::engine::{Engine, EngineError, EngineEvent, NewSession};
 use crate::fsroot::FsError;
 use crate::protocol::{
-    self, Ack, AssembleParams, CloseResult, ForkParams, GarudaCapabilities, InitializeResult,
-    ListResult, LoadResult, MessagesParams, NewSessionParams, NewSessionResult, OpenParams,
-    ServerInfo, SessionList, SessionRef, TurnParams, TurnResult, WorkspaceRef,
+    self, Ack, AssembleParams, CloseResult, CollapseParams, CompactParams, ForkParams,
+    GarudaCapabilities, InitializeResult, ListResult, LoadResult, MessagesParams, NewSessionParams,
+    NewSessionResult, OpenParams, ServerInfo, SessionList, SessionRef, SnipParams, TurnParams,
+    TurnResult, WorkspaceRef,
 };
 use crate::rpc::{Client, Dispatch, Flow, Handler, RequestCtx, RpcError, codes};
 use crate::turn::TurnHost;
@@ -230,6 +231,26 @@ impl NativeFront {
         })
     }
 
+    fn session_compact(&self, params: Value, ctx: RequestCtx) -> Dispatch {
+        let p: CompactParams = match parse_params(params) {
+            Ok(p) => p,
+            Err(e) => return Dispatch::Reply(Err(e)),
+        };
+        let engine = self.engine.clone();
+        let apply_edit = self.facts.get().is_some_and(|f| f.apply_edit);
+        let host: Arc<dyn TurnHost> = Arc::new(RpcHost {
+            client: ctx.client.clone(),
+            apply_edit,
+        });
+        Dispatch::Spawn(Box::pin(async move {
+            let r = engine
+                .compact(&p.session_id, p.focus, host, ctx.cancel.clone())
+                .await
+                .map_err(engine_error)?;
+            to_value(r)
+        }))
+    }
+
     fn turn_run(&self, params: Value, ctx: RequestCtx) -> Dispatch {
         let p: TurnParams = match parse_params(params) {
             Ok(p) => p,
@@ -435,6 +456,27 @@ impl Handler for NativeFront {
                 Ok(Ack { ok: true })
             }),
             "turn/run" => self.turn_run(params, ctx),
+            "session/compact" => self.session_compact(params, ctx),
+            "session/snip" => self.blocking(params, |engine, p: SnipParams| {
+                engine.snip(&p.session_id, p.message_ids)
+            }),
+            "session/collapse" => {
+                let engine = self.engine.clone();
+                Dispatch::Spawn(Box::pin(async move {
+                    let p: CollapseParams = parse_params(params)?;
+                    let r = engine
+                        .collapse(&p.session_id, &p.from_id, &p.to_id, p.summary, ctx.cancel)
+                        .await
+                        .map_err(engine_error)?;
+                    to_value(r)
+                }))
+            }
+            "session/view" => self.blocking(params, |engine, p: SessionRef| {
+                engine.next_request(&p.session_id)
+            }),
+            "context/inspect" => self.blocking(params, |engine, p: SessionRef| {
+                engine.inspect(&p.session_id)
+            }),
             "turn/cancel" => Dispatch::Reply((|| {
                 let p: SessionRef = parse_params(params)?;
                 let live = self.engine.session(&p.session_id).map_err(engine_error)?;

@@ -257,6 +257,9 @@ pub struct HistoryMessage {
     /// Special kind (`summary`, `restored_file`, ...), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<String>,
+    /// Why the model no longer sees it: `compacted`, `snip` or `collapsed` (absent: it does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<String>,
 }
 
 /// `session/messages` result.
@@ -351,4 +354,132 @@ pub struct ToolCallResult {
 pub struct Ack {
     /// True.
     pub ok: bool,
+}
+
+/// `session/compact` parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompactParams {
+    /// The session.
+    pub session_id: String,
+    /// What the summary should focus on (the text after `/compact`).
+    #[serde(default)]
+    pub focus: Option<String>,
+}
+
+/// `session/compact` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactResult {
+    /// True when a compaction was installed.
+    pub compacted: bool,
+    /// Estimated context tokens before.
+    pub tokens_before: u64,
+    /// Estimated context tokens after.
+    pub tokens_after: u64,
+    /// `summary`, `handoff` (extractive, the model could not summarize) or `trim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Why nothing was installed, when nothing was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// `session/snip` parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SnipParams {
+    /// The session.
+    pub session_id: String,
+    /// Transcript message ids to drop from the model's view.
+    pub message_ids: Vec<String>,
+}
+
+/// `session/snip` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnipResult {
+    /// Ids now out of the view.
+    pub removed: Vec<String>,
+    /// Ids kept because the other side of a tool pair is still in the view.
+    pub protected: Vec<String>,
+}
+
+/// `session/collapse` parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CollapseParams {
+    /// The session.
+    pub session_id: String,
+    /// First message of the span.
+    pub from_id: String,
+    /// Last message of the span.
+    pub to_id: String,
+    /// The span's summary (made by the model when absent).
+    #[serde(default)]
+    pub summary: Option<String>,
+}
+
+/// `session/collapse` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CollapseResult {
+    /// Id of the summary message in the view (the collapse record's id).
+    pub collapse_id: String,
+    /// Every message the summary replaces (widened so no tool pair is split).
+    pub span_ids: Vec<String>,
+    /// The summary text.
+    pub summary: String,
+}
+
+/// `session/view` result: the request the next step would send.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ViewResult {
+    /// The provider request body, cache markers included.
+    pub request: serde_json::Value,
+    /// Messages in the request.
+    pub message_count: u64,
+    /// Cache markers in the request (system included).
+    pub cache_markers: u64,
+    /// Estimated context tokens.
+    pub context_tokens: u64,
+}
+
+/// `context/inspect` result: the context by part, in tokens.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InspectResult {
+    /// System prompt without instructions and memory.
+    pub system: u64,
+    /// Tool specs.
+    pub tools: u64,
+    /// Project instructions.
+    pub instructions: u64,
+    /// Project memory.
+    pub memory: u64,
+    /// Conversation messages.
+    pub messages: u64,
+    /// Room left.
+    pub free: u64,
+    /// Reserved for the model's output.
+    pub reserved: u64,
+    /// The model's window.
+    pub window: u64,
+    /// Compaction starts above this many tokens.
+    pub threshold: u64,
+    /// The context size now (real count of the last response plus the estimate since).
+    pub context_tokens: u64,
+    /// True while auto-compaction is paused after repeated failures.
+    pub paused: bool,
+}
+
+/// `$/progress` parameters (LSP work-done progress) for `session/compact`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgressParams {
+    /// The progress token.
+    pub token: String,
+    /// `{kind: "begin"|"report"|"end", title?, message?}`.
+    pub value: serde_json::Value,
 }

@@ -37,6 +37,11 @@ pub const METHODS: &[&str] = &[
     "session/delete",
     "turn/run",
     "turn/cancel",
+    "session/compact",
+    "session/snip",
+    "session/collapse",
+    "session/view",
+    "context/inspect",
 ];
 
 fn entries() -> Vec<Entry> {
@@ -85,6 +90,32 @@ fn entries() -> Vec<Entry> {
         ("session/delete", "request", s::<SessionRef>, s::<Ack>),
         ("turn/run", "request", s::<TurnParams>, s::<TurnResult>),
         ("turn/cancel", "request", s::<SessionRef>, s::<Ack>),
+        (
+            "session/compact",
+            "request",
+            s::<CompactParams>,
+            s::<CompactResult>,
+        ),
+        ("session/snip", "request", s::<SnipParams>, s::<SnipResult>),
+        (
+            "session/collapse",
+            "request",
+            s::<CollapseParams>,
+            s::<CollapseResult>,
+        ),
+        ("session/view", "request", s::<SessionRef>, s::<ViewResult>),
+        (
+            "context/inspect",
+            "request",
+            s::<SessionRef>,
+            s::<InspectResult>,
+        ),
+        (
+            "$/progress",
+            "notification (server to client)",
+            s::<ProgressParams>,
+            none,
+        ),
         (
             "workspace/contextChanged",
             "notification (server to client)",

@@ -37,6 +37,9 @@ pub trait TurnHost: Send + Sync {
         old_text: Option<String>,
         new_text: String,
     ) -> Option<BoxFuture<'static, Result<(), String>>>;
+    /// Reports work-done progress (`$/progress` with `token` and an LSP
+    /// `WorkDoneProgress` value); hosts without progress ignore it.
+    fn progress(&self, _token: &str, _value: Value) {}
 }
 
 /// A host that streams nowhere, approves nothing and has no client tools (tests, exec).

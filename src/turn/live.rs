@@ -7,6 +7,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::message::{ToolSpec, Usage};
 use crate::provider::{ModelInfo, Provider, ProviderError};
+use crate::session::compact::{CompactPolicy, FailureTracker};
+use crate::session::tokens::ContextTracker;
+use crate::session::view::{ViewCache, ViewPolicy};
 use crate::session::{Record, SessionFile, SessionHeader, StoreError};
 use crate::tools::{FileTracker, Policy, TodoItem};
 use crate::workspace::Workspace;
@@ -46,6 +49,10 @@ pub struct SessionSetup {
     pub client_tools: Vec<ToolSpec>,
     /// Seconds to wait for an approval.
     pub approval_timeout_secs: u64,
+    /// The view pipeline's settings (side-file directory included).
+    pub view_policy: ViewPolicy,
+    /// Compaction settings.
+    pub compact: CompactPolicy,
 }
 
 /// Mutable state, held for the whole of a turn so turns of one session never interleave.
@@ -60,6 +67,12 @@ pub struct SessionState {
     pub last_usage: Option<Usage>,
     /// sha256 of the workspace prompt the model last heard about (system or note).
     pub prompt_sha: String,
+    /// The incremental view of `records`.
+    pub view_cache: ViewCache,
+    /// Context-size accounting.
+    pub tracker: ContextTracker,
+    /// Consecutive compaction failures (auto-compaction pauses after too many).
+    pub failures: FailureTracker,
 }
 
 impl SessionState {
@@ -69,6 +82,13 @@ impl SessionState {
             self.file.append(&r)?;
             self.records.push(r);
         }
+        Ok(())
+    }
+
+    /// Appends records in one write (a compaction installation), then to memory.
+    pub fn append_batch(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
+        self.file.append_batch(&records)?;
+        self.records.extend(records);
         Ok(())
     }
 
@@ -117,10 +137,13 @@ impl LiveSession {
             system: Mutex::new(assembled.system.clone()),
             state: tokio::sync::Mutex::new(SessionState {
                 file,
-                records,
                 always_allow: HashSet::new(),
                 last_usage: None,
                 prompt_sha: assembled.sha256.clone(),
+                view_cache: ViewCache::new(),
+                tracker: ContextTracker::replay(&records),
+                failures: FailureTracker::default(),
+                records,
             }),
             setup,
             files: Arc::new(Mutex::new(FileTracker::new())),
@@ -135,6 +158,11 @@ impl LiveSession {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Replaces the system prompt (after a compaction, when the cache is cold anyway).
+    pub fn set_system(&self, system: String) {
+        *self.system.lock().unwrap_or_else(|p| p.into_inner()) = system;
     }
 
     /// Cancels the running turn, if any; true when one was running.
@@ -156,6 +184,7 @@ impl LiveSession {
     /// The tools the model sees: built-ins then the client's, in a fixed order.
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
         let mut specs = crate::tools::builtin_specs();
+        specs.push(super::ops::snip_tool_spec());
         specs.extend(self.setup.client_tools.iter().cloned());
         specs
     }

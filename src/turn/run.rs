@@ -6,13 +6,16 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::compact::{compact_if_needed, compact_session};
 use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
 use super::host::TurnHost;
 use super::live::{LiveSession, SessionState, TurnError};
-use super::view::request_messages;
+use super::view::step_view;
 use crate::message::{Block, Role, StopReason, Usage};
 use crate::provider::{ModelRequest, ProviderError, StreamEvent};
+use crate::session::records::CompactTrigger;
 use crate::session::records::{InstructionChangeRecord, UsageRecord, new_id, now_ms};
+use crate::session::view::{message_chars, oversized_results};
 use crate::session::{MessageRecord, Record};
 use crate::tools::{self, ToolContext, ToolMeta, ToolOutput};
 
@@ -125,8 +128,9 @@ async fn run_locked(
         todos: session.todos.clone(),
         limits: Default::default(),
         cancel: cancel.clone(),
-        state_dir: None,
+        state_dir: Some(session.setup.view_policy.tool_results_dir.clone()),
     };
+    let mut reactive_retry_used = false;
     let tools = session.tool_specs();
     for step in 1..=max_steps {
         if cancel.is_cancelled() {
@@ -134,14 +138,19 @@ async fn run_locked(
             return Ok(outcome);
         }
         host.event(&session.id, TurnEvent::StepStarted { step });
-        let (messages, cache) = request_messages(&state.records);
+        compact_if_needed(session, state, host, cancel).await?;
+        if cancel.is_cancelled() {
+            outcome.stop_reason = StopReason::Cancelled;
+            return Ok(outcome);
+        }
+        let sv = step_view(state, &session.setup.view_policy)?;
         let request = ModelRequest {
             model: session.setup.model_id.clone(),
             system: session.system(),
             tools: tools.clone(),
-            messages,
+            messages: sv.messages,
             max_tokens: session.setup.model_info.max_output,
-            cache,
+            cache: sv.cache,
             thinking_budget: None,
         };
         let request_chars = request_chars(&request);
@@ -158,13 +167,31 @@ async fn run_locked(
             Err(e) => {
                 let cancelled = matches!(e, ProviderError::Cancelled { .. });
                 let partial = e.partial().to_vec();
-                if !partial.is_empty() {
+                let had_partial = !partial.is_empty();
+                if had_partial {
                     let ids = append_assistant_and_close(state, partial, INTERRUPTED)?;
                     outcome.message_ids.extend(ids);
                 }
                 if cancelled {
                     outcome.stop_reason = StopReason::Cancelled;
                     return Ok(outcome);
+                }
+                if e.is_prompt_too_long() && !had_partial && !reactive_retry_used {
+                    // The provider counted more than we estimated: compact now, retry once.
+                    reactive_retry_used = true;
+                    let done = compact_session(
+                        session,
+                        state,
+                        host,
+                        cancel,
+                        CompactTrigger::Reactive,
+                        None,
+                        &|_, _, _| {},
+                    )
+                    .await?;
+                    if done.compacted {
+                        continue;
+                    }
                 }
                 return Err(TurnError::Provider(e));
             }
@@ -185,6 +212,7 @@ async fn run_locked(
         );
         let assistant_id = assistant.uuid.clone();
         outcome.message_ids.push(assistant_id.clone());
+        let view_chars = sv.view_chars + message_chars(&assistant.to_message());
         state.append(vec![
             Record::Message(assistant),
             Record::Usage(UsageRecord {
@@ -192,10 +220,13 @@ async fn run_locked(
                 time: now_ms(),
                 message_id: assistant_id,
                 request_chars: Some(request_chars),
-                view_chars: None,
+                view_chars: Some(view_chars as u64),
                 usage: response.usage,
             }),
         ])?;
+        state
+            .tracker
+            .on_usage(&response.usage, Some(request_chars as usize), view_chars);
 
         let calls: Vec<(String, String, Value)> = response
             .content
@@ -252,6 +283,15 @@ async fn run_locked(
             });
         }
         let user = MessageRecord::new(Role::User, results, state.last_message_id());
+        // Oversized results are kept whole in side files; the view shows a preview and the path.
+        for side in oversized_results(&user.to_message(), &session.setup.view_policy) {
+            if let Some(dir) = side.path.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            if let Err(e) = std::fs::write(&side.path, &side.text) {
+                tracing::warn!("cannot write {}: {e}", side.path.display());
+            }
+        }
         outcome.message_ids.push(user.uuid.clone());
         state.append(vec![Record::Message(user)])?;
         if cancel.is_cancelled() {
@@ -351,6 +391,12 @@ async fn run_tool(
     input: Value,
 ) -> ToolOutput {
     let is_client_tool = session.setup.client_tools.iter().any(|t| t.name == name);
+    if name == super::ops::SNIP_TOOL && !is_client_tool {
+        return match super::ops::snip_tool(session, state, &input) {
+            Ok(t) => ToolOutput::ok(t),
+            Err(e) => ToolOutput::error(e),
+        };
+    }
     let class = tools::classify(name);
     if class.is_none() && !is_client_tool {
         return ToolOutput::error(format!(

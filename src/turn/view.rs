@@ -1,32 +1,69 @@
-//! The messages of the next model request, from the transcript.
+//! The messages of the next model request: the session's records through the view pipeline.
 
 use crate::message::Message;
 use crate::provider::CachePlan;
-use crate::session::Record;
+use crate::session::records::{MicrocompactRecord, new_id, now_ms};
+use crate::session::view::{self, View, ViewPolicy};
+use crate::session::{Record, StoreError};
 
-/// The provider-bound messages and cache plan for the next step.
-pub fn request_messages(records: &[Record]) -> (Vec<Message>, CachePlan) {
-    let start = records
-        .iter()
-        .rposition(|r| matches!(r, Record::CompactBoundary(_)))
-        .map_or(0, |i| i + 1);
-    let mut messages: Vec<Message> = Vec::new();
-    for r in &records[start..] {
-        let Some(m) = r.as_message() else { continue };
-        if m.is_virtual {
-            continue;
-        }
-        match messages.last_mut() {
-            Some(last) if last.role == m.role => last.content.extend(m.content.iter().cloned()),
-            _ => messages.push(m.to_message()),
-        }
+use super::live::SessionState;
+
+/// What the next step sends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepView {
+    /// The provider messages (user messages carry `[id:...]` tags for the snip tool).
+    pub messages: Vec<Message>,
+    /// Cache markers.
+    pub cache: CachePlan,
+    /// Characters of the view's messages (for the token estimate).
+    pub view_chars: usize,
+}
+
+/// The provider-side cache plan of a view's plan.
+pub fn provider_cache(plan: &view::CachePlan) -> CachePlan {
+    CachePlan {
+        system: plan.system,
+        messages: plan.messages.clone(),
     }
-    let last = messages.len().checked_sub(1);
-    (
+}
+
+/// The view now; when the time rule of microcompact fires, its record is appended first so
+/// that a resume replays the same view.
+pub fn current_view<'a>(
+    state: &'a mut SessionState,
+    policy: &ViewPolicy,
+) -> Result<&'a View, StoreError> {
+    let now = now_ms();
+    let due = state
+        .view_cache
+        .view(&state.records, policy, now)
+        .microcompact_due
+        .clone();
+    if !due.is_empty() {
+        state.append(vec![Record::Microcompact(MicrocompactRecord {
+            uuid: new_id(),
+            time: now,
+            cleared_tool_use_ids: due,
+        })])?;
+    }
+    Ok(state.view_cache.view(&state.records, policy, now))
+}
+
+/// The messages and cache plan of the next step.
+pub fn step_view(state: &mut SessionState, policy: &ViewPolicy) -> Result<StepView, StoreError> {
+    let view = current_view(state, policy)?;
+    let messages = view::render_id_tags(view);
+    let cache = provider_cache(&view.cache);
+    Ok(StepView {
         messages,
-        CachePlan {
-            system: true,
-            messages: last.into_iter().collect(),
-        },
-    )
+        cache,
+        view_chars: state.view_cache.chars(),
+    })
+}
+
+/// The provider-bound messages and cache plan of a transcript, without a session (a full
+/// pipeline run with the default policy; for previews and tests).
+pub fn request_messages(records: &[Record]) -> (Vec<Message>, CachePlan) {
+    let v = view::build_view(records, &ViewPolicy::default(), now_ms());
+    (view::render_id_tags(&v), provider_cache(&v.cache))
 }

@@ -3,6 +3,7 @@
 mod acp;
 mod cli;
 mod client;
+mod context;
 mod mock_model;
 mod mock_smoke;
 mod server;

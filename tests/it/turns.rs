@@ -205,7 +205,7 @@ fn strip_cache_control(v: &mut Value) {
 }
 
 /// The request without volatile text (system prompt body, tool schemas), to snapshot its shape.
-fn shape(body: &Value) -> Value {
+pub fn shape(body: &Value) -> Value {
     let mut b = body.clone();
     if let Some(sys) = b.get_mut("system").and_then(Value::as_array_mut) {
         for block in sys {
@@ -222,6 +222,10 @@ fn shape(body: &Value) -> Value {
                 for c in content {
                     if c["type"] == "tool_result" {
                         c["content"] = json!("<tool output>");
+                    }
+                    // Snip tags hash the (random) message ids.
+                    if c["text"].as_str().is_some_and(|t| t.starts_with("[id:")) {
+                        c["text"] = json!("[id:<tag>]");
                     }
                 }
             }

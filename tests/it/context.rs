@@ -1,0 +1,844 @@
+//! The context pipeline end to end: compaction (auto, manual, reactive), snip, collapse,
+//! session/view, context/inspect and crash safety, through the real binary and the mock model.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::client::{Framing, Garuda};
+use crate::mock_model::*;
+use crate::turns::{Mock, setup, shape};
+
+/// Replaces the temporary transcript path and note bodies that vary between runs.
+fn redact(v: &Value) -> Value {
+    match v {
+        Value::String(s) => {
+            let mut s = s.clone();
+            if let Some(a) = s.find("the full transcript is at ") {
+                let from = a + "the full transcript is at ".len();
+                if let Some(b) = s[from..].find(".jsonl") {
+                    s.replace_range(from..from + b + ".jsonl".len(), "<transcript>");
+                }
+            }
+            Value::String(s)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(redact).collect()),
+        Value::Object(o) => Value::Object(o.iter().map(|(k, v)| (k.clone(), redact(v))).collect()),
+        other => other.clone(),
+    }
+}
+
+const WINDOW_100K: &str = "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 100000\n";
+
+fn new_session(g: &mut Garuda, wid: &str) -> String {
+    let r = g.call(
+        "session/new",
+        json!({"workspaceId": wid, "policy": "full-auto"}),
+    );
+    r["sessionId"].as_str().expect("sessionId").to_string()
+}
+
+fn turn(g: &mut Garuda, sid: &str, text: &str) -> Value {
+    g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": [{"type": "text", "text": text}]}),
+    )
+}
+
+fn text(t: &str, input: u64) -> MockReply {
+    MockReply::Sse(anthropic_text(t, MockUsage::new(input, 5)))
+}
+
+fn read(id: &str, path: &str) -> MockReply {
+    let j = json!({"path": path}).to_string();
+    MockReply::Sse(anthropic_tool_use(id, "read_file", &[j.as_str()]))
+}
+
+/// Five turns (six model answers): turn 1 reads a.txt, the last answer reports `last_input`.
+fn history(last_input: u64) -> Vec<MockReply> {
+    vec![
+        read("toolu_r1", "a.txt"),
+        text("read it", 100),
+        text("two", 120),
+        text("three", 140),
+        text("four", 160),
+        text("five", last_input),
+    ]
+}
+
+fn run_history(g: &mut Garuda, sid: &str) {
+    for i in 1..=5 {
+        let r = turn(g, sid, &format!("question {i}"));
+        assert_eq!(r["stopReason"], "end_turn", "turn {i}: {r}");
+    }
+}
+
+fn compaction_events(g: &Garuda) -> Vec<Value> {
+    g.turn_events()
+        .into_iter()
+        .filter(|e| e["kind"] == "compaction")
+        .collect()
+}
+
+fn phases(g: &Garuda) -> Vec<String> {
+    compaction_events(g)
+        .iter()
+        .map(|e| e["phase"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+fn strip_cache(v: &Value) -> Value {
+    match v {
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .filter(|(k, _)| k.as_str() != "cache_control")
+                .map(|(k, v)| (k.clone(), strip_cache(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(strip_cache).collect()),
+        other => other.clone(),
+    }
+}
+
+fn all_text(v: &Value) -> String {
+    v.to_string()
+}
+
+fn view_messages(g: &mut Garuda, sid: &str) -> Vec<Value> {
+    let v = g.call("session/view", json!({"sessionId": sid}));
+    v["request"]["messages"]
+        .as_array()
+        .expect("messages")
+        .clone()
+}
+
+#[test]
+fn stage2_summary_shares_prefix_and_installs_in_order() {
+    let mut replies = history(90_000);
+    replies.push(text(
+        "<analysis>draft notes</analysis><summary>SUMMARY-XYZ: the user asked five questions.</summary>",
+        50,
+    ));
+    replies.push(text("six", 200));
+    let mock = Mock::start(replies);
+    let (mut g, _h, ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    // The instructions change on disk before the compaction: they come back changed.
+    std::fs::write(ws.path().join("AGENTS.md"), "Be verbose now.\n").expect("write");
+    let r = turn(&mut g, &sid, "question 6");
+    assert_eq!(r["stopReason"], "end_turn");
+
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies.len(), 8);
+    let summary_req = &bodies[6];
+    let main_before = &bodies[5];
+    // Same system and tools as the session's main requests.
+    assert_eq!(
+        strip_cache(&summary_req["system"]),
+        strip_cache(&main_before["system"])
+    );
+    assert_eq!(summary_req["tools"], main_before["tools"]);
+    let msgs = summary_req["messages"].as_array().expect("messages");
+    let prev = main_before["messages"].as_array().expect("messages");
+    // The shared prefix: the earlier request's messages, byte for byte (cache markers aside).
+    for (a, b) in prev.iter().zip(msgs.iter()) {
+        assert_eq!(strip_cache(a), strip_cache(b));
+    }
+    // The instruction follows, uncached; the marker ends the shared prefix.
+    let last = msgs.last().expect("last");
+    assert!(all_text(last).contains("summary"), "{last}");
+    assert!(!all_text(last).contains("cache_control"));
+    assert!(all_text(&msgs[msgs.len() - 2]).contains("cache_control"));
+
+    // The installed view: summary first, kept steps, the restored file.
+    let main_after = &bodies[7];
+    assert!(all_text(&main_after["system"]).contains("Be verbose now."));
+    assert!(!all_text(&main_before["system"]).contains("Be verbose now."));
+    let after = main_after["messages"].as_array().expect("messages");
+    let first = all_text(&after[0]);
+    assert!(first.contains("continues from an earlier"), "{first}");
+    assert!(first.contains("SUMMARY-XYZ"));
+    assert!(!first.contains("draft notes"));
+    assert!(first.contains(".jsonl"), "names the transcript: {first}");
+    let joined = all_text(&main_after["messages"]);
+    assert!(joined.contains("five"), "kept steps");
+    assert!(joined.contains("question 6"));
+    assert!(
+        joined.contains("restored_file path=\\\"a.txt\\\""),
+        "{joined}"
+    );
+    assert!(!joined.contains("question 1\""), "older part gone");
+
+    insta::assert_json_snapshot!("summary_request", redact(&shape(summary_req)));
+    insta::assert_json_snapshot!("post_compact_request", redact(&shape(main_after)));
+
+    let p = phases(&g);
+    assert!(p.contains(&"started".to_string()), "{p:?}");
+    assert!(p.contains(&"summary".to_string()));
+    let fin = compaction_events(&g)
+        .into_iter()
+        .find(|e| e["phase"] == "finished")
+        .expect("finished");
+    assert_eq!(fin["trigger"], "auto");
+    assert!(
+        fin["tokensAfter"].as_u64().expect("after") < fin["tokensBefore"].as_u64().expect("before")
+    );
+
+    // The UI history keeps everything, with the compacted range marked.
+    let h = g.call("session/messages", json!({"sessionId": sid}));
+    let hm = h["messages"].as_array().expect("messages");
+    assert!(hm.iter().any(|m| m["removed"] == "compacted"));
+    assert!(hm.iter().any(|m| m["meta"] == "summary"));
+}
+
+#[test]
+fn stage1_alone_when_trimming_reaches_the_target() {
+    let big: String = (0..300)
+        .map(|i| format!("line {i:04} {}\n", "x".repeat(90)))
+        .collect();
+    let mut replies = vec![
+        read("toolu_big", "big.txt"),
+        text("read it", 100),
+        text("two", 120),
+        text("three", 140),
+        text("four", 160),
+        text("five", 8_500),
+    ];
+    replies.push(text("six", 200));
+    let mock = Mock::start(replies);
+    let (mut g, _h, ws, wid) = setup(
+        &mock,
+        "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 10000\n",
+    );
+    std::fs::write(ws.path().join("big.txt"), &big).expect("write");
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    turn(&mut g, &sid, "question 6");
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies.len(), 7, "no summary call");
+    let p = phases(&g);
+    assert!(p.contains(&"stage1".to_string()), "{p:?}");
+    assert!(!p.contains(&"summary".to_string()));
+    let msgs = bodies[6]["messages"].as_array().expect("messages");
+    let result = msgs
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["type"] == "tool_result" && b["tool_use_id"] == "toolu_big")
+        .expect("result");
+    assert!(result.to_string().len() < 2_000, "trimmed: {result}");
+}
+
+#[test]
+fn prompt_too_long_during_the_summary_truncates_the_head() {
+    let mut replies = history(90_000);
+    replies.push(MockReply::prompt_too_long_anthropic());
+    replies.push(text("<summary>SHORTER</summary>", 50));
+    replies.push(text("six", 200));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    turn(&mut g, &sid, "question 6");
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies.len(), 9);
+    let first = bodies[6]["messages"].as_array().expect("m").len();
+    let retry = bodies[7]["messages"].as_array().expect("m");
+    assert!(retry.len() <= first);
+    assert!(!all_text(&json!(retry)).contains("question 1\""));
+    assert!(all_text(&retry[0]).contains("[earlier conversation truncated]"));
+    assert!(all_text(&bodies[8]["messages"][0]).contains("SHORTER"));
+}
+
+#[test]
+fn three_failures_pause_auto_compaction_and_tell_the_client() {
+    let bad = || {
+        MockReply::status(
+            400,
+            json!({"type":"error","error":{"type":"invalid_request_error","message":"bad request"}}),
+        )
+    };
+    let mut replies = history(90_000);
+    for _ in 0..3 {
+        replies.push(bad());
+        replies.push(text("still here", 90_000));
+    }
+    replies.push(text("no compaction tried", 90_000));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    for i in 6..=9 {
+        let r = turn(&mut g, &sid, &format!("question {i}"));
+        assert_eq!(r["stopReason"], "end_turn", "{r}");
+    }
+    assert_eq!(mock.rec.count(), 13);
+    let p = phases(&g);
+    assert_eq!(p.iter().filter(|x| *x == "failed").count(), 3, "{p:?}");
+    assert_eq!(p.iter().filter(|x| *x == "paused").count(), 1, "{p:?}");
+    let i = g.call("context/inspect", json!({"sessionId": sid}));
+    assert_eq!(i["paused"], true);
+    // The session is unchanged by the failures.
+    let h = g.call("session/messages", json!({"sessionId": sid}));
+    assert!(
+        h["messages"]
+            .as_array()
+            .expect("m")
+            .iter()
+            .all(|m| m.get("removed").is_none())
+    );
+}
+
+#[test]
+fn extractive_handoff_when_the_model_cannot_summarize() {
+    let mut replies = history(90_000);
+    replies.push(text("<analysis>only a draft</analysis>", 50));
+    replies.push(text("six", 200));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    turn(&mut g, &sid, "question 6");
+    let bodies = mock.rec.bodies();
+    let first = all_text(&bodies[7]["messages"][0]);
+    assert!(first.contains("Extractive handoff"), "{first}");
+    assert!(
+        first.contains("question 1"),
+        "user messages verbatim: {first}"
+    );
+    let fin = compaction_events(&g)
+        .into_iter()
+        .find(|e| e["phase"] == "finished")
+        .expect("finished");
+    assert_eq!(fin["message"], "handoff");
+}
+
+#[test]
+fn reactive_compaction_after_prompt_too_long_then_the_step_succeeds() {
+    let mut replies = history(500);
+    replies.push(MockReply::prompt_too_long_anthropic());
+    replies.push(text("<summary>REACTIVE</summary>", 50));
+    replies.push(text("six", 200));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    let r = turn(&mut g, &sid, "question 6");
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies.len(), 9);
+    assert!(all_text(&bodies[8]["messages"][0]).contains("REACTIVE"));
+    let fin = compaction_events(&g)
+        .into_iter()
+        .find(|e| e["phase"] == "finished")
+        .expect("finished");
+    assert_eq!(fin["trigger"], "reactive");
+}
+
+#[test]
+fn compacts_mid_turn_when_usage_passes_the_window_between_tool_steps() {
+    let mut replies = Vec::new();
+    for i in 1..=4 {
+        replies.push(read(&format!("toolu_{i}"), "a.txt"));
+    }
+    replies.push(MockReply::Sse(
+        AnthropicSse::new(MockUsage::new(20_000, 10))
+            .tool_use("toolu_5", "read_file", &["{\"path\": \"a.txt\"}"])
+            .finish("tool_use"),
+    ));
+    replies.push(text("<summary>MID-TURN</summary>", 50));
+    replies.push(text("done", 300));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(
+        &mock,
+        "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 2000\n",
+    );
+    let sid = new_session(&mut g, &wid);
+    let r = turn(&mut g, &sid, "read a.txt five times");
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies.len(), 7);
+    assert!(all_text(&bodies[6]["messages"][0]).contains("MID-TURN"));
+    assert!(phases(&g).contains(&"finished".to_string()));
+}
+
+#[test]
+fn cancel_during_compaction_leaves_the_session_unchanged() {
+    let mut replies = history(100);
+    replies.push(MockReply::Hang(Duration::from_secs(20)));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    let before = g.call("session/messages", json!({"sessionId": sid}));
+    let view_before = view_messages(&mut g, &sid);
+    let id = g.send_request("session/compact", json!({"sessionId": sid}));
+    // Wait until the summary call is out, then cancel.
+    for _ in 0..200 {
+        if mock.rec.count() == 7 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    g.call("turn/cancel", json!({"sessionId": sid}));
+    let r = g.response(&json!(id));
+    assert_eq!(r["result"]["compacted"], false, "{r}");
+    let after = g.call("session/messages", json!({"sessionId": sid}));
+    assert_eq!(before, after);
+    assert_eq!(view_before, view_messages(&mut g, &sid));
+}
+
+#[test]
+fn manual_compact_restores_files_within_budgets() {
+    // Seven files read in one step; one is over the per-file budget.
+    let mut calls = AnthropicSse::new(MockUsage::new(50, 10));
+    for i in 0..7 {
+        let j = json!({"path": format!("f{i}.txt")}).to_string();
+        calls = calls.tool_use(&format!("toolu_f{i}"), "read_file", &[j.as_str()]);
+    }
+    let mut replies = vec![MockReply::Sse(calls.finish("tool_use"))];
+    replies.push(text("read them", 100));
+    for i in 2..=5 {
+        replies.push(text(&format!("answer {i}"), 20_000));
+    }
+    replies.push(text("<summary>MANUAL</summary>", 50));
+    let mock = Mock::start(replies);
+    let (mut g, _h, ws, wid) = setup(&mock, WINDOW_100K);
+    for i in 0..7 {
+        let body = if i == 6 {
+            "y".repeat(30_000)
+        } else {
+            format!("content of file {i}\n")
+        };
+        std::fs::write(ws.path().join(format!("f{i}.txt")), body).expect("write");
+    }
+    std::fs::write(
+        ws.path().join("AGENTS.md"),
+        "Be brief.\n\n## Compact Instructions\nKeep every file name verbatim.\n\n## Other\nNot this.\n",
+    )
+    .expect("write");
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    let r = g.call(
+        "session/compact",
+        json!({"sessionId": sid, "focus": "the files"}),
+    );
+    assert_eq!(r["compacted"], true, "{r}");
+    assert_eq!(r["kind"], "summary");
+    // The focus text reaches the summary request.
+    let summary_req = mock.rec.bodies()[6].clone();
+    let instruction = all_text(
+        summary_req["messages"]
+            .as_array()
+            .expect("m")
+            .last()
+            .expect("last"),
+    );
+    assert!(instruction.contains("the files"), "{instruction}");
+    assert!(
+        instruction.contains("Keep every file name verbatim."),
+        "{instruction}"
+    );
+    assert!(!instruction.contains("Not this."));
+    let msgs = view_messages(&mut g, &sid);
+    let restored: Vec<String> = msgs
+        .iter()
+        .map(all_text)
+        .filter(|t| t.contains("restored_file path"))
+        .collect();
+    assert!(!restored.is_empty() && restored.len() <= 5, "{restored:?}");
+    assert!(restored.iter().all(|t| !t.contains(&"y".repeat(25_000))));
+    // The file over the per-file budget comes back as its path only.
+    assert!(
+        restored
+            .iter()
+            .any(|t| t.contains("f6.txt") && t.contains("too large")),
+        "{restored:?}"
+    );
+    // $/progress begin … end.
+    let prog = g.wait_method("$/progress");
+    assert_eq!(prog["params"]["value"]["kind"], "begin");
+}
+
+#[test]
+fn manual_compact_with_few_steps_has_nothing_to_do() {
+    let mock = Mock::start(vec![text("one", 100)]);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    turn(&mut g, &sid, "hi");
+    let r = g.call("session/compact", json!({"sessionId": sid}));
+    assert_eq!(r["compacted"], false);
+    assert!(
+        r["message"]
+            .as_str()
+            .expect("msg")
+            .contains("nothing to compact")
+    );
+}
+
+#[test]
+fn snip_collapse_view_and_inspect() {
+    let mut replies = history(100);
+    replies.push(text("collapsed summary from the model", 30));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    let h = g.call("session/messages", json!({"sessionId": sid}));
+    let ids: Vec<(String, String, String)> = h["messages"]
+        .as_array()
+        .expect("m")
+        .iter()
+        .map(|m| {
+            (
+                m["id"].as_str().expect("id").to_string(),
+                m["role"].as_str().expect("role").to_string(),
+                m.to_string(),
+            )
+        })
+        .collect();
+    // Snip "question 3" (a plain user message).
+    let q3 = ids
+        .iter()
+        .find(|(_, _, t)| t.contains("question 3"))
+        .expect("q3")
+        .0
+        .clone();
+    let r = g.call(
+        "session/snip",
+        json!({"sessionId": sid, "messageIds": [q3]}),
+    );
+    assert_eq!(r["removed"][0], json!(q3));
+    let v = view_messages(&mut g, &sid);
+    assert!(!all_text(&json!(v)).contains("question 3"));
+    // Snipping the tool call's half is protected.
+    let use_msg = ids
+        .iter()
+        .find(|(_, role, t)| role == "assistant" && t.contains("toolu_r1"))
+        .expect("use")
+        .0
+        .clone();
+    let r = g.call(
+        "session/snip",
+        json!({"sessionId": sid, "messageIds": [use_msg]}),
+    );
+    assert_eq!(r["protected"][0], json!(use_msg));
+
+    // Collapse question 4 .. answer four, summary from the model.
+    let q4 = ids
+        .iter()
+        .find(|(_, _, t)| t.contains("question 4"))
+        .expect("q4")
+        .0
+        .clone();
+    let a4 = ids
+        .iter()
+        .find(|(_, _, t)| t.contains("\"four\""))
+        .expect("a4")
+        .0
+        .clone();
+    let r = g.call(
+        "session/collapse",
+        json!({"sessionId": sid, "fromId": q4, "toId": a4}),
+    );
+    assert_eq!(r["summary"], "collapsed summary from the model");
+    let v = json!(view_messages(&mut g, &sid));
+    assert!(all_text(&v).contains("collapsed summary from the model"));
+    assert!(!all_text(&v).contains("question 4"));
+
+    let view = g.call("session/view", json!({"sessionId": sid}));
+    assert!(view["cacheMarkers"].as_u64().expect("markers") <= 4);
+    assert!(all_text(&view["request"]).contains("cache_control"));
+    let i = g.call("context/inspect", json!({"sessionId": sid}));
+    assert_eq!(i["window"], 100_000);
+    assert_eq!(i["threshold"], 80_000);
+    assert!(i["tools"].as_u64().expect("tools") > 0);
+    assert!(i["instructions"].as_u64().expect("instr") > 0);
+    assert_eq!(i["paused"], false);
+
+    let h = g.call("session/messages", json!({"sessionId": sid}));
+    let removed: Vec<&str> = h["messages"]
+        .as_array()
+        .expect("m")
+        .iter()
+        .filter_map(|m| m["removed"].as_str())
+        .collect();
+    assert!(removed.contains(&"snip"));
+    assert!(removed.contains(&"collapsed"));
+}
+
+fn kill9(g: &mut Garuda) {
+    let _ = g.child.kill();
+    let _ = g.child.wait();
+}
+
+fn restart(home: &Path, mock: &Mock) -> Garuda {
+    let env = mock.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut g = Garuda::spawn_at(Framing::Lsp, home, &[], &env);
+    g.call("initialize", json!({"capabilities": {}}));
+    g
+}
+
+#[test]
+fn kill_during_a_turn_and_during_a_compaction_then_resume() {
+    let mut replies = history(100);
+    replies.push(MockReply::Hang(Duration::from_secs(30)));
+    let mock = Mock::start(replies);
+    let (mut g, home, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    let acked = g.call("session/messages", json!({"sessionId": sid}));
+    let live_view = view_messages(&mut g, &sid);
+    // During a compaction (the summary call hangs).
+    g.send_request("session/compact", json!({"sessionId": sid}));
+    for _ in 0..200 {
+        if mock.rec.count() == 7 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill9(&mut g);
+    let mut g = restart(home.path(), &mock);
+    let l = g.call("session/load", json!({"sessionId": sid}));
+    assert_eq!(l["messageCount"], acked["total"]);
+    let after = g.call("session/messages", json!({"sessionId": sid}));
+    assert_eq!(after["messages"], acked["messages"]);
+    let v = view_messages(&mut g, &sid);
+    assert_eq!(
+        v.len(),
+        12,
+        "five turns (one with a tool step) and nothing else"
+    );
+    assert_eq!(v, live_view, "the resumed view equals the live one");
+
+    // During a turn: the user message is acknowledged once the request is out.
+    g.send_request(
+        "turn/run",
+        json!({"sessionId": sid, "input": [{"type": "text", "text": "question 6"}]}),
+    );
+    for _ in 0..200 {
+        if mock.rec.count() == 8 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill9(&mut g);
+    let _ = wid;
+    let mut g = restart(home.path(), &mock);
+    g.call("session/load", json!({"sessionId": sid}));
+    let h = g.call("session/messages", json!({"sessionId": sid}));
+    assert!(all_text(&h).contains("question 6"));
+    let v = view_messages(&mut g, &sid);
+    assert!(all_text(&json!(v)).contains("question 6"));
+    assert_eq!(v[0]["role"], "user");
+}
+
+fn find_file(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if let Some(f) = find_file(&p, name) {
+                return Some(f);
+            }
+        } else if p.file_name().and_then(|n| n.to_str()) == Some(name) {
+            return Some(p);
+        }
+    }
+    None
+}
+
+#[test]
+fn time_based_microcompact_after_a_long_pause_is_recorded_and_resumed() {
+    let mut calls = AnthropicSse::new(MockUsage::new(50, 10));
+    for i in 0..7 {
+        calls = calls.tool_use(
+            &format!("toolu_m{i}"),
+            "read_file",
+            &["{\"path\": \"a.txt\"}"],
+        );
+    }
+    let mock = Mock::start(vec![
+        MockReply::Sse(calls.finish("tool_use")),
+        text("read seven times", 100),
+        text("after the pause", 100),
+    ]);
+    let (mut g, home, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    turn(&mut g, &sid, "read a.txt seven times");
+    kill9(&mut g);
+    // Two hours pass: shift every record's time back.
+    let path = find_file(&home.path().join("state"), &format!("{sid}.jsonl")).expect("transcript");
+    let two_hours = 2 * 60 * 60 * 1000u64;
+    let shifted: String = std::fs::read_to_string(&path)
+        .expect("read")
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).expect("json");
+            if let Some(t) = v["time"].as_u64() {
+                v["time"] = json!(t - two_hours);
+            }
+            format!("{v}\n")
+        })
+        .collect();
+    std::fs::write(&path, shifted).expect("write");
+    let mut g = restart(home.path(), &mock);
+    turn(&mut g, &sid, "back again");
+    let body = &mock.rec.bodies()[2];
+    let cleared = all_text(body)
+        .matches("[Old tool result content cleared]")
+        .count();
+    assert_eq!(cleared, 2, "all but the last five results cleared");
+    let log = std::fs::read_to_string(&path).expect("read");
+    assert!(log.contains("\"type\":\"microcompact\""));
+    // Resume replays the record: the view after another restart is the same.
+    let live = view_messages(&mut g, &sid);
+    kill9(&mut g);
+    let mut g = restart(home.path(), &mock);
+    assert_eq!(view_messages(&mut g, &sid), live);
+}
+
+#[test]
+fn the_model_snips_a_message_by_its_tag() {
+    let first = Mock::start(vec![text("one", 100)]);
+    let (mut g, home, _ws, wid) = setup(&first, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    turn(&mut g, &sid, "secret question");
+    assert!(
+        first.rec.bodies()[0]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .any(|t| t["name"] == "snip")
+    );
+    // The tag the model saw on the first user message.
+    let tag = first.rec.bodies()[0]["messages"][0]["content"]
+        .as_array()
+        .expect("content")
+        .iter()
+        .filter_map(|b| b["text"].as_str())
+        .find(|t| t.starts_with("[id:"))
+        .expect("tag")
+        .trim_start_matches("[id:")
+        .trim_end_matches(']')
+        .to_string();
+    kill9(&mut g);
+    let input = json!({"ids": [tag, "zzzzzzzz"]}).to_string();
+    let second = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use("toolu_s", "snip", &[input.as_str()])),
+        text("snipped", 100),
+    ]);
+    let mut g = restart(home.path(), &second);
+    let r = turn(&mut g, &sid, "forget the first question");
+    assert_eq!(r["stopReason"], "end_turn");
+    let out = g
+        .turn_events()
+        .into_iter()
+        .find(|e| e["kind"] == "toolCallFinished")
+        .expect("snip ran");
+    let out = out["output"].as_str().expect("output");
+    assert!(out.contains("Removed 1 message"), "{out}");
+    assert!(out.contains("Unknown ids: zzzzzzzz"), "{out}");
+    let last = &second.rec.bodies()[1];
+    assert!(!all_text(&last["messages"]).contains("secret question"));
+    let h = g.call("session/messages", json!({"sessionId": sid}));
+    assert_eq!(h["messages"][0]["removed"], "snip");
+}
+
+#[test]
+fn oversized_tool_results_go_to_a_side_file_that_read_file_opens() {
+    let big: String = (0..100)
+        .map(|i| format!("row {i:03} {}\n", "z".repeat(40)))
+        .collect();
+    let first = Mock::start(vec![read("toolu_big", "big.txt"), text("seen", 100)]);
+    let (mut g, home, ws, wid) = setup(
+        &first,
+        "[context]\ntool_result_max_chars = 1000\ntool_result_preview_chars = 100\n",
+    );
+    std::fs::write(ws.path().join("big.txt"), &big).expect("write");
+    let sid = new_session(&mut g, &wid);
+    turn(&mut g, &sid, "read big.txt");
+    let side = find_file(&home.path().join("state"), "toolu_big.txt").expect("side file");
+    assert!(
+        std::fs::read_to_string(&side)
+            .expect("side")
+            .contains("row 099")
+    );
+    // The model saw a preview and the path, not the whole result.
+    let seen = all_text(&first.rec.bodies()[1]["messages"]);
+    assert!(seen.contains(&side.display().to_string()), "{seen}");
+    assert!(!seen.contains("row 099"));
+    kill9(&mut g);
+    let input = json!({"path": side.display().to_string()}).to_string();
+    let second = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "toolu_side",
+            "read_file",
+            &[input.as_str()],
+        )),
+        text("done", 100),
+    ]);
+    let mut g = restart(home.path(), &second);
+    turn(&mut g, &sid, "open the side file");
+    let out = g
+        .turn_events()
+        .into_iter()
+        .find(|e| e["kind"] == "toolCallFinished")
+        .expect("read ran");
+    assert_eq!(out["isError"], false, "{out}");
+    assert!(out["output"].as_str().expect("out").contains("row 099"));
+}
+
+#[test]
+fn view_and_inspect_answer_while_a_turn_runs() {
+    let mut replies = history(100);
+    replies.push(MockReply::Hang(Duration::from_secs(20)));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    g.send_request(
+        "turn/run",
+        json!({"sessionId": sid, "input": [{"type": "text", "text": "question 6"}]}),
+    );
+    for _ in 0..200 {
+        if mock.rec.count() == 7 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let i = g.call("context/inspect", json!({"sessionId": sid}));
+    assert!(i["contextTokens"].as_u64().expect("tokens") > 0);
+    let v = g.call("session/view", json!({"sessionId": sid}));
+    assert!(all_text(&v["request"]).contains("question 6"));
+    g.call("turn/cancel", json!({"sessionId": sid}));
+}
+
+#[test]
+fn cancelling_a_turn_during_its_auto_compaction_changes_nothing() {
+    let mut replies = history(90_000);
+    replies.push(MockReply::Hang(Duration::from_secs(20)));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    let id = g.send_request(
+        "turn/run",
+        json!({"sessionId": sid, "input": [{"type": "text", "text": "question 6"}]}),
+    );
+    for _ in 0..200 {
+        if mock.rec.count() == 7 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    g.call("turn/cancel", json!({"sessionId": sid}));
+    let r = g.response(&json!(id));
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    assert!(phases(&g).contains(&"failed".to_string()));
+    let h = g.call("session/messages", json!({"sessionId": sid}));
+    let msgs = h["messages"].as_array().expect("m");
+    assert_eq!(msgs.len(), 13, "five turns and the new question");
+    assert!(msgs.iter().all(|m| m.get("removed").is_none()));
+}
