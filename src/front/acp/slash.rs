@@ -1,31 +1,5 @@
 //! Slash commands typed in the editor's prompt box: `/compact [focus]`, `/context`, `/snip`.
 //!
-//! TODO(lead): this build's engine has no compaction or context inspection yet; branch `ctx`
-//! adds `Engine::compact(id, focus, host, cancel) -> CompactResult`,
-//! `Engine::inspect(id) -> InspectResult` and `Engine::snip(id, message_ids) -> SnipResult`.
-//! After merging it, replace the three stubs at the end of this file:
-//!
-//! ```text
-//! async fn compact(engine, id, focus, host, cancel) -> String {
-//!     match engine.compact(id, focus, host, cancel).await {
-//!         Ok(r) if r.compacted => format!("Compacted: {} → {} tokens.", r.tokens_before, r.tokens_after),
-//!         Ok(r) => r.message.unwrap_or_else(|| "Nothing to compact.".into()),
-//!         Err(e) => format!("Compaction failed: {e}"),
-//!     }
-//! }
-//! fn context(engine, id) -> String {
-//!     match engine.inspect(id) {
-//!         Ok(r) => format!("| part | tokens |\n|---|---|\n| system | {} |\n| tools | {} |\n\
-//!             | instructions | {} |\n| memory | {} |\n| messages | {} |\n| free | {} |\n\n\
-//!             {} of {} tokens used; compaction at {}.", r.system, r.tools, r.instructions,
-//!             r.memory, r.messages, r.free, r.context_tokens, r.window, r.threshold),
-//!         Err(e) => e.to_string(),
-//!     }
-//! }
-//! fn snip(engine, id, ids: Vec<String>) -> String  // `/snip ID...` → engine.snip(id, ids)
-//! ```
-//!
-//! Until then each command answers with a message saying it is not available.
 
 use std::sync::Arc;
 
@@ -92,25 +66,67 @@ pub async fn run(
     say(text);
 }
 
-/// Compacts a session (stub until the `ctx` merge; see the module TODO).
+/// Compacts a session, whatever its size (`/compact [focus]`).
 async fn compact(
-    _engine: &Engine,
-    _id: &str,
-    _focus: Option<String>,
-    _host: Arc<dyn TurnHost>,
-    _cancel: CancellationToken,
+    engine: &Engine,
+    id: &str,
+    focus: Option<String>,
+    host: Arc<dyn TurnHost>,
+    cancel: CancellationToken,
 ) -> String {
-    "compaction is not available in this build".into()
+    match engine.compact(id, focus, host, cancel).await {
+        Ok(r) if r.compacted => format!(
+            "Compacted ({}): {} → {} tokens.",
+            r.kind.as_deref().unwrap_or("summary"),
+            r.tokens_before,
+            r.tokens_after
+        ),
+        Ok(r) => r.message.unwrap_or_else(|| "Nothing to compact.".into()),
+        Err(e) => format!("Compaction failed: {e}"),
+    }
 }
 
-/// The context accounting as a table (stub until the `ctx` merge).
-fn context(_engine: &Engine, _id: &str) -> String {
-    "context inspection is not available in this build".into()
+/// The context accounting as a table (`/context`).
+fn context(engine: &Engine, id: &str) -> String {
+    match engine.inspect(id) {
+        Ok(r) => format!(
+            "| part | tokens |\n|---|---|\n| system | {} |\n| tools | {} |\n| instructions | {} |\n\
+             | memory | {} |\n| messages | {} |\n| free | {} |\n| reserved | {} |\n\n\
+             {} of {} tokens used; compaction starts at {}{}.",
+            r.system,
+            r.tools,
+            r.instructions,
+            r.memory,
+            r.messages,
+            r.free,
+            r.reserved,
+            r.context_tokens,
+            r.window,
+            r.threshold,
+            if r.paused {
+                " (auto-compaction paused after repeated failures)"
+            } else {
+                ""
+            }
+        ),
+        Err(e) => e.to_string(),
+    }
 }
 
-/// Drops messages from the model's view (stub until the `ctx` merge).
-fn snip(_engine: &Engine, _id: &str, _ids: Vec<String>) -> String {
-    "snip is not available in this build".into()
+/// Drops messages from the model's view (`/snip ID...`).
+fn snip(engine: &Engine, id: &str, ids: Vec<String>) -> String {
+    if ids.is_empty() {
+        return "Usage: /snip MESSAGE_ID... (ids from the session history)".into();
+    }
+    match engine.snip(id, ids) {
+        Ok(r) if r.protected.is_empty() => format!("Snipped {} message(s).", r.removed.len()),
+        Ok(r) => format!(
+            "Snipped {} message(s); kept {} that later messages still need.",
+            r.removed.len(),
+            r.protected.len()
+        ),
+        Err(e) => e.to_string(),
+    }
 }
 
 #[cfg(test)]
