@@ -108,8 +108,18 @@ It is called with the request params (a plist with :title, :toolName,
 
 (defun garuda--call (method params)
   "Send METHOD (a string) with PARAMS and wait for the result."
-  (jsonrpc-request (garuda--connect) (intern method) params
-                   :timeout garuda-request-timeout))
+  (let ((conn (garuda--connect)))
+    (prog1 (jsonrpc-request conn (intern method) params :timeout garuda-request-timeout)
+      (garuda--drain conn))))
+
+(defun garuda--drain (conn)
+  "Handle messages CONN has already received but not dispatched.
+`jsonrpc-request' returns by throwing out of the process filter, which leaves
+the rest of that read (e.g. a `turn/run' answer right behind a `turn/cancel'
+answer) unparsed until more output comes; run the filter again to parse it."
+  (let ((proc (jsonrpc--process conn)))
+    (when (and (process-live-p proc) (buffer-live-p (process-buffer proc)))
+      (jsonrpc--process-filter proc ""))))
 
 (defun garuda--workspace (root)
   "Open ROOT as a workspace (once) and return its id."

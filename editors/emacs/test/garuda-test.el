@@ -27,7 +27,7 @@
             :chunks ["The command" " printed" " garuda-ok."]
             :match "garuda-ok")
            (:response (:content [(:type "tool_use" :id "toolu_2" :name "bash"
-                                  :input (:command ,(concat "sleep 30 # " garuda-test-mark)))]
+                                  :input (:command ,(concat "sleep 30; echo " garuda-test-mark)))]
                        :stopReason "tool_use")
             :match "slow")
            (:response (:content [(:type "text" :text "Summary: echo and a slow command.")]
@@ -118,6 +118,9 @@
         (with-current-buffer buf
           (garuda-send "slow please")
           (garuda-test--wait (lambda () started))
+          ;; Cancel while the command really runs (as a person would).
+          ;; (`sleep 30; echo MARK' keeps bash, and the marker, alive: a lone command is exec'd.)
+          (garuda-test--wait (lambda () (not (string-empty-p (garuda-test--marked-processes)))))
           (should (eq t (plist-get (garuda-cancel) :ok)))
           (garuda-test--wait (lambda () (not garuda--running)))
           (should (equal (plist-get garuda--last-result :stopReason) "cancelled"))

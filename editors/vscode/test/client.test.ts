@@ -19,7 +19,7 @@ function cassette(dir: string): string {
   const lines = [
     { response: { content: [{ type: 'tool_use', id: 'toolu_1', name: 'bash', input: { command: 'echo garuda-ok' } }], stopReason: 'tool_use' }, match: 'please run' },
     { response: { content: [{ type: 'text', text: 'The command printed garuda-ok.' }], stopReason: 'end_turn', usage: { inputTokens: 50, outputTokens: 7 } }, chunks: ['The command', ' printed', ' garuda-ok.'], match: 'garuda-ok' },
-    { response: { content: [{ type: 'tool_use', id: 'toolu_2', name: 'bash', input: { command: `sleep 30 # ${MARK}` } }], stopReason: 'tool_use' }, match: 'slow' },
+    { response: { content: [{ type: 'tool_use', id: 'toolu_2', name: 'bash', input: { command: `sleep 30; echo ${MARK}` } }], stopReason: 'tool_use' }, match: 'slow' },
     { response: { content: [{ type: 'text', text: 'Summary: the user ran echo and a slow command.' }], stopReason: 'end_turn' } },
     { response: { content: [{ type: 'text', text: 'Spare answer.' }], stopReason: 'end_turn' } },
   ];
@@ -96,6 +96,8 @@ test('garuda client end to end', async (t) => {
       if (e.kind === 'toolCallStarted') sawStart();
     });
     await started;
+    // Cancel while the command really runs (`sleep 30; echo MARK` keeps bash and its marker alive).
+    while (!markedProcesses()) await new Promise((r) => setTimeout(r, 20));
     assert.deepEqual(await client.cancel(sessionId), { ok: true });
     const res = await run;
     assert.equal(res.stopReason, 'cancelled');
