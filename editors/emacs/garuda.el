@@ -273,7 +273,7 @@ answer) unparsed until more output comes; run the filter again to parse it."
   (interactive "sAsk Garuda: ")
   (when garuda--running (user-error "A turn is running; `garuda-cancel' it first"))
   (let ((buf (current-buffer)) (sid garuda--session-id))
-    (garuda--insert (concat prompt "\n\n"))
+    (garuda--insert (concat prompt "\n"))
     (setq garuda--running t garuda--last-result nil
           garuda--turn-start (float-time) garuda--first-delta nil)
     (jsonrpc-async-request
