@@ -309,7 +309,7 @@ answer) unparsed until more output comes; run the filter again to parse it."
   (let ((res (garuda--call "session/compact"
                            (append (list :sessionId (garuda--session))
                                    (and focus (list :focus focus))))))
-    (message "Garuda: compacted")
+    (message "Garuda: %s" (or (plist-get res :message) "compacted"))
     res))
 
 (defun garuda-context ()
