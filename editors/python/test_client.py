@@ -104,22 +104,13 @@ class ClientTest(unittest.TestCase):
         self.assertEqual([s["sessionId"] for s in self.g.list_sessions(ws)].count(sid), 1)
         self.assertGreaterEqual(self.g.messages(sid)["total"], 4)
 
-        try:
-            out = self.g.compact(sid, focus="the tool output")
-            self.assertIsInstance(out["compacted"], bool)
-            self.assertGreater(out["tokensBefore"], 0)
-        except GarudaError as e:
-            # TEMPORARY: session/compact is being added by another helper; until merged the
-            # server answers method-not-found. Lead: drop this branch once it lands.
-            self.assertEqual(e.code, METHOD_NOT_FOUND, e)
+        out = self.g.compact(sid, focus="the tool output")
+        self.assertIsInstance(out["compacted"], bool)
+        self.assertGreater(out["tokensBefore"], 0)
 
-        try:
-            info = self.g.inspect(sid)
-            self.assertGreater(info["window"], 0)
-            self.assertGreater(info["messages"] + info["system"], 0)
-        except GarudaError as e:
-            # TEMPORARY: context/inspect not merged yet (same as above).
-            self.assertEqual(e.code, METHOD_NOT_FOUND, e)
+        info = self.g.inspect(sid)
+        self.assertGreater(info["window"], 0)
+        self.assertGreater(info["messages"] + info["system"], 0)
 
     def test_client_tool_and_context_changed(self):
         calls, notes = [], []

@@ -288,7 +288,8 @@ pub fn engine_error(e: EngineError) -> RpcError {
         let code = match &p {
             P::Config(_) => codes::CONFIG_ERROR,
             P::Auth { .. } => codes::AUTH_ERROR,
-            P::PromptTooLong(_) => codes::PROMPT_TOO_LONG,
+            // Reactive compaction already ran and one retry failed: the context itself overflows.
+            P::PromptTooLong(_) => codes::CONTEXT_OVERFLOW,
             _ => codes::PROVIDER_ERROR,
         };
         RpcError {

@@ -54,7 +54,7 @@ pub struct CloseResult {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListResult {
-    /// Open workspaces, ordered by root.
+    /// Open workspaces, ordered by workspace id.
     pub workspaces: Vec<WorkspaceInfo>,
 }
 

@@ -21,11 +21,12 @@ pub enum Policy {
 /// True when a call of `class` must be approved by the client under `policy`.
 ///
 /// Reads and todo changes never ask. A memory write asks only under `ask`. Client-registered
-/// tools (`Other`) run in the client, which owns their safety, so they ask only under `ask`.
+/// tools (`Other`) never go through `permission/request`: the client runs them in its own
+/// `tool/call` handler, where it can ask the person itself.
 pub fn needs_approval(policy: Policy, class: ToolClass) -> bool {
     match class {
-        ToolClass::Read | ToolClass::Todo => false,
-        ToolClass::Edit | ToolClass::Memory | ToolClass::Other => policy == Policy::Ask,
+        ToolClass::Read | ToolClass::Todo | ToolClass::Other => false,
+        ToolClass::Edit | ToolClass::Memory => policy == Policy::Ask,
         ToolClass::Exec => policy != Policy::FullAuto,
     }
 }
@@ -38,7 +39,7 @@ mod tests {
     fn table() {
         use ToolClass::*;
         let cases = [
-            (Policy::Ask, [false, true, true, true, false, true]),
+            (Policy::Ask, [false, true, true, true, false, false]),
             (Policy::AutoEdit, [false, false, true, false, false, false]),
             (Policy::FullAuto, [false, false, false, false, false, false]),
         ];

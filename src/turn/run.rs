@@ -62,15 +62,12 @@ pub async fn run_turn(
     )
     .await;
     *session.running.lock().unwrap_or_else(|p| p.into_inner()) = None;
-    if let Ok(out) = &result {
-        host.event(
-            &session.id,
-            TurnEvent::Finished {
-                stop_reason: out.stop_reason,
-                usage: out.usage,
-            },
-        );
-    }
+    // Clients wait for `finished` to end their spinner, whatever the outcome.
+    let (stop_reason, usage) = match &result {
+        Ok(out) => (out.stop_reason, out.usage),
+        Err(_) => (StopReason::Error, Usage::default()),
+    };
+    host.event(&session.id, TurnEvent::Finished { stop_reason, usage });
     result
 }
 

@@ -140,14 +140,8 @@
 (ert-deftest garuda-test-4-compact-and-context ()
   "Compaction and context/inspect answer."
   (with-current-buffer (garuda garuda-test-ws)
-    ;; session/compact and context/inspect are being added on another branch: until that is
-    ;; merged the server answers -32601 (method not found). Accept either.
-    (dolist (thunk (list (lambda () (garuda-compact "the echo"))
-                         (lambda () (garuda-context))))
-      (condition-case err
-          (should (funcall thunk))
-        (jsonrpc-error
-         (should (equal (alist-get 'jsonrpc-error-code (cdr err)) -32601)))))))
+    (should (garuda-compact "the echo"))
+    (should (garuda-context))))
 
 (ert-deftest garuda-test-5-approve-with-completing-read ()
   "The default approver maps the picked name to its optionId."

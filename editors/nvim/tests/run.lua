@@ -138,15 +138,10 @@ test(':GarudaCompact compacts (or the server lacks session/compact yet)', functi
   wait_for('compact answer', function()
     return done
   end)
-  if err then
-    -- TEMPORARY: session/compact is being added by another helper; until it is merged the
-    -- server answers method-not-found. Lead: require success here once it lands.
-    eq(err.code, METHOD_NOT_FOUND, 'compact error code')
-  else
-    eq(type(res.compacted), 'boolean', 'compacted flag')
-    eq(type(res.tokensBefore), 'number', 'tokensBefore')
-    assert(chat_text():find('compacted', 1, true), 'result shown in chat')
-  end
+  assert(not err, vim.inspect(err))
+  eq(type(res.compacted), 'boolean', 'compacted flag')
+  eq(type(res.tokensBefore), 'number', 'tokensBefore')
+  assert(chat_text():find('compacted', 1, true), 'result shown in chat')
 end)
 
 test(':GarudaContext opens a float (or the server lacks context/inspect yet)', function()
@@ -157,15 +152,11 @@ test(':GarudaContext opens a float (or the server lacks context/inspect yet)', f
   wait_for('context answer', function()
     return done
   end)
-  if err then
-    -- TEMPORARY: context/inspect not merged yet; lead: require the float once it lands.
-    eq(err.code, METHOD_NOT_FOUND, 'context error code')
-  else
-    assert(vim.api.nvim_win_get_config(win).relative ~= '', 'floating window')
-    local shown = table.concat(vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(win), 0, -1, false), '\n')
-    assert(shown:find('window', 1, true) and shown:find('messages', 1, true), shown)
-    vim.api.nvim_win_close(win, true)
-  end
+  assert(not err, vim.inspect(err))
+  assert(vim.api.nvim_win_get_config(win).relative ~= '', 'floating window')
+  local shown = table.concat(vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(win), 0, -1, false), '\n')
+  assert(shown:find('window', 1, true) and shown:find('messages', 1, true), shown)
+  vim.api.nvim_win_close(win, true)
   local via_cmd = pcall(vim.cmd, 'GarudaContext')
   assert(via_cmd, 'command runs')
 end)

@@ -82,6 +82,50 @@ export type CloseResult = {
 /** Which code-index tools the session has. */
 export type CodeIndex = "lookup" | "all";
 
+/** `session/collapse` parameters. */
+export type CollapseParams = {
+  /** First message of the span. */
+  fromId: string;
+  /** The session. */
+  sessionId: string;
+  /** The span's summary (made by the model when absent). */
+  summary?: string | null;
+  /** Last message of the span. */
+  toId: string;
+};
+
+/** `session/collapse` result. */
+export type CollapseResult = {
+  /** Id of the summary message in the view (the collapse record's id). */
+  collapseId: string;
+  /** Every message the summary replaces (widened so no tool pair is split). */
+  spanIds: string[];
+  /** The summary text. */
+  summary: string;
+};
+
+/** `session/compact` parameters. */
+export type CompactParams = {
+  /** What the summary should focus on (the text after `/compact`). */
+  focus?: string | null;
+  /** The session. */
+  sessionId: string;
+};
+
+/** `session/compact` result. */
+export type CompactResult = {
+  /** True when a compaction was installed. */
+  compacted: boolean;
+  /** `summary`, `handoff` (extractive, the model could not summarize) or `trim`. */
+  kind?: string | null;
+  /** Why nothing was installed, when nothing was. */
+  message?: string | null;
+  /** Estimated context tokens after. */
+  tokensAfter: number;
+  /** Estimated context tokens before. */
+  tokensBefore: number;
+};
+
 /** `workspace/contextChanged` notification: instruction or memory files changed on disk. */
 export type ContextChanged = {
   /** Root-relative paths that changed in this burst, sorted. */
@@ -144,6 +188,8 @@ export type HistoryMessage = {
   meta?: string | null;
   /** The message before it. */
   parentId?: string | null;
+  /** Why the model no longer sees it: `compacted`, `snip` or `collapsed` (absent: it does). */
+  removed?: string | null;
   /** Author. */
   role: Role;
   /** Unix milliseconds. */
@@ -171,6 +217,32 @@ export type InitializeResult = {
   garuda: GarudaCapabilities;
   /** Name and version. */
   serverInfo: ServerInfo;
+};
+
+/** `context/inspect` result: the context by part, in tokens. */
+export type InspectResult = {
+  /** The context size now (real count of the last response plus the estimate since). */
+  contextTokens: number;
+  /** Room left. */
+  free: number;
+  /** Project instructions. */
+  instructions: number;
+  /** Project memory. */
+  memory: number;
+  /** Conversation messages. */
+  messages: number;
+  /** True while auto-compaction is paused after repeated failures. */
+  paused: boolean;
+  /** Reserved for the model's output. */
+  reserved: number;
+  /** System prompt without instructions and memory. */
+  system: number;
+  /** Compaction starts above this many tokens. */
+  threshold: number;
+  /** Tool specs. */
+  tools: number;
+  /** The model's window. */
+  window: number;
 };
 
 /** Character limits of the prompt's file-based parts. */
@@ -282,6 +354,14 @@ export type PermissionResult = {
 /** A session's approval policy. */
 export type Policy = "ask" | "auto-edit" | "full-auto";
 
+/** `$/progress` parameters (LSP work-done progress) for `session/compact`. */
+export type ProgressParams = {
+  /** The progress token. */
+  token: string;
+  /** `{kind: "begin"|"report"|"end", title?, message?}`. */
+  value: unknown;
+};
+
 /** Who wrote a message. */
 export type Role = "user" | "assistant";
 
@@ -337,6 +417,22 @@ export type SessionList = {
 export type SessionRef = {
   /** The session id. */
   sessionId: string;
+};
+
+/** `session/snip` parameters. */
+export type SnipParams = {
+  /** Transcript message ids to drop from the model's view. */
+  messageIds: string[];
+  /** The session. */
+  sessionId: string;
+};
+
+/** `session/snip` result. */
+export type SnipResult = {
+  /** Ids kept because the other side of a tool pair is still in the view. */
+  protected: string[];
+  /** Ids now out of the view. */
+  removed: string[];
 };
 
 /** Why the model (or Garuda) ended a response or turn. */
@@ -508,6 +604,18 @@ export type Usage = {
   outputTokens: number;
 };
 
+/** `session/view` result: the request the next step would send. */
+export type ViewResult = {
+  /** Cache markers in the request (system included). */
+  cacheMarkers: number;
+  /** Estimated context tokens. */
+  contextTokens: number;
+  /** Messages in the request. */
+  messageCount: number;
+  /** The provider request body, cache markers included. */
+  request: unknown;
+};
+
 /** A workspace as the client sees it. */
 export type WorkspaceInfo = {
   /** Instruction and memory files present in the root. */
@@ -528,12 +636,20 @@ export type WorkspaceRef = {
 
 /** Every method of the native protocol with its params and result types. */
 export interface Methods {
+  /** notification (server to client). */
+  "$/progress": { params: ProgressParams; result: null };
+  /** request. */
+  "context/inspect": { params: SessionRef; result: InspectResult };
   /** request. */
   "initialize": { params: void; result: InitializeResult };
   /** request (server to client). */
   "permission/request": { params: PermissionRequest; result: PermissionResult };
   /** request. */
   "prompt/assemble": { params: AssembleParams; result: AssembleResult };
+  /** request. */
+  "session/collapse": { params: CollapseParams; result: CollapseResult };
+  /** request. */
+  "session/compact": { params: CompactParams; result: CompactResult };
   /** request. */
   "session/delete": { params: SessionRef; result: Ack };
   /** request. */
@@ -546,6 +662,10 @@ export interface Methods {
   "session/messages": { params: MessagesParams; result: MessagesPage };
   /** request. */
   "session/new": { params: NewSessionParams; result: NewSessionResult };
+  /** request. */
+  "session/snip": { params: SnipParams; result: SnipResult };
+  /** request. */
+  "session/view": { params: SessionRef; result: ViewResult };
   /** request. */
   "shutdown": { params: void; result: null };
   /** request (server to client). */
