@@ -188,11 +188,33 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
+/// One thread drives all IO: every request is async or hands its blocking work to the blocking
+/// pool, so a second worker would only add cross-thread wake-ups to each round trip.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
+}
+
+type Input = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
+type Output = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+
+/// stdin and stdout for a server. When they are pipes (an editor's child process) they are
+/// driven by epoll directly; tokio's own stdio goes through its blocking thread pool, which
+/// adds two thread hand-offs to every round trip.
+fn stdio() -> (Input, Output) {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    let dup = |fd: std::os::fd::BorrowedFd<'_>| fd.try_clone_to_owned().ok();
+    let input: Input = match dup(std::io::stdin().as_fd()).map(pipe::Receiver::from_owned_fd) {
+        Some(Ok(r)) => Box::new(r),
+        _ => Box::new(tokio::io::stdin()),
+    };
+    let output: Output = match dup(std::io::stdout().as_fd()).map(pipe::Sender::from_owned_fd) {
+        Some(Ok(w)) => Box::new(w),
+        _ => Box::new(tokio::io::stdout()),
+    };
+    (input, output)
 }
 
 fn serve(cfg: Config, max_frame_bytes: Option<usize>) -> anyhow::Result<u8> {
@@ -203,13 +225,9 @@ fn serve(cfg: Config, max_frame_bytes: Option<usize>) -> anyhow::Result<u8> {
     };
     let front = NativeFront::new(cfg, config::state_dir());
     let code = rt.block_on(async move {
+        let (input, output) = stdio();
         let stop = front.stop.clone();
-        let serving = rpc::serve(
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            front,
-            server_config,
-        );
+        let serving = rpc::serve(input, output, front, server_config);
         tokio::select! {
             end = serving => match end {
                 ServeEnd::Eof => 0,
@@ -230,14 +248,8 @@ fn acp(cfg: Config) -> anyhow::Result<u8> {
         .filter(|m| !m.is_empty());
     let front = garuda::front::acp::AcpFront::new(cfg, config::state_dir(), model);
     let code = rt.block_on(async move {
-        match rpc::serve(
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            front,
-            ServerConfig::default(),
-        )
-        .await
-        {
+        let (input, output) = stdio();
+        match rpc::serve(input, output, front, ServerConfig::default()).await {
             ServeEnd::Eof => 0,
             ServeEnd::Exit(code) => code,
         }

@@ -6,7 +6,7 @@ local M = {}
 --- Defaults; override with require('garuda').setup{...}.
 M.defaults = {
   cmd = { 'garuda', 'serve' }, -- argv of the server
-  model = nil, -- model spec, e.g. 'anthropic:claude-sonnet-4-5' or 'replay:/path.jsonl'; nil = config
+  model = nil, -- model spec, e.g. 'anthropic/claude-sonnet-4-5' or 'replay:/path.jsonl'; nil = config
   policy = 'ask', -- 'ask' | 'auto-edit' | 'full-auto'
   root_markers = { '.git', 'AGENTS.md', 'GARUDA.md' }, -- project root detection
   env = nil, -- extra environment for the server
