@@ -255,7 +255,7 @@ export type Limits = {
 
 /** `workspace/list` result. */
 export type ListResult = {
-  /** Open workspaces, ordered by root. */
+  /** Open workspaces, ordered by workspace id. */
   workspaces: WorkspaceInfo[];
 };
 
