@@ -1,0 +1,114 @@
+//! Engine overhead of one step of a turn, excluding the provider's time: a session of 200
+//! messages, a provider that answers instantly in-process, and everything else real (view
+//! pipeline, request building, compaction check, transcript appends, events).
+//!
+//! Run with `cargo bench --bench turn_step`.
+
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use futures_util::future::BoxFuture;
+use garuda::config::Config;
+use garuda::engine::Engine;
+use garuda::message::{Block, StopReason, Usage};
+use garuda::provider::{
+    EventSink, ModelInfo, ModelRequest, ModelResponse, Provider, ProviderError,
+};
+use garuda::session::SessionHeader;
+use garuda::tools::Policy;
+use garuda::turn::{LiveSession, NullHost, SessionSetup, run_turn};
+use tokio_util::sync::CancellationToken;
+
+/// Answers every request at once with one line of text.
+struct Instant;
+
+impl Provider for Instant {
+    fn name(&self) -> &str {
+        "instant"
+    }
+
+    fn complete(
+        &self,
+        _req: ModelRequest,
+        _events: EventSink,
+        _cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
+        Box::pin(async {
+            Ok(ModelResponse {
+                content: vec![Block::text("Done.")],
+                stop_reason: StopReason::EndTurn,
+                usage: Usage {
+                    input_tokens: 1000,
+                    output_tokens: 2,
+                    ..Usage::default()
+                },
+            })
+        })
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let state = tempfile::tempdir().expect("state");
+    let ws_dir = tempfile::tempdir().expect("ws");
+    std::fs::write(ws_dir.path().join("AGENTS.md"), "Keep it short.\n").expect("write");
+    let engine = Engine::new(
+        Config::default(),
+        state.path().to_path_buf(),
+        Arc::new(|_| {}),
+        false,
+    );
+    let ws = engine.open_workspace(ws_dir.path()).expect("workspace");
+    let header = SessionHeader::new(ws.root.path().display().to_string(), "instant/model");
+    let file = engine.store().create(&header).expect("create");
+    let setup = SessionSetup {
+        workspace: ws,
+        model_spec: "instant/model".into(),
+        model_id: "model".into(),
+        provider: Arc::new(Instant),
+        model_info: ModelInfo {
+            context_window: 1_000_000,
+            max_output: 8192,
+            known: true,
+        },
+        policy: Policy::FullAuto,
+        client_tools: Vec::new(),
+        approval_timeout_secs: 1,
+        view_policy: Default::default(),
+        compact: Default::default(),
+    };
+    let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
+    let host: Arc<dyn garuda::turn::TurnHost> = Arc::new(NullHost);
+    let turn = |text: String| {
+        let (live, host) = (live.clone(), host.clone());
+        async move {
+            run_turn(
+                &live,
+                vec![Block::text(text)],
+                host,
+                CancellationToken::new(),
+                1,
+            )
+            .await
+            .expect("turn")
+        }
+    };
+    // 100 turns: 200 messages.
+    rt.block_on(async {
+        for i in 0..100 {
+            turn(format!(
+                "question {i} about the code base, with some words to weigh it"
+            ))
+            .await;
+        }
+    });
+    c.bench_function("one step, 200-message session", |b| {
+        b.iter(|| rt.block_on(turn("one more question".to_string())))
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
