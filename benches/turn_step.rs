@@ -15,6 +15,7 @@ use garuda::provider::{
     EventSink, ModelInfo, ModelRequest, ModelResponse, Provider, ProviderError,
 };
 use garuda::session::SessionHeader;
+use garuda::session::view::ViewCache;
 use garuda::tools::Policy;
 use garuda::turn::{LiveSession, NullHost, SessionSetup, run_turn};
 use tokio_util::sync::CancellationToken;
@@ -105,8 +106,24 @@ fn bench(c: &mut Criterion) {
             .await;
         }
     });
-    c.bench_function("one step, 200-message session", |b| {
-        b.iter(|| rt.block_on(turn("one more question".to_string())))
+    // Each sample starts from the same 200 messages, with the view cache emptied, so the
+    // figure is an upper bound: the view is rebuilt whole instead of extended.
+    let base = rt.block_on(async { live.state.lock().await.records.len() });
+    c.bench_function("one step, 200-message session (view rebuilt)", |b| {
+        b.iter_custom(|iters| {
+            let mut total = std::time::Duration::ZERO;
+            for _ in 0..iters {
+                rt.block_on(async {
+                    let mut st = live.state.lock().await;
+                    st.records.truncate(base);
+                    st.view_cache = ViewCache::new();
+                });
+                let t = std::time::Instant::now();
+                rt.block_on(turn("one more question".to_string()));
+                total += t.elapsed();
+            }
+            total
+        })
     });
 }
 
