@@ -1,13 +1,12 @@
 //! The headless front of `garuda exec`: one turn, printed as text or as JSON lines.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::turn::{ClientToolResult, PermissionAnswer, PermissionRequest, TurnEvent, TurnHost};
+use crate::turn::{PermissionAnswer, PermissionRequest, TurnEvent, TurnHost};
 
 /// Prints a turn's events: answer text to stdout (or every event as a JSON line), the rest to stderr.
 pub struct ExecHost {
@@ -79,30 +78,6 @@ impl TurnHost for ExecHost {
             .await;
             answer.unwrap_or(PermissionAnswer::Reject)
         })
-    }
-
-    fn call_client_tool(
-        &self,
-        _: &str,
-        name: &str,
-        _: Value,
-    ) -> BoxFuture<'static, ClientToolResult> {
-        let content = format!("tool {name} is not available in garuda exec");
-        Box::pin(async move {
-            ClientToolResult {
-                content,
-                is_error: true,
-            }
-        })
-    }
-
-    fn apply_edit(
-        &self,
-        _: PathBuf,
-        _: Option<String>,
-        _: String,
-    ) -> Option<BoxFuture<'static, Result<(), String>>> {
-        None
     }
 }
 

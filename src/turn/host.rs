@@ -22,21 +22,32 @@ pub trait TurnHost: Send + Sync {
     fn event(&self, session_id: &str, event: TurnEvent);
     /// Asks the person to approve a tool call; errors and timeouts count as `Reject`.
     fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer>;
-    /// Runs a tool the client registered.
+    /// Runs a tool the client registered; hosts without client tools answer with an error.
     fn call_client_tool(
         &self,
-        session_id: &str,
+        _session_id: &str,
         name: &str,
-        input: Value,
-    ) -> BoxFuture<'static, ClientToolResult>;
+        _input: Value,
+    ) -> BoxFuture<'static, ClientToolResult> {
+        let content = format!("client tool {name} is not available here");
+        Box::pin(async move {
+            ClientToolResult {
+                content,
+                is_error: true,
+            }
+        })
+    }
     /// When the client edits buffers itself (`workspace/applyEdit`): replaces the whole
-    /// text of `path` and answers whether the edit was applied. `None`: not supported.
+    /// text of `path` and answers whether the edit was applied. `None` (the default): Garuda
+    /// writes the file itself.
     fn apply_edit(
         &self,
-        path: PathBuf,
-        old_text: Option<String>,
-        new_text: String,
-    ) -> Option<BoxFuture<'static, Result<(), String>>>;
+        _path: PathBuf,
+        _old_text: Option<String>,
+        _new_text: String,
+    ) -> Option<BoxFuture<'static, Result<(), String>>> {
+        None
+    }
     /// Reports work-done progress (`$/progress` with `token` and an LSP
     /// `WorkDoneProgress` value); hosts without progress ignore it.
     fn progress(&self, _token: &str, _value: Value) {}
@@ -49,27 +60,5 @@ impl TurnHost for NullHost {
     fn event(&self, _: &str, _: TurnEvent) {}
     fn ask_permission(&self, _: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
         Box::pin(async { PermissionAnswer::Reject })
-    }
-    fn call_client_tool(
-        &self,
-        _: &str,
-        name: &str,
-        _: Value,
-    ) -> BoxFuture<'static, ClientToolResult> {
-        let content = format!("client tool {name} is not available");
-        Box::pin(async move {
-            ClientToolResult {
-                content,
-                is_error: true,
-            }
-        })
-    }
-    fn apply_edit(
-        &self,
-        _: PathBuf,
-        _: Option<String>,
-        _: String,
-    ) -> Option<BoxFuture<'static, Result<(), String>>> {
-        None
     }
 }

@@ -1,7 +1,5 @@
 //! The ACP turn host: turn events become `session/update`, approvals `session/request_permission`.
 
-use std::path::PathBuf;
-
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -9,7 +7,7 @@ use super::convert;
 use super::types::{SessionNotification, SessionUpdate, ToolCall, ToolCallStatus};
 use crate::front::permission_answer;
 use crate::rpc::Client;
-use crate::turn::{ClientToolResult, PermissionAnswer, PermissionRequest, TurnEvent, TurnHost};
+use crate::turn::{PermissionAnswer, PermissionRequest, TurnEvent, TurnHost};
 
 /// Relays a turn to an ACP client.
 pub struct AcpHost {
@@ -75,32 +73,6 @@ impl TurnHost for AcpHost {
                 }
             }
         })
-    }
-
-    fn call_client_tool(
-        &self,
-        _: &str,
-        name: &str,
-        _: Value,
-    ) -> BoxFuture<'static, ClientToolResult> {
-        // ACP has no client-registered tools; the engine never offers any to ACP sessions.
-        let content = format!("client tool {name} is not available over ACP");
-        Box::pin(async move {
-            ClientToolResult {
-                content,
-                is_error: true,
-            }
-        })
-    }
-
-    fn apply_edit(
-        &self,
-        _: PathBuf,
-        _: Option<String>,
-        _: String,
-    ) -> Option<BoxFuture<'static, Result<(), String>>> {
-        // Garuda writes files itself; ACP's fs/write_text_file is not used yet.
-        None
     }
 }
 
