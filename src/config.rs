@@ -78,6 +78,20 @@ pub struct ContextSettings {
     pub tool_result_max_chars: usize,
     /// Characters of such a result kept as preview.
     pub tool_result_preview_chars: usize,
+    /// Stage 1 cuts older tool results longer than this many characters...
+    pub trim_over: usize,
+    /// ...to this many, plus a note.
+    pub trim_to: usize,
+    /// Files re-read from disk after a compaction, most recent first.
+    pub restore_files: usize,
+    /// Most tokens of one restored file (a larger one comes back as its path).
+    pub restore_file_tokens: u64,
+    /// Most tokens of all restored files together.
+    pub restore_total_tokens: u64,
+    /// Retries of a summary request that was too long, dropping the oldest rounds each time.
+    pub max_ptl_retries: u32,
+    /// Consecutive failures after which auto-compaction pauses.
+    pub max_failures: u32,
 }
 
 impl Default for ContextSettings {
@@ -91,6 +105,13 @@ impl Default for ContextSettings {
             microcompact_keep: 5,
             tool_result_max_chars: 50_000,
             tool_result_preview_chars: 2_000,
+            trim_over: 1_000,
+            trim_to: 200,
+            restore_files: 5,
+            restore_file_tokens: 5_000,
+            restore_total_tokens: 50_000,
+            max_ptl_retries: 3,
+            max_failures: 3,
         }
     }
 }
@@ -103,7 +124,13 @@ impl ContextSettings {
             target: self.target.clamp(0.0, self.threshold.clamp(0.05, 1.0)),
             keep_steps: self.keep_steps.max(1),
             use_reserved_formula: self.reserved_formula,
-            ..Default::default()
+            trim_over: self.trim_over,
+            trim_to: self.trim_to.min(self.trim_over),
+            restore_files: self.restore_files,
+            restore_file_tokens: self.restore_file_tokens,
+            restore_total_tokens: self.restore_total_tokens,
+            max_ptl_retries: self.max_ptl_retries,
+            max_failures: self.max_failures.max(1),
         }
     }
 
