@@ -15,6 +15,23 @@ pub struct RpcHost {
     pub client: Client,
     /// The client advertised `workspace.applyEdit`.
     pub apply_edit: bool,
+    /// How long an approval may wait; then the request is cancelled with `$/cancelRequest`
+    /// and counts as a rejection.
+    pub approval_timeout: std::time::Duration,
+}
+
+/// A `file://` URI for an absolute path, percent-encoding every byte but unreserved ones and `/`.
+pub fn file_uri(path: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file://");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri
 }
 
 /// Reads the client's choice; both `{optionId}` and ACP's `{outcome: {optionId}}` are accepted.
@@ -57,9 +74,13 @@ impl TurnHost for RpcHost {
 
     fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
         let client = self.client.clone();
+        let timeout = self.approval_timeout;
         Box::pin(async move {
             let params = serde_json::to_value(&req).unwrap_or(Value::Null);
-            match client.request("permission/request", params).await {
+            match client
+                .request_timeout("permission/request", params, timeout)
+                .await
+            {
                 Ok(v) => permission_answer(&v),
                 Err(e) => {
                     tracing::info!(
@@ -118,7 +139,7 @@ impl TurnHost for RpcHost {
         }
         let client = self.client.clone();
         Some(Box::pin(async move {
-            let uri = format!("file://{}", path.display());
+            let uri = file_uri(&path);
             let edit = json!({
                 "label": "garuda",
                 "edit": {"changes": {uri: [{
@@ -162,5 +183,9 @@ mod tests {
         assert_eq!(permission_answer(&json!(null)), PermissionAnswer::Reject);
         assert_eq!(end_position("a\nbé"), json!({"line": 1, "character": 2}));
         assert_eq!(end_position("x\n"), json!({"line": 1, "character": 0}));
+        assert_eq!(
+            file_uri(std::path::Path::new("/a b/#x%.rs")),
+            "file:///a%20b/%23x%25.rs"
+        );
     }
 }

@@ -237,11 +237,7 @@ impl NativeFront {
             Err(e) => return Dispatch::Reply(Err(e)),
         };
         let engine = self.engine.clone();
-        let apply_edit = self.facts.get().is_some_and(|f| f.apply_edit);
-        let host: Arc<dyn TurnHost> = Arc::new(RpcHost {
-            client: ctx.client.clone(),
-            apply_edit,
-        });
+        let host = self.host(&ctx);
         Dispatch::Spawn(Box::pin(async move {
             let r = engine
                 .compact(&p.session_id, p.focus, host, ctx.cancel.clone())
@@ -251,17 +247,24 @@ impl NativeFront {
         }))
     }
 
+    /// The turn host for a request: its client, its editing capability, the approval timeout.
+    fn host(&self, ctx: &RequestCtx) -> Arc<dyn TurnHost> {
+        Arc::new(RpcHost {
+            client: ctx.client.clone(),
+            apply_edit: self.facts.get().is_some_and(|f| f.apply_edit),
+            approval_timeout: std::time::Duration::from_secs(
+                self.engine.config.approval.timeout_secs.max(1),
+            ),
+        })
+    }
+
     fn turn_run(&self, params: Value, ctx: RequestCtx) -> Dispatch {
         let p: TurnParams = match parse_params(params) {
             Ok(p) => p,
             Err(e) => return Dispatch::Reply(Err(e)),
         };
         let engine = self.engine.clone();
-        let apply_edit = self.facts.get().is_some_and(|f| f.apply_edit);
-        let host: Arc<dyn TurnHost> = Arc::new(RpcHost {
-            client: ctx.client.clone(),
-            apply_edit,
-        });
+        let host = self.host(&ctx);
         Dispatch::Spawn(Box::pin(async move {
             let out = engine
                 .run_turn(&p.session_id, p.input, host, ctx.cancel.clone())

@@ -413,7 +413,9 @@ async fn run_tool(
             input: input.clone(),
             options: PermissionRequest::standard_options(),
         };
-        let wait = Duration::from_secs(session.setup.approval_timeout_secs.max(1));
+        // The host enforces the timeout itself (and tells its client); this is a backstop
+        // for hosts that never answer.
+        let wait = Duration::from_secs(session.setup.approval_timeout_secs.max(1) + 2);
         let answer = tokio::select! {
             a = tokio::time::timeout(wait, host.ask_permission(req)) => a.unwrap_or(PermissionAnswer::Reject),
             _ = ctx.cancel.cancelled() => return interrupted(),

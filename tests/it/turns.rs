@@ -353,6 +353,14 @@ fn approval_timeout_counts_as_rejection() {
         .filter(|e| e["kind"] == "toolCallFinished")
         .collect();
     assert_eq!(done[0]["isError"], true);
+    // The client is told to drop its prompt.
+    let cancel = g
+        .backlog
+        .iter()
+        .find(|m| m["method"] == "$/cancelRequest")
+        .cloned()
+        .expect("a $/cancelRequest for the unanswered approval");
+    assert_eq!(cancel["params"]["id"], req["id"]);
 }
 
 #[test]
