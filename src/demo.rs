@@ -200,6 +200,7 @@ pub fn run(dir: &Path) -> anyhow::Result<u8> {
     println!("   session {sid}");
 
     let prompts = [
+        "Which public functions does the crate have?",
         "What is this package called? Look at Cargo.toml.",
         "Where is the main function?",
         "Which modules does the library declare?",
