@@ -10,9 +10,9 @@ Measures, on this machine:
   - `turn/run` round trip for a one-line answer from the mock, warm session (median of 100),
     and server RSS after those 100 turns
   - `garuda exec` one-line answer, whole process: median wall time and peak RSS
-With --peers it also installs Claude Code from the npm registry into a temporary prefix and
-runs `claude -p` against the same mock (the only peer that speaks the Anthropic Messages API
-the mock serves); nothing is installed without --peers.
+With --peers it also installs codex and Claude Code from the npm registry into a temporary
+prefix and runs `codex exec` (OpenAI Responses API) and `claude -p` (Anthropic Messages API)
+against the same mock, which serves both; nothing is installed without --peers.
 """
 
 import argparse
@@ -38,6 +38,20 @@ SSE = (
 ).encode()
 
 
+RESPONSES_SSE = "".join(
+    "event: %s\ndata: %s\n\n" % (e["type"], json.dumps(e))
+    for e in [
+        {"type": "response.created", "response": {"id": "resp_1"}},
+        {"type": "response.output_item.done", "output_index": 0, "item": {
+            "type": "message", "role": "assistant", "id": "msg_1",
+            "content": [{"type": "output_text", "text": "Hello from the mock.", "annotations": []}]}},
+        {"type": "response.completed", "response": {"id": "resp_1", "usage": {
+            "input_tokens": 12, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 17}}},
+    ]
+).encode()
+
+
 class Mock(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -48,8 +62,16 @@ class Mock(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("content-length", 0)))
-        head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n" % len(SSE)
-        self.wfile.write(head.encode() + SSE)
+        # Anthropic Messages for Garuda and Claude Code, OpenAI Responses for codex.
+        body = RESPONSES_SSE if self.path.endswith("/responses") else SSE
+        head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n" % len(body)
+        self.wfile.write(head.encode() + body)
+        self.wfile.flush()
+
+    def do_GET(self):
+        body = b'{"data":[],"models":[]}'
+        head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)
+        self.wfile.write(head.encode() + body)
         self.wfile.flush()
 
     def log_message(self, *a):
@@ -188,15 +210,25 @@ def main():
 
     if a.peers:
         prefix = tempfile.mkdtemp(prefix="garuda-peers-")
-        subprocess.run(["npm", "install", "--prefix", prefix, "@anthropic-ai/claude-code"], check=True)
-        claude = os.path.join(prefix, "node_modules", ".bin", "claude")
-        walls, rss = [], []
-        for _ in range(min(a.runs, 10)):
-            w, r, _ = run_child([claude, "-p", "say hello"], env)
-            walls.append(w)
-            rss.append(r)
-        out["claude_p_wall_ms"] = round(median_ms(walls), 2)
-        out["claude_p_peak_rss_mib"] = round(max(rss) / 1024, 1)
+        subprocess.run(["npm", "install", "--prefix", prefix, "@openai/codex", "@anthropic-ai/claude-code"], check=True)
+        bin_dir = os.path.join(prefix, "node_modules", ".bin")
+        peers = {
+            "codex_exec": [os.path.join(bin_dir, "codex"), "exec", "--skip-git-repo-check",
+                           "-c", "model_provider=mock",
+                           "-c", 'model_providers.mock={name="mock",base_url="%s/v1",env_key="OPENAI_API_KEY",wire_api="responses"}' % url,
+                           "-c", "model=gpt-5.1", "say hello"],
+            "claude_p": [os.path.join(bin_dir, "claude"), "-p", "say hello"],
+        }
+        peer_env = dict(env, OPENAI_API_KEY="sk-bench-not-a-key")
+        for name, argv in peers.items():
+            walls, rss = [], []
+            for _ in range(min(a.runs, 10)):
+                w, r, status = run_child(argv, peer_env)
+                walls.append(w)
+                rss.append(r)
+            out[name + "_wall_ms"] = round(median_ms(walls), 2)
+            out[name + "_peak_rss_mib"] = round(max(rss) / 1024, 1)
+            out[name + "_exit_status"] = status
 
     out["machine"] = "%s, %d cores" % (os.uname().machine, os.cpu_count())
     out["date"] = time.strftime("%Y-%m-%d")
