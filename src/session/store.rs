@@ -54,6 +54,17 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     }
 }
 
+/// Like `io_err`, but a missing transcript file means the session does not exist.
+fn session_err<'a>(id: &'a str, path: &'a Path) -> impl FnOnce(std::io::Error) -> StoreError + 'a {
+    move |source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            StoreError::NotFound(id.to_string())
+        } else {
+            io_err(path)(source)
+        }
+    }
+}
+
 /// The directory of all transcripts of one workspace.
 #[derive(Debug, Clone)]
 pub struct SessionStore {
@@ -219,16 +230,7 @@ impl SessionStore {
             .read(true)
             .append(true)
             .open(&path)
-            .map_err(|e| {
-                if e.kind() == std::io::ErrorKind::NotFound {
-                    StoreError::NotFound(id.to_string())
-                } else {
-                    StoreError::Io {
-                        path: path.clone(),
-                        source: e,
-                    }
-                }
-            })?;
+            .map_err(session_err(id, &path))?;
         let len = file.metadata().map_err(io_err(&path))?.len();
         if len > 0 {
             let mut last = [0u8; 1];
@@ -268,16 +270,7 @@ impl SessionStore {
     pub fn load(&self, id: &str) -> Result<Loaded, StoreError> {
         check_id(id)?;
         let path = self.path_of(id);
-        let file = File::open(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                StoreError::NotFound(id.to_string())
-            } else {
-                StoreError::Io {
-                    path: path.clone(),
-                    source: e,
-                }
-            }
-        })?;
+        let file = File::open(&path).map_err(session_err(id, &path))?;
         let mut reader = BufReader::with_capacity(256 * 1024, file);
         let mut buf = Vec::new();
         let mut header = None;
@@ -382,16 +375,7 @@ impl SessionStore {
     pub fn delete(&self, id: &str) -> Result<(), StoreError> {
         check_id(id)?;
         let path = self.path_of(id);
-        fs::remove_file(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                StoreError::NotFound(id.to_string())
-            } else {
-                StoreError::Io {
-                    path: path.clone(),
-                    source: e,
-                }
-            }
-        })?;
+        fs::remove_file(&path).map_err(session_err(id, &path))?;
         let dir = self.tool_results_dir(id);
         match fs::remove_dir_all(&dir) {
             Ok(()) => Ok(()),

@@ -102,13 +102,13 @@ pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
         None => None,
     };
     let given = input.path.unwrap_or_default();
-    let rel = match util::resolve(ctx, &given) {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
-    let shown = util::show(&rel);
-    let (base, kind) = match util::walk_base(ctx, &shown, &rel) {
-        Ok(b) => b,
+    let util::WalkStart {
+        rel,
+        shown,
+        base,
+        kind,
+    } = match util::walk_start(ctx, &given) {
+        Ok(w) => w,
         Err(e) => return e,
     };
     let files: Vec<PathBuf> = match kind {

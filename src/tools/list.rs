@@ -40,13 +40,10 @@ pub(super) fn run_list(input: Value, ctx: &ToolContext) -> ToolOutput {
         Err(e) => return e,
     };
     let given = input.path.unwrap_or_default();
-    let rel = match util::resolve(ctx, &given) {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
-    let shown = util::show(&rel);
-    let (base, kind) = match util::walk_base(ctx, &shown, &rel) {
-        Ok(b) => b,
+    let util::WalkStart {
+        shown, base, kind, ..
+    } = match util::walk_start(ctx, &given) {
+        Ok(w) => w,
         Err(e) => return e,
     };
     if kind != EntryKind::Dir {
@@ -117,13 +114,10 @@ pub(super) fn run_glob(input: Value, ctx: &ToolContext) -> ToolOutput {
         Err(e) => return ToolOutput::error(e),
     };
     let given = input.path.unwrap_or_default();
-    let rel = match util::resolve(ctx, &given) {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
-    let shown = util::show(&rel);
-    let (base, kind) = match util::walk_base(ctx, &shown, &rel) {
-        Ok(b) => b,
+    let util::WalkStart {
+        shown, base, kind, ..
+    } = match util::walk_start(ctx, &given) {
+        Ok(w) => w,
         Err(e) => return e,
     };
     if kind != EntryKind::Dir {

@@ -95,29 +95,44 @@ pub(crate) fn show(rel: &Path) -> String {
     if s.is_empty() { ".".to_string() } else { s }
 }
 
-/// The canonical absolute folder or file at `rel`, checked to lie beneath the root; used as
-/// the start of a walk so that a link on the way cannot lead the walker out of the root.
-pub(crate) fn walk_base(
-    ctx: &ToolContext,
-    shown: &str,
-    rel: &Path,
-) -> Result<(PathBuf, EntryKind), ToolOutput> {
-    let kind = match ctx.root.kind(rel) {
+/// Where a walk (list_files, glob, grep) starts.
+pub(crate) struct WalkStart {
+    /// Root-relative path the model gave, resolved.
+    pub rel: PathBuf,
+    /// Its display form for messages.
+    pub shown: String,
+    /// The canonical absolute path, checked to lie beneath the root.
+    pub base: PathBuf,
+    /// File or folder.
+    pub kind: EntryKind,
+}
+
+/// Resolves the path the model gave and canonicalizes it as the start of a walk, checked to
+/// lie beneath the root, so that a link on the way cannot lead the walker out of the root.
+pub(crate) fn walk_start(ctx: &ToolContext, given: &str) -> Result<WalkStart, ToolOutput> {
+    let rel = resolve(ctx, given)?;
+    let shown = show(&rel);
+    let kind = match ctx.root.kind(&rel) {
         Ok(Some(k)) => k,
         Ok(None) => {
             return Err(ToolOutput::error(format!(
                 "no such file or folder: {shown}"
             )));
         }
-        Err(e) => return Err(fs_error(shown, e)),
+        Err(e) => return Err(fs_error(&shown, e)),
     };
     let root = ctx.root.path();
-    let abs = std::fs::canonicalize(root.join(rel))
+    let base = std::fs::canonicalize(root.join(&rel))
         .map_err(|e| ToolOutput::error(format!("{shown}: {e}")))?;
-    if !abs.starts_with(root) {
-        return Err(fs_error(shown, FsError::OutsideRoot(rel.to_path_buf())));
+    if !base.starts_with(root) {
+        return Err(fs_error(&shown, FsError::OutsideRoot(rel)));
     }
-    Ok((abs, kind))
+    Ok(WalkStart {
+        rel,
+        shown,
+        base,
+        kind,
+    })
 }
 
 /// Root-relative display form of an absolute path found by a walk beneath the root.
