@@ -7,4 +7,5 @@ mod context;
 mod mock_model;
 mod mock_smoke;
 mod server;
+mod sim_provider;
 mod turns;
