@@ -4,6 +4,7 @@ mod acp;
 mod cli;
 mod client;
 mod context;
+mod long_session;
 mod mock_model;
 mod mock_smoke;
 mod server;
