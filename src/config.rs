@@ -88,10 +88,22 @@ pub struct ContextSettings {
     pub restore_file_tokens: u64,
     /// Most tokens of all restored files together.
     pub restore_total_tokens: u64,
-    /// Retries of a summary request that was too long, dropping the oldest rounds each time.
+    /// Retries of a summary request the provider refused as too long (each re-splits the
+    /// older part into smaller chunks under the limit the refusal named).
     pub max_ptl_retries: u32,
     /// Consecutive failures after which auto-compaction pauses.
     pub max_failures: u32,
+    /// Size target of the model's summary, as a share of the window (at most 20 000 tokens).
+    pub summary_share: f64,
+    /// Budget of the user's own messages carried verbatim, as a share of the window (at
+    /// most 20 000 tokens).
+    pub user_words_share: f64,
+    /// Model steps after a summary before another summary may run (escalation without the
+    /// model covers the gap).
+    pub min_summary_gap: u32,
+    /// The most of the window one tool result takes whole (0 or 1: no cap beyond
+    /// `tool_result_max_chars` and the tools' own limits).
+    pub result_share: f64,
 }
 
 impl Default for ContextSettings {
@@ -112,6 +124,10 @@ impl Default for ContextSettings {
             restore_total_tokens: 50_000,
             max_ptl_retries: 3,
             max_failures: 3,
+            summary_share: 0.1,
+            user_words_share: 0.1,
+            min_summary_gap: 3,
+            result_share: 0.1,
         }
     }
 }
@@ -131,6 +147,10 @@ impl ContextSettings {
             restore_total_tokens: self.restore_total_tokens,
             max_ptl_retries: self.max_ptl_retries,
             max_failures: self.max_failures.max(1),
+            summary_share: self.summary_share.clamp(0.01, 0.5),
+            user_words_share: self.user_words_share.clamp(0.0, 0.5),
+            min_summary_gap: self.min_summary_gap,
+            result_share: self.result_share,
         }
     }
 
@@ -143,6 +163,7 @@ impl ContextSettings {
         policy.tool_result_preview_chars = self
             .tool_result_preview_chars
             .min(policy.tool_result_max_chars);
+        policy.trim_over = self.trim_over;
     }
 }
 

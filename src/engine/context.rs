@@ -54,8 +54,11 @@ impl Engine {
             &mut state,
             host.as_ref(),
             &cancel,
-            CompactTrigger::Manual,
-            focus.as_deref(),
+            turn::CompactRequest {
+                trigger: CompactTrigger::Manual,
+                focus: focus.as_deref(),
+                refused_tokens: None,
+            },
             &report,
         )
         .await;
@@ -111,9 +114,12 @@ impl Engine {
         })
     }
 
-    /// The view, the tracker and the pause flag while a turn holds the session: rebuilt
+    /// The view, the tracker and the learned limit while a turn holds the session: rebuilt
     /// from the transcript on disk (everything acknowledged so far).
-    fn view_on_disk(&self, live: &LiveSession) -> Result<(StepView, ContextTracker), EngineError> {
+    fn view_on_disk(
+        &self,
+        live: &LiveSession,
+    ) -> Result<(StepView, ContextTracker, Option<u64>), EngineError> {
         let records = self.store().load(&live.id)?.records;
         let v = build_view(&records, &live.setup.view_policy, now_ms());
         let tracker = ContextTracker::replay(&records);
@@ -122,7 +128,7 @@ impl Engine {
             cache: turn::provider_cache(&v.cache),
             view_chars: v.chars(),
         };
-        Ok((sv, tracker))
+        Ok((sv, tracker, tokens::learned_limit(&records)))
     }
 
     /// The request the next step would send, with its cache markers.
@@ -135,7 +141,7 @@ impl Engine {
                 (sv, t)
             }
             Err(_) => {
-                let (sv, tracker) = self.view_on_disk(&live)?;
+                let (sv, tracker, _) = self.view_on_disk(&live)?;
                 let t = tracker.context_tokens(sv.view_chars, turn::fixed_chars(&live));
                 (sv, t)
             }
@@ -164,7 +170,8 @@ impl Engine {
     /// The context by part, with the threshold.
     pub fn inspect(&self, id: &str) -> Result<InspectResult, EngineError> {
         let live = self.session(id)?;
-        let (context_tokens, message_chars, tracker, paused) = match live.state.try_lock() {
+        let (context_tokens, message_chars, tracker, paused, learned) = match live.state.try_lock()
+        {
             Ok(mut state) => {
                 let t = turn::context_tokens(&live, &mut state)?;
                 (
@@ -172,12 +179,13 @@ impl Engine {
                     state.view_cache.chars(),
                     state.tracker,
                     state.failures.paused(&live.setup.compact),
+                    state.learned_limit,
                 )
             }
             Err(_) => {
-                let (sv, tracker) = self.view_on_disk(&live)?;
+                let (sv, tracker, learned) = self.view_on_disk(&live)?;
                 let t = tracker.context_tokens(sv.view_chars, turn::fixed_chars(&live));
-                (t, sv.view_chars, tracker, false)
+                (t, sv.view_chars, tracker, false, learned)
             }
         };
         let ws = &live.setup.workspace;
@@ -199,13 +207,13 @@ impl Engine {
             message_chars,
         };
         let info = &live.setup.model_info;
-        let p = tokens::inspect(
-            &sizes,
-            &tracker,
-            info.context_window,
+        let window = tokens::effective_window(info.context_window, learned);
+        let threshold = crate::session::compact::threshold_tokens(
+            window,
             info.max_output as u64,
             &live.setup.compact,
         );
+        let p = tokens::inspect(&sizes, &tracker, window, info.max_output as u64, threshold);
         Ok(InspectResult {
             system: p.system,
             tools: p.tools,
@@ -215,6 +223,8 @@ impl Engine {
             free: p.free,
             reserved: p.reserved,
             window: p.window,
+            configured_window: info.context_window,
+            learned_limit: learned,
             threshold: p.threshold,
             context_tokens,
             paused,

@@ -86,6 +86,24 @@ impl Engine {
         ))
     }
 
+    /// A session's view pipeline settings: the config's, with one tool result held to its
+    /// share of the model's window.
+    fn view_policy(
+        &self,
+        id: &str,
+        info: &crate::provider::ModelInfo,
+    ) -> crate::session::view::ViewPolicy {
+        let mut p = self.store().view_policy(id);
+        self.config.context.apply_view(&mut p);
+        let budget = crate::session::compact::result_budget_chars(
+            info.context_window,
+            self.config.context.result_share,
+        );
+        p.tool_result_max_chars = p.tool_result_max_chars.min(budget.max(4_096));
+        p.tool_result_preview_chars = p.tool_result_preview_chars.min(p.tool_result_max_chars);
+        p
+    }
+
     fn default_model(&self, ws: &Workspace) -> Result<String, EngineError> {
         ws.config.model.clone().or_else(|| self.config.model.clone()).ok_or_else(|| {
             EngineError::Config(
@@ -120,8 +138,7 @@ impl Engine {
         let mut header = SessionHeader::new(ws.root.path().display().to_string(), model);
         header.policy = Some(policy_name(policy));
         let file = self.store().create(&header)?;
-        setup.view_policy = self.store().view_policy(&header.session_id);
-        self.config.context.apply_view(&mut setup.view_policy);
+        setup.view_policy = self.view_policy(&header.session_id, &setup.model_info);
         let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
         self.sessions
             .live
@@ -154,8 +171,7 @@ impl Engine {
             .and_then(|p| serde_json::from_value(serde_json::Value::String(p.to_string())).ok())
             .unwrap_or_else(|| self.default_policy());
         let (mut setup, _) = self.setup(ws, &loaded.header.model.clone(), policy, Vec::new())?;
-        setup.view_policy = self.store().view_policy(id);
-        self.config.context.apply_view(&mut setup.view_policy);
+        setup.view_policy = self.view_policy(id, &setup.model_info);
         let live = Arc::new(LiveSession::new(loaded.header, setup, file, loaded.records));
         let mut map = self.sessions.live.lock().unwrap_or_else(|p| p.into_inner());
         Ok(map.entry(id.to_string()).or_insert(live).clone())

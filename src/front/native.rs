@@ -321,6 +321,29 @@ pub fn engine_error(e: EngineError) -> RpcError {
             format!("session {id} is already running a turn; wait for it or cancel it"),
         ),
         EngineError::Turn(T::Invalid(m)) | EngineError::Invalid(m) => RpcError::invalid_params(m),
+        EngineError::Turn(T::Cancelled) => RpcError::request_cancelled(),
+        EngineError::Turn(T::TooLarge {
+            message_tokens,
+            fixed_tokens,
+            window_tokens,
+        }) => {
+            let message = T::TooLarge {
+                message_tokens,
+                fixed_tokens,
+                window_tokens,
+            }
+            .to_string();
+            RpcError {
+                code: codes::PROMPT_TOO_LONG,
+                message,
+                data: Some(json!({
+                    "kind": "messageTooLarge",
+                    "messageTokens": message_tokens,
+                    "fixedTokens": fixed_tokens,
+                    "windowTokens": window_tokens,
+                })),
+            }
+        }
         EngineError::Config(m) => RpcError::new(codes::CONFIG_ERROR, m),
     }
 }

@@ -464,8 +464,14 @@ pub struct InspectResult {
     pub free: u64,
     /// Reserved for the model's output.
     pub reserved: u64,
-    /// The model's window.
+    /// The window the session plans with: the configured one, or the smaller limit the
+    /// provider named in a prompt-too-long answer.
     pub window: u64,
+    /// The model's window from the model table or the config.
+    pub configured_window: u64,
+    /// The limit learned from the provider, when one was (kept in the transcript).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned_limit: Option<u64>,
     /// Compaction starts above this many tokens.
     pub threshold: u64,
     /// The context size now (real count of the last response plus the estimate since).

@@ -6,6 +6,7 @@
 //! the wire formats live in `anthropic` and `openai`; `replay` plays recorded responses.
 
 pub mod anthropic;
+pub mod limit;
 pub mod models;
 pub mod openai;
 pub mod replay;
@@ -27,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::message::{Block, Message, StopReason, ToolSpec, Usage};
 
+pub use limit::{ContextLimit, parse_context_limit};
 pub use models::ModelInfo;
 pub use replay::{ReplayProvider, recording};
 pub use spec::ModelSpec;
@@ -203,6 +205,14 @@ impl ProviderError {
     /// True when the provider said the prompt exceeds the context window.
     pub fn is_prompt_too_long(&self) -> bool {
         matches!(self, ProviderError::PromptTooLong(_))
+    }
+
+    /// The sizes a prompt-too-long answer names (None for other errors).
+    pub fn context_limit(&self) -> Option<ContextLimit> {
+        match self {
+            ProviderError::PromptTooLong(text) => Some(parse_context_limit(text)),
+            _ => None,
+        }
     }
 
     /// Blocks that arrived before a cut or cancel; empty for other errors.

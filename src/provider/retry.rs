@@ -78,6 +78,10 @@ const TOO_LONG: &[&str] = &[
     "input is too long",
     "request_too_large",
     "model_context_window_exceeded",
+    "context size",
+    "context the overflows",
+    "n_keep",
+    "while limit is",
 ];
 
 /// True when an error text says the prompt does not fit.

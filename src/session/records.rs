@@ -206,6 +206,35 @@ pub struct TrimRecord {
     pub keep_chars: usize,
 }
 
+/// Which request a usage record counts, when it is not a main step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsagePurpose {
+    /// A compaction summary request (or its shrink request).
+    Summary,
+    /// A collapse summary request.
+    Collapse,
+}
+
+/// The provider refused a request as too long: the limit it enforces, which every later
+/// request of the session stays under (with the configured window, the smaller wins).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextLimitRecord {
+    /// Record id.
+    pub uuid: String,
+    /// Unix milliseconds.
+    pub time: u64,
+    /// The most input tokens the provider accepts.
+    pub limit_tokens: u64,
+    /// Tokens of the refused request, when the provider said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_tokens: Option<u64>,
+    /// True when the answer named no limit and it was inferred from the request's size.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inferred: bool,
+}
+
 /// Token usage the provider reported for one response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -225,6 +254,9 @@ pub struct UsageRecord {
     /// later estimates grow or shrink from).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view_chars: Option<u64>,
+    /// Set for side requests (summaries, collapses); absent for a main step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purpose: Option<UsagePurpose>,
 }
 
 /// Instruction or memory files changed on disk.
@@ -321,6 +353,8 @@ pub enum Record {
     InstructionChange(InstructionChangeRecord),
     /// A torn compaction installation.
     InstallAborted(InstallAbortedRecord),
+    /// A context limit learned from the provider.
+    ContextLimit(ContextLimitRecord),
 }
 
 /// Record type names this version understands.
@@ -335,6 +369,7 @@ pub const KNOWN_TYPES: &[&str] = &[
     "usage",
     "instruction_change",
     "install_aborted",
+    "context_limit",
 ];
 
 impl Record {
@@ -351,6 +386,7 @@ impl Record {
             Record::Usage(r) => &r.uuid,
             Record::InstructionChange(r) => &r.uuid,
             Record::InstallAborted(r) => &r.uuid,
+            Record::ContextLimit(r) => &r.uuid,
         }
     }
 
@@ -367,6 +403,7 @@ impl Record {
             Record::Usage(r) => r.time,
             Record::InstructionChange(r) => r.time,
             Record::InstallAborted(r) => r.time,
+            Record::ContextLimit(r) => r.time,
         }
     }
 

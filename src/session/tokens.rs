@@ -1,7 +1,6 @@
 //! Token accounting: the real count from the last response plus a calibrated estimate of
 //! what changed since, and the `context/inspect` breakdown.
 
-use super::compact::{CompactPolicy, threshold_tokens};
 use super::records::Record;
 use crate::message::ToolSpec;
 
@@ -104,6 +103,13 @@ impl ContextTracker {
         });
     }
 
+    /// Learns from a refused request: the provider counted `tokens` for `request_chars`
+    /// characters while the view held `view_chars`, so that is the context size now.
+    pub fn on_refused(&mut self, request_chars: usize, tokens: u64, view_chars: usize) {
+        self.estimator.observe(request_chars, tokens);
+        self.anchor = Some(Anchor { tokens, view_chars });
+    }
+
     /// The context size now: the anchor moved by the estimated change of the view, or, with
     /// no anchor, an estimate of everything (`fixed_chars` is the system prompt and tools).
     pub fn context_tokens(&self, view_chars: usize, fixed_chars: usize) -> u64 {
@@ -131,7 +137,7 @@ impl ContextTracker {
                 if let Some(c) = u.request_chars {
                     t.estimator.observe(c as usize, u.usage.context_tokens());
                 }
-                if i >= start {
+                if i >= start && u.purpose.is_none() {
                     t.anchor = u.view_chars.map(|v| Anchor {
                         tokens: u.usage.context_tokens() + u.usage.output_tokens,
                         view_chars: v as usize,
@@ -141,6 +147,22 @@ impl ContextTracker {
         }
         t
     }
+}
+
+/// The smallest context limit the provider taught the session (None: none learned).
+pub fn learned_limit(records: &[Record]) -> Option<u64> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::ContextLimit(l) => Some(l.limit_tokens),
+            _ => None,
+        })
+        .min()
+}
+
+/// The window a session plans with: the configured one, or the provider's smaller limit.
+pub fn effective_window(configured: u64, learned: Option<u64>) -> u64 {
+    learned.map_or(configured, |l| l.min(configured))
 }
 
 /// Characters the tool list costs in a request.
@@ -192,13 +214,14 @@ pub struct ContextParts {
 }
 
 /// Tokens by part. With a tracker anchor the total follows the real count, and the
-/// difference from the estimate is attributed to the messages.
+/// difference from the estimate is attributed to the messages. `threshold` is where
+/// compaction starts (from the compaction budgets).
 pub fn inspect(
     sizes: &PartSizes,
     tracker: &ContextTracker,
     window: u64,
     max_output: u64,
-    policy: &CompactPolicy,
+    threshold: u64,
 ) -> ContextParts {
     let e = &tracker.estimator;
     let system = e.estimate(sizes.system_chars);
@@ -226,7 +249,7 @@ pub fn inspect(
         reserved,
         window,
         used,
-        threshold: threshold_tokens(window, max_output, policy),
+        threshold,
     }
 }
 
@@ -286,6 +309,7 @@ mod tests {
             usage,
             request_chars: Some(40_000),
             view_chars: Some(30_000),
+            purpose: None,
         });
         let r = ContextTracker::replay(&[rec]);
         assert_eq!(r.context_tokens(34_000, 0), 11_050);
@@ -300,8 +324,7 @@ mod tests {
             tool_chars: 8_000,
             message_chars: 40_000,
         };
-        let policy = CompactPolicy::default();
-        let p = inspect(&sizes, &ContextTracker::default(), 200_000, 32_000, &policy);
+        let p = inspect(&sizes, &ContextTracker::default(), 200_000, 32_000, 160_000);
         assert_eq!(
             (p.system, p.instructions, p.memory, p.tools, p.messages),
             (1_000, 500, 100, 2_000, 10_000)
@@ -319,7 +342,7 @@ mod tests {
             None,
             40_000,
         );
-        let p = inspect(&sizes, &t, 200_000, 32_000, &policy);
+        let p = inspect(&sizes, &t, 200_000, 32_000, 160_000);
         assert_eq!(p.used, 20_000);
         assert_eq!(p.messages, 20_000 - 3_600);
     }

@@ -232,7 +232,8 @@ pub fn commit_write(plan: &PlannedWrite, ctx: &ToolContext) -> ToolOutput {
 pub fn finish_write(plan: &PlannedWrite, ctx: &ToolContext) -> ToolOutput {
     let shown = util::show(&plan.rel_path);
     if let Ok(stamp) = ctx.root.stamp(&plan.rel_path) {
-        ctx.tracker().record(&plan.rel_path, stamp);
+        let anchor = ctx.call_id.clone().map(super::Anchor::Call);
+        ctx.tracker().record_at(&plan.rel_path, stamp, anchor);
     }
     let meta = ToolMeta {
         path: Some(shown),

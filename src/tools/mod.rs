@@ -21,7 +21,7 @@ mod util;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -69,10 +69,78 @@ impl Default for ToolLimits {
     }
 }
 
-/// Which files the model read in this session, with their stamp at read time.
+/// Where a file's content is in the model's view: it stays "read" while that is there.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Anchor {
+    /// The result of this tool call (a read), while it is in the view whole.
+    Result(String),
+    /// This tool call (an edit or write), while it is in the view.
+    Call(String),
+    /// This message (a file restored after compaction), while it is in the view.
+    Message(String),
+}
+
+/// The anchors present in a view (the turn layer computes them from the view).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ViewAnchors {
+    /// Tool results in the view exactly as the transcript holds them.
+    pub results: HashSet<String>,
+    /// Tool calls in the view.
+    pub calls: HashSet<String>,
+    /// Message ids in the view.
+    pub messages: HashSet<String>,
+}
+
+impl ViewAnchors {
+    /// True when `a` is in the view.
+    pub fn contains(&self, a: &Anchor) -> bool {
+        match a {
+            Anchor::Result(id) => self.results.contains(id),
+            Anchor::Call(id) => self.calls.contains(id),
+            Anchor::Message(id) => self.messages.contains(id),
+        }
+    }
+}
+
+/// One read whose content the model has seen: what was asked and where the answer is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadMark {
+    /// The `offset` asked for.
+    pub offset: Option<u64>,
+    /// The `limit` asked for.
+    pub limit: Option<u64>,
+    /// True when the answer held the whole file (any range of it is covered).
+    pub whole: bool,
+    /// The file's stamp when read.
+    pub stamp: FileStamp,
+    /// Where the content is.
+    pub anchor: Anchor,
+}
+
+#[derive(Debug, Clone)]
+struct Seen {
+    stamp: FileStamp,
+    anchor: Option<Anchor>,
+}
+
+impl ToolLimits {
+    /// These limits with one result held to `chars` characters (a share of the window).
+    pub fn within(self, chars: usize) -> Self {
+        let chars = chars.max(4_096);
+        ToolLimits {
+            read_max_bytes: self.read_max_bytes.min(chars),
+            output_max_chars: self.output_max_chars.min(chars),
+            ..self
+        }
+    }
+}
+
+/// Which files the model read in this session, with their stamp at read time, and where
+/// their content sits in the view (for edits after compaction and for read deduplication).
 #[derive(Debug, Default, Clone)]
 pub struct FileTracker {
-    seen: HashMap<PathBuf, FileStamp>,
+    seen: HashMap<PathBuf, Seen>,
+    reads: HashMap<PathBuf, Vec<ReadMark>>,
 }
 
 /// Whether a file may be edited given what the model has read.
@@ -94,24 +162,79 @@ impl FileTracker {
 
     /// Records that `rel` was read (or written by a tool) when it had stamp `stamp`.
     pub fn record(&mut self, rel: &Path, stamp: FileStamp) {
-        self.seen.insert(rel.to_path_buf(), stamp);
+        self.record_at(rel, stamp, None);
+    }
+
+    /// Records that `rel` had stamp `stamp` when the model saw it at `anchor`.
+    pub fn record_at(&mut self, rel: &Path, stamp: FileStamp, anchor: Option<Anchor>) {
+        self.seen.insert(rel.to_path_buf(), Seen { stamp, anchor });
+    }
+
+    /// Records a read whose content is now in the view.
+    pub fn record_read(&mut self, rel: &Path, mark: ReadMark) {
+        self.record_at(rel, mark.stamp, Some(mark.anchor.clone()));
+        let marks = self.reads.entry(rel.to_path_buf()).or_default();
+        marks.retain(|m| !(m.offset == mark.offset && m.limit == mark.limit));
+        marks.push(mark);
+    }
+
+    /// An earlier read still in the view that answers this one: same range (or the whole
+    /// file), and the file unchanged since.
+    pub fn unchanged_read(
+        &self,
+        rel: &Path,
+        offset: Option<u64>,
+        limit: Option<u64>,
+        current: FileStamp,
+    ) -> Option<&ReadMark> {
+        self.reads
+            .get(rel)?
+            .iter()
+            .find(|m| m.stamp == current && (m.whole || (m.offset == offset && m.limit == limit)))
+    }
+
+    /// Anchors of the reads deduplication may point to.
+    pub fn read_anchors(&self) -> Vec<Anchor> {
+        self.reads
+            .values()
+            .flatten()
+            .map(|m| m.anchor.clone())
+            .collect()
+    }
+
+    /// Forgets reads whose content left the view (trimmed, cleared, snipped, collapsed,
+    /// compacted): the next read of such a file returns its content again.
+    pub fn keep_reads_in(&mut self, view: &ViewAnchors) {
+        self.reads.retain(|_, marks| {
+            marks.retain(|m| view.contains(&m.anchor));
+            !marks.is_empty()
+        });
+    }
+
+    /// After a compaction: files whose content is still in the view (kept steps, restored
+    /// files) stay read; the others must be read again before an edit.
+    pub fn keep_in(&mut self, view: &ViewAnchors) {
+        self.seen
+            .retain(|_, s| s.anchor.as_ref().is_some_and(|a| view.contains(a)));
+        self.keep_reads_in(view);
     }
 
     /// Forgets a file (e.g. after compaction dropped the read from the model's view).
     pub fn forget(&mut self, rel: &Path) {
         self.seen.remove(rel);
+        self.reads.remove(rel);
     }
 
     /// The stamp recorded for `rel`, if it was read.
     pub fn stamp(&self, rel: &Path) -> Option<FileStamp> {
-        self.seen.get(rel).copied()
+        self.seen.get(rel).map(|s| s.stamp)
     }
 
     /// Compares the recorded stamp with the file's current one.
     pub fn state(&self, rel: &Path, current: FileStamp) -> ReadState {
         match self.seen.get(rel) {
             None => ReadState::NotRead,
-            Some(s) if *s == current => ReadState::Fresh,
+            Some(s) if s.stamp == current => ReadState::Fresh,
             Some(_) => ReadState::Stale,
         }
     }
@@ -139,6 +262,8 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// Folder of tool-result side files; `read_file` may read absolute paths inside it.
     pub state_dir: Option<PathBuf>,
+    /// The id of the call being run (where its result will sit in the view).
+    pub call_id: Option<String>,
 }
 
 impl ToolContext {
@@ -151,6 +276,15 @@ impl ToolContext {
             limits: ToolLimits::default(),
             cancel: CancellationToken::new(),
             state_dir: None,
+            call_id: None,
+        }
+    }
+
+    /// The same context for the call `id`.
+    pub fn for_call(&self, id: &str) -> Self {
+        ToolContext {
+            call_id: Some(id.to_string()),
+            ..self.clone()
         }
     }
 

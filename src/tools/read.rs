@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::util::{self, lenient_u64};
-use super::{ToolContext, ToolMeta, ToolOutput};
+use super::{Anchor, ReadMark, ToolContext, ToolMeta, ToolOutput};
 
 /// Most bytes read from disk to find a line range; lines beyond are reachable with `bash`.
 const SCAN_CAP: u64 = 32 * 1024 * 1024;
@@ -42,6 +42,19 @@ pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
         Ok(s) => s,
         Err(e) => return util::fs_error(&shown, e),
     };
+    // An unchanged file whose earlier read is still in the view is not sent again (the
+    // turn layer drops marks whose content left the view before the tools run).
+    let earlier = ctx
+        .tracker()
+        .unchanged_read(&rel, input.offset, input.limit, stamp)
+        .map(|m| m.anchor.clone());
+    if let Some(anchor) = earlier {
+        let out = ToolOutput::ok(unchanged_stub(&shown, &anchor));
+        return out.with_meta(ToolMeta {
+            path: Some(shown),
+            ..ToolMeta::default()
+        });
+    }
     let (bytes, total) = match ctx.root.read_bytes(&rel, SCAN_CAP) {
         Ok(r) => r,
         Err(e) => return util::fs_error(&shown, e),
@@ -49,10 +62,39 @@ pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
     if util::looks_binary(&bytes) {
         return ToolOutput::error(format!("{shown}: binary file, {total} bytes; not shown"));
     }
-    let mut out = render(&bytes, total, &input, ctx, &shown);
-    ctx.tracker().record(&rel, stamp);
+    let (mut out, whole) = render(&bytes, total, &input, ctx, &shown);
+    {
+        let mut tracker = ctx.tracker();
+        match &ctx.call_id {
+            Some(id) if !out.is_error => tracker.record_read(
+                &rel,
+                ReadMark {
+                    offset: input.offset,
+                    limit: input.limit,
+                    whole,
+                    stamp,
+                    anchor: Anchor::Result(id.clone()),
+                },
+            ),
+            _ => tracker.record(&rel, stamp),
+        }
+    }
     out.meta.path = Some(shown);
     out
+}
+
+/// What a read answers when its content is already in the view, unchanged on disk.
+fn unchanged_stub(shown: &str, anchor: &Anchor) -> String {
+    let place = match anchor {
+        Anchor::Result(id) => format!("the result of your earlier read_file call {id}"),
+        Anchor::Message(_) => "the copy restored after the compaction".to_string(),
+        Anchor::Call(id) => format!("your earlier call {id}"),
+    };
+    format!(
+        "{shown} is unchanged since you read it; its content is still in this conversation, in \
+         {place}. Use that; read again only for a different range, or if that content is no \
+         longer in the conversation."
+    )
 }
 
 /// Reads an absolute path inside the state folder (tool-result side files), if that is what
@@ -73,15 +115,22 @@ fn read_state_file(input: &Input, ctx: &ToolContext) -> Option<ToolOutput> {
         Err(e) => return Some(ToolOutput::error(format!("{}: {e}", input.path))),
     };
     let total = bytes.len() as u64;
-    Some(render(&bytes, total, input, ctx, &input.path))
+    Some(render(&bytes, total, input, ctx, &input.path).0)
 }
 
-/// Formats the requested lines like `cat -n`, within the line and byte caps.
-fn render(bytes: &[u8], total: u64, input: &Input, ctx: &ToolContext, shown: &str) -> ToolOutput {
+/// Formats the requested lines like `cat -n`, within the line and byte caps; also says
+/// whether the answer holds the whole file.
+fn render(
+    bytes: &[u8],
+    total: u64,
+    input: &Input,
+    ctx: &ToolContext,
+    shown: &str,
+) -> (ToolOutput, bool) {
     let text = String::from_utf8_lossy(bytes);
     let scanned_all = (bytes.len() as u64) >= total;
     if text.is_empty() {
-        return ToolOutput::ok(format!("{shown}: empty file"));
+        return (ToolOutput::ok(format!("{shown}: empty file")), true);
     }
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let n_lines = lines.len();
@@ -96,9 +145,12 @@ fn render(bytes: &[u8], total: u64, input: &Input, ctx: &ToolContext, shown: &st
         } else {
             " read so far (the file is larger; use bash to reach further)"
         };
-        return ToolOutput::error(format!(
-            "{shown}: offset {first} is past the end of the file ({n_lines} lines{more})"
-        ));
+        return (
+            ToolOutput::error(format!(
+                "{shown}: offset {first} is past the end of the file ({n_lines} lines{more})"
+            )),
+            false,
+        );
     }
     let mut out = String::new();
     let mut last = first - 1;
@@ -144,5 +196,6 @@ fn render(bytes: &[u8], total: u64, input: &Input, ctx: &ToolContext, shown: &st
     if text.contains('\u{FFFD}') && !bytes.is_empty() && std::str::from_utf8(bytes).is_err() {
         out.push_str("\n[note: invalid UTF-8 was replaced with U+FFFD]");
     }
-    ToolOutput::ok(out).with_meta(meta)
+    let whole = first == 1 && !more_after;
+    (ToolOutput::ok(out).with_meta(meta), whole)
 }

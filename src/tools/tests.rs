@@ -1027,3 +1027,64 @@ async fn quoted_booleans_are_accepted() {
     assert_ok(&out);
     assert_eq!(fs::read_to_string(fx.ws.join("q.txt")).unwrap(), "b b\n");
 }
+
+#[tokio::test]
+async fn unchanged_reads_answer_with_a_stub_while_the_content_is_in_view() {
+    let fx = fixture();
+    fx.write("a.txt", "alpha\nbeta\n");
+    let read = |id: &str, input: Value| {
+        let ctx = fx.ctx.for_call(id);
+        async move { run("read_file", input, &ctx).await }
+    };
+    let first = read("t1", json!({"path": "a.txt"})).await;
+    assert_ok(&first);
+    assert!(first.content.contains("alpha"));
+    // Same file, unchanged, its content in view: a stub that says where.
+    let again = read("t2", json!({"path": "a.txt"})).await;
+    assert_ok(&again);
+    assert!(
+        again.content.contains("unchanged since you read it"),
+        "{}",
+        again.content
+    );
+    assert!(again.content.contains("t1"));
+    assert!(!again.content.contains("alpha"));
+    // A range of a file read whole is covered too.
+    let part = read("t3", json!({"path": "a.txt", "offset": 2})).await;
+    assert!(part.content.contains("unchanged"), "{}", part.content);
+    // Once that result left the view, the next read returns content again.
+    fx.ctx.tracker().keep_reads_in(&ViewAnchors::default());
+    let fresh = read("t4", json!({"path": "a.txt"})).await;
+    assert!(fresh.content.contains("alpha"), "{}", fresh.content);
+    // A change on disk always returns fresh content.
+    touch_changed(&fx.ws.join("a.txt"), "gamma\n");
+    let changed = read("t5", json!({"path": "a.txt"})).await;
+    assert!(changed.content.contains("gamma"), "{}", changed.content);
+    // Edit permission survives where the content does, and only there.
+    let mut view = ViewAnchors::default();
+    view.results.insert("t5".into());
+    fx.ctx.tracker().keep_in(&view);
+    let ok = run(
+        "edit_file",
+        json!({"path": "a.txt", "old_string": "gamma", "new_string": "delta"}),
+        &fx.ctx.for_call("e1"),
+    )
+    .await;
+    assert_ok(&ok);
+    fx.ctx.tracker().keep_in(&ViewAnchors::default());
+    let refused = run(
+        "edit_file",
+        json!({"path": "a.txt", "old_string": "delta", "new_string": "x"}),
+        &fx.ctx,
+    )
+    .await;
+    assert_err(&refused, "has not been read");
+}
+
+#[test]
+fn limits_shrink_with_the_window() {
+    let l = ToolLimits::default().within(16_000);
+    assert_eq!((l.read_max_bytes, l.output_max_chars), (16_000, 16_000));
+    let big = ToolLimits::default().within(10_000_000);
+    assert_eq!(big, ToolLimits::default());
+}

@@ -1,9 +1,10 @@
 //! Compaction of a live session: `compactIfNeeded` at the top of every step, the manual
 //! `/compact`, and the reactive one after a prompt-too-long. The decisions are the pure
-//! functions of `session::compact`; this module does the IO (model call, file reads, the one
+//! functions of `session::compact`; this module does the IO (model calls, file reads, the one
 //! batch append) and reports progress.
 
-use std::path::Path;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -11,18 +12,24 @@ use tokio_util::sync::CancellationToken;
 use super::events::TurnEvent;
 use super::host::TurnHost;
 use super::live::{LiveSession, SessionState, TurnError};
-use super::view::{current_view, provider_cache};
-use crate::message::{Block, Message};
-use crate::provider::{ModelRequest, ProviderError, StreamEvent};
+use super::view::{current_view, provider_cache, view_anchors};
+use crate::fsroot::FileStamp;
+use crate::message::{Block, Message, Usage};
+use crate::provider::{ModelRequest, ModelResponse, ProviderError, StreamEvent};
 use crate::session::Record;
 use crate::session::compact::{
-    self, FileSnapshot, InstallInput, SummaryText, TodoEntry, extractive_handoff, split_index,
-    stage1, stage1_enough, strip_analysis, summary_request, truncate_head_for_ptl,
+    self, Budgets, FileSnapshot, InstallInput, Pressure, Relief, SUMMARY_SYSTEM, SummaryText,
+    TodoEntry, choose_relief, chunk_messages, chunk_rounds, cut_with_marker, extractive_handoff,
+    last_progress_poor, origins, pin, plan_kept, previous_summary, shrink_instruction, split_index,
+    stage1, steps_since_compaction, strip_analysis, summary_instruction, summary_source,
+    user_messages, without_regenerated,
 };
-use crate::session::records::{CompactTrigger, now_ms};
-use crate::session::tokens;
-use crate::session::view::{View, render_id_tags};
-use crate::tools::{FileTracker, TodoStatus};
+use crate::session::records::{
+    CompactTrigger, ContextLimitRecord, UsagePurpose, UsageRecord, new_id, now_ms,
+};
+use crate::session::tokens::{self, effective_window};
+use crate::session::view::{ViewMessage, prefix_end, side_cache_plan};
+use crate::tools::{Anchor, ReadMark, TodoStatus};
 
 /// What a compaction did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,12 +40,14 @@ pub struct CompactOutcome {
     pub tokens_before: u64,
     /// Estimated context tokens after (= before when nothing was installed).
     pub tokens_after: u64,
-    /// `summary`, `handoff` or `trim` when installed.
+    /// `summary`, `handoff`, `reinstall` or `trim` when installed.
     pub kind: Option<String>,
     /// Why nothing was installed, when nothing was.
     pub message: Option<String>,
     /// True when it was cancelled (the session is unchanged).
     pub cancelled: bool,
+    /// Tokens the summary requests used (added to the turn's usage).
+    pub usage: Usage,
 }
 
 impl CompactOutcome {
@@ -50,15 +59,35 @@ impl CompactOutcome {
             kind: None,
             message: Some(message.into()),
             cancelled: false,
+            usage: Usage::default(),
+        }
+    }
+}
+
+/// What asked for a compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactRequest<'a> {
+    /// Auto, manual or reactive.
+    pub trigger: CompactTrigger,
+    /// The manual focus text.
+    pub focus: Option<&'a str>,
+    /// For a reactive compaction: the refused request's size, when the provider said.
+    pub refused_tokens: Option<u64>,
+}
+
+impl CompactRequest<'_> {
+    /// A request with no focus and no refusal.
+    pub fn new(trigger: CompactTrigger) -> Self {
+        CompactRequest {
+            trigger,
+            focus: None,
+            refused_tokens: None,
         }
     }
 }
 
 /// Receives compaction progress besides the turn events (the `$/progress` of `session/compact`).
 pub type ProgressFn<'a> = &'a (dyn Fn(&str, Option<u64>, Option<u64>) + Send + Sync);
-
-/// Emits one compaction event: phase, tokens after, detail.
-type EventFn<'a> = &'a dyn Fn(&str, Option<u64>, Option<String>);
 
 fn trigger_name(t: CompactTrigger) -> &'static str {
     match t {
@@ -73,22 +102,25 @@ pub fn fixed_chars(session: &LiveSession) -> usize {
     session.system().chars().count() + tokens::tool_chars(&session.tool_specs())
 }
 
+/// The window the session plans with: the configured one or the provider's smaller limit.
+pub fn window(session: &LiveSession, state: &SessionState) -> u64 {
+    effective_window(session.setup.model_info.context_window, state.learned_limit)
+}
+
+/// The budgets at the session's window.
+pub fn budgets(session: &LiveSession, state: &SessionState) -> Budgets {
+    compact::budgets(
+        window(session, state),
+        session.setup.model_info.max_output as u64,
+        &session.setup.compact,
+    )
+}
+
 /// The context size now (the view's messages, system prompt and tools).
 pub fn context_tokens(session: &LiveSession, state: &mut SessionState) -> Result<u64, TurnError> {
     current_view(state, &session.setup.view_policy)?;
     let chars = state.view_cache.chars();
     Ok(state.tracker.context_tokens(chars, fixed_chars(session)))
-}
-
-/// True when the context is over the compaction threshold.
-pub fn over_threshold(session: &LiveSession, tokens: u64) -> bool {
-    let info = &session.setup.model_info;
-    compact::should_compact(
-        tokens,
-        info.context_window,
-        info.max_output as u64,
-        &session.setup.compact,
-    )
 }
 
 /// Compacts when the context is over the threshold and auto-compaction is not paused.
@@ -99,7 +131,8 @@ pub async fn compact_if_needed(
     cancel: &CancellationToken,
 ) -> Result<Option<CompactOutcome>, TurnError> {
     let tokens = context_tokens(session, state)?;
-    if !over_threshold(session, tokens) || state.failures.paused(&session.setup.compact) {
+    if tokens <= budgets(session, state).threshold || state.failures.paused(&session.setup.compact)
+    {
         return Ok(None);
     }
     compact_session(
@@ -107,12 +140,48 @@ pub async fn compact_if_needed(
         state,
         host,
         cancel,
-        CompactTrigger::Auto,
-        None,
+        CompactRequest::new(CompactTrigger::Auto),
         &|_, _, _| {},
     )
     .await
     .map(Some)
+}
+
+/// Learns from a prompt-too-long answer: the limit it names (or, when it names none, one
+/// inferred from the refused request's estimated size) is recorded in the transcript when it
+/// is below the session's window, and a main request's real size recalibrates the estimate.
+/// Returns the refused request's size in tokens, as well as it is known.
+pub fn learn_limit(
+    session: &LiveSession,
+    state: &mut SessionState,
+    err: &ProviderError,
+    request_chars: Option<usize>,
+    view_chars: Option<usize>,
+) -> Result<Option<u64>, TurnError> {
+    let Some(lim) = err.context_limit() else {
+        return Ok(None);
+    };
+    let estimated = request_chars.map(|c| state.tracker.estimator.estimate(c));
+    if let (Some(n), Some(c), Some(v)) = (lim.request_tokens, request_chars, view_chars) {
+        state.tracker.on_refused(c, n, v);
+    }
+    let current = window(session, state);
+    let (limit, inferred) = match lim.limit_tokens {
+        Some(l) => (Some(l), false),
+        // Nothing named: the request was too long, so the limit is below its size.
+        None => (estimated.map(|e| e.saturating_mul(95) / 100), true),
+    };
+    if let Some(limit) = limit.filter(|&l| l > 0 && l < current) {
+        state.append(vec![Record::ContextLimit(ContextLimitRecord {
+            uuid: new_id(),
+            time: now_ms(),
+            limit_tokens: limit,
+            request_tokens: lim.request_tokens,
+            inferred,
+        })])?;
+        state.learned_limit = Some(state.learned_limit.map_or(limit, |l| l.min(limit)));
+    }
+    Ok(lim.request_tokens.or(estimated))
 }
 
 /// The "Compact Instructions" section of the instruction files, if any.
@@ -138,19 +207,25 @@ fn compact_section(system: &str) -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
-/// Files read or edited in the compacted part, most recent first, re-read through the root.
-fn snapshots(
-    session: &LiveSession,
-    older: &[crate::session::view::ViewMessage],
-) -> Vec<FileSnapshot> {
+/// A file re-read for restoration, with the stamp it had before the read.
+struct Snapshot {
+    file: FileSnapshot,
+    rel: PathBuf,
+    stamp: FileStamp,
+}
+
+/// Files read or edited in the session, most recent first, re-read through the root. The
+/// transcript keeps every call, so files restored by an earlier compaction come back too.
+fn snapshots(session: &LiveSession, records: &[Record]) -> Vec<Snapshot> {
     let policy = &session.setup.compact;
     let root = &session.setup.workspace.root;
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = HashSet::new();
     let mut out = Vec::new();
-    // Read a little over the per-file limit, so a larger file is seen as too large.
+    // Read a little over the per-file cap, so a larger file is seen as too large.
     let max_chars = (policy.restore_file_tokens as usize).saturating_mul(6) + 16;
-    for m in older.iter().rev() {
-        for b in m.message.content.iter().rev() {
+    'records: for r in records.iter().rev() {
+        let Some(m) = r.as_message() else { continue };
+        for b in m.content.iter().rev() {
             let Block::ToolUse { name, input, .. } = b else {
                 continue;
             };
@@ -167,15 +242,22 @@ fn snapshots(
                 .strip_prefix(root.path())
                 .unwrap_or(Path::new(p))
                 .to_path_buf();
+            let Ok(stamp) = root.stamp(&rel) else {
+                continue;
+            };
             if let Ok(t) = root.read_text(&rel, max_chars) {
-                out.push(FileSnapshot {
-                    path: p.to_string(),
-                    content: t.text,
+                out.push(Snapshot {
+                    file: FileSnapshot {
+                        path: p.to_string(),
+                        content: t.text,
+                    },
+                    rel,
+                    stamp,
                 });
             }
-        }
-        if out.len() >= policy.restore_files * 2 {
-            break;
+            if out.len() >= policy.restore_files * 2 {
+                break 'records;
+            }
         }
     }
     out
@@ -199,90 +281,264 @@ fn todo_entries(session: &LiveSession) -> Vec<TodoEntry> {
         .collect()
 }
 
-/// How the summary call ended.
-enum SummaryCall {
-    Text(String),
-    Cancelled,
-    Failed(String),
+/// One side request (a summary, its shrink, a collapse): runs it, forwards retry events to
+/// the client, and records its usage in the transcript under `purpose`.
+pub(crate) async fn side_call(
+    session: &LiveSession,
+    state: &mut SessionState,
+    host: &dyn TurnHost,
+    request: ModelRequest,
+    purpose: UsagePurpose,
+    cancel: &CancellationToken,
+) -> Result<ModelResponse, ProviderError> {
+    let chars = request_chars(&request);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
+    let call = session.setup.provider.complete(request, tx, cancel.clone());
+    let forward = async {
+        while let Some(ev) = rx.recv().await {
+            if let StreamEvent::Retry {
+                attempt,
+                delay_ms,
+                reason,
+            } = ev
+            {
+                host.event(
+                    &session.id,
+                    TurnEvent::Retry {
+                        attempt,
+                        delay_ms,
+                        reason,
+                    },
+                );
+            }
+        }
+    };
+    let (result, ()) = tokio::join!(call, forward);
+    if let Ok(resp) = &result {
+        let record = Record::Usage(UsageRecord {
+            uuid: new_id(),
+            time: now_ms(),
+            message_id: state.last_message_id().unwrap_or_default(),
+            usage: resp.usage,
+            request_chars: Some(chars as u64),
+            view_chars: None,
+            purpose: Some(purpose),
+        });
+        if let Err(e) = state.append(vec![record]) {
+            tracing::warn!("cannot record the usage of a side request: {e}");
+        }
+        state
+            .tracker
+            .estimator
+            .observe(chars, resp.usage.context_tokens());
+    }
+    result
 }
 
-/// Asks the model for the summary: the request shares the session's prefix (system, tools,
-/// messages) and appends the instruction; tool calls in the answer are never run. A
-/// prompt-too-long answer drops the oldest rounds and retries.
-async fn call_summary(
+/// Characters a request carries, to calibrate the token estimate against real counts.
+pub(crate) fn request_chars(req: &ModelRequest) -> usize {
+    let messages: usize = req
+        .messages
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .map(Block::char_len)
+        .sum();
+    req.system.chars().count() + tokens::tool_chars(&req.tools) + messages
+}
+
+fn response_text(resp: &ModelResponse) -> String {
+    resp.content
+        .iter()
+        .filter_map(|b| match b {
+            Block::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Why no summary came back.
+enum SummaryError {
+    Cancelled,
+    Failed(ProviderError),
+}
+
+/// Asks the model for a summary of `older` (the part before the split). The request shares
+/// the session's system prompt and tools when it fits the window, so the provider reads them
+/// from cache; otherwise it is a plain request with the summary system prompt, and when even
+/// that is too large the older part is summarized in chunks, each with the summary so far. A
+/// prompt-too-long answer teaches the limit and the work is split again, smaller. A summary
+/// over its size target is asked once to shrink.
+#[allow(clippy::too_many_arguments)]
+async fn summarize(
     session: &LiveSession,
-    prefix: Vec<Message>,
-    focus: Option<&str>,
+    state: &mut SessionState,
+    host: &dyn TurnHost,
     cancel: &CancellationToken,
-) -> SummaryCall {
+    trigger: CompactTrigger,
+    older: &[ViewMessage],
+    focus: Option<&str>,
+    usage: &mut Usage,
+) -> Result<String, SummaryError> {
+    let policy = session.setup.compact.clone();
     let system = session.system();
     let section = compact_section(&system);
-    let mut prefix = prefix;
-    let mut attempts = 0;
-    loop {
-        let req = summary_request(&prefix, section.as_deref(), focus, true);
-        let request = ModelRequest {
+    let source = summary_source(older, policy.trim_over, policy.trim_to);
+    let head = usize::from(prefix_end(older).is_some());
+    let max_output = session.setup.model_info.max_output;
+    let mut attempts = 0u32;
+    let summary = 'outer: loop {
+        let b = budgets(session, state);
+        let est = state.tracker.estimator;
+        let instruction = summary_instruction(section.as_deref(), focus, b.summary);
+        let max_tokens = (max_output as u64).min((b.summary * 2 + 2_048).max(4_096));
+        let margin = b.window / 20;
+        let instruction_t = est.estimate(instruction.chars().count());
+        let source_chars: usize = source.iter().map(crate::session::view::message_chars).sum();
+        let fork_t = est.estimate(fixed_chars(session) + source_chars) + instruction_t;
+        let base = |system: String, tools, cache| ModelRequest {
             model: session.setup.model_id.clone(),
-            system: system.clone(),
-            tools: session.tool_specs(),
-            messages: req.messages,
-            max_tokens: session.setup.model_info.max_output,
-            cache: provider_cache(&req.cache),
+            system,
+            tools,
+            messages: Vec::new(),
+            max_tokens: max_tokens as u32,
+            cache,
             thinking_budget: None,
         };
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
-        let call = session.setup.provider.complete(request, tx, cancel.clone());
-        let drain = async { while rx.recv().await.is_some() {} };
-        let (result, ()) = tokio::join!(call, drain);
-        match result {
-            Ok(resp) => {
-                let text: String = resp
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        Block::Text { text } => Some(text.as_str()),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                return SummaryCall::Text(strip_analysis(&text));
+        // The fork shares the session's system prompt and tools (read from cache); it is
+        // tried first, while nothing says it is too large.
+        let (request, chunks) = if attempts == 0 && fork_t + max_tokens + margin <= b.window {
+            let cache = provider_cache(&side_cache_plan(older, policy.trim_over));
+            (
+                base(system.clone(), session.tool_specs(), cache),
+                vec![source.clone()],
+            )
+        } else {
+            // Each refusal shrinks the chunks by a quarter; the summary so far rides along
+            // with every later chunk.
+            let fixed = est.estimate(SUMMARY_SYSTEM.len()) + instruction_t + b.summary * 3 / 2;
+            let room = b.window.saturating_sub(fixed + max_tokens + margin);
+            let room = (room as f64 * 0.75f64.powi(attempts as i32)) as u64;
+            let chars = (room.max(256) as f64 * est.chars_per_token()) as usize;
+            (
+                base(SUMMARY_SYSTEM.to_string(), Vec::new(), Default::default()),
+                chunk_rounds(&source, head, chars),
+            )
+        };
+        let mut so_far: Option<String> = None;
+        let n = chunks.len();
+        for (k, chunk) in chunks.iter().enumerate() {
+            if n > 1 {
+                host.event(
+                    &session.id,
+                    TurnEvent::Compaction {
+                        phase: "summary".into(),
+                        trigger: trigger_name(trigger).into(),
+                        tokens_before: None,
+                        tokens_after: None,
+                        message: Some(format!("part {} of {n}", k + 1)),
+                    },
+                );
             }
-            Err(ProviderError::Cancelled { .. }) => return SummaryCall::Cancelled,
-            Err(e) if e.is_prompt_too_long() => {
-                attempts += 1;
-                if attempts > session.setup.compact.max_ptl_retries {
-                    return SummaryCall::Failed(e.to_string());
+            let mut req = request.clone();
+            req.messages = chunk_messages(chunk, so_far.as_deref(), &instruction);
+            let chars = request_chars(&req);
+            match side_call(session, state, host, req, UsagePurpose::Summary, cancel).await {
+                Ok(resp) => {
+                    usage.add(&resp.usage);
+                    let text = strip_analysis(&response_text(&resp));
+                    if !text.trim().is_empty() {
+                        so_far = Some(text);
+                    }
                 }
-                match truncate_head_for_ptl(&prefix) {
-                    Some(p) => prefix = p,
-                    None => return SummaryCall::Failed(e.to_string()),
+                Err(ProviderError::Cancelled { .. }) => return Err(SummaryError::Cancelled),
+                Err(e) if e.is_prompt_too_long() => {
+                    attempts += 1;
+                    if attempts > policy.max_ptl_retries {
+                        return Err(SummaryError::Failed(e));
+                    }
+                    learn_limit(session, state, &e, Some(chars), None)
+                        .map_err(|e| SummaryError::Failed(ProviderError::Http(e.to_string())))?;
+                    continue 'outer;
                 }
+                Err(e) => return Err(SummaryError::Failed(e)),
             }
-            Err(e) => return SummaryCall::Failed(e.to_string()),
         }
+        break so_far.unwrap_or_default();
+    };
+    if cancel.is_cancelled() {
+        return Err(SummaryError::Cancelled);
+    }
+    shrink(session, state, host, cancel, summary, usage).await
+}
+
+/// One shrink request when the summary came back well over its target.
+async fn shrink(
+    session: &LiveSession,
+    state: &mut SessionState,
+    host: &dyn TurnHost,
+    cancel: &CancellationToken,
+    summary: String,
+    usage: &mut Usage,
+) -> Result<String, SummaryError> {
+    let b = budgets(session, state);
+    let est = state.tracker.estimator;
+    let tokens = est.estimate(summary.chars().count());
+    if summary.trim().is_empty() || tokens <= b.summary + b.summary / 4 {
+        return Ok(summary);
+    }
+    let req = ModelRequest {
+        model: session.setup.model_id.clone(),
+        system: SUMMARY_SYSTEM.to_string(),
+        tools: Vec::new(),
+        messages: vec![Message::user_text(shrink_instruction(
+            &summary, tokens, b.summary,
+        ))],
+        max_tokens: (session.setup.model_info.max_output as u64).min(b.summary * 2 + 1_024) as u32,
+        cache: crate::provider::CachePlan::default(),
+        thinking_budget: None,
+    };
+    match side_call(session, state, host, req, UsagePurpose::Summary, cancel).await {
+        Ok(resp) => {
+            usage.add(&resp.usage);
+            let shorter = strip_analysis(&response_text(&resp));
+            if !shorter.trim().is_empty() && shorter.chars().count() < summary.chars().count() {
+                Ok(shorter)
+            } else {
+                Ok(summary)
+            }
+        }
+        Err(ProviderError::Cancelled { .. }) => Err(SummaryError::Cancelled),
+        // The longer summary is still a summary.
+        Err(_) => Ok(summary),
     }
 }
 
-/// Compacts the session now. `Auto` and `Reactive` try stage 1 alone first; `Manual` always
-/// goes on to the summary. Nothing changes unless the installation is written whole.
+/// Compacts the session now. `Auto` and `Reactive` pick the cheapest relief that works
+/// (trim, summary, or a reinstall without the model right after a compaction); `Manual`
+/// always summarizes. Nothing changes unless the installation is written whole. A manual
+/// compaction that fails or is cancelled answers an error; automatic ones never leave the
+/// session stuck (an extractive handoff stands in when the model cannot summarize).
 pub async fn compact_session(
     session: &Arc<LiveSession>,
     state: &mut SessionState,
     host: &dyn TurnHost,
     cancel: &CancellationToken,
-    trigger: CompactTrigger,
-    focus: Option<&str>,
+    req: CompactRequest<'_>,
     progress: ProgressFn<'_>,
 ) -> Result<CompactOutcome, TurnError> {
     let policy = session.setup.compact.clone();
-    let info = &session.setup.model_info;
-    let window = info.context_window;
+    let trigger = req.trigger;
+    let b = budgets(session, state);
     let mut tokens_before = context_tokens(session, state)?;
     if trigger == CompactTrigger::Reactive {
-        // The provider counted more than the window, whatever our estimate says.
-        tokens_before = tokens_before.max(window);
+        // The provider counted more than its limit, whatever our estimate says.
+        tokens_before = tokens_before
+            .max(req.refused_tokens.unwrap_or(0))
+            .max(b.window + 1);
     }
-    let view: View = current_view(state, &session.setup.view_policy)?.clone();
+    let view = current_view(state, &session.setup.view_policy)?.clone();
+    let est = state.tracker.estimator;
     let tname = trigger_name(trigger).to_string();
     let event = |phase: &str, after: Option<u64>, detail: Option<String>| {
         progress(phase, Some(tokens_before), after);
@@ -297,122 +553,259 @@ pub async fn compact_session(
             },
         );
     };
-    let Some(split) = split_index(&view.messages, policy.keep_steps) else {
-        return Ok(CompactOutcome::nothing(
-            tokens_before,
-            format!(
-                "nothing to compact: the session has at most {} assistant turns",
-                policy.keep_steps
-            ),
-        ));
-    };
-    event("started", None, None);
     let now = now_ms();
-    let s1 = stage1(&view.messages, split, &policy, now);
-    if trigger != CompactTrigger::Manual
-        && stage1_enough(
-            tokens_before,
-            s1.saved_chars,
-            window,
-            &state.tracker.estimator,
-            &policy,
-        )
-        && let Some(record) = s1.record.clone()
-    {
-        if cancel.is_cancelled() {
-            event("failed", None, Some("cancelled".into()));
-            return Ok(cancelled(tokens_before));
-        }
-        state.append(vec![Record::Trim(record)])?;
-        let after = context_tokens(session, state)?;
-        state.failures.succeeded();
-        event("stage1", Some(after), None);
-        event("finished", Some(after), Some("trim".into()));
-        return Ok(CompactOutcome {
-            compacted: true,
-            tokens_before,
-            tokens_after: after,
-            kind: Some("trim".into()),
-            message: None,
-            cancelled: false,
-        });
-    }
-    event("summary", None, None);
-    // The auto summary shares exactly the prefix the main request sent, so the provider reads
-    // it from cache; the manual one sends the view with stage 1 applied to the older part.
-    let prefix = if trigger == CompactTrigger::Manual {
-        let mut v = view.clone();
-        v.messages = s1.messages.clone();
-        render_id_tags(&v)
+    let relief = if trigger == CompactTrigger::Manual {
+        Relief::Summary
     } else {
-        render_id_tags(&view)
-    };
-    let summary = match call_summary(session, prefix, focus, cancel).await {
-        SummaryCall::Cancelled => {
-            event("failed", None, Some("cancelled".into()));
-            return Ok(cancelled(tokens_before));
+        let s1 = split_index(&view.messages, policy.keep_steps)
+            .map(|s| stage1(&view.messages, s, &policy, now));
+        let deep = split_index(&view.messages, 1).map(|s| stage1(&view.messages, s, &policy, now));
+        let saves =
+            |s: &Option<compact::Stage1>| s.as_ref().map_or(0, |s| est.estimate(s.saved_chars));
+        let pressure = Pressure {
+            tokens: tokens_before,
+            threshold: b.threshold,
+            target: b.target,
+            stage1_saves: saves(&s1),
+            deep_saves: saves(&deep),
+            steps_since: steps_since_compaction(&state.records),
+            last_poor: last_progress_poor(&state.records, b.threshold),
+        };
+        match choose_relief(&pressure, policy.min_summary_gap) {
+            None => {
+                return Ok(CompactOutcome::nothing(
+                    tokens_before,
+                    "below the threshold",
+                ));
+            }
+            Some(Relief::Trim { deep: d }) => {
+                let s = if d { deep.or(s1) } else { s1 };
+                if let Some(record) = s.and_then(|s| s.record) {
+                    event("started", None, None);
+                    if cancel.is_cancelled() {
+                        event("failed", None, Some("cancelled".into()));
+                        return Ok(cancelled(tokens_before));
+                    }
+                    state.append(vec![Record::Trim(record)])?;
+                    let after = context_tokens(session, state)?;
+                    state.failures.succeeded();
+                    forget_reads_out_of_view(session, state)?;
+                    event("stage1", Some(after), None);
+                    event("finished", Some(after), Some("trim".into()));
+                    return Ok(CompactOutcome {
+                        compacted: true,
+                        tokens_before,
+                        tokens_after: after,
+                        kind: Some("trim".into()),
+                        message: None,
+                        cancelled: false,
+                        usage: Usage::default(),
+                    });
+                }
+                Relief::Reinstall
+            }
+            Some(r) => r,
         }
-        SummaryCall::Text(t) if !t.trim().is_empty() => SummaryText::Model(t),
-        SummaryCall::Text(_) => SummaryText::Extractive(extractive_handoff(
-            &view.messages[..split],
-            &todo_entries(session),
-        )),
-        SummaryCall::Failed(e) if trigger == CompactTrigger::Auto => {
-            return Ok(fail(state, &policy, tokens_before, &e, &event));
-        }
-        SummaryCall::Failed(_) => SummaryText::Extractive(extractive_handoff(
-            &view.messages[..split],
-            &todo_entries(session),
-        )),
     };
-    if cancel.is_cancelled() {
-        event("failed", None, Some("cancelled".into()));
-        return Ok(cancelled(tokens_before));
-    }
-    let files = snapshots(session, &view.messages[..split]);
-    let todo = todo_entries(session);
-    // The instructions come back as they are on disk now: rebuild the system prompt.
+
+    // The instructions come back as they are on disk now: the system prompt is rebuilt.
     let ws = &session.setup.workspace;
     ws.invalidate();
     let assembled = ws.assemble(&ws.default_options(Some(&session.header.model)));
-    let new_fixed = assembled.system.chars().count() + tokens::tool_chars(&session.tool_specs());
-    let transcript = state.file.path().display().to_string();
-    let plan = compact::plan_installation(&InstallInput {
-        view: &view,
-        split,
-        summary: summary.clone(),
-        trigger,
-        tokens_before,
-        fixed_tokens: state.tracker.estimator.estimate(new_fixed),
-        transcript_path: &transcript,
-        files: &files,
-        todo: &todo,
-        instructions_note: None,
-        estimator: &state.tracker.estimator,
-        policy: &policy,
-        now_ms: now,
-    });
-    let after = compact::planned_tokens_after(&plan).unwrap_or(tokens_before);
-    if !compact::worth_installing(tokens_before, after) {
-        return Ok(fail(
-            state,
-            &policy,
-            tokens_before,
-            "the compaction would not reduce the context",
-            &event,
-        ));
+    let fixed =
+        est.estimate(assembled.system.chars().count() + tokens::tool_chars(&session.tool_specs()));
+    let messages = without_regenerated(&view.messages, &state.records);
+    let todo = todo_entries(session);
+    let todo_t = est.estimate(compact::render_todo(&todo).len() + 64);
+    let keep_steps = match relief {
+        Relief::Reinstall => (policy.keep_steps / 2).max(1),
+        _ => policy.keep_steps,
+    };
+    if trigger == CompactTrigger::Manual && split_index(&messages, policy.keep_steps).is_none() {
+        let why = format!(
+            "nothing to compact: the session has at most {} assistant turns",
+            policy.keep_steps
+        );
+        return Ok(CompactOutcome::nothing(tokens_before, why));
     }
-    state.append_batch(plan)?;
+    let room = b
+        .target
+        .saturating_sub(fixed + b.summary + b.user_words + todo_t);
+    let cpt = est.chars_per_token();
+    let Some(kept) = plan_kept(
+        &messages,
+        keep_steps,
+        policy.trim_to,
+        (room as f64 * cpt) as usize,
+    ) else {
+        let why = "nothing to compact: the session has a single assistant turn";
+        return Ok(CompactOutcome::nothing(tokens_before, why));
+    };
+    let origin = origins(&state.records);
+    let present: HashSet<String> = messages[kept.split..]
+        .iter()
+        .flat_map(|m| m.source_ids.iter())
+        .map(|id| origin.get(id).cloned().unwrap_or_else(|| id.clone()))
+        .collect();
+    let pinned = pin(
+        &user_messages(&state.records),
+        &present,
+        (b.user_words as f64 * cpt) as usize,
+    );
+    let older = &messages[..kept.split];
+    event("started", None, None);
+    let mut usage = Usage::default();
+    let handoff = |older: &[ViewMessage]| {
+        let rest = &older[usize::from(prefix_end(older).is_some())..];
+        SummaryText::Extractive(extractive_handoff(
+            rest,
+            &todo,
+            previous_summary(older).as_deref(),
+        ))
+    };
+    let summary = match relief {
+        Relief::Summary => {
+            event("summary", None, None);
+            match summarize(
+                session, state, host, cancel, trigger, older, req.focus, &mut usage,
+            )
+            .await
+            {
+                Ok(t) if !t.trim().is_empty() => SummaryText::Model(t),
+                Ok(_) if trigger == CompactTrigger::Manual => {
+                    event("failed", None, Some("the model gave no summary".into()));
+                    return Err(TurnError::Invalid(
+                        "the model gave no summary; the session is unchanged".into(),
+                    ));
+                }
+                Ok(_) => handoff(older),
+                Err(SummaryError::Cancelled) => {
+                    event("failed", None, Some("cancelled".into()));
+                    if trigger == CompactTrigger::Manual {
+                        return Err(TurnError::Cancelled);
+                    }
+                    return Ok(CompactOutcome {
+                        usage,
+                        ..cancelled(tokens_before)
+                    });
+                }
+                Err(SummaryError::Failed(e)) => {
+                    event("failed", None, Some(e.to_string()));
+                    if trigger == CompactTrigger::Manual {
+                        return Err(TurnError::Provider(e));
+                    }
+                    if trigger == CompactTrigger::Auto {
+                        // Nothing changes; after repeated failures auto-compaction pauses (a
+                        // prompt-too-long then still compacts reactively, never stuck).
+                        if state.failures.failed(&policy) {
+                            pause_event(&event, &policy);
+                        }
+                        return Ok(CompactOutcome {
+                            usage,
+                            ..CompactOutcome::nothing(tokens_before, e.to_string())
+                        });
+                    }
+                    // Reactive: the extractive handoff stands in.
+                    handoff(older)
+                }
+            }
+        }
+        _ => handoff(older),
+    };
+    if cancel.is_cancelled() {
+        event("failed", None, Some("cancelled".into()));
+        if trigger == CompactTrigger::Manual {
+            return Err(TurnError::Cancelled);
+        }
+        return Ok(CompactOutcome {
+            usage,
+            ..cancelled(tokens_before)
+        });
+    }
+    let snaps = snapshots(session, &state.records);
+    let files: Vec<FileSnapshot> = snaps.iter().map(|s| s.file.clone()).collect();
+    let transcript = state.file.path().display().to_string();
+    let plan = |summary: SummaryText| {
+        compact::plan_installation(&InstallInput {
+            messages: &messages,
+            kept: &kept,
+            summary,
+            pinned: &pinned,
+            trigger,
+            tokens_before,
+            fixed_tokens: fixed,
+            transcript_path: &transcript,
+            files: &files,
+            todo: &todo,
+            budgets: &b,
+            trim_to: policy.trim_to,
+            estimator: &est,
+            now_ms: now,
+        })
+    };
+    let mut inst = plan(summary.clone());
+    if inst.tokens_after > b.threshold {
+        // A summary far over its target would leave the context over the threshold: it is
+        // cut, visibly, to what fits.
+        let over = inst.tokens_after - b.threshold;
+        let text = summary.text();
+        let keep_t = est
+            .estimate(text.chars().count())
+            .saturating_sub(over + b.window / 20);
+        let cut = cut_with_marker(text, (keep_t as f64 * cpt) as usize);
+        inst = plan(match &summary {
+            SummaryText::Model(_) => SummaryText::Model(cut),
+            SummaryText::Extractive(_) => SummaryText::Extractive(cut),
+        });
+    }
+    if !compact::worth_installing(tokens_before, inst.tokens_after) {
+        let why = "the compaction would not reduce the context";
+        event("failed", None, Some(why.into()));
+        if trigger == CompactTrigger::Auto && state.failures.failed(&policy) {
+            pause_event(&event, &policy);
+        }
+        return Ok(CompactOutcome {
+            usage,
+            ..CompactOutcome::nothing(tokens_before, why)
+        });
+    }
+    state.append_batch(inst.records)?;
     state.view_cache.clear();
     state.tracker.reset();
     state.failures.succeeded();
     state.prompt_sha = assembled.sha256.clone();
     session.set_system(assembled.system.clone());
-    *session.files.lock().unwrap_or_else(|p| p.into_inner()) = FileTracker::new();
+    // Reads survive where their content does: kept steps and restored files.
+    let restored_at: std::collections::HashMap<&str, &str> = inst
+        .restored
+        .iter()
+        .map(|(p, id)| (p.as_str(), id.as_str()))
+        .collect();
+    {
+        let view = current_view(state, &session.setup.view_policy)?;
+        let anchors = view_anchors(view);
+        let mut files = session.files.lock().unwrap_or_else(|p| p.into_inner());
+        files.keep_in(&anchors);
+        for s in &snaps {
+            if let Some(id) = restored_at.get(s.file.path.as_str()) {
+                files.record_read(
+                    &s.rel,
+                    ReadMark {
+                        offset: None,
+                        limit: None,
+                        whole: true,
+                        stamp: s.stamp,
+                        anchor: Anchor::Message(id.to_string()),
+                    },
+                );
+            }
+        }
+    }
     let tokens_after = context_tokens(session, state)?;
-    let kind = match summary {
-        SummaryText::Model(_) => "summary",
-        SummaryText::Extractive(_) => "handoff",
+    let kind = match (&summary, relief) {
+        (SummaryText::Model(_), _) => "summary",
+        (SummaryText::Extractive(_), Relief::Reinstall) => "reinstall",
+        (SummaryText::Extractive(_), _) => "handoff",
     };
     event("finished", Some(tokens_after), Some(kind.into()));
     Ok(CompactOutcome {
@@ -422,7 +815,38 @@ pub async fn compact_session(
         kind: Some(kind.into()),
         message: None,
         cancelled: false,
+        usage,
     })
+}
+
+/// Drops the read marks whose content left the view (after a trim, snip or collapse), so
+/// the next read of those files returns content again.
+pub(crate) fn forget_reads_out_of_view(
+    session: &LiveSession,
+    state: &mut SessionState,
+) -> Result<(), TurnError> {
+    let view = current_view(state, &session.setup.view_policy)?;
+    let anchors = view_anchors(view);
+    session
+        .files
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .keep_reads_in(&anchors);
+    Ok(())
+}
+
+/// Emits one compaction event: phase, tokens after, detail.
+type EventFn<'a> = &'a dyn Fn(&str, Option<u64>, Option<String>);
+
+fn pause_event(event: EventFn<'_>, policy: &compact::CompactPolicy) {
+    event(
+        "paused",
+        None,
+        Some(format!(
+            "auto-compaction paused after {} consecutive failures; run session/compact to retry",
+            policy.max_failures
+        )),
+    );
 }
 
 fn cancelled(tokens: u64) -> CompactOutcome {
@@ -430,29 +854,6 @@ fn cancelled(tokens: u64) -> CompactOutcome {
         cancelled: true,
         ..CompactOutcome::nothing(tokens, "cancelled")
     }
-}
-
-/// Counts a failure (the session is unchanged) and pauses auto-compaction after too many.
-fn fail(
-    state: &mut SessionState,
-    policy: &compact::CompactPolicy,
-    tokens: u64,
-    why: &str,
-    event: EventFn<'_>,
-) -> CompactOutcome {
-    let paused = state.failures.failed(policy);
-    event("failed", None, Some(why.to_string()));
-    if paused {
-        event(
-            "paused",
-            None,
-            Some(format!(
-                "auto-compaction paused after {} consecutive failures; run session/compact to retry",
-                policy.max_failures
-            )),
-        );
-    }
-    CompactOutcome::nothing(tokens, why)
 }
 
 #[cfg(test)]

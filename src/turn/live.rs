@@ -29,6 +29,23 @@ pub enum TurnError {
     /// Bad input from the client.
     #[error("{0}")]
     Invalid(String),
+    /// The operation was cancelled; the session is as it was.
+    #[error("cancelled")]
+    Cancelled,
+    /// A user message that cannot fit the model's window whatever is compacted.
+    #[error(
+        "the message is about {message_tokens} tokens; with the system prompt and tools \
+         ({fixed_tokens} tokens) it exceeds the model's {window_tokens}-token window. Send a \
+         shorter message, or put the content in a file the agent can read in parts"
+    )]
+    TooLarge {
+        /// Estimated tokens of the message.
+        message_tokens: u64,
+        /// System prompt and tool definitions.
+        fixed_tokens: u64,
+        /// The window the session plans with.
+        window_tokens: u64,
+    },
 }
 
 /// Everything needed to bring a session to life.
@@ -73,6 +90,8 @@ pub struct SessionState {
     pub tracker: ContextTracker,
     /// Consecutive compaction failures (auto-compaction pauses after too many).
     pub failures: FailureTracker,
+    /// The smallest context limit the provider named (from `context_limit` records).
+    pub learned_limit: Option<u64>,
 }
 
 impl SessionState {
@@ -143,6 +162,7 @@ impl LiveSession {
                 view_cache: ViewCache::new(),
                 tracker: ContextTracker::replay(&records),
                 failures: FailureTracker::default(),
+                learned_limit: crate::session::tokens::learned_limit(&records),
                 records,
             }),
             setup,

@@ -9,13 +9,16 @@ mod ops;
 mod run;
 mod view;
 
-pub use compact::{CompactOutcome, ProgressFn, compact_session, context_tokens, fixed_chars};
+pub use compact::{
+    CompactOutcome, CompactRequest, ProgressFn, budgets, compact_session, context_tokens,
+    fixed_chars, window,
+};
 pub use events::{PermissionAnswer, PermissionOption, PermissionRequest, TurnEvent};
 pub use host::{ClientToolResult, NullHost, TurnHost};
 pub use live::{LiveSession, SessionSetup, TurnError};
 pub use ops::{CollapseOutcome, SNIP_TOOL, SnipOutcome, collapse, snip_ids, snip_tool_spec};
 pub use run::{TurnOutcome, run_turn};
-pub use view::{StepView, current_view, provider_cache, request_messages, step_view};
+pub use view::{StepView, current_view, provider_cache, request_messages, step_view, view_anchors};
 
 /// Most model requests in one turn before it stops with `max_steps`.
 pub const DEFAULT_MAX_STEPS: u32 = 50;

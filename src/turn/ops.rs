@@ -9,10 +9,10 @@ use tokio_util::sync::CancellationToken;
 use super::live::{LiveSession, SessionState, TurnError};
 use super::view::current_view;
 use crate::message::{Block, Message, ToolSpec};
-use crate::provider::{CachePlan, ModelRequest, ProviderError, StreamEvent};
+use crate::provider::{CachePlan, ModelRequest};
 use crate::session::Record;
 use crate::session::compact::rewrite_for_summary;
-use crate::session::records::{CollapseRecord, SnipRecord, new_id, now_ms};
+use crate::session::records::{CollapseRecord, SnipRecord, UsagePurpose, new_id, now_ms};
 use crate::session::view::{collapse_span, resolve_short_id};
 
 /// The name of the model's snip tool.
@@ -74,6 +74,7 @@ pub fn snip_ids(
         time: now_ms(),
         removed_ids: ids.clone(),
     })])?;
+    super::compact::forget_reads_out_of_view(session, state)?;
     let view = current_view(state, &session.setup.view_policy)?;
     let snipped: HashSet<&str> = view.snipped.iter().map(String::as_str).collect();
     let protected: HashSet<&str> = view.protected.iter().map(String::as_str).collect();
@@ -180,11 +181,15 @@ pub async fn collapse(
                 },
                 thinking_budget: None,
             };
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
-            let call = session.setup.provider.complete(request, tx, cancel.clone());
-            let drain = async { while rx.recv().await.is_some() {} };
-            let (res, ()) = tokio::join!(call, drain);
-            let resp = res.map_err(|e: ProviderError| TurnError::Provider(e))?;
+            let resp = super::compact::side_call(
+                session,
+                state,
+                &super::host::NullHost,
+                request,
+                UsagePurpose::Collapse,
+                cancel,
+            )
+            .await?;
             let text: String = resp
                 .content
                 .iter()
@@ -203,7 +208,7 @@ pub async fn collapse(
         }
     };
     if cancel.is_cancelled() {
-        return Err(TurnError::Invalid("cancelled".into()));
+        return Err(TurnError::Cancelled);
     }
     let record = CollapseRecord {
         uuid: new_id(),
@@ -215,6 +220,7 @@ pub async fn collapse(
     };
     let collapse_id = record.uuid.clone();
     state.append(vec![Record::Collapse(record)])?;
+    super::compact::forget_reads_out_of_view(session, state)?;
     Ok(CollapseOutcome {
         collapse_id,
         span_ids: span,

@@ -6,18 +6,22 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::compact::{compact_if_needed, compact_session};
+use super::compact::{
+    CompactRequest, compact_if_needed, compact_session, forget_reads_out_of_view, learn_limit,
+    request_chars,
+};
 use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
 use super::host::TurnHost;
 use super::live::{LiveSession, SessionState, TurnError};
 use super::view::step_view;
 use crate::message::{Block, Role, StopReason, Usage};
 use crate::provider::{ModelRequest, ProviderError, StreamEvent};
+use crate::session::compact::result_budget_chars;
 use crate::session::records::CompactTrigger;
-use crate::session::records::{InstructionChangeRecord, UsageRecord, new_id, now_ms};
+use crate::session::records::{InstructionChangeRecord, MessageMeta, UsageRecord, new_id, now_ms};
 use crate::session::view::{message_chars, oversized_results};
 use crate::session::{MessageRecord, Record};
-use crate::tools::{self, ToolContext, ToolMeta, ToolOutput};
+use crate::tools::{self, ToolContext, ToolLimits, ToolMeta, ToolOutput};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +35,9 @@ pub struct TurnOutcome {
     /// The provider error that ended it, if any (the transcript is consistent anyway).
     pub error: Option<String>,
 }
+
+/// The least output room a request asks for, however full the window.
+const MIN_OUTPUT: u64 = 1_024;
 
 const INTERRUPTED: &str = "[interrupted: the turn was cancelled before this tool call finished]";
 const DENIED: &str = "The user denied this tool call. Do not retry it as is; ask the user what to do instead, or take another approach.";
@@ -72,7 +79,10 @@ pub async fn run_turn(
 }
 
 /// An instruction-file change since the model last heard: a note for the next user message.
-fn instruction_note(session: &LiveSession, state: &mut SessionState) -> Option<(String, Record)> {
+fn instruction_note(
+    session: &LiveSession,
+    state: &mut SessionState,
+) -> Option<(MessageRecord, Record)> {
     let ws = &session.setup.workspace;
     let assembled = ws.assemble(&ws.default_options(Some(&session.header.model)));
     if assembled.sha256 == state.prompt_sha {
@@ -94,13 +104,40 @@ fn instruction_note(session: &LiveSession, state: &mut SessionState) -> Option<(
         paths: vec!["(system prompt)".to_string()],
         sha256: vec![assembled.sha256.clone()],
     });
-    Some((note, record))
+    // A message of its own (the view merges it with the user's), so the user's words stay
+    // the user's and a compaction, which rebuilds the system prompt, can leave it out.
+    let mut message =
+        MessageRecord::new(Role::User, vec![Block::text(note)], state.last_message_id());
+    message.meta = Some(MessageMeta::InstructionNote);
+    Some((message, record))
+}
+
+/// Refuses a user message that cannot fit the window whatever is compacted.
+fn check_fits(
+    session: &LiveSession,
+    state: &mut SessionState,
+    input: &[Block],
+) -> Result<(), TurnError> {
+    let b = super::compact::budgets(session, state);
+    let est = state.tracker.estimator;
+    let message_tokens = est.estimate(input.iter().map(Block::char_len).sum());
+    let fixed_tokens = est.estimate(super::compact::fixed_chars(session));
+    // A window smaller than the system prompt and tools is a configuration matter the
+    // provider reports; only a message that cannot fit beside them is refused here.
+    if fixed_tokens < b.window && fixed_tokens + message_tokens > b.window {
+        return Err(TurnError::TooLarge {
+            message_tokens,
+            fixed_tokens,
+            window_tokens: b.window,
+        });
+    }
+    Ok(())
 }
 
 async fn run_locked(
     session: &Arc<LiveSession>,
     state: &mut SessionState,
-    mut input: Vec<Block>,
+    input: Vec<Block>,
     host: &dyn TurnHost,
     cancel: &CancellationToken,
     max_steps: u32,
@@ -111,9 +148,9 @@ async fn run_locked(
         message_ids: Vec::new(),
         error: None,
     };
+    check_fits(session, state, &input)?;
     if let Some((note, record)) = instruction_note(session, state) {
-        input.insert(0, Block::text(note));
-        state.append(vec![record])?;
+        state.append(vec![record, Record::Message(note)])?;
     }
     let user = MessageRecord::new(Role::User, input, state.last_message_id());
     outcome.message_ids.push(user.uuid.clone());
@@ -123,11 +160,17 @@ async fn run_locked(
         root: session.setup.workspace.root.clone(),
         files: session.files.clone(),
         todos: session.todos.clone(),
-        limits: Default::default(),
+        limits: ToolLimits::default().within(result_budget_chars(
+            super::compact::window(session, state),
+            session.setup.compact.result_share,
+        )),
         cancel: cancel.clone(),
         state_dir: Some(session.setup.view_policy.tool_results_dir.clone()),
+        call_id: None,
     };
-    let mut reactive_retry_used = false;
+    // Reactive compactions of one step: the first teaches the limit; a second one covers an
+    // estimate that was still off.
+    let mut reactive_left = 2u32;
     let tools = session.tool_specs();
     for step in 1..=max_steps {
         if cancel.is_cancelled() {
@@ -135,22 +178,28 @@ async fn run_locked(
             return Ok(outcome);
         }
         host.event(&session.id, TurnEvent::StepStarted { step });
-        compact_if_needed(session, state, host, cancel).await?;
+        if let Some(c) = compact_if_needed(session, state, host, cancel).await? {
+            outcome.usage.add(&c.usage);
+        }
         if cancel.is_cancelled() {
             outcome.stop_reason = StopReason::Cancelled;
             return Ok(outcome);
         }
+        // Providers count the output room into the window: ask for no more than is left.
+        let room = super::compact::window(session, state)
+            .saturating_sub(super::compact::context_tokens(session, state)?);
+        let max_tokens = (session.setup.model_info.max_output as u64).min(room.max(MIN_OUTPUT));
         let sv = step_view(state, &session.setup.view_policy)?;
         let request = ModelRequest {
             model: session.setup.model_id.clone(),
             system: session.system(),
             tools: tools.clone(),
             messages: sv.messages,
-            max_tokens: session.setup.model_info.max_output,
+            max_tokens: max_tokens as u32,
             cache: sv.cache,
             thinking_budget: None,
         };
-        let request_chars = request_chars(&request);
+        let request_chars = request_chars(&request) as u64;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
         let call = session.setup.provider.complete(request, tx, cancel.clone());
         let forward = async {
@@ -173,19 +222,31 @@ async fn run_locked(
                     outcome.stop_reason = StopReason::Cancelled;
                     return Ok(outcome);
                 }
-                if e.is_prompt_too_long() && !had_partial && !reactive_retry_used {
-                    // The provider counted more than we estimated: compact now, retry once.
-                    reactive_retry_used = true;
+                if e.is_prompt_too_long() && !had_partial && reactive_left > 0 {
+                    // The provider counted more than its limit: learn the limit, compact
+                    // under it, and run the step again.
+                    reactive_left -= 1;
+                    let refused = learn_limit(
+                        session,
+                        state,
+                        &e,
+                        Some(request_chars as usize),
+                        Some(sv.view_chars),
+                    )?;
                     let done = compact_session(
                         session,
                         state,
                         host,
                         cancel,
-                        CompactTrigger::Reactive,
-                        None,
+                        CompactRequest {
+                            trigger: CompactTrigger::Reactive,
+                            focus: None,
+                            refused_tokens: refused,
+                        },
                         &|_, _, _| {},
                     )
                     .await?;
+                    outcome.usage.add(&done.usage);
                     if done.compacted {
                         continue;
                     }
@@ -219,6 +280,7 @@ async fn run_locked(
                 request_chars: Some(request_chars),
                 view_chars: Some(view_chars as u64),
                 usage: response.usage,
+                purpose: None,
             }),
         ])?;
         state
@@ -239,6 +301,10 @@ async fn run_locked(
             outcome.stop_reason = response.stop_reason;
             return Ok(outcome);
         }
+        if calls.iter().any(|(_, name, _)| name == "read_file") {
+            // A read may answer "unchanged" only while the earlier content is in the view.
+            forget_reads_out_of_view(session, state)?;
+        }
         let mut results = Vec::with_capacity(calls.len());
         for (id, name, input) in calls {
             let out = if cancel.is_cancelled() {
@@ -252,7 +318,8 @@ async fn run_locked(
                         input: input.clone(),
                     },
                 );
-                let out = run_tool(session, state, host, &ctx, &id, &name, input).await;
+                let out =
+                    run_tool(session, state, host, &ctx.for_call(&id), &id, &name, input).await;
                 if out.meta.todos_changed {
                     let todos = session
                         .todos
@@ -298,22 +365,6 @@ async fn run_locked(
     }
     outcome.stop_reason = StopReason::MaxSteps;
     Ok(outcome)
-}
-
-/// Characters a request carries, to calibrate the token estimate against real counts.
-fn request_chars(req: &ModelRequest) -> u64 {
-    let tools: usize = req
-        .tools
-        .iter()
-        .map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len())
-        .sum();
-    let messages: usize = req
-        .messages
-        .iter()
-        .flat_map(|m| m.content.iter())
-        .map(Block::char_len)
-        .sum();
-    (req.system.chars().count() + tools + messages) as u64
 }
 
 fn interrupted() -> ToolOutput {

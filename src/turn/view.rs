@@ -1,10 +1,11 @@
 //! The messages of the next model request: the session's records through the view pipeline.
 
-use crate::message::Message;
+use crate::message::{Block, Message};
 use crate::provider::CachePlan;
 use crate::session::records::{MicrocompactRecord, new_id, now_ms};
 use crate::session::view::{self, View, ViewPolicy};
 use crate::session::{Record, StoreError};
+use crate::tools::ViewAnchors;
 
 use super::live::SessionState;
 
@@ -59,6 +60,26 @@ pub fn step_view(state: &mut SessionState, policy: &ViewPolicy) -> Result<StepVi
         cache,
         view_chars: state.view_cache.chars(),
     })
+}
+
+/// Where file content sits in a view: results shown whole, calls, and message ids.
+pub fn view_anchors(view: &View) -> ViewAnchors {
+    let mut a = ViewAnchors::default();
+    for m in &view.messages {
+        a.messages.extend(m.source_ids.iter().cloned());
+        for b in &m.message.content {
+            match b {
+                Block::ToolResult { tool_use_id, .. } if !view.altered.contains(tool_use_id) => {
+                    a.results.insert(tool_use_id.clone());
+                }
+                Block::ToolUse { id, .. } => {
+                    a.calls.insert(id.clone());
+                }
+                _ => {}
+            }
+        }
+    }
+    a
 }
 
 /// The provider-bound messages and cache plan of a transcript, without a session (a full

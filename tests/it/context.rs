@@ -105,6 +105,24 @@ fn all_text(v: &Value) -> String {
     v.to_string()
 }
 
+/// The transcript file of session `sid` under the test's isolated state directory.
+fn transcript_path(home: &Path, sid: &str) -> std::path::PathBuf {
+    fn find(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+        for e in std::fs::read_dir(dir).ok()?.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if let Some(f) = find(&p, name) {
+                    return Some(f);
+                }
+            } else if p.file_name().is_some_and(|n| n == name) {
+                return Some(p);
+            }
+        }
+        None
+    }
+    find(&home.join("state"), &format!("{sid}.jsonl")).expect("transcript file")
+}
+
 fn view_messages(g: &mut Garuda, sid: &str) -> Vec<Value> {
     let v = g.call("session/view", json!({"sessionId": sid}));
     v["request"]["messages"]
@@ -122,7 +140,7 @@ fn stage2_summary_shares_prefix_and_installs_in_order() {
     ));
     replies.push(text("six", 200));
     let mock = Mock::start(replies);
-    let (mut g, _h, ws, wid) = setup(&mock, WINDOW_100K);
+    let (mut g, h, ws, wid) = setup(&mock, WINDOW_100K);
     let sid = new_session(&mut g, &wid);
     run_history(&mut g, &sid);
     // The instructions change on disk before the compaction: they come back changed.
@@ -142,15 +160,34 @@ fn stage2_summary_shares_prefix_and_installs_in_order() {
     assert_eq!(summary_req["tools"], main_before["tools"]);
     let msgs = summary_req["messages"].as_array().expect("messages");
     let prev = main_before["messages"].as_array().expect("messages");
-    // The shared prefix: the earlier request's messages, byte for byte (cache markers aside).
-    for (a, b) in prev.iter().zip(msgs.iter()) {
+    // Only the older part goes to the summarizer: the kept steps stay out.
+    assert!(msgs.len() < prev.len(), "{} vs {}", msgs.len(), prev.len());
+    assert!(
+        !all_text(&json!(msgs)).contains("\"five\""),
+        "kept steps are not sent"
+    );
+    // It repeats the main request's messages byte for byte (ids included), then the
+    // instruction joins the last user message.
+    for (a, b) in prev.iter().zip(msgs.iter()).take(msgs.len() - 1) {
         assert_eq!(strip_cache(a), strip_cache(b));
     }
-    // The instruction follows, uncached; the marker ends the shared prefix.
     let last = msgs.last().expect("last");
-    assert!(all_text(last).contains("summary"), "{last}");
-    assert!(!all_text(last).contains("cache_control"));
-    assert!(all_text(&msgs[msgs.len() - 2]).contains("cache_control"));
+    let blocks = last["content"].as_array().expect("blocks");
+    let instruction = all_text(blocks.last().expect("instruction"));
+    assert!(
+        instruction.contains("about to be compacted"),
+        "{instruction}"
+    );
+    assert!(instruction.contains("under about"), "names the size target");
+    // The system prompt is read from cache; nothing in the messages is written.
+    assert!(all_text(&summary_req["system"]).contains("cache_control"));
+    assert!(!all_text(&json!(msgs)).contains("cache_control"));
+    // Its usage is in the transcript, marked as a summary's.
+    let transcript = std::fs::read_to_string(transcript_path(h.path(), &sid)).expect("transcript");
+    assert!(
+        transcript.contains("\"purpose\":\"summary\""),
+        "usage recorded"
+    );
 
     // The installed view: summary first, kept steps, the restored file.
     let main_after = &bodies[7];
@@ -169,7 +206,9 @@ fn stage2_summary_shares_prefix_and_installs_in_order() {
         joined.contains("restored_file path=\\\"a.txt\\\""),
         "{joined}"
     );
-    assert!(!joined.contains("question 1\""), "older part gone");
+    // The user's own words come through verbatim, outside the model's summary.
+    assert!(first.contains("<first_user_request>"), "{first}");
+    assert!(first.contains("question 1"), "{first}");
 
     insta::assert_json_snapshot!("summary_request", redact(&shape(summary_req)));
     insta::assert_json_snapshot!("post_compact_request", redact(&shape(main_after)));
@@ -208,9 +247,10 @@ fn stage1_alone_when_trimming_reaches_the_target() {
     ];
     replies.push(text("six", 200));
     let mock = Mock::start(replies);
+    // One result may take the whole (tiny) window here, so the read comes back whole.
     let (mut g, _h, ws, wid) = setup(
         &mock,
-        "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 10000\n",
+        "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 10000\n[context]\nresult_share = 1.0\n",
     );
     std::fs::write(ws.path().join("big.txt"), &big).expect("write");
     let sid = new_session(&mut g, &wid);
@@ -231,24 +271,43 @@ fn stage1_alone_when_trimming_reaches_the_target() {
 }
 
 #[test]
-fn prompt_too_long_during_the_summary_truncates_the_head() {
-    let mut replies = history(90_000);
-    replies.push(MockReply::prompt_too_long_anthropic());
+fn prompt_too_long_during_the_summary_learns_the_limit_and_splits() {
+    let mut replies = history(50_000);
+    // The provider's real limit is below the configured 100 000.
+    replies.push(MockReply::status(
+        400,
+        json!({"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 58000 tokens > 40000 maximum"}}),
+    ));
     replies.push(text("<summary>SHORTER</summary>", 50));
     replies.push(text("six", 200));
     let mock = Mock::start(replies);
-    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let (mut g, h, _ws, wid) = setup(&mock, WINDOW_100K);
     let sid = new_session(&mut g, &wid);
     run_history(&mut g, &sid);
+    // Over the threshold of the learned limit, not the configured window: a manual compaction.
+    let r = g.call("session/compact", json!({"sessionId": sid}));
+    assert_eq!(r["compacted"], true, "{r}");
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies.len(), 8);
+    // The retry is a plain request with the summary system prompt; nothing is dropped.
+    let retry = &bodies[7];
+    assert!(all_text(&retry["system"]).contains("context compaction assistant"));
+    assert!(retry.get("tools").is_none(), "{}", retry["tools"]);
+    assert!(all_text(&retry["messages"]).contains("question 1"));
+    assert!(!all_text(&retry["messages"]).contains("[earlier conversation truncated]"));
+    let i = g.call("context/inspect", json!({"sessionId": sid}));
+    assert_eq!(i["learnedLimit"], 40_000, "{i}");
+    assert_eq!(i["window"], 40_000);
+    assert_eq!(i["configuredWindow"], 100_000);
     turn(&mut g, &sid, "question 6");
     let bodies = mock.rec.bodies();
-    assert_eq!(bodies.len(), 9);
-    let first = bodies[6]["messages"].as_array().expect("m").len();
-    let retry = bodies[7]["messages"].as_array().expect("m");
-    assert!(retry.len() <= first);
-    assert!(!all_text(&json!(retry)).contains("question 1\""));
-    assert!(all_text(&retry[0]).contains("[earlier conversation truncated]"));
     assert!(all_text(&bodies[8]["messages"][0]).contains("SHORTER"));
+    // The learned limit is in the transcript: a reload keeps it.
+    let transcript = std::fs::read_to_string(transcript_path(h.path(), &sid)).expect("transcript");
+    assert!(
+        transcript.contains("\"type\":\"context_limit\""),
+        "{transcript}"
+    );
 }
 
 #[test]
@@ -383,7 +442,10 @@ fn cancel_during_compaction_leaves_the_session_unchanged() {
     }
     g.call("turn/cancel", json!({"sessionId": sid}));
     let r = g.response(&json!(id));
-    assert_eq!(r["result"]["compacted"], false, "{r}");
+    assert_eq!(
+        r["error"]["code"], -32800,
+        "a cancelled manual compaction is an error: {r}"
+    );
     let after = g.call("session/messages", json!({"sessionId": sid}));
     assert_eq!(before, after);
     assert_eq!(view_before, view_messages(&mut g, &sid));
@@ -841,4 +903,51 @@ fn cancelling_a_turn_during_its_auto_compaction_changes_nothing() {
     let msgs = h["messages"].as_array().expect("m");
     assert_eq!(msgs.len(), 13, "five turns and the new question");
     assert!(msgs.iter().all(|m| m.get("removed").is_none()));
+}
+
+#[test]
+fn a_summary_over_its_target_is_asked_once_to_shrink() {
+    let mut replies = history(90_000);
+    let long = format!("<summary>LONG {}</summary>", "detail ".repeat(30_000));
+    replies.push(text(&long, 50));
+    replies.push(text("<summary>SHORT-ONE</summary>", 20));
+    replies.push(text("six", 200));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    turn(&mut g, &sid, "question 6");
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies.len(), 9, "main, summary, shrink, main");
+    let shrink = all_text(&bodies[7]);
+    assert!(shrink.contains("the target is"), "{shrink}");
+    assert!(shrink.contains("LONG detail"));
+    let first = all_text(&bodies[8]["messages"][0]);
+    assert!(first.contains("SHORT-ONE"), "{first}");
+    assert!(!first.contains("LONG detail"));
+}
+
+#[test]
+fn a_message_larger_than_the_window_is_refused_with_the_sizes() {
+    let mock = Mock::start(vec![text("fine", 100)]);
+    let (mut g, _h, _ws, wid) = setup(
+        &mock,
+        "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 10000\n",
+    );
+    let sid = new_session(&mut g, &wid);
+    let huge = "word ".repeat(12_000);
+    let r = g.request(
+        "turn/run",
+        json!({"sessionId": sid, "input": [{"type": "text", "text": huge}]}),
+    );
+    assert_eq!(r["error"]["code"], -32060, "{r}");
+    assert_eq!(r["error"]["data"]["kind"], "messageTooLarge");
+    assert_eq!(r["error"]["data"]["windowTokens"], 10_000);
+    assert!(r["error"]["data"]["messageTokens"].as_u64().expect("n") > 10_000);
+    assert_eq!(mock.rec.count(), 0, "nothing was sent");
+    // Nothing was appended, and the session goes on.
+    let h = g.call("session/messages", json!({"sessionId": sid}));
+    assert_eq!(h["messages"].as_array().expect("m").len(), 0);
+    let ok = turn(&mut g, &sid, "a short one");
+    assert_eq!(ok["stopReason"], "end_turn");
 }

@@ -221,12 +221,16 @@ export type InitializeResult = {
 
 /** `context/inspect` result: the context by part, in tokens. */
 export type InspectResult = {
+  /** The model's window from the model table or the config. */
+  configuredWindow: number;
   /** The context size now (real count of the last response plus the estimate since). */
   contextTokens: number;
   /** Room left. */
   free: number;
   /** Project instructions. */
   instructions: number;
+  /** The limit learned from the provider, when one was (kept in the transcript). */
+  learnedLimit?: number | null;
   /** Project memory. */
   memory: number;
   /** Conversation messages. */
@@ -241,7 +245,10 @@ export type InspectResult = {
   threshold: number;
   /** Tool specs. */
   tools: number;
-  /** The model's window. */
+  /**
+   * The window the session plans with: the configured one, or the smaller limit the
+   * provider named in a prompt-too-long answer.
+   */
   window: number;
 };
 

@@ -5,13 +5,13 @@ use std::fmt::Write as _;
 
 use super::TodoEntry;
 use crate::message::{Block, Role};
-use crate::session::records::MessageMeta;
 use crate::session::view::ViewMessage;
 
 /// The label that opens every extractive handoff.
-pub const HANDOFF_LABEL: &str = "[Extractive handoff: the model could not summarize the earlier \
-conversation, so this was extracted mechanically from the transcript. It is complete for user \
-messages but has no interpretation.]";
+pub const HANDOFF_LABEL: &str = "[Extractive handoff: this account of the earlier conversation \
+was extracted mechanically from the transcript, without the model. The user's own messages are \
+carried verbatim above it; below are the files touched, the commands run and the last state, \
+with no interpretation.]";
 
 /// The exit code a bash result reports on a line `exit code: N`.
 pub fn exit_code(result: &str) -> Option<i64> {
@@ -34,9 +34,13 @@ fn text_of(content: &[Block]) -> String {
     s
 }
 
-/// Builds the handoff text from the view's messages and the todo list.
-pub fn extractive_handoff(messages: &[ViewMessage], todo: &[TodoEntry]) -> String {
-    let mut users = Vec::new();
+/// Builds the handoff text from the view's messages, the todo list and the summary an
+/// earlier compaction installed (carried on whole, since nothing newer replaces it).
+pub fn extractive_handoff(
+    messages: &[ViewMessage],
+    todo: &[TodoEntry],
+    previous: Option<&str>,
+) -> String {
     let mut files: Vec<(String, Vec<String>)> = Vec::new();
     let mut file_idx: HashMap<String, usize> = HashMap::new();
     let mut commands: Vec<(String, String)> = Vec::new();
@@ -45,12 +49,6 @@ pub fn extractive_handoff(messages: &[ViewMessage], todo: &[TodoEntry]) -> Strin
     for m in messages {
         match m.message.role {
             Role::User => {
-                let plain = m.meta.is_none()
-                    || matches!(m.meta, Some(MessageMeta::Unknown | MessageMeta::Summary));
-                let t = text_of(&m.message.content);
-                if plain && !t.trim().is_empty() {
-                    users.push(t);
-                }
                 for b in &m.message.content {
                     if let Block::ToolResult {
                         tool_use_id,
@@ -97,14 +95,12 @@ pub fn extractive_handoff(messages: &[ViewMessage], todo: &[TodoEntry]) -> Strin
         }
     }
     let mut out = String::from(HANDOFF_LABEL);
-    out.push_str("\n\n## User messages (verbatim, in order)\n");
-    if users.is_empty() {
-        out.push_str("(none)\n");
+    if let Some(p) = previous.filter(|p| !p.trim().is_empty()) {
+        out.push_str("\n\n## Summary of the part before (from an earlier compaction)\n");
+        out.push_str(p.trim());
+        out.push('\n');
     }
-    for u in &users {
-        let _ = writeln!(out, "\n> {}", u.replace('\n', "\n> "));
-    }
-    out.push_str("\n## Files touched\n");
+    out.push_str("\n\n## Files touched\n");
     if files.is_empty() {
         out.push_str("(none)\n");
     }

@@ -1,28 +1,44 @@
-//! Compaction planning, pure: when to compact, where to split, stage-1 trimming, the summary
-//! request, prompt-too-long head truncation, the extractive handoff and the records that
-//! install a compaction. The caller does the IO (model calls, file reads, appends).
+//! Compaction planning, pure: when to compact and how (`guard`), where to split and what the
+//! kept part may cost (`fit`), stage-1 trimming, the summary requests (`summary_request`),
+//! the user's own words carried verbatim (`pinned`), the extractive handoff, and the records
+//! that install a compaction (`install`). The caller does the IO (model calls, file reads,
+//! appends).
 
+mod fit;
+mod guard;
 mod handoff;
+mod install;
+mod pinned;
 mod summary_prompt;
+mod summary_request;
 
-use std::collections::HashSet;
-
-use super::records::{
-    CompactBoundaryRecord, CompactTrigger, MessageMeta, MessageRecord, Record, TrimRecord, new_id,
-};
+use super::records::{TrimRecord, new_id};
 use super::tokens::TokenEstimator;
-use super::view::{CachePlan, View, ViewMessage, side_cache_plan};
-use crate::message::{Block, Message, Role};
+use super::view::ViewMessage;
+use crate::message::{Block, Role};
 
+pub use fit::{KeptPlan, kept_chars, plan_kept, without_regenerated};
+pub use guard::{Pressure, Relief, choose_relief, last_progress_poor, steps_since_compaction};
 pub use handoff::{HANDOFF_LABEL, exit_code, extractive_handoff, render_todo};
-pub use summary_prompt::{IMAGE_MARKER, rewrite_for_summary, strip_analysis, summary_instruction};
+pub use install::{
+    FileSnapshot, InstallInput, Installation, Restored, SummaryText, TodoEntry, plan_installation,
+    previous_summary, restored_file_text, select_restored_files, summary_intro,
+};
+pub use pinned::{Pinned, UserWords, cut_with_marker, origins, pin, user_messages};
+pub use summary_prompt::{
+    IMAGE_MARKER, SUMMARY_SYSTEM, rewrite_for_summary, shrink_instruction, strip_analysis,
+    summary_instruction,
+};
+pub use summary_request::{
+    SO_FAR_OPEN, api_round_groups, chunk_messages, chunk_rounds, summary_source,
+};
 
 /// Compaction settings (the seed's defaults).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompactPolicy {
     /// Compact above this share of the window.
     pub threshold: f64,
-    /// Stage 1 alone suffices at or below this share.
+    /// Stage 1 alone suffices at or below this share; an installation aims at or below it.
     pub target: f64,
     /// Assistant turns kept in full.
     pub keep_steps: usize,
@@ -34,14 +50,22 @@ pub struct CompactPolicy {
     pub use_reserved_formula: bool,
     /// Most files restored after compaction.
     pub restore_files: usize,
-    /// Token limit of one restored file.
+    /// Token limit of one restored file (the cap at large windows; see [`budgets`]).
     pub restore_file_tokens: u64,
-    /// Token budget of all restored files.
+    /// Token budget of all restored files (the cap at large windows; see [`budgets`]).
     pub restore_total_tokens: u64,
-    /// Head truncations of the summary request on prompt-too-long.
+    /// Re-splits of a summary request the provider refused as too long.
     pub max_ptl_retries: u32,
     /// Consecutive failures after which auto-compaction pauses.
     pub max_failures: u32,
+    /// Size target of the model's summary, as a share of the window.
+    pub summary_share: f64,
+    /// Budget of the user's words carried verbatim, as a share of the window.
+    pub user_words_share: f64,
+    /// Model steps after a compaction before the next summary may run.
+    pub min_summary_gap: u32,
+    /// The most of the window one tool result takes whole.
+    pub result_share: f64,
 }
 
 impl Default for CompactPolicy {
@@ -58,6 +82,10 @@ impl Default for CompactPolicy {
             restore_total_tokens: 50_000,
             max_ptl_retries: 3,
             max_failures: 3,
+            summary_share: 0.1,
+            user_words_share: 0.1,
+            min_summary_gap: 3,
+            result_share: 0.1,
         }
     }
 }
@@ -66,6 +94,20 @@ impl Default for CompactPolicy {
 pub const SUMMARY_OUTPUT_RESERVE: u64 = 20_000;
 /// Further room the reserved formula sets aside.
 pub const EXTRA_RESERVE: u64 = 13_000;
+/// The most tokens the summary target and the user's-words budget take at any window.
+pub const SHARE_CAP: u64 = 20_000;
+/// A compaction that frees less than this share of the context is poor progress: the next
+/// one escalates instead of asking the model again.
+pub const MIN_PROGRESS: f64 = 0.1;
+/// Characters one tool result may take at `window` tokens: `share` of the window (past it,
+/// a read stops and says how to read on, other output goes to a side file with a preview).
+/// A share of 0 or 1 and above sets no cap.
+pub fn result_budget_chars(window: u64, share: f64) -> usize {
+    if share <= 0.0 || share >= 1.0 {
+        return usize::MAX;
+    }
+    (window as f64 * share * super::tokens::DEFAULT_CHARS_PER_TOKEN) as usize
+}
 
 /// Tokens above which compaction starts.
 pub fn threshold_tokens(window: u64, max_output: u64, policy: &CompactPolicy) -> u64 {
@@ -86,6 +128,46 @@ pub fn target_tokens(window: u64, policy: &CompactPolicy) -> u64 {
 /// True when the context is over the threshold.
 pub fn should_compact(tokens: u64, window: u64, max_output: u64, policy: &CompactPolicy) -> bool {
     tokens > threshold_tokens(window, max_output, policy)
+}
+
+/// What one installation may spend, in tokens, scaled to the window the session plans with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budgets {
+    /// The effective window.
+    pub window: u64,
+    /// Compaction starts above this.
+    pub threshold: u64,
+    /// An installation aims at or below this.
+    pub target: u64,
+    /// Size target of the model's summary.
+    pub summary: u64,
+    /// The user's words carried verbatim.
+    pub user_words: u64,
+    /// Most files restored.
+    pub restore_files: usize,
+    /// Most tokens of one restored file.
+    pub restore_file: u64,
+    /// Most tokens of all restored files.
+    pub restore_total: u64,
+}
+
+/// The budgets at `window`. Restoration scales with the window: a quarter of it in all and
+/// a fortieth per file, which at 200 000 tokens are the seed's 50 000 and 5 000; the
+/// configured numbers are the caps. The summary target and the user's words each get their
+/// share of the window, at most [`SHARE_CAP`].
+pub fn budgets(window: u64, max_output: u64, policy: &CompactPolicy) -> Budgets {
+    let threshold = threshold_tokens(window, max_output, policy);
+    let share = |s: f64| ((window as f64 * s) as u64).min(SHARE_CAP);
+    Budgets {
+        window,
+        threshold,
+        target: target_tokens(window, policy).min(threshold),
+        summary: share(policy.summary_share).max(256),
+        user_words: share(policy.user_words_share),
+        restore_files: policy.restore_files,
+        restore_file: policy.restore_file_tokens.min(window / 40),
+        restore_total: policy.restore_total_tokens.min(window / 4),
+    }
 }
 
 /// Index of the `keep_steps`-th assistant message from the end: the kept part starts there.
@@ -158,6 +240,16 @@ pub fn stage1(
     }
 }
 
+/// True when stage 1 alone brings the context to `goal` tokens.
+pub fn stage1_reaches(
+    tokens_before: u64,
+    saved_chars: usize,
+    goal: u64,
+    estimator: &TokenEstimator,
+) -> bool {
+    saved_chars > 0 && tokens_before.saturating_sub(estimator.estimate(saved_chars)) <= goal
+}
+
 /// True when stage 1 alone brings the context to the target.
 pub fn stage1_enough(
     tokens_before: u64,
@@ -166,361 +258,12 @@ pub fn stage1_enough(
     estimator: &TokenEstimator,
     policy: &CompactPolicy,
 ) -> bool {
-    saved_chars > 0
-        && tokens_before.saturating_sub(estimator.estimate(saved_chars))
-            <= target_tokens(window, policy)
-}
-
-/// A side request for the summary.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SummaryRequest {
-    /// The messages to send: the prefix, then the instruction (its own user message when the
-    /// prefix is shared, else appended to a trailing user message).
-    pub messages: Vec<Message>,
-    /// Cache markers: the end of the shared prefix (the instruction stays uncached); only
-    /// the system prompt when the prefix was rewritten.
-    pub cache: CachePlan,
-    /// The instruction text (also the last message's text).
-    pub instruction: String,
-}
-
-/// Builds the summary request. With `share_prefix` the messages are the view's bytes
-/// unchanged, so the provider reads them from cache; otherwise thinking blocks are left out
-/// and media become text markers. Tools must be denied by the caller (the text says so too).
-pub fn summary_request(
-    prefix: &[Message],
-    compact_instructions: Option<&str>,
-    focus: Option<&str>,
-    share_prefix: bool,
-) -> SummaryRequest {
-    let instruction = summary_instruction(compact_instructions, focus);
-    if share_prefix {
-        // The instruction stays a message of its own after the marker, so the shared prefix
-        // keeps its bytes (providers accept two user messages in a row).
-        let mut messages = prefix.to_vec();
-        let cache = side_cache_plan(messages.len());
-        messages.push(Message::user_text(instruction.clone()));
-        return SummaryRequest {
-            messages,
-            cache,
-            instruction,
-        };
-    }
-    let mut messages = rewrite_for_summary(prefix);
-    match messages.last_mut() {
-        Some(last) if last.role == Role::User => {
-            last.content.push(Block::text(instruction.clone()))
-        }
-        _ => messages.push(Message::user_text(instruction.clone())),
-    }
-    let cache = CachePlan {
-        system: true,
-        messages: Vec::new(),
-    };
-    SummaryRequest {
-        messages,
-        cache,
-        instruction,
-    }
-}
-
-/// What a head truncation leaves in place of the dropped rounds.
-pub const TRUNCATED_MARKER: &str = "[earlier conversation truncated]";
-
-/// API-round groups: each group starts at an assistant message (the first also holds any
-/// leading user messages), so a tool_use and its results stay in one group.
-pub fn api_round_groups(messages: &[Message]) -> Vec<std::ops::Range<usize>> {
-    let mut starts: Vec<usize> = vec![0];
-    for (i, m) in messages.iter().enumerate().skip(1) {
-        if m.role == Role::Assistant {
-            starts.push(i);
-        }
-    }
-    if messages.is_empty() {
-        return Vec::new();
-    }
-    let mut out = Vec::with_capacity(starts.len());
-    for (k, &s) in starts.iter().enumerate() {
-        let e = starts.get(k + 1).copied().unwrap_or(messages.len());
-        out.push(s..e);
-    }
-    out
-}
-
-/// Prompt-too-long retry of the summary request: drops the oldest fifth of the API-round
-/// groups (at least one, never the last) and opens with a truncation marker. None when
-/// nothing can be dropped.
-pub fn truncate_head_for_ptl(messages: &[Message]) -> Option<Vec<Message>> {
-    // A marker from an earlier retry is not a round of its own.
-    let messages = match messages.first() {
-        Some(m) if m.role == Role::User && m.text() == TRUNCATED_MARKER => &messages[1..],
-        _ => messages,
-    };
-    let groups = api_round_groups(messages);
-    if groups.len() < 2 {
-        return None;
-    }
-    let drop = (groups.len() / 5).clamp(1, groups.len() - 1);
-    let start = groups[drop].start;
-    let mut out = Vec::with_capacity(messages.len() - start + 1);
-    out.push(Message::user_text(TRUNCATED_MARKER));
-    out.extend_from_slice(&messages[start..]);
-    Some(out)
-}
-
-/// A todo item as the session keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TodoEntry {
-    /// What to do.
-    pub content: String,
-    /// `pending`, `in_progress` or `completed`.
-    pub status: String,
-}
-
-/// A file re-read from disk for restoration (the caller reads it through the root-confined
-/// module; most recent first).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileSnapshot {
-    /// Workspace-relative path.
-    pub path: String,
-    /// Current content.
-    pub content: String,
-}
-
-/// A restoration decision.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Restored {
-    /// The path.
-    pub path: String,
-    /// The content, or None when only the path comes back (too large for the budget).
-    pub content: Option<String>,
-}
-
-/// Paths a set of messages already carries in tool calls (`input.path`).
-fn paths_in(messages: &[ViewMessage]) -> HashSet<String> {
-    let mut out = HashSet::new();
-    for m in messages {
-        for b in &m.message.content {
-            if let Block::ToolUse { input, .. } = b
-                && let Some(p) = input.get("path").and_then(|v| v.as_str())
-            {
-                out.insert(p.to_string());
-            }
-        }
-    }
-    out
-}
-
-/// Chooses which files come back: most recent first, skipping those the kept part already
-/// holds, at most `restore_files`, each within `restore_file_tokens` and all within
-/// `restore_total_tokens`; a file over a limit comes back as its path only.
-pub fn select_restored_files(
-    files: &[FileSnapshot],
-    kept: &[ViewMessage],
-    estimator: &TokenEstimator,
-    policy: &CompactPolicy,
-) -> Vec<Restored> {
-    let present = paths_in(kept);
-    let mut seen = HashSet::new();
-    let mut total = 0u64;
-    let mut out = Vec::new();
-    for f in files {
-        if out.len() >= policy.restore_files {
-            break;
-        }
-        if present.contains(&f.path) || !seen.insert(f.path.as_str()) {
-            continue;
-        }
-        let t = estimator.estimate(f.content.chars().count());
-        let fits = t <= policy.restore_file_tokens && total + t <= policy.restore_total_tokens;
-        if fits {
-            total += t;
-        }
-        out.push(Restored {
-            path: f.path.clone(),
-            content: fits.then(|| f.content.clone()),
-        });
-    }
-    out
-}
-
-/// The text of a restored-file message.
-pub fn restored_file_text(r: &Restored) -> String {
-    match &r.content {
-        Some(c) => format!(
-            "<restored_file path=\"{}\">\nThis file was read or edited before the compaction; its current \
-             content on disk:\n{c}\n</restored_file>",
-            r.path
-        ),
-        None => format!(
-            "<restored_file path=\"{}\">\nThis file was read or edited before the compaction. It is too large \
-             to restore here; read it again with read_file when you need it.\n</restored_file>",
-            r.path
-        ),
-    }
-}
-
-/// The text of the summary message.
-pub fn summary_message_text(summary: &str, transcript_path: &str, extractive: bool) -> String {
-    let what = if extractive {
-        "An extractive handoff"
-    } else {
-        "A summary"
-    };
-    format!(
-        "This session continues from an earlier, longer conversation that ran out of context. \
-         {what} of the earlier part follows; the full transcript is at {transcript_path}. \
-         Continue the work directly from where it left off, without asking the user to repeat \
-         anything.\n\n{summary}"
+    stage1_reaches(
+        tokens_before,
+        saved_chars,
+        target_tokens(window, policy),
+        estimator,
     )
-}
-
-/// The summary to install.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SummaryText {
-    /// A model summary (already passed through `strip_analysis`).
-    Model(String),
-    /// An extractive handoff (from `extractive_handoff`).
-    Extractive(String),
-}
-
-/// Everything `plan_installation` decides from.
-#[derive(Debug, Clone)]
-pub struct InstallInput<'a> {
-    /// The view being compacted.
-    pub view: &'a View,
-    /// Where the kept part starts (from `split_index`; `view.messages.len()` keeps nothing).
-    pub split: usize,
-    /// The summary.
-    pub summary: SummaryText,
-    /// What started it.
-    pub trigger: CompactTrigger,
-    /// Context tokens before.
-    pub tokens_before: u64,
-    /// System prompt and tool tokens, counted in the estimate after.
-    pub fixed_tokens: u64,
-    /// Path of the full transcript, named in the summary message.
-    pub transcript_path: &'a str,
-    /// Files read or edited before, re-read from disk, most recent first.
-    pub files: &'a [FileSnapshot],
-    /// The session's todo list.
-    pub todo: &'a [TodoEntry],
-    /// Instructions re-read from disk, as a note (None: no note).
-    pub instructions_note: Option<&'a str>,
-    /// The session's estimator.
-    pub estimator: &'a TokenEstimator,
-    /// Limits.
-    pub policy: &'a CompactPolicy,
-    /// Time of the records.
-    pub now_ms: u64,
-}
-
-/// The records that install a compaction, in order: boundary, summary message, kept steps
-/// (copied, re-parented), restored files, todo list, instructions note. Append them in one
-/// batch; `install_count` in the boundary lets a load detect a torn batch.
-pub fn plan_installation(input: &InstallInput<'_>) -> Vec<Record> {
-    let split = input.split.min(input.view.messages.len());
-    let kept = &input.view.messages[split..];
-    let now = input.now_ms;
-    let mut msgs: Vec<MessageRecord> = Vec::new();
-    let mut push =
-        |role: Role, content: Vec<Block>, meta: Option<MessageMeta>, time: u64, copy_of| {
-            let parent_uuid = msgs.last().map(|m: &MessageRecord| m.uuid.clone());
-            msgs.push(MessageRecord {
-                uuid: new_id(),
-                parent_uuid,
-                role,
-                content,
-                time,
-                meta,
-                is_virtual: false,
-                copy_of,
-            });
-        };
-    let (text, meta, extractive) = match &input.summary {
-        SummaryText::Model(s) => (s, MessageMeta::Summary, false),
-        SummaryText::Extractive(s) => (s, MessageMeta::Handoff, true),
-    };
-    push(
-        Role::User,
-        vec![Block::text(summary_message_text(
-            text,
-            input.transcript_path,
-            extractive,
-        ))],
-        Some(meta),
-        now,
-        None,
-    );
-    for m in kept {
-        let copy_of = (!m.source_ids.is_empty()).then(|| m.id.clone());
-        push(
-            m.message.role,
-            m.message.content.clone(),
-            m.meta,
-            m.time,
-            copy_of,
-        );
-    }
-    for r in select_restored_files(input.files, kept, input.estimator, input.policy) {
-        push(
-            Role::User,
-            vec![Block::text(restored_file_text(&r))],
-            Some(MessageMeta::RestoredFile),
-            now,
-            None,
-        );
-    }
-    if !input.todo.is_empty() {
-        let t = format!(
-            "<garuda_note>The current todo list:\n{}</garuda_note>",
-            render_todo(input.todo)
-        );
-        push(
-            Role::User,
-            vec![Block::text(t)],
-            Some(MessageMeta::Todo),
-            now,
-            None,
-        );
-    }
-    if let Some(note) = input.instructions_note.filter(|n| !n.trim().is_empty()) {
-        push(
-            Role::User,
-            vec![Block::text(note)],
-            Some(MessageMeta::InstructionNote),
-            now,
-            None,
-        );
-    }
-    let chars: usize = msgs
-        .iter()
-        .flat_map(|m| m.content.iter())
-        .map(Block::char_len)
-        .sum();
-    let boundary = CompactBoundaryRecord {
-        uuid: new_id(),
-        time: now,
-        trigger: input.trigger,
-        tokens_before: input.tokens_before,
-        tokens_after: input.fixed_tokens + input.estimator.estimate(chars),
-        kept_head_id: kept.first().map(|m| m.id.clone()),
-        kept_tail_id: kept.last().map(|m| m.id.clone()),
-        extractive,
-        install_count: msgs.len() as u32,
-    };
-    let mut out = Vec::with_capacity(msgs.len() + 1);
-    out.push(Record::CompactBoundary(boundary));
-    out.extend(msgs.into_iter().map(Record::Message));
-    out
-}
-
-/// The estimate after installation, from the boundary the plan starts with.
-pub fn planned_tokens_after(plan: &[Record]) -> Option<u64> {
-    match plan.first() {
-        Some(Record::CompactBoundary(b)) => Some(b.tokens_after),
-        _ => None,
-    }
 }
 
 /// A compaction that would not reduce the size is not installed.

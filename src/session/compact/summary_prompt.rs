@@ -3,11 +3,26 @@
 
 use crate::message::{Block, Message};
 
+/// The system prompt of a summary request that does not share the session's prefix.
+pub const SUMMARY_SYSTEM: &str = "You are Garuda's context compaction assistant. You read part \
+of a coding session between a user and a coding agent and write the structured summary the \
+agent will continue from. You never call tools; you answer with text only.";
+
 /// Builds the summary instruction. `compact_instructions` is the "Compact Instructions"
-/// section of the instruction files; `focus` the manual `/compact` focus text.
-pub fn summary_instruction(compact_instructions: Option<&str>, focus: Option<&str>) -> String {
+/// section of the instruction files; `focus` the manual `/compact` focus text;
+/// `target_tokens` the size the summary must stay under.
+pub fn summary_instruction(
+    compact_instructions: Option<&str>,
+    focus: Option<&str>,
+    target_tokens: u64,
+) -> String {
     let mut s = String::from("<garuda_note>");
     s.push_str(SUMMARY_INSTRUCTION);
+    s.push_str(&format!(
+        "\n\nKeep the summary under about {target_tokens} tokens (about {} words): it must fit \
+         the window with room to continue the work.",
+        target_tokens * 3 / 4
+    ));
     if let Some(ci) = compact_instructions
         .map(str::trim)
         .filter(|s| !s.is_empty())
@@ -52,11 +67,8 @@ Key Decisions
 
 User Directives
 • \"verbatim user line\" — every instruction, constraint or preference the user gave, quoted \
-exactly as written.
-
-User Messages
-• every message the user wrote in this conversation, quoted verbatim and in order (shorten only \
-pasted logs or files, and say so).
+exactly as written. (Garuda also carries the user's own messages verbatim beside your summary; \
+list the directives here anyway, so they stand out.)
 
 Current Work
 (2–3 lines on what was happening just before this point, precise enough to continue without \
@@ -65,6 +77,17 @@ asking the user.)
 Keep code snippets, file contents and raw tool output out of the summary: files can be read \
 again. Drop greetings and repeated output. Keep commands that were run and their results, and \
 open problems.";
+
+/// Asks for a shorter version of a summary that came back over its size target.
+pub fn shrink_instruction(summary: &str, tokens: u64, target_tokens: u64) -> String {
+    format!(
+        "<garuda_note>The summary below is about {tokens} tokens; the target is {target_tokens}. \
+         Rewrite it in the same sections under about {target_tokens} tokens: keep every user \
+         directive verbatim, every file path and decision, and the current work; drop detail \
+         the next session can re-read from files. Answer with the summary inside \
+         <summary>...</summary> only.</garuda_note>\n\n<summary>\n{summary}\n</summary>"
+    )
+}
 
 /// Marker that replaces an image in the rewritten (non-shared) summary request.
 pub const IMAGE_MARKER: &str = "[image]";

@@ -1,11 +1,16 @@
 use proptest::prelude::*;
 use serde_json::json;
 
+use std::collections::HashSet;
+
 use super::*;
+use crate::message::Message;
+use crate::session::Record;
+use crate::session::records::{CompactTrigger, MessageMeta};
 use crate::session::view::tests::{
     msg, result_block, step, text, transcript, transcript_ids, use_block,
 };
-use crate::session::view::{ViewCache, ViewPolicy, build_view, check_pairing, message_chars};
+use crate::session::view::{View, ViewCache, ViewPolicy, build_view, check_pairing, message_chars};
 
 fn policy() -> ViewPolicy {
     ViewPolicy {
@@ -110,7 +115,7 @@ fn stage1_trims_old_results_and_replays() {
 }
 
 #[test]
-fn summary_request_shares_prefix_and_snapshot() {
+fn summary_source_is_small_and_the_instruction_names_the_target() {
     let thinking = Block::Thinking {
         thinking: "hmm".into(),
         signature: Some("sig".into()),
@@ -120,49 +125,35 @@ fn summary_request_shares_prefix_and_snapshot() {
             url: "https://example.invalid/a.png".into(),
         },
     };
-    let prefix = vec![
-        Message {
-            role: Role::User,
-            content: vec![Block::text("look"), img],
-        },
-        Message {
-            role: Role::Assistant,
-            content: vec![thinking, Block::text("seen")],
-        },
+    let recs = vec![
+        msg("u1", Role::User, vec![Block::text("look"), img], 0),
+        msg(
+            "a1",
+            Role::Assistant,
+            vec![thinking, Block::text("seen"), use_block("t1", "read_file")],
+            0,
+        ),
+        msg(
+            "r1",
+            Role::User,
+            vec![result_block("t1", &"x".repeat(5_000))],
+            0,
+        ),
     ];
-    let shared = summary_request(
-        &prefix,
-        Some("Keep API names."),
-        Some("the parser work"),
-        true,
-    );
-    assert_eq!(shared.messages[..2], prefix[..]);
+    let v = build_view(&recs, &policy(), 0);
+    let src = summary_source(&v.messages, 1_000, 200);
+    assert_eq!(src[0].content[1], Block::text(IMAGE_MARKER));
+    assert_eq!(src[1].content[0], Block::text("seen"));
+    assert!(message_chars(&src[2]) < 400, "{}", message_chars(&src[2]));
+    let instruction = summary_instruction(Some("Keep API names."), Some("the parser work"), 4_000);
+    assert!(instruction.contains("under about 4000 tokens"));
+    let msgs = chunk_messages(&src, None, &instruction);
     assert_eq!(
-        shared.cache,
-        CachePlan {
-            system: true,
-            messages: vec![1]
-        }
+        msgs.last().and_then(|m| m.content.last()),
+        Some(&Block::text(instruction.clone()))
     );
-    assert_eq!(shared.messages[2].text(), shared.instruction);
-    let rewritten = summary_request(&prefix, None, None, false);
-    assert_eq!(rewritten.messages[0].content[1], Block::text(IMAGE_MARKER));
-    assert_eq!(rewritten.messages[1].content, vec![Block::text("seen")]);
-    assert!(!rewritten.instruction.contains("compact instructions"));
-    assert_eq!(
-        rewritten.cache,
-        CachePlan {
-            system: true,
-            messages: vec![]
-        }
-    );
-    let ends_with_user = summary_request(&prefix[..1], None, None, false);
-    assert_eq!(ends_with_user.messages.len(), 1);
-    assert_eq!(
-        ends_with_user.messages[0].content.last(),
-        Some(&Block::text(ends_with_user.instruction.clone()))
-    );
-    insta::assert_snapshot!("summary_request", shared.instruction);
+    check_pairing(&msgs).unwrap();
+    insta::assert_snapshot!("summary_request", instruction);
 }
 
 #[test]
@@ -178,26 +169,38 @@ fn strip_analysis_cases() {
 }
 
 #[test]
-fn ptl_truncation_drops_oldest_rounds() {
+fn chunks_keep_rounds_whole_and_the_head_first() {
     let v = build_view(&session(), &policy(), 0);
     let msgs = v.provider_messages();
     let groups = api_round_groups(&msgs);
     assert_eq!(groups.len(), 8);
     assert_eq!(groups[0], 0..1);
     assert_eq!(groups[1], 1..3);
-    let t = truncate_head_for_ptl(&msgs).unwrap();
-    assert_eq!(t[0].text(), TRUNCATED_MARKER);
-    assert_eq!(t.len(), msgs.len());
-    check_pairing(&t).unwrap();
-    let mut cur = msgs.clone();
-    let mut rounds = 0;
-    while let Some(next) = truncate_head_for_ptl(&cur) {
-        assert!(next.len() < cur.len() + 1);
-        cur = next;
-        rounds += 1;
-        assert!(rounds < 20);
+    // Each round is about 3 000 characters: two per chunk of 7 000.
+    let chunks = chunk_rounds(&msgs, 1, 7_000);
+    assert!(chunks.len() >= 3, "{}", chunks.len());
+    assert_eq!(chunks[0][0], msgs[0]);
+    let mut so_far = None;
+    for c in &chunks {
+        assert!(c.iter().map(message_chars).sum::<usize>() <= 7_000);
+        let req = chunk_messages(c, so_far, "summarize");
+        assert_eq!(req[0].role, Role::User);
+        check_pairing(&req).unwrap();
+        so_far = Some("the summary so far");
     }
-    assert!(truncate_head_for_ptl(&[Message::user_text("x")]).is_none());
+    let flat: Vec<Message> = chunks.concat();
+    assert_eq!(flat, msgs, "nothing dropped when every round fits");
+    // A round larger than a chunk keeps its head, with a marker.
+    let tiny = chunk_rounds(&msgs, 1, 1_000);
+    let text: String = tiny.concat().iter().map(Message::text).collect();
+    assert!(tiny.concat().len() == msgs.len());
+    for c in &tiny {
+        assert!(
+            c.iter().map(message_chars).sum::<usize>() <= 1_000 + 400,
+            "{c:?}"
+        );
+    }
+    assert!(text.contains("step 5"));
 }
 
 #[test]
@@ -233,9 +236,13 @@ fn extractive_handoff_collects_the_facts() {
         content: "add a test".into(),
         status: "pending".into(),
     }];
-    let h = extractive_handoff(&v.messages, &todo);
+    let h = extractive_handoff(&v.messages, &todo, Some("<summary>\nEARLIER\n</summary>"));
     assert!(h.starts_with(HANDOFF_LABEL));
-    assert!(h.contains("> Fix the build.\n> Keep it small."));
+    assert!(h.contains("EARLIER"));
+    assert!(
+        !h.contains("Fix the build."),
+        "the user's words travel outside the handoff"
+    );
     assert!(h.contains("- a.rs (edit_file)"));
     assert!(h.contains("`cargo build` — exit code 101"));
     assert!(h.contains("`cargo test` — exit code 0"));
@@ -265,7 +272,16 @@ fn restoration_budgets() {
         f("four.rs", 19_996), // would pass 50 000 in all? 4 × 4 999 = 19 996: fits
         f("five.rs", 4),      // the sixth candidate: over the count
     ];
-    let r = select_restored_files(&files, &v.messages[split..], &e, &p);
+    let b = budgets(200_000, 32_000, &p);
+    assert_eq!((b.restore_file, b.restore_total), (5_000, 50_000));
+    let r = select_restored_files(
+        &files,
+        &v.messages[split..],
+        &e,
+        b.restore_files,
+        b.restore_file,
+        b.restore_total,
+    );
     let got: Vec<(&str, bool)> = r
         .iter()
         .map(|r| (r.path.as_str(), r.content.is_some()))
@@ -280,11 +296,7 @@ fn restoration_budgets() {
             ("four.rs", true)
         ]
     );
-    let tight = CompactPolicy {
-        restore_total_tokens: 6_000,
-        ..p
-    };
-    let r = select_restored_files(&files[2..], &[], &e, &tight);
+    let r = select_restored_files(&files[2..], &[], &e, 5, 5_000, 6_000);
     assert!(r[0].content.is_some());
     assert_eq!(r[1].path, "two.rs");
     assert!(r[1].content.is_none());
@@ -319,14 +331,56 @@ fn shape(v: &crate::session::view::View) -> String {
     s
 }
 
+/// Plans an installation of `v` at `split` with a plain model summary and default budgets.
+fn install(
+    v: &View,
+    recs: &[Record],
+    kept: &KeptPlan,
+    summary: SummaryText,
+    files: &[FileSnapshot],
+    todo: &[TodoEntry],
+    window: u64,
+) -> Installation {
+    let e = TokenEstimator::default();
+    let p = CompactPolicy::default();
+    let b = budgets(window, 8_000, &p);
+    let words = user_messages(recs);
+    let origin = origins(recs);
+    let present: HashSet<String> = v.messages[kept.split..]
+        .iter()
+        .flat_map(|m| m.source_ids.iter())
+        .map(|id| origin.get(id).cloned().unwrap_or_else(|| id.clone()))
+        .collect();
+    let pinned = pin(&words, &present, (b.user_words * 4) as usize);
+    plan_installation(&InstallInput {
+        messages: &v.messages,
+        kept,
+        summary,
+        pinned: &pinned,
+        trigger: CompactTrigger::Auto,
+        tokens_before: u64::MAX,
+        fixed_tokens: 3_000,
+        transcript_path: "/state/s1.jsonl",
+        files,
+        todo,
+        budgets: &b,
+        trim_to: p.trim_to,
+        estimator: &e,
+        now_ms: 99,
+    })
+}
+
+fn kept_at(v: &View, steps: usize) -> KeptPlan {
+    plan_kept(&v.messages, steps, 200, usize::MAX).unwrap()
+}
+
 #[test]
 fn installation_order_and_post_compact_view() {
     let mut recs = session();
     recs.push(text("u9", Role::User, "Now write the new parser."));
     let v = build_view(&recs, &policy(), 0);
-    let split = split_index(&v.messages, 4).unwrap();
-    let e = TokenEstimator::default();
-    let p = CompactPolicy::default();
+    let kept = kept_at(&v, 4);
+    assert_eq!(v.messages[kept.split].id, "a3");
     let files = [FileSnapshot {
         path: "src/parser.rs".into(),
         content: "fn parse() {}".into(),
@@ -335,46 +389,34 @@ fn installation_order_and_post_compact_view() {
         content: "write parser".into(),
         status: "in_progress".into(),
     }];
-    let input = InstallInput {
-        view: &v,
-        split,
-        summary: SummaryText::Model(strip_analysis(
-            "<analysis>a</analysis><summary>Completed Tasks\n• read files</summary>",
-        )),
-        trigger: CompactTrigger::Auto,
-        tokens_before: 170_000,
-        fixed_tokens: 3_000,
-        transcript_path: "/state/s1.jsonl",
-        files: &files,
-        todo: &todo,
-        instructions_note: Some("<garuda_note>Instructions re-read: AGENTS.md</garuda_note>"),
-        estimator: &e,
-        policy: &p,
-        now_ms: 99,
-    };
-    let plan = plan_installation(&input);
+    let summary = SummaryText::Model(strip_analysis(
+        "<analysis>a</analysis><summary>Completed Tasks\n• read files</summary>",
+    ));
+    let inst = install(&v, &recs, &kept, summary, &files, &todo, 200_000);
+    let plan = &inst.records;
     let Record::CompactBoundary(b) = &plan[0] else {
         panic!()
     };
     assert_eq!(b.install_count as usize, plan.len() - 1);
     assert_eq!(b.kept_head_id.as_deref(), Some("a3"));
     assert_eq!(b.kept_tail_id.as_deref(), Some("u9"));
-    let after = planned_tokens_after(&plan).unwrap();
-    assert!(worth_installing(170_000, after));
-    assert!(!worth_installing(after, after));
+    assert_eq!(b.tokens_after, inst.tokens_after);
+    assert!(worth_installing(170_000, inst.tokens_after));
     let metas: Vec<Option<MessageMeta>> = plan[1..]
         .iter()
         .map(|r| r.as_message().unwrap().meta)
         .collect();
     assert_eq!(metas[0], Some(MessageMeta::Summary));
     assert_eq!(
-        metas[metas.len() - 3..],
-        [
-            Some(MessageMeta::RestoredFile),
-            Some(MessageMeta::Todo),
-            Some(MessageMeta::InstructionNote)
-        ]
+        metas[metas.len() - 2..],
+        [Some(MessageMeta::RestoredFile), Some(MessageMeta::Todo)]
     );
+    // The first request travels verbatim in the summary message, outside the summary.
+    let first = plan[1].as_message().unwrap().to_message().text();
+    assert!(first.contains(
+        "<first_user_request>\nRefactor the parser. Do not touch tests/.\n</first_user_request>"
+    ));
+    assert!(first.ends_with("</summary>"));
     // Re-parented chain.
     for w in plan[1..].windows(2) {
         assert_eq!(
@@ -383,12 +425,87 @@ fn installation_order_and_post_compact_view() {
         );
     }
     assert_eq!(plan[2].as_message().unwrap().copy_of.as_deref(), Some("a3"));
+    assert_eq!(inst.restored.len(), 1);
 
-    recs.extend(plan);
+    recs.extend(plan.iter().cloned());
     let post = build_view(&recs, &policy(), 0);
     check_pairing(&post.provider_messages()).unwrap();
     assert!(post.chars() < v.chars());
     insta::assert_snapshot!("post_compact_view", shape(&post));
+}
+
+#[test]
+fn budgets_scale_with_the_window() {
+    let p = CompactPolicy::default();
+    let big = budgets(200_000, 32_000, &p);
+    assert_eq!(
+        (big.threshold, big.target, big.summary, big.user_words),
+        (160_000, 120_000, 20_000, 20_000)
+    );
+    assert_eq!((big.restore_file, big.restore_total), (5_000, 50_000));
+    let small = budgets(40_000, 8_000, &p);
+    assert_eq!((small.summary, small.user_words), (4_000, 4_000));
+    assert_eq!((small.restore_file, small.restore_total), (1_000, 10_000));
+    let huge = budgets(1_000_000, 32_000, &p);
+    assert_eq!((huge.restore_file, huge.restore_total), (5_000, 50_000));
+    assert_eq!(huge.summary, SHARE_CAP);
+}
+
+#[test]
+fn kept_steps_shrink_until_they_fit() {
+    let recs = session();
+    let v = build_view(&recs, &policy(), 0);
+    let all = kept_at(&v, 4);
+    assert_eq!((all.steps, all.trimmed.len()), (4, 0));
+    // Less room: the results before the newest step are cut first.
+    let p = plan_kept(&v.messages, 4, 200, 4_000).unwrap();
+    assert_eq!(p.steps, 4);
+    assert_eq!(p.trimmed.len(), 3, "{p:?}");
+    assert!(p.chars <= 4_000);
+    // Even less: fewer steps.
+    let p = plan_kept(&v.messages, 4, 200, 600).unwrap();
+    assert_eq!((p.steps, p.trimmed.len()), (2, 1), "{p:?}");
+    assert!(p.chars <= 600);
+    // Nothing fits: one step, every result cut.
+    let p = plan_kept(&v.messages, 4, 200, 10).unwrap();
+    assert_eq!(p.steps, 1);
+    assert!(p.chars < 400);
+    // A view without an assistant message has nothing older.
+    let one = build_view(&recs[..1], &policy(), 0);
+    assert_eq!(plan_kept(&one.messages, 4, 200, 10), None);
+}
+
+#[test]
+fn regenerated_material_is_left_out() {
+    let mut recs = session();
+    let restored = Record::Message(crate::session::records::MessageRecord {
+        uuid: "rf".into(),
+        parent_uuid: None,
+        role: Role::User,
+        content: vec![Block::text(
+            "<restored_file path=\"a.rs\">old</restored_file>",
+        )],
+        time: 0,
+        meta: Some(MessageMeta::RestoredFile),
+        is_virtual: false,
+        copy_of: None,
+    });
+    recs.insert(recs.len() - 1, restored);
+    recs.push(text("u9", Role::User, "next"));
+    let v = build_view(&recs, &policy(), 0);
+    let merged = v
+        .messages
+        .iter()
+        .find(|m| m.source_ids.iter().any(|s| s == "rf"))
+        .unwrap();
+    assert!(merged.message.content.len() > 1, "merged with the results");
+    let clean = without_regenerated(&v.messages, &recs);
+    assert_eq!(clean.len(), v.messages.len());
+    assert!(
+        !clean
+            .iter()
+            .any(|m| m.message.text().contains("restored_file"))
+    );
 }
 
 proptest! {
@@ -411,26 +528,22 @@ proptest! {
             prop_assert_eq!(&build_view(&r, &policy(), 0).messages, &s1.messages);
         }
 
-        let view = crate::session::view::View { messages: s1.messages.clone(), ..v.clone() };
-        let handoff = extractive_handoff(&view.messages[..split], &[]);
-        let input = InstallInput {
-            view: &view, split, summary: SummaryText::Extractive(handoff), trigger: CompactTrigger::Manual,
-            tokens_before: e.estimate(v.chars()), fixed_tokens: 0, transcript_path: "/t.jsonl",
-            files: &[], todo: &[], instructions_note: None, estimator: &e, policy: &p, now_ms: 0,
-        };
-        let plan = plan_installation(&input);
-        let after = planned_tokens_after(&plan).unwrap();
+        let view = View { messages: s1.messages.clone(), ..v.clone() };
+        let kept = plan_kept(&view.messages, keep, p.trim_to, usize::MAX).unwrap();
+        prop_assert_eq!(kept.split, split);
+        let handoff = extractive_handoff(&view.messages[..split], &[], None);
+        let inst = install(&view, &recs, &kept, SummaryText::Extractive(handoff), &[], &[], 200_000);
         let mut r = recs.clone();
-        r.extend(plan);
+        r.extend(inst.records);
         let post = build_view(&r, &policy(), 0);
         prop_assert!(check_pairing(&post.provider_messages()).is_ok());
-        if worth_installing(e.estimate(v.chars()), after) {
-            prop_assert!(e.estimate(post.chars()) <= e.estimate(v.chars()));
+        if worth_installing(e.estimate(v.chars()) + 3_000, inst.tokens_after) {
+            prop_assert!(e.estimate(post.chars()) <= e.estimate(v.chars()) + 3_000);
         }
         // The kept steps come back verbatim after the summary.
-        let kept: Vec<&Message> = view.messages[split..].iter().map(|m| &m.message).collect();
-        let post_kept: Vec<&Message> = post.messages[1..1 + kept.len().min(post.messages.len() - 1)].iter().map(|m| &m.message).collect();
-        prop_assert_eq!(&post_kept[..kept.len().saturating_sub(1)], &kept[..kept.len().saturating_sub(1)]);
+        let kept_msgs: Vec<&Message> = view.messages[split..].iter().map(|m| &m.message).collect();
+        let post_kept: Vec<&Message> = post.messages[1..1 + kept_msgs.len().min(post.messages.len() - 1)].iter().map(|m| &m.message).collect();
+        prop_assert_eq!(&post_kept[..kept_msgs.len().saturating_sub(1)], &kept_msgs[..kept_msgs.len().saturating_sub(1)]);
     }
 }
 
@@ -444,33 +557,32 @@ fn installed_compaction_survives_a_reload() {
     f.append_batch(&recs).unwrap();
     let vp = store.view_policy(&header.session_id);
     let v = build_view(&recs, &vp, 0);
-    let split = split_index(&v.messages, 2).unwrap();
-    let e = TokenEstimator::default();
-    let p = CompactPolicy::default();
-    let handoff = extractive_handoff(&v.messages[..split], &[]);
-    let plan = plan_installation(&InstallInput {
-        view: &v,
-        split,
-        summary: SummaryText::Extractive(handoff),
-        trigger: CompactTrigger::Reactive,
-        tokens_before: 9_000,
-        fixed_tokens: 0,
-        transcript_path: &f.path().display().to_string(),
-        files: &[],
-        todo: &[],
-        instructions_note: None,
-        estimator: &e,
-        policy: &p,
-        now_ms: 1,
-    });
-    f.append_batch(&plan).unwrap();
-    recs.extend(plan);
+    // Little room: kept results are cut by a trim record in the same batch.
+    let kept = plan_kept(&v.messages, 2, 200, 2_000).unwrap();
+    assert!(!kept.trimmed.is_empty());
+    let handoff = extractive_handoff(&v.messages[..kept.split], &[], None);
+    let inst = install(
+        &v,
+        &recs,
+        &kept,
+        SummaryText::Extractive(handoff),
+        &[],
+        &[],
+        40_000,
+    );
+    assert!(matches!(inst.records.last(), Some(Record::Trim(_))));
+    f.append_batch(&inst.records).unwrap();
+    recs.extend(inst.records);
     let live = build_view(&recs, &vp, 0);
     let loaded = store.load(&header.session_id).unwrap();
     assert_eq!(loaded.records, recs);
     assert_eq!(build_view(&loaded.records, &vp, 0), live);
     assert_eq!(live.messages[0].meta, Some(MessageMeta::Handoff));
     assert!(live.messages[0].message.text().contains(HANDOFF_LABEL));
+    assert!(
+        !live.altered.is_empty(),
+        "the cut kept results are not whole"
+    );
     check_pairing(&live.provider_messages()).unwrap();
 }
 
@@ -478,13 +590,11 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(100))]
 
     #[test]
-    fn sessions_stay_valid_across_compactions(
+    fn sessions_stay_valid_and_keep_the_users_words_across_compactions(
         rounds in prop::collection::vec(prop::collection::vec(step(), 0..25), 1..4),
         keep in 1usize..4,
     ) {
         let policy = policy();
-        let p = CompactPolicy { keep_steps: keep, ..CompactPolicy::default() };
-        let e = TokenEstimator::default();
         let mut recs: Vec<Record> = Vec::new();
         let mut cache = ViewCache::new();
         for (r, steps) in rounds.iter().enumerate() {
@@ -492,18 +602,20 @@ proptest! {
             let v = build_view(&recs, &policy, 0);
             prop_assert_eq!(cache.view(&recs, &policy, 0), &v);
             prop_assert!(check_pairing(&v.provider_messages()).is_ok());
-            let Some(split) = split_index(&v.messages, keep) else { continue };
-            let plan = plan_installation(&InstallInput {
-                view: &v, split, summary: SummaryText::Model(format!("summary {r}")),
-                trigger: CompactTrigger::Auto, tokens_before: u64::MAX, fixed_tokens: 0,
-                transcript_path: "/t.jsonl", files: &[], todo: &[], instructions_note: None,
-                estimator: &e, policy: &p, now_ms: 0,
-            });
-            recs.extend(plan);
+            let Some(kept) = plan_kept(&v.messages, keep, 200, usize::MAX) else { continue };
+            // A summary that forgets everything the user said.
+            let inst = install(&v, &recs, &kept, SummaryText::Model(format!("summary {r}")), &[], &[], 1_000_000);
+            recs.extend(inst.records);
             let post = build_view(&recs, &policy, 0);
             prop_assert_eq!(cache.view(&recs, &policy, 0), &post);
             prop_assert!(check_pairing(&post.provider_messages()).is_ok());
             prop_assert_eq!(post.messages[0].meta, Some(MessageMeta::Summary));
+            // Every message the user wrote is still in the view, verbatim (the budget at
+            // this window holds them all).
+            let all: String = post.messages.iter().map(|m| m.message.text()).collect();
+            for w in user_messages(&recs) {
+                prop_assert!(all.contains(&w.text), "lost {:?}", w.text);
+            }
         }
     }
 }

@@ -71,7 +71,9 @@ pub fn budget_replacement(text: &str, path: &Path, preview_chars: usize) -> Stri
     )
 }
 
-pub(crate) fn apply(msgs: &mut [Work], policy: &ViewPolicy) {
+/// Replaces oversized results by their preview; returns their ids.
+pub(crate) fn apply(msgs: &mut [Work], policy: &ViewPolicy) -> Vec<String> {
+    let mut replaced = Vec::new();
     for m in msgs {
         for b in &mut m.content {
             if let Block::ToolResult {
@@ -96,7 +98,9 @@ pub(crate) fn apply(msgs: &mut [Work], policy: &ViewPolicy) {
                         .filter(|b| !matches!(b, Block::Text { .. })),
                 );
                 *content = new;
+                replaced.push(tool_use_id.clone());
             }
         }
     }
+    replaced
 }

@@ -8,7 +8,8 @@ use std::collections::{HashMap, HashSet};
 
 use super::slice::{Sliced, work_of};
 use super::{
-    View, ViewPolicy, Work, budget, build_full, main_cache_plan, microcompact, normalize, snip,
+    View, ViewPolicy, Work, budget, build_full, first_trimmable, main_cache_plan, microcompact,
+    normalize, snip, stage1_end,
 };
 use crate::message::{Block, Role};
 use crate::session::records::{CollapseRecord, Record};
@@ -37,6 +38,9 @@ struct State {
     last_assistant: Option<u64>,
     /// `view.chars()`, kept up to date without a full pass.
     chars: usize,
+    /// The oldest message stage 1 would cut, and how far the search for it went: messages
+    /// before that point never change between full builds, so the search resumes there.
+    trimmable: (Option<usize>, usize),
 }
 
 impl ViewCache {
@@ -91,7 +95,10 @@ fn full(records: &[Record], policy: &ViewPolicy, now_ms: u64) -> State {
             index_of.insert(m.uuid.clone(), i);
         }
     }
+    let end = stage1_end(&view.messages);
+    let trimmable = first_trimmable(&view.messages, 0, end, policy.trim_over);
     State {
+        trimmable,
         policy: policy.clone(),
         records_len: records.len(),
         last_uuid: records
@@ -128,7 +135,10 @@ fn incremental(
     if !new.iter().all(|r| {
         matches!(
             r,
-            Record::Message(_) | Record::Usage(_) | Record::InstructionChange(_)
+            Record::Message(_)
+                | Record::Usage(_)
+                | Record::InstructionChange(_)
+                | Record::ContextLimit(_)
         )
     }) {
         return None;
@@ -194,9 +204,11 @@ fn incremental(
             }
         }
     }
-    budget::apply(&mut tail, policy);
+    s.view.altered.extend(budget::apply(&mut tail, policy));
     let (snipped, protected) = snip::apply(&mut tail, &s.snips);
-    microcompact::apply_records(&mut tail, &s.cleared, &s.trims);
+    s.view
+        .altered
+        .extend(microcompact::apply_records(&mut tail, &s.cleared, &s.trims));
     let mut tail_view = normalize::normalize(tail, policy, false);
 
     let mut messages = std::mem::take(&mut s.view.messages);
@@ -225,7 +237,18 @@ fn incremental(
     s.view.snipped.extend(snipped);
     s.view.protected.retain(before_cut);
     s.view.protected.extend(protected);
-    s.view.cache = main_cache_plan(messages.len());
+    // The search for the oldest long result resumes where it stopped, inside the kept prefix.
+    let end = stage1_end(&messages);
+    s.trimmable = match s.trimmable {
+        (Some(t), at) if t < p.saturating_sub(1) => (Some(t), at),
+        (_, at) => first_trimmable(
+            &messages,
+            at.min(p.saturating_sub(1)),
+            end,
+            policy.trim_over,
+        ),
+    };
+    s.view.cache = main_cache_plan(&messages, s.trimmable.0);
     s.view.messages = messages;
     s.records_len = records.len();
     s.last_uuid = records

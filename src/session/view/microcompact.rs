@@ -15,13 +15,15 @@ pub fn trim_note(total_chars: usize, keep_chars: usize) -> String {
     )
 }
 
+/// Applies recorded clears and trims; returns the ids of the results they changed.
 pub(crate) fn apply_records(
     msgs: &mut [Work],
     cleared: &HashSet<String>,
     trims: &HashMap<String, usize>,
-) {
+) -> Vec<String> {
+    let mut changed = Vec::new();
     if cleared.is_empty() && trims.is_empty() {
-        return;
+        return changed;
     }
     for m in msgs {
         for b in &mut m.content {
@@ -35,23 +37,27 @@ pub(crate) fn apply_records(
             };
             if cleared.contains(tool_use_id) {
                 *content = vec![Block::text(CLEARED_TEXT)];
+                changed.push(tool_use_id.clone());
             } else if let Some(&keep) = trims.get(tool_use_id) {
-                trim_content(content, keep);
+                if trim_content(content, keep) {
+                    changed.push(tool_use_id.clone());
+                }
             }
         }
     }
+    changed
 }
 
 /// Cuts a tool result's text to `keep` characters plus a note (no-op when already short
-/// enough). Stage-1 compaction and the replay of trim records share it.
-pub fn trim_content(content: &mut Vec<Block>, keep: usize) {
+/// enough); true when it cut. Stage-1 compaction and the replay of trim records share it.
+pub fn trim_content(content: &mut Vec<Block>, keep: usize) -> bool {
     if result_text_len(content) <= keep {
-        return;
+        return false;
     }
     let text = result_text(content);
     let total = text.chars().count();
     if total <= keep {
-        return;
+        return false;
     }
     let mut cut: String = text.chars().take(keep).collect();
     cut.push_str(&trim_note(total, keep));
@@ -62,6 +68,7 @@ pub fn trim_content(content: &mut Vec<Block>, keep: usize) {
             .filter(|b| !matches!(b, Block::Text { .. })),
     );
     *content = new;
+    true
 }
 
 /// Applies the time-based rule; returns the ids it newly cleared (for the caller to record).

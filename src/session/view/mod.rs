@@ -29,13 +29,16 @@ use super::records::{MessageMeta, Record};
 use crate::message::{Block, Message, Role};
 
 pub use budget::{SideFile, budget_replacement, oversized_results, tool_result_file_name};
-pub use cache::{CachePlan, MAX_CACHE_MARKERS, main_cache_plan, side_cache_plan};
+pub use cache::{
+    CachePlan, MAX_CACHE_MARKERS, first_trimmable, main_cache_plan, prefix_end, side_cache_plan,
+    stage1_end,
+};
 pub use collapse::{SpanError, collapse_span};
 pub use incremental::ViewCache;
 pub use microcompact::{CLEARED_TEXT, trim_content as trim_result, trim_note};
 pub use normalize::{INTERRUPTED_TEXT, check_pairing};
 pub use slice::slice_start;
-pub use tags::{render_id_tags, resolve_id_range, resolve_short_id, short_id};
+pub use tags::{render_id_tags, resolve_id_range, resolve_short_id, short_id, tag_messages};
 
 /// Tools whose old results the time-based microcompact may clear.
 pub const DEFAULT_COMPACTABLE_TOOLS: &[&str] = &["read_file", "grep", "glob", "list_files", "bash"];
@@ -57,6 +60,8 @@ pub struct ViewPolicy {
     pub compactable_tools: Vec<String>,
     /// Messages whose media the provider refused before (images become a text marker).
     pub refused_media: HashSet<String>,
+    /// Tool results longer than this are what stage 1 cuts (places the third cache marker).
+    pub trim_over: usize,
 }
 
 impl Default for ViewPolicy {
@@ -72,6 +77,7 @@ impl Default for ViewPolicy {
                 .map(|s| s.to_string())
                 .collect(),
             refused_media: HashSet::new(),
+            trim_over: 1_000,
         }
     }
 }
@@ -111,6 +117,9 @@ pub struct View {
     /// `tool_use_id`s the time-based microcompact clears now; the caller appends a
     /// microcompact record with them so that replay gives the same view.
     pub microcompact_due: Vec<String>,
+    /// `tool_use_id`s whose results the view shows changed (a preview, cleared or cut), so
+    /// their content is not in the view whole.
+    pub altered: HashSet<String>,
 }
 
 impl View {
@@ -159,18 +168,25 @@ pub(crate) fn build_full(
 ) -> (View, slice::Sliced, Option<u64>) {
     let mut sliced = slice::slice(records);
     let mut msgs = std::mem::take(&mut sliced.messages);
-    budget::apply(&mut msgs, policy);
+    let mut altered: HashSet<String> = budget::apply(&mut msgs, policy).into_iter().collect();
     let (snipped, protected) = snip::apply(&mut msgs, &sliced.snips);
-    microcompact::apply_records(&mut msgs, &sliced.cleared, &sliced.trims);
+    altered.extend(microcompact::apply_records(
+        &mut msgs,
+        &sliced.cleared,
+        &sliced.trims,
+    ));
     let last_assistant = msgs
         .iter()
         .rev()
         .find(|m| m.role == Role::Assistant)
         .map(|m| m.time);
     let due = microcompact::time_based(&mut msgs, policy, &sliced.cleared, now_ms);
+    altered.extend(due.iter().cloned());
     let collapsed = collapse::apply(&mut msgs, &sliced.collapses);
     let messages = normalize::normalize(msgs, policy, true);
-    let cache = main_cache_plan(messages.len());
+    let end = stage1_end(&messages);
+    let (trimmable, _) = first_trimmable(&messages, 0, end, policy.trim_over);
+    let cache = main_cache_plan(&messages, trimmable);
     let view = View {
         messages,
         cache,
@@ -179,6 +195,7 @@ pub(crate) fn build_full(
         protected,
         collapsed,
         microcompact_due: due,
+        altered,
     };
     (view, sliced, last_assistant)
 }

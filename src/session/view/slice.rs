@@ -90,7 +90,8 @@ pub(crate) fn slice(records: &[Record]) -> Sliced {
             | Record::CompactBoundary(_)
             | Record::Usage(_)
             | Record::InstructionChange(_)
-            | Record::InstallAborted(_) => {}
+            | Record::InstallAborted(_)
+            | Record::ContextLimit(_) => {}
         }
     }
     out.skips = skips;

@@ -28,7 +28,13 @@ fn taggable(m: &super::ViewMessage) -> bool {
 /// The view's messages with a trailing `[id:xxxxxxxx]` text block on each user message that
 /// comes from the transcript.
 pub fn render_id_tags(view: &View) -> Vec<Message> {
-    view.messages
+    tag_messages(&view.messages)
+}
+
+/// `render_id_tags` of a run of view messages (a prefix of a view renders byte for byte as
+/// in the whole view).
+pub fn tag_messages(messages: &[super::ViewMessage]) -> Vec<Message> {
+    messages
         .iter()
         .map(|m| {
             let mut msg = m.message.clone();

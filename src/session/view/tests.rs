@@ -321,14 +321,63 @@ fn id_tags_round_trip() {
     );
     assert_eq!(short_id("u2"), short_id("u2"));
     assert_eq!(short_id("u2").len(), 8);
+}
+
+#[test]
+fn cache_markers_follow_the_stable_prefixes() {
+    let mut summary = text("s", Role::User, "summary");
+    if let Record::Message(m) = &mut summary {
+        m.meta = Some(crate::session::records::MessageMeta::Summary);
+    }
+    let mut recs = vec![summary];
+    for k in 0..8 {
+        let long = if k == 2 { 5_000 } else { 10 };
+        recs.push(msg(
+            &format!("a{k}"),
+            Role::Assistant,
+            vec![use_block(&format!("t{k}"), "read_file")],
+            0,
+        ));
+        recs.push(msg(
+            &format!("r{k}"),
+            Role::User,
+            vec![result_block(&format!("t{k}"), &"x".repeat(long))],
+            0,
+        ));
+    }
+    let v = build_view(&recs, &no_mc(), 0);
+    // System, the summary, the message before the long result (a2 at 5, r2 at 6), the last.
+    let last = v.messages.len() - 1;
     assert_eq!(
-        side_cache_plan(2),
+        v.cache,
         CachePlan {
             system: true,
-            messages: vec![1]
+            messages: vec![0, 5, last]
         }
     );
-    assert!(main_cache_plan(5).count() <= MAX_CACHE_MARKERS);
+    assert!(v.cache.count() <= MAX_CACHE_MARKERS);
+    // The incremental view places them the same way.
+    let mut cache = ViewCache::new();
+    cache.view(&recs[..10], &no_mc(), 0);
+    assert_eq!(cache.view(&recs, &no_mc(), 0).cache, v.cache);
+    // While the long result is the newest step's there is no third marker.
+    let short = build_view(&recs[..7], &no_mc(), 0);
+    assert_eq!(short.cache.messages, vec![0, short.messages.len() - 1]);
+    // A summary request over the first 8 messages repeats them up to the long result.
+    assert_eq!(
+        side_cache_plan(&v.messages[..8], 1_000),
+        CachePlan {
+            system: true,
+            messages: vec![0, 5]
+        }
+    );
+    assert_eq!(
+        side_cache_plan(&v.messages[..4], 1_000),
+        CachePlan {
+            system: true,
+            messages: vec![0]
+        }
+    );
 }
 
 // ---------- property tests ----------

@@ -1,0 +1,350 @@
+//! The records that install a compaction: boundary, the summary message (with the user's
+//! own words), the kept steps, restored files and the todo list, sized to the budgets.
+
+use std::collections::HashSet;
+
+use super::Budgets;
+use super::fit::{KeptPlan, kept_chars};
+use super::handoff::render_todo;
+use super::pinned::Pinned;
+use crate::message::{Block, Role};
+use crate::session::records::{
+    CompactBoundaryRecord, CompactTrigger, MessageMeta, MessageRecord, Record, TrimRecord, new_id,
+};
+use crate::session::tokens::TokenEstimator;
+use crate::session::view::ViewMessage;
+
+/// A todo item as the session keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TodoEntry {
+    /// What to do.
+    pub content: String,
+    /// `pending`, `in_progress` or `completed`.
+    pub status: String,
+}
+
+/// A file re-read from disk for restoration (the caller reads it through the root-confined
+/// module; most recent first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSnapshot {
+    /// Workspace-relative path.
+    pub path: String,
+    /// Current content.
+    pub content: String,
+}
+
+/// A restoration decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restored {
+    /// The path.
+    pub path: String,
+    /// The content, or None when only the path comes back (too large for the budget).
+    pub content: Option<String>,
+}
+
+/// Paths a set of messages already carries in tool calls (`input.path`).
+fn paths_in(messages: &[ViewMessage]) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for m in messages {
+        for b in &m.message.content {
+            if let Block::ToolUse { input, .. } = b
+                && let Some(p) = input.get("path").and_then(|v| v.as_str())
+            {
+                out.insert(p.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Chooses which files come back: most recent first, skipping those the kept part already
+/// holds, at most `max_files`, each within `file_tokens` and all within `total_tokens`; a
+/// file over a limit comes back as its path only.
+pub fn select_restored_files(
+    files: &[FileSnapshot],
+    kept: &[ViewMessage],
+    estimator: &TokenEstimator,
+    max_files: usize,
+    file_tokens: u64,
+    total_tokens: u64,
+) -> Vec<Restored> {
+    let present = paths_in(kept);
+    let mut seen = HashSet::new();
+    let mut total = 0u64;
+    let mut out = Vec::new();
+    for f in files {
+        if out.len() >= max_files {
+            break;
+        }
+        if present.contains(&f.path) || !seen.insert(f.path.as_str()) {
+            continue;
+        }
+        let t = estimator.estimate(f.content.chars().count());
+        let fits = t <= file_tokens && total + t <= total_tokens;
+        if fits {
+            total += t;
+        }
+        out.push(Restored {
+            path: f.path.clone(),
+            content: fits.then(|| f.content.clone()),
+        });
+    }
+    out
+}
+
+/// The text of a restored-file message.
+pub fn restored_file_text(r: &Restored) -> String {
+    match &r.content {
+        Some(c) => format!(
+            "<restored_file path=\"{}\">\nThis file was read or edited before the compaction; its current \
+             content on disk:\n{c}\n</restored_file>",
+            r.path
+        ),
+        None => format!(
+            "<restored_file path=\"{}\">\nThis file was read or edited before the compaction. It is too large \
+             to restore here; read it again with read_file when you need it.\n</restored_file>",
+            r.path
+        ),
+    }
+}
+
+/// The first block of the summary message.
+pub fn summary_intro(transcript_path: &str, extractive: bool) -> String {
+    let what = if extractive {
+        "An extractive handoff"
+    } else {
+        "A summary"
+    };
+    format!(
+        "This session continues from an earlier, longer conversation that ran out of context. \
+         The user's first request and their own later messages follow verbatim, then {} of the \
+         earlier part; the full transcript is at {transcript_path}. Continue the work directly \
+         from where it left off, without asking the user to repeat anything.",
+        what.to_ascii_lowercase()
+    )
+}
+
+/// The summary to install.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SummaryText {
+    /// A model summary (already passed through `strip_analysis`).
+    Model(String),
+    /// An extractive handoff (from `extractive_handoff`).
+    Extractive(String),
+}
+
+impl SummaryText {
+    /// The text.
+    pub fn text(&self) -> &str {
+        match self {
+            SummaryText::Model(s) | SummaryText::Extractive(s) => s,
+        }
+    }
+
+    /// The last block of the summary message.
+    pub fn block(&self) -> Block {
+        match self {
+            SummaryText::Model(s) => Block::text(format!("<summary>\n{s}\n</summary>")),
+            SummaryText::Extractive(s) => Block::text(s.clone()),
+        }
+    }
+}
+
+/// The summary body of a view that opens with an installed summary: the last block of that
+/// message (the summary message's layout: intro, the user's words, then the body).
+pub fn previous_summary(messages: &[ViewMessage]) -> Option<String> {
+    let first = messages.first()?;
+    if !matches!(
+        first.meta,
+        Some(MessageMeta::Summary | MessageMeta::Handoff)
+    ) {
+        return None;
+    }
+    match first.message.content.last()? {
+        Block::Text { text } => Some(text.clone()),
+        _ => None,
+    }
+}
+
+/// Everything `plan_installation` decides from.
+#[derive(Debug, Clone)]
+pub struct InstallInput<'a> {
+    /// The view's messages being compacted (without regenerated material).
+    pub messages: &'a [ViewMessage],
+    /// The kept part.
+    pub kept: &'a KeptPlan,
+    /// The summary.
+    pub summary: SummaryText,
+    /// The user's words carried verbatim.
+    pub pinned: &'a Pinned,
+    /// What started it.
+    pub trigger: CompactTrigger,
+    /// Context tokens before.
+    pub tokens_before: u64,
+    /// System prompt and tool tokens, counted in the estimate after.
+    pub fixed_tokens: u64,
+    /// Path of the full transcript, named in the summary message.
+    pub transcript_path: &'a str,
+    /// Files read or edited, re-read from disk, most recent first.
+    pub files: &'a [FileSnapshot],
+    /// The session's todo list.
+    pub todo: &'a [TodoEntry],
+    /// The budgets.
+    pub budgets: &'a Budgets,
+    /// Characters a cut tool result keeps.
+    pub trim_to: usize,
+    /// The session's estimator.
+    pub estimator: &'a TokenEstimator,
+    /// Time of the records.
+    pub now_ms: u64,
+}
+
+/// A planned installation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Installation {
+    /// The records, in order: boundary, summary message, kept steps (copied, re-parented),
+    /// restored files, the todo list, and a trim record for the kept results cut to fit.
+    /// Append them in one batch.
+    pub records: Vec<Record>,
+    /// Estimated context tokens after.
+    pub tokens_after: u64,
+    /// Restored files whose whole content came back: (path, id of its message).
+    pub restored: Vec<(String, String)>,
+}
+
+/// Plans the installation. Restored files get what is left of the target after the summary,
+/// the kept part and the todo list, within the scaled restoration budgets.
+pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
+    let split = input.kept.split.min(input.messages.len());
+    let kept = &input.messages[split..];
+    let now = input.now_ms;
+    let mut msgs: Vec<MessageRecord> = Vec::new();
+    fn push(
+        msgs: &mut Vec<MessageRecord>,
+        role: Role,
+        content: Vec<Block>,
+        meta: Option<MessageMeta>,
+        time: u64,
+        copy_of: Option<String>,
+    ) -> usize {
+        let parent_uuid = msgs.last().map(|m| m.uuid.clone());
+        msgs.push(MessageRecord {
+            uuid: new_id(),
+            parent_uuid,
+            role,
+            content,
+            time,
+            meta,
+            is_virtual: false,
+            copy_of,
+        });
+        msgs.len() - 1
+    }
+    let (meta, extractive) = match &input.summary {
+        SummaryText::Model(_) => (MessageMeta::Summary, false),
+        SummaryText::Extractive(_) => (MessageMeta::Handoff, true),
+    };
+    let mut content = vec![Block::text(summary_intro(
+        input.transcript_path,
+        extractive,
+    ))];
+    content.extend(input.pinned.blocks());
+    content.push(input.summary.block());
+    push(&mut msgs, Role::User, content, Some(meta), now, None);
+    // Kept copies hold their content whole; the cuts are a trim record in the same batch, so
+    // the view knows those results are not whole (and a resume replays the same cut).
+    for m in kept {
+        let copy_of = (!m.source_ids.is_empty()).then(|| m.id.clone());
+        push(
+            &mut msgs,
+            m.message.role,
+            m.message.content.clone(),
+            m.meta,
+            m.time,
+            copy_of,
+        );
+    }
+    let summary_chars: usize = msgs[0].content.iter().map(Block::char_len).sum();
+    let kept_chars = kept_chars(kept, &input.kept.trimmed, input.trim_to);
+    let todo_text = (!input.todo.is_empty()).then(|| {
+        format!(
+            "<garuda_note>The current todo list:\n{}</garuda_note>",
+            render_todo(input.todo)
+        )
+    });
+    let chars_so_far =
+        summary_chars + kept_chars + todo_text.as_ref().map_or(0, |t| t.chars().count());
+    let used = input.fixed_tokens + input.estimator.estimate(chars_so_far);
+    let b = input.budgets;
+    let room = b.target.saturating_sub(used).min(b.restore_total);
+    let mut restored = Vec::new();
+    for r in select_restored_files(
+        input.files,
+        kept,
+        input.estimator,
+        b.restore_files,
+        b.restore_file,
+        room,
+    ) {
+        let i = push(
+            &mut msgs,
+            Role::User,
+            vec![Block::text(restored_file_text(&r))],
+            Some(MessageMeta::RestoredFile),
+            now,
+            None,
+        );
+        if r.content.is_some() {
+            restored.push((r.path.clone(), msgs[i].uuid.clone()));
+        }
+    }
+    if let Some(t) = todo_text {
+        push(
+            &mut msgs,
+            Role::User,
+            vec![Block::text(t)],
+            Some(MessageMeta::Todo),
+            now,
+            None,
+        );
+    }
+    let restored_chars: usize = msgs[1 + kept.len()..]
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .map(Block::char_len)
+        .sum();
+    let tokens_after = input.fixed_tokens
+        + input
+            .estimator
+            .estimate(summary_chars + kept_chars + restored_chars);
+    let trim = (!input.kept.trimmed.is_empty()).then(|| {
+        let mut ids: Vec<String> = input.kept.trimmed.iter().cloned().collect();
+        ids.sort();
+        Record::Trim(TrimRecord {
+            uuid: new_id(),
+            time: now,
+            tool_use_ids: ids,
+            keep_chars: input.trim_to,
+        })
+    });
+    let boundary = CompactBoundaryRecord {
+        uuid: new_id(),
+        time: now,
+        trigger: input.trigger,
+        tokens_before: input.tokens_before,
+        tokens_after,
+        kept_head_id: kept.first().map(|m| m.id.clone()),
+        kept_tail_id: kept.last().map(|m| m.id.clone()),
+        extractive,
+        install_count: (msgs.len() + usize::from(trim.is_some())) as u32,
+    };
+    let mut records = Vec::with_capacity(msgs.len() + 2);
+    records.push(Record::CompactBoundary(boundary));
+    records.extend(msgs.into_iter().map(Record::Message));
+    records.extend(trim);
+    Installation {
+        records,
+        tokens_after,
+        restored,
+    }
+}
