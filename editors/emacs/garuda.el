@@ -973,8 +973,21 @@ Works from the chat buffer and from any file buffer of the project."
                                         ""))))
                         (format "error: %s" (garuda--error-message err))))))))))
 
+(defun garuda--trim-stderr ()
+  "Keep the last 200 lines of `*garuda stderr*' once it passes 1000."
+  (let ((sb (get-buffer "*garuda stderr*")))
+    (when (buffer-live-p sb)
+      (with-current-buffer sb
+        (when (> (count-lines (point-min) (point-max)) 1000)
+          (let ((inhibit-read-only t))
+            (save-excursion
+              (goto-char (point-max))
+              (forward-line -200)
+              (delete-region (point-min) (point)))))))))
+
 (defun garuda--turn-done (buf sid result label)
   "Record RESULT of SID's turn in BUF, show LABEL, send what is queued."
+  (garuda--trim-stderr)
   (when (buffer-live-p buf)
     (with-current-buffer buf
       (setq garuda--running nil garuda--last-result result garuda--activity nil garuda--mode nil)

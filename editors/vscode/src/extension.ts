@@ -40,6 +40,8 @@ class ChatView implements vscode.WebviewViewProvider {
   }
 
   post(m: ToView) {
+    // An approval must be seen: bring the chat forward (without taking the editor's focus).
+    if (m.type === 'approval' && !this.view?.visible) void vscode.commands.executeCommand('garuda.chat.focus', { preserveFocus: true });
     void this.view?.webview.postMessage(m);
   }
 }
