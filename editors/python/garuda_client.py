@@ -118,6 +118,7 @@ class GarudaClient:
         stderr=None,
         on_apply_edit: Optional[Callable[[dict], dict]] = None,
         on_exit: Optional[Callable[[Optional[int], str], None]] = None,
+        reap: bool = True,
     ):
         self.cmd = cmd or [_default_bin(), "serve"]
         self.env = env
@@ -133,6 +134,8 @@ class GarudaClient:
         self.on_apply_edit = on_apply_edit or apply_workspace_edit
         # (exit code, message with the last stderr lines) when the server exits
         self.on_exit = on_exit
+        # stop the tool commands a dead server leaves running (see reap_orphans)
+        self.reap = reap
         #: ids of server requests the server withdrew with $/cancelRequest
         self.withdrawn: List[Any] = []
         self._incoming: Dict[Any, threading.Event] = {}
@@ -269,7 +272,7 @@ class GarudaClient:
                     fut.set_exception(GarudaError(SERVER_EXITED, msg, {"exited": True}))
             for ev in list(self._incoming.values()):
                 ev.set()
-            if not getattr(self, "_stopping", False):
+            if self.reap and not getattr(self, "_stopping", False):
                 reap_orphans(self.marker)
             if self.on_exit:
                 try:

@@ -6,6 +6,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -394,6 +395,79 @@ class ClientTest(unittest.TestCase):
             self.assertLess(time.monotonic(), deadline, "no log line")
             time.sleep(0.02)
         self.assertNotIn("\x1b[", "\n".join(self.g.stderr_tail()))
+
+    # ---- checks of server changes; skipped (with the reason) until the server has them ------
+
+    def test_server_reports_an_approval_timeout_as_a_timeout(self):
+        os.makedirs(os.path.join(self.env["XDG_CONFIG_HOME"], "garuda"))
+        with open(os.path.join(self.env["XDG_CONFIG_HOME"], "garuda", "config.toml"), "w") as f:
+            f.write("[approval]\ntimeout_secs = 1\n")
+        self.g.close()
+        self.updates = []
+        never = threading.Event()
+        self.g = GarudaClient(cmd=[BIN, "serve"], env=self.env, cwd=self.ws,
+                              on_update=self.updates.append,
+                              on_permission=lambda p, cancelled: (cancelled.wait(30), {"optionId": "reject"})[1])
+        self.g.start()
+        _, sid = self.session(bash_call("t1", "echo never"), text_line("I will ask."))
+        self.g.run_turn(sid, "try", timeout=60)
+        done = [u["event"] for u in self.updates if u["event"]["kind"] == "toolCallFinished"][0]
+        if "approval" not in done["meta"]:
+            self.skipTest("needs the server change: toolCallFinished meta.approval = \"timedOut\" "
+                          "and a tool result that says the approval timed out")
+        self.assertEqual(done["meta"]["approval"], "timedOut")
+        self.assertNotIn("denied", done["output"])
+        never.set()
+
+    def test_server_kills_its_tool_group_when_it_is_terminated(self):
+        mark = "garuda-py-sigterm-%d" % os.getpid()
+        self.g.close()
+        self.g = GarudaClient(cmd=[BIN, "serve"], env=self.env, cwd=self.ws,
+                              on_update=self.updates.append, on_permission=self._approve,
+                              reap=False)
+        self.g.start()
+        _, sid = self.session(bash_call("k1", "sleep 30; echo " + mark), text_line("no"))
+        fut = self.g.run_turn_async(sid, "sleep")
+        deadline = time.monotonic() + 20
+        while not pgrep(mark):
+            self.assertLess(time.monotonic(), deadline, "the command never started")
+            time.sleep(0.02)
+        os.kill(self.g.pid, 15)
+        with self.assertRaises(GarudaError):
+            fut.result(10)
+        deadline = time.monotonic() + 3
+        while pgrep(mark) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = pgrep(mark)
+        if left:
+            garuda_client.reap_orphans(self.g.marker)
+            self.skipTest("needs the server change: kill the tool process groups on SIGTERM, "
+                          "SIGHUP, SIGINT, end of input and exit (the clients clean up meanwhile)")
+
+    def test_server_logs_have_no_colour_on_a_pipe(self):
+        import subprocess
+        env = {k: v for k, v in self.env.items() if k != "NO_COLOR"}
+        raw = subprocess.run([BIN, "serve"], input=b"[1]\n", capture_output=True, env=env,
+                             timeout=30).stderr
+        self.assertTrue(raw, "a log line for the bad input")
+        if b"\x1b[" in raw:
+            self.skipTest("needs the server change: no ANSI colours when stderr is not a terminal "
+                          "(the clients set NO_COLOR=1 and strip them meanwhile)")
+
+    def test_server_marks_headless_sessions(self):
+        import subprocess
+        model = self.cassette(text_line("hi"))
+        subprocess.run([BIN, "exec", "--model", model, self.ws, "say hi"], env=self.env,
+                       capture_output=True, timeout=60)
+        self.g.initialize(self.ws)
+        ws = self.g.open_workspace(self.ws)["workspaceId"]
+        raw = self.g.request("session/list", {"workspaceId": ws})["sessions"]
+        self.assertEqual(len(raw), 1)
+        if "origin" not in raw[0] or "updated" not in raw[0]:
+            self.skipTest("needs the server change: SessionInfo.origin (\"exec\" for garuda exec) "
+                          "and SessionInfo.updated (last activity) in session/list")
+        self.assertEqual(raw[0]["origin"], "exec")
+        self.assertEqual(self.g.list_sessions(ws), [], "headless runs are left out")
 
     def test_generated_types_are_current(self):
         with open(gen_types.OUT, encoding="utf-8") as f:

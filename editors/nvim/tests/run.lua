@@ -118,7 +118,10 @@ end
 local pick_session
 vim.ui.select = function(items, opts, cb)
   if opts.kind == 'garuda.session' then
-    return cb(pick_session and pick_session(items) or items[1])
+    if pick_session then
+      return cb(pick_session(items))
+    end
+    return cb(items[1])
   elseif opts.kind == 'garuda.revoke' then
     return cb(items[2])
   end

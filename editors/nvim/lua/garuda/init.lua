@@ -1228,6 +1228,9 @@ function M.sessions(cb)
         if le then
           return notify('load: ' .. M.explain(le), vim.log.levels.ERROR)
         end
+        if p.busy then
+          return notify('a turn started meanwhile; not switching sessions', vim.log.levels.WARN)
+        end
         p.session, p.model = s.sessionId, (lr and lr.model) or s.model
         p.always, p.timed_out, p.context_tokens = {}, {}, nil
         state.by_session[s.sessionId] = root
