@@ -29,9 +29,13 @@ step() {
 
 if [ ! -x "$GARUDA_BIN" ]; then (cd "$repo" && cargo build -q) || { echo "0 passed, 1 failed"; exit 1; }; fi
 
-if ! command -v emacs >/dev/null; then
+# Emacs for the ERT tests; Debian's chromium for the webview test (never a downloaded browser).
+need=""
+command -v emacs >/dev/null || need="$need emacs-nox"
+[ -x "${CHROMIUM:-/usr/bin/chromium}" ] || need="$need chromium"
+if [ -n "$need" ]; then
   sudo_=""; [ "$(id -u)" -ne 0 ] && sudo_="sudo"
-  $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq emacs-nox >/dev/null
+  $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq $need >/dev/null
 fi
 
 emacs_compile() {
@@ -49,7 +53,7 @@ cd "$here/vscode" || exit 1
 step "vscode: npm ci" npm ci --no-audit --no-fund
 step "vscode: generated protocol types are current" npm run -s check-types
 step "vscode: tsc" npx tsc -p .
-step "vscode: node tests against the binary" npm test
+step "vscode: node tests against the binary (protocol client, chat controller, webview in headless Chromium)" npm test
 step "vscode: vsce package" npx vsce package --no-dependencies -o "$(mktemp -d)/garuda.vsix"
 
 rm -f "$log"

@@ -49,8 +49,9 @@ py_rc=${PIPESTATUS[0]}
 # unittest's summary: "Ran N tests" and, on failure, "FAILED (failures=F, errors=E)".
 p_all=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\}.*/\1/p' "$pyout" | tail -1)
 p_bad=$(grep -E '^FAILED \(' "$pyout" | grep -oE '(failures|errors)=[0-9]+' | cut -d= -f2 | awk '{s+=$1} END {print s+0}')
-p_all=${p_all:-0}; p_bad=${p_bad:-0}
-p_ok=$((p_all - p_bad))
+p_skip=$(grep -E '^(OK|FAILED) \(' "$pyout" | grep -oE 'skipped=[0-9]+' | cut -d= -f2 | tail -1)
+p_all=${p_all:-0}; p_bad=${p_bad:-0}; p_skip=${p_skip:-0}
+p_ok=$((p_all - p_bad - p_skip))
 if [ "$py_rc" -ne 0 ] && [ "$p_bad" -eq 0 ]; then p_bad=1; fi
 passed=$((passed + p_ok)); failed=$((failed + p_bad))
 
@@ -65,5 +66,5 @@ n_ok=${n_ok:-0}; n_bad=${n_bad:-0}
 if [ "$nv_rc" -ne 0 ] && [ "$n_bad" -eq 0 ]; then n_bad=1; fi
 passed=$((passed + n_ok)); failed=$((failed + n_bad))
 
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $p_skip skipped"
 [ "$failed" -eq 0 ]

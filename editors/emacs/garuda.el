@@ -1,6 +1,6 @@
 ;;; garuda.el --- Chat with the Garuda context engine  -*- lexical-binding: t; -*-
 
-;; Version: 0.1.0
+;; Version: 0.2.0
 ;; Package-Requires: ((emacs "28.1") (jsonrpc "1.0.14"))
 ;; Keywords: tools, ai
 ;; URL: https://example.invalid/garuda
@@ -8,11 +8,21 @@
 ;;; Commentary:
 
 ;; A thin client for `garuda serve' over the built-in `jsonrpc.el'.
-;; M-x garuda opens a chat buffer for the current project; type after the
-;; prompt and press RET.  The answer streams in as the model writes it.
-;; Tool calls that need approval are asked with `garuda-approve-function'.
-;; Other commands: `garuda-compact', `garuda-context', `garuda-sessions',
-;; `garuda-cancel', `garuda-shutdown'.
+;;
+;; M-x garuda opens the chat buffer of the current project (one per
+;; project root, each with its own session).  Type after the prompt;
+;; RET sends, C-j inserts a newline.  Text typed while a turn runs is
+;; queued and sent when it ends.  From a file buffer, `garuda-send'
+;; asks the project's chat, and `garuda-send-region' sends the region
+;; (or the whole buffer) with a question.
+;;
+;; Approvals open a buffer with the command or the diff of the proposed
+;; edit: y allows once, a allows always (this session, revocable with
+;; `garuda-permissions'), n or q rejects; RET does nothing.  Edits go
+;; through Emacs buffers (`workspace/applyEdit'): undoable, written by
+;; Emacs.  Other commands: `garuda-new-chat', `garuda-sessions',
+;; `garuda-compact', `garuda-summary', `garuda-context',
+;; `garuda-cancel', `garuda-doctor', `garuda-shutdown'.
 
 ;;; Code:
 
@@ -20,6 +30,9 @@
 (require 'jsonrpc)
 (require 'json)
 (require 'project)
+(require 'subr-x)
+(require 'diff-mode)
+(require 'url-util)
 
 (defgroup garuda nil
   "Chat with the Garuda context engine."
@@ -43,11 +56,14 @@ nil uses the model configured in Garuda's config.toml."
   "Approval policy for new sessions."
   :type '(choice (const "ask") (const "auto-edit") (const "full-auto")))
 
-(defcustom garuda-approve-function #'garuda-approve-with-completing-read
+(defcustom garuda-approve-function #'garuda-approve-with-buffer
   "Function that answers a `permission/request'.
-It is called with the request params (a plist with :title, :toolName,
-:input and :options) and returns the chosen optionId string."
-  :type '(choice (function-item garuda-approve-with-completing-read)
+`garuda-approve-with-buffer' (the default) shows the command or the
+diff in a buffer and returns at once; the answer comes from the keys
+pressed there.  Any other function is called with the request params
+\(a plist with :title, :toolName, :input and :options) and returns the
+chosen optionId string."
+  :type '(choice (function-item garuda-approve-with-buffer)
                  (function-item garuda-approve-with-y-or-n-p)
                  function))
 
@@ -55,62 +71,194 @@ It is called with the request params (a plist with :title, :toolName,
   "Seconds to wait for a reply to a short request."
   :type 'integer)
 
+(defcustom garuda-events-buffer-size 100000
+  "Characters kept in the `*garuda events*' log (0 turns it off)."
+  :type 'integer)
+
+(defcustom garuda-environment nil
+  "Extra environment for the server, e.g. (\"ANTHROPIC_API_KEY=...\")."
+  :type '(repeat string))
+
+(defface garuda-note-face '((t :inherit font-lock-comment-face))
+  "Face of notes in the chat.")
+(defface garuda-tool-face '((t :inherit font-lock-function-name-face))
+  "Face of tool call lines.")
+(defface garuda-thinking-face '((t :inherit shadow))
+  "Face of thinking text.")
+(defface garuda-error-face '((t :inherit error))
+  "Face of errors.")
+
 (defvar garuda-event-functions nil
   "Abnormal hook run with (SESSION-ID EVENT) for every `turn/update'.")
 
 (defvar garuda-turn-finished-functions nil
   "Abnormal hook run with (SESSION-ID RESULT-OR-ERROR) when a turn ends.")
 
-(defvar garuda--connection nil "The running `jsonrpc-process-connection'.")
+(defvar garuda--connection nil "The running connection.")
 (defvar garuda--workspaces nil "Alist of workspace root to workspaceId.")
 (defvar garuda--buffers (make-hash-table :test #'equal) "Session id to chat buffer.")
+(defvar garuda--marker nil "GARUDA_OWNER value of the running server.")
+(defvar garuda--approvals nil "Pending approvals, oldest first.")
+(defvar garuda--stopping nil "Non-nil while `garuda-shutdown' runs.")
 
 (defvar-local garuda--session-id nil "The chat buffer's session.")
 (defvar-local garuda--workspace-id nil "The chat buffer's workspace.")
+(defvar-local garuda--root nil "The chat buffer's project root.")
+(defvar-local garuda--model nil "The chat buffer's model.")
+(defvar-local garuda--window nil "Context window of the model.")
+(defvar-local garuda--context-tokens nil "Context tokens of the last step.")
 (defvar-local garuda--input-marker nil "Start of the input area.")
 (defvar-local garuda--output-marker nil "Where streamed text goes.")
 (defvar-local garuda--running nil "Non-nil while a turn runs.")
+(defvar-local garuda--activity nil "What the running turn does now, for the header line.")
+(defvar-local garuda--mode nil "What was streamed last: text, thinking or tool.")
+(defvar-local garuda--queue nil "Prompts typed while a turn ran, oldest first.")
+(defvar-local garuda--always nil "Tools allowed always in this session (client side).")
+(defvar-local garuda--timed-out nil "Alist of toolCallId to seconds for approvals that timed out.")
+(defvar-local garuda--compaction-seen nil "A compaction event arrived for the last request.")
 (defvar-local garuda--last-result nil "Result plist (or error) of the last turn.")
 (defvar-local garuda--turn-start nil "`float-time' when the last turn was sent.")
 (defvar-local garuda--first-delta nil "`float-time' of the last turn's first text.")
 
+;;;; Words
+
+(defun garuda--explain (message)
+  "MESSAGE from the server in this client's words (names the Emacs settings)."
+  (let ((message (or message "unknown error")))
+    (cond
+     ((string-match-p "no model configured" message)
+      (concat "no model configured: set `garuda-model' (M-x customize-variable RET garuda-model), "
+              "e.g. \"anthropic/claude-sonnet-4-5\" or \"ollama/qwen3-coder\", or put "
+              "model = \"...\" in ~/.config/garuda/config.toml.  M-x garuda-doctor checks the setup"))
+     ((string-match "set the environment variable \\([A-Z0-9_]+\\)" message)
+      (let ((var (match-string 1 message)))
+        (format "%s is not set: set it in Emacs's environment (M-x setenv) or add \"%s=...\" to `garuda-environment'"
+                var var)))
+     (t message))))
+
+(defun garuda--error-message (err)
+  "A sentence for ERR, a jsonrpc error plist or condition."
+  (garuda--explain
+   (cond ((and (consp err) (keywordp (car err))) (plist-get err :message))
+         ((and (consp err) (eq (car err) 'jsonrpc-error))
+          (or (alist-get 'jsonrpc-error-message (cdr err)) (format "%s" (cdr err))))
+         ((and (consp err) (symbolp (car err))) (error-message-string err))
+         (t (format "%s" err)))))
+
+(defun garuda--tokens (n)
+  "N tokens, short."
+  (cond ((not (numberp n)) "?")
+        ((>= n 1000) (format "%.1fk" (/ n 1000.0)))
+        (t (number-to-string n))))
+
 ;;;; Connection
+
+(defclass garuda-connection (jsonrpc-process-connection) ()
+  "A connection whose request dispatcher may answer later.")
+
+(cl-defmethod jsonrpc-connection-send :around ((conn garuda-connection) &rest args)
+  "Send ARGS on CONN, except replies the dispatcher defers (answered later)."
+  (let ((result (plist-get args :result)))
+    (if (and (consp result) (eq (car result) 'garuda--deferred))
+        (funcall (cdr result) conn (plist-get args :id))
+      (cl-call-next-method))))
+
+(defun garuda--defer (fn)
+  "A dispatcher result that defers the reply: FN gets the connection and id."
+  (cons 'garuda--deferred fn))
+
+(defun garuda--reply (conn id result)
+  "Answer request ID on CONN with RESULT."
+  (when (and conn (jsonrpc-running-p conn))
+    (jsonrpc--reply conn id :result result)))
 
 (defun garuda--live-p ()
   "Non-nil when the server runs."
   (and garuda--connection (jsonrpc-running-p garuda--connection)))
 
+(defun garuda--stderr-tail (&optional n)
+  "The last N (default 8) lines the server wrote on stderr."
+  (let ((buf (get-buffer "*garuda stderr*")))
+    (when (buffer-live-p buf)
+      (with-current-buffer buf
+        (let ((lines (split-string (buffer-string) "\n" t)))
+          (mapcar (lambda (l) (replace-regexp-in-string "\e\\[[0-9;]*[A-Za-z]" "" l))
+                  (last lines (or n 8))))))))
+
+(defun garuda--reap-orphans (marker)
+  "Kill the process groups of processes with GARUDA_OWNER=MARKER."
+  (when (and marker (file-directory-p "/proc"))
+    (let ((needle (concat "GARUDA_OWNER=" marker)) (n 0))
+      (dolist (pid (list-system-processes))
+        (let ((env (ignore-errors
+                     (with-temp-buffer
+                       (set-buffer-multibyte nil)
+                       (insert-file-contents-literally (format "/proc/%d/environ" pid))
+                       (split-string (buffer-string) "\0" t)))))
+          (when (member needle env)
+            (let ((pgrp (alist-get 'pgrp (process-attributes pid))))
+              (when (and pgrp (> pgrp 1) (/= pgrp (emacs-pid)))
+                (call-process "kill" nil nil nil "-KILL" "--" (format "-%d" pgrp)))
+              (signal-process pid 'kill)
+              (cl-incf n)))))
+      n)))
+
+(defun garuda--on-shutdown (_conn)
+  "The server ended: stop the commands it left, close approvals."
+  (setq garuda--workspaces nil)
+  (let ((marker garuda--marker))
+    (unless garuda--stopping
+      (garuda--reap-orphans marker)))
+  (dolist (a garuda--approvals) (garuda--close-approval a))
+  (setq garuda--approvals nil))
+
 (defun garuda--connect ()
   "Start `garuda serve' and initialize it; return the connection."
   (unless (garuda--live-p)
-    (setq garuda--workspaces nil)
-    (let ((conn (make-instance
-                 'jsonrpc-process-connection
-                 :name "garuda"
-                 :process (lambda ()
-                            (make-process
-                             :name "garuda"
-                             :command (cons garuda-program garuda-program-args)
-                             :connection-type 'pipe
-                             :coding 'utf-8-emacs-unix
-                             :noquery t
-                             :stderr (get-buffer-create "*garuda stderr*")))
-                 :notification-dispatcher #'garuda--notification
-                 :request-dispatcher #'garuda--request
-                 :on-shutdown (lambda (_) (setq garuda--workspaces nil)))))
+    (unless (executable-find garuda-program)
+      (user-error "Garuda: the garuda binary was not found: %S is not an executable on exec-path.  Install it (cargo install --path . in the garuda repository) or set `garuda-program'"
+                  garuda-program))
+    (setq garuda--workspaces nil
+          garuda--marker (format "%d-%d-%d" (emacs-pid) (random 1000000000) (float-time)))
+    (when (get-buffer "*garuda stderr*")
+      (with-current-buffer "*garuda stderr*"
+        (let ((inhibit-read-only t)) (erase-buffer))))
+    (let* ((process-environment
+            (append (list "NO_COLOR=1" (concat "GARUDA_OWNER=" garuda--marker))
+                    garuda-environment process-environment))
+           (conn (make-instance
+                  'garuda-connection
+                  :name "garuda"
+                  :events-buffer-scrollback-size garuda-events-buffer-size
+                  :process (lambda ()
+                             (make-process
+                              :name "garuda"
+                              :command (cons garuda-program garuda-program-args)
+                              :connection-type 'pipe
+                              :coding 'utf-8-emacs-unix
+                              :noquery t
+                              :stderr (get-buffer-create "*garuda stderr*")))
+                  :notification-dispatcher #'garuda--notification
+                  :request-dispatcher #'garuda--request
+                  :on-shutdown #'garuda--on-shutdown)))
       (jsonrpc-request conn 'initialize
                        (list :processId (emacs-pid)
-                             :capabilities (make-hash-table))
+                             :clientInfo (list :name "garuda.el")
+                             :capabilities (list :workspace (list :applyEdit t)))
                        :timeout garuda-request-timeout)
       (jsonrpc-notify conn 'initialized (make-hash-table))
       (setq garuda--connection conn)))
   garuda--connection)
 
 (defun garuda--call (method params)
-  "Send METHOD (a string) with PARAMS and wait for the result."
+  "Send METHOD (a string) with PARAMS and wait for the result.
+Errors become `user-error's in plain words."
   (let ((conn (garuda--connect)))
-    (prog1 (jsonrpc-request conn (intern method) params :timeout garuda-request-timeout)
-      (garuda--drain conn))))
+    (condition-case err
+        (prog1 (jsonrpc-request conn (intern method) params :timeout garuda-request-timeout)
+          (garuda--drain conn))
+      (jsonrpc-error
+       (user-error "Garuda: %s: %s" method (garuda--error-message err))))))
 
 (defun garuda--drain (conn)
   "Handle messages CONN has already received but not dispatched.
@@ -124,8 +272,7 @@ answer) unparsed until more output comes; run the filter again to parse it."
 (defun garuda--workspace (root)
   "Open ROOT as a workspace (once) and return its id."
   (or (cdr (assoc root garuda--workspaces))
-      (let ((id (plist-get (garuda--call "workspace/open" (list :root root))
-                           :workspaceId)))
+      (let ((id (plist-get (garuda--call "workspace/open" (list :root root)) :workspaceId)))
         (push (cons root id) garuda--workspaces)
         id)))
 
@@ -134,7 +281,8 @@ answer) unparsed until more output comes; run the filter again to parse it."
   (interactive)
   (when garuda--connection
     (let ((conn garuda--connection)
-          (proc (jsonrpc--process garuda--connection)))
+          (proc (jsonrpc--process garuda--connection))
+          (garuda--stopping t))
       (setq garuda--connection nil)
       (when (process-live-p proc)
         (ignore-errors
@@ -149,31 +297,36 @@ answer) unparsed until more output comes; run the filter again to parse it."
 
 (defun garuda--notification (_conn method params)
   "Handle notification METHOD with PARAMS."
-  (when (eq method 'turn/update)
-    (let* ((sid (plist-get params :sessionId))
-           (event (plist-get params :event))
-           (buf (gethash sid garuda--buffers)))
-      (when (buffer-live-p buf)
-        (with-current-buffer buf (garuda--show-event event)))
-      (run-hook-with-args 'garuda-event-functions sid event))))
+  (pcase method
+    ('turn/update
+     (let* ((sid (plist-get params :sessionId))
+            (event (plist-get params :event))
+            (buf (gethash sid garuda--buffers)))
+       (when (buffer-live-p buf)
+         (with-current-buffer buf (garuda--show-event event)))
+       (run-hook-with-args 'garuda-event-functions sid event)))
+    ('$/cancelRequest
+     (let ((a (cl-find (plist-get params :id) garuda--approvals
+                       :key (lambda (a) (plist-get a :id)))))
+       (when a (garuda--approval-timed-out a))))
+    ('workspace/contextChanged
+     (message "Garuda: context files changed: %s"
+              (mapconcat #'identity (plist-get params :changed) ", ")))))
 
 (defun garuda--request (_conn method params)
   "Answer request METHOD with PARAMS."
   (pcase method
-    ('permission/request
-     (list :optionId (or (funcall garuda-approve-function params) "reject")))
+    ('permission/request (garuda--permission params))
+    ('workspace/applyEdit
+     (condition-case err
+         (garuda--apply-workspace-edit params)
+       (error (list :applied :json-false :failureReason (error-message-string err)))))
     ('tool/call
      (list :content (format "this client runs no tool %s" (plist-get params :name))
            :isError t))
     (_ (jsonrpc-error :code -32601 :message (format "unknown method %s" method)))))
 
-(defun garuda-approve-with-completing-read (params)
-  "Ask which of the options in PARAMS to take; return its optionId."
-  (let* ((opts (mapcar (lambda (o) (cons (plist-get o :name) (plist-get o :optionId)))
-                       (plist-get params :options)))
-         (pick (completing-read (format "Garuda: %s? " (plist-get params :title))
-                                opts nil t nil nil (caar opts))))
-    (or (cdr (assoc pick opts)) "reject")))
+;;;; Approvals
 
 (defun garuda-approve-with-y-or-n-p (params)
   "Allow once or reject the call in PARAMS with `y-or-n-p'."
@@ -181,46 +334,491 @@ answer) unparsed until more output comes; run the filter again to parse it."
       "allow_once"
     "reject"))
 
+(defun garuda-approve-with-buffer (_params)
+  "Marker for the default approval UI (a buffer with y/a/n keys)."
+  nil)
+
+(defun garuda--chat-of (sid)
+  "The chat buffer of session SID, or nil."
+  (let ((b (gethash sid garuda--buffers))) (and (buffer-live-p b) b)))
+
+(defun garuda--note (buf text &optional face)
+  "Insert TEXT as a note line in chat BUF."
+  (when (buffer-live-p buf)
+    (with-current-buffer buf
+      (garuda--insert (concat "\n" text) (or face 'garuda-note-face)))))
+
+(defun garuda--permission (params)
+  "Handle a permission request PARAMS: answered later."
+  (let* ((sid (plist-get params :sessionId))
+         (tool (plist-get params :toolName))
+         (chat (garuda--chat-of sid)))
+    (if (and chat (member tool (buffer-local-value 'garuda--always chat)))
+        (progn
+          (garuda--note chat (format "  approval: allowed (%s is always allowed in this session; M-x garuda-permissions revokes)" tool))
+          (list :optionId "allow_once"))
+      (garuda--defer
+       (lambda (conn id)
+         (let ((a (list :id id :conn conn :params params :chat chat :start (float-time))))
+           (if (eq garuda-approve-function #'garuda-approve-with-buffer)
+               (progn
+                 (setq garuda--approvals (append garuda--approvals (list a)))
+                 (when (eq (car garuda--approvals) a) (garuda--show-approval a)))
+             ;; A synchronous approver runs outside the process filter.
+             (run-at-time 0 nil
+                          (lambda ()
+                            (garuda--answer a (or (ignore-errors
+                                                    (funcall garuda-approve-function params))
+                                                  "reject")))))))))))
+
+(defun garuda--proposed-change (params root)
+  "(PATH OLD NEW) an edit_file or write_file call in PARAMS proposes in ROOT."
+  (let* ((tool (plist-get params :toolName))
+         (input (plist-get params :input))
+         (rel (plist-get input :path))
+         (path (and (stringp rel) (expand-file-name rel root)))
+         (buf (and path (find-buffer-visiting path)))
+         (old (cond ((buffer-live-p buf)
+                     (with-current-buffer buf (buffer-substring-no-properties (point-min) (point-max))))
+                    ((and path (file-readable-p path))
+                     (with-temp-buffer (insert-file-contents path) (buffer-string))))))
+    (when path
+      (list path old
+            (pcase tool
+              ("write_file" (plist-get input :content))
+              ("edit_file"
+               (let ((o (plist-get input :old_string)) (n (or (plist-get input :new_string) "")))
+                 (when (and old (stringp o) (> (length o) 0) (string-search o old))
+                   (if (eq (plist-get input :replace_all) t)
+                       (string-replace o n old)
+                     (let ((i (string-search o old)))
+                       (concat (substring old 0 i) n (substring old (+ i (length o))))))))))))))
+
+(defun garuda--diff-text (path old new)
+  "A unified diff of PATH from OLD to NEW (strings)."
+  (let ((a (make-temp-file "garuda-old")) (b (make-temp-file "garuda-new")))
+    (unwind-protect
+        (progn
+          (with-temp-file a (insert (or old "")))
+          (with-temp-file b (insert new))
+          (with-temp-buffer
+            (call-process "diff" nil t nil "-u" "--label" (concat "a/" (file-relative-name path))
+                          "--label" (concat "b/" (file-relative-name path)) a b)
+            (buffer-string)))
+      (delete-file a) (delete-file b))))
+
+(defvar garuda-approval-mode-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map (kbd "y") #'garuda-approval-allow-once)
+    (define-key map (kbd "a") #'garuda-approval-allow-always)
+    (define-key map (kbd "n") #'garuda-approval-reject)
+    (define-key map (kbd "q") #'garuda-approval-reject)
+    (define-key map (kbd "RET") #'garuda-approval-hint)
+    (define-key map (kbd "SPC") #'garuda-approval-hint)
+    map)
+  "Keymap of `garuda-approval-mode'.")
+
+(define-derived-mode garuda-approval-mode special-mode "Garuda-Approve"
+  "A tool call waiting for approval: y allow once, a allow always, n reject.
+RET does nothing: a bare Enter never approves.")
+
+(defun garuda--fontify-diff (text)
+  "TEXT (a unified diff) with diff faces."
+  (mapconcat (lambda (l)
+               (propertize l 'face (cond ((string-prefix-p "+++" l) 'diff-file-header)
+                                         ((string-prefix-p "---" l) 'diff-file-header)
+                                         ((string-prefix-p "@@" l) 'diff-hunk-header)
+                                         ((string-prefix-p "+" l) 'diff-added)
+                                         ((string-prefix-p "-" l) 'diff-removed)
+                                         (t 'default))))
+             (split-string text "\n") "\n"))
+
+(defun garuda--show-approval (a)
+  "Show approval A in the `*garuda approval*' buffer."
+  (let* ((params (plist-get a :params))
+         (tool (plist-get params :toolName))
+         (root (and (plist-get a :chat) (buffer-local-value 'garuda--root (plist-get a :chat))))
+         (change (and root (member tool '("edit_file" "write_file"))
+                      (garuda--proposed-change params root)))
+         (buf (get-buffer-create "*garuda approval*")))
+    (with-current-buffer buf
+      (let ((inhibit-read-only t) (default-directory (or root default-directory)))
+        (erase-buffer)
+        (garuda-approval-mode)
+        (insert (format "Garuda wants to run %s\n\n" (plist-get params :title)))
+        (cond
+         ((and change (nth 2 change))
+          (insert (garuda--fontify-diff
+                   (garuda--diff-text (nth 0 change) (nth 1 change) (nth 2 change)))))
+         ((equal tool "bash")
+          (insert "$ " (or (plist-get (plist-get params :input) :command) "") "\n"))
+         (t (insert (json-encode (plist-get params :input)) "\n")))
+        (insert "\n  y allow once   a allow always (this session)   n reject   (RET does nothing)\n")
+        (goto-char (point-min))))
+    (setq a (plist-put a :buffer buf))
+    (pop-to-buffer buf)))
+
+(defun garuda--close-approval (a)
+  "Close the buffer of approval A."
+  (let ((buf (plist-get a :buffer)))
+    (when (buffer-live-p buf)
+      (dolist (w (get-buffer-window-list buf nil t))
+        (ignore-errors (quit-window t w)))
+      (when (buffer-live-p buf) (kill-buffer buf)))))
+
+(defun garuda--next-approval ()
+  "Show the next waiting approval."
+  (when garuda--approvals (garuda--show-approval (car garuda--approvals))))
+
+(defun garuda--answer (a choice)
+  "Answer approval A with CHOICE (an optionId)."
+  (setq garuda--approvals (delq a garuda--approvals))
+  (garuda--close-approval a)
+  (let* ((chat (plist-get a :chat))
+         (tool (plist-get (plist-get a :params) :toolName)))
+    (pcase choice
+      ("allow_always"
+       (when chat
+         (with-current-buffer chat (cl-pushnew tool garuda--always :test #'equal))
+         (garuda--update-header chat))
+       (garuda--note chat (format "  approval: allowed; %s is now always allowed in this session (M-x garuda-permissions revokes)" tool))
+       (setq choice "allow_once"))
+      ("allow_once" (garuda--note chat "  approval: allowed once"))
+      (_ (garuda--note chat "  approval: rejected") (setq choice "reject")))
+    (garuda--reply (plist-get a :conn) (plist-get a :id) (list :optionId choice)))
+  (garuda--next-approval))
+
+(defun garuda--approval-timed-out (a)
+  "The server withdrew approval A (its timeout)."
+  (setq garuda--approvals (delq a garuda--approvals))
+  (garuda--close-approval a)
+  (let ((secs (round (- (float-time) (plist-get a :start))))
+        (chat (plist-get a :chat)))
+    (when chat
+      (with-current-buffer chat
+        (push (cons (plist-get (plist-get a :params) :toolCallId) secs) garuda--timed-out)))
+    (garuda--note chat (format "  approval: timed out after %d s without an answer; the call was not run" secs))
+    (message "Garuda: approval timed out: %s" (plist-get (plist-get a :params) :title)))
+  (garuda--next-approval))
+
+(defun garuda--current-approval ()
+  "The approval on screen."
+  (or (car garuda--approvals) (user-error "No Garuda approval is waiting")))
+
+(defun garuda-approval-allow-once ()
+  "Allow this tool call once."
+  (interactive)
+  (garuda--answer (garuda--current-approval) "allow_once"))
+
+(defun garuda-approval-allow-always ()
+  "Allow this call and every later call of this tool in the session."
+  (interactive)
+  (garuda--answer (garuda--current-approval) "allow_always"))
+
+(defun garuda-approval-reject ()
+  "Reject this tool call."
+  (interactive)
+  (garuda--answer (garuda--current-approval) "reject"))
+
+(defun garuda-approval-hint ()
+  "Say which keys answer (RET never approves)."
+  (interactive)
+  (message "Garuda: press y to allow once, a to allow always, n to reject"))
+
+(defun garuda-permissions ()
+  "Show the tools allowed always in this chat's session and revoke one or all."
+  (interactive)
+  (let* ((chat (garuda--chat-buffer-for-command))
+         (tools (buffer-local-value 'garuda--always chat)))
+    (if (null tools)
+        (message "Garuda: no tool is always allowed in this session")
+      (let ((pick (completing-read "Revoke \"allow always\" for: " (cons "(all)" tools) nil t)))
+        (with-current-buffer chat
+          (setq garuda--always (if (equal pick "(all)") nil (delete pick garuda--always)))
+          (garuda--insert (format "\n🔒 revoked \"allow always\": %s\n" pick) 'garuda-note-face)
+          (garuda--update-header chat))
+        pick))))
+
+;;;; Edits through buffers
+
+(defun garuda--uri-path (uri)
+  "The file name of a file:// URI."
+  (if (string-prefix-p "file://" uri)
+      (decode-coding-string (url-unhex-string (substring uri 7)) 'utf-8)
+    uri))
+
+(defun garuda--lsp-point (pos)
+  "Buffer position of LSP position POS (UTF-16 columns)."
+  (save-excursion
+    (goto-char (point-min))
+    (forward-line (plist-get pos :line))
+    (let ((units (plist-get pos :character)))
+      (while (and (> units 0) (not (eolp)))
+        (setq units (- units (if (> (char-after) #xFFFF) 2 1)))
+        (forward-char 1)))
+    (point)))
+
+(defun garuda--apply-workspace-edit (params)
+  "Apply the LSP WorkspaceEdit in PARAMS to buffers; answer the result."
+  (let* ((edit (plist-get params :edit))
+         (changes (plist-get edit :changes))
+         (files nil))
+    (while changes
+      (push (cons (garuda--uri-path (substring (symbol-name (car changes)) 1)) (cadr changes)) files)
+      (setq changes (cddr changes)))
+    (seq-doseq (dc (plist-get edit :documentChanges))
+      (push (cons (garuda--uri-path (plist-get (plist-get dc :textDocument) :uri))
+                  (plist-get dc :edits))
+            files))
+    (or
+     ;; Refuse before changing anything: unsaved changes would be lost.
+     (cl-loop for (path . _) in files
+              for b = (find-buffer-visiting path)
+              when (and b (buffer-modified-p b))
+              return (list :applied :json-false
+                           :failureReason (format "%s has unsaved changes in Emacs; save or revert it first"
+                                                  (file-name-nondirectory path))))
+     (progn
+       (dolist (f files)
+         (let ((buf (or (find-buffer-visiting (car f)) (find-file-noselect (car f)))))
+           (with-current-buffer buf
+             (let* ((edits (sort (append (cdr f) nil)
+                                 (lambda (x y)
+                                   (> (garuda--lsp-point (plist-get (plist-get x :range) :start))
+                                      (garuda--lsp-point (plist-get (plist-get y :range) :start))))))
+                    (new (let ((text (buffer-substring-no-properties (point-min) (point-max))))
+                           (with-temp-buffer
+                             (insert text)
+                             (dolist (e edits)
+                               (let* ((r (plist-get e :range))
+                                      (beg (garuda--lsp-point (plist-get r :start)))
+                                      (end (garuda--lsp-point (plist-get r :end))))
+                                 (delete-region beg end)
+                                 (goto-char beg)
+                                 (insert (plist-get e :newText))))
+                             (buffer-string))))
+                    (group (prepare-change-group)))
+               (undo-boundary)
+               (activate-change-group group)
+               (unwind-protect
+                   (let ((tmp (generate-new-buffer " *garuda-edit*")))
+                     (unwind-protect
+                         (progn
+                           (with-current-buffer tmp (insert new))
+                           (let ((inhibit-read-only t))
+                             (replace-buffer-contents tmp)))
+                       (kill-buffer tmp)))
+                 (accept-change-group group)
+                 (undo-amalgamate-change-group group))
+               (undo-boundary)
+               (let ((before-save-hook nil) (after-save-hook nil))
+                 (save-buffer))))))
+       (list :applied t)))))
+
 ;;;; Chat buffer
 
 (defvar garuda-chat-mode-map
   (let ((map (make-sparse-keymap)))
     (define-key map (kbd "RET") #'garuda-send-input)
+    (define-key map (kbd "C-j") #'newline)
+    (define-key map (kbd "TAB") #'garuda-toggle-section)
     (define-key map (kbd "C-c C-c") #'garuda-cancel)
+    (define-key map (kbd "C-c C-n") #'garuda-new-chat)
     (define-key map (kbd "C-c C-k") #'garuda-compact)
     (define-key map (kbd "C-c C-i") #'garuda-context)
     (define-key map (kbd "C-c C-s") #'garuda-sessions)
+    (define-key map (kbd "C-c C-p") #'garuda-permissions)
     map)
   "Keymap of `garuda-chat-mode'.")
 
 (define-derived-mode garuda-chat-mode text-mode "Garuda"
-  "Chat with Garuda.  Type after the prompt and press RET."
+  "Chat with Garuda.  Type after the prompt; RET sends, C-j is a newline.
+TAB on a tool or thinking line shows or hides its text."
   ;; Output is always inserted where the input area starts, so one marker serves both.
   (setq-local garuda--input-marker (copy-marker (point-max)))
-  (setq-local garuda--output-marker garuda--input-marker))
+  (setq-local garuda--output-marker garuda--input-marker)
+  (add-to-invisibility-spec '(garuda . t))
+  (setq header-line-format '(:eval (garuda--header-line))))
 
-(defun garuda--insert (text &optional face)
-  "Insert TEXT (with FACE) in the transcript, before the input area."
+(defun garuda--header-line ()
+  "The chat's header line: model, context use, activity, always-allowed tools."
+  (concat
+   (format " Garuda · %s" (or garuda--model "?"))
+   (when garuda--window
+     (format " · %s/%s (%d%%)" (garuda--tokens (or garuda--context-tokens 0))
+             (garuda--tokens garuda--window)
+             (round (* 100.0 (/ (float (or garuda--context-tokens 0)) garuda--window)))))
+   (when garuda--running (format " · %s" (or garuda--activity "running")))
+   (when garuda--queue (format " · %d queued" (length garuda--queue)))
+   (when garuda--always (format " · always: %s" (string-join garuda--always ",")))))
+
+(defun garuda--update-header (buf)
+  "Redraw BUF's header line."
+  (when (buffer-live-p buf)
+    (with-current-buffer buf (force-mode-line-update))))
+
+(defun garuda--insert (text &optional face props)
+  "Insert TEXT (with FACE and text PROPS) before the input area."
   (let ((inhibit-read-only t)
-        (follow (= (point) garuda--output-marker)))
+        (follow (>= (point) garuda--output-marker)))
     (save-excursion
       (goto-char garuda--output-marker)
-      (insert (if face (propertize text 'face face) text))
-      (set-marker garuda--output-marker (point))
-      (add-text-properties (point-min) (point) '(read-only t front-sticky t rear-nonsticky t)))
-    (when follow (goto-char garuda--output-marker))))
+      (let ((start (point)))
+        (insert (if face (propertize text 'face face) text))
+        (when props (add-text-properties start (point) props))
+        (set-marker garuda--output-marker (point))
+        (add-text-properties (point-min) (point) '(read-only t front-sticky t rear-nonsticky t))))
+    (when (and follow (= (point) garuda--output-marker) (not (garuda--input-text)))
+      (goto-char (point-max)))))
+
+(defun garuda--input-text ()
+  "The text in the input area, or nil when empty."
+  (let ((s (string-trim (buffer-substring-no-properties garuda--input-marker (point-max)))))
+    (unless (string-empty-p s) s)))
+
+(defun garuda--insert-section (lines face)
+  "Insert LINES (a string) hidden under the preceding line; TAB shows them."
+  (let ((text (replace-regexp-in-string "\n+\\'" "" (or lines ""))))
+    (unless (string-empty-p text)
+      (garuda--insert (concat "\n" (replace-regexp-in-string "^" "    " text))
+                      face '(invisible garuda garuda-section t)))))
+
+(defun garuda-toggle-section ()
+  "Show or hide the tool output or thinking after the line at point."
+  (interactive)
+  (let* ((pos (line-end-position))
+         (end (and (get-text-property pos 'garuda-section)
+                   (next-single-property-change pos 'garuda-section nil (point-max)))))
+    (if (not end)
+        (message "Nothing folded here")
+      (let ((inhibit-read-only t)
+            (hidden (get-text-property pos 'invisible)))
+        (with-silent-modifications
+          (put-text-property pos end 'invisible (if hidden nil 'garuda)))))))
+
+(defun garuda--describe-call (name input)
+  "One line for tool call NAME with INPUT."
+  (cond ((and (equal name "bash") (plist-get input :command))
+         (format "bash: %s" (replace-regexp-in-string "\n" " ⏎ " (plist-get input :command))))
+        ((plist-get input :path) (format "%s: %s" name (plist-get input :path)))
+        ((plist-get input :pattern) (format "%s: %s" name (plist-get input :pattern)))
+        (t (let ((j (json-encode input)))
+             (format "%s %s" name (if (> (length j) 100) (concat (substring j 0 97) "...") j))))))
+
+(defun garuda--set-mode (mode)
+  "Switch what is being streamed to MODE, inserting a heading when needed."
+  (unless (eq garuda--mode mode)
+    (pcase mode
+      ('thinking
+       (garuda--insert "\n💭 thinking (TAB shows it)" 'garuda-thinking-face)
+       (garuda--insert "\n    " 'garuda-thinking-face '(invisible garuda garuda-section t)))
+      ('text (when garuda--mode (garuda--insert "\n\n"))))
+    (setq garuda--mode mode)))
 
 (defun garuda--show-event (event)
   "Show turn EVENT in the current chat buffer."
   (pcase (plist-get event :kind)
     ("textDelta"
      (unless garuda--first-delta (setq garuda--first-delta (float-time)))
+     (garuda--set-mode 'text)
      (garuda--insert (plist-get event :text)))
+    ("thinkingDelta"
+     (garuda--set-mode 'thinking)
+     (garuda--insert (replace-regexp-in-string "\n" "\n    " (plist-get event :text))
+                     'garuda-thinking-face '(invisible garuda garuda-section t)))
+    ("stepStarted" (setq garuda--activity (format "step %d" (plist-get event :step))))
     ("toolCallStarted"
-     (garuda--insert (format "\n[tool %s %s]\n" (plist-get event :name)
-                             (json-encode (plist-get event :input)))
-                     'font-lock-comment-face))
-    ("compaction" (garuda--insert "\n[compacted]\n" 'font-lock-comment-face))))
+     (setq garuda--activity (format "⚙ %s" (plist-get event :name)) garuda--mode 'tool)
+     (garuda--insert (format "\n▸ %s" (garuda--describe-call (plist-get event :name)
+                                                             (plist-get event :input)))
+                     'garuda-tool-face))
+    ("toolCallFinished"
+     (setq garuda--activity nil)
+     (let* ((meta (plist-get event :meta))
+            (out (or (plist-get event :output) ""))
+            (n (length (split-string (string-trim-right out) "\n")))
+            (timed (cdr (assoc (plist-get event :id) garuda--timed-out))))
+       (dolist (a garuda--approvals)
+         (when (equal (plist-get (plist-get a :params) :toolCallId) (plist-get event :id))
+           (setq garuda--approvals (delq a garuda--approvals))
+           (garuda--close-approval a)))
+       (garuda--insert
+        (concat "\n  "
+                (cond ((or timed (equal (plist-get meta :approval) "timedOut")
+                           (eq (plist-get meta :approvalTimedOut) t))
+                       (format "⏱ not run: the approval timed out%s"
+                               (if timed (format " after %d s" timed) "")))
+                      ((eq (plist-get meta :cancelled) t) "✗ interrupted")
+                      ((eq (plist-get event :isError) t) "✗ failed")
+                      (t "✓ done"))
+                (if (plist-get meta :exitCode) (format " · exit %s" (plist-get meta :exitCode)) "")
+                (format " · %d line%s (TAB shows)" n (if (= n 1) "" "s")))
+        (if (eq (plist-get event :isError) t) 'garuda-error-face 'garuda-note-face))
+       (garuda--insert-section out 'garuda-note-face)
+       (setq garuda--mode 'tool)))
+    ("usage" (setq garuda--context-tokens (plist-get event :contextTokens)))
+    ("retry"
+     (garuda--insert (format "\n⟳ retry %s: %s" (plist-get event :attempt) (plist-get event :reason))
+                     'garuda-note-face))
+    ("todos"
+     (garuda--insert
+      (concat "\n☰ todo"
+              (mapconcat (lambda (td)
+                           (format "\n  %s %s"
+                                   (pcase (plist-get td :status)
+                                     ("completed" "[x]") ("in_progress" "[>]") (_ "[ ]"))
+                                   (plist-get td :content)))
+                         (plist-get event :todos) ""))
+      'garuda-note-face)
+     (setq garuda--mode 'tool))
+    ("compaction" (garuda--show-compaction event)))
+  (force-mode-line-update))
+
+(defun garuda--show-compaction (event)
+  "One line for a finished, failed or paused compaction EVENT."
+  (let ((phase (plist-get event :phase)))
+    (setq garuda--compaction-seen t)
+    (if (member phase '("started" "stage1" "summary"))
+        (setq garuda--activity "compacting")
+      (setq garuda--activity nil)
+      (when (and (equal phase "finished") (plist-get event :tokensAfter))
+        (setq garuda--context-tokens (plist-get event :tokensAfter)))
+      (garuda--insert
+       (concat "\n"
+               (pcase phase
+                 ("finished"
+                  (format "⟲ context compacted (%s, %s): %s → %s tokens · M-x garuda-summary shows the summary"
+                          (plist-get event :trigger) (or (plist-get event :message) "summary")
+                          (garuda--tokens (plist-get event :tokensBefore))
+                          (garuda--tokens (plist-get event :tokensAfter))))
+                 ("failed" (format "⟲ compaction not done (%s): %s" (plist-get event :trigger)
+                                   (plist-get event :message)))
+                 ("paused" (format "⟲ auto-compaction paused after repeated failures: %s"
+                                   (or (plist-get event :message) "")))
+                 (_ (format "⟲ compaction %s" phase)))
+               "\n")
+       'garuda-note-face)
+      (setq garuda--mode 'tool))))
+
+(defun garuda--new-session (buf)
+  "Create a session for chat BUF and show its header."
+  (with-current-buffer buf
+    (setq garuda--workspace-id (garuda--workspace garuda--root))
+    (let ((res (garuda--call "session/new"
+                             (append (list :workspaceId garuda--workspace-id :policy garuda-policy)
+                                     (and garuda-model (list :model garuda-model))))))
+      (setq garuda--session-id (plist-get res :sessionId)
+            garuda--model (plist-get res :model)
+            garuda--window (plist-get res :contextWindow)
+            garuda--context-tokens nil garuda--always nil garuda--timed-out nil)
+      (puthash garuda--session-id buf garuda--buffers)
+      (garuda--insert (format "Garuda · %s · model %s · context window %s tokens · policy %s\n"
+                              (file-name-nondirectory garuda--root) garuda--model
+                              (garuda--tokens garuda--window) garuda-policy)
+                      'garuda-note-face)
+      (seq-doseq (w (plist-get res :warnings))
+        (garuda--insert (format "⚠ %s\n" w) 'garuda-note-face))
+      (garuda--insert "\n> " 'garuda-note-face))))
 
 (defun garuda--chat-buffer (root)
   "Return the chat buffer for ROOT, creating it and its session."
@@ -229,128 +827,456 @@ answer) unparsed until more output comes; run the filter again to parse it."
     (with-current-buffer buf
       (unless (derived-mode-p 'garuda-chat-mode)
         (garuda-chat-mode)
-        (setq default-directory (file-name-as-directory root)))
-      (unless (and garuda--session-id (garuda--live-p))
+        (setq default-directory (file-name-as-directory root)
+              garuda--root root))
+      (cond
+       ((not garuda--session-id) (garuda--new-session buf))
+       ((not (garuda--live-p))
+        ;; A new server: load the session again (it lives on disk).
+        (garuda--connect)
         (setq garuda--workspace-id (garuda--workspace root))
-        (let ((res (garuda--call "session/new"
-                                 (list :workspaceId garuda--workspace-id
-                                       :model garuda-model
-                                       :policy garuda-policy))))
-          (setq garuda--session-id (plist-get res :sessionId))
-          (garuda--insert (format "Garuda session %s (%s)\n\n> "
-                                  garuda--session-id (plist-get res :model))
-                          'font-lock-comment-face)))
+        (condition-case nil
+            (garuda--call "session/load" (list :sessionId garuda--session-id))
+          (user-error (setq garuda--session-id nil) (garuda--new-session buf)))))
       (puthash garuda--session-id buf garuda--buffers))
     buf))
 
 (defun garuda--root ()
   "The project root of the current buffer, else `default-directory'."
-  (directory-file-name
-   (expand-file-name
-    (let ((pr (project-current)))
-      (if pr (project-root pr)
-        default-directory)))))
+  (or (and (derived-mode-p 'garuda-chat-mode) garuda--root)
+      (directory-file-name
+       (file-truename
+        (expand-file-name
+         (let ((pr (project-current)))
+           (if pr (project-root pr) default-directory)))))))
+
+(defun garuda--chat-buffer-for-command ()
+  "The chat buffer a command run in the current buffer is about."
+  (if (derived-mode-p 'garuda-chat-mode) (current-buffer) (garuda--chat-buffer (garuda--root))))
 
 ;;;###autoload
 (defun garuda (&optional root)
   "Open the Garuda chat buffer for ROOT (default: the current project)."
   (interactive)
-  (let ((buf (garuda--chat-buffer (directory-file-name (expand-file-name (or root (garuda--root)))))))
+  (let ((buf (garuda--chat-buffer (directory-file-name
+                                   (file-truename (expand-file-name (or root (garuda--root))))))))
     (pop-to-buffer buf)
     (goto-char (point-max))
     buf))
 
-(defun garuda-send-input ()
-  "Send the text in the input area as a prompt."
+(defun garuda-new-chat ()
+  "Start a new chat (a new session) for this project."
   (interactive)
-  (let ((text (string-trim (buffer-substring-no-properties garuda--input-marker (point-max)))))
-    (unless (string-empty-p text)
-      (let ((inhibit-read-only t)) (delete-region garuda--input-marker (point-max)))
-      (garuda-send text))))
+  (let ((buf (garuda--chat-buffer-for-command)))
+    (with-current-buffer buf
+      (when garuda--running (user-error "Garuda: a turn is running; `garuda-cancel' it first"))
+      (let ((inhibit-read-only t)
+            (input (buffer-substring garuda--input-marker (point-max))))
+        (erase-buffer)
+        (set-marker garuda--input-marker (point-min))
+        (setq garuda--session-id nil garuda--queue nil garuda--mode nil)
+        (garuda--new-session buf)
+        (save-excursion (goto-char (point-max)) (insert input))))
+    (pop-to-buffer buf)
+    buf))
+
+(defun garuda-send-input ()
+  "Send the text in the input area as a prompt.
+While a turn runs, the text is queued (and stays on screen) and sent
+when the turn ends."
+  (interactive)
+  (if (< (point) garuda--input-marker)
+      (garuda-toggle-section)
+    (let ((text (garuda--input-text)))
+      (when text
+        (let ((inhibit-read-only t)) (delete-region garuda--input-marker (point-max)))
+        (garuda--submit (current-buffer) text nil)))))
+
+(defun garuda--submit (buf text blocks)
+  "Send TEXT (and extra BLOCKS) in chat BUF now, or queue it while a turn runs."
+  (with-current-buffer buf
+    (if garuda--running
+        (progn
+          (setq garuda--queue (append garuda--queue (list (cons text blocks))))
+          (garuda--insert (format "%s\n⏳ queued; sent when the running turn ends\n"
+                                  (car (split-string text "\n")))
+                          'garuda-note-face)
+          (force-mode-line-update))
+      (garuda--start-turn buf text blocks))))
 
 (defun garuda-send (prompt)
-  "Run a turn with PROMPT in the current chat buffer; return at once."
-  (interactive "sAsk Garuda: ")
-  (when garuda--running (user-error "A turn is running; `garuda-cancel' it first"))
-  (let ((buf (current-buffer)) (sid garuda--session-id))
-    (garuda--insert (concat prompt "\n"))
-    (setq garuda--running t garuda--last-result nil
-          garuda--turn-start (float-time) garuda--first-delta nil)
-    (jsonrpc-async-request
-     (garuda--connect) 'turn/run
-     (list :sessionId sid :input (vector (list :type "text" :text prompt)))
-     :timeout nil
-     :success-fn (lambda (res) (garuda--turn-done buf sid res (plist-get res :stopReason)))
-     :error-fn (lambda (err) (garuda--turn-done buf sid (list :error err)
-                                                (format "error: %s" (plist-get err :message)))))))
+  "Ask PROMPT in the current project's chat; return at once.
+Works from the chat buffer and from any file buffer of the project."
+  (interactive (list (read-string "Ask Garuda: ")))
+  (let ((buf (garuda--chat-buffer-for-command)))
+    (display-buffer buf)
+    (garuda--submit buf prompt nil)
+    buf))
+
+(defun garuda--region-block (beg end)
+  "A context block with the lines from BEG to END of the current buffer."
+  (let* ((l1 (line-number-at-pos beg))
+         (l2 (line-number-at-pos (if (and (> end beg) (eq (char-before end) ?\n)) (1- end) end)))
+         (file (or (buffer-file-name) (buffer-name)))
+         (root (garuda--root))
+         (rel (if (buffer-file-name) (file-relative-name file root) file))
+         (lang (replace-regexp-in-string "-mode\\'" "" (symbol-name major-mode))))
+    (list :rel rel :l1 l1 :l2 l2
+          :block (list :type "text"
+                       :text (format "<context path=\"%s\" lines=\"%d-%d\">\n```%s\n%s\n```\n</context>"
+                                     rel l1 l2 lang
+                                     (string-trim-right
+                                      (buffer-substring-no-properties beg end) "\n"))))))
+
+(defun garuda-send-region (beg end prompt)
+  "Ask PROMPT about the region from BEG to END (else the whole buffer)."
+  (interactive
+   (let ((r (use-region-p)))
+     (list (if r (region-beginning) (point-min)) (if r (region-end) (point-max))
+           (read-string (if r "Ask Garuda about the region: " "Ask Garuda about this buffer: ")))))
+  (let* ((sel (garuda--region-block beg end))
+         (buf (garuda--chat-buffer-for-command)))
+    (display-buffer buf)
+    (garuda--submit buf (format "%s\n(with %s lines %d-%d)" prompt (plist-get sel :rel)
+                                (plist-get sel :l1) (plist-get sel :l2))
+                    (list :prompt prompt :blocks (list (plist-get sel :block))))
+    buf))
+
+(defun garuda--start-turn (buf text extra)
+  "Run a turn in chat BUF showing TEXT; EXTRA is nil or (:prompt P :blocks B)."
+  (with-current-buffer buf
+    (let ((sid garuda--session-id)
+          (input (vconcat (list (list :type "text" :text (or (plist-get extra :prompt) text)))
+                          (plist-get extra :blocks))))
+      (garuda--insert (concat text "\n"))
+      (setq garuda--running t garuda--last-result nil garuda--mode nil garuda--activity "step 1"
+            garuda--turn-start (float-time) garuda--first-delta nil garuda--compaction-seen nil)
+      (force-mode-line-update)
+      (jsonrpc-async-request
+       (garuda--connect) 'turn/run
+       (list :sessionId sid :input input)
+       :timeout nil
+       :success-fn (lambda (res) (garuda--turn-done buf sid res (plist-get res :stopReason)))
+       :error-fn (lambda (err)
+                   (garuda--turn-done
+                    buf sid (list :error err)
+                    (let ((msg (plist-get err :message)))
+                      (if (equal msg "Server died")
+                          (let ((proc (and garuda--connection (jsonrpc--process garuda--connection))))
+                            (format "error: garuda exited (%s)%s"
+                                    (if (and proc (eq (process-status proc) 'signal))
+                                        (format "killed by signal %s" (process-exit-status proc))
+                                      (format "exit code %s" (and proc (process-exit-status proc))))
+                                    (let ((tail (garuda--stderr-tail)))
+                                      (if tail (concat "; last lines of its log:\n"
+                                                       (string-join tail "\n"))
+                                        ""))))
+                        (format "error: %s" (garuda--error-message err))))))))))
+
+(defun garuda--trim-stderr ()
+  "Keep the last 200 lines of `*garuda stderr*' once it passes 1000."
+  (let ((sb (get-buffer "*garuda stderr*")))
+    (when (buffer-live-p sb)
+      (with-current-buffer sb
+        (when (> (count-lines (point-min) (point-max)) 1000)
+          (let ((inhibit-read-only t))
+            (save-excursion
+              (goto-char (point-max))
+              (forward-line -200)
+              (delete-region (point-min) (point)))))))))
 
 (defun garuda--turn-done (buf sid result label)
-  "Record RESULT of SID's turn in BUF and show LABEL."
+  "Record RESULT of SID's turn in BUF, show LABEL, send what is queued."
+  (garuda--trim-stderr)
   (when (buffer-live-p buf)
     (with-current-buffer buf
-      (setq garuda--running nil garuda--last-result result)
-      (garuda--insert (format "\n[%s]\n\n> " label) 'font-lock-comment-face)))
+      (setq garuda--running nil garuda--last-result result garuda--activity nil garuda--mode nil)
+      (garuda--insert (format "\n[%s]\n\n> " label)
+                      (if (plist-get result :error) 'garuda-error-face 'garuda-note-face))
+      (force-mode-line-update)
+      (when (and garuda--queue (garuda--live-p))
+        (let ((next (pop garuda--queue)))
+          (run-at-time 0 nil (lambda ()
+                               (when (buffer-live-p buf)
+                                 (garuda--start-turn buf (car next) (cdr next)))))))))
   (run-hook-with-args 'garuda-turn-finished-functions sid result))
 
 (defun garuda--session ()
   "The session of the current chat buffer (or the project's)."
-  (or garuda--session-id
-      (with-current-buffer (garuda--chat-buffer (garuda--root)) garuda--session-id)))
+  (buffer-local-value 'garuda--session-id (garuda--chat-buffer-for-command)))
 
 (defun garuda-cancel ()
-  "Cancel the running turn."
+  "Cancel the running turn (and drop queued prompts)."
   (interactive)
+  (with-current-buffer (garuda--chat-buffer-for-command)
+    (setq garuda--queue nil))
   (garuda--call "turn/cancel" (list :sessionId (garuda--session))))
 
 (defun garuda-compact (&optional focus)
   "Compact the session's history, keeping FOCUS in the summary."
   (interactive (list (let ((f (read-string "Compaction focus (optional): ")))
                        (unless (string-empty-p f) f))))
-  (let ((res (garuda--call "session/compact"
-                           (append (list :sessionId (garuda--session))
-                                   (and focus (list :focus focus))))))
-    (message "Garuda: %s" (or (plist-get res :message) "compacted"))
-    res))
+  (let ((buf (garuda--chat-buffer-for-command)))
+    (with-current-buffer buf
+      (setq garuda--compaction-seen nil garuda--activity "compacting")
+      (force-mode-line-update))
+    (let ((res (unwind-protect
+                   (garuda--call "session/compact"
+                                 (append (list :sessionId (garuda--session))
+                                         (and focus (list :focus focus))))
+                 (with-current-buffer buf (setq garuda--activity nil)))))
+      (with-current-buffer buf
+        (unless garuda--compaction-seen
+          (garuda--show-compaction
+           (if (eq (plist-get res :compacted) t)
+               (list :phase "finished" :trigger "manual" :message (plist-get res :kind)
+                     :tokensBefore (plist-get res :tokensBefore) :tokensAfter (plist-get res :tokensAfter))
+             (list :phase "failed" :trigger "manual" :message (plist-get res :message)))))
+        (force-mode-line-update))
+      res)))
 
 (defun garuda-context ()
   "Show the session's token accounting (`context/inspect') in a buffer."
   (interactive)
   (let ((res (garuda--call "context/inspect" (list :sessionId (garuda--session)))))
     (with-current-buffer (get-buffer-create "*garuda context*")
-      (let ((inhibit-read-only t))
+      (let ((inhibit-read-only t)
+            (window (plist-get res :window)))
         (erase-buffer)
-        (insert (json-serialize res :null-object nil :false-object :json-false))
-        (json-pretty-print-buffer)
-        (js-mode)
-        (view-mode 1))
+        (dolist (row '((:system . "system prompt") (:tools . "tool specs")
+                       (:instructions . "instructions") (:memory . "memory")
+                       (:messages . "messages") (:reserved . "reserved (output)") (:free . "free")))
+          (let ((v (plist-get res (car row))))
+            (when (and (numberp v) (numberp window) (> window 0))
+              (insert (format "%-18s %8d  %5.1f%%\n" (cdr row) v (/ (* 100.0 v) window))))))
+        (insert (format "\n%-18s %8s\n%-18s %8s\n%-18s %8s\n" "window" window
+                        "context now" (plist-get res :contextTokens)
+                        "compacts above" (plist-get res :threshold)))
+        (when (eq (plist-get res :paused) t)
+          (insert "auto-compaction paused after repeated failures\n"))
+        (special-mode))
       (display-buffer (current-buffer))
       res)))
 
+;;;; History
+
+(defun garuda--all-messages (sid)
+  "Every message of session SID."
+  (let ((cursor 0) (out nil))
+    (while cursor
+      (let ((page (garuda--call "session/messages" (list :sessionId sid :cursor cursor :limit 1000))))
+        (setq out (append out (append (plist-get page :messages) nil))
+              cursor (plist-get page :nextCursor))))
+    out))
+
+(defun garuda--signature (m)
+  "A key of message M's content, to drop the copies a compaction re-installs."
+  (mapconcat (lambda (b) (format "%s:%s" (plist-get b :type)
+                                 (or (plist-get b :id) (plist-get b :tool_use_id)
+                                     (plist-get b :text) (plist-get b :thinking) "")))
+             (plist-get m :content) (concat "\x1f" (plist-get m :role))))
+
+(defun garuda--result-text (block)
+  "The text of a tool_result BLOCK."
+  (mapconcat (lambda (c) (or (plist-get c :text) "")) (plist-get block :content) ""))
+
+(defun garuda--insert-history (messages)
+  "Insert MESSAGES in the current chat: summaries as summaries, no duplicates."
+  (let ((compacted (make-hash-table :test #'equal))
+        (results (make-hash-table :test #'equal))
+        (last-role nil))
+    (dolist (m messages)
+      (when (equal (plist-get m :removed) "compacted")
+        (puthash (garuda--signature m) t compacted))
+      (seq-doseq (b (plist-get m :content))
+        (when (equal (plist-get b :type) "tool_result")
+          (puthash (plist-get b :tool_use_id) b results))))
+    (dolist (m messages)
+      (let ((meta (plist-get m :meta))
+            (texts (delq nil (mapcar (lambda (b) (and (equal (plist-get b :type) "text")
+                                                      (plist-get b :text)))
+                                     (plist-get m :content)))))
+        (cond
+         ((or (plist-get m :copyOf)
+              (and (not meta) (not (plist-get m :removed))
+                   (gethash (garuda--signature m) compacted)))
+          nil)
+         ((member meta '("summary" "handoff"))
+          (garuda--insert (format "\n⟲ earlier conversation compacted; the model continues from this %s (TAB shows it)"
+                                  meta)
+                          'garuda-note-face)
+          (garuda--insert-section (string-join texts "\n") 'garuda-thinking-face)
+          (setq last-role nil))
+         ((member meta '("restored_file" "restoredfile"))
+          (dolist (tx texts)
+            (when (string-match "<restored_file path=\"\\([^\"]*\\)\"" tx)
+              (garuda--insert (format "\n↻ re-read after compaction: %s" (match-string 1 tx))
+                              'garuda-note-face))))
+         (meta nil)
+         ((equal (plist-get m :role) "user")
+          (let ((shown (delq nil
+                             (mapcar (lambda (tx)
+                                       (cond ((string-prefix-p "<garuda_note>" tx)
+                                              "(instruction files changed)")
+                                             ((string-match "\\`<context path=\"\\([^\"]*\\)\" lines=\"\\([^\"]*\\)\"" tx)
+                                              (format "(with %s lines %s)" (match-string 1 tx) (match-string 2 tx)))
+                                             (t tx)))
+                                     texts))))
+            (when shown
+              (garuda--insert (concat "\n\n> " (string-join shown "\n")) 'garuda-note-face)
+              (setq last-role "user"))))
+         (t
+          (unless (equal last-role "assistant") (garuda--insert "\n"))
+          (seq-doseq (b (plist-get m :content))
+            (pcase (plist-get b :type)
+              ("thinking"
+               (garuda--insert "\n💭 thinking (TAB shows it)" 'garuda-thinking-face)
+               (garuda--insert-section (plist-get b :thinking) 'garuda-thinking-face))
+              ("text" (garuda--insert (concat "\n" (plist-get b :text))))
+              ("tool_use"
+               (garuda--insert (format "\n▸ %s" (garuda--describe-call (plist-get b :name)
+                                                                       (plist-get b :input)))
+                               'garuda-tool-face)
+               (let ((r (gethash (plist-get b :id) results)))
+                 (when r
+                   (garuda--insert (if (eq (plist-get r :is_error) t) "\n  ✗ failed" "\n  ✓ done")
+                                   'garuda-note-face)
+                   (garuda--insert-section (garuda--result-text r) 'garuda-note-face))))))
+          (setq last-role "assistant")))))))
+
+(defun garuda--session-label (s)
+  "A line for session S: time, first line, messages."
+  (let ((title (plist-get s :title)))
+    (when (and (stringp title) (string-prefix-p "<garuda_note>" title)) (setq title nil))
+    (format "%s  %s  (%d messages)"
+            (format-time-string "%Y-%m-%d %H:%M"
+                                (/ (or (plist-get s :updated) (plist-get s :created) 0) 1000.0))
+            (or title "(no text yet)") (or (plist-get s :messageCount) 0))))
+
+(defun garuda--sorted-sessions (sessions)
+  "SESSIONS newest first, headless runs left out."
+  (sort (cl-remove-if (lambda (s) (equal (plist-get s :origin) "exec")) (append sessions nil))
+        (lambda (a b) (> (or (plist-get a :updated) (plist-get a :created) 0)
+                         (or (plist-get b :updated) (plist-get b :created) 0)))))
+
 (defun garuda-sessions ()
-  "Pick a stored session of this workspace and resume it in the chat buffer."
+  "Pick one of this project's sessions (newest first) and resume it."
   (interactive)
-  (let* ((buf (if (derived-mode-p 'garuda-chat-mode) (current-buffer)
-                (garuda--chat-buffer (garuda--root))))
+  (let* ((buf (garuda--chat-buffer-for-command))
          (ws (buffer-local-value 'garuda--workspace-id buf))
-         (sessions (plist-get (garuda--call "session/list" (list :workspaceId ws)) :sessions))
-         (choices (mapcar (lambda (s)
-                            (cons (format "%s  (%d messages, %s)"
-                                          (or (plist-get s :title) (plist-get s :sessionId))
-                                          (plist-get s :messageCount) (plist-get s :sessionId))
-                                  (plist-get s :sessionId)))
-                          sessions))
-         (sid (cdr (assoc (completing-read "Resume Garuda session: " choices nil t) choices))))
-    (garuda--call "session/load" (list :sessionId sid))
-    (with-current-buffer buf
-      (setq garuda--session-id sid)
-      (puthash sid buf garuda--buffers)
-      (garuda--insert (format "\n[resumed %s]\n" sid) 'font-lock-comment-face)
-      (seq-doseq (m (plist-get (garuda--call "session/messages" (list :sessionId sid)) :messages))
-        (seq-doseq (b (plist-get m :content))
-          (when (equal (plist-get b :type) "text")
-            (garuda--insert (format "%s: %s\n" (plist-get m :role) (plist-get b :text))))))
-      (garuda--insert "\n> "))
+         (sessions (garuda--sorted-sessions
+                    (plist-get (garuda--call "session/list" (list :workspaceId ws)) :sessions)))
+         (choices (mapcar (lambda (s) (cons (garuda--session-label s) s)) sessions))
+         (table (lambda (string pred action)
+                  (if (eq action 'metadata)
+                      '(metadata (display-sort-function . identity)
+                                 (cycle-sort-function . identity))
+                    (complete-with-action action choices string pred))))
+         (pick (cdr (assoc (completing-read "Resume Garuda session: " table nil t) choices)))
+         (sid (plist-get pick :sessionId)))
+    (unless sid (user-error "Garuda: no session chosen"))
+    (when (buffer-local-value 'garuda--running buf)
+      (user-error "Garuda: a turn is running; `garuda-cancel' it first"))
+    (let ((loaded (garuda--call "session/load" (list :sessionId sid)))
+          (messages (garuda--all-messages sid)))
+      (with-current-buffer buf
+        (let ((inhibit-read-only t))
+          (erase-buffer)
+          (set-marker garuda--input-marker (point-min)))
+        (remhash garuda--session-id garuda--buffers)
+        (setq garuda--session-id sid garuda--model (plist-get loaded :model)
+              garuda--always nil garuda--timed-out nil garuda--queue nil garuda--mode nil)
+        (puthash sid buf garuda--buffers)
+        (garuda--insert (format "Garuda · %s · model %s · resumed session %s\n"
+                                (file-name-nondirectory garuda--root) garuda--model sid)
+                        'garuda-note-face)
+        (garuda--insert-history messages)
+        (garuda--insert (format "\n\n[resumed %s]\n\n> " sid) 'garuda-note-face)))
+    (pop-to-buffer buf)
     sid))
+
+(defun garuda-summary ()
+  "Show the latest compaction summary of this chat's session."
+  (interactive)
+  (let* ((sid (garuda--session))
+         (m (car (last (cl-remove-if-not (lambda (m) (member (plist-get m :meta) '("summary" "handoff")))
+                                         (garuda--all-messages sid))))))
+    (unless m (user-error "Garuda: this session has not been compacted"))
+    (with-current-buffer (get-buffer-create "*garuda summary*")
+      (let ((inhibit-read-only t))
+        (erase-buffer)
+        (seq-doseq (b (plist-get m :content))
+          (when (equal (plist-get b :type) "text") (insert (plist-get b :text))))
+        (goto-char (point-min))
+        (special-mode))
+      (display-buffer (current-buffer))
+      (current-buffer))))
+
+;;;; Doctor
+
+(defun garuda--configured-model ()
+  "(MODEL . SOURCE): `garuda-model', else the model in Garuda's config.toml."
+  (if garuda-model
+      (cons garuda-model "`garuda-model'")
+    (let* ((xdg (or (getenv "XDG_CONFIG_HOME") (expand-file-name "~/.config")))
+           (path (expand-file-name "garuda/config.toml" xdg)))
+      (cons (and (file-readable-p path)
+                 (with-temp-buffer
+                   (insert-file-contents path)
+                   (goto-char (point-min))
+                   (let ((limit (save-excursion (if (re-search-forward "^[ \t]*\\[" nil t)
+                                                    (point) (point-max)))))
+                     (and (re-search-forward "^[ \t]*model[ \t]*=[ \t]*\"\\([^\"]*\\)\"" limit t)
+                          (match-string 1)))))
+            path))))
+
+(defun garuda-doctor ()
+  "Check the binary, its version, the model and the key it needs; show a report.
+Returns a list of (LEVEL . TEXT), LEVEL being ok, warn or error."
+  (interactive)
+  (let ((report nil)
+        (process-environment (append garuda-environment process-environment)))
+    (cl-flet ((add (level fmt &rest args) (push (cons level (apply #'format fmt args)) report)))
+      (let ((bin (executable-find garuda-program)))
+        (if (not bin)
+            (add 'error "garuda binary not found: %S is not on exec-path; install it (cargo install --path . in the garuda repository) or set `garuda-program'" garuda-program)
+          (add 'ok "binary: %s" bin)
+          (with-temp-buffer
+            (if (eq 0 (call-process bin nil t nil "--version"))
+                (add 'ok "version: %s" (string-trim (buffer-string)))
+              (add 'error "`%s --version' failed: %s" bin (string-trim (buffer-string)))))))
+      (let* ((found (garuda--configured-model))
+             (model (car found)))
+        (if (not model)
+            (add 'error "no model configured: set `garuda-model' (e.g. \"anthropic/claude-sonnet-4-5\") or put model = \"...\" in %s" (cdr found))
+          (add 'ok "model: %s (from %s)" model (cdr found))
+          (let* ((provider (cond ((string-prefix-p "replay:" model) "replay")
+                                 ((string-match "\\`\\([^/]+\\)/" model) (match-string 1 model))
+                                 ((string-prefix-p "claude" model) "anthropic")
+                                 ((string-match-p "\\`\\(gpt\\|o[0-9]\\)" model) "openai")))
+                 (key (cdr (assoc provider '(("anthropic" . "ANTHROPIC_API_KEY")
+                                             ("openai" . "OPENAI_API_KEY"))))))
+            (cond ((equal provider "replay")
+                   (if (file-readable-p (substring model 7))
+                       (add 'ok "replay cassette %s (offline, no key)" (substring model 7))
+                     (add 'error "replay cassette not readable: %s" (substring model 7))))
+                  (key (if (let ((v (getenv key))) (and v (not (string-empty-p v))))
+                           (add 'ok "%s is set" key)
+                         (add 'error "%s is not set: %s needs it; M-x setenv or add \"%s=...\" to `garuda-environment'" key model key)))
+                  ((member provider '("ollama" "lmstudio" "llamacpp" "vllm"))
+                   (add 'ok "%s runs locally: no key needed" provider))
+                  (t (add 'warn "provider %s: its key is whatever config.toml names" provider)))))))
+    (setq report (nreverse report))
+    (with-current-buffer (get-buffer-create "*garuda doctor*")
+      (let ((inhibit-read-only t))
+        (erase-buffer)
+        (dolist (r report)
+          (insert (propertize (format "%-5s " (upcase (symbol-name (car r))))
+                              'face (pcase (car r) ('ok 'success) ('warn 'warning) (_ 'error)))
+                  (cdr r) "\n"))
+        (special-mode))
+      (when (called-interactively-p 'any) (display-buffer (current-buffer))))
+    report))
 
 (provide 'garuda)
 ;;; garuda.el ends here

@@ -12,18 +12,35 @@ handler (a human answering) never blocks the stream.
         g.run_turn(sid, "hello")
 """
 
+import collections
+import difflib
+import inspect
 import itertools
 import json
 import os
+import re
+import select
 import shutil
+import signal
 import subprocess
+import sys
 import threading
+import time
 from concurrent.futures import Future
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
+from urllib.parse import unquote, urlparse
 
-__all__ = ["GarudaClient", "GarudaError", "METHOD_NOT_FOUND"]
+__all__ = [
+    "GarudaClient", "GarudaError", "METHOD_NOT_FOUND", "ConsoleApprover", "parse_answer",
+    "apply_workspace_edit", "proposed_change", "unified_diff", "selection_block",
+    "render_history", "explain", "reap_orphans",
+]
 
 METHOD_NOT_FOUND = -32601
+#: The error code of requests that fail because the server exited.
+SERVER_EXITED = -32099
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 class GarudaError(Exception):
@@ -40,6 +57,52 @@ def _default_bin() -> str:
     return os.environ.get("GARUDA_BIN") or shutil.which("garuda") or "garuda"
 
 
+def explain(err: Exception) -> str:
+    """A server error in this client's words: settings are named as a Python script sets them."""
+    msg = getattr(err, "message", None) or str(err)
+    if "no model configured" in msg:
+        return ("no model configured: pass model=... to new_session() (e.g. "
+                "\"anthropic/claude-sonnet-4-5\", \"ollama/qwen3-coder\", \"replay:/path.jsonl\"), or "
+                "put model = \"...\" in ~/.config/garuda/config.toml")
+    m = re.search(r"set the environment variable ([A-Z0-9_]+)", msg)
+    if m:
+        return ("%s is not set: export it before starting Python, or pass "
+                "env={**os.environ, %r: ...} to GarudaClient()" % (m.group(1), m.group(1)))
+    return msg
+
+
+def reap_orphans(marker: Optional[str]) -> int:
+    """Kills the process groups of processes whose environment has GARUDA_OWNER=marker (Linux).
+
+    The client puts a fresh marker in the server's environment; the server's tool commands
+    inherit it, so the ones a dead server leaves running can be found. Returns the count."""
+    if not marker or not os.path.isdir("/proc"):
+        return 0
+    needle = ("GARUDA_OWNER=" + marker).encode()
+    groups = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % d, "rb") as f:
+                env = f.read().split(b"\0")
+            if needle not in env:
+                continue
+            with open("/proc/%s/stat" % d) as f:
+                pgrp = int(f.read().rsplit(")", 1)[1].split()[2])
+            groups[pgrp] = int(d)
+        except (OSError, ValueError, IndexError):
+            pass
+    for pgrp, pid in groups.items():
+        for target, fn in ((pgrp, os.killpg), (pid, os.kill)):
+            if target > 1 and target != os.getpgrp():
+                try:
+                    fn(target, signal.SIGKILL)
+                except OSError:
+                    pass
+    return len(groups)
+
+
 class GarudaClient:
     """One `garuda serve` child process and the JSON-RPC connection to it."""
 
@@ -53,14 +116,34 @@ class GarudaClient:
         on_tool_call: Optional[Callable[[dict], dict]] = None,
         on_notification: Optional[Callable[[str, Any], None]] = None,
         stderr=None,
+        on_apply_edit: Optional[Callable[[dict], dict]] = None,
+        on_exit: Optional[Callable[[Optional[int], str], None]] = None,
+        reap: bool = True,
     ):
         self.cmd = cmd or [_default_bin(), "serve"]
         self.env = env
         self.cwd = cwd
         # turn/update params: {sessionId, event:{kind, ...}}
         self.on_update = on_update
-        # permission/request params -> {"optionId": ...}; default rejects (safe without a human)
+        # permission/request params -> {"optionId": ...}; default rejects (safe without a human).
+        # A handler taking two arguments also gets a threading.Event set when the server
+        # withdraws the question (its approval timeout); its answer is then dropped.
         self.on_permission = on_permission or (lambda p: {"optionId": "reject"})
+        # workspace/applyEdit params -> {"applied": bool, "failureReason"?}; default: written
+        # to the files here (declared in initialize, so edits come through the client)
+        self.on_apply_edit = on_apply_edit or apply_workspace_edit
+        # (exit code, message with the last stderr lines) when the server exits
+        self.on_exit = on_exit
+        # stop the tool commands a dead server leaves running (see reap_orphans)
+        self.reap = reap
+        #: ids of server requests the server withdrew with $/cancelRequest
+        self.withdrawn: List[Any] = []
+        self._incoming: Dict[Any, threading.Event] = {}
+        self.stderr_lines: collections.deque = collections.deque(maxlen=50)
+        self.marker = "%d-%d-%d" % (os.getpid(), time.monotonic_ns() % 1000000007, id(self))
+        self.exit_message: Optional[str] = None
+        self.workspaces: Dict[str, str] = {}  # root -> workspaceId
+        self.sessions: Dict[str, str] = {}  # root -> current sessionId
         # tool/call params -> {"content": ..., "isError": bool}
         self.on_tool_call = on_tool_call
         self.on_notification = on_notification
@@ -76,18 +159,43 @@ class GarudaClient:
     # ---- process and transport -------------------------------------------------------------
 
     def start(self) -> "GarudaClient":
-        """Spawn the server and the reader thread."""
-        self.proc = subprocess.Popen(
-            self.cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr if self._stderr is not None else subprocess.DEVNULL,
-            env=self.env,
-            cwd=self.cwd,
-        )
+        """Spawn the server and the reader threads. A missing binary raises GarudaError."""
+        env = dict(self.env if self.env is not None else os.environ)
+        env.setdefault("NO_COLOR", "1")  # plain log lines on a pipe
+        env["GARUDA_OWNER"] = self.marker
+        try:
+            self.proc = subprocess.Popen(
+                self.cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr if self._stderr is not None else subprocess.PIPE,
+                env=env,
+                cwd=self.cwd,
+            )
+        except FileNotFoundError as e:
+            raise GarudaError(
+                SERVER_EXITED,
+                "the garuda binary was not found: %r is not on PATH. Install it (cargo install "
+                "--path . in the garuda repository), set $GARUDA_BIN, or pass "
+                "GarudaClient(cmd=[\"/path/to/garuda\", \"serve\"])" % self.cmd[0]) from e
+        self._stderr_thread = None
+        if self._stderr is None:
+            self._stderr_thread = threading.Thread(target=self._stderr_loop, name="garuda-stderr",
+                                                   daemon=True)
+            self._stderr_thread.start()
         self._reader = threading.Thread(target=self._read_loop, name="garuda-reader", daemon=True)
         self._reader.start()
         return self
+
+    def _stderr_loop(self) -> None:
+        for raw in iter(self.proc.stderr.readline, b""):
+            line = _ANSI.sub("", raw.decode("utf-8", "replace")).rstrip()
+            if line:
+                self.stderr_lines.append(line)
+
+    def stderr_tail(self, n: int = 8) -> List[str]:
+        """The last lines the server wrote on stderr (colour codes removed)."""
+        return list(self.stderr_lines)[-n:]
 
     def __enter__(self) -> "GarudaClient":
         return self.start() if self.proc is None else self
@@ -141,20 +249,52 @@ class GarudaClient:
         except (OSError, ValueError):
             pass
         finally:
+            code = None
+            try:
+                code = self.proc.wait(2)
+            except subprocess.TimeoutExpired:
+                pass
+            time.sleep(0.05)  # let the stderr thread read the last lines
+            if code is not None and code < 0:
+                why = "killed by signal %d" % -code
+            else:
+                why = "exit code %s" % code
+            msg = "garuda exited (%s)" % why
+            tail = self.stderr_tail()
+            if tail:
+                msg += "; last lines of its log:\n" + "\n".join(tail)
+            self.exit_message = msg
             self._closed.set()
             with self._lock:
                 pending, self._pending = self._pending, {}
             for fut in pending.values():
                 if not fut.done():
-                    fut.set_exception(GarudaError(-32099, "connection closed"))
+                    fut.set_exception(GarudaError(SERVER_EXITED, msg, {"exited": True}))
+            for ev in list(self._incoming.values()):
+                ev.set()
+            if self.reap and not getattr(self, "_stopping", False):
+                reap_orphans(self.marker)
+            if self.on_exit:
+                try:
+                    self.on_exit(code, msg)
+                except Exception:  # a callback bug must not hide the exit
+                    pass
 
     def _dispatch(self, msg: dict) -> None:
         if "method" in msg:
             method, params = msg["method"], msg.get("params")
             if "id" in msg:
+                ev = threading.Event()
+                self._incoming[msg["id"]] = ev
                 threading.Thread(
-                    target=self._serve_request, args=(msg["id"], method, params), daemon=True
+                    target=self._serve_request, args=(msg["id"], method, params, ev), daemon=True
                 ).start()
+            elif method == "$/cancelRequest":
+                rid = (params or {}).get("id")
+                ev = self._incoming.pop(rid, None)
+                if ev is not None:
+                    self.withdrawn.append(rid)
+                    ev.set()
             elif method == "turn/update" and self.on_update:
                 self.on_update(params)
             elif self.on_notification:
@@ -170,16 +310,24 @@ class GarudaClient:
         else:
             fut.set_result(msg.get("result"))
 
-    def _serve_request(self, rid, method: str, params) -> None:
-        handler = {"permission/request": self.on_permission, "tool/call": self.on_tool_call}.get(method)
+    def _serve_request(self, rid, method: str, params, cancelled: threading.Event) -> None:
+        handler = {"permission/request": self.on_permission, "tool/call": self.on_tool_call,
+                   "workspace/applyEdit": self.on_apply_edit}.get(method)
         try:
             if handler is None:
                 raise GarudaError(METHOD_NOT_FOUND, f"client does not handle {method}")
-            reply = {"jsonrpc": "2.0", "id": rid, "result": handler(params)}
+            if _takes_two(handler):
+                result = handler(params, cancelled)
+            else:
+                result = handler(params)
+            if cancelled.is_set() or self._incoming.pop(rid, None) is None:
+                return  # withdrawn by the server: a late answer is dropped
+            reply = {"jsonrpc": "2.0", "id": rid, "result": result}
         except GarudaError as e:
             reply = {"jsonrpc": "2.0", "id": rid, "error": {"code": e.code, "message": e.message}}
         except Exception as e:  # a handler bug must not kill the turn silently
             reply = {"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": str(e)}}
+        self._incoming.pop(rid, None)
         try:
             self._send(reply)
         except OSError:
@@ -192,12 +340,21 @@ class GarudaClient:
         rid = next(self._ids)
         fut: Future = Future()
         fut.rpc_id = rid  # type: ignore[attr-defined]
+        if self._closed.is_set():
+            fut.set_exception(GarudaError(SERVER_EXITED, self.exit_message or "garuda is not running"))
+            return fut
         with self._lock:
             self._pending[rid] = fut
         msg = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             msg["params"] = params
-        self._send(msg)
+        try:
+            self._send(msg)
+        except OSError:
+            with self._lock:
+                self._pending.pop(rid, None)
+            if not fut.done():
+                fut.set_exception(GarudaError(SERVER_EXITED, self.exit_message or "garuda is not running"))
         return fut
 
     def request(self, method: str, params: Any = None, timeout: Optional[float] = None) -> Any:
@@ -217,9 +374,10 @@ class GarudaClient:
 
     # ---- Garuda methods ---------------------------------------------------------------------
 
-    def initialize(self, root: Optional[str] = None) -> dict:
-        """`initialize` then `initialized`."""
-        params: dict = {"processId": os.getpid(), "capabilities": {}}
+    def initialize(self, root: Optional[str] = None, apply_edit: bool = True) -> dict:
+        """`initialize` then `initialized`. With apply_edit, edits come through on_apply_edit."""
+        params: dict = {"processId": os.getpid(),
+                        "capabilities": {"workspace": {"applyEdit": True}} if apply_edit else {}}
         if root:
             params["rootUri"] = "file://" + os.path.abspath(root)
         res = self.request("initialize", params)
@@ -254,9 +412,41 @@ class GarudaClient:
             p["tools"] = tools
         return self.request("session/new", p)
 
-    def list_sessions(self, workspace_id: str) -> list:
-        """`session/list` -> the sessions."""
-        return self.request("session/list", {"workspaceId": workspace_id})["sessions"]
+    def list_sessions(self, workspace_id: str, include_headless: bool = False) -> list:
+        """`session/list` -> the sessions, newest first (by last activity when the server says).
+
+        Headless runs (`garuda exec`, when the server marks them with origin "exec") are left
+        out unless include_headless."""
+        sessions = self.request("session/list", {"workspaceId": workspace_id})["sessions"]
+        if not include_headless:
+            sessions = [s for s in sessions if s.get("origin") != "exec"]
+        sessions.sort(key=lambda s: (s.get("updated") or s.get("created") or 0, s["sessionId"]),
+                      reverse=True)
+        return sessions
+
+    def session_for(self, root: str, model: Optional[str] = None, policy: Optional[str] = None,
+                    new: bool = False) -> str:
+        """The current session of a project root (one per root), created when it has none or
+        when new=True (a new chat). Opens the root as a workspace once."""
+        root = os.path.realpath(root)
+        if root not in self.workspaces:
+            self.workspaces[root] = self.open_workspace(root)["workspaceId"]
+        if new or root not in self.sessions:
+            try:
+                self.sessions[root] = self.new_session(self.workspaces[root], model, policy)["sessionId"]
+            except GarudaError as e:
+                raise GarudaError(e.code, explain(e), e.data) from e
+        return self.sessions[root]
+
+    def all_messages(self, session_id: str) -> list:
+        """Every message of a session (all pages of `session/messages`)."""
+        out: list = []
+        cursor = 0
+        while cursor is not None:
+            page = self.messages(session_id, cursor=cursor, limit=1000)
+            out.extend(page["messages"])
+            cursor = page.get("nextCursor")
+        return out
 
     def load_session(self, session_id: str) -> dict:
         """`session/load`."""
@@ -271,15 +461,16 @@ class GarudaClient:
             p["limit"] = limit
         return self.request("session/messages", p)
 
-    def run_turn_async(self, session_id: str, text: str) -> Future:
-        """Start `turn/run`; streamed events arrive at on_update."""
-        return self.request_async(
-            "turn/run", {"sessionId": session_id, "input": [{"type": "text", "text": text}]}
-        )
+    def run_turn_async(self, session_id: str, text: str, context: Optional[list] = None) -> Future:
+        """Start `turn/run`; streamed events arrive at on_update. `context`: extra blocks, e.g.
+        [selection_block(path, text, 10, 20)]."""
+        blocks = [{"type": "text", "text": text}] + list(context or [])
+        return self.request_async("turn/run", {"sessionId": session_id, "input": blocks})
 
-    def run_turn(self, session_id: str, text: str, timeout: Optional[float] = None) -> dict:
+    def run_turn(self, session_id: str, text: str, timeout: Optional[float] = None,
+                 context: Optional[list] = None) -> dict:
         """`turn/run` -> {stopReason, usage, messageIds}."""
-        return self.run_turn_async(session_id, text).result(timeout)
+        return self.run_turn_async(session_id, text, context).result(timeout)
 
     def cancel(self, session_id: str) -> dict:
         """`turn/cancel` -> {ok}."""
@@ -300,6 +491,7 @@ class GarudaClient:
         """`shutdown` + `exit`; waits for the child and returns its exit code."""
         if self.proc is None:
             return None
+        self._stopping = True
         if self.proc.poll() is None and not self._closed.is_set():
             try:
                 self.request("shutdown", None, timeout)
@@ -326,4 +518,245 @@ class GarudaClient:
             self._reader.join(timeout)
         if self.proc.stdout:
             self.proc.stdout.close()
+        if self._stderr_thread:
+            self._stderr_thread.join(timeout)
+        if self._stderr is None and self.proc.stderr:
+            self.proc.stderr.close()
         return code
+
+
+def _takes_two(fn) -> bool:
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    except (TypeError, ValueError):
+        return False
+    return len(params) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
+# ---- edits ------------------------------------------------------------------------------------
+
+def _uri_path(uri: str) -> str:
+    u = urlparse(uri)
+    return unquote(u.path) if u.scheme == "file" else uri
+
+
+def _offset(lines: List[str], pos: dict) -> int:
+    """Character offset of an LSP position (UTF-16 columns) in the joined lines."""
+    off = sum(len(lines[i]) + 1 for i in range(min(pos["line"], len(lines))))
+    if pos["line"] < len(lines):
+        line, units, col = lines[pos["line"]], 0, 0
+        while col < len(line) and units < pos["character"]:
+            units += 2 if ord(line[col]) > 0xFFFF else 1
+            col += 1
+        off += col
+    return off
+
+
+def apply_text_edits(text: str, edits: list) -> str:
+    """Applies LSP TextEdits to a string."""
+    lines = text.split("\n")
+    spans = sorted(((_offset(lines, e["range"]["start"]), _offset(lines, e["range"]["end"]),
+                     e.get("newText", "")) for e in edits), reverse=True)
+    for a, b, new in spans:
+        text = text[:a] + new + text[b:]
+    return text
+
+
+def apply_workspace_edit(params: dict) -> dict:
+    """The default `workspace/applyEdit` handler: applies the edit to the files (a script has
+    no buffers) and answers LSP's ApplyWorkspaceEditResult."""
+    edit = (params or {}).get("edit") or {}
+    files = [(_uri_path(u), e) for u, e in (edit.get("changes") or {}).items()]
+    for dc in edit.get("documentChanges") or []:
+        if "textDocument" in dc:
+            files.append((_uri_path(dc["textDocument"]["uri"]), dc.get("edits", [])))
+        else:
+            return {"applied": False, "failureReason": "resource operations are not supported"}
+    try:
+        for path, edits in files:
+            with open(path, encoding="utf-8", newline="") as f:
+                old = f.read()
+            new = apply_text_edits(old, edits)
+            with open(path, "w", encoding="utf-8", newline="") as f:
+                f.write(new)
+    except OSError as e:
+        return {"applied": False, "failureReason": str(e)}
+    return {"applied": True}
+
+
+def proposed_change(tool: str, inp: dict, root: str) -> Tuple[Optional[str], Optional[str], Optional[str]]:
+    """(path, old text or None, new text or None) that an edit_file / write_file call proposes."""
+    path = (inp or {}).get("path")
+    if not isinstance(path, str):
+        return None, None, None
+    full = path if os.path.isabs(path) else os.path.join(root, path)
+    try:
+        with open(full, encoding="utf-8", newline="") as f:
+            old: Optional[str] = f.read()
+    except OSError:
+        old = None
+    if tool == "write_file":
+        return path, old, inp.get("content", "")
+    if tool != "edit_file" or old is None:
+        return path, old, None
+    o, n = inp.get("old_string") or "", inp.get("new_string") or ""
+    if not o or o not in old:
+        return path, old, None
+    return path, old, old.replace(o, n) if inp.get("replace_all") else old.replace(o, n, 1)
+
+
+def unified_diff(path: str, old: Optional[str], new: str) -> str:
+    """A unified diff of a proposed change."""
+    return "".join(difflib.unified_diff(
+        (old or "").splitlines(True), new.splitlines(True),
+        "a/" + path if old is not None else "/dev/null", "b/" + path))
+
+
+def selection_block(path: str, text: str, line1: int, line2: int, language: str = "") -> dict:
+    """A content block that sends lines of a file along with a question."""
+    return {"type": "text", "text": '<context path="%s" lines="%d-%d">\n```%s\n%s\n```\n</context>'
+            % (path, line1, line2, language, text.rstrip("\n"))}
+
+
+# ---- approvals --------------------------------------------------------------------------------
+
+def parse_answer(text: str) -> Optional[str]:
+    """The optionId a person means by what they typed, or None (ask again). An empty answer
+    is None: a bare Enter never approves."""
+    t = text.strip().lower()
+    if t in ("y", "yes", "o", "once", "allow", "allow once", "allow_once", "1"):
+        return "allow_once"
+    if t in ("a", "always", "allow always", "allow_always", "2"):
+        return "allow_always"
+    if t in ("n", "no", "r", "reject", "deny", "3"):
+        return "reject"
+    return None
+
+
+class ConsoleApprover:
+    """Asks on a terminal: `Allow bash: make test? [y]es once / [a]lways / [n]o:`.
+
+    Shows the diff of a proposed edit, accepts what a person types (y, yes, a, always, n, no;
+    any case), asks again on an empty or unknown answer, rejects at end of input, and stops
+    asking when the server withdraws the question (its approval timeout), saying so.
+    "Always" is remembered here per session and tool (the server is answered allow_once), so
+    `revoke()` can take it back. Pass it as on_permission.
+    """
+
+    def __init__(self, root: str = ".", stdin=None, out=None):
+        self.root = root
+        self.stdin = stdin if stdin is not None else sys.stdin
+        self.out = out if out is not None else sys.stderr
+        self.always: Dict[str, set] = {}  # sessionId -> tool names
+        self.timed_out: List[dict] = []
+
+    def revoke(self, session_id: str, tool: Optional[str] = None) -> None:
+        """Take back "always" for one tool (or all) of a session."""
+        if tool is None:
+            self.always.pop(session_id, None)
+        else:
+            self.always.get(session_id, set()).discard(tool)
+
+    def _readline(self, cancelled: threading.Event) -> Optional[str]:
+        try:
+            fd = self.stdin.fileno()
+        except (AttributeError, OSError, ValueError):
+            fd = None
+        if fd is None:
+            return self.stdin.readline()
+        buf = b""
+        while not cancelled.is_set():
+            r, _, _ = select.select([fd], [], [], 0.1)
+            if r:
+                ch = os.read(fd, 1)
+                if not ch:
+                    return buf.decode() if buf else ""
+                buf += ch
+                if ch == b"\n":
+                    return buf.decode()
+        return None
+
+    def __call__(self, req: dict, cancelled: Optional[threading.Event] = None) -> dict:
+        cancelled = cancelled or threading.Event()
+        sid, tool = req.get("sessionId", ""), req.get("toolName", "")
+        if tool in self.always.get(sid, set()):
+            self.out.write("Garuda: %s (always allowed in this session)\n" % req.get("title"))
+            return {"optionId": "allow_once"}
+        if tool in ("edit_file", "write_file"):
+            path, old, new = proposed_change(tool, req.get("input") or {}, self.root)
+            if path and new is not None:
+                self.out.write(unified_diff(path, old, new))
+        self.out.write("Garuda wants to run %s\n" % req.get("title"))
+        while True:
+            self.out.write("Allow? [y]es once / [a]lways this session / [n]o: ")
+            self.out.flush()
+            line = self._readline(cancelled)
+            if line is None:
+                self.out.write("\n(the approval timed out; Garuda did not run it)\n")
+                self.timed_out.append(req)
+                return {"optionId": "reject"}
+            if line == "":
+                self.out.write("\n")
+                return {"optionId": "reject"}  # end of input
+            choice = parse_answer(line)
+            if choice == "allow_always":
+                self.always.setdefault(sid, set()).add(tool)
+                return {"optionId": "allow_once"}
+            if choice:
+                return {"optionId": choice}
+            self.out.write("Please type y, a or n.\n")
+
+
+# ---- history ----------------------------------------------------------------------------------
+
+def _sig(m: dict) -> str:
+    return "\x1f".join([m.get("role", "")] + [
+        "%s:%s" % (b.get("type"), b.get("id") or b.get("tool_use_id") or b.get("text")
+                   or b.get("thinking") or "") for b in m.get("content") or []])
+
+
+def render_history(messages: list) -> str:
+    """A session's history as text: turns, tool calls with their results, compaction summaries
+    shown as summaries, re-read files as one line, and the steps a compaction kept only once."""
+    compacted = {_sig(m) for m in messages if m.get("removed") == "compacted"}
+    results = {b.get("tool_use_id"): b for m in messages for b in m.get("content") or []
+               if b.get("type") == "tool_result"}
+    out: List[str] = []
+    for m in messages:
+        meta = m.get("meta")
+        if m.get("copyOf") or (not meta and not m.get("removed") and _sig(m) in compacted):
+            continue
+        texts = [b["text"] for b in m.get("content") or [] if b.get("type") == "text"]
+        if meta in ("summary", "handoff"):
+            out.append("[earlier conversation compacted; %s]\n%s" % (meta, "\n".join(texts)))
+        elif meta in ("restored_file", "restoredfile"):
+            for t in texts:
+                p = re.search(r'<restored_file path="([^"]*)"', t)
+                out.append("[re-read after compaction: %s]" % (p.group(1) if p else "?"))
+        elif meta:
+            continue
+        elif m.get("role") == "user":
+            shown = []
+            for t in texts:
+                if t.startswith("<garuda_note>"):
+                    shown.append("[instruction files changed]")
+                elif t.startswith("<context path="):
+                    c = re.match(r'<context path="([^"]*)" lines="([^"]*)"', t)
+                    shown.append("[with %s lines %s]" % c.groups() if c else "[context]")
+                else:
+                    shown.append(t)
+            if shown:
+                out.append("You: " + "\n".join(shown))
+        else:
+            for b in m.get("content") or []:
+                if b.get("type") == "thinking":
+                    out.append("(thinking) " + b.get("thinking", ""))
+                elif b.get("type") == "text":
+                    out.append("Garuda: " + b["text"])
+                elif b.get("type") == "tool_use":
+                    r = results.get(b.get("id"))
+                    body = "".join(c.get("text", "") for c in (r or {}).get("content") or [])
+                    out.append("[tool %s %s]%s" % (b.get("name"), json.dumps(b.get("input")),
+                                                   ("\n" + body) if body else ""))
+    return "\n\n".join(out)

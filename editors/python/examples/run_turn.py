@@ -10,7 +10,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from garuda_client import GarudaClient  # noqa: E402
+from garuda_client import ConsoleApprover, GarudaClient, GarudaError, explain  # noqa: E402
 
 
 def main() -> int:
@@ -30,22 +30,27 @@ def main() -> int:
         elif ev["kind"] == "toolCallStarted":
             print(f"\n[tool {ev['name']}] {ev['input']}", file=sys.stderr)
 
-    def on_permission(p):
-        if a.yes:
-            return {"optionId": "allow_once"}
-        names = ", ".join(o["optionId"] for o in p["options"])
-        ans = input(f"\n{p['title']}\nAllow? ({names}) [reject]: ").strip() or "reject"
-        return {"optionId": ans}
+        elif ev["kind"] == "toolCallFinished":
+            print(("  ✗ " if ev["isError"] else "  ✓ ") + ev["output"].splitlines()[0]
+                  if ev["output"] else "", file=sys.stderr)
+        elif ev["kind"] == "compaction" and ev["phase"] in ("finished", "failed"):
+            print(f"\n[compaction {ev['phase']}: {ev.get('tokensBefore')} → "
+                  f"{ev.get('tokensAfter')} tokens]", file=sys.stderr)
+
+    approver = ConsoleApprover(root=a.dir)
+    on_permission = (lambda p: {"optionId": "allow_once"}) if a.yes else approver
 
     with GarudaClient(on_update=on_update, on_permission=on_permission) as g:
         g.initialize(a.dir)
-        ws = g.open_workspace(a.dir)["workspaceId"]
-        sid = g.new_session(ws, model=a.model, policy=a.policy)["sessionId"]
         try:
+            sid = g.session_for(a.dir, model=a.model, policy=a.policy)
             res = g.run_turn(sid, a.prompt)
         except KeyboardInterrupt:
             g.cancel(sid)
             res = {"stopReason": "cancelled"}
+        except GarudaError as e:
+            print("garuda: " + explain(e), file=sys.stderr)
+            return 1
         print(f"\n[{res['stopReason']}] session {sid}", file=sys.stderr)
         g.shutdown()
     return 0 if res["stopReason"] != "cancelled" else 130

@@ -1,6 +1,8 @@
 // The Garuda protocol client. Free of the `vscode` module so it runs (and is tested) in plain Node.
 import { spawn, ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import {
+  CancellationToken,
   createMessageConnection,
   MessageConnection,
   StreamMessageReader,
@@ -21,10 +23,64 @@ import type {
   WorkspaceInfo,
   LoadResult,
   MessagesPage,
+  Block,
 } from './protocol';
 
-/** Decides a `permission/request`: returns the chosen optionId. */
-export type Approver = (req: PermissionRequest) => Promise<string>;
+/** Decides a `permission/request`: returns the chosen optionId. The token is cancelled when
+ * the server withdraws the question (its approval timeout); the answer is then dropped. */
+export type Approver = (req: PermissionRequest, token: CancellationToken) => Promise<string>;
+/** LSP's ApplyWorkspaceEditResult. */
+export interface ApplyEditResult {
+  applied: boolean;
+  failureReason?: string;
+}
+/** Applies a `workspace/applyEdit` (LSP ApplyWorkspaceEditParams). */
+export type EditApplier = (params: { label?: string; edit: { changes?: Record<string, Array<{ range: any; newText: string }>>; documentChanges?: any[] } }) => Promise<ApplyEditResult>;
+
+/** The error code of requests that fail because the server is not running. */
+export const SERVER_EXITED = -32099;
+
+/** Removes ANSI colour sequences. */
+export function stripAnsi(s: string): string {
+  return s.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '');
+}
+
+/** Kills the process groups of processes whose environment has GARUDA_OWNER=marker (Linux):
+ * the tool commands a dead server left running. Returns how many were found. */
+export function reapOrphans(marker: string): number {
+  let n = 0;
+  let pids: string[] = [];
+  try {
+    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  } catch {
+    return 0;
+  }
+  const needle = `GARUDA_OWNER=${marker}`;
+  for (const d of pids) {
+    try {
+      const env = readFileSync(`/proc/${d}/environ`, 'latin1').split('\0');
+      if (!env.includes(needle)) continue;
+      const stat = readFileSync(`/proc/${d}/stat`, 'latin1');
+      const pgrp = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+      if (pgrp > 1 && pgrp !== process.pid) {
+        try {
+          process.kill(-pgrp, 'SIGKILL');
+        } catch {
+          /* gone */
+        }
+      }
+      try {
+        process.kill(Number(d), 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+      n++;
+    } catch {
+      /* not ours to read, or gone */
+    }
+  }
+  return n;
+}
 /** Runs a client-side tool forwarded by `tool/call`. */
 export type ToolRunner = (call: ToolCallParams) => Promise<ToolCallResult>;
 
@@ -40,8 +96,14 @@ export interface ClientOptions {
   approver?: Approver;
   /** Answers `tool/call`; the default reports an error. */
   toolRunner?: ToolRunner;
-  /** Receives stderr lines of the server. */
+  /** Applies `workspace/applyEdit`; when given, `initialize` declares the capability. */
+  applyEdit?: EditApplier;
+  /** Receives stderr text of the server (colour codes removed). */
   onStderr?: (text: string) => void;
+  /** Called once when the server exits, with a sentence and its last stderr lines. */
+  onExit?: (message: string, code: number | null, signal: string | null) => void;
+  /** Setting names used in error messages (default `garuda.path`). */
+  pathSetting?: string;
 }
 
 /** A JSON-RPC error from the server, with its code. */
@@ -56,29 +118,106 @@ export class GarudaClient {
   private readonly listeners = new Map<string, Set<(e: TurnEvent) => void>>();
   private readonly anyListeners = new Set<(u: TurnUpdate) => void>();
   private exited: Promise<number | null>;
+  private spawned: Promise<boolean>;
+  private stderrLines: string[] = [];
+  private stderrPartial = '';
+  /** Set once the process is gone: why, with its last stderr lines. */
+  exitMessage?: string;
+  private stopping = false;
+  readonly marker = `${process.pid}-${Date.now()}-${Math.floor(Math.random() * 1e9)}`;
   approver: Approver;
   toolRunner: ToolRunner;
+  applyEdit?: EditApplier;
 
-  private constructor(readonly proc: ChildProcess, readonly conn: MessageConnection, opts: ClientOptions) {
+  private constructor(readonly proc: ChildProcess, readonly conn: MessageConnection, private readonly opts: ClientOptions) {
     this.approver = opts.approver ?? (async () => 'reject');
     this.toolRunner = opts.toolRunner ?? (async (c) => ({ content: `no client tool ${c.name}`, isError: true }));
-    this.exited = new Promise((resolve) => proc.once('exit', (code) => resolve(code)));
+    this.applyEdit = opts.applyEdit;
+    this.spawned = new Promise((resolve) => {
+      proc.once('spawn', () => resolve(true));
+      proc.once('error', () => resolve(false));
+    });
+    this.exited = new Promise((resolve) => {
+      let done = false;
+      const finish = (code: number | null, signal: string | null, spawnError?: NodeJS.ErrnoException) => {
+        if (done) return;
+        done = true;
+        if (spawnError?.code === 'ENOENT') {
+          this.exitMessage =
+            `the garuda binary was not found: ${JSON.stringify(opts.path)} is not on PATH. ` +
+            `Install it (cargo install --path . in the garuda repository) or set ${opts.pathSetting ?? 'garuda.path'} to its full path.`;
+        } else if (spawnError) {
+          this.exitMessage = `could not start ${opts.path}: ${spawnError.message} (check ${opts.pathSetting ?? 'garuda.path'})`;
+        } else {
+          const why = signal ? `killed by signal ${signal}` : `exit code ${code}`;
+          const tail = this.stderrTail();
+          this.exitMessage = `garuda exited (${why})${tail.length ? '; last lines of its log:\n' + tail.join('\n') : ''}`;
+        }
+        if (!this.stopping) reapOrphans(this.marker);
+        resolve(code);
+        opts.onExit?.(this.exitMessage, code, signal);
+      };
+      proc.once('error', (e) => finish(null, null, e as NodeJS.ErrnoException));
+      // 'close' comes after stdout and stderr are drained, so the last log lines are in.
+      proc.once('close', (code, signal) => finish(code, signal));
+    });
     conn.onNotification('turn/update', (u: TurnUpdate) => {
       for (const l of this.anyListeners) l(u);
       for (const l of this.listeners.get(u.sessionId) ?? []) l(u.event);
     });
-    conn.onRequest('permission/request', async (req: PermissionRequest) => ({ optionId: await this.approver(req) }));
+    conn.onRequest('permission/request', async (req: PermissionRequest, token: CancellationToken) => ({
+      optionId: await this.approver(req, token),
+    }));
     conn.onRequest('tool/call', (c: ToolCallParams) => this.toolRunner(c));
+    conn.onRequest('workspace/applyEdit', async (p: Parameters<EditApplier>[0]) => {
+      if (!this.applyEdit) return { applied: false, failureReason: 'this client applies no edits' };
+      try {
+        return await this.applyEdit(p);
+      } catch (e) {
+        return { applied: false, failureReason: e instanceof Error ? e.message : String(e) };
+      }
+    });
+    conn.onError(() => {
+      /* the exit handler reports it */
+    });
     conn.listen();
   }
 
-  /** Spawns the binary and connects to it (no `initialize` yet). */
+  /** Spawns the binary and connects to it (no `initialize` yet). A missing binary is reported
+   * by the first request (and `onExit`) with a sentence naming the setting. */
   static start(opts: ClientOptions): GarudaClient {
-    const proc = spawn(opts.path, opts.args ?? ['serve'], { env: opts.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] });
-    proc.stderr!.setEncoding('utf8');
-    proc.stderr!.on('data', (d: string) => opts.onStderr?.(d));
+    const marker = `${process.pid}-${Date.now()}-${Math.floor(Math.random() * 1e9)}`;
+    const env = { ...(opts.env ?? process.env), NO_COLOR: '1', GARUDA_OWNER: marker };
+    const proc = spawn(opts.path, opts.args ?? ['serve'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    proc.stdin!.on('error', () => {
+      /* a dead server: the exit handler reports it */
+    });
     const conn = createMessageConnection(new StreamMessageReader(proc.stdout!), new StreamMessageWriter(proc.stdin!));
-    return new GarudaClient(proc, conn, opts);
+    const c = new GarudaClient(proc, conn, opts);
+    (c as { marker: string }).marker = marker;
+    proc.stderr!.setEncoding('utf8');
+    proc.stderr!.on('data', (d: string) => c.onStderr(d));
+    return c;
+  }
+
+  private onStderr(d: string) {
+    const clean = stripAnsi(d);
+    this.opts.onStderr?.(clean);
+    const lines = (this.stderrPartial + clean).split('\n');
+    this.stderrPartial = lines.pop() ?? '';
+    this.stderrLines.push(...lines.filter((l) => l.trim()));
+    if (this.stderrLines.length > 100) this.stderrLines = this.stderrLines.slice(-20);
+  }
+
+  /** The last lines the server wrote on stderr. */
+  stderrTail(n = 8): string[] {
+    const all = this.stderrPartial.trim() ? [...this.stderrLines, this.stderrPartial] : this.stderrLines;
+    return all.slice(-n);
+  }
+
+  /** True until the process has exited. */
+  get running(): boolean {
+    return this.exitMessage === undefined;
   }
 
   /** The child's process id. */
@@ -86,22 +225,38 @@ export class GarudaClient {
     return this.proc.pid;
   }
 
-  /** Sends a request, turning JSON-RPC errors into GarudaError. */
+  /** Sends a request, turning JSON-RPC errors into GarudaError; fails at once (with the
+   * reason and the server's last log lines) when the server exits first. */
   async request<R>(method: string, params?: unknown): Promise<R> {
+    if (!(await this.spawned) || !this.running) {
+      await this.exited;
+      throw new GarudaError(SERVER_EXITED, this.exitMessage!, { exited: true });
+    }
+    const died = this.exited.then(() => {
+      throw new GarudaError(SERVER_EXITED, this.exitMessage ?? 'garuda exited', { exited: true });
+    });
+    const sent = this.conn.sendRequest(method, params);
+    sent.catch(() => {}); // a dead server: `died` reports it
     try {
-      return (await this.conn.sendRequest(method, params)) as R;
+      return (await Promise.race([sent, died])) as R;
     } catch (e) {
       if (e instanceof ResponseError) throw new GarudaError(e.code, e.message, e.data);
+      if (!(e instanceof GarudaError) && !this.running) {
+        throw new GarudaError(SERVER_EXITED, this.exitMessage!, { exited: true });
+      }
       throw e;
+    } finally {
+      died.catch(() => {});
     }
   }
 
-  /** `initialize` + `initialized`. */
+  /** `initialize` + `initialized`. Declares `workspace.applyEdit` when an applier is set. */
   async initialize(rootPath?: string): Promise<InitializeResult> {
     const res = await this.request<InitializeResult>('initialize', {
       processId: process.pid,
-      rootUri: rootPath ? `file://${rootPath}` : null,
-      capabilities: {},
+      rootUri: rootPath ? `file://${rootPath.split('/').map(encodeURIComponent).join('/')}` : null,
+      capabilities: this.applyEdit ? { workspace: { applyEdit: true } } : {},
+      clientInfo: { name: 'garuda-vscode' },
     });
     await this.conn.sendNotification('initialized', {});
     return res;
@@ -128,8 +283,20 @@ export class GarudaClient {
   }
 
   /** `session/messages`. */
-  messages(sessionId: string, limit?: number): Promise<MessagesPage> {
-    return this.request('session/messages', { sessionId, limit: limit ?? null });
+  messages(sessionId: string, limit?: number, cursor?: number): Promise<MessagesPage> {
+    return this.request('session/messages', { sessionId, limit: limit ?? null, cursor: cursor ?? null });
+  }
+
+  /** Every message of a session (all pages). */
+  async allMessages(sessionId: string): Promise<MessagesPage['messages']> {
+    const out: MessagesPage['messages'] = [];
+    let cursor: number | null | undefined = 0;
+    while (cursor !== undefined && cursor !== null) {
+      const page: MessagesPage = await this.messages(sessionId, 1000, cursor);
+      out.push(...page.messages);
+      cursor = page.nextCursor;
+    }
+    return out;
   }
 
   /** Subscribes to every `turn/update`; returns an unsubscribe function. */
@@ -138,14 +305,15 @@ export class GarudaClient {
     return () => this.anyListeners.delete(fn);
   }
 
-  /** `turn/run` with a text prompt; `onEvent` sees this session's events while it runs. */
-  async runTurn(sessionId: string, text: string, onEvent?: (e: TurnEvent) => void): Promise<TurnResult> {
+  /** `turn/run` with a text prompt (and extra blocks, e.g. a selection); `onEvent` sees this
+   * session's events while it runs. */
+  async runTurn(sessionId: string, text: string, onEvent?: (e: TurnEvent) => void, extra: Block[] = []): Promise<TurnResult> {
     let set = this.listeners.get(sessionId);
     if (!set) this.listeners.set(sessionId, (set = new Set()));
     const l = onEvent ?? (() => {});
     set.add(l);
     try {
-      return await this.request<TurnResult>('turn/run', { sessionId, input: [{ type: 'text', text }] });
+      return await this.request<TurnResult>('turn/run', { sessionId, input: [{ type: 'text', text }, ...extra] });
     } finally {
       set.delete(l);
     }
@@ -168,7 +336,8 @@ export class GarudaClient {
 
   /** `shutdown` + `exit`; kills the child if it has not exited after `graceMs`. Returns its exit code. */
   async shutdown(graceMs = 3000): Promise<number | null> {
-    if (this.proc.exitCode === null && this.proc.signalCode === null) {
+    this.stopping = true;
+    if (this.running && this.proc.exitCode === null && this.proc.signalCode === null) {
       try {
         await this.request('shutdown');
         await this.conn.sendNotification('exit');

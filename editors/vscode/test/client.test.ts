@@ -1,7 +1,7 @@
 // Drives the real garuda binary through GarudaClient (GARUDA_BIN), with a replay cassette.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -127,4 +127,18 @@ test('garuda client end to end', async (t) => {
     for (let i = 0; i < 20 && markedProcesses(); i++) await new Promise((r) => setTimeout(r, 100));
     assert.equal(markedProcesses(), '', 'the cancelled bash command is gone');
   });
+});
+
+test('a missing binary is a clear error, not an unhandled spawn ENOENT', async () => {
+  let exitMessage = '';
+  const c = GarudaClient.start({ path: '/no/such/garuda', onExit: (m) => (exitMessage = m) });
+  await assert.rejects(c.initialize(), (e: GarudaError) => /garuda binary was not found: "\/no\/such\/garuda".*garuda\.path/.test(e.message));
+  assert.match(exitMessage, /garuda\.path/);
+});
+
+test('settings that choose the binary, the model and the policy are machine-scoped', () => {
+  const pkg = JSON.parse(readFileSync(resolve(__dirname, '../../package.json'), 'utf8'));
+  const props = pkg.contributes.configuration.properties;
+  for (const k of ['garuda.path', 'garuda.model', 'garuda.policy']) assert.equal(props[k].scope, 'machine', k);
+  assert.ok(pkg.contributes.views.garuda.some((v: { type: string }) => v.type === 'webview'), 'a chat view');
 });

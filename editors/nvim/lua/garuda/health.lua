@@ -1,5 +1,55 @@
---- :checkhealth garuda
+--- :checkhealth garuda — the binary, its version, a model and the key that model needs.
 local M = {}
+
+--- Key variables of the built-in providers (local servers need none).
+M.KEYS = { anthropic = 'ANTHROPIC_API_KEY', openai = 'OPENAI_API_KEY' }
+M.LOCAL = { ollama = true, lmstudio = true, llamacpp = true, vllm = true }
+
+--- The model the plugin will use and where it comes from: setup{model}, else the top-level
+--- `model = "..."` of Garuda's config.toml. Returns model, source.
+function M.configured_model(cfg, env)
+  if cfg.model and cfg.model ~= '' then
+    return cfg.model, 'require("garuda").setup({ model = ... })'
+  end
+  local xdg = env.XDG_CONFIG_HOME
+  if not xdg or xdg == '' then
+    xdg = (env.HOME or vim.env.HOME or '') .. '/.config'
+  end
+  local path = xdg .. '/garuda/config.toml'
+  local f = io.open(path)
+  if not f then
+    return nil, path
+  end
+  for line in f:lines() do
+    if line:match('^%s*%[') then
+      break -- a table starts: no top-level model
+    end
+    local m = line:match('^%s*model%s*=%s*"([^"]*)"')
+    if m then
+      f:close()
+      return m, path
+    end
+  end
+  f:close()
+  return nil, path
+end
+
+--- Provider of a model spec, and the key variable it needs (nil: none), from the spec alone.
+--- A [providers.NAME] table in config.toml may name another variable; that is not read here.
+function M.provider_of(model)
+  if model:match('^replay:') then
+    return 'replay', nil
+  end
+  local provider = model:match('^([^/]+)/')
+  if not provider then
+    if model:match('^claude') then
+      provider = 'anthropic'
+    elseif model:match('^gpt') or model:match('^o%d') then
+      provider = 'openai'
+    end
+  end
+  return provider, provider and M.KEYS[provider]
+end
 
 function M.check()
   local h = vim.health
@@ -10,9 +60,13 @@ function M.check()
     h.error('Neovim 0.10 or newer is required')
   end
   local cfg = require('garuda').config
+  local env = vim.tbl_extend('force', vim.fn.environ(), cfg.env or {})
   local bin = cfg.cmd[1]
   if vim.fn.executable(bin) ~= 1 then
-    h.error(('binary not found: %s'):format(bin), { 'install garuda or set setup{ cmd = { "/path/to/garuda", "serve" } }' })
+    h.error(('garuda binary not found: %q is not an executable on PATH'):format(bin), {
+      'install it: `cargo install --path .` in a clone of the garuda repository (puts it in ~/.cargo/bin)',
+      'or point the plugin at it: require("garuda").setup({ cmd = { "/path/to/garuda", "serve" } })',
+    })
     return
   end
   h.ok('binary: ' .. vim.fn.exepath(bin))
@@ -20,9 +74,49 @@ function M.check()
   if v.code == 0 then
     h.ok('version: ' .. vim.trim(v.stdout or ''))
   else
-    h.warn('`' .. bin .. ' --version` failed: ' .. vim.trim(v.stderr or ''))
+    h.error('`' .. bin .. ' --version` failed: ' .. vim.trim(v.stderr or ''), { 'reinstall garuda' })
   end
+
+  local model, source = M.configured_model(cfg, env)
+  if not model then
+    h.error('no model configured', {
+      'set one: require("garuda").setup({ model = "anthropic/claude-sonnet-4-5" })',
+      'or put model = "anthropic/claude-sonnet-4-5" at the top of ' .. source,
+      'offline: model = "ollama/qwen3-coder" (a local Ollama) or "replay:/abs/path/cassette.jsonl"',
+    })
+  else
+    h.ok(('model: %s (from %s)'):format(model, source))
+    local provider, key = M.provider_of(model)
+    if provider == 'replay' then
+      local path = model:sub(8)
+      if vim.fn.filereadable(path) == 1 then
+        h.ok('replay cassette: ' .. path .. ' (offline, no key needed)')
+      else
+        h.error('replay cassette not readable: ' .. path)
+      end
+    elseif key then
+      if env[key] and env[key] ~= '' then
+        h.ok(('%s is set (for %s)'):format(key, provider))
+      else
+        h.error(('%s is not set: %s needs it'):format(key, model), {
+          'export ' .. key .. '=... before starting Neovim',
+          'or pass it: require("garuda").setup({ env = { ' .. key .. ' = os.getenv("MY_KEY_VAR") } })',
+        })
+      end
+    elseif provider and M.LOCAL[provider] then
+      h.ok(provider .. ' runs locally: no key needed (the server must be running)')
+    elseif not provider then
+      h.error(('model %q does not name its provider'):format(model), { 'use provider/model, e.g. anthropic/claude-sonnet-4-5' })
+    else
+      h.info(('provider %s: its key variable is whatever [providers.%s] api_key_env names in config.toml'):format(provider, provider))
+    end
+  end
+
   local c = require('garuda.client').new({ cmd = cfg.cmd, env = cfg.env, cwd = vim.fn.getcwd() }):start()
+  if not c then
+    h.error('could not start ' .. bin)
+    return
+  end
   local res, err = c:request_sync('initialize', { processId = vim.fn.getpid(), capabilities = vim.empty_dict() }, 5000)
   if err then
     h.error('initialize failed: ' .. (err.message or vim.inspect(err)))
@@ -31,7 +125,7 @@ function M.check()
     h.ok(('initialize: %s %s'):format(si.name or 'garuda', si.version or ''))
   end
   c:stop(2000)
-  h.info('model: ' .. (cfg.model or '(from garuda config)') .. ', policy: ' .. cfg.policy)
+  h.info('approval policy: ' .. tostring(cfg.policy) .. '; approvals: ' .. tostring(cfg.approval))
 end
 
 return M

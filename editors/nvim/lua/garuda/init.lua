@@ -1,309 +1,876 @@
 --- Garuda for Neovim: a thin client of `garuda serve`; the engine does the work.
+---
+--- One server per Neovim; one workspace and one current session per project root. The root
+--- follows the user: the current buffer's project (by root markers), else the working folder
+--- (`:cd`). Each root has its own chat buffer, `garuda://chat/<root>`.
 local Client = require('garuda.client')
+local approval = require('garuda.approval')
+local edits = require('garuda.edits')
 
 local M = {}
 
 --- Defaults; override with require('garuda').setup{...}.
 M.defaults = {
   cmd = { 'garuda', 'serve' }, -- argv of the server
-  model = nil, -- model spec, e.g. 'anthropic/claude-sonnet-4-5' or 'replay:/path.jsonl'; nil = config
+  model = nil, -- model spec, e.g. 'anthropic/claude-sonnet-4-5' or 'replay:/path.jsonl'; nil = config.toml
   policy = 'ask', -- 'ask' | 'auto-edit' | 'full-auto'
   root_markers = { '.git', 'AGENTS.md', 'GARUDA.md' }, -- project root detection
-  env = nil, -- extra environment for the server
+  env = nil, -- extra environment for the server, e.g. { ANTHROPIC_API_KEY = '...' }
   tools = {}, -- client tools: { name, description, inputSchema, handler = function(input) -> string }
   chat = { open = 'botright vsplit' }, -- how the chat window opens
+  approval = 'float', -- 'float' (diff + y/a/n keys) or 'select' (vim.ui.select, Reject first)
   timeout_ms = 10000, -- for short requests
 }
 
 M.config = vim.deepcopy(M.defaults)
 
--- One server per Neovim; one current session.
 local state = {
   client = nil, ---@type table?
-  workspace = nil, -- workspace/open result
-  session = nil, -- session id
-  busy = false,
-  step = nil,
-  tool = nil,
-  progress = nil, -- last $/progress message
-  context_tokens = nil,
+  projects = {}, -- root -> project state (see project())
+  by_session = {}, -- session id -> root
+  server_info = nil,
+  errors = {}, -- last error messages (for :checkhealth)
 }
 M._state = state
 
-local CHAT = 'garuda://chat'
+local FOLD_OUT, FOLD_THINK = '  │ ', '  ┊ '
 
 local function notify(msg, level)
   vim.notify('garuda: ' .. msg, level or vim.log.levels.INFO)
 end
 
 local function redraw_status()
-  vim.api.nvim_exec_autocmds('User', { pattern = 'GarudaStatus', modeline = false })
+  pcall(vim.api.nvim_exec_autocmds, 'User', { pattern = 'GarudaStatus', modeline = false })
   pcall(vim.cmd.redrawstatus)
+end
+
+--- Server messages in this client's words: settings are named as Neovim users set them.
+function M.explain(err)
+  local msg = type(err) == 'table' and (err.message or vim.inspect(err)) or tostring(err)
+  if msg:find('no model configured', 1, true) then
+    return 'no model configured: set it with require("garuda").setup({ model = "anthropic/claude-sonnet-4-5" })'
+      .. ' (or "ollama/qwen3-coder", "replay:/path/cassette.jsonl"), or put model = "..." in '
+      .. '~/.config/garuda/config.toml. :checkhealth garuda shows what is missing.'
+  end
+  local var = msg:match('set the environment variable ([%w_]+)')
+  if var then
+    return ('%s is not set: export it before starting Neovim, or pass it with '
+      .. 'require("garuda").setup({ env = { %s = "..." } }). :checkhealth garuda checks it.'):format(var, var)
+  end
+  if msg:find('rejected the API key', 1, true) then
+    return msg .. ' (the key comes from Neovim\'s environment or setup({ env = ... }))'
+  end
+  return msg
+end
+
+-- ---- projects --------------------------------------------------------------------------------
+
+--- The project root: the chat buffer's own root, else the nearest ancestor of the current
+--- buffer with a root marker, else the working folder.
+function M.root()
+  local cur = vim.api.nvim_get_current_buf()
+  if vim.b[cur].garuda_root then
+    return vim.b[cur].garuda_root
+  end
+  local start = vim.api.nvim_buf_get_name(cur)
+  if start == '' or start:match('^%a+://') or vim.bo[cur].buftype ~= '' then
+    start = vim.fn.getcwd()
+  end
+  local r = vim.fs.root(start, M.config.root_markers) or vim.fn.getcwd()
+  r = (vim.uv or vim.loop).fs_realpath(r) or r
+  return (vim.fs.normalize(r):gsub('(.)/$', '%1'))
+end
+
+--- The state of one project root (created on first use).
+function M.project(root)
+  root = root or M.root()
+  local p = state.projects[root]
+  if not p then
+    p = {
+      root = root,
+      workspace = nil,
+      session = nil,
+      model = nil,
+      window = nil,
+      busy = false,
+      queue = {},
+      always = {}, -- tool name -> true: approved for the rest of this session (client side)
+      timed_out = {}, -- toolCallId -> seconds
+    }
+    state.projects[root] = p
+  end
+  return p
 end
 
 -- ---- chat buffer -----------------------------------------------------------------------------
 
---- The chat buffer (created on first use).
-function M.chat_buf()
-  local b = vim.fn.bufnr(CHAT)
+function M.foldexpr(lnum)
+  local l = vim.fn.getline(lnum)
+  if l:sub(1, #FOLD_OUT) == FOLD_OUT or l:sub(1, #FOLD_THINK) == FOLD_THINK then
+    return '1'
+  end
+  return '0'
+end
+
+local function chat_window_options(w)
+  vim.wo[w].foldmethod = 'expr'
+  vim.wo[w].foldexpr = "v:lua.require'garuda'.foldexpr(v:lnum)"
+  vim.wo[w].foldlevel = 0
+  vim.wo[w].foldenable = true
+  vim.wo[w].wrap = true
+  vim.wo[w].linebreak = true
+end
+
+--- The chat buffer of a project (created on first use).
+function M.chat_buf(root)
+  root = root or M.root()
+  local name = 'garuda://chat/' .. root
+  local b = vim.fn.bufnr('^' .. vim.fn.escape(name, '\\/.*$^~[]') .. '$')
   if b ~= -1 and vim.api.nvim_buf_is_valid(b) then
     return b
   end
   b = vim.api.nvim_create_buf(true, true)
-  vim.api.nvim_buf_set_name(b, CHAT)
+  vim.api.nvim_buf_set_name(b, name)
   vim.bo[b].buftype = 'nofile'
   vim.bo[b].bufhidden = 'hide'
   vim.bo[b].swapfile = false
   vim.bo[b].filetype = 'markdown'
+  vim.b[b].garuda_root = root
+  vim.api.nvim_create_autocmd('BufWinEnter', {
+    buffer = b,
+    callback = function()
+      chat_window_options(vim.api.nvim_get_current_win())
+    end,
+  })
+  vim.keymap.set('n', 'i', function()
+    M.input()
+  end, { buffer = b, desc = 'Garuda: write a prompt' })
+  vim.keymap.set('n', '<CR>', function()
+    M.input()
+  end, { buffer = b, desc = 'Garuda: write a prompt' })
   return b
 end
 
-local function show_chat()
-  local b = M.chat_buf()
-  if vim.fn.bufwinid(b) == -1 then
+local function show_chat(root)
+  local b = M.chat_buf(root)
+  local w = vim.fn.bufwinid(b)
+  if w == -1 then
     local cur = vim.api.nvim_get_current_win()
     vim.cmd(M.config.chat.open)
     vim.api.nvim_win_set_buf(0, b)
-    vim.api.nvim_set_current_win(cur)
+    chat_window_options(vim.api.nvim_get_current_win())
+    if vim.api.nvim_win_is_valid(cur) then
+      vim.api.nvim_set_current_win(cur)
+    end
   end
   return b
 end
 
---- Append text to the chat buffer, continuing its last line (streamed deltas).
-function M.append(text)
-  local b = M.chat_buf()
+--- Append text to a chat buffer, continuing its last line (streamed deltas).
+function M.append(text, root)
+  local b = M.chat_buf(root)
   local last = vim.api.nvim_buf_line_count(b)
   local tail = vim.api.nvim_buf_get_lines(b, last - 1, last, false)[1] or ''
   local lines = vim.split(tail .. text, '\n', { plain = true })
   vim.api.nvim_buf_set_lines(b, last - 1, last, false, lines)
   local w = vim.fn.bufwinid(b)
-  if w ~= -1 then
-    vim.api.nvim_win_set_cursor(w, { vim.api.nvim_buf_line_count(b), 0 })
+  if w ~= -1 and vim.api.nvim_get_current_win() ~= w then
+    pcall(vim.api.nvim_win_set_cursor, w, { vim.api.nvim_buf_line_count(b), 0 })
   end
 end
 
-local function append_block(text)
-  local b = M.chat_buf()
-  local empty = vim.api.nvim_buf_line_count(b) == 1 and vim.api.nvim_buf_get_lines(b, 0, 1, false)[1] == ''
-  M.append((empty and '' or '\n\n') .. text)
+local function append_block(text, root)
+  local b = M.chat_buf(root)
+  local n = vim.api.nvim_buf_line_count(b)
+  local empty = n == 1 and vim.api.nvim_buf_get_lines(b, 0, 1, false)[1] == ''
+  local last = vim.api.nvim_buf_get_lines(b, n - 1, n, false)[1] or ''
+  local sep = empty and '' or (last == '' and '\n' or '\n\n')
+  M.append(sep .. text, root)
 end
+
+--- Lines with a fold prefix (folded by default in the chat window).
+local function folded(text, prefix, max)
+  local out = vim.split((text or ''):gsub('\n+$', ''), '\n', { plain = true })
+  max = max or 200
+  local shown = {}
+  for i = 1, math.min(#out, max) do
+    shown[#shown + 1] = prefix .. out[i]
+  end
+  if #out > max then
+    shown[#shown + 1] = prefix .. ('… %d more lines'):format(#out - max)
+  end
+  return shown, #out
+end
+
+local function set_mode(p, mode)
+  if p.mode == mode then
+    return
+  end
+  if mode == 'thinking' then
+    append_block('💭 thinking', p.root)
+    M.append('\n' .. FOLD_THINK, p.root)
+  elseif mode == 'text' and p.mode ~= nil then
+    append_block('', p.root)
+  end
+  p.mode = mode
+end
+
+--- One line for a tool call.
+function M.describe_call(name, input)
+  input = type(input) == 'table' and input or {}
+  if name == 'bash' and input.command then
+    return 'bash: ' .. tostring(input.command):gsub('\n', ' ⏎ ')
+  elseif input.path then
+    return name .. ': ' .. tostring(input.path)
+  elseif input.pattern then
+    return name .. ': ' .. tostring(input.pattern)
+  end
+  local j = vim.json.encode(input)
+  if #j > 100 then
+    j = j:sub(1, 97) .. '...'
+  end
+  return name .. ' ' .. j
+end
+
+local function fmt_tokens(n)
+  if type(n) ~= 'number' then
+    return '?'
+  end
+  if n >= 1000 then
+    return ('%.1fk'):format(n / 1000)
+  end
+  return tostring(n)
+end
+M.fmt_tokens = fmt_tokens
 
 -- ---- server events ---------------------------------------------------------------------------
 
-local function on_update(p)
-  if p.sessionId ~= state.session then
+local function tool_finished(p, ev)
+  local lines, n = folded(ev.output, FOLD_OUT)
+  local meta = type(ev.meta) == 'table' and ev.meta or {}
+  local status
+  local timed = p.timed_out[ev.id]
+  if meta.approval == 'timedOut' or meta.approvalTimedOut or timed then
+    status = ('  ⏱ not run: the approval timed out%s'):format(timed and (' after ' .. timed .. ' s') or '')
+  elseif meta.cancelled then
+    status = '  ✗ interrupted'
+  elseif ev.isError then
+    status = '  ✗ failed'
+  else
+    status = '  ✓ done'
+  end
+  if meta.exitCode then
+    status = status .. ' · exit ' .. tostring(meta.exitCode)
+  end
+  status = status .. (' · %d line%s (za to unfold)'):format(n, n == 1 and '' or 's')
+  M.append('\n' .. status .. '\n' .. table.concat(lines, '\n'), p.root)
+  p.mode = 'tool'
+end
+
+local function on_compaction(p, ev)
+  local phase = ev.phase
+  if phase == 'started' or phase == 'stage1' or phase == 'summary' then
+    p.progress = 'compacting'
+    p.compaction_seen = true
+  else
+    p.progress = nil
+    p.compaction_seen = true
+    local line
+    if phase == 'finished' then
+      line = ('⟲ context compacted (%s, %s): %s → %s tokens · :GarudaSummary shows the summary'):format(
+        ev.trigger or '?',
+        ev.message or 'summary',
+        fmt_tokens(ev.tokensBefore),
+        fmt_tokens(ev.tokensAfter)
+      )
+      if ev.tokensAfter then
+        p.context_tokens = ev.tokensAfter
+      end
+    elseif phase == 'failed' then
+      line = ('⟲ compaction not done (%s): %s'):format(ev.trigger or '?', ev.message or 'failed')
+    elseif phase == 'paused' then
+      line = '⟲ auto-compaction paused after repeated failures: ' .. (ev.message or '') .. ' (:GarudaCompact retries)'
+    else
+      line = '⟲ compaction ' .. tostring(phase)
+    end
+    append_block(line, p.root)
+    p.mode = 'tool'
+  end
+end
+
+local function on_update(params)
+  local root = state.by_session[params.sessionId]
+  local p = root and state.projects[root]
+  if not p or p.session ~= params.sessionId then
     return
   end
-  local ev = p.event or {}
+  local ev = params.event or {}
   local k = ev.kind
   if k == 'textDelta' then
-    M.append(ev.text)
+    set_mode(p, 'text')
+    M.append(ev.text, p.root)
+  elseif k == 'thinkingDelta' then
+    set_mode(p, 'thinking')
+    M.append((ev.text:gsub('\n', '\n' .. FOLD_THINK)), p.root)
   elseif k == 'stepStarted' then
-    state.step = ev.step
+    p.step = ev.step
   elseif k == 'toolCallStarted' then
-    state.tool = ev.name
-    append_block(('> tool `%s` %s'):format(ev.name, vim.json.encode(ev.input)))
+    p.tool = ev.name
+    append_block('▸ ' .. M.describe_call(ev.name, ev.input), p.root)
+    p.mode = 'tool'
   elseif k == 'toolCallFinished' then
-    state.tool = nil
-    local out = vim.split(ev.output or '', '\n', { plain = true })
-    local shown = vim.list_slice(out, 1, 10)
-    if #out > #shown then
-      shown[#shown + 1] = ('… %d more lines'):format(#out - #shown)
-    end
-    M.append('\n> ' .. (ev.isError and 'failed: ' or '') .. table.concat(shown, '\n> ') .. '\n\n')
+    p.tool = nil
+    approval.withdraw(function(a)
+      return a.tool_call_id == ev.id and a.session == params.sessionId
+    end)
+    tool_finished(p, ev)
   elseif k == 'usage' then
-    state.context_tokens = ev.contextTokens
+    p.context_tokens = ev.contextTokens
   elseif k == 'retry' then
-    append_block(('> retry %d: %s\n'):format(ev.attempt, ev.reason))
+    append_block(('⟳ retry %d in %.1f s: %s'):format(ev.attempt, (ev.delayMs or 0) / 1000, ev.reason), p.root)
+  elseif k == 'todos' then
+    local lines = {}
+    for _, t in ipairs(ev.todos or {}) do
+      local mark = t.status == 'completed' and '[x]' or t.status == 'in_progress' and '[>]' or '[ ]'
+      lines[#lines + 1] = '  ' .. mark .. ' ' .. t.content
+    end
+    append_block('☰ todo\n' .. table.concat(lines, '\n'), p.root)
+    p.mode = 'tool'
   elseif k == 'compaction' then
-    state.progress = 'compaction ' .. tostring(ev.phase)
+    on_compaction(p, ev)
   end
   redraw_status()
 end
 
-local function on_notification(method, p)
-  if method == '$/progress' then
-    local v = p and p.value or {}
-    state.progress = v.kind ~= 'end' and (v.title or v.message) or nil
-    redraw_status()
-  elseif method == 'workspace/contextChanged' then
-    if state.workspace and p.workspaceId == state.workspace.workspaceId then
-      notify('context files changed: ' .. table.concat(p.changed or {}, ', '))
+local function on_notification(method, params)
+  if method == 'workspace/contextChanged' then
+    for _, p in pairs(state.projects) do
+      if p.workspace and params.workspaceId == p.workspace.workspaceId then
+        notify('context files changed: ' .. table.concat(params.changed or {}, ', '))
+      end
     end
   end
+end
+
+-- ---- approvals -------------------------------------------------------------------------------
+
+local function approval_note(p, text)
+  if p then
+    M.append('\n  ' .. text, p.root)
+  end
+end
+
+local function ask_permission(params, reply, id)
+  local root = state.by_session[params.sessionId]
+  local p = root and state.projects[root]
+  local tool = params.toolName or '?'
+  if p and p.always[tool] then
+    approval_note(p, 'approval: allowed (always allowed for ' .. tool .. ' in this session; :GarudaPermissions revokes)')
+    return reply({ optionId = 'allow_once' })
+  end
+  local body, ft = {}, 'diff'
+  if (tool == 'edit_file' or tool == 'write_file') and p then
+    local path, old, new = edits.proposed_text(tool, params.input, p.root)
+    if path and new then
+      body = edits.unified(path, old, new)
+    else
+      body = vim.split(vim.inspect(params.input), '\n')
+      ft = 'lua'
+    end
+  elseif tool == 'bash' and type(params.input) == 'table' then
+    body = vim.split('$ ' .. tostring(params.input.command), '\n')
+    ft = 'sh'
+  else
+    body = vim.split(vim.json.encode(params.input or {}), '\n')
+    ft = 'json'
+  end
+  local function answer(choice)
+    if choice == 'allow_always' and p then
+      p.always[tool] = true
+      approval_note(p, 'approval: allowed; ' .. tool .. ' is now always allowed in this session (:GarudaPermissions revokes)')
+      choice = 'allow_once' -- remembered here, so it stays revocable
+    elseif choice == 'allow_once' then
+      approval_note(p, 'approval: allowed once')
+    else
+      approval_note(p, 'approval: rejected')
+      choice = 'reject'
+    end
+    redraw_status()
+    reply({ optionId = choice })
+  end
+  local ask = {
+    id = id,
+    session = params.sessionId,
+    tool_call_id = params.toolCallId,
+    title = 'Garuda wants to run ' .. (params.title or tool),
+    body = body,
+    filetype = ft,
+    answer = answer,
+    started = vim.uv.now(),
+  }
+  if M.config.approval == 'select' then
+    local opts = { { optionId = 'reject', name = 'Reject' } }
+    for _, o in ipairs(params.options or {}) do
+      if o.optionId ~= 'reject' then
+        opts[#opts + 1] = o
+      end
+    end
+    vim.ui.select(opts, {
+      prompt = ask.title .. '\n' .. table.concat(body, '\n'),
+      format_item = function(o)
+        return o.name or o.optionId
+      end,
+      kind = 'garuda.permission',
+    }, function(choice)
+      answer(choice and choice.optionId or 'reject')
+    end)
+  else
+    approval.ask(ask)
+  end
+  redraw_status()
+end
+
+local function on_cancel_request(id)
+  local ask = approval.withdraw(function(a)
+    return a.id == id
+  end)
+  if ask then
+    local root = state.by_session[ask.session]
+    local p = root and state.projects[root]
+    local secs = math.floor((vim.uv.now() - ask.started) / 1000 + 0.5)
+    if p then
+      p.timed_out[ask.tool_call_id] = secs
+      approval_note(p, ('approval: timed out after %d s without an answer; the call was not run'):format(secs))
+    end
+    notify(('approval timed out: %s'):format(ask.title), vim.log.levels.WARN)
+    redraw_status()
+  end
+end
+
+local function on_request(method, params, reply, id)
+  if method == 'permission/request' then
+    ask_permission(params, reply, id)
+    return true
+  elseif method == 'workspace/applyEdit' then
+    local ok, res = pcall(edits.apply_workspace_edit, params)
+    reply(ok and res or { applied = false, failureReason = tostring(res) })
+    return true
+  elseif method == 'tool/call' then
+    for _, t in ipairs(M.config.tools or {}) do
+      if t.name == params.name and t.handler then
+        local ok, out = pcall(t.handler, params.input, params)
+        if ok then
+          reply({ content = type(out) == 'string' and out or vim.json.encode(out), isError = false })
+        else
+          reply({ content = tostring(out), isError = true })
+        end
+        return true
+      end
+    end
+    reply({ content = 'no client tool named ' .. tostring(params.name), isError = true })
+    return true
+  end
+  return false
 end
 
 -- ---- lifecycle -------------------------------------------------------------------------------
 
---- The project root: nearest ancestor with a root marker, else the cwd.
-function M.root()
-  local start = vim.api.nvim_buf_get_name(0)
-  if start == '' or start:match('^%a+://') then
-    start = vim.fn.getcwd()
+local function on_exit(code, signal, tail, msg, stopping)
+  local c = state.client
+  state.client = nil
+  for _, p in pairs(state.projects) do
+    p.workspace = nil
+    p.progress = nil
   end
-  return vim.fs.root(start, M.config.root_markers) or vim.fn.getcwd()
+  approval.withdraw(function()
+    return true
+  end)
+  if not stopping then
+    state.errors[#state.errors + 1] = msg
+    notify(msg, vim.log.levels.ERROR)
+  end
+  redraw_status()
+  return c
 end
 
---- Start the server and open the project root (idempotent). Returns the client or nil, err.
-function M.start()
+--- Start the server (idempotent). Returns the client or nil, err.
+function M.start(root)
   if state.client and state.client:is_running() then
     return state.client
   end
-  local root = M.root()
-  if vim.fn.executable(M.config.cmd[1]) ~= 1 then
-    return nil, 'not executable: ' .. M.config.cmd[1]
+  root = root or M.root()
+  local bin = M.config.cmd[1]
+  if vim.fn.executable(bin) ~= 1 then
+    return nil,
+      ('the garuda binary was not found: %q is not an executable on PATH. Install it (see the README: '
+        .. 'cargo install --path . in the garuda repository) or set require("garuda").setup({ cmd = { "/path/to/garuda", "serve" } }).'):format(bin)
   end
-  local c = Client.new({
+  local c, err = Client.new({
     cmd = M.config.cmd,
     cwd = root,
     env = M.config.env,
-    tools = function()
-      return M.config.tools
-    end,
     handlers = {
       on_update = on_update,
       on_notification = on_notification,
-      on_exit = function()
-        state.busy = false
-        redraw_status()
-      end,
+      on_request = on_request,
+      on_cancel_request = on_cancel_request,
+      on_exit = on_exit,
     },
   }):start()
+  if not c then
+    return nil, 'could not start ' .. bin .. ': ' .. tostring(err)
+  end
   state.client = c
   -- Leave no orphan: shutdown + exit when Neovim quits.
   vim.api.nvim_create_autocmd('VimLeavePre', {
     group = vim.api.nvim_create_augroup('garuda', { clear = true }),
-    callback = M.stop,
+    callback = function()
+      M.stop({ keep_sessions = true })
+    end,
   })
-  local res, err = c:request_sync('initialize', {
+  local res
+  res, err = c:request_sync('initialize', {
     processId = vim.fn.getpid(),
     rootUri = vim.uri_from_fname(root),
-    capabilities = vim.empty_dict(),
+    capabilities = { workspace = { applyEdit = true } },
     clientInfo = { name = 'garuda.nvim' },
   }, M.config.timeout_ms)
   if err then
-    return nil, 'initialize: ' .. (err.message or vim.inspect(err))
+    return nil, 'initialize: ' .. M.explain(err)
   end
   state.server_info = res and res.serverInfo
   c:notify('initialized', vim.empty_dict())
-  local ws
-  ws, err = c:request_sync('workspace/open', { root = root }, M.config.timeout_ms)
-  if err then
-    return nil, 'workspace/open: ' .. (err.message or vim.inspect(err))
-  end
-  state.workspace = ws
-  -- After a restart the current session lives on disk only: load it again, or start afresh.
-  if state.session then
-    local _, lerr = c:request_sync('session/load', { sessionId = state.session }, M.config.timeout_ms)
-    if lerr then
-      state.session = nil
-    end
-  end
   return c
 end
 
-local function ensure_session()
-  local c, err = M.start()
+--- Opens the project's workspace (once per server). Returns the project state or nil, err.
+local function ensure_workspace(root)
+  local c, err = M.start(root)
   if not c then
     return nil, err
   end
-  if state.session then
-    return state.session
+  local p = M.project(root)
+  if p.workspace then
+    return p
   end
-  local p = { workspaceId = state.workspace.workspaceId, policy = M.config.policy, model = M.config.model }
+  local ws
+  ws, err = c:request_sync('workspace/open', { root = p.root }, M.config.timeout_ms)
+  if err then
+    return nil, 'workspace/open: ' .. M.explain(err)
+  end
+  p.workspace = ws
+  -- After a restart the session lives on disk only: load it again, or start afresh.
+  if p.session then
+    local lr, lerr = c:request_sync('session/load', { sessionId = p.session }, M.config.timeout_ms)
+    if lerr then
+      p.session = nil
+    else
+      p.model = lr.model or p.model
+    end
+  end
+  return p
+end
+
+local function header(p)
+  local lines = {
+    ('# Garuda · %s'):format(vim.fn.fnamemodify(p.root, ':t')),
+    ('model %s · context window %s tokens · policy %s · session %s'):format(
+      p.model or '?',
+      fmt_tokens(p.window),
+      M.config.policy or 'default',
+      (p.session or '?'):sub(1, 13)
+    ),
+  }
+  return table.concat(lines, '\n')
+end
+
+--- The project's session, created when it has none. Returns the project state or nil, err.
+local function ensure_session(root)
+  local p, err = ensure_workspace(root)
+  if not p then
+    return nil, err
+  end
+  if p.session then
+    state.by_session[p.session] = p.root
+    return p
+  end
+  local params = { workspaceId = p.workspace.workspaceId, policy = M.config.policy, model = M.config.model }
   local specs = {}
   for _, t in ipairs(M.config.tools or {}) do
     specs[#specs + 1] = { name = t.name, description = t.description, inputSchema = t.inputSchema }
   end
   if #specs > 0 then
-    p.tools = specs
+    params.tools = specs
   end
   local res
-  res, err = c:request_sync('session/new', p, M.config.timeout_ms)
+  res, err = state.client:request_sync('session/new', params, M.config.timeout_ms)
   if err then
-    return nil, 'session/new: ' .. (err.message or vim.inspect(err))
+    return nil, M.explain(err)
   end
-  state.session = res.sessionId
-  return state.session
+  p.session, p.model, p.window = res.sessionId, res.model, res.contextWindow
+  p.context_tokens, p.always, p.timed_out = nil, {}, {}
+  state.by_session[p.session] = p.root
+  append_block(header(p), p.root)
+  for _, w in ipairs(res.warnings or {}) do
+    append_block('⚠ ' .. w, p.root)
+  end
+  return p
 end
 
---- Stop the server (shutdown + exit); called on VimLeavePre.
-function M.stop()
+--- Stop the server (shutdown + exit). Without keep_sessions the next prompt starts a new chat
+--- (:GarudaSessions resumes an old one).
+function M.stop(opts)
+  opts = opts or {}
   if state.client then
     state.client:stop()
   end
-  state.client, state.workspace, state.busy = nil, nil, false
+  state.client = nil
+  for _, p in pairs(state.projects) do
+    p.workspace, p.busy, p.progress = nil, false, nil
+    if not opts.keep_sessions then
+      if p.session then
+        local b = vim.fn.bufnr('garuda://chat/' .. p.root)
+        if b ~= -1 then
+          append_block('_[stopped; the next prompt starts a new chat]_', p.root)
+        end
+      end
+      p.session, p.queue = nil, {}
+    end
+  end
+  redraw_status()
 end
 
--- ---- commands --------------------------------------------------------------------------------
+-- ---- prompts ---------------------------------------------------------------------------------
 
---- :Garuda {prompt} — run a turn; the answer streams into the chat buffer. cb(err, result) optional.
-function M.ask(prompt, cb)
-  if not prompt or prompt == '' then
-    return notify('usage: :Garuda {prompt}', vim.log.levels.WARN)
-  end
-  if state.busy then
-    return notify('a turn is running (:GarudaCancel)', vim.log.levels.WARN)
-  end
-  local sid, err = ensure_session()
-  if not sid then
-    return notify(err, vim.log.levels.ERROR)
-  end
-  show_chat()
-  append_block('## You\n\n' .. prompt .. '\n\n## Garuda\n\n')
-  state.busy, state.step = true, nil
-  redraw_status()
-  state.client:request('turn/run', { sessionId = sid, input = { { type = 'text', text = prompt } } }, function(e, res)
-    state.busy, state.tool, state.step = false, nil, nil
-    if e then
-      append_block('> error: ' .. (e.message or vim.inspect(e)) .. '\n')
-    else
-      append_block(('_[%s]_\n'):format(res.stopReason))
+--- A selection to send with a prompt: lines line1..line2 of buffer b.
+function M.selection(b, line1, line2)
+  b = b or vim.api.nvim_get_current_buf()
+  local lines = vim.api.nvim_buf_get_lines(b, line1 - 1, line2, false)
+  return {
+    path = vim.api.nvim_buf_get_name(b),
+    line1 = line1,
+    line2 = line2,
+    text = table.concat(lines, '\n'),
+    filetype = vim.bo[b].filetype,
+  }
+end
+
+local function input_blocks(prompt, sel, root)
+  local blocks = { { type = 'text', text = prompt } }
+  if sel then
+    local rel = sel.path ~= '' and vim.fn.fnamemodify(sel.path, ':p') or '(unnamed buffer)'
+    if rel:sub(1, #root + 1) == root .. '/' then
+      rel = rel:sub(#root + 2)
     end
+    blocks[#blocks + 1] = {
+      type = 'text',
+      text = ('<context path="%s" lines="%d-%d">\n```%s\n%s\n```\n</context>'):format(
+        rel,
+        sel.line1,
+        sel.line2,
+        sel.filetype or '',
+        sel.text
+      ),
+    }
+    sel.rel = rel
+  end
+  return blocks
+end
+
+local run_next
+
+--- :Garuda {prompt} — run a turn in the current project; the answer streams into its chat
+--- buffer. opts: { selection = M.selection(...), root = ... }. cb(err, result) optional.
+--- While a turn runs, the prompt is queued and sent when it ends.
+function M.ask(prompt, cb, opts)
+  opts = opts or {}
+  if not prompt or vim.trim(prompt) == '' then
+    return notify('usage: :Garuda {prompt} (or :Garuda alone for a multi-line prompt)', vim.log.levels.WARN)
+  end
+  local root = opts.root or M.root()
+  local p, err = ensure_session(root)
+  if not p then
+    state.errors[#state.errors + 1] = err
+    notify(err, vim.log.levels.ERROR)
+    if cb then
+      cb({ message = err })
+    end
+    return
+  end
+  show_chat(root)
+  if p.busy then
+    p.queue[#p.queue + 1] = { prompt = prompt, cb = cb, opts = opts }
+    append_block(('⏳ queued (sent when the running turn ends): %s'):format(vim.split(prompt, '\n')[1]), root)
+    redraw_status()
+    return
+  end
+  local blocks = input_blocks(prompt, opts.selection, root)
+  local you = '## You\n\n' .. prompt
+  if opts.selection then
+    local s = opts.selection
+    you = you .. ('\n\n_(with %s lines %d-%d)_'):format(s.rel, s.line1, s.line2)
+  end
+  append_block(you .. '\n\n## Garuda\n', root)
+  p.busy, p.step, p.mode, p.tool = true, nil, nil, nil
+  p.compaction_seen = false
+  redraw_status()
+  state.client:request('turn/run', { sessionId = p.session, input = blocks }, function(e, res)
+    p.busy, p.tool, p.step = false, nil, nil
+    p.progress = nil
+    if e then
+      local msg = M.explain(e)
+      append_block('> **error:** ' .. msg:gsub('\n', '\n> ') .. '\n', root)
+      state.errors[#state.errors + 1] = msg
+      if not (type(e.data) == 'table' and e.data.exited) then
+        notify(msg, vim.log.levels.ERROR) -- a dead server was already reported
+      end
+    else
+      append_block(('_[%s]_\n'):format(res.stopReason), root)
+    end
+    p.mode = nil
     redraw_status()
     if cb then
       cb(e, res)
     end
+    vim.schedule(function()
+      run_next(p)
+    end)
   end)
 end
 
---- :GarudaCancel — cancel the running turn.
-function M.cancel()
-  if not (state.client and state.session) then
+run_next = function(p)
+  if p.busy or #p.queue == 0 or not (state.client and state.client:is_running()) then
+    return
+  end
+  local q = table.remove(p.queue, 1)
+  M.ask(q.prompt, q.cb, vim.tbl_extend('force', q.opts or {}, { root = p.root }))
+end
+
+--- :Garuda without arguments: a multi-line prompt window under the chat. <C-s> (any mode) or
+--- <CR> (normal mode) sends; q closes and keeps the draft. opts.selection is sent along.
+function M.input(opts)
+  opts = opts or {}
+  local root = opts.root or M.root()
+  local p = M.project(root)
+  show_chat(root)
+  local b = vim.api.nvim_create_buf(false, true)
+  vim.bo[b].bufhidden = 'wipe'
+  vim.bo[b].filetype = 'markdown'
+  vim.api.nvim_buf_set_name(b, 'garuda://input/' .. root .. '/' .. b)
+  if p.draft then
+    vim.api.nvim_buf_set_lines(b, 0, -1, false, p.draft)
+  end
+  local height = 6
+  local w = vim.api.nvim_open_win(b, true, {
+    relative = 'editor',
+    width = math.min(80, vim.o.columns - 4),
+    height = height,
+    row = vim.o.lines - height - 4,
+    col = math.floor((vim.o.columns - math.min(80, vim.o.columns - 4)) / 2),
+    border = 'rounded',
+    title = opts.selection
+        and (' Ask Garuda about %s:%d-%d · <C-s> sends '):format(
+          vim.fn.fnamemodify(opts.selection.path, ':t'),
+          opts.selection.line1,
+          opts.selection.line2
+        )
+      or ' Ask Garuda · <C-s> sends, q keeps the draft ',
+  })
+  local function keep()
+    if vim.api.nvim_buf_is_valid(b) then
+      p.draft = vim.api.nvim_buf_get_lines(b, 0, -1, false)
+    end
+  end
+  local function send()
+    local text = vim.trim(table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), '\n'))
+    if text == '' then
+      return
+    end
+    p.draft = nil
+    pcall(vim.api.nvim_win_close, w, true)
+    vim.cmd('stopinsert')
+    M.ask(text, opts.cb, { selection = opts.selection, root = root })
+  end
+  vim.keymap.set({ 'n', 'i' }, '<C-s>', send, { buffer = b })
+  vim.keymap.set('n', '<CR>', send, { buffer = b })
+  vim.keymap.set('n', 'q', function()
+    keep()
+    pcall(vim.api.nvim_win_close, w, true)
+  end, { buffer = b })
+  vim.api.nvim_create_autocmd('BufWipeout', { buffer = b, callback = keep })
+  if not p.draft then
+    vim.cmd('startinsert')
+  end
+  return b, w
+end
+
+--- :GarudaNew — a new chat (new session) for the current project.
+function M.new_chat(root)
+  root = root or M.root()
+  local p = M.project(root)
+  if p.busy then
+    return notify('a turn is running in this project (:GarudaCancel first)', vim.log.levels.WARN)
+  end
+  p.session, p.queue = nil, {}
+  local b = M.chat_buf(root)
+  vim.api.nvim_buf_set_lines(b, 0, -1, false, {})
+  local ok, err = ensure_session(root)
+  if not ok then
+    return notify(err, vim.log.levels.ERROR)
+  end
+  show_chat(root)
+  return p.session
+end
+
+--- :GarudaCancel — cancel the running turn of the current project.
+function M.cancel(root)
+  local p = M.project(root)
+  if not (state.client and p.session and p.busy) then
     return notify('nothing to cancel', vim.log.levels.WARN)
   end
-  state.client:request('turn/cancel', { sessionId = state.session }, function(e)
+  p.queue = {}
+  state.client:request('turn/cancel', { sessionId = p.session }, function(e)
     if e then
-      notify('cancel: ' .. (e.message or ''), vim.log.levels.ERROR)
+      notify('cancel: ' .. M.explain(e), vim.log.levels.ERROR)
     end
   end)
 end
 
 --- :GarudaCompact [focus] — compact the current session. cb(err, result) optional.
 function M.compact(focus, cb)
-  local sid, err = ensure_session()
-  if not sid then
+  local root = M.root()
+  local p, err = ensure_session(root)
+  if not p then
     return notify(err, vim.log.levels.ERROR)
   end
-  local p = { sessionId = sid }
+  local params = { sessionId = p.session }
   if focus and focus ~= '' then
-    p.focus = focus
+    params.focus = focus
   end
-  state.progress = 'compacting'
+  p.progress, p.compaction_seen = 'compacting', false
   redraw_status()
-  state.client:request('session/compact', p, function(e, res)
-    state.progress = nil
-    redraw_status()
+  state.client:request('session/compact', params, function(e, res)
+    p.progress = nil
     if e then
-      notify('compact: ' .. (e.message or vim.inspect(e)), vim.log.levels.ERROR)
-    else
+      notify('compact: ' .. M.explain(e), vim.log.levels.ERROR)
+    elseif not p.compaction_seen then
+      -- A server that sends no compaction events: one line from the result.
       res = type(res) == 'table' and res or {}
-      local msg = res.compacted
-          and ('compacted (%s): %s -> %s tokens'):format(res.kind or 'summary', res.tokensBefore, res.tokensAfter)
-        or ('not compacted: ' .. tostring(res.message or '?'))
-      append_block('> ' .. msg .. '\n')
-      notify(msg)
+      append_block(
+        res.compacted
+            and ('⟲ context compacted (manual, %s): %s → %s tokens · :GarudaSummary shows the summary'):format(
+              res.kind or 'summary',
+              fmt_tokens(res.tokensBefore),
+              fmt_tokens(res.tokensAfter)
+            )
+          or ('⟲ compaction not done (manual): ' .. tostring(res.message or '?')),
+        root
+      )
     end
+    if not e and type(res) == 'table' and res.compacted and res.tokensAfter then
+      p.context_tokens = res.tokensAfter
+    end
+    redraw_status()
     if cb then
       cb(e, res)
     end
@@ -358,109 +925,237 @@ function M.format_context(info)
   return lines
 end
 
+local function float(lines, title, ft)
+  local b = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_lines(b, 0, -1, false, lines)
+  vim.bo[b].modifiable = false
+  vim.bo[b].bufhidden = 'wipe'
+  if ft then
+    vim.bo[b].filetype = ft
+  end
+  local width = 20
+  for _, l in ipairs(lines) do
+    width = math.max(width, vim.fn.strdisplaywidth(l))
+  end
+  width = math.min(width + 2, vim.o.columns - 4)
+  local height = math.min(#lines, math.max(vim.o.lines - 6, 3))
+  local w = vim.api.nvim_open_win(b, true, {
+    relative = 'editor',
+    width = width,
+    height = height,
+    row = math.floor((vim.o.lines - height) / 2),
+    col = math.floor((vim.o.columns - width) / 2),
+    style = 'minimal',
+    border = 'rounded',
+    title = ' ' .. title .. ' ',
+  })
+  vim.wo[w].wrap = true
+  vim.keymap.set('n', 'q', '<cmd>close<cr>', { buffer = b, nowait = true })
+  return w, b
+end
+
 --- :GarudaContext — context/inspect in a floating window. cb(err, win) optional.
 function M.context(cb)
-  local sid, err = ensure_session()
-  if not sid then
+  local p, err = ensure_session()
+  if not p then
     return notify(err, vim.log.levels.ERROR)
   end
-  state.client:request('context/inspect', { sessionId = sid }, function(e, res)
+  state.client:request('context/inspect', { sessionId = p.session }, function(e, res)
     if e then
-      notify('context: ' .. (e.message or vim.inspect(e)), vim.log.levels.ERROR)
+      notify('context: ' .. M.explain(e), vim.log.levels.ERROR)
       if cb then
         cb(e)
       end
       return
     end
-    local lines = M.format_context(res)
-    local b = vim.api.nvim_create_buf(false, true)
-    vim.api.nvim_buf_set_lines(b, 0, -1, false, lines)
-    vim.bo[b].modifiable = false
-    local width = 20
-    for _, l in ipairs(lines) do
-      width = math.max(width, vim.fn.strdisplaywidth(l))
+    if type(res) == 'table' and res.contextTokens then
+      p.context_tokens = res.contextTokens
     end
-    width = math.min(width + 2, vim.o.columns - 4)
-    local height = math.min(#lines, math.max(vim.o.lines - 6, 3))
-    local w = vim.api.nvim_open_win(b, true, {
-      relative = 'editor',
-      width = width,
-      height = height,
-      row = math.floor((vim.o.lines - height) / 2),
-      col = math.floor((vim.o.columns - width) / 2),
-      style = 'minimal',
-      border = 'rounded',
-      title = ' Garuda context ',
-    })
-    vim.keymap.set('n', 'q', '<cmd>close<cr>', { buffer = b, nowait = true })
+    local w = float(M.format_context(res), 'Garuda context')
     if cb then
       cb(nil, w)
     end
   end)
 end
 
---- :GarudaSessions — pick a session of this workspace and resume it. cb(session_id) optional.
-function M.sessions(cb)
-  local c, err = M.start()
-  if not c then
-    return notify(err, vim.log.levels.ERROR)
-  end
-  c:request('session/list', { workspaceId = state.workspace.workspaceId }, function(e, res)
-    if e then
-      return notify('sessions: ' .. (e.message or ''), vim.log.levels.ERROR)
-    end
-    local list = res.sessions or {}
-    table.sort(list, function(a, b)
-      return (a.created or 0) > (b.created or 0)
-    end)
-    if #list == 0 then
-      return notify('no sessions yet')
-    end
-    vim.ui.select(list, {
-      prompt = 'Garuda sessions',
-      kind = 'garuda.session',
-      format_item = function(s)
-        return ('%s  %s  (%d msgs, %s)'):format(
-          os.date('%Y-%m-%d %H:%M', math.floor((s.created or 0) / 1000)),
-          s.title ~= vim.NIL and s.title or '(untitled)',
-          s.messageCount or 0,
-          s.model or '?'
-        )
-      end,
-    }, function(s)
-      if not s then
-        return
+-- ---- history ---------------------------------------------------------------------------------
+
+--- Every message of a session (all pages). cb(err, messages).
+local function all_messages(sid, cb)
+  local out = {}
+  local function page(cursor)
+    state.client:request('session/messages', { sessionId = sid, cursor = cursor, limit = 1000 }, function(e, res)
+      if e then
+        return cb(e)
       end
-      c:request('session/load', { sessionId = s.sessionId }, function(le)
-        if le then
-          return notify('load: ' .. (le.message or ''), vim.log.levels.ERROR)
-        end
-        state.session = s.sessionId
-        M.render_history(s.sessionId, cb)
-      end)
+      vim.list_extend(out, res.messages or {})
+      if res.nextCursor and res.nextCursor ~= vim.NIL then
+        page(res.nextCursor)
+      else
+        cb(nil, out)
+      end
     end)
-  end)
+  end
+  page(0)
 end
 
---- Replace the chat buffer with a session's transcript.
-function M.render_history(sid, cb)
-  state.client:request('session/messages', { sessionId = sid, limit = 200 }, function(e, res)
-    local b = show_chat()
-    vim.api.nvim_buf_set_lines(b, 0, -1, false, {})
-    if not e then
-      for _, m in ipairs(res.messages or {}) do
-        local parts = {}
-        for _, blk in ipairs(type(m.content) == 'table' and m.content or {}) do
-          if blk.type == 'text' then
-            parts[#parts + 1] = blk.text
-          elseif blk.type == 'tool_use' then
-            parts[#parts + 1] = ('> tool `%s` %s'):format(blk.name, vim.json.encode(blk.input))
-          end
-        end
-        if #parts > 0 then
-          append_block(('## %s\n\n%s\n'):format(m.role == 'user' and 'You' or 'Garuda', table.concat(parts, '\n')))
+local function block_text(blk)
+  if type(blk.content) == 'table' then
+    local parts = {}
+    for _, c in ipairs(blk.content) do
+      if c.type == 'text' then
+        parts[#parts + 1] = c.text
+      end
+    end
+    return table.concat(parts, '\n')
+  end
+  return type(blk.content) == 'string' and blk.content or ''
+end
+
+--- A key that identifies a message's content, to drop the copies a compaction re-installs.
+local function signature(m)
+  local parts = { m.role }
+  for _, blk in ipairs(type(m.content) == 'table' and m.content or {}) do
+    parts[#parts + 1] = blk.type .. ':' .. (blk.id or blk.tool_use_id or blk.text or blk.thinking or '')
+  end
+  return table.concat(parts, '\31')
+end
+
+local META = { summary = true, handoff = true }
+
+--- The messages of a session as chat lines: user and assistant turns, tool calls with their
+--- results (folded), thinking (folded), compaction summaries as summaries, restored files and
+--- notes as one line each, and no duplicates of the steps a compaction kept.
+function M.history_lines(messages)
+  local out = {}
+  local function add(s)
+    vim.list_extend(out, vim.split(s, '\n', { plain = true }))
+  end
+  local compacted = {}
+  local results = {}
+  for _, m in ipairs(messages) do
+    if m.removed == 'compacted' then
+      compacted[signature(m)] = true
+    end
+    for _, blk in ipairs(type(m.content) == 'table' and m.content or {}) do
+      if blk.type == 'tool_result' then
+        results[blk.tool_use_id] = blk
+      end
+    end
+  end
+  local last_role
+  for _, m in ipairs(messages) do
+    local meta = m.meta ~= vim.NIL and m.meta or nil
+    local copy = (m.copyOf and m.copyOf ~= vim.NIL) or (not meta and m.removed == nil and compacted[signature(m)])
+    if copy then
+      -- A step the compaction kept: already shown where it first happened.
+    elseif meta and META[meta] then
+      local text = ''
+      for _, blk in ipairs(m.content or {}) do
+        if blk.type == 'text' then
+          text = text .. blk.text
         end
       end
+      add('')
+      add(('⟲ earlier conversation compacted; the model continues from this %s (za unfolds it):'):format(
+        meta == 'handoff' and 'handoff' or 'summary'
+      ))
+      vim.list_extend(out, (folded(text, FOLD_THINK, 400)))
+      last_role = nil
+    elseif meta == 'restored_file' or meta == 'restoredfile' then
+      for _, blk in ipairs(m.content or {}) do
+        local path = blk.type == 'text' and blk.text:match('<restored_file path="([^"]*)"')
+        if path then
+          add('↻ re-read after compaction: ' .. path)
+        end
+      end
+    elseif meta == 'instruction_note' or meta == 'instructionnote' then
+      add('ℹ the instructions were re-read')
+    elseif meta == 'todo' or meta == 'truncated_marker' or meta == 'truncatedmarker' then
+      -- Bookkeeping for the model.
+    else
+      local texts, tools = {}, {}
+      for _, blk in ipairs(type(m.content) == 'table' and m.content or {}) do
+        if blk.type == 'text' then
+          if blk.text:match('^<garuda_note>') then
+            texts[#texts + 1] = 'ℹ _(instruction files changed; the new text went to the model)_'
+          elseif blk.text:match('^<context path=') then
+            local path, lines = blk.text:match('^<context path="([^"]*)" lines="([^"]*)"')
+            texts[#texts + 1] = ('_(with %s lines %s)_'):format(path or '?', lines or '?')
+          else
+            texts[#texts + 1] = blk.text
+          end
+        elseif blk.type == 'thinking' then
+          tools[#tools + 1] = '💭 thinking'
+          vim.list_extend(tools, (folded(blk.thinking, FOLD_THINK)))
+        elseif blk.type == 'tool_use' then
+          tools[#tools + 1] = '▸ ' .. M.describe_call(blk.name, blk.input)
+          local r = results[blk.id]
+          if r then
+            local lines, n = folded(block_text(r), FOLD_OUT)
+            tools[#tools + 1] = ('  %s · %d line%s (za to unfold)'):format(r.is_error and '✗ failed' or '✓ done', n, n == 1 and '' or 's')
+            vim.list_extend(tools, lines)
+          end
+        end
+      end
+      if m.role == 'user' and #texts > 0 then
+        add('')
+        add('## You')
+        add('')
+        add(table.concat(texts, '\n\n'))
+        last_role = 'user'
+      elseif m.role == 'assistant' then
+        if last_role ~= 'assistant' then
+          add('')
+          add('## Garuda')
+        end
+        -- Thinking first, then text, then tool calls: the order the model produced them.
+        local think, calls = {}, {}
+        local in_think = false
+        for _, l in ipairs(tools) do
+          if l == '💭 thinking' then
+            in_think = true
+          elseif l:sub(1, 1) == '▸' then
+            in_think = false
+          end
+          if in_think then
+            think[#think + 1] = l
+          else
+            calls[#calls + 1] = l
+          end
+        end
+        if #think > 0 then
+          add('')
+          vim.list_extend(out, think)
+        end
+        if #texts > 0 then
+          add('')
+          add(table.concat(texts, '\n\n'))
+        end
+        if #calls > 0 then
+          add('')
+          vim.list_extend(out, calls)
+        end
+        last_role = 'assistant'
+      end
+    end
+  end
+  return out
+end
+
+--- Replace a project's chat buffer with a session's transcript.
+function M.render_history(sid, cb, root)
+  root = root or M.root()
+  all_messages(sid, function(e, messages)
+    local b = show_chat(root)
+    local p = M.project(root)
+    vim.api.nvim_buf_set_lines(b, 0, -1, false, vim.split(header(p), '\n'))
+    if e then
+      append_block('> error: ' .. M.explain(e), root)
+    else
+      local lines = M.history_lines(messages)
+      vim.api.nvim_buf_set_lines(b, -1, -1, false, lines)
+      append_block(('_[resumed session %s]_\n'):format(sid:sub(1, 13)), root)
     end
     if cb then
       cb(sid)
@@ -468,20 +1163,187 @@ function M.render_history(sid, cb)
   end)
 end
 
---- Statusline component: '' when idle, else what Garuda is doing.
+--- Sessions newest first (by last activity when the server reports it), headless runs left out.
+function M.sort_sessions(list)
+  local out = {}
+  for _, s in ipairs(list or {}) do
+    local origin = s.origin ~= vim.NIL and s.origin or nil
+    if origin ~= 'exec' then
+      out[#out + 1] = s
+    end
+  end
+  local function when(s)
+    local u = s.updated ~= vim.NIL and s.updated or nil
+    return u or s.created or 0
+  end
+  table.sort(out, function(a, b)
+    if when(a) ~= when(b) then
+      return when(a) > when(b)
+    end
+    return (a.sessionId or '') > (b.sessionId or '')
+  end)
+  return out
+end
+
+function M.session_label(s)
+  local title = s.title ~= vim.NIL and s.title or nil
+  if title and title:match('^<garuda_note>') then
+    title = nil
+  end
+  local u = (s.updated ~= vim.NIL and s.updated) or s.created or 0
+  return ('%s  %s  (%d messages)'):format(
+    os.date('%Y-%m-%d %H:%M', math.floor(u / 1000)),
+    title or '(no text yet)',
+    s.messageCount or 0
+  )
+end
+
+--- :GarudaSessions — pick a session of this project (newest first) and resume it.
+function M.sessions(cb)
+  local root = M.root()
+  local p, err = ensure_workspace(root)
+  if not p then
+    return notify(err, vim.log.levels.ERROR)
+  end
+  state.client:request('session/list', { workspaceId = p.workspace.workspaceId }, function(e, res)
+    if e then
+      return notify('sessions: ' .. M.explain(e), vim.log.levels.ERROR)
+    end
+    local list = M.sort_sessions(res.sessions)
+    if #list == 0 then
+      return notify('no sessions in ' .. root .. ' yet')
+    end
+    vim.ui.select(list, {
+      prompt = 'Garuda sessions in ' .. vim.fn.fnamemodify(root, ':~'),
+      kind = 'garuda.session',
+      format_item = M.session_label,
+    }, function(s)
+      if not s then
+        return
+      end
+      if p.busy then
+        return notify('a turn is running in this project (:GarudaCancel first)', vim.log.levels.WARN)
+      end
+      state.client:request('session/load', { sessionId = s.sessionId }, function(le, lr)
+        if le then
+          return notify('load: ' .. M.explain(le), vim.log.levels.ERROR)
+        end
+        if p.busy then
+          return notify('a turn started meanwhile; not switching sessions', vim.log.levels.WARN)
+        end
+        p.session, p.model = s.sessionId, (lr and lr.model) or s.model
+        p.always, p.timed_out, p.context_tokens = {}, {}, nil
+        state.by_session[s.sessionId] = root
+        M.render_history(s.sessionId, cb, root)
+      end)
+    end)
+  end)
+end
+
+--- :GarudaSummary — the latest compaction summary of the session in a float. cb(err, win).
+function M.summary(cb)
+  local p = M.project()
+  if not (state.client and p.session) then
+    return notify('no session in this project yet', vim.log.levels.WARN)
+  end
+  all_messages(p.session, function(e, messages)
+    local found
+    for _, m in ipairs(messages or {}) do
+      if m.meta == 'summary' or m.meta == 'handoff' then
+        found = m
+      end
+    end
+    if e or not found then
+      notify(e and M.explain(e) or 'this session has not been compacted', vim.log.levels.WARN)
+      if cb then
+        cb(e or 'none')
+      end
+      return
+    end
+    local text = ''
+    for _, blk in ipairs(found.content or {}) do
+      if blk.type == 'text' then
+        text = text .. blk.text
+      end
+    end
+    local w = float(vim.split(text, '\n', { plain = true }), 'Garuda: compaction summary', 'markdown')
+    if cb then
+      cb(nil, w)
+    end
+  end)
+end
+
+--- :GarudaPermissions — the tools allowed "always" in this session; pick one to revoke.
+function M.permissions(cb)
+  local p = M.project()
+  local names = vim.tbl_keys(p.always)
+  table.sort(names)
+  if #names == 0 then
+    notify('no tool is always allowed in this session')
+    if cb then
+      cb(nil)
+    end
+    return
+  end
+  local items = vim.list_extend({ '(revoke all)' }, names)
+  vim.ui.select(items, { prompt = 'Revoke "allow always" for', kind = 'garuda.revoke' }, function(choice)
+    if choice == '(revoke all)' then
+      p.always = {}
+    elseif choice then
+      p.always[choice] = nil
+    end
+    if choice then
+      notify('revoked: ' .. choice .. '; Garuda asks again')
+      if p.session then
+        append_block('🔒 revoked "allow always": ' .. choice, p.root)
+      end
+    end
+    redraw_status()
+    if cb then
+      cb(choice)
+    end
+  end)
+end
+
+--- :GarudaApprove — bring back the approval prompt.
+function M.approve()
+  if not approval.reopen() then
+    notify('no approval is waiting')
+  end
+end
+
+--- Statusline component: '' without a session, else the model, context use and activity.
 function M.status()
   if not state.client or not state.client:is_running() then
     return ''
   end
-  local parts = {}
-  if state.busy then
-    parts[#parts + 1] = state.tool and ('⚙ ' .. state.tool) or ('step ' .. tostring(state.step or 1))
-  end
-  if state.progress then
-    parts[#parts + 1] = state.progress
-  end
-  if #parts == 0 then
+  local p = state.projects[M.root()]
+  if not p or not p.session then
     return ''
+  end
+  local parts = {}
+  local model = (p.model or ''):gsub('^replay:.*/', 'replay:')
+  parts[#parts + 1] = model
+  if p.window then
+    local used = p.context_tokens or 0
+    parts[#parts + 1] = ('%s/%s (%d%%)'):format(fmt_tokens(used), fmt_tokens(p.window), math.floor(100 * used / p.window + 0.5))
+  end
+  if p.busy then
+    parts[#parts + 1] = p.tool and ('⚙ ' .. p.tool) or ('step ' .. tostring(p.step or 1))
+  end
+  if p.progress then
+    parts[#parts + 1] = p.progress
+  end
+  if approval.pending() > 0 then
+    parts[#parts + 1] = 'approval waiting (:GarudaApprove)'
+  end
+  if #p.queue > 0 then
+    parts[#parts + 1] = #p.queue .. ' queued'
+  end
+  local always = vim.tbl_keys(p.always)
+  if #always > 0 then
+    table.sort(always)
+    parts[#parts + 1] = 'always: ' .. table.concat(always, ',')
   end
   return 'Garuda: ' .. table.concat(parts, ' · ')
 end

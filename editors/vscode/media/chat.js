@@ -1,0 +1,212 @@
+// The Garuda chat webview. Talks to the extension with postMessage only (see src/chat.ts for
+// the messages). Plain script, no build step; tests run it in headless Chromium.
+(function () {
+  'use strict';
+  const vscode = acquireVsCodeApi();
+  const $ = (id) => document.getElementById(id);
+  const log = $('log');
+  const input = $('input');
+  const approval = $('approval');
+  let approvalId = null;
+  let busy = false;
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function scroll() {
+    log.scrollTop = log.scrollHeight;
+  }
+  function add(node) {
+    log.appendChild(node);
+    scroll();
+    return node;
+  }
+  function last(cls) {
+    const l = log.lastElementChild;
+    return l && l.classList.contains(cls) ? l : null;
+  }
+  function fold(cls, title, body, open) {
+    const d = el('details', cls);
+    const s = el('summary', null, title);
+    d.appendChild(s);
+    d.appendChild(el('pre', null, body || ''));
+    if (open) d.open = true;
+    return d;
+  }
+  function tokens(n) {
+    if (typeof n !== 'number') return '?';
+    return n >= 1000 ? (n / 1000).toFixed(1) + 'k' : String(n);
+  }
+  function colorDiff(pre, text) {
+    pre.textContent = '';
+    for (const line of text.split('\n')) {
+      const span = el('span', line.startsWith('+') && !line.startsWith('+++') ? 'add' : line.startsWith('-') && !line.startsWith('---') ? 'del' : null, line + '\n');
+      pre.appendChild(span);
+    }
+  }
+
+  const handlers = {
+    reset(m) {
+      log.textContent = '';
+      $('project').textContent = m.title;
+      $('project').title = m.root;
+      hideApproval();
+    },
+    header(m) {
+      $('model').textContent = m.model || '';
+      if (m.window) {
+        const used = m.contextTokens || 0;
+        const pct = Math.round((100 * used) / m.window);
+        $('usage').textContent = tokens(used) + '/' + tokens(m.window) + ' (' + pct + '%)';
+        $('usage').classList.toggle('high', pct >= 80);
+      } else {
+        $('usage').textContent = '';
+      }
+      $('activity').textContent = (m.activity || '') + (m.queued ? ' · ' + m.queued + ' queued' : '');
+      const always = $('always');
+      always.textContent = '';
+      if (m.always && m.always.length) {
+        always.appendChild(document.createTextNode('always: '));
+        for (const t of m.always) {
+          const b = el('button', 'revoke', t + ' ×');
+          b.title = 'Revoke "allow always" for ' + t;
+          b.addEventListener('click', () => vscode.postMessage({ type: 'revoke', tool: t }));
+          always.appendChild(b);
+        }
+      }
+      busy = !!m.busy;
+      $('cancel').disabled = !busy;
+    },
+    user(m) {
+      const d = add(el('div', 'user', m.text));
+      if (m.selection) d.appendChild(el('span', 'sel', '(with ' + m.selection + ')'));
+    },
+    text(m) {
+      (last('assistant') || add(el('div', 'assistant'))).textContent += m.text;
+      scroll();
+    },
+    thinking(m) {
+      const d = last('thinking') || add(fold('thinking', 'Thinking', ''));
+      d.querySelector('pre').textContent += m.text;
+    },
+    toolStart(m) {
+      const d = add(fold('tool running', m.title + ' · running', ''));
+      d.dataset.id = m.id;
+      d.dataset.title = m.title;
+    },
+    toolEnd(m) {
+      let d = log.querySelector('details.tool[data-id="' + CSS.escape(m.id) + '"]');
+      if (!d) {
+        d = add(fold('tool', '', ''));
+        d.dataset.id = m.id;
+        d.dataset.title = m.id;
+      }
+      d.classList.remove('running');
+      d.classList.add(m.status);
+      const mark = m.status === 'ok' ? '✓' : m.status === 'timeout' ? '⏱' : '✗';
+      d.querySelector('summary').textContent = mark + ' ' + d.dataset.title + ' · ' + m.summary;
+      d.querySelector('pre').textContent = m.output;
+    },
+    approval(m) {
+      approvalId = m.id;
+      $('approval-title').textContent = m.title;
+      const pre = $('approval-body');
+      if (m.bodyKind === 'diff') colorDiff(pre, m.body);
+      else pre.textContent = m.body;
+      approval.hidden = false;
+      approval.tabIndex = -1;
+    },
+    approvalClosed(m) {
+      if (approvalId === m.id) hideApproval();
+    },
+    note(m) {
+      add(el('div', 'note' + (m.level === 'error' ? ' error' : ''), m.text));
+    },
+    compaction(m) {
+      const d = add(el('div', 'compaction', m.text + ' · '));
+      const a = el('a', null, 'show the summary');
+      a.href = '#';
+      a.addEventListener('click', (e) => {
+        e.preventDefault();
+        vscode.postMessage({ type: 'summary' });
+      });
+      d.appendChild(a);
+    },
+    queued(m) {
+      add(el('div', 'queued', '⏳ queued (sent when the running turn ends): ' + m.text));
+    },
+    turnEnd(m) {
+      for (const d of log.querySelectorAll('details.tool.running')) {
+        d.classList.remove('running');
+        d.classList.add('error');
+        d.querySelector('summary').textContent = '✗ ' + d.dataset.title + ' · interrupted';
+      }
+      if (m.error) add(el('div', 'turn-end error', 'Error: ' + m.error));
+      else add(el('div', 'turn-end', '[' + m.stopReason + ']'));
+    },
+    history(m) {
+      for (const it of m.items) {
+        if (it.kind === 'user') handlers.user({ text: it.text });
+        else if (it.kind === 'assistant') add(el('div', 'assistant', it.text));
+        else if (it.kind === 'thinking') add(fold('thinking', 'Thinking', it.text));
+        else if (it.kind === 'tool') add(fold('tool ' + it.status, (it.status === 'ok' ? '✓ ' : '✗ ') + it.title, it.output));
+        else if (it.kind === 'summary') add(fold('summary', '⟲ ' + it.label, it.text));
+        else add(el('div', 'note', it.text));
+      }
+    },
+  };
+
+  function hideApproval() {
+    approval.hidden = true;
+    approvalId = null;
+  }
+  function answer(optionId) {
+    if (approvalId === null) return;
+    const id = approvalId;
+    hideApproval();
+    vscode.postMessage({ type: 'approve', id, optionId });
+  }
+  for (const b of approval.querySelectorAll('button[data-option]')) {
+    b.addEventListener('click', () => answer(b.dataset.option));
+  }
+  document.addEventListener('keydown', (e) => {
+    if (approvalId === null || e.target === input || e.ctrlKey || e.metaKey || e.altKey) return;
+    const k = e.key.toLowerCase();
+    if (k === 'y') answer('allow_once');
+    else if (k === 'a') answer('allow_always');
+    else if (k === 'n' || k === 'escape') answer('reject');
+    else if (k === 'enter' || k === ' ') e.preventDefault(); // Enter never approves
+  });
+
+  function send() {
+    const text = input.value.trim();
+    if (!text) return;
+    vscode.postMessage({ type: 'send', text });
+    input.value = '';
+    vscode.setState({ draft: '' });
+  }
+  input.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      send();
+    }
+  });
+  input.addEventListener('input', () => vscode.setState({ draft: input.value }));
+  $('send').addEventListener('click', send);
+  $('cancel').addEventListener('click', () => vscode.postMessage({ type: 'cancel' }));
+  $('new').addEventListener('click', () => vscode.postMessage({ type: 'newChat' }));
+  $('history').addEventListener('click', () => vscode.postMessage({ type: 'sessions' }));
+  $('compact').addEventListener('click', () => vscode.postMessage({ type: 'compact' }));
+
+  window.addEventListener('message', (ev) => {
+    const m = ev.data;
+    const h = m && handlers[m.type];
+    if (h) h(m);
+  });
+  const st = vscode.getState();
+  if (st && st.draft) input.value = st.draft;
+  vscode.postMessage({ type: 'ready' });
+})();

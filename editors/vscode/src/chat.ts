@@ -1,0 +1,595 @@
+// The chat's logic, free of the `vscode` module so it runs in plain Node (tests drive it with
+// the real binary and the webview page in a real browser). The extension gives it a Host:
+// how to reach the webview, the editor's buffers, the diff editor and the session picker.
+import type { CancellationToken } from 'vscode-jsonrpc/node';
+import { ApplyEditResult, EditApplier, GarudaClient, GarudaError } from './client';
+import { proposedChange, unifiedDiff } from './edits';
+import { describeCall, historyItems } from './history';
+import type { Block, PermissionRequest, Policy, SessionInfo, TurnEvent } from './protocol';
+
+/** Messages to the webview. */
+export type ToView =
+  | { type: 'reset'; root: string; title: string }
+  | { type: 'header'; model?: string; window?: number; contextTokens?: number; activity?: string; always: string[]; queued: number; busy: boolean }
+  | { type: 'user'; text: string; selection?: string }
+  | { type: 'text'; text: string }
+  | { type: 'thinking'; text: string }
+  | { type: 'toolStart'; id: string; title: string }
+  | { type: 'toolEnd'; id: string; status: 'ok' | 'error' | 'cancelled' | 'timeout'; summary: string; output: string }
+  | { type: 'approval'; id: number; title: string; body: string; bodyKind: 'diff' | 'command' | 'json' }
+  | { type: 'approvalClosed'; id: number }
+  | { type: 'note'; text: string; level?: 'info' | 'error' }
+  | { type: 'compaction'; text: string }
+  | { type: 'queued'; text: string }
+  | { type: 'turnEnd'; stopReason?: string; error?: string }
+  | { type: 'history'; items: ReturnType<typeof historyItems> };
+
+/** Messages from the webview. */
+export type FromView =
+  | { type: 'ready' }
+  | { type: 'send'; text: string }
+  | { type: 'approve'; id: number; optionId: 'allow_once' | 'allow_always' | 'reject' }
+  | { type: 'cancel' }
+  | { type: 'newChat' }
+  | { type: 'sessions' }
+  | { type: 'compact' }
+  | { type: 'summary' }
+  | { type: 'revoke'; tool?: string };
+
+export interface Selection {
+  /** Root-relative (or absolute) path. */
+  path: string;
+  line1: number;
+  line2: number;
+  text: string;
+  language?: string;
+}
+
+export interface Host {
+  /** Posts to the webview (dropped while it is not shown; `reset` + replay restores it). */
+  post(msg: ToView): void;
+  /** The editor's text of a file (its open document, else the disk), undefined if none. */
+  readText(abs: string): Promise<string | undefined>;
+  /** Applies a workspace edit through the editor (undoable, saved). */
+  applyEdit: EditApplier;
+  /** Shows a proposed change in the diff editor (optional). */
+  showDiff?(abs: string, oldText: string | undefined, newText: string, title: string): void;
+  /** Lets the person pick a session; resolves to its id. */
+  pickSession(sessions: SessionInfo[]): Promise<string | undefined>;
+  /** Shows a document (a compaction summary). */
+  showText?(title: string, text: string): void;
+  /** Reports an error outside the chat too (a notification). */
+  error?(message: string): void;
+}
+
+export interface Settings {
+  path: string;
+  model?: string;
+  policy: Policy;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** A server message in this client's words: VS Code settings by name. */
+export function explain(message: string): string {
+  if (message.includes('no model configured'))
+    return 'No model configured: set garuda.model in the VS Code settings (e.g. anthropic/claude-sonnet-4-5, ollama/qwen3-coder), or model = "..." in ~/.config/garuda/config.toml. "Garuda: Check Setup" shows what is missing.';
+  const key = /set the environment variable ([A-Z0-9_]+)/.exec(message);
+  if (key) return `${key[1]} is not set: set it in the environment VS Code starts from (or in garuda's config), then reload the window. "Garuda: Check Setup" checks it.`;
+  return message;
+}
+
+export function tokens(n?: number): string {
+  if (typeof n !== 'number') return '?';
+  return n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n);
+}
+
+interface Project {
+  root: string;
+  workspaceId?: string;
+  sessionId?: string;
+  model?: string;
+  window?: number;
+  contextTokens?: number;
+  busy: boolean;
+  activity?: string;
+  queue: Array<{ text: string; selection?: Selection }>;
+  always: Set<string>;
+  timedOut: Map<string, number>;
+  log: ToView[];
+  compactionSeen: boolean;
+}
+
+interface Pending {
+  id: number;
+  req: PermissionRequest;
+  project?: Project;
+  resolve: (optionId: string) => void;
+  started: number;
+  view: Extract<ToView, { type: 'approval' }>;
+}
+
+/** Sessions newest first (by last activity when the server reports it), headless runs out. */
+export function sortSessions(list: SessionInfo[]): SessionInfo[] {
+  const when = (s: SessionInfo & { updated?: number }) => s.updated ?? s.created ?? 0;
+  return list
+    .filter((s) => (s as { origin?: string }).origin !== 'exec')
+    .sort((a, b) => when(b) - when(a) || (a.sessionId < b.sessionId ? 1 : -1));
+}
+
+export class ChatController {
+  client?: GarudaClient;
+  private projects = new Map<string, Project>();
+  private current?: Project;
+  private approvals: Pending[] = [];
+  private nextApproval = 1;
+
+  constructor(private readonly host: Host, private readonly settings: () => Settings) {}
+
+  /** The project the chat shows. */
+  get project(): Project | undefined {
+    return this.current;
+  }
+
+  private proj(root: string): Project {
+    let p = this.projects.get(root);
+    if (!p) {
+      p = { root, busy: false, queue: [], always: new Set(), timedOut: new Map(), log: [], compactionSeen: false };
+      this.projects.set(root, p);
+    }
+    return p;
+  }
+
+  /** Follows the person to another project root (its own session and transcript). */
+  setRoot(root: string) {
+    const p = this.proj(root);
+    if (this.current === p) return;
+    this.current = p;
+    this.replay();
+  }
+
+  /** Re-sends the current project's transcript (a webview that was hidden or reloaded). */
+  replay() {
+    const p = this.current;
+    if (!p) return;
+    this.host.post({ type: 'reset', root: p.root, title: p.root.split('/').pop() ?? p.root });
+    for (const m of p.log) this.host.post(m);
+    this.header(p);
+    const a = this.approvals[0];
+    if (a) this.host.post(a.view);
+  }
+
+  private emit(p: Project | undefined, msg: ToView) {
+    if (!p) return;
+    p.log.push(msg);
+    if (p.log.length > 5000) p.log.splice(0, p.log.length - 4000);
+    if (p === this.current) this.host.post(msg);
+  }
+
+  private header(p: Project) {
+    if (p !== this.current) return;
+    this.host.post({
+      type: 'header',
+      model: p.model,
+      window: p.window,
+      contextTokens: p.contextTokens,
+      activity: p.activity,
+      always: [...p.always].sort(),
+      queued: p.queue.length,
+      busy: p.busy,
+    });
+  }
+
+  private async ensureClient(): Promise<GarudaClient> {
+    if (this.client?.running) return this.client;
+    const s = this.settings();
+    const c = GarudaClient.start({
+      path: s.path,
+      env: s.env,
+      approver: (req, token) => this.approve(req, token),
+      applyEdit: (params) => this.host.applyEdit(params) as Promise<ApplyEditResult>,
+      onExit: (message) => this.onExit(c, message),
+    });
+    this.client = c;
+    for (const p of this.projects.values()) p.workspaceId = undefined;
+    c.onUpdate((u) => this.onEvent(u.sessionId, u.event));
+    await c.initialize(this.current?.root);
+    return c;
+  }
+
+  private onExit(c: GarudaClient, message: string) {
+    if (this.client !== c) return;
+    for (const a of this.approvals.splice(0)) {
+      this.host.post({ type: 'approvalClosed', id: a.id });
+      a.resolve('reject');
+    }
+    for (const p of this.projects.values()) {
+      p.workspaceId = undefined;
+      p.activity = undefined;
+    }
+    if (!(c as unknown as { stopping: boolean }).stopping) this.host.error?.(message);
+  }
+
+  private async ensureSession(p: Project): Promise<string> {
+    const c = await this.ensureClient();
+    if (!p.workspaceId) {
+      p.workspaceId = (await c.openWorkspace(p.root)).workspaceId;
+      if (p.sessionId) {
+        // A new server: the session lives on disk; load it again.
+        try {
+          p.model = (await c.loadSession(p.sessionId)).model;
+        } catch {
+          p.sessionId = undefined;
+        }
+      }
+    }
+    if (!p.sessionId) {
+      const s = this.settings();
+      const res = await c.newSession(p.workspaceId, s.model, s.policy);
+      p.sessionId = res.sessionId;
+      p.model = res.model;
+      p.window = res.contextWindow;
+      p.contextTokens = undefined;
+      p.always.clear();
+      p.timedOut.clear();
+      this.emit(p, { type: 'note', text: `New chat · model ${res.model} · context window ${tokens(res.contextWindow)} tokens · policy ${s.policy}` });
+      for (const w of res.warnings) this.emit(p, { type: 'note', text: `⚠ ${w}` });
+      this.header(p);
+    }
+    return p.sessionId;
+  }
+
+  private byId(sessionId: string): Project | undefined {
+    for (const p of this.projects.values()) if (p.sessionId === sessionId) return p;
+    return undefined;
+  }
+
+  /** Asks in the current project; while a turn runs the prompt is queued. */
+  async send(text: string, selection?: Selection): Promise<void> {
+    const p = this.current;
+    if (!p || !text.trim()) return;
+    if (p.busy) {
+      p.queue.push({ text, selection });
+      this.emit(p, { type: 'queued', text });
+      this.header(p);
+      return;
+    }
+    p.busy = true;
+    p.activity = 'starting';
+    this.header(p);
+    let sid: string;
+    try {
+      sid = await this.ensureSession(p);
+    } catch (e) {
+      p.busy = false;
+      p.activity = undefined;
+      const msg = e instanceof Error ? explain(e.message) : String(e);
+      this.emit(p, { type: 'note', text: msg, level: 'error' });
+      this.host.error?.(msg);
+      this.header(p);
+      return;
+    }
+    const extra: Block[] = [];
+    let selLabel: string | undefined;
+    if (selection) {
+      selLabel = `${selection.path} lines ${selection.line1}-${selection.line2}`;
+      extra.push({
+        type: 'text',
+        text: `<context path="${selection.path}" lines="${selection.line1}-${selection.line2}">\n\`\`\`${selection.language ?? ''}\n${selection.text.replace(/\n$/, '')}\n\`\`\`\n</context>`,
+      });
+    }
+    this.emit(p, { type: 'user', text, selection: selLabel });
+    p.compactionSeen = false;
+    try {
+      const res = await this.client!.runTurn(sid, text, undefined, extra);
+      this.emit(p, { type: 'turnEnd', stopReason: res.stopReason });
+    } catch (e) {
+      const msg = e instanceof Error ? explain(e.message) : String(e);
+      this.emit(p, { type: 'turnEnd', error: msg });
+    } finally {
+      p.busy = false;
+      p.activity = undefined;
+      this.header(p);
+    }
+    const next = p.queue.shift();
+    if (next && this.client?.running) void this.send(next.text, next.selection);
+    else this.header(p);
+  }
+
+  private onEvent(sessionId: string, ev: TurnEvent) {
+    const p = this.byId(sessionId);
+    if (!p) return;
+    switch (ev.kind) {
+      case 'textDelta':
+        this.emit(p, { type: 'text', text: ev.text });
+        break;
+      case 'thinkingDelta':
+        this.emit(p, { type: 'thinking', text: ev.text });
+        break;
+      case 'stepStarted':
+        p.activity = `step ${ev.step}`;
+        break;
+      case 'toolCallStarted':
+        p.activity = `⚙ ${ev.name}`;
+        this.emit(p, { type: 'toolStart', id: ev.id, title: describeCall(ev.name, ev.input) });
+        break;
+      case 'toolCallFinished': {
+        p.activity = undefined;
+        for (const a of this.approvals.filter((x) => x.req.toolCallId === ev.id && x.req.sessionId === sessionId)) {
+          this.closeApproval(a, 'reject');
+        }
+        const meta = (ev.meta ?? {}) as Record<string, unknown>;
+        const timed = p.timedOut.get(ev.id);
+        const lines = ev.output ? ev.output.replace(/\n+$/, '').split('\n').length : 0;
+        let status: 'ok' | 'error' | 'cancelled' | 'timeout' = ev.isError ? 'error' : 'ok';
+        let summary = ev.isError ? 'failed' : 'done';
+        if (timed !== undefined || meta.approval === 'timedOut' || meta.approvalTimedOut === true) {
+          status = 'timeout';
+          summary = `not run: the approval timed out${timed !== undefined ? ` after ${timed} s` : ''}`;
+        } else if (meta.cancelled) {
+          status = 'cancelled';
+          summary = 'interrupted';
+        }
+        if (meta.exitCode !== undefined) summary += ` · exit ${meta.exitCode}`;
+        summary += ` · ${lines} line${lines === 1 ? '' : 's'}`;
+        this.emit(p, { type: 'toolEnd', id: ev.id, status, summary, output: ev.output });
+        break;
+      }
+      case 'usage':
+        p.contextTokens = ev.contextTokens;
+        break;
+      case 'retry':
+        this.emit(p, { type: 'note', text: `⟳ retry ${ev.attempt} in ${(ev.delayMs / 1000).toFixed(1)} s: ${ev.reason}` });
+        break;
+      case 'todos':
+        this.emit(p, {
+          type: 'note',
+          text: 'Todo:\n' + ev.todos.map((t) => `${t.status === 'completed' ? '[x]' : t.status === 'in_progress' ? '[>]' : '[ ]'} ${t.content}`).join('\n'),
+        });
+        break;
+      case 'compaction':
+        this.onCompaction(p, ev);
+        break;
+      default:
+        break;
+    }
+    this.header(p);
+  }
+
+  private onCompaction(p: Project, ev: Extract<TurnEvent, { kind: 'compaction' }>) {
+    p.compactionSeen = true;
+    if (['started', 'stage1', 'summary'].includes(ev.phase)) {
+      p.activity = 'compacting';
+      return;
+    }
+    p.activity = undefined;
+    let text: string;
+    if (ev.phase === 'finished') {
+      if (ev.tokensAfter != null) p.contextTokens = ev.tokensAfter;
+      text = `⟲ Context compacted (${ev.trigger}, ${ev.message ?? 'summary'}): ${tokens(ev.tokensBefore ?? undefined)} → ${tokens(ev.tokensAfter ?? undefined)} tokens`;
+    } else if (ev.phase === 'failed') {
+      text = `⟲ Compaction not done (${ev.trigger}): ${ev.message ?? 'failed'}`;
+    } else if (ev.phase === 'paused') {
+      text = `⟲ Auto-compaction paused after repeated failures: ${ev.message ?? ''}`;
+    } else {
+      text = `⟲ Compaction ${ev.phase}`;
+    }
+    this.emit(p, { type: 'compaction', text });
+  }
+
+  // ---- approvals ---------------------------------------------------------------------------
+
+  private async approve(req: PermissionRequest, token: CancellationToken): Promise<string> {
+    const p = this.byId(req.sessionId);
+    if (p?.always.has(req.toolName)) {
+      this.emit(p, { type: 'note', text: `approval: allowed (${req.toolName} is always allowed in this session)` });
+      return 'allow_once';
+    }
+    let body = JSON.stringify(req.input, null, 2);
+    let bodyKind: 'diff' | 'command' | 'json' = 'json';
+    const input = (req.input ?? {}) as Record<string, unknown>;
+    if (req.toolName === 'bash' && typeof input.command === 'string') {
+      body = `$ ${input.command}`;
+      bodyKind = 'command';
+    } else if ((req.toolName === 'edit_file' || req.toolName === 'write_file') && p) {
+      const change = await proposedChange(req.toolName, req.input, p.root, (f) => this.host.readText(f));
+      if (change?.newText !== undefined) {
+        body = unifiedDiff(change.path, change.oldText, change.newText);
+        bodyKind = 'diff';
+        this.host.showDiff?.(change.abs, change.oldText, change.newText, `Garuda proposes: ${change.path}`);
+      }
+    }
+    return new Promise<string>((resolve) => {
+      const id = this.nextApproval++;
+      const a: Pending = {
+        id,
+        req,
+        project: p,
+        resolve,
+        started: Date.now(),
+        view: { type: 'approval', id, title: `Garuda wants to run ${req.title}`, body, bodyKind },
+      };
+      this.approvals.push(a);
+      if (this.approvals[0] === a) this.host.post(a.view);
+      token.onCancellationRequested(() => {
+        if (!this.approvals.includes(a)) return;
+        const secs = Math.round((Date.now() - a.started) / 1000);
+        if (p) p.timedOut.set(req.toolCallId, secs);
+        this.emit(p, { type: 'note', text: `approval: timed out after ${secs} s without an answer; the call was not run` });
+        this.closeApproval(a, 'reject');
+      });
+    });
+  }
+
+  private closeApproval(a: Pending, optionId: string) {
+    const i = this.approvals.indexOf(a);
+    if (i < 0) return;
+    this.approvals.splice(i, 1);
+    this.host.post({ type: 'approvalClosed', id: a.id });
+    a.resolve(optionId);
+    if (i === 0 && this.approvals[0]) this.host.post(this.approvals[0].view);
+  }
+
+  /** An answer from the webview (or a command). */
+  answer(id: number, optionId: string) {
+    const a = this.approvals.find((x) => x.id === id);
+    if (!a) return;
+    const p = a.project;
+    if (optionId === 'allow_always') {
+      p?.always.add(a.req.toolName);
+      this.emit(p, { type: 'note', text: `approval: allowed; ${a.req.toolName} is now always allowed in this session (revoke with "Garuda: Permissions")` });
+      optionId = 'allow_once';
+    } else if (optionId === 'allow_once') {
+      this.emit(p, { type: 'note', text: 'approval: allowed once' });
+    } else {
+      this.emit(p, { type: 'note', text: 'approval: rejected' });
+      optionId = 'reject';
+    }
+    this.closeApproval(a, optionId);
+    if (p) this.header(p);
+  }
+
+  /** Revokes "allow always" for a tool (all when omitted). */
+  revoke(tool?: string) {
+    const p = this.current;
+    if (!p) return;
+    if (tool) p.always.delete(tool);
+    else p.always.clear();
+    this.emit(p, { type: 'note', text: `🔒 revoked "allow always": ${tool ?? 'all tools'}` });
+    this.header(p);
+  }
+
+  // ---- commands ----------------------------------------------------------------------------
+
+  async cancel() {
+    const p = this.current;
+    if (!p?.sessionId || !p.busy || !this.client?.running) return;
+    p.queue = [];
+    await this.client.cancel(p.sessionId).catch(() => undefined);
+  }
+
+  async newChat() {
+    const p = this.current;
+    if (!p) return;
+    if (p.busy) {
+      this.emit(p, { type: 'note', text: 'A turn is running: cancel it first.', level: 'error' });
+      return;
+    }
+    p.sessionId = undefined;
+    p.queue = [];
+    p.log = [];
+    this.replay();
+    try {
+      await this.ensureSession(p);
+    } catch (e) {
+      this.emit(p, { type: 'note', text: explain(e instanceof Error ? e.message : String(e)), level: 'error' });
+    }
+  }
+
+  async compact(focus?: string) {
+    const p = this.current;
+    if (!p) return;
+    try {
+      const sid = await this.ensureSession(p);
+      p.compactionSeen = false;
+      p.activity = 'compacting';
+      this.header(p);
+      const res = (await this.client!.compact(sid, focus)) as { compacted: boolean; kind?: string; message?: string; tokensBefore?: number; tokensAfter?: number };
+      if (!p.compactionSeen)
+        this.onCompaction(p, {
+          kind: 'compaction',
+          phase: res.compacted ? 'finished' : 'failed',
+          trigger: 'manual',
+          message: res.compacted ? res.kind : res.message,
+          tokensBefore: res.tokensBefore,
+          tokensAfter: res.tokensAfter,
+        } as Extract<TurnEvent, { kind: 'compaction' }>);
+    } catch (e) {
+      this.emit(p, { type: 'note', text: explain(e instanceof Error ? e.message : String(e)), level: 'error' });
+    } finally {
+      p.activity = undefined;
+      this.header(p);
+    }
+  }
+
+  /** The latest compaction summary's text, or undefined. */
+  async summary(): Promise<string | undefined> {
+    const p = this.current;
+    if (!p?.sessionId) return undefined;
+    await this.ensureClient();
+    const all = await this.client!.allMessages(p.sessionId);
+    const m = [...all].reverse().find((x) => x.meta === 'summary' || x.meta === 'handoff');
+    const text = m?.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
+    if (text) this.host.showText?.('Garuda: compaction summary', text);
+    else this.emit(p, { type: 'note', text: 'This session has not been compacted.' });
+    return text;
+  }
+
+  /** Lets the person pick one of this project's sessions and shows its history. */
+  async sessions(): Promise<string | undefined> {
+    const p = this.current;
+    if (!p) return undefined;
+    try {
+      const c = await this.ensureClient();
+      if (!p.workspaceId) p.workspaceId = (await c.openWorkspace(p.root)).workspaceId;
+      const list = sortSessions((await c.listSessions(p.workspaceId)).sessions);
+      const id = await this.host.pickSession(list);
+      if (!id) return undefined;
+      if (p.busy) {
+        this.emit(p, { type: 'note', text: 'A turn is running: cancel it first.', level: 'error' });
+        return undefined;
+      }
+      return await this.resume(id);
+    } catch (e) {
+      this.emit(p, { type: 'note', text: explain(e instanceof Error ? e.message : String(e)), level: 'error' });
+      return undefined;
+    }
+  }
+
+  async resume(id: string): Promise<string> {
+    const p = this.current!;
+    const c = await this.ensureClient();
+    const loaded = await c.loadSession(id);
+    const messages = await c.allMessages(id);
+    p.sessionId = id;
+    p.model = loaded.model;
+    p.always.clear();
+    p.timedOut.clear();
+    p.queue = [];
+    p.log = [];
+    this.replay();
+    this.emit(p, { type: 'history', items: historyItems(messages) });
+    this.emit(p, { type: 'note', text: `Resumed session ${id}` });
+    this.header(p);
+    return id;
+  }
+
+  /** Handles a message from the webview. */
+  async receive(msg: FromView) {
+    switch (msg.type) {
+      case 'ready':
+        return this.replay();
+      case 'send':
+        return this.send(msg.text);
+      case 'approve':
+        return this.answer(msg.id, msg.optionId);
+      case 'cancel':
+        return this.cancel();
+      case 'newChat':
+        return this.newChat();
+      case 'sessions':
+        return void (await this.sessions());
+      case 'compact':
+        return this.compact();
+      case 'summary':
+        return void (await this.summary());
+      case 'revoke':
+        return this.revoke(msg.tool);
+    }
+  }
+
+  async dispose() {
+    await this.client?.shutdown();
+  }
+}
+
+export { GarudaError };

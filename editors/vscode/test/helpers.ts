@@ -1,0 +1,115 @@
+// Shared by the tests: temp dirs, replay cassettes, process checks, and a fake editor host
+// for ChatController (an in-memory "editor" whose open documents take the edits).
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, readFileSync, writeFileSync, realpathSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { applyTextEdits } from '../src/edits';
+import type { Host, Settings, ToView } from '../src/chat';
+import type { SessionInfo } from '../src/protocol';
+
+export const BIN = process.env.GARUDA_BIN ?? resolve(__dirname, '../../../../target/debug/garuda');
+
+export function tmp(name: string): string {
+  return realpathSync(mkdtempSync(join(tmpdir(), `garuda-vsc-${name}-`)));
+}
+
+export function env(): NodeJS.ProcessEnv {
+  const home = tmp('home');
+  return { ...process.env, HOME: home, XDG_CONFIG_HOME: join(home, 'config'), XDG_STATE_HOME: join(home, 'state') };
+}
+
+export function project(name: string): string {
+  const ws = tmp(name);
+  mkdirSync(join(ws, '.git'));
+  writeFileSync(join(ws, 'AGENTS.md'), '# Test project\nBe brief.\n');
+  return ws;
+}
+
+type Line = Record<string, unknown>;
+export const text = (t: string, more: Record<string, unknown> = {}, tokens = 50): Line => ({
+  response: { content: [{ type: 'text', text: t }], stopReason: 'end_turn', usage: { inputTokens: tokens, outputTokens: 7 } },
+  ...more,
+});
+export const tool = (id: string, name: string, input: unknown, tokens = 50): Line => ({
+  response: { content: [{ type: 'tool_use', id, name, input }], stopReason: 'tool_use', usage: { inputTokens: tokens, outputTokens: 7 } },
+});
+
+let n = 0;
+const casDir = tmp('cas');
+export function cassette(lines: Line[]): string {
+  const p = join(casDir, `c${++n}.jsonl`);
+  writeFileSync(p, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+  return `replay:${p}`;
+}
+
+export function marked(mark: string): string {
+  try {
+    return execFileSync('pgrep', ['-f', mark], { encoding: 'utf8' }).trim();
+  } catch {
+    return '';
+  }
+}
+
+export async function until(what: string, pred: () => boolean, ms = 20000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** An in-memory editor: `open` documents take edits (with an undo stack) and are saved. */
+export class FakeHost implements Host {
+  posted: ToView[] = [];
+  open = new Map<string, { text: string; undo: string[]; dirty: boolean }>();
+  diffs: Array<{ abs: string; newText: string }> = [];
+  shown: string[] = [];
+  errors: string[] = [];
+  pick: (s: SessionInfo[]) => string | undefined = () => undefined;
+  listeners: Array<(m: ToView) => void> = [];
+  post(m: ToView) {
+    this.posted.push(m);
+    for (const l of this.listeners) l(m);
+  }
+  async readText(abs: string) {
+    const d = this.open.get(abs);
+    if (d) return d.text;
+    try {
+      return readFileSync(abs, 'utf8');
+    } catch {
+      return undefined;
+    }
+  }
+  applyEdit = async (params: Parameters<Host['applyEdit']>[0]) => {
+    for (const [uri, edits] of Object.entries(params.edit.changes ?? {})) {
+      const abs = decodeURIComponent(new URL(uri).pathname);
+      const d = this.open.get(abs) ?? { text: readFileSync(abs, 'utf8'), undo: [], dirty: false };
+      if (d.dirty) return { applied: false, failureReason: 'unsaved changes' };
+      d.undo.push(d.text);
+      d.text = applyTextEdits(d.text, edits);
+      writeFileSync(abs, d.text);
+      this.open.set(abs, d);
+    }
+    return { applied: true };
+  };
+  showDiff(abs: string, _old: string | undefined, newText: string) {
+    this.diffs.push({ abs, newText });
+  }
+  async pickSession(s: SessionInfo[]) {
+    return this.pick(s);
+  }
+  showText(_t: string, text: string) {
+    this.shown.push(text);
+  }
+  error(m: string) {
+    this.errors.push(m);
+  }
+  texts(type: ToView['type']): string[] {
+    return this.posted.filter((m) => m.type === type).map((m) => JSON.stringify(m));
+  }
+}
+
+export function settings(model: () => string | undefined, e: NodeJS.ProcessEnv): () => Settings {
+  return () => ({ path: BIN, model: model(), policy: 'ask', env: e });
+}

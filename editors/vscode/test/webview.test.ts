@@ -1,0 +1,215 @@
+// The chat webview's script (media/chat.js) in a real headless Chromium (Debian's package),
+// against a fake extension host: the real ChatController and the real garuda binary, bridged
+// to the page the way VS Code bridges a webview (acquireVsCodeApi().postMessage one way,
+// window 'message' events the other).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, Server } from 'node:http';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { AddressInfo } from 'node:net';
+import { join, resolve } from 'node:path';
+import { chromium, Browser, Page } from 'playwright-core';
+import { ChatController, FromView, ToView } from '../src/chat';
+import { chatHtml, nonce } from '../src/webview';
+import { cassette, env, FakeHost, marked, project, settings, text, tool } from './helpers';
+
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const MEDIA = resolve(__dirname, '../../media');
+
+class PageHost extends FakeHost {
+  private chain: Promise<unknown> = Promise.resolve();
+  page?: Page;
+  override post(m: ToView) {
+    super.post(m);
+    const page = this.page;
+    if (page) this.chain = this.chain.then(() => page.evaluate((msg) => window.postMessage(msg, '*'), m as never).catch(() => {}));
+  }
+  settle() {
+    return this.chain;
+  }
+}
+
+async function serve(): Promise<{ server: Server; origin: string }> {
+  const server = createServer((req, res) => {
+    const url = req.url ?? '/';
+    if (url.startsWith('/media/')) {
+      const f = join(MEDIA, url.slice(7).replace(/\.\./g, ''));
+      res.writeHead(200, { 'content-type': f.endsWith('.js') ? 'text/javascript' : 'text/css' });
+      res.end(readFileSync(f));
+      return;
+    }
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    res.writeHead(200, { 'content-type': 'text/html' });
+    res.end(chatHtml(`${origin}/media/chat.js`, `${origin}/media/chat.css`, nonce(), origin));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { server, origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
+test('the chat webview in headless Chromium', { skip: !existsSync(CHROMIUM) && `no ${CHROMIUM} (apt-get install chromium)` }, async (t) => {
+  const { server, origin } = await serve();
+  const browser: Browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+  const e = env();
+  let model: string | undefined;
+  const host = new PageHost();
+  let chat = new ChatController(host, settings(() => model, e));
+  const page = await browser.newPage();
+  const errors: string[] = [];
+  page.on('pageerror', (err) => errors.push(String(err)));
+  await page.exposeFunction('__toHost', (m: FromView) => void chat.receive(m));
+  await page.addInitScript(() => {
+    let state: unknown;
+    (window as unknown as { acquireVsCodeApi: unknown }).acquireVsCodeApi = () => ({
+      postMessage: (m: unknown) => (window as unknown as { __toHost: (m: unknown) => void }).__toHost(m),
+      getState: () => state,
+      setState: (s: unknown) => (state = s),
+    });
+  });
+  host.page = page;
+  const ws = project('web');
+  chat.setRoot(ws);
+  await page.goto(origin);
+  const send = async (s: string) => {
+    await page.fill('#input', s);
+    await page.press('#input', 'Enter');
+  };
+  const turnEnds = (n: number) => page.waitForFunction((k) => document.querySelectorAll('.turn-end').length >= k, n, { timeout: 20000 });
+
+  try {
+    await t.test('a turn: Enter at the approval does not approve, the button does; the tool output is collapsed', async () => {
+      model = cassette([
+        tool('toolu_1', 'bash', { command: 'echo garuda-ok' }),
+        { ...text('The command printed garuda-ok.'), chunks: ['The command', ' printed', ' garuda-ok.'] },
+      ]);
+      await send('please run echo');
+      await page.waitForSelector('#approval:not([hidden])');
+      assert.match(await page.textContent('#approval-title') ?? '', /bash: echo garuda-ok/);
+      await page.focus('#approval');
+      await page.keyboard.press('Enter');
+      await page.keyboard.press('Space');
+      await page.waitForTimeout(300);
+      assert.equal(await page.isVisible('#approval'), true, 'Enter did not answer');
+      assert.equal(await page.locator('.turn-end').count(), 0);
+      await page.click('#allow-once');
+      await turnEnds(1);
+      assert.equal(await page.textContent('.user'), 'please run echo');
+      assert.match((await page.textContent('.assistant')) ?? '', /The command printed garuda-ok\./);
+      const tool1 = page.locator('details.tool').first();
+      assert.match((await tool1.locator('summary').textContent()) ?? '', /✓ bash: echo garuda-ok · done · exit 0/);
+      assert.equal(await tool1.evaluate((d) => (d as HTMLDetailsElement).open), false, 'collapsed');
+      assert.match((await tool1.locator('pre').textContent()) ?? '', /garuda-ok/);
+      assert.match((await page.textContent('#model')) ?? '', /^replay:/);
+      assert.match((await page.textContent('#usage')) ?? '', /\/128\.0k \(\d+%\)/);
+      assert.equal(await page.inputValue('#input'), '');
+    });
+
+    await t.test('an edit: the diff in the approval, y approves, the edit goes through the editor host', async () => {
+      writeFileSync(join(ws, 'notes.txt'), 'alpha\nbeta\n');
+      model = cassette([tool('r1', 'read_file', { path: 'notes.txt' }), tool('e1', 'edit_file', { path: 'notes.txt', old_string: 'beta', new_string: 'gamma' }), text('Edited.')]);
+      await page.click('#new');
+      await page.waitForFunction(() => document.querySelectorAll('.turn-end').length === 0);
+      await send('change beta');
+      await page.waitForSelector('#approval:not([hidden])');
+      assert.equal(await page.textContent('#approval .del'), '-beta\n');
+      assert.equal(await page.textContent('#approval .add'), '+gamma\n');
+      await page.click('#log');
+      await page.keyboard.press('Enter');
+      assert.equal(await page.isVisible('#approval'), true);
+      await page.keyboard.press('y');
+      await turnEnds(1);
+      assert.equal(readFileSync(join(ws, 'notes.txt'), 'utf8'), 'alpha\ngamma\n');
+      assert.equal(host.open.get(join(ws, 'notes.txt'))?.undo.length, 1);
+    });
+
+    await t.test('text sent during a turn is queued, not lost', async () => {
+      model = cassette([tool('s1', 'bash', { command: 'sleep 1' }), text('First done.'), text('Second done.')]);
+      await page.click('#new');
+      await page.waitForFunction(() => document.querySelectorAll('.turn-end').length === 0);
+      await send('first');
+      await page.waitForSelector('#approval:not([hidden])');
+      await page.click('#allow-always');
+      await page.waitForFunction(() => !(document.getElementById('cancel') as HTMLButtonElement).disabled);
+      await send('second question');
+      await page.waitForSelector('.queued');
+      assert.match((await page.textContent('.queued')) ?? '', /second question/);
+      await turnEnds(2);
+      assert.match((await page.textContent('#log')) ?? '', /Second done\./);
+      assert.match((await page.textContent('#always')) ?? '', /bash ×/);
+      await page.click('#always button');
+      await page.waitForFunction(() => !document.querySelector('#always button'));
+    });
+
+    await t.test('compaction is one line with the numbers and shows the summary; resume shows it as a summary', async () => {
+      writeFileSync(join(ws, 'big.txt'), Array.from({ length: 800 }, (_, i) => `filler line ${i} of the big file`).join('\n') + '\n');
+      const lines = [];
+      for (let i = 0; i < 5; i++) lines.push(tool(`r${i}`, 'read_file', { path: 'big.txt' }, 20000), text(`answer ${i}`, {}, 20000));
+      lines.push(text('SUMMARY-OF-THE-SESSION'));
+      model = cassette(lines);
+      await page.click('#new');
+      await page.waitForFunction(() => document.querySelectorAll('.turn-end').length === 0);
+      for (let i = 0; i < 5; i++) {
+        await send(`question ${i}`);
+        await turnEnds(i + 1);
+      }
+      const sid = chat.project!.sessionId!;
+      await page.click('#compact');
+      await page.waitForSelector('.compaction');
+      assert.match((await page.textContent('.compaction')) ?? '', /Context compacted \(manual, summary\): 20\.0k → [\d.]+k tokens/);
+      assert.equal(await page.locator('.compaction').count(), 1);
+      await page.click('.compaction a');
+      await host.settle();
+      for (let i = 0; i < 100 && !host.shown.length; i++) await page.waitForTimeout(20);
+      assert.match(host.shown[0] ?? '', /SUMMARY-OF-THE-SESSION/);
+      host.pick = (list) => list.find((s) => s.sessionId === sid)?.sessionId;
+      await page.click('#history');
+      await page.waitForSelector('details.summary');
+      assert.match((await page.textContent('details.summary summary')) ?? '', /Earlier conversation compacted/);
+      const users = await page.locator('.user').allTextContents();
+      assert.equal(users.filter((u) => u === 'question 4').length, 1, 'the kept turn once');
+      assert.ok(!users.some((u) => u.startsWith('This session continues')));
+    });
+
+    await t.test('an approval timeout hides the prompt and says so', async () => {
+      const e2 = env();
+      mkdirSync(join(e2.XDG_CONFIG_HOME!, 'garuda'), { recursive: true });
+      writeFileSync(join(e2.XDG_CONFIG_HOME!, 'garuda', 'config.toml'), '[approval]\ntimeout_secs = 1\n');
+      await chat.dispose();
+      chat = new ChatController(host, settings(() => model, e2));
+      chat.setRoot(project('web2'));
+      model = cassette([tool('t1', 'bash', { command: 'echo never' }), text('I will ask.')]);
+      await page.waitForFunction(() => document.querySelectorAll('.turn-end').length === 0);
+      await send('try');
+      await page.waitForSelector('#approval:not([hidden])');
+      await page.waitForSelector('#approval', { state: 'hidden', timeout: 10000 });
+      await turnEnds(1);
+      assert.match((await page.textContent('details.tool.timeout summary')) ?? '', /⏱ .*not run: the approval timed out after \d+ s/);
+    });
+
+    await t.test('a killed server: the turn ends with the error, no orphan', async () => {
+      const mark = `garuda-webview-orphan-${process.pid}`;
+      model = cassette([tool('k1', 'bash', { command: `sleep 30; echo ${mark}` }), text('no')]);
+      await page.click('#new');
+      await page.waitForFunction(() => document.querySelectorAll('.turn-end').length === 0);
+      await send('sleep');
+      await page.waitForSelector('#approval:not([hidden])');
+      await page.click('#allow-once');
+      for (let i = 0; i < 500 && !marked(mark); i++) await page.waitForTimeout(20);
+      process.kill(chat.client!.pid!, 'SIGKILL');
+      await page.waitForSelector('.turn-end.error');
+      assert.match((await page.textContent('.turn-end.error')) ?? '', /garuda exited \(killed by signal SIGKILL\)/);
+      for (let i = 0; i < 200 && marked(mark); i++) await page.waitForTimeout(50);
+      assert.equal(marked(mark), '', 'no orphan');
+    });
+
+    await page.screenshot({ path: join(env().HOME!, 'webview.png') });
+    assert.deepEqual(errors, [], 'no script errors in the page');
+  } finally {
+    await chat.dispose();
+    await browser.close();
+    server.close();
+  }
+});
