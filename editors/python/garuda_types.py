@@ -310,9 +310,9 @@ class InitializeResult(TypedDict):
     serverInfo: ServerInfo
 
 
-class InspectResult(TypedDict):
-    """`context/inspect` result: the context by part, in tokens."""
-
+class _InspectResultRequired(TypedDict):
+    # The model's window from the model table or the config.
+    configuredWindow: int
     # The context size now (real count of the last response plus the estimate since).
     contextTokens: int
     # Room left.
@@ -333,8 +333,15 @@ class InspectResult(TypedDict):
     threshold: int
     # Tool specs.
     tools: int
-    # The model's window.
+    # The window the session plans with: the configured one, or the smaller limit the provider named in a prompt-too-long answer.
     window: int
+
+
+class InspectResult(_InspectResultRequired, total=False):
+    """`context/inspect` result: the context by part, in tokens."""
+
+    # The limit learned from the provider, when one was (kept in the transcript).
+    learnedLimit: Optional[int]
 
 
 class Limits(TypedDict, total=False):
