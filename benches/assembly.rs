@@ -1,13 +1,15 @@
 //! Prompt assembly: cold (open the root, read every file, assemble) and pure `assemble`.
 //!
 //! Run with `cargo bench --bench assembly`.
+// Test and benchmark code: a panic is a failure with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use garuda::fsroot::Root;
-use garuda::prompt::{Limits, MEMORY_FILE, PromptOptions, assemble, gather};
+use garuda_core::fsroot::Root;
+use garuda_core::prompt::{Limits, MEMORY_FILE, PromptOptions, assemble, gather};
 
 /// Roughly 13 000 characters of Markdown-like text.
 fn instruction_text(seed: &str) -> String {

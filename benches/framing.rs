@@ -1,4 +1,6 @@
 //! Frame decoding and message parsing throughput (MB/s) for both framings.
+// Test and benchmark code: a panic is a failure with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use garuda::rpc::framing::{Decoder, FrameEvent, Framing, encode};
@@ -29,10 +31,10 @@ fn decode_and_parse(wire: &[u8]) -> usize {
     for chunk in wire.chunks(64 * 1024) {
         decoder.push(chunk, &mut events);
         for ev in events.drain(..) {
-            if let FrameEvent::Frame(f) = ev {
-                if message::parse(&f).is_ok() {
-                    parsed += 1;
-                }
+            if let FrameEvent::Frame(f) = ev
+                && message::parse(&f).is_ok()
+            {
+                parsed += 1;
             }
         }
     }

@@ -3,6 +3,8 @@
 //!
 //! `cargo bench --bench long_session [-- NAME...]` (a name filters scenarios by substring).
 //! Offline; figures are deterministic (seeded). Wall-clock seconds are reported, not judged.
+// Test and benchmark code: a panic is a failure with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[allow(dead_code)]
 #[path = "../tests/it/client.rs"]

@@ -1,13 +1,15 @@
 //! Session pipeline benchmarks: view of a 10 000-message session (full and incremental),
 //! stage 1 on a session of about a million estimated tokens.
+// Test and benchmark code: a panic is a failure with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use garuda::message::{Block, Role};
-use garuda::session::compact::{CompactPolicy, split_index, stage1};
-use garuda::session::records::{MessageRecord, Record};
-use garuda::session::view::{ViewCache, ViewPolicy, build_view};
+use garuda_core::message::{Block, Role};
+use garuda_core::session::compact::{CompactPolicy, split_index, stage1};
+use garuda_core::session::records::{MessageRecord, Record};
+use garuda_core::session::view::{ViewCache, ViewPolicy, build_view};
 use serde_json::json;
 
 fn msg(id: String, role: Role, content: Vec<Block>) -> Record {

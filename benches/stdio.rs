@@ -3,6 +3,8 @@
 //! `workspace/list`, and `cat` as the floor this machine's pipes and scheduler allow.
 //!
 //! Run with `cargo bench --bench stdio`.
+// Test and benchmark code: a panic is a failure with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};

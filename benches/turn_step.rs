@@ -3,21 +3,23 @@
 //! pipeline, request building, compaction check, transcript appends, events).
 //!
 //! Run with `cargo bench --bench turn_step`.
+// Test and benchmark code: a panic is a failure with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use futures_util::future::BoxFuture;
-use garuda::config::Config;
-use garuda::engine::Engine;
-use garuda::message::{Block, StopReason, Usage};
-use garuda::provider::{
+use garuda_core::config::Config;
+use garuda_core::engine::Engine;
+use garuda_core::message::{Block, StopReason, Usage};
+use garuda_core::provider::{
     EventSink, ModelInfo, ModelRequest, ModelResponse, Provider, ProviderError,
 };
-use garuda::session::SessionHeader;
-use garuda::session::view::ViewCache;
-use garuda::tools::Policy;
-use garuda::turn::{LiveSession, NullHost, SessionSetup, run_turn};
+use garuda_core::session::SessionHeader;
+use garuda_core::session::view::ViewCache;
+use garuda_core::tools::Policy;
+use garuda_core::turn::{LiveSession, NullHost, SessionSetup, run_turn};
 use tokio_util::sync::CancellationToken;
 
 /// Answers every request at once with one line of text.
@@ -82,7 +84,7 @@ fn bench(c: &mut Criterion) {
         compact: Default::default(),
     };
     let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
-    let host: Arc<dyn garuda::turn::TurnHost> = Arc::new(NullHost);
+    let host: Arc<dyn garuda_core::turn::TurnHost> = Arc::new(NullHost);
     let turn = |text: String| {
         let (live, host) = (live.clone(), host.clone());
         async move {
@@ -108,16 +110,16 @@ fn bench(c: &mut Criterion) {
     });
     // Each sample starts from the same 200 messages, with the view cache emptied, so the
     // figure is an upper bound: the view is rebuilt whole instead of extended.
-    let base = rt.block_on(async { live.state.lock().await.records.len() });
+    let base = live.try_state().expect("idle session").records.len();
     c.bench_function("one step, 200-message session (view rebuilt)", |b| {
         b.iter_custom(|iters| {
             let mut total = std::time::Duration::ZERO;
             for _ in 0..iters {
-                rt.block_on(async {
-                    let mut st = live.state.lock().await;
+                {
+                    let mut st = live.try_state().expect("idle session");
                     st.records.truncate(base);
                     st.view_cache = ViewCache::new();
-                });
+                }
                 let t = std::time::Instant::now();
                 rt.block_on(turn("one more question".to_string()));
                 total += t.elapsed();

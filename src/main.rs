@@ -7,9 +7,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use garuda::config::{self, Config};
 use garuda::front::native::NativeFront;
 use garuda::rpc::{self, ServeEnd, ServerConfig};
+use garuda_core::config::{self, Config};
 
 mod demo;
 
@@ -181,7 +181,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Schema => {
             println!(
                 "{}",
-                serde_json::to_string_pretty(&garuda::protocol::generate_schema())?
+                serde_json::to_string_pretty(&garuda_protocol::generate_schema())?
             );
             Ok(0)
         }
@@ -222,6 +222,10 @@ fn serve(cfg: Config, max_frame_bytes: Option<usize>) -> anyhow::Result<u8> {
     let server_config = ServerConfig {
         max_frame_bytes: max_frame_bytes.unwrap_or(cfg.server.max_frame_bytes),
         max_in_flight: cfg.server.max_in_flight,
+        overloaded: garuda::rpc::RpcError::new(
+            garuda_protocol::codes::OVERLOADED,
+            "overloaded, retry",
+        ),
     };
     let front = NativeFront::new(cfg, config::state_dir());
     let code = rt.block_on(async move {
@@ -268,8 +272,8 @@ fn exec(
     policy: Option<&str>,
     record: Option<PathBuf>,
 ) -> anyhow::Result<u8> {
-    use garuda::engine::{Engine, EngineError, NewSession};
-    use garuda::message::{Block, StopReason};
+    use garuda_core::engine::{Engine, EngineError, NewSession};
+    use garuda_core::message::{Block, StopReason};
     let policy = match policy {
         Some(p) => Some(
             serde_json::from_value(serde_json::Value::String(p.to_string())).map_err(|_| {
@@ -310,7 +314,7 @@ fn exec(
         });
         let host = garuda::front::exec::exec_host(json);
         match engine
-            .run_turn(&live.id, vec![Block::text(prompt)], host, cancel)
+            .run_turn(live.id(), vec![Block::text(prompt)], host, cancel)
             .await
         {
             Ok(out) if out.stop_reason == StopReason::Cancelled => Ok(130),
@@ -330,7 +334,8 @@ fn garuda_prompt(
     features: &[String],
     model: Option<&str>,
 ) -> anyhow::Result<u8> {
-    let engine = garuda::engine::Engine::new(cfg, config::state_dir(), Arc::new(|_| {}), false);
+    let engine =
+        garuda_core::engine::Engine::new(cfg, config::state_dir(), Arc::new(|_| {}), false);
     let ws = engine.open_workspace(dir)?;
     let mut opts = ws.default_options(model);
     for f in features {

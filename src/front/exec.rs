@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use serde_json::json;
 
-use crate::turn::{PermissionAnswer, PermissionRequest, TurnEvent, TurnHost};
+use garuda_core::turn::{PermissionAnswer, PermissionRequest, TurnEvent, TurnHost};
 
 /// Prints a turn's events: answer text to stdout (or every event as a JSON line), the rest to stderr.
 pub struct ExecHost {
@@ -25,14 +25,17 @@ impl ExecHost {
 impl TurnHost for ExecHost {
     fn event(&self, session_id: &str, event: TurnEvent) {
         if self.json {
-            let line = json!({"sessionId": session_id, "event": event});
+            let line = json!({"sessionId": session_id, "event": super::wire::event_out(event)});
             self.out(&format!("{line}\n"));
             return;
         }
         match event {
             TurnEvent::TextDelta { text } => self.out(&text),
             TurnEvent::ToolCallStarted { name, input, .. } => {
-                eprintln!("\n[tool] {}", crate::tools::describe_call(&name, &input));
+                eprintln!(
+                    "\n[tool] {}",
+                    garuda_core::tools::describe_call(&name, &input)
+                );
             }
             TurnEvent::ToolCallFinished {
                 is_error: true,

@@ -5,9 +5,11 @@ use std::path::PathBuf;
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
-use crate::protocol::{ToolCallParams, ToolCallResult, TurnUpdate};
 use crate::rpc::Client;
-use crate::turn::{ClientToolResult, PermissionAnswer, PermissionRequest, TurnEvent, TurnHost};
+use garuda_core::turn::{
+    ClientToolResult, PermissionAnswer, PermissionRequest, Progress, TurnEvent, TurnHost,
+};
+use garuda_protocol::{ToolCallParams, ToolCallResult, TurnUpdate};
 
 /// Relays a turn to a JSON-RPC client.
 pub struct RpcHost {
@@ -56,7 +58,15 @@ fn end_position(text: &str) -> Value {
 }
 
 impl TurnHost for RpcHost {
-    fn progress(&self, token: &str, value: Value) {
+    fn progress(&self, token: &str, progress: Progress) {
+        // LSP `WorkDoneProgress` values.
+        let value = match progress {
+            Progress::Begin { title, cancellable } => {
+                json!({"kind": "begin", "title": title, "cancellable": cancellable})
+            }
+            Progress::Report { message } => json!({"kind": "report", "message": message}),
+            Progress::End { message } => json!({"kind": "end", "message": message}),
+        };
         self.client
             .notify("$/progress", json!({"token": token, "value": value}));
     }
@@ -64,7 +74,7 @@ impl TurnHost for RpcHost {
     fn event(&self, session_id: &str, event: TurnEvent) {
         let update = TurnUpdate {
             session_id: session_id.to_string(),
-            event,
+            event: super::wire::event_out(event),
         };
         self.client.notify(
             "turn/update",
@@ -76,7 +86,8 @@ impl TurnHost for RpcHost {
         let client = self.client.clone();
         let timeout = self.approval_timeout;
         Box::pin(async move {
-            let params = serde_json::to_value(&req).unwrap_or(Value::Null);
+            let params =
+                serde_json::to_value(super::wire::permission_out(req)).unwrap_or(Value::Null);
             match client
                 .request_timeout("permission/request", params, timeout)
                 .await

@@ -6,6 +6,7 @@ mod host;
 pub mod native;
 mod params;
 mod uri;
+pub mod wire;
 
 pub use host::{RpcHost, permission_answer};
 pub use params::parse_params;

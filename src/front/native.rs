@@ -1,4 +1,9 @@
 //! The native front: Garuda's `resource/verb` methods and the LSP lifecycle over JSON-RPC.
+//!
+//! Requests are decoded through the protocol's method table (`garuda_protocol::methods`),
+//! which also says where each runs: the inline ones see only [`Inline`], a view of the
+//! engine's in-memory state, so they cannot stall the read loop on disk; the blocking ones
+//! run on the blocking pool; the spawned ones (model calls, approvals) as tasks of their own.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -7,22 +12,22 @@ use std::sync::{Arc, OnceLock};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{RpcHost, parse_params, uri_to_path};
-use crate::engine::{Engine, EngineError, EngineEvent, NewSession};
-use crate::fsroot::FsError;
-use crate::protocol::{
-    self, Ack, AssembleParams, CloseResult, CollapseParams, CompactParams, ForkParams,
-    GarudaCapabilities, InitializeResult, ListResult, LoadResult, MessagesParams, NewSessionParams,
-    NewSessionResult, OpenParams, ServerInfo, SessionList, SessionRef, SnipParams, TurnParams,
-    TurnResult, WorkspaceRef,
+use super::wire as cv;
+use super::{RpcHost, uri_to_path};
+use crate::rpc::{Client, Dispatch, Flow, Handler, RequestCtx, RpcError, codes as rpc_codes};
+use garuda_core::engine::{Engine, EngineError, EngineEvent, Inline, NewSession, PromptOverrides};
+use garuda_core::fsroot::FsError;
+use garuda_core::turn::TurnHost;
+use garuda_core::workspace::WorkspaceError;
+use garuda_protocol::methods::{
+    self as m, BlockingRequest, CachedRequest, InlineRequest, Method, Null, Request, SpawnedRequest,
 };
-use crate::rpc::{Client, Dispatch, Flow, Handler, RequestCtx, RpcError, codes};
-use crate::turn::TurnHost;
-use crate::workspace::WorkspaceError;
+use garuda_protocol::{self as protocol, codes};
 
 const UNINITIALIZED: u8 = 0;
-const RUNNING: u8 = 1;
-const SHUTTING_DOWN: u8 = 2;
+const INITIALIZING: u8 = 1;
+const RUNNING: u8 = 2;
+const SHUTTING_DOWN: u8 = 3;
 
 /// What the client told us in `initialize` that later requests need.
 #[derive(Debug, Default, Clone)]
@@ -38,16 +43,21 @@ pub struct ClientFacts {
 /// The native protocol handler.
 pub struct NativeFront {
     engine: Arc<Engine>,
-    state: AtomicU8,
+    state: Arc<AtomicU8>,
     client: Arc<OnceLock<Client>>,
-    facts: OnceLock<ClientFacts>,
+    facts: Arc<OnceLock<ClientFacts>>,
     /// Cancelled when the server should stop on its own (the client's process died).
     pub stop: CancellationToken,
 }
 
+/// A method's result as the wire value, typed by the method table.
+fn ok<M: Method>(r: M::Result) -> Result<Value, RpcError> {
+    serde_json::to_value(r).map_err(|e| RpcError::internal(e.to_string()))
+}
+
 impl NativeFront {
     /// A front over a fresh engine; engine events become notifications to the client.
-    pub fn new(config: crate::config::Config, state_dir: PathBuf) -> Arc<NativeFront> {
+    pub fn new(config: garuda_core::config::Config, state_dir: PathBuf) -> Arc<NativeFront> {
         let client: Arc<OnceLock<Client>> = Arc::new(OnceLock::new());
         let sink_client = client.clone();
         let events = Arc::new(move |ev: EngineEvent| {
@@ -55,7 +65,7 @@ impl NativeFront {
                 match ev {
                     EngineEvent::ContextChanged(cc) => c.notify(
                         "workspace/contextChanged",
-                        serde_json::to_value(cc).unwrap_or(Value::Null),
+                        serde_json::to_value(cv::context_changed_out(cc)).unwrap_or(Value::Null),
                     ),
                 }
             }
@@ -63,9 +73,9 @@ impl NativeFront {
         let engine = Arc::new(Engine::new(config, state_dir, events, true));
         Arc::new(NativeFront {
             engine,
-            state: AtomicU8::new(UNINITIALIZED),
+            state: Arc::new(AtomicU8::new(UNINITIALIZED)),
             client,
-            facts: OnceLock::new(),
+            facts: Arc::new(OnceLock::new()),
             stop: CancellationToken::new(),
         })
     }
@@ -75,13 +85,215 @@ impl NativeFront {
         &self.engine
     }
 
-    fn initialize(&self, params: Value) -> Result<Value, RpcError> {
-        if self.state.load(Ordering::SeqCst) != UNINITIALIZED {
-            return Err(RpcError::new(
-                codes::INVALID_REQUEST,
-                "initialize was already called",
-            ));
+    /// The turn host for a request: its client, its editing capability, the approval timeout.
+    fn host(&self, ctx: &RequestCtx) -> Arc<dyn TurnHost> {
+        Arc::new(RpcHost {
+            client: ctx.client.clone(),
+            apply_edit: self.facts.get().is_some_and(|f| f.apply_edit),
+            approval_timeout: std::time::Duration::from_secs(
+                self.engine.config.approval.timeout_secs.max(1),
+            ),
+        })
+    }
+
+    /// Requests answered on the read loop, from memory only.
+    fn inline(&self, view: &Inline<'_>, req: InlineRequest) -> Result<Value, RpcError> {
+        match req {
+            InlineRequest::Shutdown(_) => {
+                self.state.store(SHUTTING_DOWN, Ordering::SeqCst);
+                ok::<m::Shutdown>(Null::default())
+            }
+            InlineRequest::CloseWorkspace(p) => ok::<m::CloseWorkspace>(protocol::CloseResult {
+                closed: view.close_workspace(&p.workspace_id),
+            }),
+            InlineRequest::ListWorkspaces(_) => ok::<m::ListWorkspaces>(protocol::ListResult {
+                workspaces: view
+                    .workspaces()
+                    .into_iter()
+                    .map(cv::workspace_out)
+                    .collect(),
+            }),
+            // Only a live session can be running anything: nothing is loaded from disk.
+            InlineRequest::CancelTurn(p) => ok::<m::CancelTurn>(protocol::Ack {
+                ok: view.cancel(&p.session_id),
+            }),
         }
+    }
+
+    /// Requests answered from memory when the answer is there, else on the blocking pool.
+    fn cached(&self, req: CachedRequest) -> Dispatch {
+        match req {
+            CachedRequest::AssemblePrompt(p) => {
+                let overrides = prompt_overrides(p.options);
+                match self
+                    .engine
+                    .inline()
+                    .assemble_cached(&p.workspace_id, overrides.clone())
+                {
+                    Ok(Some(a)) => Dispatch::Reply(ok::<m::AssemblePrompt>(cv::assemble_out(&a))),
+                    Err(e) => Dispatch::Reply(Err(ws_error(e))),
+                    Ok(None) => self.on_pool(move |engine| {
+                        let a = engine
+                            .assemble(&p.workspace_id, overrides)
+                            .map_err(ws_error)?;
+                        ok::<m::AssemblePrompt>(cv::assemble_out(&a))
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Runs `f` on the blocking pool and answers with its result.
+    fn on_pool(
+        &self,
+        f: impl FnOnce(&Engine) -> Result<Value, RpcError> + Send + 'static,
+    ) -> Dispatch {
+        let engine = self.engine.clone();
+        Dispatch::Spawn(Box::pin(async move {
+            tokio::task::spawn_blocking(move || f(&engine))
+                .await
+                .map_err(|e| RpcError::internal(e.to_string()))?
+        }))
+    }
+
+    /// Requests that may read or write files, on the blocking pool.
+    fn blocking(
+        engine: &Engine,
+        facts: &FrontFacts,
+        req: BlockingRequest,
+    ) -> Result<Value, RpcError> {
+        let err = engine_error;
+        match req {
+            BlockingRequest::Initialize(p) => facts.initialize(engine, p),
+            BlockingRequest::OpenWorkspace(p) => {
+                let path = uri_to_path(&p.root).ok_or_else(|| {
+                    RpcError::invalid_params(format!(
+                        "root {} is not a path or file:// URI",
+                        p.root
+                    ))
+                })?;
+                let ws = engine.open_workspace(&path).map_err(ws_error)?;
+                ok::<m::OpenWorkspace>(cv::workspace_out(engine.info(&ws)))
+            }
+            BlockingRequest::NewSession(p) => {
+                let req = NewSession {
+                    model: p.model,
+                    policy: p.policy.map(cv::policy_in),
+                    client_tools: p.tools.into_iter().map(cv::tool_spec_in).collect(),
+                    record: None,
+                };
+                let (session, warnings) = engine.new_session(&p.workspace_id, req).map_err(err)?;
+                ok::<m::NewSession>(protocol::NewSessionResult {
+                    session_id: session.id().to_string(),
+                    model: session.model_spec().to_string(),
+                    context_window: session.context_window(),
+                    warnings,
+                })
+            }
+            BlockingRequest::ListSessions(p) => ok::<m::ListSessions>(protocol::SessionList {
+                sessions: engine
+                    .list_sessions(&p.workspace_id)
+                    .map_err(err)?
+                    .into_iter()
+                    .map(cv::session_info_out)
+                    .collect(),
+            }),
+            BlockingRequest::LoadSession(p) => {
+                let s = engine.session(&p.session_id).map_err(err)?;
+                ok::<m::LoadSession>(protocol::LoadResult {
+                    session_id: s.id().to_string(),
+                    workspace_id: s.workspace().id.clone(),
+                    model: s.model_spec().to_string(),
+                    message_count: s.message_count(),
+                })
+            }
+            BlockingRequest::ReadMessages(p) => ok::<m::ReadMessages>(cv::history_page_out(
+                engine
+                    .messages(&p.session_id, p.cursor, p.limit)
+                    .map_err(err)?,
+            )),
+            BlockingRequest::ForkSession(p) => ok::<m::ForkSession>(protocol::SessionRef {
+                session_id: engine
+                    .fork_session(&p.session_id, p.at_message_id.as_deref())
+                    .map_err(err)?,
+            }),
+            BlockingRequest::DeleteSession(p) => {
+                engine.delete_session(&p.session_id).map_err(err)?;
+                ok::<m::DeleteSession>(protocol::Ack { ok: true })
+            }
+            BlockingRequest::Snip(p) => ok::<m::Snip>(cv::snip_out(
+                engine.snip(&p.session_id, p.message_ids).map_err(err)?,
+            )),
+            BlockingRequest::ViewRequest(p) => ok::<m::ViewRequest>(cv::view_out(
+                engine.next_request(&p.session_id).map_err(err)?,
+            )),
+            BlockingRequest::InspectContext(p) => ok::<m::InspectContext>(cv::inspect_out(
+                engine.inspect(&p.session_id).map_err(err)?,
+            )),
+        }
+    }
+
+    /// Long requests, each a task of its own; `$/cancelRequest` cancels `ctx.cancel`.
+    fn spawned(&self, req: SpawnedRequest, ctx: RequestCtx) -> Dispatch {
+        let engine = self.engine.clone();
+        let host = self.host(&ctx);
+        let cancel = ctx.cancel.clone();
+        Dispatch::Spawn(Box::pin(async move {
+            match req {
+                SpawnedRequest::RunTurn(p) => {
+                    let input = p.input.into_iter().map(cv::block_in).collect();
+                    let out = engine
+                        .run_turn(&p.session_id, input, host, cancel)
+                        .await
+                        .map_err(engine_error)?;
+                    if let Some(e) = out.error {
+                        tracing::warn!("turn ended with an error: {e}");
+                    }
+                    ok::<m::RunTurn>(protocol::TurnResult {
+                        stop_reason: cv::stop_out(out.stop_reason),
+                        usage: cv::usage_out(out.usage),
+                        message_ids: out.message_ids,
+                    })
+                }
+                SpawnedRequest::Compact(p) => ok::<m::Compact>(cv::compact_out(
+                    engine
+                        .compact(&p.session_id, p.focus, host, cancel)
+                        .await
+                        .map_err(engine_error)?,
+                )),
+                SpawnedRequest::Collapse(p) => ok::<m::Collapse>(cv::collapse_out(
+                    engine
+                        .collapse(&p.session_id, &p.from_id, &p.to_id, p.summary, cancel)
+                        .await
+                        .map_err(engine_error)?,
+                )),
+            }
+        }))
+    }
+}
+
+/// What `initialize` needs besides the engine: the lifecycle state and the client's facts.
+struct FrontFacts {
+    state: Arc<AtomicU8>,
+    facts: Arc<OnceLock<ClientFacts>>,
+    stop: CancellationToken,
+}
+
+impl FrontFacts {
+    /// LSP `initialize`: records the client's facts and opens its workspace folders.
+    fn initialize(&self, engine: &Engine, params: Value) -> Result<Value, RpcError> {
+        let answer = self.initialize_inner(engine, params);
+        // A failed initialize may be sent again.
+        let next = if answer.is_ok() {
+            RUNNING
+        } else {
+            UNINITIALIZED
+        };
+        self.state.store(next, Ordering::SeqCst);
+        answer
+    }
+
+    fn initialize_inner(&self, engine: &Engine, params: Value) -> Result<Value, RpcError> {
         // LSP requires `capabilities`; scripts often send `{}`, so default it.
         let mut params = if params.is_null() { json!({}) } else { params };
         if let Some(obj) = params.as_object_mut() {
@@ -114,8 +326,8 @@ impl NativeFront {
         }
         let mut workspaces = Vec::new();
         for r in roots {
-            match uri_to_path(&r).map(|p| self.engine.open_workspace(&p)) {
-                Some(Ok(ws)) => workspaces.push(self.engine.info(&ws)),
+            match uri_to_path(&r).map(|p| engine.open_workspace(&p)) {
+                Some(Ok(ws)) => workspaces.push(cv::workspace_out(engine.info(&ws))),
                 Some(Err(e)) => tracing::warn!("workspace folder {r} not opened: {e}"),
                 None => tracing::warn!("workspace folder {r} is not a file URI"),
             }
@@ -124,49 +336,31 @@ impl NativeFront {
             watch_parent(pid, self.stop.clone());
         }
         let _ = self.facts.set(facts);
-        self.state.store(RUNNING, Ordering::SeqCst);
-        let result = InitializeResult {
+        ok::<m::Initialize>(protocol::InitializeResult {
             capabilities: json!({ "experimental": { "garuda": { "protocolVersion": protocol::PROTOCOL_VERSION } } }),
-            server_info: ServerInfo {
+            server_info: protocol::ServerInfo {
                 name: "garuda".into(),
                 version: env!("CARGO_PKG_VERSION").into(),
             },
-            garuda: GarudaCapabilities {
+            garuda: protocol::GarudaCapabilities {
                 protocol_version: protocol::PROTOCOL_VERSION,
                 methods: protocol::METHODS.iter().map(|m| m.to_string()).collect(),
                 workspaces,
             },
-        };
-        serde_json::to_value(result).map_err(|e| RpcError::internal(e.to_string()))
-    }
-
-    fn workspace_open(&self, params: Value) -> Result<Value, RpcError> {
-        let p: OpenParams = parse_params(params)?;
-        let path = uri_to_path(&p.root).ok_or_else(|| {
-            RpcError::invalid_params(format!("root {} is not a path or file:// URI", p.root))
-        })?;
-        let ws = self.engine.open_workspace(&path).map_err(ws_error)?;
-        to_value(self.engine.info(&ws))
-    }
-
-    fn workspace_close(&self, params: Value) -> Result<Value, RpcError> {
-        let p: WorkspaceRef = parse_params(params)?;
-        to_value(CloseResult {
-            closed: self.engine.workspaces.close(&p.workspace_id),
         })
     }
+}
 
-    fn workspace_list(&self) -> Result<Value, RpcError> {
-        let workspaces = self
-            .engine
-            .workspaces
-            .list()
-            .iter()
-            .map(|w| self.engine.info(w))
-            .collect();
-        to_value(ListResult { workspaces })
+fn prompt_overrides(o: Option<protocol::AssembleOptions>) -> PromptOverrides {
+    let o = o.unwrap_or_default();
+    PromptOverrides {
+        model: o.model,
+        features: o.features.map(cv::features_in),
+        limits: o.limits.map(cv::limits_in),
     }
+}
 
+impl NativeFront {
     fn folders_changed(&self, params: Value) {
         let event = params.get("event").cloned().unwrap_or(Value::Null);
         let uris = |key: &str| -> Vec<PathBuf> {
@@ -181,9 +375,9 @@ impl NativeFront {
                 .unwrap_or_default()
         };
         for path in uris("removed") {
-            let id = std::fs::canonicalize(&path).map(|c| crate::workspace::workspace_id(&c));
+            let id = std::fs::canonicalize(&path).map(|c| garuda_core::workspace::workspace_id(&c));
             if let Ok(id) = id {
-                self.engine.workspaces.close(&id);
+                self.engine.inline().close_workspace(&id);
             }
         }
         for path in uris("added") {
@@ -194,99 +388,11 @@ impl NativeFront {
     }
 }
 
-impl NativeFront {
-    /// Runs `f` on the blocking pool (it may read large transcripts) and answers with its result.
-    fn blocking<P, R>(&self, params: Value, f: fn(&Engine, P) -> Result<R, EngineError>) -> Dispatch
-    where
-        P: serde::de::DeserializeOwned + Send + 'static,
-        R: serde::Serialize + Send + 'static,
-    {
-        let engine = self.engine.clone();
-        Dispatch::Spawn(Box::pin(async move {
-            let p: P = parse_params(params)?;
-            let r = tokio::task::spawn_blocking(move || f(&engine, p))
-                .await
-                .map_err(|e| RpcError::internal(e.to_string()))?;
-            to_value(r.map_err(engine_error)?)
-        }))
-    }
-
-    fn session_new(&self, params: Value) -> Result<Value, RpcError> {
-        let p: NewSessionParams = parse_params(params)?;
-        let req = NewSession {
-            model: p.model,
-            policy: p.policy,
-            client_tools: p.tools,
-            record: None,
-        };
-        let (live, warnings) = self
-            .engine
-            .new_session(&p.workspace_id, req)
-            .map_err(engine_error)?;
-        to_value(NewSessionResult {
-            session_id: live.id.clone(),
-            model: live.setup.model_spec.clone(),
-            context_window: live.setup.model_info.context_window,
-            warnings,
-        })
-    }
-
-    fn session_compact(&self, params: Value, ctx: RequestCtx) -> Dispatch {
-        let p: CompactParams = match parse_params(params) {
-            Ok(p) => p,
-            Err(e) => return Dispatch::Reply(Err(e)),
-        };
-        let engine = self.engine.clone();
-        let host = self.host(&ctx);
-        Dispatch::Spawn(Box::pin(async move {
-            let r = engine
-                .compact(&p.session_id, p.focus, host, ctx.cancel.clone())
-                .await
-                .map_err(engine_error)?;
-            to_value(r)
-        }))
-    }
-
-    /// The turn host for a request: its client, its editing capability, the approval timeout.
-    fn host(&self, ctx: &RequestCtx) -> Arc<dyn TurnHost> {
-        Arc::new(RpcHost {
-            client: ctx.client.clone(),
-            apply_edit: self.facts.get().is_some_and(|f| f.apply_edit),
-            approval_timeout: std::time::Duration::from_secs(
-                self.engine.config.approval.timeout_secs.max(1),
-            ),
-        })
-    }
-
-    fn turn_run(&self, params: Value, ctx: RequestCtx) -> Dispatch {
-        let p: TurnParams = match parse_params(params) {
-            Ok(p) => p,
-            Err(e) => return Dispatch::Reply(Err(e)),
-        };
-        let engine = self.engine.clone();
-        let host = self.host(&ctx);
-        Dispatch::Spawn(Box::pin(async move {
-            let out = engine
-                .run_turn(&p.session_id, p.input, host, ctx.cancel.clone())
-                .await
-                .map_err(engine_error)?;
-            if let Some(e) = out.error {
-                tracing::warn!("turn ended with an error: {e}");
-            }
-            to_value(TurnResult {
-                stop_reason: out.stop_reason,
-                usage: out.usage,
-                message_ids: out.message_ids,
-            })
-        }))
-    }
-}
-
 /// Maps engine errors to protocol errors; provider errors carry their kind in `data`.
 pub fn engine_error(e: EngineError) -> RpcError {
-    use crate::provider::ProviderError as P;
-    use crate::session::StoreError as S;
-    use crate::turn::TurnError as T;
+    use garuda_core::provider::ProviderError as P;
+    use garuda_core::session::StoreError as S;
+    use garuda_core::turn::TurnError as T;
     let provider = |p: P| {
         let code = match &p {
             P::Config(_) => codes::CONFIG_ERROR,
@@ -348,10 +454,6 @@ pub fn engine_error(e: EngineError) -> RpcError {
     }
 }
 
-fn to_value<T: serde::Serialize>(v: T) -> Result<Value, RpcError> {
-    serde_json::to_value(v).map_err(|e| RpcError::internal(e.to_string()))
-}
-
 /// Maps engine errors to protocol errors.
 pub fn ws_error(e: WorkspaceError) -> RpcError {
     match e {
@@ -379,12 +481,12 @@ fn watch_parent(pid: u32, stop: CancellationToken) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-            if let Err(e) = rustix::process::test_kill_process(pid) {
-                if e == rustix::io::Errno::SRCH {
-                    tracing::info!("client process {} is gone; exiting", pid.as_raw_nonzero());
-                    stop.cancel();
-                    return;
-                }
+            if let Err(e) = rustix::process::test_kill_process(pid)
+                && e == rustix::io::Errno::SRCH
+            {
+                tracing::info!("client process {} is gone; exiting", pid.as_raw_nonzero());
+                stop.cancel();
+                return;
             }
         }
     });
@@ -393,126 +495,61 @@ fn watch_parent(pid: u32, stop: CancellationToken) {
 impl Handler for NativeFront {
     fn request(&self, method: &str, params: Value, ctx: RequestCtx) -> Dispatch {
         let _ = self.client.set(ctx.client.clone());
+        let req = match Request::parse(method, params) {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                return Dispatch::Reply(Err(RpcError::new(
+                    rpc_codes::METHOD_NOT_FOUND,
+                    format!("unknown method {method}"),
+                )));
+            }
+            Err(e) => {
+                return Dispatch::Reply(Err(RpcError::invalid_params(format!(
+                    "invalid params: {e}"
+                ))));
+            }
+        };
+        let is_initialize = matches!(req, Request::Blocking(BlockingRequest::Initialize(_)));
         let state = self.state.load(Ordering::SeqCst);
-        if method == "initialize" {
-            return Dispatch::Reply(self.initialize(params));
-        }
-        if state == UNINITIALIZED {
-            return Dispatch::Reply(Err(RpcError::new(
-                codes::SERVER_NOT_INITIALIZED,
-                format!("{method}: the server is not initialized; send initialize first"),
-            )));
-        }
-        if state == SHUTTING_DOWN {
-            return Dispatch::Reply(Err(RpcError::new(
-                codes::INVALID_REQUEST,
-                format!("{method}: the server is shutting down"),
-            )));
-        }
-        match method {
-            "shutdown" => {
-                self.state.store(SHUTTING_DOWN, Ordering::SeqCst);
-                Dispatch::Reply(Ok(Value::Null))
+        if is_initialize {
+            if self
+                .state
+                .compare_exchange(
+                    UNINITIALIZED,
+                    INITIALIZING,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                )
+                .is_err()
+            {
+                return Dispatch::Reply(Err(RpcError::new(
+                    rpc_codes::INVALID_REQUEST,
+                    "initialize was already called",
+                )));
             }
-            "workspace/open" => Dispatch::Reply(self.workspace_open(params)),
-            "workspace/close" => Dispatch::Reply(self.workspace_close(params)),
-            "workspace/list" => Dispatch::Reply(self.workspace_list()),
-            "prompt/assemble" => {
-                let p: AssembleParams = match parse_params(params) {
-                    Ok(p) => p,
-                    Err(e) => return Dispatch::Reply(Err(e)),
+        } else if state != RUNNING {
+            let (code, why) = if state == SHUTTING_DOWN {
+                (rpc_codes::INVALID_REQUEST, "the server is shutting down")
+            } else {
+                (
+                    rpc_codes::SERVER_NOT_INITIALIZED,
+                    "the server is not initialized; send initialize first",
+                )
+            };
+            return Dispatch::Reply(Err(RpcError::new(code, format!("{method}: {why}"))));
+        }
+        match req {
+            Request::Inline(r) => Dispatch::Reply(self.inline(&self.engine.inline(), r)),
+            Request::Cached(r) => self.cached(r),
+            Request::Blocking(r) => {
+                let facts = FrontFacts {
+                    state: self.state.clone(),
+                    facts: self.facts.clone(),
+                    stop: self.stop.clone(),
                 };
-                // A warm prompt is answered on the read loop; only a cold one reads files.
-                match self
-                    .engine
-                    .assemble_cached(&p.workspace_id, p.options.clone())
-                {
-                    Ok(Some(res)) => return Dispatch::Reply(to_value(res)),
-                    Ok(None) => {}
-                    Err(e) => return Dispatch::Reply(Err(ws_error(e))),
-                }
-                let engine = self.engine.clone();
-                Dispatch::Spawn(Box::pin(async move {
-                    let res = tokio::task::spawn_blocking(move || {
-                        engine.assemble(&p.workspace_id, p.options)
-                    })
-                    .await
-                    .map_err(|e| RpcError::internal(e.to_string()))?;
-                    to_value(res.map_err(ws_error)?)
-                }))
+                self.on_pool(move |engine| Self::blocking(engine, &facts, r))
             }
-            "session/new" => Dispatch::Reply(self.session_new(params)),
-            "session/list" => Dispatch::Reply((|| {
-                let p: WorkspaceRef = parse_params(params)?;
-                let sessions = self
-                    .engine
-                    .list_sessions(&p.workspace_id)
-                    .map_err(engine_error)?;
-                to_value(SessionList { sessions })
-            })()),
-            "session/load" => self.blocking(params, |engine, p: SessionRef| {
-                let live = engine.session(&p.session_id)?;
-                let ws = &live.setup.workspace;
-                let count = live
-                    .state
-                    .try_lock()
-                    .map(|s| {
-                        s.records
-                            .iter()
-                            .filter(|r| r.as_message().is_some())
-                            .count()
-                    })
-                    .unwrap_or(0);
-                Ok(LoadResult {
-                    session_id: live.id.clone(),
-                    workspace_id: ws.id.clone(),
-                    model: live.setup.model_spec.clone(),
-                    message_count: count as u64,
-                })
-            }),
-            "session/messages" => self.blocking(params, |engine, p: MessagesParams| {
-                engine.messages(&p.session_id, p.cursor, p.limit)
-            }),
-            "session/fork" => self.blocking(params, |engine, p: ForkParams| {
-                Ok(SessionRef {
-                    session_id: engine.fork_session(&p.session_id, p.at_message_id.as_deref())?,
-                })
-            }),
-            "session/delete" => self.blocking(params, |engine, p: SessionRef| {
-                engine.delete_session(&p.session_id)?;
-                Ok(Ack { ok: true })
-            }),
-            "turn/run" => self.turn_run(params, ctx),
-            "session/compact" => self.session_compact(params, ctx),
-            "session/snip" => self.blocking(params, |engine, p: SnipParams| {
-                engine.snip(&p.session_id, p.message_ids)
-            }),
-            "session/collapse" => {
-                let engine = self.engine.clone();
-                Dispatch::Spawn(Box::pin(async move {
-                    let p: CollapseParams = parse_params(params)?;
-                    let r = engine
-                        .collapse(&p.session_id, &p.from_id, &p.to_id, p.summary, ctx.cancel)
-                        .await
-                        .map_err(engine_error)?;
-                    to_value(r)
-                }))
-            }
-            "session/view" => self.blocking(params, |engine, p: SessionRef| {
-                engine.next_request(&p.session_id)
-            }),
-            "context/inspect" => self.blocking(params, |engine, p: SessionRef| {
-                engine.inspect(&p.session_id)
-            }),
-            "turn/cancel" => Dispatch::Reply((|| {
-                let p: SessionRef = parse_params(params)?;
-                let live = self.engine.session(&p.session_id).map_err(engine_error)?;
-                to_value(Ack { ok: live.cancel() })
-            })()),
-            _ => Dispatch::Reply(Err(RpcError::new(
-                codes::METHOD_NOT_FOUND,
-                format!("unknown method {method}"),
-            ))),
+            Request::Spawned(r) => self.spawned(r, ctx),
         }
     }
 
@@ -524,7 +561,7 @@ impl Handler for NativeFront {
             } else {
                 1
             }),
-            _ if self.state.load(Ordering::SeqCst) == UNINITIALIZED => {
+            _ if self.state.load(Ordering::SeqCst) != RUNNING => {
                 tracing::debug!("{method} before initialize: ignored");
                 Flow::Continue
             }

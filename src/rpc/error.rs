@@ -1,10 +1,10 @@
-//! JSON-RPC error objects and the error codes Garuda answers with.
+//! JSON-RPC error objects and the standard error codes. An application's own codes (Garuda's
+//! are in `garuda_protocol::codes`) come from the handler.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Error codes: the JSON-RPC 2.0 and LSP standard ones, then Garuda's own range
-/// `-32050..=-32099`.
+/// The JSON-RPC 2.0 and LSP standard error codes.
 pub mod codes {
     /// The frame is not valid JSON or not valid UTF-8; the id is unknown, so it is `null`.
     pub const PARSE_ERROR: i64 = -32700;
@@ -22,36 +22,6 @@ pub mod codes {
     pub const SERVER_NOT_INITIALIZED: i64 = -32002;
     /// The request was cancelled by `$/cancelRequest`, by end of input, or timed out (LSP).
     pub const REQUEST_CANCELLED: i64 = -32800;
-
-    /// First (highest) code of Garuda's own range.
-    pub const GARUDA_RANGE_START: i64 = -32050;
-    /// Last (lowest) code of Garuda's own range.
-    pub const GARUDA_RANGE_END: i64 = -32099;
-
-    /// The `workspaceId` names no open workspace.
-    pub const WORKSPACE_NOT_OPEN: i64 = -32050;
-    /// The `sessionId` names no known session.
-    pub const SESSION_NOT_FOUND: i64 = -32051;
-    /// The model provider failed (HTTP error, bad answer, network down).
-    pub const PROVIDER_ERROR: i64 = -32052;
-    /// The conversation does not fit the model's context window, even after compaction.
-    pub const CONTEXT_OVERFLOW: i64 = -32053;
-    /// Too many requests in flight; retry later.
-    pub const OVERLOADED: i64 = -32054;
-    /// A path resolves outside the workspace root.
-    pub const OUTSIDE_ROOT: i64 = -32055;
-    /// The target (e.g. a session running a turn) is busy with another request.
-    pub const BUSY: i64 = -32056;
-    /// The configuration is invalid (bad TOML, bad value), with the file and line in `data`.
-    pub const CONFIG_ERROR: i64 = -32057;
-    /// A named thing (file, tool, model, memory entry) does not exist.
-    pub const NOT_FOUND: i64 = -32058;
-    /// A tool call failed in a way the caller must see as an error.
-    pub const TOOL_ERROR: i64 = -32059;
-    /// The user's prompt alone is larger than the model's context window.
-    pub const PROMPT_TOO_LONG: i64 = -32060;
-    /// The provider rejected the credentials (missing or invalid key).
-    pub const AUTH_ERROR: i64 = -32061;
 }
 
 /// A JSON-RPC error object: `{code, message, data?}`.
@@ -120,16 +90,6 @@ impl RpcError {
     pub fn request_cancelled() -> Self {
         Self::new(codes::REQUEST_CANCELLED, "request cancelled")
     }
-
-    /// -32054: too many requests in flight.
-    pub fn overloaded() -> Self {
-        Self::new(codes::OVERLOADED, "overloaded, retry")
-    }
-
-    /// Whether `code` lies in Garuda's own range `-32050..=-32099`.
-    pub fn is_garuda_code(code: i64) -> bool {
-        (codes::GARUDA_RANGE_END..=codes::GARUDA_RANGE_START).contains(&code)
-    }
 }
 
 #[cfg(test)]
@@ -147,28 +107,5 @@ mod tests {
         let e = RpcError::invalid_params("bad").with_data(json!({"field": "root"}));
         let back: RpcError = serde_json::from_value(serde_json::to_value(&e).unwrap()).unwrap();
         assert_eq!(back, e);
-    }
-
-    #[test]
-    fn garuda_codes_are_in_range() {
-        use codes::*;
-        for c in [
-            WORKSPACE_NOT_OPEN,
-            SESSION_NOT_FOUND,
-            PROVIDER_ERROR,
-            CONTEXT_OVERFLOW,
-            OVERLOADED,
-            OUTSIDE_ROOT,
-            BUSY,
-            CONFIG_ERROR,
-            NOT_FOUND,
-            TOOL_ERROR,
-            PROMPT_TOO_LONG,
-            AUTH_ERROR,
-        ] {
-            assert!(RpcError::is_garuda_code(c), "{c}");
-        }
-        assert!(!RpcError::is_garuda_code(PARSE_ERROR));
-        assert!(!RpcError::is_garuda_code(SERVER_NOT_INITIALIZED));
     }
 }

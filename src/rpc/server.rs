@@ -65,8 +65,11 @@ pub struct RequestCtx {
 pub struct ServerConfig {
     /// Largest frame body accepted; larger frames are skipped and answered with -32600.
     pub max_frame_bytes: usize,
-    /// Most spawned requests running at once; more are answered with -32054.
+    /// Most spawned requests running at once; more are answered with `overloaded`.
     pub max_in_flight: usize,
+    /// The error answered when `max_in_flight` requests are running (an application's own
+    /// code; JSON-RPC's generic server error by default).
+    pub overloaded: RpcError,
 }
 
 impl Default for ServerConfig {
@@ -74,6 +77,7 @@ impl Default for ServerConfig {
         Self {
             max_frame_bytes: 64 * 1024 * 1024,
             max_in_flight: 64,
+            overloaded: RpcError::new(-32000, "overloaded, retry"),
         }
     }
 }
@@ -447,7 +451,8 @@ impl Conn {
                 "request {id} refused: {} requests in flight",
                 self.config.max_in_flight
             );
-            self.client.respond(Some(&id), &Err(RpcError::overloaded()));
+            self.client
+                .respond(Some(&id), &Err(self.config.overloaded.clone()));
             return;
         }
         // An inner task so that a panic becomes an error answer instead of a silent loss.
@@ -522,10 +527,8 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             healthy = false;
         }
     }
-    if healthy {
-        if let Err(e) = out.flush().await {
-            tracing::warn!("flushing output failed: {e}");
-        }
+    if healthy && let Err(e) = out.flush().await {
+        tracing::warn!("flushing output failed: {e}");
     }
 }
 

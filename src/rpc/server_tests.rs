@@ -16,7 +16,10 @@ impl Handler for TestHandler {
         match method {
             // Scalars are wrapped by `req` since params must be structured.
             "echo" => Dispatch::Reply(Ok(params.get(0).cloned().unwrap_or(params))),
-            "fail" => Dispatch::Reply(Err(RpcError::new(codes::NOT_FOUND, "nope"))),
+            "fail" => Dispatch::Reply(Err(RpcError::new(
+                garuda_protocol::codes::NOT_FOUND,
+                "nope",
+            ))),
             "wait" => Dispatch::Spawn(
                 async move {
                     ctx.cancel.cancelled().await;
@@ -181,7 +184,7 @@ async fn inline_requests_both_framings() {
         );
         assert_eq!(
             (got[1]["id"].clone(), code(&got[1])),
-            (json!("two"), codes::NOT_FOUND)
+            (json!("two"), garuda_protocol::codes::NOT_FOUND)
         );
         assert_eq!(code(&got[2]), codes::METHOD_NOT_FOUND);
         assert_eq!(
@@ -380,7 +383,7 @@ async fn server_to_client_requests_are_routed_by_id() {
     p.send(req(2, "ask", json!({"q": 2}))).await;
     let ask2 = p.recv().await;
     assert_ne!(ask2["id"], ask["id"], "server ids are not reused");
-    let err = json!({"code": codes::TOOL_ERROR, "message": "denied"});
+    let err = json!({"code": garuda_protocol::codes::TOOL_ERROR, "message": "denied"});
     p.send(json!({"jsonrpc": "2.0", "id": ask2["id"], "error": err}))
         .await;
     let got = p.recv().await;
@@ -492,7 +495,7 @@ async fn too_many_in_flight_requests_are_refused() {
     let got = p.recv().await;
     assert_eq!(
         (got["id"].clone(), code(&got)),
-        (json!(3), codes::OVERLOADED)
+        (json!(3), ServerConfig::default().overloaded.code)
     );
     p.send(req(1, "wait", json!({}))).await;
     let got = p.recv().await;

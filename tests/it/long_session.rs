@@ -224,7 +224,7 @@ const DIRECTIVES: &[&str] = &[
 
 /// The directive a turn gives (every fourth turn from turn 2), if any.
 pub fn directive_of(turn: u32) -> Option<u32> {
-    (turn >= 2 && (turn - 2) % 4 == 0).then(|| (turn - 2) / 4 + 1)
+    (turn >= 2 && (turn - 2).is_multiple_of(4)).then(|| (turn - 2) / 4 + 1)
 }
 
 /// The user's message of a turn.

@@ -78,8 +78,8 @@ async fn mock_model_serves_replies_in_order_and_records() {
 /// The kit's bodies parse with Garuda's own providers (so the kit is a faithful wire mock).
 #[tokio::test]
 async fn mock_model_speaks_what_the_providers_parse() {
-    use garuda::message::{Block, Message, StopReason};
-    use garuda::provider::{
+    use garuda_core::message::{Block, Message, StopReason};
+    use garuda_core::provider::{
         Endpoint, ModelRequest, ProviderError, ProviderKind, build_endpoint, retry::RetryPolicy,
     };
     use std::time::Duration;
@@ -105,7 +105,7 @@ async fn mock_model_speaks_what_the_providers_parse() {
         max_tokens: 100,
         ..Default::default()
     };
-    let call = |p: std::sync::Arc<dyn garuda::provider::Provider>| async move {
+    let call = |p: std::sync::Arc<dyn garuda_core::provider::Provider>| async move {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         p.complete(req(), tx, Default::default()).await
     };

@@ -7,9 +7,9 @@ use super::types::{
     PlanEntryStatus, SessionUpdate, StopReason as AcpStop, ToolCall, ToolCallContent,
     ToolCallStatus, ToolKind,
 };
-use crate::message::{Block, ImageSource, Role, StopReason};
-use crate::tools::{TodoItem, TodoStatus};
-use crate::turn::TurnEvent;
+use garuda_core::message::{Block, ImageSource, Role, StopReason};
+use garuda_core::tools::{TodoItem, TodoStatus};
+use garuda_core::turn::TurnEvent;
 
 /// The ACP tool kind of a Garuda tool, for the editor's icon.
 pub fn tool_kind(name: &str) -> ToolKind {
@@ -27,7 +27,7 @@ pub fn tool_kind(name: &str) -> ToolKind {
 pub fn tool_call(id: &str, name: &str, input: &Value, status: ToolCallStatus) -> ToolCall {
     ToolCall {
         tool_call_id: id.to_string(),
-        title: Some(crate::tools::describe_call(name, input)),
+        title: Some(garuda_core::tools::describe_call(name, input)),
         kind: Some(tool_kind(name)),
         status: Some(status),
         raw_input: Some(input.clone()),

@@ -7,7 +7,7 @@ use super::convert;
 use super::types::{SessionNotification, SessionUpdate, ToolCall, ToolCallStatus};
 use crate::front::permission_answer;
 use crate::rpc::Client;
-use crate::turn::{PermissionAnswer, PermissionRequest, TurnEvent, TurnHost};
+use garuda_core::turn::{PermissionAnswer, PermissionRequest, TurnEvent, TurnHost};
 
 /// Relays a turn to an ACP client.
 pub struct AcpHost {

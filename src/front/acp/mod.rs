@@ -49,10 +49,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::native::engine_error;
 use super::parse_params;
-use crate::engine::{Engine, NewSession};
-use crate::message::Block;
 use crate::rpc::{Client, Dispatch, Flow, Handler, Id, RequestCtx, RpcError, codes};
-use crate::turn::TurnHost;
+use garuda_core::engine::{Engine, NewSession};
+use garuda_core::message::Block;
+use garuda_core::turn::TurnHost;
 use types::{CancelNotification, LoadSessionRequest, NewSessionRequest, PromptRequest, StopReason};
 
 /// The environment variable that picks the model of ACP sessions.
@@ -88,7 +88,7 @@ fn to_value<T: serde::Serialize>(v: T) -> Result<Value, RpcError> {
 impl AcpFront {
     /// A front over a fresh engine; `model` overrides the configured model.
     pub fn new(
-        config: crate::config::Config,
+        config: garuda_core::config::Config,
         state_dir: PathBuf,
         model: Option<String>,
     ) -> Arc<AcpFront> {
@@ -158,7 +158,7 @@ impl AcpFront {
             for w in warnings {
                 tracing::warn!("{w}");
             }
-            Ok::<_, RpcError>((live.id.clone(), extra))
+            Ok::<_, RpcError>((live.id().to_string(), extra))
         })();
         let (id, extra) = match result {
             Ok(r) => r,
@@ -182,20 +182,23 @@ impl AcpFront {
                 let id = id.clone();
                 tokio::task::spawn_blocking(move || {
                     let live = engine.session(&id)?;
-                    let root = live.setup.workspace.root.path().to_path_buf();
+                    let root = live.workspace().root.path().to_path_buf();
                     let mut updates = Vec::new();
                     let mut cursor = None;
                     loop {
                         let page = engine.messages(&id, cursor, Some(500))?;
                         for m in &page.messages {
-                            updates.extend(convert::history_updates(m.role, &m.content));
+                            updates.extend(convert::history_updates(
+                                m.message.role,
+                                &m.message.content,
+                            ));
                         }
                         match page.next_cursor {
                             Some(c) if !page.messages.is_empty() => cursor = Some(c),
                             _ => break,
                         }
                     }
-                    Ok::<_, crate::engine::EngineError>((root, updates))
+                    Ok::<_, garuda_core::engine::EngineError>((root, updates))
                 })
                 .await
                 .map_err(|e| RpcError::internal(e.to_string()))?
@@ -232,7 +235,7 @@ impl AcpFront {
         };
         let host: Arc<dyn TurnHost> = Arc::new(AcpHost {
             client: ctx.client.clone(),
-            context_window: live.setup.model_info.context_window,
+            context_window: live.context_window(),
         });
         let prompt = convert::decode_prompt(p.prompt);
         let text = convert::prompt_text(&prompt);
@@ -265,7 +268,7 @@ impl AcpFront {
             match convert::stop_reason(out.stop_reason) {
                 Some(r) => to_value(json!({ "stopReason": r })),
                 None => Err(RpcError::new(
-                    codes::PROVIDER_ERROR,
+                    garuda_protocol::codes::PROVIDER_ERROR,
                     out.error.unwrap_or_else(|| "the turn failed".into()),
                 )),
             }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::Engine;
-use crate::turn::{TurnEvent, TurnHost};
+use garuda_core::engine::Engine;
+use garuda_core::turn::{TurnEvent, TurnHost};
 
 /// A recognised slash command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,16 +93,16 @@ fn context(engine: &Engine, id: &str) -> String {
             "| part | tokens |\n|---|---|\n| system | {} |\n| tools | {} |\n| instructions | {} |\n\
              | memory | {} |\n| messages | {} |\n| free | {} |\n| reserved | {} |\n\n\
              {} of {} tokens used; compaction starts at {}{}.",
-            r.system,
-            r.tools,
-            r.instructions,
-            r.memory,
-            r.messages,
-            r.free,
-            r.reserved,
+            r.parts.system,
+            r.parts.tools,
+            r.parts.instructions,
+            r.parts.memory,
+            r.parts.messages,
+            r.parts.free,
+            r.parts.reserved,
             r.context_tokens,
-            r.window,
-            r.threshold,
+            r.parts.window,
+            r.parts.threshold,
             if r.paused {
                 " (auto-compaction paused after repeated failures)"
             } else {

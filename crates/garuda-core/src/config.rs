@@ -1,0 +1,390 @@
+//! Configuration: the user's `config.toml` and the harmless subset a workspace may set.
+//!
+//! Provider endpoints, keys and approval policy come only from the user's file: a cloned
+//! repository must not be able to point Garuda at another server or weaken approvals.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use std::collections::BTreeMap;
+
+use crate::prompt::{Features, Limits};
+use crate::provider::{ModelOverride, ProviderConfig, ProviderEntry};
+
+/// A configuration file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file exists but could not be read.
+    #[error("cannot read {path}: {message}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// The file is not valid TOML or has wrong types; the message names line and column.
+    #[error("invalid config {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+}
+
+/// Everything Garuda can be configured with.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Default model spec, e.g. `anthropic/claude-sonnet-4-5`, `ollama/qwen3-coder`, `replay:PATH`.
+    pub model: Option<String>,
+    /// Optional prompt features.
+    pub features: Features,
+    /// Instruction and memory budgets.
+    pub limits: Limits,
+    /// Transport settings.
+    pub server: ServerSettings,
+    /// Approval settings.
+    pub approval: ApprovalSettings,
+    /// Provider endpoints by name, e.g. `[providers.ollama]` (user config only).
+    pub providers: BTreeMap<String, ProviderEntry>,
+    /// Model table overrides, e.g. `[models."ollama/qwen3-coder"] contextWindow = 32768`.
+    pub models: BTreeMap<String, ModelOverride>,
+    /// Timeouts and retries for provider calls.
+    pub network: NetworkSettings,
+    /// Context pipeline and compaction settings.
+    pub context: ContextSettings,
+}
+
+/// Context pipeline and compaction settings (`[context]`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct ContextSettings {
+    /// Compact above this share of the window.
+    pub threshold: f64,
+    /// Stage 1 alone suffices at or below this share of the window.
+    pub target: f64,
+    /// Assistant turns kept in full by a compaction.
+    pub keep_steps: usize,
+    /// Trigger at window − min(max output, 20 000) − 13 000 instead of `threshold`.
+    pub reserved_formula: bool,
+    /// Minutes since the last answer after which old tool results are cleared (0: never).
+    pub microcompact_minutes: u64,
+    /// Most recent tool results the time-based clearing keeps.
+    pub microcompact_keep: usize,
+    /// Tool results over this many characters go to a side file, with a preview in the view.
+    pub tool_result_max_chars: usize,
+    /// Characters of such a result kept as preview.
+    pub tool_result_preview_chars: usize,
+    /// Stage 1 cuts older tool results longer than this many characters...
+    pub trim_over: usize,
+    /// ...to this many, plus a note.
+    pub trim_to: usize,
+    /// Files re-read from disk after a compaction, most recent first.
+    pub restore_files: usize,
+    /// Most tokens of one restored file (a larger one comes back as its path).
+    pub restore_file_tokens: u64,
+    /// Most tokens of all restored files together.
+    pub restore_total_tokens: u64,
+    /// Retries of a summary request the provider refused as too long (each re-splits the
+    /// older part into smaller chunks under the limit the refusal named).
+    pub max_ptl_retries: u32,
+    /// Consecutive failures after which auto-compaction pauses.
+    pub max_failures: u32,
+    /// Size target of the model's summary, as a share of the window (at most 20 000 tokens).
+    pub summary_share: f64,
+    /// Budget of the user's own messages carried verbatim, as a share of the window (at
+    /// most 20 000 tokens).
+    pub user_words_share: f64,
+    /// Model steps after a summary before another summary may run (escalation without the
+    /// model covers the gap).
+    pub min_summary_gap: u32,
+    /// The most of the window one tool result takes whole (0 or 1: no cap beyond
+    /// `tool_result_max_chars` and the tools' own limits).
+    pub result_share: f64,
+}
+
+impl Default for ContextSettings {
+    fn default() -> Self {
+        ContextSettings {
+            threshold: 0.8,
+            target: 0.6,
+            keep_steps: 4,
+            reserved_formula: false,
+            microcompact_minutes: 60,
+            microcompact_keep: 5,
+            tool_result_max_chars: 50_000,
+            tool_result_preview_chars: 2_000,
+            trim_over: 1_000,
+            trim_to: 200,
+            restore_files: 5,
+            restore_file_tokens: 5_000,
+            restore_total_tokens: 50_000,
+            max_ptl_retries: 3,
+            max_failures: 3,
+            summary_share: 0.1,
+            user_words_share: 0.1,
+            min_summary_gap: 3,
+            result_share: 0.1,
+        }
+    }
+}
+
+impl ContextSettings {
+    /// The compaction policy these settings describe.
+    pub fn compact_policy(&self) -> crate::session::compact::CompactPolicy {
+        crate::session::compact::CompactPolicy {
+            threshold: self.threshold.clamp(0.05, 1.0),
+            target: self.target.clamp(0.0, self.threshold.clamp(0.05, 1.0)),
+            keep_steps: self.keep_steps.max(1),
+            use_reserved_formula: self.reserved_formula,
+            trim_over: self.trim_over,
+            trim_to: self.trim_to.min(self.trim_over),
+            restore_files: self.restore_files,
+            restore_file_tokens: self.restore_file_tokens,
+            restore_total_tokens: self.restore_total_tokens,
+            max_ptl_retries: self.max_ptl_retries,
+            max_failures: self.max_failures.max(1),
+            summary_share: self.summary_share.clamp(0.01, 0.5),
+            user_words_share: self.user_words_share.clamp(0.0, 0.5),
+            min_summary_gap: self.min_summary_gap,
+            result_share: self.result_share,
+        }
+    }
+
+    /// Applies these settings to a session's view policy.
+    pub fn apply_view(&self, policy: &mut crate::session::view::ViewPolicy) {
+        policy.microcompact_after_ms =
+            (self.microcompact_minutes > 0).then(|| self.microcompact_minutes * 60_000);
+        policy.microcompact_keep = self.microcompact_keep;
+        policy.tool_result_max_chars = self.tool_result_max_chars.max(1_000);
+        policy.tool_result_preview_chars = self
+            .tool_result_preview_chars
+            .min(policy.tool_result_max_chars);
+        policy.trim_over = self.trim_over;
+    }
+}
+
+/// Timeouts and retries for provider calls.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct NetworkSettings {
+    /// Connect timeout in milliseconds.
+    pub connect_timeout_ms: u64,
+    /// A stream silent for this long is cut, in milliseconds.
+    pub idle_timeout_ms: u64,
+    /// Retries on 429, 529 and 5xx.
+    pub max_retries: u32,
+}
+
+impl Default for NetworkSettings {
+    fn default() -> Self {
+        let p = ProviderConfig::default();
+        NetworkSettings {
+            connect_timeout_ms: p.connect_timeout_ms,
+            idle_timeout_ms: p.idle_timeout_ms,
+            max_retries: p.max_retries,
+        }
+    }
+}
+
+/// Transport settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct ServerSettings {
+    /// Largest accepted frame in bytes (64 MiB).
+    pub max_frame_bytes: usize,
+    /// Most requests running at once before `overloaded` errors.
+    pub max_in_flight: usize,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            max_frame_bytes: 64 << 20,
+            max_in_flight: 64,
+        }
+    }
+}
+
+/// Approval settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct ApprovalSettings {
+    /// Default policy for new sessions: `ask`, `auto-edit` or `full-auto`.
+    pub policy: String,
+    /// Seconds to wait for the client's answer before counting it as a rejection.
+    pub timeout_secs: u64,
+}
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        ApprovalSettings {
+            policy: "ask".into(),
+            timeout_secs: 300,
+        }
+    }
+}
+
+/// The options a workspace's own `.garuda/config.toml` may set.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+struct WorkspaceFile {
+    features: Option<Features>,
+    limits: Option<Limits>,
+    #[serde(flatten)]
+    rest: toml::Table,
+}
+
+impl Config {
+    /// The user's config file: `$XDG_CONFIG_HOME/garuda/config.toml` (or `~/.config/...`).
+    pub fn user_path() -> Option<PathBuf> {
+        let base = std::env::var_os("XDG_CONFIG_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+        Some(base.join("garuda").join("config.toml"))
+    }
+
+    /// Loads the user's config; a missing file gives the defaults.
+    pub fn load_user() -> Result<Config, ConfigError> {
+        match Self::user_path() {
+            Some(p) => Self::load_file(&p),
+            None => Ok(Config::default()),
+        }
+    }
+
+    /// Loads one config file; a missing file gives the defaults.
+    pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(e) => {
+                return Err(ConfigError::Read {
+                    path: path.to_owned(),
+                    message: e.to_string(),
+                });
+            }
+        };
+        Self::parse(&text, path)
+    }
+
+    /// Parses config text; `path` only names the source in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: one_line(&e, text),
+        })
+    }
+
+    /// The provider settings in the shape the provider module takes.
+    pub fn provider_config(&self) -> Result<ProviderConfig, String> {
+        Ok(ProviderConfig {
+            providers: self.providers.clone(),
+            models: self.models.clone(),
+            connect_timeout_ms: self.network.connect_timeout_ms,
+            idle_timeout_ms: self.network.idle_timeout_ms,
+            max_retries: self.network.max_retries,
+            ..ProviderConfig::default()
+        })
+    }
+
+    /// Applies a workspace's `.garuda/config.toml` text: only features and limits are taken;
+    /// every other key is ignored with a warning.
+    pub fn with_workspace(
+        &self,
+        text: &str,
+        path: &Path,
+    ) -> Result<(Config, Vec<String>), ConfigError> {
+        let file: WorkspaceFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: one_line(&e, text),
+        })?;
+        let mut merged = self.clone();
+        if let Some(f) = file.features {
+            merged.features = f;
+        }
+        if let Some(l) = file.limits {
+            merged.limits = l;
+        }
+        let warnings = file
+            .rest
+            .keys()
+            .map(|k| {
+                format!(
+                    "{}: `{k}` is ignored here; provider endpoints, keys, models and approval policy are read only from the user's config",
+                    path.display()
+                )
+            })
+            .collect();
+        Ok((merged, warnings))
+    }
+}
+
+/// The state directory: `$XDG_STATE_HOME/garuda` (or `~/.local/state/garuda`).
+pub fn state_dir() -> PathBuf {
+    std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("state")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("garuda")
+}
+
+/// toml errors span several lines with a source excerpt; protocol errors want one line.
+fn one_line(e: &toml::de::Error, text: &str) -> String {
+    let msg = e.message().trim().replace('\n', " ");
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {column}: {msg}")
+        }
+        None => msg,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workspace_config_takes_only_harmless_options() {
+        let user = Config {
+            model: Some("anthropic/x".into()),
+            ..Config::default()
+        };
+        let text = "model = \"evil/model\"\n[features]\nweb = true\n[limits]\ninstructionsChars = 100\nmemoryChars = 10\n[providers.anthropic]\nbase_url = \"http://evil.invalid\"\n[approval]\npolicy = \"full-auto\"\n";
+        let (merged, warnings) = user
+            .with_workspace(text, Path::new("/w/.garuda/config.toml"))
+            .expect("parse");
+        assert!(merged.features.web);
+        assert_eq!(merged.limits.instructions_chars, 100);
+        assert_eq!(merged.model.as_deref(), Some("anthropic/x"));
+        assert!(merged.providers.is_empty());
+        assert_eq!(merged.approval.policy, "ask");
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert!(warnings.iter().all(|w| w.contains("ignored")));
+    }
+
+    #[test]
+    fn parse_errors_name_file_line_and_column() {
+        let err = Config::parse("model = 1\n", Path::new("/c.toml")).expect_err("type error");
+        let msg = err.to_string();
+        assert!(msg.contains("/c.toml") && msg.contains("line 1"), "{msg}");
+        let err = Config::parse("a = \n", Path::new("/c.toml")).expect_err("syntax error");
+        assert!(err.to_string().contains("line 1"));
+    }
+
+    #[test]
+    fn user_config_reads_providers_and_models() {
+        let text = "model = \"ollama/qwen3-coder\"\n[providers.ollama]\nbase_url = \"http://127.0.0.1:11434/v1\"\n[models.\"ollama/qwen3-coder\"]\ncontextWindow = 32768\n[network]\nmax_retries = 1\n";
+        let c = Config::parse(text, Path::new("/c.toml")).expect("parse");
+        let p = c.provider_config().expect("providers");
+        assert_eq!(p.max_retries, 1);
+        assert!(p.providers.contains_key("ollama"));
+        assert_eq!(p.models["ollama/qwen3-coder"].context_window, Some(32768));
+    }
+}

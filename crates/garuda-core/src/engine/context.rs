@@ -1,0 +1,237 @@
+//! Context operations: manual compaction, snip, collapse, the next request and the accounting.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Engine, EngineError};
+use crate::provider::{self, ModelRequest};
+use crate::session::records::now_ms;
+use crate::session::records::{CompactTrigger, new_id};
+use crate::session::tokens::ContextTracker;
+use crate::session::tokens::{self, PartSizes};
+use crate::session::view::{build_view, render_id_tags};
+use crate::turn::{self, LiveSession, Progress, StepView, TurnHost};
+
+/// The exact request the next step would send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NextRequest {
+    /// The provider's wire body.
+    pub request: serde_json::Value,
+    /// Messages in it.
+    pub message_count: u64,
+    /// Cache markers in it.
+    pub cache_markers: u64,
+    /// The context size now.
+    pub context_tokens: u64,
+}
+
+/// The context by part (`context/inspect`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextReport {
+    /// Tokens by part, at the window in use.
+    pub parts: tokens::ContextParts,
+    /// The configured window.
+    pub configured_window: u64,
+    /// The limit learned from the provider, if any.
+    pub learned_limit: Option<u64>,
+    /// The context size now.
+    pub context_tokens: u64,
+    /// True while auto-compaction is paused.
+    pub paused: bool,
+}
+
+impl Engine {
+    /// The manual `/compact [focus]`: stage 1 on the older part, then the summary, whatever
+    /// the size. Progress goes out as turn events and `$/progress`.
+    pub async fn compact(
+        &self,
+        id: &str,
+        focus: Option<String>,
+        host: Arc<dyn TurnHost>,
+        cancel: CancellationToken,
+    ) -> Result<turn::CompactOutcome, EngineError> {
+        let live = self.session(id)?;
+        let mut state = live.begin(&cancel)?;
+        let token = format!("garuda/compact/{}", new_id());
+        host.progress(
+            &token,
+            Progress::Begin {
+                title: "Compacting the session".into(),
+                cancellable: true,
+            },
+        );
+        let report = {
+            let host = host.clone();
+            let token = token.clone();
+            move |phase: &str, before: Option<u64>, after: Option<u64>| {
+                let message = match (before, after) {
+                    (Some(b), Some(a)) => format!("{phase}: {b} → {a} tokens"),
+                    (Some(b), None) => format!("{phase}: {b} tokens"),
+                    _ => phase.to_string(),
+                };
+                host.progress(&token, Progress::Report { message });
+            }
+        };
+        let out = turn::compact_session(
+            &live,
+            &mut state,
+            host.as_ref(),
+            &cancel,
+            turn::CompactRequest {
+                trigger: CompactTrigger::Manual,
+                focus: focus.as_deref(),
+                refused_tokens: None,
+            },
+            &report,
+        )
+        .await;
+        drop(state);
+        let end = match &out {
+            Ok(o) if o.compacted => format!(
+                "compacted ({}): {} → {} tokens",
+                o.kind.as_deref().unwrap_or("summary"),
+                o.tokens_before,
+                o.tokens_after
+            ),
+            Ok(o) => o.message.clone().unwrap_or_else(|| "nothing to do".into()),
+            Err(e) => format!("failed: {e}"),
+        };
+        host.progress(&token, Progress::End { message: end });
+        Ok(out?)
+    }
+
+    /// Drops messages from the model's view (tool pairs stay whole).
+    pub fn snip(
+        &self,
+        id: &str,
+        message_ids: Vec<String>,
+    ) -> Result<turn::SnipOutcome, EngineError> {
+        let live = self.session(id)?;
+        let mut state = live.begin(&CancellationToken::new())?;
+        Ok(turn::snip_ids(&live, &mut state, message_ids)?)
+    }
+
+    /// Replaces a span of the view with a summary (the model's when none is given).
+    pub async fn collapse(
+        &self,
+        id: &str,
+        from: &str,
+        to: &str,
+        summary: Option<String>,
+        cancel: CancellationToken,
+    ) -> Result<turn::CollapseOutcome, EngineError> {
+        let live = self.session(id)?;
+        let mut state = live.begin(&cancel)?;
+        Ok(turn::collapse(&live, &mut state, from, to, summary, &cancel).await?)
+    }
+
+    /// The view, the tracker and the learned limit while a turn holds the session: rebuilt
+    /// from the transcript on disk (everything acknowledged so far).
+    fn view_on_disk(
+        &self,
+        live: &LiveSession,
+    ) -> Result<(StepView, ContextTracker, Option<u64>), EngineError> {
+        let records = self.store().load(&live.id)?.records;
+        let v = build_view(&records, &live.setup.view_policy, now_ms());
+        let tracker = ContextTracker::replay(&records);
+        let sv = StepView {
+            messages: render_id_tags(&v),
+            cache: turn::provider_cache(&v.cache),
+            view_chars: v.chars(),
+        };
+        Ok((sv, tracker, tokens::learned_limit(&records)))
+    }
+
+    /// The request the next step would send, with its cache markers.
+    pub fn next_request(&self, id: &str) -> Result<NextRequest, EngineError> {
+        let live = self.session(id)?;
+        let (sv, context_tokens) = match live.try_state().ok_or(()) {
+            Ok(mut state) => {
+                let sv = turn::step_view(&mut state, &live.setup.view_policy)?;
+                let t = turn::context_tokens(&live, &mut state)?;
+                (sv, t)
+            }
+            Err(_) => {
+                let (sv, tracker, _) = self.view_on_disk(&live)?;
+                let t = tracker.context_tokens(sv.view_chars, turn::fixed_chars(&live));
+                (sv, t)
+            }
+        };
+        let request = ModelRequest {
+            model: live.setup.model_id.clone(),
+            system: live.system(),
+            tools: live.tool_specs(),
+            messages: sv.messages,
+            max_tokens: live.setup.model_info.max_output,
+            cache: sv.cache,
+            thinking_budget: None,
+        };
+        let message_count = request.messages.len() as u64;
+        let cache_markers = request.cache.messages.len() as u64 + u64::from(request.cache.system);
+        let body =
+            provider::request_preview(&live.setup.model_spec, &self.provider_config()?, &request)?;
+        Ok(NextRequest {
+            request: body,
+            message_count,
+            cache_markers,
+            context_tokens,
+        })
+    }
+
+    /// The context by part, with the threshold.
+    pub fn inspect(&self, id: &str) -> Result<ContextReport, EngineError> {
+        let live = self.session(id)?;
+        let (context_tokens, message_chars, tracker, paused, learned) =
+            match live.try_state().ok_or(()) {
+                Ok(mut state) => {
+                    let t = turn::context_tokens(&live, &mut state)?;
+                    (
+                        t,
+                        state.view_cache.chars(),
+                        state.tracker,
+                        state.failures.paused(&live.setup.compact),
+                        state.learned_limit,
+                    )
+                }
+                Err(_) => {
+                    let (sv, tracker, learned) = self.view_on_disk(&live)?;
+                    let t = tracker.context_tokens(sv.view_chars, turn::fixed_chars(&live));
+                    (t, sv.view_chars, tracker, false, learned)
+                }
+            };
+        let ws = &live.setup.workspace;
+        let assembled = ws.assemble(&ws.default_options(Some(&live.header.model)));
+        let (mut instr, mut mem) = (0usize, 0usize);
+        for s in &assembled.sections {
+            if s.kind.starts_with("instructions") {
+                instr += s.bytes;
+            } else if s.kind == "memory" {
+                mem += s.bytes;
+            }
+        }
+        let system_chars = live.system().chars().count();
+        let sizes = PartSizes {
+            system_chars: system_chars.saturating_sub(instr + mem),
+            instructions_chars: instr.min(system_chars),
+            memory_chars: mem.min(system_chars.saturating_sub(instr)),
+            tool_chars: tokens::tool_chars(&live.tool_specs()),
+            message_chars,
+        };
+        let info = &live.setup.model_info;
+        let window = tokens::effective_window(info.context_window, learned);
+        let threshold = crate::session::compact::threshold_tokens(
+            window,
+            info.max_output as u64,
+            &live.setup.compact,
+        );
+        let p = tokens::inspect(&sizes, &tracker, window, info.max_output as u64, threshold);
+        Ok(ContextReport {
+            parts: p,
+            configured_window: info.context_window,
+            learned_limit: learned,
+            context_tokens,
+            paused,
+        })
+    }
+}

@@ -1,0 +1,17 @@
+//! Garuda's engine: workspaces and their watched instruction files, system prompt assembly,
+//! sessions with their durable transcripts and the context pipeline, turns against model
+//! providers, tools, and root-confined file access.
+//!
+//! It knows nothing of JSON-RPC: the `garuda` binary's fronts turn protocol messages into
+//! calls of [`engine::Engine`] and its results back into wire types.
+
+pub mod config;
+pub mod engine;
+pub mod fsroot;
+pub mod message;
+pub mod prompt;
+pub mod provider;
+pub mod session;
+pub mod tools;
+pub mod turn;
+pub mod workspace;

@@ -1,0 +1,436 @@
+//! Anthropic Messages API over SSE.
+
+use std::collections::BTreeMap;
+
+use futures_util::future::BoxFuture;
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::retry::{Verdict, classify_stream_error};
+use super::sse::{self, Decoder, Step};
+use super::{
+    CachePlan, Endpoint, EventSink, MAX_CACHE_MARKERS, ModelRequest, ModelResponse, Provider,
+    ProviderError, StreamEvent,
+};
+use crate::message::{Block, Role, StopReason, Usage};
+
+/// The API version header value.
+pub const API_VERSION: &str = "2023-06-01";
+
+/// A provider speaking the Anthropic Messages API.
+pub struct AnthropicProvider {
+    ep: Endpoint,
+    client: reqwest::Client,
+}
+
+impl AnthropicProvider {
+    /// Creates the provider and its HTTP client.
+    pub fn new(ep: Endpoint) -> Result<Self, ProviderError> {
+        let client = sse::http_client(&ep)?;
+        Ok(AnthropicProvider { ep, client })
+    }
+}
+
+impl Provider for AnthropicProvider {
+    fn name(&self) -> &str {
+        &self.ep.name
+    }
+
+    fn complete(
+        &self,
+        req: ModelRequest,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
+        let mut headers = HeaderMap::new();
+        headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
+        headers.insert("content-type", HeaderValue::from_static("application/json"));
+        headers.insert("accept", HeaderValue::from_static("text/event-stream"));
+        let mut bad_key = false;
+        if let Some(key) = &self.ep.api_key {
+            match HeaderValue::from_str(key) {
+                Ok(mut v) => {
+                    v.set_sensitive(true);
+                    headers.insert("x-api-key", v);
+                }
+                Err(_) => bad_key = true,
+            }
+        }
+        let body = serde_json::to_vec(&request_body(&req)).unwrap_or_default();
+        let call = sse::Call {
+            client: self.client.clone(),
+            url: format!("{}/v1/messages", self.ep.base_url),
+            headers,
+            body,
+            idle: self.ep.idle_timeout,
+            retry: self.ep.retry,
+            secret: self.ep.api_key.clone(),
+        };
+        Box::pin(async move {
+            if bad_key {
+                return Err(ProviderError::Config(
+                    "the API key contains characters that cannot go in an HTTP header".into(),
+                ));
+            }
+            sse::run(call, AnthropicDecoder::default, events, cancel).await
+        })
+    }
+}
+
+/// The JSON body sent for a request (also what `session/view` can show).
+pub fn request_body(req: &ModelRequest) -> Value {
+    let (mark_system, marked) =
+        plan_markers(&req.cache, req.messages.len(), !req.system.is_empty());
+    let mut body = serde_json::Map::new();
+    body.insert("model".into(), json!(req.model));
+    body.insert("max_tokens".into(), json!(req.max_tokens));
+    if !req.system.is_empty() {
+        let mut block = json!({"type": "text", "text": req.system});
+        if mark_system {
+            block["cache_control"] = json!({"type": "ephemeral"});
+        }
+        body.insert("system".into(), json!([block]));
+    }
+    let messages: Vec<Value> = req
+        .messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let mut content: Vec<Value> = m.content.iter().filter_map(wire_block).collect();
+            if marked.contains(&i) {
+                // The API refuses markers on thinking blocks: mark the last block that can take one.
+                let target = content.iter_mut().rev().find(|b| {
+                    !matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking"))
+                });
+                if let Some(Value::Object(last)) = target {
+                    last.insert("cache_control".into(), json!({"type": "ephemeral"}));
+                }
+            }
+            let role = match m.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            };
+            json!({"role": role, "content": content})
+        })
+        .collect();
+    body.insert("messages".into(), Value::Array(messages));
+    if !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(budget) = req.thinking_budget {
+        body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": budget}),
+        );
+    }
+    body.insert("stream".into(), json!(true));
+    Value::Object(body)
+}
+
+/// Applies the 4-marker cap: the system marker first, then the latest planned messages.
+fn plan_markers(plan: &CachePlan, n_messages: usize, has_system: bool) -> (bool, Vec<usize>) {
+    let system = plan.system && has_system;
+    let mut idx: Vec<usize> = plan
+        .messages
+        .iter()
+        .copied()
+        .filter(|&i| i < n_messages)
+        .collect();
+    idx.sort_unstable();
+    idx.dedup();
+    let room = MAX_CACHE_MARKERS - usize::from(system);
+    let skip = idx.len().saturating_sub(room);
+    (system, idx.split_off(skip))
+}
+
+/// The wire form of a canonical block; unsigned thinking (from other providers) is dropped
+/// because the API rejects it.
+fn wire_block(b: &Block) -> Option<Value> {
+    match b {
+        Block::Thinking {
+            signature: None, ..
+        } => None,
+        Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } => {
+            let inner: Vec<Value> = content.iter().filter_map(wire_block).collect();
+            let mut v =
+                json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": inner});
+            if *is_error {
+                v["is_error"] = json!(true);
+            }
+            Some(v)
+        }
+        other => serde_json::to_value(other).ok(),
+    }
+}
+
+#[derive(Debug)]
+enum Partial {
+    Text(String),
+    Thinking {
+        text: String,
+        signature: Option<String>,
+    },
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+    },
+    Ignored,
+}
+
+/// Incremental parser of the Anthropic event stream.
+#[derive(Debug, Default)]
+pub(crate) struct AnthropicDecoder {
+    blocks: BTreeMap<u64, (Partial, bool)>,
+    usage: Usage,
+    stop: Option<StopReason>,
+    emitted: bool,
+}
+
+fn decode_err(what: &str) -> Verdict {
+    Verdict::Fail(ProviderError::Decode(what.to_string()))
+}
+
+fn u(v: &Value, k: &str) -> Option<u64> {
+    v.get(k).and_then(Value::as_u64)
+}
+
+fn stop_reason(s: &str) -> StopReason {
+    match s {
+        "tool_use" => StopReason::ToolUse,
+        "max_tokens" | "model_context_window_exceeded" => StopReason::MaxTokens,
+        "stop_sequence" => StopReason::StopSequence,
+        "refusal" => StopReason::Refusal,
+        _ => StopReason::EndTurn,
+    }
+}
+
+fn tool_input(json: &str) -> Result<Value, ProviderError> {
+    if json.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_str(json)
+        .map_err(|e| ProviderError::Decode(format!("tool input is not valid JSON: {e}")))
+}
+
+impl AnthropicDecoder {
+    fn block(p: &Partial) -> Option<Result<Block, ProviderError>> {
+        Some(Ok(match p {
+            Partial::Text(t) => Block::Text { text: t.clone() },
+            Partial::Thinking { text, signature } => Block::Thinking {
+                thinking: text.clone(),
+                signature: signature.clone().filter(|s| !s.is_empty()),
+            },
+            Partial::Tool { id, name, json } => {
+                return Some(tool_input(json).map(|input| Block::ToolUse {
+                    id: id.clone(),
+                    name: name.clone(),
+                    input,
+                }));
+            }
+            Partial::Ignored => return None,
+        }))
+    }
+}
+
+impl Decoder for AnthropicDecoder {
+    fn event(&mut self, name: &str, data: &str, sink: &EventSink) -> Result<Step, Verdict> {
+        if name == "ping" {
+            return Ok(Step::More);
+        }
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| decode_err(&format!("bad `{name}` event: {e}")))?;
+        let kind = v.get("type").and_then(Value::as_str).unwrap_or(name);
+        match kind {
+            "message_start" => {
+                if let Some(us) = v.pointer("/message/usage") {
+                    self.usage.input_tokens = u(us, "input_tokens").unwrap_or(0);
+                    self.usage.output_tokens = u(us, "output_tokens").unwrap_or(0);
+                    self.usage.cache_creation_input_tokens =
+                        u(us, "cache_creation_input_tokens").unwrap_or(0);
+                    self.usage.cache_read_input_tokens =
+                        u(us, "cache_read_input_tokens").unwrap_or(0);
+                }
+            }
+            "content_block_start" => {
+                let index = u(&v, "index").ok_or_else(|| decode_err("block without index"))?;
+                let cb = v
+                    .get("content_block")
+                    .ok_or_else(|| decode_err("no content_block"))?;
+                let s = |k: &str| cb.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                let p = match cb.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        let t = s("text");
+                        if !t.is_empty() {
+                            self.emitted = true;
+                            let _ = sink.send(StreamEvent::TextDelta(t.clone()));
+                        }
+                        Partial::Text(t)
+                    }
+                    Some("thinking") => Partial::Thinking {
+                        text: s("thinking"),
+                        signature: cb
+                            .get("signature")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                    },
+                    Some("tool_use") => {
+                        let (id, name) = (s("id"), s("name"));
+                        self.emitted = true;
+                        let _ = sink.send(StreamEvent::ToolUseStart {
+                            id: id.clone(),
+                            name: name.clone(),
+                        });
+                        // Anthropic sends `{}` here and the real input as deltas.
+                        let json = match cb.get("input") {
+                            Some(Value::Object(m)) if !m.is_empty() => {
+                                Value::Object(m.clone()).to_string()
+                            }
+                            _ => String::new(),
+                        };
+                        Partial::Tool { id, name, json }
+                    }
+                    _ => Partial::Ignored,
+                };
+                self.blocks.insert(index, (p, false));
+            }
+            "content_block_delta" => {
+                let index = u(&v, "index").ok_or_else(|| decode_err("delta without index"))?;
+                let d = v.get("delta").ok_or_else(|| decode_err("no delta"))?;
+                let s = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                let Some((p, _)) = self.blocks.get_mut(&index) else {
+                    return Err(decode_err("delta for a block that never started"));
+                };
+                match (d.get("type").and_then(Value::as_str), p) {
+                    (Some("text_delta"), Partial::Text(t)) => {
+                        let piece = s("text");
+                        t.push_str(&piece);
+                        self.emitted = true;
+                        let _ = sink.send(StreamEvent::TextDelta(piece));
+                    }
+                    (Some("thinking_delta"), Partial::Thinking { text, .. }) => {
+                        let piece = s("thinking");
+                        text.push_str(&piece);
+                        self.emitted = true;
+                        let _ = sink.send(StreamEvent::ThinkingDelta(piece));
+                    }
+                    (Some("signature_delta"), Partial::Thinking { signature, .. }) => {
+                        signature
+                            .get_or_insert_with(String::new)
+                            .push_str(&s("signature"));
+                    }
+                    (Some("input_json_delta"), Partial::Tool { id, json, .. }) => {
+                        let piece = s("partial_json");
+                        json.push_str(&piece);
+                        let _ = sink.send(StreamEvent::ToolUseInputDelta {
+                            id: id.clone(),
+                            partial_json: piece,
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                if let Some(index) = u(&v, "index")
+                    && let Some((_, done)) = self.blocks.get_mut(&index)
+                {
+                    *done = true;
+                }
+            }
+            "message_delta" => {
+                if let Some(r) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop = Some(stop_reason(r));
+                }
+                if let Some(us) = v.get("usage") {
+                    if let Some(o) = u(us, "output_tokens") {
+                        self.usage.output_tokens = o;
+                    }
+                    // Some gateways report input usage only at the end.
+                    if let Some(i) = u(us, "input_tokens") {
+                        self.usage.input_tokens = i;
+                    }
+                    if let Some(c) = u(us, "cache_creation_input_tokens") {
+                        self.usage.cache_creation_input_tokens = c;
+                    }
+                    if let Some(c) = u(us, "cache_read_input_tokens") {
+                        self.usage.cache_read_input_tokens = c;
+                    }
+                }
+            }
+            "message_stop" => return Ok(Step::Done),
+            "error" => {
+                let t = v
+                    .pointer("/error/type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error");
+                let m = v
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                return Err(classify_stream_error(t, m));
+            }
+            _ => {}
+        }
+        Ok(Step::More)
+    }
+
+    fn has_content(&self) -> bool {
+        self.emitted
+    }
+
+    fn partial(&self) -> Vec<Block> {
+        self.blocks
+            .values()
+            .filter_map(|(p, done)| match p {
+                Partial::Text(t) if !t.is_empty() => Some(Block::Text { text: t.clone() }),
+                // Thinking is only worth keeping with its signature; tool calls only when whole.
+                Partial::Thinking { .. } | Partial::Tool { .. } if *done => {
+                    Self::block(p).and_then(Result::ok).filter(|b| {
+                        !matches!(
+                            b,
+                            Block::Thinking {
+                                signature: None,
+                                ..
+                            }
+                        )
+                    })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn eof_ok(&self) -> bool {
+        false
+    }
+
+    fn finish(&mut self) -> Result<ModelResponse, ProviderError> {
+        let mut content = Vec::new();
+        for (p, _) in self.blocks.values() {
+            if let Some(b) = Self::block(p) {
+                content.push(b?);
+            }
+        }
+        let has_tool = content.iter().any(|b| matches!(b, Block::ToolUse { .. }));
+        let stop_reason = self.stop.unwrap_or(if has_tool {
+            StopReason::ToolUse
+        } else {
+            StopReason::EndTurn
+        });
+        Ok(ModelResponse {
+            content,
+            stop_reason,
+            usage: self.usage,
+        })
+    }
+}

@@ -1,0 +1,143 @@
+//! What a running turn tells its host, and what it asks of it.
+
+use serde_json::Value;
+
+use crate::message::{StopReason, Usage};
+use crate::tools::{TodoItem, ToolMeta};
+
+/// One streamed event of a turn (`turn/update` notification payload).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEvent {
+    /// A model request is about to be sent.
+    StepStarted {
+        /// 1-based step number within the turn.
+        step: u32,
+    },
+    /// Streamed answer text.
+    TextDelta {
+        /// The new text.
+        text: String,
+    },
+    /// Streamed reasoning text.
+    ThinkingDelta {
+        /// The new text.
+        text: String,
+    },
+    /// A tool call is about to run.
+    ToolCallStarted {
+        /// The call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Arguments.
+        input: Value,
+    },
+    /// A tool call finished (or was refused or interrupted).
+    ToolCallFinished {
+        /// The call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Text given to the model.
+        output: String,
+        /// True on failure, refusal or interruption.
+        is_error: bool,
+        /// Exit code, path, truncation and similar facts.
+        meta: ToolMeta,
+    },
+    /// Usage of the step that just ended.
+    Usage {
+        /// As reported by the provider.
+        usage: Usage,
+        /// The real context size (input + cache creation + cache read).
+        context_tokens: u64,
+    },
+    /// The provider call is retried after an error.
+    Retry {
+        /// Retry number, from 1.
+        attempt: u32,
+        /// Wait before the retry.
+        delay_ms: u64,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The session's task list changed.
+    Todos {
+        /// The whole list.
+        todos: Vec<TodoItem>,
+    },
+    /// Compaction progress.
+    Compaction {
+        /// `started`, `stage1`, `summary`, `finished`, `failed`, `paused`.
+        phase: String,
+        /// What triggered it: `auto`, `manual`, `reactive`.
+        trigger: String,
+        /// Estimated context tokens before.
+        tokens_before: Option<u64>,
+        /// Estimated context tokens after.
+        tokens_after: Option<u64>,
+        /// Human-readable detail.
+        message: Option<String>,
+    },
+    /// The turn ended.
+    Finished {
+        /// Why.
+        stop_reason: StopReason,
+        /// Summed usage of every step.
+        usage: Usage,
+    },
+}
+
+/// A tool call that needs the client's approval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionRequest {
+    /// The session.
+    pub session_id: String,
+    /// The tool call id.
+    pub tool_call_id: String,
+    /// Tool name.
+    pub tool_name: String,
+    /// One line for a prompt, e.g. `bash: cargo test`.
+    pub title: String,
+    /// Arguments.
+    pub input: Value,
+    /// The choices: `allow_once`, `allow_always`, `reject`.
+    pub options: Vec<PermissionOption>,
+}
+
+/// One choice offered to the person.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionOption {
+    /// Id to answer with.
+    pub option_id: String,
+    /// Label.
+    pub name: String,
+}
+
+/// The client's answer to a permission request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermissionAnswer {
+    /// Run this call.
+    AllowOnce,
+    /// Run this call and every later call of this tool in the session.
+    AllowAlways,
+    /// Do not run it.
+    Reject,
+}
+
+impl PermissionRequest {
+    /// The standard three options.
+    pub fn standard_options() -> Vec<PermissionOption> {
+        [
+            ("allow_once", "Allow once"),
+            ("allow_always", "Allow always"),
+            ("reject", "Reject"),
+        ]
+        .into_iter()
+        .map(|(id, name)| PermissionOption {
+            option_id: id.into(),
+            name: name.into(),
+        })
+        .collect()
+    }
+}

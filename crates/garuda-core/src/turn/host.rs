@@ -1,0 +1,86 @@
+//! The host of a turn: the front that streams events to a client and relays its answers.
+
+use std::path::PathBuf;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
+
+/// What a client-side tool returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientToolResult {
+    /// Text for the model.
+    pub content: String,
+    /// True on failure.
+    pub is_error: bool,
+}
+
+/// The turn loop's view of its client; the native and ACP fronts implement it.
+pub trait TurnHost: Send + Sync {
+    /// Streams one event, in order.
+    fn event(&self, session_id: &str, event: TurnEvent);
+    /// Asks the person to approve a tool call; errors and timeouts count as `Reject`.
+    fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer>;
+    /// Runs a tool the client registered; hosts without client tools answer with an error.
+    fn call_client_tool(
+        &self,
+        _session_id: &str,
+        name: &str,
+        _input: Value,
+    ) -> BoxFuture<'static, ClientToolResult> {
+        let content = format!("client tool {name} is not available here");
+        Box::pin(async move {
+            ClientToolResult {
+                content,
+                is_error: true,
+            }
+        })
+    }
+    /// When the client edits buffers itself (`workspace/applyEdit`): replaces the whole
+    /// text of `path` and answers whether the edit was applied. `None` (the default): Garuda
+    /// writes the file itself.
+    fn apply_edit(
+        &self,
+        _path: PathBuf,
+        _old_text: Option<String>,
+        _new_text: String,
+    ) -> Option<BoxFuture<'static, Result<(), String>>> {
+        None
+    }
+    /// Reports progress of long work under `token` (the native front sends LSP
+    /// `$/progress`); hosts without progress ignore it.
+    fn progress(&self, _token: &str, _progress: Progress) {}
+}
+
+/// One step of long work's progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// The work began.
+    Begin {
+        /// What it is.
+        title: String,
+        /// True when the client may cancel it.
+        cancellable: bool,
+    },
+    /// A step of it.
+    Report {
+        /// What happened.
+        message: String,
+    },
+    /// It ended.
+    End {
+        /// How.
+        message: String,
+    },
+}
+
+/// A host that streams nowhere, approves nothing and has no client tools (tests, exec).
+pub struct NullHost;
+
+impl TurnHost for NullHost {
+    fn event(&self, _: &str, _: TurnEvent) {}
+    fn ask_permission(&self, _: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
+        Box::pin(async { PermissionAnswer::Reject })
+    }
+}

@@ -1,0 +1,310 @@
+//! A session loaded in memory: its transcript, system prompt, provider and tool state.
+
+use std::collections::HashSet;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::message::{ToolSpec, Usage};
+use crate::provider::{ModelInfo, Provider, ProviderError};
+use crate::session::compact::{CompactPolicy, FailureTracker};
+use crate::session::tokens::ContextTracker;
+use crate::session::view::{ViewCache, ViewPolicy};
+use crate::session::{Record, SessionFile, SessionHeader, StoreError};
+use crate::tools::{FileTracker, Policy, TodoItem};
+use crate::workspace::Workspace;
+
+/// Why a turn or session operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    /// The model provider failed (after retries).
+    #[error("{0}")]
+    Provider(#[from] ProviderError),
+    /// The transcript could not be written or read.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// Another turn of this session is running.
+    #[error("session {0} is busy with another turn")]
+    Busy(String),
+    /// Bad input from the client.
+    #[error("{0}")]
+    Invalid(String),
+    /// The operation was cancelled; the session is as it was.
+    #[error("cancelled")]
+    Cancelled,
+    /// A user message that cannot fit the model's window whatever is compacted.
+    #[error(
+        "the message is about {message_tokens} tokens; with the system prompt and tools \
+         ({fixed_tokens} tokens) it exceeds the model's {window_tokens}-token window. Send a \
+         shorter message, or put the content in a file the agent can read in parts"
+    )]
+    TooLarge {
+        /// Estimated tokens of the message.
+        message_tokens: u64,
+        /// System prompt and tool definitions.
+        fixed_tokens: u64,
+        /// The window the session plans with.
+        window_tokens: u64,
+    },
+}
+
+/// Everything needed to bring a session to life.
+pub struct SessionSetup {
+    /// The workspace it belongs to.
+    pub workspace: Arc<Workspace>,
+    /// The model spec, fixed at creation.
+    pub model_spec: String,
+    /// The provider-side model id (the spec without its provider prefix).
+    pub model_id: String,
+    /// The provider for that spec.
+    pub provider: Arc<dyn Provider>,
+    /// Window and output limits of the model.
+    pub model_info: ModelInfo,
+    /// Approval policy.
+    pub policy: Policy,
+    /// Tools the client registered.
+    pub client_tools: Vec<ToolSpec>,
+    /// Seconds to wait for an approval.
+    pub approval_timeout_secs: u64,
+    /// The view pipeline's settings (side-file directory included).
+    pub view_policy: ViewPolicy,
+    /// Compaction settings.
+    pub compact: CompactPolicy,
+}
+
+/// Mutable state, held for the whole of a turn so turns of one session never interleave.
+pub struct SessionState {
+    /// The transcript file, opened for appending.
+    pub file: SessionFile,
+    /// Every record, in file order (header excluded).
+    pub records: Vec<Record>,
+    /// Tools the person allowed for the rest of the session.
+    pub always_allow: HashSet<String>,
+    /// Usage of the last response.
+    pub last_usage: Option<Usage>,
+    /// sha256 of the workspace prompt the model last heard about (system or note).
+    pub prompt_sha: String,
+    /// The incremental view of `records`.
+    pub view_cache: ViewCache,
+    /// Context-size accounting.
+    pub tracker: ContextTracker,
+    /// Consecutive compaction failures (auto-compaction pauses after too many).
+    pub failures: FailureTracker,
+    /// The smallest context limit the provider named (from `context_limit` records).
+    pub learned_limit: Option<u64>,
+    /// Message records in `records`, published for readers that must not wait.
+    message_count: Arc<AtomicU64>,
+}
+
+impl SessionState {
+    /// Appends records to the file and to memory, in order; stops at the first failure.
+    pub fn append(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
+        for r in records {
+            self.file.append(&r)?;
+            self.count(std::slice::from_ref(&r));
+            self.records.push(r);
+        }
+        Ok(())
+    }
+
+    /// Appends records in one write (a compaction installation), then to memory.
+    pub fn append_batch(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
+        self.file.append_batch(&records)?;
+        self.count(&records);
+        self.records.extend(records);
+        Ok(())
+    }
+
+    fn count(&self, records: &[Record]) {
+        let n = records.iter().filter(|r| r.as_message().is_some()).count();
+        self.message_count.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// The id of the last message record, the parent of the next one.
+    pub fn last_message_id(&self) -> Option<String> {
+        self.records
+            .iter()
+            .rev()
+            .find_map(|r| r.as_message().map(|m| m.uuid.clone()))
+    }
+}
+
+/// A session in memory. The engine owns it; fronts reach it through its methods. One
+/// operation at a time (a turn, a compaction, a snip, a collapse) holds it through an
+/// [`Operation`], which owns the busy state and the cancellation; reads that must not wait
+/// use the published counters or the transcript on disk.
+pub struct LiveSession {
+    pub(crate) id: String,
+    pub(crate) header: SessionHeader,
+    pub(crate) setup: SessionSetup,
+    /// The system prompt, byte-stable for the session's life (rebuilt only at compaction).
+    system: Mutex<String>,
+    /// Transcript and turn state, held by the running operation.
+    state: tokio::sync::Mutex<SessionState>,
+    /// Files read in this session.
+    pub(crate) files: Arc<Mutex<FileTracker>>,
+    /// The task list.
+    pub(crate) todos: Arc<Mutex<Vec<TodoItem>>>,
+    /// The running operation's cancellation, for `turn/cancel`.
+    running: Mutex<Option<CancellationToken>>,
+    message_count: Arc<AtomicU64>,
+}
+
+/// The running operation of a session: the session's state, exclusively, until it drops.
+pub struct Operation<'a> {
+    session: &'a LiveSession,
+    state: tokio::sync::MutexGuard<'a, SessionState>,
+}
+
+impl Deref for Operation<'_> {
+    type Target = SessionState;
+    fn deref(&self) -> &SessionState {
+        &self.state
+    }
+}
+
+impl DerefMut for Operation<'_> {
+    fn deref_mut(&mut self) -> &mut SessionState {
+        &mut self.state
+    }
+}
+
+impl Drop for Operation<'_> {
+    fn drop(&mut self) {
+        *self
+            .session
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+impl LiveSession {
+    /// Brings a session to life from its header and records.
+    pub fn new(
+        header: SessionHeader,
+        setup: SessionSetup,
+        file: SessionFile,
+        records: Vec<Record>,
+    ) -> LiveSession {
+        let opts = setup.workspace.default_options(Some(&header.model));
+        let assembled = setup.workspace.assemble(&opts);
+        let count = records.iter().filter(|r| r.as_message().is_some()).count();
+        let message_count = Arc::new(AtomicU64::new(count as u64));
+        LiveSession {
+            message_count: message_count.clone(),
+            id: header.session_id.clone(),
+            header,
+            system: Mutex::new(assembled.system.clone()),
+            state: tokio::sync::Mutex::new(SessionState {
+                file,
+                always_allow: HashSet::new(),
+                last_usage: None,
+                prompt_sha: assembled.sha256.clone(),
+                view_cache: ViewCache::new(),
+                tracker: ContextTracker::replay(&records),
+                failures: FailureTracker::default(),
+                learned_limit: crate::session::tokens::learned_limit(&records),
+                message_count,
+                records,
+            }),
+            setup,
+            files: Arc::new(Mutex::new(FileTracker::new())),
+            todos: Arc::new(Mutex::new(Vec::new())),
+            running: Mutex::new(None),
+        }
+    }
+
+    /// Starts an operation; `Busy` while another one runs. `cancel` is what `cancel()`
+    /// cancels until the operation ends.
+    pub fn begin(&self, cancel: &CancellationToken) -> Result<Operation<'_>, TurnError> {
+        let state = self
+            .state
+            .try_lock()
+            .map_err(|_| TurnError::Busy(self.id.clone()))?;
+        *self.running.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
+        Ok(Operation {
+            session: self,
+            state,
+        })
+    }
+
+    /// The state when no operation runs, for a read that must not wait (None: busy).
+    pub fn try_state(&self) -> Option<tokio::sync::MutexGuard<'_, SessionState>> {
+        self.state.try_lock().ok()
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The transcript's header.
+    pub fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    /// The model spec, fixed at creation.
+    pub fn model_spec(&self) -> &str {
+        &self.setup.model_spec
+    }
+
+    /// The configured context window of the session's model.
+    pub fn context_window(&self) -> u64 {
+        self.setup.model_info.context_window
+    }
+
+    /// The workspace it belongs to.
+    pub fn workspace(&self) -> &Arc<Workspace> {
+        &self.setup.workspace
+    }
+
+    /// How it was set up.
+    pub fn setup(&self) -> &SessionSetup {
+        &self.setup
+    }
+
+    /// Message records in its transcript, also while an operation runs.
+    pub fn message_count(&self) -> u64 {
+        self.message_count.load(Ordering::Relaxed)
+    }
+
+    /// The system prompt now.
+    pub fn system(&self) -> String {
+        self.system
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces the system prompt (after a compaction, when the cache is cold anyway).
+    pub fn set_system(&self, system: String) {
+        *self.system.lock().unwrap_or_else(|p| p.into_inner()) = system;
+    }
+
+    /// Cancels the running turn, if any; true when one was running.
+    pub fn cancel(&self) -> bool {
+        match self
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            Some(t) => {
+                t.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The tools the model sees: built-ins then the client's, in a fixed order.
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        let mut specs = crate::tools::builtin_specs();
+        specs.push(super::ops::snip_tool_spec());
+        specs.extend(self.setup.client_tools.iter().cloned());
+        specs
+    }
+}

@@ -1,0 +1,504 @@
+//! The step loop of one turn.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::compact::{
+    CompactRequest, compact_if_needed, compact_session, forget_reads_out_of_view, learn_limit,
+    request_chars,
+};
+use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
+use super::host::TurnHost;
+use super::live::{LiveSession, SessionState, TurnError};
+use super::view::step_view;
+use crate::message::{Block, Role, StopReason, Usage};
+use crate::provider::{ModelRequest, ProviderError, StreamEvent};
+use crate::session::compact::result_budget_chars;
+use crate::session::records::CompactTrigger;
+use crate::session::records::{InstructionChangeRecord, MessageMeta, UsageRecord, new_id, now_ms};
+use crate::session::view::{message_chars, oversized_results};
+use crate::session::{MessageRecord, Record};
+use crate::tools::{self, ToolContext, ToolLimits, ToolMeta, ToolOutput};
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    /// Why it stopped.
+    pub stop_reason: StopReason,
+    /// Usage summed over its steps.
+    pub usage: Usage,
+    /// Ids of the messages it appended, in order.
+    pub message_ids: Vec<String>,
+    /// The provider error that ended it, if any (the transcript is consistent anyway).
+    pub error: Option<String>,
+}
+
+/// The least output room a request asks for, however full the window.
+const MIN_OUTPUT: u64 = 1_024;
+
+const INTERRUPTED: &str = "[interrupted: the turn was cancelled before this tool call finished]";
+const DENIED: &str = "The user denied this tool call. Do not retry it as is; ask the user what to do instead, or take another approach.";
+
+/// Runs one user turn to its end: steps until the model stops, the step limit, an error or
+/// cancellation. Every message is persisted as it happens.
+pub async fn run_turn(
+    session: &Arc<LiveSession>,
+    input: Vec<Block>,
+    host: Arc<dyn TurnHost>,
+    cancel: CancellationToken,
+    max_steps: u32,
+) -> Result<TurnOutcome, TurnError> {
+    if input.is_empty() {
+        return Err(TurnError::Invalid("turn input is empty".into()));
+    }
+    let mut state = session.begin(&cancel)?;
+    let result = run_locked(
+        session,
+        &mut state,
+        input,
+        host.as_ref(),
+        &cancel,
+        max_steps,
+    )
+    .await;
+    drop(state);
+    // Clients wait for `finished` to end their spinner, whatever the outcome.
+    let (stop_reason, usage) = match &result {
+        Ok(out) => (out.stop_reason, out.usage),
+        Err(_) => (StopReason::Error, Usage::default()),
+    };
+    host.event(&session.id, TurnEvent::Finished { stop_reason, usage });
+    result
+}
+
+/// An instruction-file change since the model last heard: a note for the next user message.
+fn instruction_note(
+    session: &LiveSession,
+    state: &mut SessionState,
+) -> Option<(MessageRecord, Record)> {
+    let ws = &session.setup.workspace;
+    let assembled = ws.assemble(&ws.default_options(Some(&session.header.model)));
+    if assembled.sha256 == state.prompt_sha {
+        return None;
+    }
+    state.prompt_sha = assembled.sha256.clone();
+    let note = format!(
+        "<garuda_note>The project's instruction or memory files changed on disk since this session began. \
+         Their current text follows; where it disagrees with the system prompt, it wins.\n\n{}</garuda_note>",
+        assembled
+            .system
+            .split_once("# Project instructions")
+            .map(|(_, rest)| format!("# Project instructions{rest}"))
+            .unwrap_or_else(|| "(no instruction files now)".to_string())
+    );
+    let record = Record::InstructionChange(InstructionChangeRecord {
+        uuid: new_id(),
+        time: now_ms(),
+        paths: vec!["(system prompt)".to_string()],
+        sha256: vec![assembled.sha256.clone()],
+    });
+    // A message of its own (the view merges it with the user's), so the user's words stay
+    // the user's and a compaction, which rebuilds the system prompt, can leave it out.
+    let mut message =
+        MessageRecord::new(Role::User, vec![Block::text(note)], state.last_message_id());
+    message.meta = Some(MessageMeta::InstructionNote);
+    Some((message, record))
+}
+
+/// Refuses a user message that cannot fit the window whatever is compacted.
+fn check_fits(
+    session: &LiveSession,
+    state: &mut SessionState,
+    input: &[Block],
+) -> Result<(), TurnError> {
+    let b = super::compact::budgets(session, state);
+    let est = state.tracker.estimator;
+    let message_tokens = est.estimate(input.iter().map(Block::char_len).sum());
+    let fixed_tokens = est.estimate(super::compact::fixed_chars(session));
+    // A window smaller than the system prompt and tools is a configuration matter the
+    // provider reports; only a message that cannot fit beside them is refused here.
+    if fixed_tokens < b.window && fixed_tokens + message_tokens > b.window {
+        return Err(TurnError::TooLarge {
+            message_tokens,
+            fixed_tokens,
+            window_tokens: b.window,
+        });
+    }
+    Ok(())
+}
+
+async fn run_locked(
+    session: &Arc<LiveSession>,
+    state: &mut SessionState,
+    input: Vec<Block>,
+    host: &dyn TurnHost,
+    cancel: &CancellationToken,
+    max_steps: u32,
+) -> Result<TurnOutcome, TurnError> {
+    let mut outcome = TurnOutcome {
+        stop_reason: StopReason::EndTurn,
+        usage: Usage::default(),
+        message_ids: Vec::new(),
+        error: None,
+    };
+    check_fits(session, state, &input)?;
+    if let Some((note, record)) = instruction_note(session, state) {
+        state.append(vec![record, Record::Message(note)])?;
+    }
+    let user = MessageRecord::new(Role::User, input, state.last_message_id());
+    outcome.message_ids.push(user.uuid.clone());
+    state.append(vec![Record::Message(user)])?;
+
+    let ctx = ToolContext {
+        root: session.setup.workspace.root.clone(),
+        files: session.files.clone(),
+        todos: session.todos.clone(),
+        limits: ToolLimits::default().within(result_budget_chars(
+            super::compact::window(session, state),
+            session.setup.compact.result_share,
+        )),
+        cancel: cancel.clone(),
+        state_dir: Some(session.setup.view_policy.tool_results_dir.clone()),
+        call_id: None,
+    };
+    // Reactive compactions of one step: the first teaches the limit; a second one covers an
+    // estimate that was still off.
+    let mut reactive_left = 2u32;
+    let tools = session.tool_specs();
+    for step in 1..=max_steps {
+        if cancel.is_cancelled() {
+            outcome.stop_reason = StopReason::Cancelled;
+            return Ok(outcome);
+        }
+        host.event(&session.id, TurnEvent::StepStarted { step });
+        if let Some(c) = compact_if_needed(session, state, host, cancel).await? {
+            outcome.usage.add(&c.usage);
+        }
+        if cancel.is_cancelled() {
+            outcome.stop_reason = StopReason::Cancelled;
+            return Ok(outcome);
+        }
+        // Providers count the output room into the window: ask for no more than is left.
+        let room = super::compact::window(session, state)
+            .saturating_sub(super::compact::context_tokens(session, state)?);
+        let max_tokens = (session.setup.model_info.max_output as u64).min(room.max(MIN_OUTPUT));
+        let sv = step_view(state, &session.setup.view_policy)?;
+        let request = ModelRequest {
+            model: session.setup.model_id.clone(),
+            system: session.system(),
+            tools: tools.clone(),
+            messages: sv.messages,
+            max_tokens: max_tokens as u32,
+            cache: sv.cache,
+            thinking_budget: None,
+        };
+        let request_chars = request_chars(&request) as u64;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
+        let call = session.setup.provider.complete(request, tx, cancel.clone());
+        let forward = async {
+            while let Some(ev) = rx.recv().await {
+                forward_event(host, &session.id, ev);
+            }
+        };
+        let (result, ()) = tokio::join!(call, forward);
+        let response = match result {
+            Ok(r) => r,
+            Err(e) => {
+                let cancelled = matches!(e, ProviderError::Cancelled { .. });
+                let partial = e.partial().to_vec();
+                let had_partial = !partial.is_empty();
+                if had_partial {
+                    let ids = append_assistant_and_close(state, partial, INTERRUPTED)?;
+                    outcome.message_ids.extend(ids);
+                }
+                if cancelled {
+                    outcome.stop_reason = StopReason::Cancelled;
+                    return Ok(outcome);
+                }
+                if e.is_prompt_too_long() && !had_partial && reactive_left > 0 {
+                    // The provider counted more than its limit: learn the limit, compact
+                    // under it, and run the step again.
+                    reactive_left -= 1;
+                    let refused = learn_limit(
+                        session,
+                        state,
+                        &e,
+                        Some(request_chars as usize),
+                        Some(sv.view_chars),
+                    )?;
+                    let done = compact_session(
+                        session,
+                        state,
+                        host,
+                        cancel,
+                        CompactRequest {
+                            trigger: CompactTrigger::Reactive,
+                            focus: None,
+                            refused_tokens: refused,
+                        },
+                        &|_, _, _| {},
+                    )
+                    .await?;
+                    outcome.usage.add(&done.usage);
+                    if done.compacted {
+                        continue;
+                    }
+                }
+                return Err(TurnError::Provider(e));
+            }
+        };
+        outcome.usage.add(&response.usage);
+        state.last_usage = Some(response.usage);
+        host.event(
+            &session.id,
+            TurnEvent::Usage {
+                usage: response.usage,
+                context_tokens: response.usage.context_tokens(),
+            },
+        );
+        let assistant = MessageRecord::new(
+            Role::Assistant,
+            response.content.clone(),
+            state.last_message_id(),
+        );
+        let assistant_id = assistant.uuid.clone();
+        outcome.message_ids.push(assistant_id.clone());
+        let view_chars = sv.view_chars + message_chars(&assistant.to_message());
+        state.append(vec![
+            Record::Message(assistant),
+            Record::Usage(UsageRecord {
+                uuid: new_id(),
+                time: now_ms(),
+                message_id: assistant_id,
+                request_chars: Some(request_chars),
+                view_chars: Some(view_chars as u64),
+                usage: response.usage,
+                purpose: None,
+            }),
+        ])?;
+        state
+            .tracker
+            .on_usage(&response.usage, Some(request_chars as usize), view_chars);
+
+        let calls: Vec<(String, String, Value)> = response
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                Block::ToolUse { id, name, input } => {
+                    Some((id.clone(), name.clone(), input.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        if calls.is_empty() {
+            outcome.stop_reason = response.stop_reason;
+            return Ok(outcome);
+        }
+        if calls.iter().any(|(_, name, _)| name == "read_file") {
+            // A read may answer "unchanged" only while the earlier content is in the view.
+            forget_reads_out_of_view(session, state)?;
+        }
+        let mut results = Vec::with_capacity(calls.len());
+        for (id, name, input) in calls {
+            let out = if cancel.is_cancelled() {
+                interrupted()
+            } else {
+                host.event(
+                    &session.id,
+                    TurnEvent::ToolCallStarted {
+                        id: id.clone(),
+                        name: name.clone(),
+                        input: input.clone(),
+                    },
+                );
+                let out =
+                    run_tool(session, state, host, &ctx.for_call(&id), &id, &name, input).await;
+                if out.meta.todos_changed {
+                    let todos = session
+                        .todos
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .clone();
+                    host.event(&session.id, TurnEvent::Todos { todos });
+                }
+                out
+            };
+            host.event(
+                &session.id,
+                TurnEvent::ToolCallFinished {
+                    id: id.clone(),
+                    name: name.clone(),
+                    output: out.content.clone(),
+                    is_error: out.is_error,
+                    meta: out.meta.clone(),
+                },
+            );
+            results.push(Block::ToolResult {
+                tool_use_id: id,
+                content: vec![Block::text(out.content)],
+                is_error: out.is_error,
+            });
+        }
+        let user = MessageRecord::new(Role::User, results, state.last_message_id());
+        // Oversized results are kept whole in side files; the view shows a preview and the path.
+        for side in oversized_results(&user.to_message(), &session.setup.view_policy) {
+            if let Some(dir) = side.path.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            if let Err(e) = std::fs::write(&side.path, &side.text) {
+                tracing::warn!("cannot write {}: {e}", side.path.display());
+            }
+        }
+        outcome.message_ids.push(user.uuid.clone());
+        state.append(vec![Record::Message(user)])?;
+        if cancel.is_cancelled() {
+            outcome.stop_reason = StopReason::Cancelled;
+            return Ok(outcome);
+        }
+    }
+    outcome.stop_reason = StopReason::MaxSteps;
+    Ok(outcome)
+}
+
+fn interrupted() -> ToolOutput {
+    ToolOutput::error(INTERRUPTED).with_meta(ToolMeta {
+        cancelled: true,
+        ..Default::default()
+    })
+}
+
+/// Appends a partial assistant message and answers each of its tool calls with `note`,
+/// so the transcript never holds a tool_use without its tool_result.
+fn append_assistant_and_close(
+    state: &mut SessionState,
+    partial: Vec<Block>,
+    note: &str,
+) -> Result<Vec<String>, TurnError> {
+    let uses: Vec<String> = partial
+        .iter()
+        .filter_map(|b| match b {
+            Block::ToolUse { id, .. } => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
+    let assistant = MessageRecord::new(Role::Assistant, partial, state.last_message_id());
+    let mut ids = vec![assistant.uuid.clone()];
+    let mut records = vec![Record::Message(assistant.clone())];
+    if !uses.is_empty() {
+        let results = uses
+            .into_iter()
+            .map(|id| Block::ToolResult {
+                tool_use_id: id,
+                content: vec![Block::text(note)],
+                is_error: true,
+            })
+            .collect();
+        let user = MessageRecord::new(Role::User, results, Some(assistant.uuid.clone()));
+        ids.push(user.uuid.clone());
+        records.push(Record::Message(user));
+    }
+    state.append(records)?;
+    Ok(ids)
+}
+
+fn forward_event(host: &dyn TurnHost, session_id: &str, ev: StreamEvent) {
+    let ev = match ev {
+        StreamEvent::TextDelta(text) => TurnEvent::TextDelta { text },
+        StreamEvent::ThinkingDelta(text) => TurnEvent::ThinkingDelta { text },
+        StreamEvent::Retry {
+            attempt,
+            delay_ms,
+            reason,
+        } => TurnEvent::Retry {
+            attempt,
+            delay_ms,
+            reason,
+        },
+        // Tool calls are reported whole when they run; usage when the step ends.
+        StreamEvent::ToolUseStart { .. }
+        | StreamEvent::ToolUseInputDelta { .. }
+        | StreamEvent::Usage(_) => return,
+    };
+    host.event(session_id, ev);
+}
+
+async fn run_tool(
+    session: &Arc<LiveSession>,
+    state: &mut SessionState,
+    host: &dyn TurnHost,
+    ctx: &ToolContext,
+    id: &str,
+    name: &str,
+    input: Value,
+) -> ToolOutput {
+    let is_client_tool = session.setup.client_tools.iter().any(|t| t.name == name);
+    if name == super::ops::SNIP_TOOL && !is_client_tool {
+        return match super::ops::snip_tool(session, state, &input) {
+            Ok(t) => ToolOutput::ok(t),
+            Err(e) => ToolOutput::error(e),
+        };
+    }
+    let class = tools::classify(name);
+    if class.is_none() && !is_client_tool {
+        return ToolOutput::error(format!(
+            "unknown tool {name}; use one of the tools listed in the request"
+        ));
+    }
+    let needs = match class {
+        Some(c) => tools::needs_approval(session.setup.policy, c),
+        None => false,
+    };
+    if needs && !state.always_allow.contains(name) {
+        let req = PermissionRequest {
+            session_id: session.id.clone(),
+            tool_call_id: id.to_string(),
+            tool_name: name.to_string(),
+            title: tools::describe_call(name, &input),
+            input: input.clone(),
+            options: PermissionRequest::standard_options(),
+        };
+        // The host enforces the timeout itself (and tells its client); this is a backstop
+        // for hosts that never answer.
+        let wait = Duration::from_secs(session.setup.approval_timeout_secs.max(1) + 2);
+        let answer = tokio::select! {
+            a = tokio::time::timeout(wait, host.ask_permission(req)) => a.unwrap_or(PermissionAnswer::Reject),
+            _ = ctx.cancel.cancelled() => return interrupted(),
+        };
+        match answer {
+            PermissionAnswer::AllowOnce => {}
+            PermissionAnswer::AllowAlways => {
+                state.always_allow.insert(name.to_string());
+            }
+            PermissionAnswer::Reject => return ToolOutput::error(DENIED),
+        }
+    }
+    if is_client_tool {
+        let r = tokio::select! {
+            r = host.call_client_tool(&session.id, name, input) => r,
+            _ = ctx.cancel.cancelled() => return interrupted(),
+        };
+        return if r.is_error {
+            ToolOutput::error(r.content)
+        } else {
+            ToolOutput::ok(r.content)
+        };
+    }
+    if matches!(name, "edit_file" | "write_file") {
+        let plan = match tools::plan_edit(name, &input, ctx) {
+            Ok(p) => p,
+            Err(refusal) => return refusal,
+        };
+        let abs = ctx.root.path().join(&plan.rel_path);
+        if let Some(apply) = host.apply_edit(abs, plan.old_text.clone(), plan.new_text.clone()) {
+            return match apply.await {
+                Ok(()) => tools::finish_write(&plan, ctx),
+                Err(e) => ToolOutput::error(format!("the editor did not apply the edit: {e}")),
+            };
+        }
+        return tools::commit_write(&plan, ctx);
+    }
+    tools::run(name, input, ctx).await
+}

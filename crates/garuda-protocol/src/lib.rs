@@ -1,0 +1,494 @@
+//! The native protocol's request, result and notification types, defined once.
+//!
+//! `protocol/schema.json` is generated from these types (`garuda schema`); a test fails
+//! when the checked-in file differs from what the code generates.
+
+pub mod codes;
+pub mod methods;
+mod schema;
+pub mod wire;
+
+pub use methods::{METHODS, Method, Request, Schedule};
+pub use schema::generate_schema;
+pub use wire::*;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// `workspace/open` parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OpenParams {
+    /// The workspace folder: a path or a `file://` URI.
+    pub root: String,
+}
+
+/// A workspace as the client sees it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceInfo {
+    /// Stable id derived from the canonical root.
+    pub workspace_id: String,
+    /// The canonical root path.
+    pub root: String,
+    /// Instruction and memory files present in the root.
+    pub context_files: Vec<String>,
+    /// Problems found while opening (config, unreadable files).
+    pub warnings: Vec<String>,
+}
+
+/// Parameters naming one workspace.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkspaceRef {
+    /// The id from `workspace/open`.
+    pub workspace_id: String,
+}
+
+/// `workspace/close` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CloseResult {
+    /// True when the workspace was open and is now closed.
+    pub closed: bool,
+}
+
+/// `workspace/list` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListResult {
+    /// Open workspaces, ordered by workspace id.
+    pub workspaces: Vec<WorkspaceInfo>,
+}
+
+/// Options that change the assembled prompt.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AssembleOptions {
+    /// Model spec named in the identity line (default: the configured model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Features to use instead of the configured ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<Features>,
+    /// Budgets to use instead of the configured ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+}
+
+/// `prompt/assemble` parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AssembleParams {
+    /// The workspace.
+    pub workspace_id: String,
+    /// Overrides; absent means the configured defaults.
+    #[serde(default)]
+    pub options: Option<AssembleOptions>,
+}
+
+/// `prompt/assemble` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AssembleResult {
+    /// The system prompt.
+    pub system: String,
+    /// Hex sha256 of `system`'s UTF-8 bytes.
+    pub sha256: String,
+    /// Each section with its source, size and whether it was cut or skipped.
+    pub sections: Vec<SectionReport>,
+    /// Problems found (links out of the root, unreadable files, imports not read).
+    pub warnings: Vec<String>,
+}
+
+/// `workspace/contextChanged` notification: instruction or memory files changed on disk.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextChanged {
+    /// The workspace.
+    pub workspace_id: String,
+    /// Root-relative paths that changed in this burst, sorted.
+    pub changed: Vec<String>,
+    /// sha256 of the prompt assembled with the default options after the change.
+    pub sha256: String,
+}
+
+/// What Garuda tells the client in its `initialize` result, beside the LSP fields.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GarudaCapabilities {
+    /// Protocol version of the native surface.
+    pub protocol_version: u32,
+    /// Methods this server answers.
+    pub methods: Vec<String>,
+    /// Workspaces opened from `rootUri` / `workspaceFolders`.
+    pub workspaces: Vec<WorkspaceInfo>,
+}
+
+/// Name and version, as in LSP's `serverInfo`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerInfo {
+    /// `garuda`.
+    pub name: String,
+    /// Crate version.
+    pub version: String,
+}
+
+/// `initialize` result (an LSP `InitializeResult` with Garuda's capabilities inside).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResult {
+    /// LSP server capabilities; Garuda's own live under `experimental.garuda` and `garuda`.
+    pub capabilities: serde_json::Value,
+    /// Name and version.
+    pub server_info: ServerInfo,
+    /// Garuda's capabilities.
+    pub garuda: GarudaCapabilities,
+}
+
+/// Version of the native protocol; bumped on incompatible changes.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// `session/new` parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewSessionParams {
+    /// The workspace.
+    pub workspace_id: String,
+    /// Model spec, e.g. `anthropic/claude-sonnet-4-5` or `replay:PATH` (default: configured).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Approval policy: `ask`, `auto-edit`, `full-auto` (default: configured, else `ask`).
+    #[serde(default)]
+    pub policy: Option<Policy>,
+    /// Tools the client runs itself; Garuda forwards their calls with `tool/call`.
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+}
+
+/// `session/new` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NewSessionResult {
+    /// The new session's id.
+    pub session_id: String,
+    /// The model spec it uses for its whole life.
+    pub model: String,
+    /// The model's context window in tokens.
+    pub context_window: u64,
+    /// Problems worth telling the person (unknown model, for instance).
+    pub warnings: Vec<String>,
+}
+
+/// Parameters naming one session.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionRef {
+    /// The session id.
+    pub session_id: String,
+}
+
+/// A stored session.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    /// Its id.
+    pub session_id: String,
+    /// Creation time, unix milliseconds.
+    pub created: u64,
+    /// Model spec.
+    pub model: String,
+    /// Messages in its transcript.
+    pub message_count: u64,
+    /// The first user text, shortened.
+    pub title: Option<String>,
+    /// The session it was forked from.
+    pub forked_from: Option<String>,
+}
+
+/// `session/list` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionList {
+    /// Newest first.
+    pub sessions: Vec<SessionInfo>,
+}
+
+/// `session/load` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadResult {
+    /// The session id.
+    pub session_id: String,
+    /// Its workspace (opened if it was not).
+    pub workspace_id: String,
+    /// Model spec.
+    pub model: String,
+    /// Messages in its transcript.
+    pub message_count: u64,
+}
+
+/// `session/messages` parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MessagesParams {
+    /// The session.
+    pub session_id: String,
+    /// Index to start from (from a previous `nextCursor`); default 0.
+    #[serde(default)]
+    pub cursor: Option<u64>,
+    /// Most messages to return (default 200).
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+/// One message of the durable history.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryMessage {
+    /// Message id.
+    pub id: String,
+    /// The message before it.
+    pub parent_id: Option<String>,
+    /// Author.
+    pub role: Role,
+    /// Content blocks.
+    pub content: Vec<Block>,
+    /// Unix milliseconds.
+    pub time: u64,
+    /// Special kind (`summary`, `restored_file`, ...), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<String>,
+    /// Why the model no longer sees it: `compacted`, `snip` or `collapsed` (absent: it does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<String>,
+}
+
+/// `session/messages` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MessagesPage {
+    /// The page.
+    pub messages: Vec<HistoryMessage>,
+    /// Cursor of the next page; absent on the last page.
+    pub next_cursor: Option<u64>,
+    /// Messages in the whole history.
+    pub total: u64,
+}
+
+/// `session/fork` parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForkParams {
+    /// The session to copy.
+    pub session_id: String,
+    /// Copy up to and including this message (default: everything).
+    #[serde(default)]
+    pub at_message_id: Option<String>,
+}
+
+/// `turn/run` parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TurnParams {
+    /// The session.
+    pub session_id: String,
+    /// The user's message: content blocks (`{"type":"text","text":"..."}`, images).
+    pub input: Vec<Block>,
+}
+
+/// `turn/run` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnResult {
+    /// Why the turn ended.
+    pub stop_reason: StopReason,
+    /// Usage summed over its steps.
+    pub usage: Usage,
+    /// Ids of the messages it appended.
+    pub message_ids: Vec<String>,
+}
+
+/// `turn/update` notification.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnUpdate {
+    /// The session.
+    pub session_id: String,
+    /// What happened.
+    pub event: TurnEvent,
+}
+
+/// `permission/request` result from the client.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionResult {
+    /// `allow_once`, `allow_always` or `reject`.
+    pub option_id: String,
+}
+
+/// `tool/call` parameters (server to client).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallParams {
+    /// The session.
+    pub session_id: String,
+    /// The client tool's name.
+    pub name: String,
+    /// Arguments from the model.
+    pub input: serde_json::Value,
+}
+
+/// `tool/call` result from the client.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallResult {
+    /// Text for the model.
+    pub content: String,
+    /// True on failure.
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+/// A result that only says it worked.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Ack {
+    /// True.
+    pub ok: bool,
+}
+
+/// `session/compact` parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompactParams {
+    /// The session.
+    pub session_id: String,
+    /// What the summary should focus on (the text after `/compact`).
+    #[serde(default)]
+    pub focus: Option<String>,
+}
+
+/// `session/compact` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactResult {
+    /// True when a compaction was installed.
+    pub compacted: bool,
+    /// Estimated context tokens before.
+    pub tokens_before: u64,
+    /// Estimated context tokens after.
+    pub tokens_after: u64,
+    /// `summary`, `handoff` (extractive, the model could not summarize) or `trim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Why nothing was installed, when nothing was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// `session/snip` parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SnipParams {
+    /// The session.
+    pub session_id: String,
+    /// Transcript message ids to drop from the model's view.
+    pub message_ids: Vec<String>,
+}
+
+/// `session/snip` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnipResult {
+    /// Ids now out of the view.
+    pub removed: Vec<String>,
+    /// Ids kept because the other side of a tool pair is still in the view.
+    pub protected: Vec<String>,
+}
+
+/// `session/collapse` parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CollapseParams {
+    /// The session.
+    pub session_id: String,
+    /// First message of the span.
+    pub from_id: String,
+    /// Last message of the span.
+    pub to_id: String,
+    /// The span's summary (made by the model when absent).
+    #[serde(default)]
+    pub summary: Option<String>,
+}
+
+/// `session/collapse` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CollapseResult {
+    /// Id of the summary message in the view (the collapse record's id).
+    pub collapse_id: String,
+    /// Every message the summary replaces (widened so no tool pair is split).
+    pub span_ids: Vec<String>,
+    /// The summary text.
+    pub summary: String,
+}
+
+/// `session/view` result: the request the next step would send.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ViewResult {
+    /// The provider request body, cache markers included.
+    pub request: serde_json::Value,
+    /// Messages in the request.
+    pub message_count: u64,
+    /// Cache markers in the request (system included).
+    pub cache_markers: u64,
+    /// Estimated context tokens.
+    pub context_tokens: u64,
+}
+
+/// `context/inspect` result: the context by part, in tokens.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InspectResult {
+    /// System prompt without instructions and memory.
+    pub system: u64,
+    /// Tool specs.
+    pub tools: u64,
+    /// Project instructions.
+    pub instructions: u64,
+    /// Project memory.
+    pub memory: u64,
+    /// Conversation messages.
+    pub messages: u64,
+    /// Room left.
+    pub free: u64,
+    /// Reserved for the model's output.
+    pub reserved: u64,
+    /// The window the session plans with: the configured one, or the smaller limit the
+    /// provider named in a prompt-too-long answer.
+    pub window: u64,
+    /// The model's window from the model table or the config.
+    pub configured_window: u64,
+    /// The limit learned from the provider, when one was (kept in the transcript).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned_limit: Option<u64>,
+    /// Compaction starts above this many tokens.
+    pub threshold: u64,
+    /// The context size now (real count of the last response plus the estimate since).
+    pub context_tokens: u64,
+    /// True while auto-compaction is paused after repeated failures.
+    pub paused: bool,
+}
+
+/// `$/progress` parameters (LSP work-done progress) for `session/compact`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgressParams {
+    /// The progress token.
+    pub token: String,
+    /// `{kind: "begin"|"report"|"end", title?, message?}`.
+    pub value: serde_json::Value,
+}

@@ -1,0 +1,219 @@
+//! The method table: every request the native front answers, declared once with its params,
+//! its result and where it runs. Dispatch (by schedule), the schema, the `initialize` method
+//! list and the documentation's list all come from here.
+
+use schemars::{JsonSchema, SchemaGenerator};
+use serde::de::{DeserializeOwned, Deserializer};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::*;
+
+/// Where a request runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    /// On the read loop, from in-memory state only: answered in order, never waits on disk.
+    Inline,
+    /// On the read loop when the answer is in memory, else on the blocking pool.
+    Cached,
+    /// On the blocking pool: it may read or write files, and other requests go on meanwhile.
+    Blocking,
+    /// As a task of its own: long work (model calls, approvals), cancellable.
+    Spawned,
+}
+
+/// One method of the table.
+pub trait Method {
+    /// The wire name.
+    const NAME: &'static str;
+    /// Where it runs.
+    const SCHEDULE: Schedule;
+    /// Its params.
+    type Params: DeserializeOwned + Send + 'static;
+    /// Its result.
+    type Result: Serialize + Send + 'static;
+}
+
+/// The params of a method that takes none: absent, `null` or `{}`; anything else is refused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NoParams;
+
+impl<'de> Deserialize<'de> for NoParams {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Null => Ok(NoParams),
+            Value::Object(o) if o.is_empty() => Ok(NoParams),
+            other => Err(serde::de::Error::custom(format!(
+                "this method takes no params, got {other}"
+            ))),
+        }
+    }
+}
+
+/// The result of a method that answers `null`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Null(Option<()>);
+
+/// One row of the table, for the schema and the docs.
+pub struct MethodInfo {
+    /// The wire name.
+    pub name: &'static str,
+    /// Where it runs.
+    pub schedule: Schedule,
+    /// Its params' schema (None: it takes none, or LSP's own).
+    pub params: fn(&mut SchemaGenerator) -> Option<Value>,
+    /// Its result's schema (None: `null`).
+    pub result: fn(&mut SchemaGenerator) -> Option<Value>,
+}
+
+fn schema_of<T: JsonSchema>(g: &mut SchemaGenerator) -> Option<Value> {
+    Some(g.subschema_for::<T>().to_value())
+}
+
+fn no_schema(_: &mut SchemaGenerator) -> Option<Value> {
+    None
+}
+
+/// Declares the table. Each row: `Type = "name", Schedule, params -> result;` where params is
+/// a type, `none` (no params) or `lsp` (LSP's own params, not in our schema), and result is a
+/// type or `none`. Generates one marker type per method implementing [`Method`], `METHODS`,
+/// [`method_infos`] and the parsed [`Request`], split by schedule so a front handles each
+/// schedule in a function of its own and the compiler checks every method is handled.
+macro_rules! methods {
+    ($( $(#[doc = $doc:literal])* $ty:ident = $name:literal, $sched:ident, $p:tt -> $r:tt; )*) => {
+        $(
+            $(#[doc = $doc])*
+            #[derive(Debug, Clone, Copy)]
+            pub struct $ty;
+            impl Method for $ty {
+                const NAME: &'static str = $name;
+                const SCHEDULE: Schedule = Schedule::$sched;
+                type Params = methods!(@ptype $p);
+                type Result = methods!(@rtype $r);
+            }
+        )*
+
+        /// Names of the methods the native front answers, in documentation order.
+        pub const METHODS: &[&str] = &[$($name),*];
+
+        /// The table's rows, in documentation order.
+        pub fn method_infos() -> Vec<MethodInfo> {
+            vec![$(MethodInfo {
+                name: $name,
+                schedule: Schedule::$sched,
+                params: methods!(@pschema $p),
+                result: methods!(@rschema $r),
+            }),*]
+        }
+
+        methods!(@split [] [] [] [] $($ty $sched,)*);
+    };
+    (@ptype none) => { NoParams };
+    (@ptype lsp) => { Value };
+    (@ptype $t:ty) => { $t };
+    (@rtype none) => { Null };
+    (@rtype $t:ty) => { $t };
+    (@pschema none) => { no_schema };
+    (@pschema lsp) => { no_schema };
+    (@pschema $t:ty) => { schema_of::<$t> };
+    (@rschema none) => { no_schema };
+    (@rschema $t:ty) => { schema_of::<$t> };
+    // Sorts the rows into one list per schedule, then emits the request enums.
+    (@split [$($i:ident)*] [$($c:ident)*] [$($b:ident)*] [$($s:ident)*] $ty:ident Inline, $($rest:tt)*) => {
+        methods!(@split [$($i)* $ty] [$($c)*] [$($b)*] [$($s)*] $($rest)*);
+    };
+    (@split [$($i:ident)*] [$($c:ident)*] [$($b:ident)*] [$($s:ident)*] $ty:ident Cached, $($rest:tt)*) => {
+        methods!(@split [$($i)*] [$($c)* $ty] [$($b)*] [$($s)*] $($rest)*);
+    };
+    (@split [$($i:ident)*] [$($c:ident)*] [$($b:ident)*] [$($s:ident)*] $ty:ident Blocking, $($rest:tt)*) => {
+        methods!(@split [$($i)*] [$($c)*] [$($b)* $ty] [$($s)*] $($rest)*);
+    };
+    (@split [$($i:ident)*] [$($c:ident)*] [$($b:ident)*] [$($s:ident)*] $ty:ident Spawned, $($rest:tt)*) => {
+        methods!(@split [$($i)*] [$($c)*] [$($b)*] [$($s)* $ty] $($rest)*);
+    };
+    (@split [$($i:ident)*] [$($c:ident)*] [$($b:ident)*] [$($s:ident)*]) => {
+        /// A parsed request that runs on the read loop.
+        #[derive(Debug)]
+        #[allow(missing_docs)]
+        pub enum InlineRequest { $($i(<$i as Method>::Params)),* }
+        /// A parsed request answered from memory when it can be, else on the blocking pool.
+        #[derive(Debug)]
+        #[allow(missing_docs)]
+        pub enum CachedRequest { $($c(<$c as Method>::Params)),* }
+        /// A parsed request that runs on the blocking pool.
+        #[derive(Debug)]
+        #[allow(missing_docs)]
+        pub enum BlockingRequest { $($b(<$b as Method>::Params)),* }
+        /// A parsed request that runs as a task of its own.
+        #[derive(Debug)]
+        #[allow(missing_docs)]
+        pub enum SpawnedRequest { $($s(<$s as Method>::Params)),* }
+
+        /// A request of the table with its params decoded, by schedule.
+        #[derive(Debug)]
+        pub enum Request {
+            /// Runs on the read loop.
+            Inline(InlineRequest),
+            /// From memory when it can.
+            Cached(CachedRequest),
+            /// On the blocking pool.
+            Blocking(BlockingRequest),
+            /// As a task.
+            Spawned(SpawnedRequest),
+        }
+
+        impl Request {
+            /// Decodes a request; `Ok(None)` for a method not in the table.
+            pub fn parse(method: &str, params: Value) -> Result<Option<Request>, serde_json::Error> {
+                Ok(Some(match method {
+                    $(<$i as Method>::NAME => Request::Inline(InlineRequest::$i(serde_json::from_value(params)?)),)*
+                    $(<$c as Method>::NAME => Request::Cached(CachedRequest::$c(serde_json::from_value(params)?)),)*
+                    $(<$b as Method>::NAME => Request::Blocking(BlockingRequest::$b(serde_json::from_value(params)?)),)*
+                    $(<$s as Method>::NAME => Request::Spawned(SpawnedRequest::$s(serde_json::from_value(params)?)),)*
+                    _ => return Ok(None),
+                }))
+            }
+        }
+    };
+}
+
+methods! {
+    /// LSP `initialize`: opens the workspace folders, answers the capabilities.
+    Initialize = "initialize", Blocking, lsp -> InitializeResult;
+    /// LSP `shutdown`.
+    Shutdown = "shutdown", Inline, none -> none;
+    /// Opens a workspace folder.
+    OpenWorkspace = "workspace/open", Blocking, OpenParams -> WorkspaceInfo;
+    /// Closes a workspace.
+    CloseWorkspace = "workspace/close", Inline, WorkspaceRef -> CloseResult;
+    /// The open workspaces.
+    ListWorkspaces = "workspace/list", Inline, none -> ListResult;
+    /// Assembles a workspace's system prompt.
+    AssemblePrompt = "prompt/assemble", Cached, AssembleParams -> AssembleResult;
+    /// Creates a session (a transcript file).
+    NewSession = "session/new", Blocking, NewSessionParams -> NewSessionResult;
+    /// A workspace's sessions.
+    ListSessions = "session/list", Blocking, WorkspaceRef -> SessionList;
+    /// Loads a stored session.
+    LoadSession = "session/load", Blocking, SessionRef -> LoadResult;
+    /// A page of a session's durable history.
+    ReadMessages = "session/messages", Blocking, MessagesParams -> MessagesPage;
+    /// Copies a session.
+    ForkSession = "session/fork", Blocking, ForkParams -> SessionRef;
+    /// Deletes a session.
+    DeleteSession = "session/delete", Blocking, SessionRef -> Ack;
+    /// Runs one user turn.
+    RunTurn = "turn/run", Spawned, TurnParams -> TurnResult;
+    /// Cancels a live session's running operation.
+    CancelTurn = "turn/cancel", Inline, SessionRef -> Ack;
+    /// The manual `/compact [focus]`.
+    Compact = "session/compact", Spawned, CompactParams -> CompactResult;
+    /// Drops messages from the model's view.
+    Snip = "session/snip", Blocking, SnipParams -> SnipResult;
+    /// Replaces a span of the view with a summary.
+    Collapse = "session/collapse", Spawned, CollapseParams -> CollapseResult;
+    /// The exact request the next step would send.
+    ViewRequest = "session/view", Blocking, SessionRef -> ViewResult;
+    /// The context by part.
+    InspectContext = "context/inspect", Blocking, SessionRef -> InspectResult;
+}

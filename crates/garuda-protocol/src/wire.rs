@@ -1,0 +1,384 @@
+//! Wire shapes the protocol shares with the engine's own types: content blocks, usage, stop
+//! reasons, prompt features and limits, the approval policy, turn events and permission
+//! requests. They are defined here, apart from the engine's types, so a change on either side
+//! is a compile error in the binary's conversions, never a silent change of the wire.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The person (and tool results, which travel in user messages).
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// Where an image's bytes come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ImageSource {
+    /// Inline base64 data.
+    Base64 {
+        /// MIME type, e.g. `image/png`.
+        media_type: String,
+        /// Base64-encoded bytes.
+        data: String,
+    },
+    /// A URL the provider fetches.
+    Url {
+        /// The address.
+        url: String,
+    },
+}
+
+/// One content block of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Block {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image.
+    Image {
+        /// Its bytes or address.
+        source: ImageSource,
+    },
+    /// The model's reasoning, with the provider's signature when it gave one.
+    Thinking {
+        /// The reasoning text.
+        thinking: String,
+        /// Opaque signature that must be sent back unchanged.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+    },
+    /// A tool call made by the model.
+    ToolUse {
+        /// Provider-assigned call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Arguments as JSON.
+        input: Value,
+    },
+    /// The result of a tool call.
+    ToolResult {
+        /// The id of the `tool_use` this answers.
+        tool_use_id: String,
+        /// Result content (text or images).
+        content: Vec<Block>,
+        /// True when the tool failed or was refused.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+/// Token usage as reported by a provider for one response.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Uncached input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Input tokens written to the prompt cache.
+    #[serde(default)]
+    pub cache_creation_input_tokens: u64,
+    /// Input tokens read from the prompt cache.
+    #[serde(default)]
+    pub cache_read_input_tokens: u64,
+}
+
+/// Why the model (or Garuda) ended a response or turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model finished its answer.
+    EndTurn,
+    /// The model wants tool results.
+    ToolUse,
+    /// The output limit was reached.
+    MaxTokens,
+    /// A stop sequence matched.
+    StopSequence,
+    /// The model refused.
+    Refusal,
+    /// The client or user cancelled.
+    Cancelled,
+    /// The turn hit its step limit.
+    MaxSteps,
+    /// The turn ended with an error.
+    Error,
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSpec {
+    /// Unique name.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of its input object.
+    pub input_schema: Value,
+}
+
+/// Which code-index tools the session has.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum CodeIndex {
+    /// find_symbol and find_references.
+    Lookup,
+    /// Those plus repo_map.
+    All,
+}
+
+/// The features of a session that change what the prompt says.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Features {
+    /// Code-index tools for JS/TS.
+    pub code_index: Option<CodeIndex>,
+    /// Commands run in a sandbox without approval (otherwise the user approves each one).
+    pub sandboxed: bool,
+    /// web_fetch is available.
+    pub web: bool,
+    /// MCP tools are available.
+    pub mcp: bool,
+    /// User hooks may block calls.
+    pub hooks: bool,
+    /// The explore tool is available.
+    pub explore: bool,
+    /// todo_write is available.
+    pub todo: bool,
+    /// web_search is available.
+    pub search: bool,
+    /// Custom agents are available through the agent tool.
+    pub agents: bool,
+    /// Skills are available through the skill tool.
+    pub skills: bool,
+}
+
+/// Character limits of the prompt's file-based parts.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Limits {
+    /// One limit shared by all instruction files (GARUDA.md first, then AGENTS.md, CLAUDE.md).
+    pub instructions_chars: usize,
+    /// Limit of the memory file.
+    pub memory_chars: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            instructions_chars: 40_000,
+            memory_chars: 8_000,
+        }
+    }
+}
+
+/// What one part of the prompt holds.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SectionReport {
+    /// "base", "features", "build", "instructions", "instructions:<file>" or "memory".
+    pub kind: String,
+    /// The file (or files) it comes from.
+    pub source: Option<String>,
+    /// Its size in the prompt, in bytes.
+    pub bytes: usize,
+    /// Estimated tokens.
+    pub tokens: u64,
+    /// True when a file was cut to its limit.
+    pub cut: bool,
+    /// Characters left out of a cut file (estimated from bytes when not all was read).
+    pub missing_chars: Option<u64>,
+    /// Why a file was left out.
+    pub skipped: Option<String>,
+}
+
+/// A session's approval policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// Every write, every command and every memory change asks.
+    #[default]
+    Ask,
+    /// Edits are allowed; commands ask.
+    AutoEdit,
+    /// Nothing asks.
+    FullAuto,
+}
+
+/// Where a task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on (at most one at a time).
+    InProgress,
+    /// Done.
+    Completed,
+}
+
+/// One task of the session's list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TodoItem {
+    /// What to do.
+    pub content: String,
+    /// Its state.
+    pub status: TodoStatus,
+}
+
+/// Facts about a tool call beyond its text, for the client and the turn loop.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolMeta {
+    /// Exit code of a `bash` command (None when killed or not started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Root-relative path the tool read or wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// True when the tool changed a workspace file.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wrote: bool,
+    /// True when the session's todo list was replaced.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub todos_changed: bool,
+    /// True when output was cut to fit a cap.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    /// True when a `bash` command hit its timeout.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+    /// True when the call was cancelled.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
+}
+
+/// One streamed event of a turn (`turn/update` notification payload).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum TurnEvent {
+    /// A model request is about to be sent.
+    StepStarted {
+        /// 1-based step number within the turn.
+        step: u32,
+    },
+    /// Streamed answer text.
+    TextDelta {
+        /// The new text.
+        text: String,
+    },
+    /// Streamed reasoning text.
+    ThinkingDelta {
+        /// The new text.
+        text: String,
+    },
+    /// A tool call is about to run.
+    ToolCallStarted {
+        /// The call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Arguments.
+        input: Value,
+    },
+    /// A tool call finished (or was refused or interrupted).
+    ToolCallFinished {
+        /// The call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Text given to the model.
+        output: String,
+        /// True on failure, refusal or interruption.
+        is_error: bool,
+        /// Exit code, path, truncation and similar facts.
+        meta: ToolMeta,
+    },
+    /// Usage of the step that just ended.
+    Usage {
+        /// As reported by the provider.
+        usage: Usage,
+        /// The real context size (input + cache creation + cache read).
+        context_tokens: u64,
+    },
+    /// The provider call is retried after an error.
+    Retry {
+        /// Retry number, from 1.
+        attempt: u32,
+        /// Wait before the retry.
+        delay_ms: u64,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The session's task list changed.
+    Todos {
+        /// The whole list.
+        todos: Vec<TodoItem>,
+    },
+    /// Compaction progress.
+    Compaction {
+        /// `started`, `stage1`, `summary`, `finished`, `failed`, `paused`.
+        phase: String,
+        /// What triggered it: `auto`, `manual`, `reactive`.
+        trigger: String,
+        /// Estimated context tokens before.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens_before: Option<u64>,
+        /// Estimated context tokens after.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens_after: Option<u64>,
+        /// Human-readable detail.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// The turn ended.
+    Finished {
+        /// Why.
+        stop_reason: StopReason,
+        /// Summed usage of every step.
+        usage: Usage,
+    },
+}
+
+/// A tool call that needs the client's approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionRequest {
+    /// The session.
+    pub session_id: String,
+    /// The tool call id.
+    pub tool_call_id: String,
+    /// Tool name.
+    pub tool_name: String,
+    /// One line for a prompt, e.g. `bash: cargo test`.
+    pub title: String,
+    /// Arguments.
+    pub input: Value,
+    /// The choices: `allow_once`, `allow_always`, `reject`.
+    pub options: Vec<PermissionOption>,
+}
+
+/// One choice offered to the person.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionOption {
+    /// Id to answer with.
+    pub option_id: String,
+    /// Label.
+    pub name: String,
+}

@@ -1,0 +1,418 @@
+//! Conversions between the engine's types (`garuda_core`) and the wire's (`garuda_protocol`).
+//! Every field is named on both sides, so a change to either is a compile error here rather
+//! than a silent change of the protocol.
+
+use garuda_core::engine::{
+    ContextChange, ContextReport, HistoryEntry, HistoryPage, NextRequest, WorkspaceSummary,
+};
+use garuda_core::message as core;
+use garuda_core::prompt::{Assembled, CodeIndex, Features, Limits, SectionReport};
+use garuda_core::session::MessageMeta;
+use garuda_core::session::store::SessionSummary;
+use garuda_core::session::view::Removal;
+use garuda_core::tools::{Policy, TodoItem, TodoStatus, ToolMeta};
+use garuda_core::turn::{
+    CollapseOutcome, CompactOutcome, PermissionOption, PermissionRequest, SnipOutcome, TurnEvent,
+};
+use garuda_protocol as w;
+
+/// A wire block as the engine's.
+pub fn block_in(b: w::Block) -> core::Block {
+    match b {
+        w::Block::Text { text } => core::Block::Text { text },
+        w::Block::Image { source } => core::Block::Image {
+            source: match source {
+                w::ImageSource::Base64 { media_type, data } => {
+                    core::ImageSource::Base64 { media_type, data }
+                }
+                w::ImageSource::Url { url } => core::ImageSource::Url { url },
+            },
+        },
+        w::Block::Thinking {
+            thinking,
+            signature,
+        } => core::Block::Thinking {
+            thinking,
+            signature,
+        },
+        w::Block::ToolUse { id, name, input } => core::Block::ToolUse { id, name, input },
+        w::Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } => core::Block::ToolResult {
+            tool_use_id,
+            content: content.into_iter().map(block_in).collect(),
+            is_error,
+        },
+    }
+}
+
+/// An engine block for the wire.
+pub fn block_out(b: core::Block) -> w::Block {
+    match b {
+        core::Block::Text { text } => w::Block::Text { text },
+        core::Block::Image { source } => w::Block::Image {
+            source: match source {
+                core::ImageSource::Base64 { media_type, data } => {
+                    w::ImageSource::Base64 { media_type, data }
+                }
+                core::ImageSource::Url { url } => w::ImageSource::Url { url },
+            },
+        },
+        core::Block::Thinking {
+            thinking,
+            signature,
+        } => w::Block::Thinking {
+            thinking,
+            signature,
+        },
+        core::Block::ToolUse { id, name, input } => w::Block::ToolUse { id, name, input },
+        core::Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } => w::Block::ToolResult {
+            tool_use_id,
+            content: content.into_iter().map(block_out).collect(),
+            is_error,
+        },
+    }
+}
+
+/// The role for the wire.
+pub fn role_out(r: core::Role) -> w::Role {
+    match r {
+        core::Role::User => w::Role::User,
+        core::Role::Assistant => w::Role::Assistant,
+    }
+}
+
+/// Usage for the wire.
+pub fn usage_out(u: core::Usage) -> w::Usage {
+    w::Usage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        cache_creation_input_tokens: u.cache_creation_input_tokens,
+        cache_read_input_tokens: u.cache_read_input_tokens,
+    }
+}
+
+/// A stop reason for the wire.
+pub fn stop_out(s: core::StopReason) -> w::StopReason {
+    use core::StopReason as S;
+    match s {
+        S::EndTurn => w::StopReason::EndTurn,
+        S::ToolUse => w::StopReason::ToolUse,
+        S::MaxTokens => w::StopReason::MaxTokens,
+        S::StopSequence => w::StopReason::StopSequence,
+        S::Refusal => w::StopReason::Refusal,
+        S::Cancelled => w::StopReason::Cancelled,
+        S::MaxSteps => w::StopReason::MaxSteps,
+        S::Error => w::StopReason::Error,
+    }
+}
+
+/// A client tool's spec as the engine's.
+pub fn tool_spec_in(t: w::ToolSpec) -> core::ToolSpec {
+    core::ToolSpec {
+        name: t.name,
+        description: t.description,
+        input_schema: t.input_schema,
+    }
+}
+
+/// An approval policy as the engine's.
+pub fn policy_in(p: w::Policy) -> Policy {
+    match p {
+        w::Policy::Ask => Policy::Ask,
+        w::Policy::AutoEdit => Policy::AutoEdit,
+        w::Policy::FullAuto => Policy::FullAuto,
+    }
+}
+
+/// Prompt features as the engine's.
+pub fn features_in(f: w::Features) -> Features {
+    Features {
+        code_index: f.code_index.map(|c| match c {
+            w::CodeIndex::Lookup => CodeIndex::Lookup,
+            w::CodeIndex::All => CodeIndex::All,
+        }),
+        sandboxed: f.sandboxed,
+        web: f.web,
+        mcp: f.mcp,
+        hooks: f.hooks,
+        explore: f.explore,
+        todo: f.todo,
+        search: f.search,
+        agents: f.agents,
+        skills: f.skills,
+    }
+}
+
+/// Prompt limits as the engine's.
+pub fn limits_in(l: w::Limits) -> Limits {
+    Limits {
+        instructions_chars: l.instructions_chars,
+        memory_chars: l.memory_chars,
+    }
+}
+
+fn section_out(s: &SectionReport) -> w::SectionReport {
+    w::SectionReport {
+        kind: s.kind.clone(),
+        source: s.source.clone(),
+        bytes: s.bytes,
+        tokens: s.tokens,
+        cut: s.cut,
+        missing_chars: s.missing_chars,
+        skipped: s.skipped.clone(),
+    }
+}
+
+/// An assembled prompt for `prompt/assemble`.
+pub fn assemble_out(a: &Assembled) -> w::AssembleResult {
+    w::AssembleResult {
+        system: a.system.clone(),
+        sha256: a.sha256.clone(),
+        sections: a.sections.iter().map(section_out).collect(),
+        warnings: a.warnings.clone(),
+    }
+}
+
+/// A workspace for the wire.
+pub fn workspace_out(ws: WorkspaceSummary) -> w::WorkspaceInfo {
+    w::WorkspaceInfo {
+        workspace_id: ws.workspace_id,
+        root: ws.root,
+        context_files: ws.context_files,
+        warnings: ws.warnings,
+    }
+}
+
+/// A context change for `workspace/contextChanged`.
+pub fn context_changed_out(c: ContextChange) -> w::ContextChanged {
+    w::ContextChanged {
+        workspace_id: c.workspace_id,
+        changed: c.changed,
+        sha256: c.sha256,
+    }
+}
+
+/// A stored session for `session/list`.
+pub fn session_info_out(s: SessionSummary) -> w::SessionInfo {
+    w::SessionInfo {
+        session_id: s.id,
+        created: s.created,
+        model: s.model,
+        message_count: s.message_count as u64,
+        title: s.title,
+        forked_from: s.forked_from,
+    }
+}
+
+/// The wire name of a message's meta: its transcript spelling.
+pub fn meta_name(m: MessageMeta) -> &'static str {
+    match m {
+        MessageMeta::Summary => "summary",
+        MessageMeta::RestoredFile => "restored_file",
+        MessageMeta::InstructionNote => "instruction_note",
+        MessageMeta::Handoff => "handoff",
+        MessageMeta::TruncatedMarker => "truncated_marker",
+        MessageMeta::Todo => "todo",
+        MessageMeta::Display => "display",
+        MessageMeta::Unknown => "unknown",
+    }
+}
+
+fn removal_name(r: Removal) -> &'static str {
+    match r {
+        Removal::Compacted => "compacted",
+        Removal::Snipped => "snip",
+        Removal::Collapsed => "collapsed",
+    }
+}
+
+fn history_out(e: HistoryEntry) -> w::HistoryMessage {
+    let m = e.message;
+    w::HistoryMessage {
+        id: m.uuid,
+        parent_id: m.parent_uuid,
+        role: role_out(m.role),
+        content: m.content.into_iter().map(block_out).collect(),
+        time: m.time,
+        meta: m.meta.map(|k| meta_name(k).to_string()),
+        removed: e.removed.map(|r| removal_name(r).to_string()),
+    }
+}
+
+/// A page of history for `session/messages`.
+pub fn history_page_out(p: HistoryPage) -> w::MessagesPage {
+    w::MessagesPage {
+        messages: p.messages.into_iter().map(history_out).collect(),
+        next_cursor: p.next_cursor,
+        total: p.total,
+    }
+}
+
+/// A compaction's outcome for `session/compact`.
+pub fn compact_out(o: CompactOutcome) -> w::CompactResult {
+    w::CompactResult {
+        compacted: o.compacted,
+        tokens_before: o.tokens_before,
+        tokens_after: o.tokens_after,
+        kind: o.kind,
+        message: o.message,
+    }
+}
+
+/// A snip's outcome.
+pub fn snip_out(o: SnipOutcome) -> w::SnipResult {
+    w::SnipResult {
+        removed: o.removed,
+        protected: o.protected,
+    }
+}
+
+/// A collapse's outcome.
+pub fn collapse_out(o: CollapseOutcome) -> w::CollapseResult {
+    w::CollapseResult {
+        collapse_id: o.collapse_id,
+        span_ids: o.span_ids,
+        summary: o.summary,
+    }
+}
+
+/// The next request for `session/view`.
+pub fn view_out(v: NextRequest) -> w::ViewResult {
+    w::ViewResult {
+        request: v.request,
+        message_count: v.message_count,
+        cache_markers: v.cache_markers,
+        context_tokens: v.context_tokens,
+    }
+}
+
+/// The accounting for `context/inspect`.
+pub fn inspect_out(r: ContextReport) -> w::InspectResult {
+    let p = r.parts;
+    w::InspectResult {
+        system: p.system,
+        tools: p.tools,
+        instructions: p.instructions,
+        memory: p.memory,
+        messages: p.messages,
+        free: p.free,
+        reserved: p.reserved,
+        window: p.window,
+        configured_window: r.configured_window,
+        learned_limit: r.learned_limit,
+        threshold: p.threshold,
+        context_tokens: r.context_tokens,
+        paused: r.paused,
+    }
+}
+
+fn meta_out(m: ToolMeta) -> w::ToolMeta {
+    w::ToolMeta {
+        exit_code: m.exit_code,
+        path: m.path,
+        wrote: m.wrote,
+        todos_changed: m.todos_changed,
+        truncated: m.truncated,
+        timed_out: m.timed_out,
+        cancelled: m.cancelled,
+    }
+}
+
+/// A todo item for the wire.
+pub fn todo_out(t: TodoItem) -> w::TodoItem {
+    w::TodoItem {
+        content: t.content,
+        status: match t.status {
+            TodoStatus::Pending => w::TodoStatus::Pending,
+            TodoStatus::InProgress => w::TodoStatus::InProgress,
+            TodoStatus::Completed => w::TodoStatus::Completed,
+        },
+    }
+}
+
+/// A turn event for `turn/update` (and `exec --json`).
+pub fn event_out(e: TurnEvent) -> w::TurnEvent {
+    match e {
+        TurnEvent::StepStarted { step } => w::TurnEvent::StepStarted { step },
+        TurnEvent::TextDelta { text } => w::TurnEvent::TextDelta { text },
+        TurnEvent::ThinkingDelta { text } => w::TurnEvent::ThinkingDelta { text },
+        TurnEvent::ToolCallStarted { id, name, input } => {
+            w::TurnEvent::ToolCallStarted { id, name, input }
+        }
+        TurnEvent::ToolCallFinished {
+            id,
+            name,
+            output,
+            is_error,
+            meta,
+        } => w::TurnEvent::ToolCallFinished {
+            id,
+            name,
+            output,
+            is_error,
+            meta: meta_out(meta),
+        },
+        TurnEvent::Usage {
+            usage,
+            context_tokens,
+        } => w::TurnEvent::Usage {
+            usage: usage_out(usage),
+            context_tokens,
+        },
+        TurnEvent::Retry {
+            attempt,
+            delay_ms,
+            reason,
+        } => w::TurnEvent::Retry {
+            attempt,
+            delay_ms,
+            reason,
+        },
+        TurnEvent::Todos { todos } => w::TurnEvent::Todos {
+            todos: todos.into_iter().map(todo_out).collect(),
+        },
+        TurnEvent::Compaction {
+            phase,
+            trigger,
+            tokens_before,
+            tokens_after,
+            message,
+        } => w::TurnEvent::Compaction {
+            phase,
+            trigger,
+            tokens_before,
+            tokens_after,
+            message,
+        },
+        TurnEvent::Finished { stop_reason, usage } => w::TurnEvent::Finished {
+            stop_reason: stop_out(stop_reason),
+            usage: usage_out(usage),
+        },
+    }
+}
+
+fn option_out(o: PermissionOption) -> w::PermissionOption {
+    w::PermissionOption {
+        option_id: o.option_id,
+        name: o.name,
+    }
+}
+
+/// A permission request for `permission/request`.
+pub fn permission_out(r: PermissionRequest) -> w::PermissionRequest {
+    w::PermissionRequest {
+        session_id: r.session_id,
+        tool_call_id: r.tool_call_id,
+        tool_name: r.tool_name,
+        title: r.title,
+        input: r.input,
+        options: r.options.into_iter().map(option_out).collect(),
+    }
+}
