@@ -78,7 +78,7 @@ fn bench(c: &mut Criterion) {
             known: true,
         },
         policy: Policy::FullAuto,
-        client_tools: Vec::new(),
+        tools: garuda_core::tools::ToolRegistry::for_session(Vec::new()).expect("no clash"),
         approval_timeout_secs: 1,
         view_policy: Default::default(),
         compact: Default::default(),

@@ -8,27 +8,33 @@ use super::types::{
     ToolCallStatus, ToolKind,
 };
 use garuda_core::message::{Block, ImageSource, Role, StopReason};
-use garuda_core::tools::{TodoItem, TodoStatus};
+use garuda_core::tools::{TodoItem, TodoStatus, ToolClass, ToolRegistry};
 use garuda_core::turn::TurnEvent;
 
-/// The ACP tool kind of a Garuda tool, for the editor's icon.
-pub fn tool_kind(name: &str) -> ToolKind {
-    match name {
-        "read_file" | "list_files" => ToolKind::Read,
-        "edit_file" | "write_file" => ToolKind::Edit,
-        "bash" => ToolKind::Execute,
-        "grep" | "glob" => ToolKind::Search,
-        "todo_write" => ToolKind::Think,
+/// The ACP tool kind of a session's tool, for the editor's icon.
+pub fn tool_kind(tools: &ToolRegistry, name: &str) -> ToolKind {
+    match tools.get(name).map(|e| e.class) {
+        Some(ToolClass::Read) => ToolKind::Read,
+        Some(ToolClass::Search) => ToolKind::Search,
+        Some(ToolClass::Edit) => ToolKind::Edit,
+        Some(ToolClass::Exec) => ToolKind::Execute,
+        Some(ToolClass::Todo) => ToolKind::Think,
         _ => ToolKind::Other,
     }
 }
 
 /// The `tool_call` announcing a call.
-pub fn tool_call(id: &str, name: &str, input: &Value, status: ToolCallStatus) -> ToolCall {
+pub fn tool_call(
+    tools: &ToolRegistry,
+    id: &str,
+    name: &str,
+    input: &Value,
+    status: ToolCallStatus,
+) -> ToolCall {
     ToolCall {
         tool_call_id: id.to_string(),
         title: Some(garuda_core::tools::describe_call(name, input)),
-        kind: Some(tool_kind(name)),
+        kind: Some(tool_kind(tools, name)),
         status: Some(status),
         raw_input: Some(input.clone()),
         content: None,
@@ -70,7 +76,11 @@ pub fn plan(todos: &[TodoItem]) -> SessionUpdate {
 }
 
 /// The session update for one turn event; `None` for events ACP has no place for.
-pub fn event_update(event: TurnEvent, context_window: u64) -> Option<SessionUpdate> {
+pub fn event_update(
+    event: TurnEvent,
+    context_window: u64,
+    tools: &ToolRegistry,
+) -> Option<SessionUpdate> {
     Some(match event {
         TurnEvent::TextDelta { text } => SessionUpdate::AgentMessageChunk {
             content: ContentBlock::text(text),
@@ -78,9 +88,13 @@ pub fn event_update(event: TurnEvent, context_window: u64) -> Option<SessionUpda
         TurnEvent::ThinkingDelta { text } => SessionUpdate::AgentThoughtChunk {
             content: ContentBlock::text(text),
         },
-        TurnEvent::ToolCallStarted { id, name, input } => {
-            SessionUpdate::ToolCall(tool_call(&id, &name, &input, ToolCallStatus::InProgress))
-        }
+        TurnEvent::ToolCallStarted { id, name, input } => SessionUpdate::ToolCall(tool_call(
+            tools,
+            &id,
+            &name,
+            &input,
+            ToolCallStatus::InProgress,
+        )),
         TurnEvent::ToolCallFinished {
             id,
             output,
@@ -168,7 +182,7 @@ pub fn prompt_text(prompt: &[ContentBlock]) -> String {
 }
 
 /// The updates that replay one stored message (for `session/load`).
-pub fn history_updates(role: Role, content: &[Block]) -> Vec<SessionUpdate> {
+pub fn history_updates(role: Role, content: &[Block], tools: &ToolRegistry) -> Vec<SessionUpdate> {
     let mut out = Vec::new();
     for b in content {
         match (role, b) {
@@ -217,7 +231,7 @@ pub fn history_updates(role: Role, content: &[Block]) -> Vec<SessionUpdate> {
                 })
             }
             (Role::Assistant, Block::ToolUse { id, name, input }) => out.push(
-                SessionUpdate::ToolCall(tool_call(id, name, input, ToolCallStatus::Pending)),
+                SessionUpdate::ToolCall(tool_call(tools, id, name, input, ToolCallStatus::Pending)),
             ),
             _ => {}
         }
@@ -257,9 +271,13 @@ mod tests {
         serde_json::to_value(v).unwrap()
     }
 
+    fn tools() -> ToolRegistry {
+        ToolRegistry::for_session(Vec::new()).unwrap()
+    }
+
     #[test]
     fn events_map_to_updates() {
-        let u = event_update(TurnEvent::TextDelta { text: "hi".into() }, 100).unwrap();
+        let u = event_update(TurnEvent::TextDelta { text: "hi".into() }, 100, &tools()).unwrap();
         assert_eq!(
             j(u),
             json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}})
@@ -271,6 +289,7 @@ mod tests {
                 input: json!({"command": "ls"}),
             },
             100,
+            &tools(),
         )
         .unwrap();
         let v = j(u);
@@ -288,13 +307,14 @@ mod tests {
                 context_tokens: 7,
             },
             100,
+            &tools(),
         )
         .unwrap());
         assert_eq!(
             v,
             json!({"sessionUpdate": "usage_update", "used": 7, "size": 100})
         );
-        assert!(event_update(TurnEvent::StepStarted { step: 1 }, 1).is_none());
+        assert!(event_update(TurnEvent::StepStarted { step: 1 }, 1, &tools()).is_none());
     }
 
     #[test]
@@ -331,6 +351,7 @@ mod tests {
                     input: json!({"path": "a"}),
                 },
             ],
+            &tools(),
         );
         assert_eq!(j(&ups[0])["sessionUpdate"], "agent_message_chunk");
         assert_eq!(j(&ups[1])["kind"], "read");

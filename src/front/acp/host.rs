@@ -7,6 +7,7 @@ use super::convert;
 use super::types::{SessionNotification, SessionUpdate, ToolCall, ToolCallStatus};
 use crate::front::permission_answer;
 use crate::rpc::Client;
+use garuda_core::tools::ToolRegistry;
 use garuda_core::turn::{PermissionAnswer, PermissionRequest, TurnEvent, TurnHost};
 
 /// Relays a turn to an ACP client.
@@ -15,6 +16,8 @@ pub struct AcpHost {
     pub client: Client,
     /// The session's context window, for `usage_update`.
     pub context_window: u64,
+    /// The session's tools, for the kind of each call.
+    pub tools: ToolRegistry,
 }
 
 /// Sends one `session/update` notification.
@@ -30,11 +33,11 @@ pub fn send_update(client: &Client, session_id: &str, update: SessionUpdate) {
 }
 
 /// The `session/request_permission` params for a Garuda approval request.
-pub fn permission_params(req: &PermissionRequest) -> Value {
+pub fn permission_params(req: &PermissionRequest, tools: &ToolRegistry) -> Value {
     let call = ToolCall {
         tool_call_id: req.tool_call_id.clone(),
         title: Some(req.title.clone()),
-        kind: Some(convert::tool_kind(&req.tool_name)),
+        kind: Some(convert::tool_kind(tools, &req.tool_name)),
         status: Some(ToolCallStatus::Pending),
         raw_input: Some(req.input.clone()),
         content: None,
@@ -52,15 +55,15 @@ pub fn permission_params(req: &PermissionRequest) -> Value {
 
 impl TurnHost for AcpHost {
     fn event(&self, session_id: &str, event: TurnEvent) {
-        if let Some(u) = convert::event_update(event, self.context_window) {
+        if let Some(u) = convert::event_update(event, self.context_window, &self.tools) {
             send_update(&self.client, session_id, u);
         }
     }
 
     fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
         let client = self.client.clone();
+        let params = permission_params(&req, &self.tools);
         Box::pin(async move {
-            let params = permission_params(&req);
             match client.request("session/request_permission", params).await {
                 // `{outcome: {outcome: "cancelled"}}` and unknown ids count as a rejection.
                 Ok(v) => permission_answer(&v),
@@ -90,7 +93,7 @@ mod tests {
             input: json!({"command": "ls"}),
             options: PermissionRequest::standard_options(),
         };
-        let v = permission_params(&req);
+        let v = permission_params(&req, &ToolRegistry::for_session(Vec::new()).unwrap());
         assert_eq!(v["sessionId"], "s");
         assert_eq!(v["toolCall"]["toolCallId"], "t");
         assert_eq!(v["toolCall"]["kind"], "execute");

@@ -183,6 +183,7 @@ impl AcpFront {
                 tokio::task::spawn_blocking(move || {
                     let live = engine.session(&id)?;
                     let root = live.workspace().root.path().to_path_buf();
+                    let tools = live.setup().tools.clone();
                     let mut updates = Vec::new();
                     let mut cursor = None;
                     loop {
@@ -191,6 +192,7 @@ impl AcpFront {
                             updates.extend(convert::history_updates(
                                 m.message.role,
                                 &m.message.content,
+                                &tools,
                             ));
                         }
                         match page.next_cursor {
@@ -236,6 +238,7 @@ impl AcpFront {
         let host: Arc<dyn TurnHost> = Arc::new(AcpHost {
             client: ctx.client.clone(),
             context_window: live.context_window(),
+            tools: live.setup().tools.clone(),
         });
         let prompt = convert::decode_prompt(p.prompt);
         let text = convert::prompt_text(&prompt);

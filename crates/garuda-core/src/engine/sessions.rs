@@ -74,14 +74,8 @@ impl Engine {
                 model_info.context_window, model_info.max_output
             ));
         }
-        for t in &client_tools {
-            if crate::tools::classify(&t.name).is_some() {
-                return Err(EngineError::Invalid(format!(
-                    "client tool {} clashes with a built-in tool",
-                    t.name
-                )));
-            }
-        }
+        let tools = crate::tools::ToolRegistry::for_session(client_tools)
+            .map_err(|e| EngineError::Invalid(e.to_string()))?;
         Ok((
             SessionSetup {
                 workspace: ws,
@@ -90,7 +84,7 @@ impl Engine {
                 provider,
                 model_info,
                 policy,
-                client_tools,
+                tools,
                 approval_timeout_secs: self.config.approval.timeout_secs,
                 view_policy: Default::default(),
                 compact: self.config.context.compact_policy(),
@@ -105,9 +99,11 @@ impl Engine {
         &self,
         id: &str,
         info: &crate::provider::ModelInfo,
+        tools: &crate::tools::ToolRegistry,
     ) -> crate::session::view::ViewPolicy {
         let mut p = self.store().view_policy(id);
         self.config.context.apply_view(&mut p);
+        p.compactable_tools = tools.compactable();
         let budget = crate::session::compact::result_budget_chars(
             info.context_window,
             self.config.context.result_share,
@@ -151,7 +147,7 @@ impl Engine {
         let mut header = SessionHeader::new(ws.root.path().display().to_string(), model);
         header.policy = Some(policy_name(policy));
         let file = self.store().create(&header)?;
-        setup.view_policy = self.view_policy(&header.session_id, &setup.model_info);
+        setup.view_policy = self.view_policy(&header.session_id, &setup.model_info, &setup.tools);
         let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
         self.sessions
             .live
@@ -184,7 +180,7 @@ impl Engine {
             .and_then(|p| serde_json::from_value(serde_json::Value::String(p.to_string())).ok())
             .unwrap_or_else(|| self.default_policy());
         let (mut setup, _) = self.setup(ws, &loaded.header.model.clone(), policy, Vec::new())?;
-        setup.view_policy = self.view_policy(id, &setup.model_info);
+        setup.view_policy = self.view_policy(id, &setup.model_info, &setup.tools);
         let live = Arc::new(LiveSession::new(loaded.header, setup, file, loaded.records));
         let mut map = self.sessions.live.lock().unwrap_or_else(|p| p.into_inner());
         Ok(map.entry(id.to_string()).or_insert(live).clone())

@@ -14,6 +14,7 @@ mod list;
 mod memory;
 mod policy;
 mod read;
+mod registry;
 mod schema;
 mod todo;
 mod util;
@@ -25,7 +26,6 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -33,6 +33,7 @@ use crate::fsroot::{FileStamp, Root};
 
 pub use edit::{PlannedWrite, commit_write, finish_write, plan_edit};
 pub use policy::{Policy, needs_approval};
+pub use registry::{ToolClash, ToolEntry, ToolRegistry, ToolSource};
 pub use schema::builtin_specs;
 pub use todo::{TodoItem, TodoStatus};
 
@@ -360,12 +361,13 @@ impl ToolOutput {
     }
 }
 
-/// What a tool does, for the approval policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// What a tool does, for the approval policy, compaction and the fronts' display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ToolClass {
     /// Reads the workspace only.
     Read,
+    /// Searches the workspace (reads only).
+    Search,
     /// Changes workspace files.
     Edit,
     /// Runs commands.
@@ -374,33 +376,37 @@ pub enum ToolClass {
     Memory,
     /// Changes the session's todo list.
     Todo,
+    /// Works on the session's own context (`snip`).
+    Session,
     /// Anything else (client-registered tools).
     Other,
 }
 
-/// Names of the built-in tools, in the order the model sees them.
-pub const BUILTIN_NAMES: &[&str] = &[
-    "read_file",
-    "list_files",
-    "glob",
-    "grep",
-    "edit_file",
-    "write_file",
-    "bash",
-    "remember",
-    "todo_write",
+/// The built-in tools, in the order the model sees them: name, class, the input field
+/// naming a workspace file, and whether it needs a prior read of that file.
+const BUILTINS: &[(&str, ToolClass, Option<&str>, bool)] = &[
+    ("read_file", ToolClass::Read, Some("path"), false),
+    ("list_files", ToolClass::Read, None, false),
+    ("glob", ToolClass::Search, None, false),
+    ("grep", ToolClass::Search, None, false),
+    ("edit_file", ToolClass::Edit, Some("path"), true),
+    ("write_file", ToolClass::Edit, Some("path"), true),
+    ("bash", ToolClass::Exec, None, false),
+    ("remember", ToolClass::Memory, None, false),
+    ("todo_write", ToolClass::Todo, None, false),
 ];
 
-/// The class of a built-in tool; `None` for names that are not built in.
-pub fn classify(name: &str) -> Option<ToolClass> {
-    Some(match name {
-        "read_file" | "list_files" | "glob" | "grep" => ToolClass::Read,
-        "edit_file" | "write_file" => ToolClass::Edit,
-        "bash" => ToolClass::Exec,
-        "remember" => ToolClass::Memory,
-        "todo_write" => ToolClass::Todo,
-        _ => return None,
-    })
+/// Names of the built-in tools, in the order the model sees them.
+pub fn builtin_names() -> impl Iterator<Item = &'static str> {
+    BUILTINS.iter().map(|b| b.0)
+}
+
+/// Class, file input and read requirement of a built-in tool (`Other` for other names).
+pub(crate) fn builtin_traits(name: &str) -> (ToolClass, Option<&'static str>, bool) {
+    BUILTINS
+        .iter()
+        .find(|b| b.0 == name)
+        .map_or((ToolClass::Other, None, false), |b| (b.1, b.2, b.3))
 }
 
 /// One line describing a call, for approval prompts: e.g. `bash: cargo test`.
@@ -469,7 +475,7 @@ pub async fn run(name: &str, input: Value, ctx: &ToolContext) -> ToolOutput {
         }
         _ => ToolOutput::error(format!(
             "unknown tool `{name}`; available tools: {}",
-            BUILTIN_NAMES.join(", ")
+            builtin_names().collect::<Vec<_>>().join(", ")
         )),
     }
 }

@@ -24,7 +24,11 @@ pub enum Policy {
 /// `tool/call` handler, where it can ask the person itself.
 pub fn needs_approval(policy: Policy, class: ToolClass) -> bool {
     match class {
-        ToolClass::Read | ToolClass::Todo | ToolClass::Other => false,
+        ToolClass::Read
+        | ToolClass::Search
+        | ToolClass::Todo
+        | ToolClass::Session
+        | ToolClass::Other => false,
         ToolClass::Edit | ToolClass::Memory => policy == Policy::Ask,
         ToolClass::Exec => policy != Policy::FullAuto,
     }

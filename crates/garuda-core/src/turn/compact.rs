@@ -29,7 +29,7 @@ use crate::session::records::{
 };
 use crate::session::tokens::{self, effective_window};
 use crate::session::view::{ViewMessage, prefix_end, side_cache_plan};
-use crate::tools::{Anchor, ReadMark, TodoStatus};
+use crate::tools::{Anchor, ReadMark, TodoStatus, ToolClass};
 
 /// What a compaction did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -229,10 +229,13 @@ fn snapshots(session: &LiveSession, records: &[Record]) -> Vec<Snapshot> {
             let Block::ToolUse { name, input, .. } = b else {
                 continue;
             };
-            if !matches!(name.as_str(), "read_file" | "edit_file" | "write_file") {
-                continue;
-            }
-            let Some(p) = input.get("path").and_then(|v| v.as_str()) else {
+            let Some(p) = session
+                .setup
+                .tools
+                .get(name)
+                .filter(|e| matches!(e.class, ToolClass::Read | ToolClass::Edit))
+                .and_then(|e| e.path_in(input))
+            else {
                 continue;
             };
             if !seen.insert(p.to_string()) {
@@ -655,12 +658,20 @@ pub async fn compact_session(
     let older = &messages[..kept.split];
     event("started", None, None);
     let mut usage = Usage::default();
+    let runs_commands = |name: &str| {
+        session
+            .setup
+            .tools
+            .get(name)
+            .is_some_and(|e| e.class == ToolClass::Exec)
+    };
     let handoff = |older: &[ViewMessage]| {
         let rest = &older[usize::from(prefix_end(older).is_some())..];
         SummaryText::Extractive(extractive_handoff(
             rest,
             &todo,
             previous_summary(older).as_deref(),
+            &runs_commands,
         ))
     };
     let summary = match relief {

@@ -64,8 +64,8 @@ pub struct SessionSetup {
     pub model_info: ModelInfo,
     /// Approval policy.
     pub policy: Policy,
-    /// Tools the client registered.
-    pub client_tools: Vec<ToolSpec>,
+    /// The session's tools, fixed at its start.
+    pub tools: crate::tools::ToolRegistry,
     /// Seconds to wait for an approval.
     pub approval_timeout_secs: u64,
     /// The view pipeline's settings (side-file directory included).
@@ -300,11 +300,8 @@ impl LiveSession {
         }
     }
 
-    /// The tools the model sees: built-ins then the client's, in a fixed order.
+    /// The tools the model sees, in their fixed order.
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
-        let mut specs = crate::tools::builtin_specs();
-        specs.push(super::ops::snip_tool_spec());
-        specs.extend(self.setup.client_tools.iter().cloned());
-        specs
+        self.setup.tools.specs()
     }
 }

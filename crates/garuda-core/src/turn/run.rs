@@ -21,7 +21,7 @@ use crate::session::records::CompactTrigger;
 use crate::session::records::{InstructionChangeRecord, MessageMeta, UsageRecord, new_id, now_ms};
 use crate::session::view::{message_chars, oversized_results};
 use crate::session::{MessageRecord, Record};
-use crate::tools::{self, ToolContext, ToolLimits, ToolMeta, ToolOutput};
+use crate::tools::{self, ToolClass, ToolContext, ToolLimits, ToolMeta, ToolOutput, ToolSource};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -297,7 +297,14 @@ async fn run_locked(
             outcome.stop_reason = response.stop_reason;
             return Ok(outcome);
         }
-        if calls.iter().any(|(_, name, _)| name == "read_file") {
+        let reads = |name: &str| {
+            session
+                .setup
+                .tools
+                .get(name)
+                .is_some_and(|e| e.class == ToolClass::Read && e.path_arg.is_some())
+        };
+        if calls.iter().any(|(_, name, _)| reads(name)) {
             // A read may answer "unchanged" only while the earlier content is in the view.
             forget_reads_out_of_view(session, state)?;
         }
@@ -434,23 +441,18 @@ async fn run_tool(
     name: &str,
     input: Value,
 ) -> ToolOutput {
-    let is_client_tool = session.setup.client_tools.iter().any(|t| t.name == name);
-    if name == super::ops::SNIP_TOOL && !is_client_tool {
+    let Some(entry) = session.setup.tools.get(name) else {
+        return ToolOutput::error(format!(
+            "unknown tool {name}; use one of the tools listed in the request"
+        ));
+    };
+    if entry.source == ToolSource::Session {
         return match super::ops::snip_tool(session, state, &input) {
             Ok(t) => ToolOutput::ok(t),
             Err(e) => ToolOutput::error(e),
         };
     }
-    let class = tools::classify(name);
-    if class.is_none() && !is_client_tool {
-        return ToolOutput::error(format!(
-            "unknown tool {name}; use one of the tools listed in the request"
-        ));
-    }
-    let needs = match class {
-        Some(c) => tools::needs_approval(session.setup.policy, c),
-        None => false,
-    };
+    let needs = tools::needs_approval(session.setup.policy, entry.class);
     if needs && !state.always_allow.contains(name) {
         let req = PermissionRequest {
             session_id: session.id.clone(),
@@ -475,7 +477,7 @@ async fn run_tool(
             PermissionAnswer::Reject => return ToolOutput::error(DENIED),
         }
     }
-    if is_client_tool {
+    if entry.source == ToolSource::Client {
         let r = tokio::select! {
             r = host.call_client_tool(&session.id, name, input) => r,
             _ = ctx.cancel.cancelled() => return interrupted(),
@@ -486,7 +488,7 @@ async fn run_tool(
             ToolOutput::ok(r.content)
         };
     }
-    if matches!(name, "edit_file" | "write_file") {
+    if entry.class == ToolClass::Edit {
         let plan = match tools::plan_edit(name, &input, ctx) {
             Ok(p) => p,
             Err(refusal) => return refusal,

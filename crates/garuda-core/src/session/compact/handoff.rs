@@ -36,10 +36,12 @@ fn text_of(content: &[Block]) -> String {
 
 /// Builds the handoff text from the view's messages, the todo list and the summary an
 /// earlier compaction installed (carried on whole, since nothing newer replaces it).
+/// `runs_commands` says which tools run commands (their `command` input is listed).
 pub fn extractive_handoff(
     messages: &[ViewMessage],
     todo: &[TodoEntry],
     previous: Option<&str>,
+    runs_commands: &dyn Fn(&str) -> bool,
 ) -> String {
     let mut files: Vec<(String, Vec<String>)> = Vec::new();
     let mut file_idx: HashMap<String, usize> = HashMap::new();
@@ -84,7 +86,7 @@ pub fn extractive_handoff(
                             files[i].1.push(name.clone());
                         }
                     }
-                    if name == "bash"
+                    if runs_commands(name)
                         && let Some(c) = input.get("command").and_then(|v| v.as_str())
                     {
                         command_of.insert(id.clone(), commands.len());

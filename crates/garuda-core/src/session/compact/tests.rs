@@ -236,7 +236,12 @@ fn extractive_handoff_collects_the_facts() {
         content: "add a test".into(),
         status: "pending".into(),
     }];
-    let h = extractive_handoff(&v.messages, &todo, Some("<summary>\nEARLIER\n</summary>"));
+    let h = extractive_handoff(
+        &v.messages,
+        &todo,
+        Some("<summary>\nEARLIER\n</summary>"),
+        &|n| n == "bash",
+    );
     assert!(h.starts_with(HANDOFF_LABEL));
     assert!(h.contains("EARLIER"));
     assert!(
@@ -531,7 +536,7 @@ proptest! {
         let view = View { messages: s1.messages.clone(), ..v.clone() };
         let kept = plan_kept(&view.messages, keep, p.trim_to, usize::MAX).unwrap();
         prop_assert_eq!(kept.split, split);
-        let handoff = extractive_handoff(&view.messages[..split], &[], None);
+        let handoff = extractive_handoff(&view.messages[..split], &[], None, &|n| n == "bash");
         let inst = install(&view, &recs, &kept, SummaryText::Extractive(handoff), &[], &[], 200_000);
         let mut r = recs.clone();
         r.extend(inst.records);
@@ -560,7 +565,7 @@ fn installed_compaction_survives_a_reload() {
     // Little room: kept results are cut by a trim record in the same batch.
     let kept = plan_kept(&v.messages, 2, 200, 2_000).unwrap();
     assert!(!kept.trimmed.is_empty());
-    let handoff = extractive_handoff(&v.messages[..kept.split], &[], None);
+    let handoff = extractive_handoff(&v.messages[..kept.split], &[], None, &|n| n == "bash");
     let inst = install(
         &v,
         &recs,

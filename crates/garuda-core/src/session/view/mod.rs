@@ -40,9 +40,6 @@ pub use normalize::{INTERRUPTED_TEXT, check_pairing};
 pub use slice::slice_start;
 pub use tags::{render_id_tags, resolve_id_range, resolve_short_id, short_id, tag_messages};
 
-/// Tools whose old results the time-based microcompact may clear.
-pub const DEFAULT_COMPACTABLE_TOOLS: &[&str] = &["read_file", "grep", "glob", "list_files", "bash"];
-
 /// Settings of the view pipeline.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ViewPolicy {
@@ -72,10 +69,8 @@ impl Default for ViewPolicy {
             tool_results_dir: PathBuf::from("tool-results"),
             microcompact_after_ms: Some(60 * 60 * 1000),
             microcompact_keep: 5,
-            compactable_tools: DEFAULT_COMPACTABLE_TOOLS
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            // The session's tool registry fills this in (`ToolRegistry::compactable`).
+            compactable_tools: Vec::new(),
             refused_media: HashSet::new(),
             trim_over: 1_000,
         }

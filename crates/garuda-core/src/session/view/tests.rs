@@ -171,7 +171,12 @@ fn time_based_microcompact_clears_old_results_and_replays() {
             1_000,
         ));
     }
-    let policy = ViewPolicy::default();
+    let policy = ViewPolicy {
+        compactable_tools: crate::tools::ToolRegistry::for_session(Vec::new())
+            .unwrap()
+            .compactable(),
+        ..ViewPolicy::default()
+    };
     let early = build_view(&recs, &policy, 1_000 + 60 * 60 * 1000);
     assert!(early.microcompact_due.is_empty());
     let now = 1_000 + 60 * 60 * 1000 + 1;

@@ -1,0 +1,166 @@
+//! The tools of a session, each registered once with what the rest of Garuda needs to know
+//! about it: its spec, its class (approval policy, compaction, the fronts' display), where
+//! it runs, and which input names a workspace file. Built-in tools, the session tool `snip`,
+//! client tools (and later MCP tools) register the same way; nothing else matches tool names.
+
+use super::ToolClass;
+use crate::message::ToolSpec;
+
+/// Where a tool runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolSource {
+    /// One of Garuda's built-in tools.
+    Builtin,
+    /// An operation on the session itself (`snip`).
+    Session,
+    /// A tool the client registered; it runs in the client (`tool/call`).
+    Client,
+}
+
+/// One registered tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolEntry {
+    /// What the model sees.
+    pub spec: ToolSpec,
+    /// What it does.
+    pub class: ToolClass,
+    /// Where it runs.
+    pub source: ToolSource,
+    /// The input field naming the workspace file it reads or writes (restoration after a
+    /// compaction re-reads such files).
+    pub path_arg: Option<&'static str>,
+    /// It refuses to change a file the model has not read (and which changed since).
+    pub needs_read: bool,
+}
+
+impl ToolEntry {
+    /// The file a call of this tool touches, from its input.
+    pub fn path_in<'a>(&self, input: &'a serde_json::Value) -> Option<&'a str> {
+        input.get(self.path_arg?)?.as_str()
+    }
+}
+
+/// Why a registry cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("client tool {0} clashes with a built-in tool")]
+pub struct ToolClash(pub String);
+
+/// A session's tools, in the fixed order the model sees them: built-ins, session tools, then
+/// the client's. Fixed for the session's life, so the tool definitions stay byte-stable.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolRegistry {
+    entries: Vec<ToolEntry>,
+}
+
+impl ToolRegistry {
+    /// The built-in and session tools plus `client` tools.
+    pub fn for_session(client: Vec<ToolSpec>) -> Result<ToolRegistry, ToolClash> {
+        let mut r = ToolRegistry::default();
+        for spec in super::builtin_specs() {
+            let (class, path_arg, needs_read) = super::builtin_traits(&spec.name);
+            r.entries.push(ToolEntry {
+                spec,
+                class,
+                source: ToolSource::Builtin,
+                path_arg,
+                needs_read,
+            });
+        }
+        r.entries.push(ToolEntry {
+            spec: crate::turn::snip_tool_spec(),
+            class: ToolClass::Session,
+            source: ToolSource::Session,
+            path_arg: None,
+            needs_read: false,
+        });
+        for spec in client {
+            if r.get(&spec.name).is_some() {
+                return Err(ToolClash(spec.name));
+            }
+            r.entries.push(ToolEntry {
+                spec,
+                class: ToolClass::Other,
+                source: ToolSource::Client,
+                path_arg: None,
+                needs_read: false,
+            });
+        }
+        Ok(r)
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&ToolEntry> {
+        self.entries.iter().find(|e| e.spec.name == name)
+    }
+
+    /// Every tool, in order.
+    pub fn entries(&self) -> &[ToolEntry] {
+        &self.entries
+    }
+
+    /// The specs the model sees, in order.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.entries.iter().map(|e| e.spec.clone()).collect()
+    }
+
+    /// Names of the tools whose old results the time-based microcompact may clear: those
+    /// that read or search the workspace or run commands (their output can be had again).
+    pub fn compactable(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.class,
+                    ToolClass::Read | ToolClass::Search | ToolClass::Exec
+                ) && e.source == ToolSource::Builtin
+            })
+            .map(|e| e.spec.name.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: "d".into(),
+            input_schema: serde_json::json!({"type": "object"}),
+        }
+    }
+
+    #[test]
+    fn order_classes_and_clashes() {
+        let r = ToolRegistry::for_session(vec![spec("open_in_editor")]).unwrap();
+        let names: Vec<&str> = r.entries().iter().map(|e| e.spec.name.as_str()).collect();
+        assert_eq!(names.first(), Some(&"read_file"));
+        assert_eq!(names[names.len() - 2..], ["snip", "open_in_editor"]);
+        assert_eq!(r.get("bash").map(|e| e.class), Some(ToolClass::Exec));
+        assert_eq!(r.get("grep").map(|e| e.class), Some(ToolClass::Search));
+        assert_eq!(r.get("snip").map(|e| &e.source), Some(&ToolSource::Session));
+        assert_eq!(
+            r.get("open_in_editor").map(|e| &e.source),
+            Some(&ToolSource::Client)
+        );
+        let edit = r.get("edit_file").unwrap();
+        assert!(edit.needs_read);
+        assert_eq!(
+            edit.path_in(&serde_json::json!({"path": "a.rs"})),
+            Some("a.rs")
+        );
+        assert_eq!(
+            r.compactable(),
+            ["read_file", "list_files", "glob", "grep", "bash"]
+        );
+        assert_eq!(
+            ToolRegistry::for_session(vec![spec("bash")]),
+            Err(ToolClash("bash".into()))
+        );
+        assert_eq!(
+            ToolRegistry::for_session(vec![spec("snip")]),
+            Err(ToolClash("snip".into()))
+        );
+    }
+}
