@@ -5,6 +5,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Engine, EngineError};
+use crate::prompt::PartKind;
 use crate::provider::{self, ModelRequest};
 use crate::session::records::now_ms;
 use crate::session::records::{CompactTrigger, new_id};
@@ -200,21 +201,14 @@ impl Engine {
                     (t, sv.view_chars, tracker, false, learned)
                 }
             };
-        let ws = &live.setup.workspace;
-        let assembled = ws.assemble(&ws.default_options(Some(&live.header.model)));
-        let (mut instr, mut mem) = (0usize, 0usize);
-        for s in &assembled.sections {
-            if s.kind.starts_with("instructions") {
-                instr += s.bytes;
-            } else if s.kind == "memory" {
-                mem += s.bytes;
-            }
-        }
-        let system_chars = live.system().chars().count();
+        // The session's own prompt (frozen at its start or last compaction), by typed part.
+        let prompt = live.prompt();
+        let chars = |k: PartKind| prompt.part(k).chars().count();
+        let (instr, mem) = (chars(PartKind::Instructions), chars(PartKind::Memory));
         let sizes = PartSizes {
-            system_chars: system_chars.saturating_sub(instr + mem),
-            instructions_chars: instr.min(system_chars),
-            memory_chars: mem.min(system_chars.saturating_sub(instr)),
+            system_chars: prompt.system.chars().count().saturating_sub(instr + mem),
+            instructions_chars: instr,
+            memory_chars: mem,
             tool_chars: tokens::tool_chars(&live.tool_specs()),
             message_chars,
         };

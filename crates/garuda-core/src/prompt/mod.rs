@@ -134,9 +134,32 @@ pub struct Gathered {
     pub warnings: Vec<String>,
 }
 
+/// What a part of the system prompt is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PartKind {
+    /// Base rules and the identity line.
+    Base,
+    /// The optional feature lines.
+    Features,
+    /// `# Build and test (detected by Garuda)`.
+    Build,
+    /// `# Project instructions`: the instruction files.
+    Instructions,
+    /// `# Project memory`.
+    Memory,
+}
+
+/// Where one part lies in the system prompt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    /// What it is.
+    pub kind: PartKind,
+    /// Its byte range in `Assembled::system`.
+    pub range: std::ops::Range<usize>,
+}
+
 /// The assembled system prompt and its report.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Assembled {
     /// The system prompt.
     pub system: String,
@@ -146,6 +169,20 @@ pub struct Assembled {
     pub sections: Vec<SectionReport>,
     /// Everything the user should know: skipped, cut, replaced, not followed.
     pub warnings: Vec<String>,
+    /// The parts, in order, as typed ranges of `system`: consumers take the instructions or
+    /// the memory from here, never by searching the rendered text.
+    pub parts: Vec<Part>,
+}
+
+impl Assembled {
+    /// The text of the part of `kind` (empty when the prompt has none).
+    pub fn part(&self, kind: PartKind) -> &str {
+        self.parts
+            .iter()
+            .find(|p| p.kind == kind)
+            .and_then(|p| self.system.get(p.range.clone()))
+            .unwrap_or("")
+    }
 }
 
 /// What one part of the prompt holds.
@@ -270,19 +307,19 @@ fn read_source(
 
 /// Builds the system prompt from what was gathered. Pure and deterministic.
 pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
-    let mut parts: Vec<String> = Vec::new();
+    let mut parts: Vec<(PartKind, String)> = Vec::new();
     let mut sections = Vec::new();
     let mut warnings = g.warnings.clone();
 
     let base = base::base_section(&g.root, &opts.version, &opts.model);
     sections.push(report("base", None, &base, false, None));
-    parts.push(base);
+    parts.push((PartKind::Base, base));
 
     let lines = features::feature_lines(&opts.features);
     if !lines.is_empty() {
         let text = format!("# Tools and environment\n\n- {}", lines.join("\n- "));
         sections.push(report("features", None, &text, false, None));
-        parts.push(text);
+        parts.push((PartKind::Features, text));
     }
 
     if let Some(text) = profiles::build_section(&g.profiles) {
@@ -294,14 +331,14 @@ pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
             false,
             None,
         ));
-        parts.push(text);
+        parts.push((PartKind::Build, text));
     }
 
     let ins = instructions::render(&g.instructions, opts.limits.instructions_chars);
     sections.extend(ins.reports);
     warnings.extend(ins.warnings);
     if let Some(text) = ins.text {
-        parts.push(text);
+        parts.push((PartKind::Instructions, text));
     }
 
     let (mem, mem_report, mem_warnings) =
@@ -309,10 +346,22 @@ pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
     sections.extend(mem_report);
     warnings.extend(mem_warnings);
     if let Some(text) = mem {
-        parts.push(text);
+        parts.push((PartKind::Memory, text));
     }
 
-    let mut system = parts.join("\n\n");
+    let mut system = String::new();
+    let mut ranges = Vec::with_capacity(parts.len());
+    for (i, (kind, text)) in parts.iter().enumerate() {
+        if i > 0 {
+            system.push_str("\n\n");
+        }
+        let start = system.len();
+        system.push_str(text);
+        ranges.push(Part {
+            kind: *kind,
+            range: start..system.len(),
+        });
+    }
     system.push('\n');
     let sha256 = hex(&Sha256::digest(system.as_bytes()));
     Assembled {
@@ -320,6 +369,7 @@ pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
         sha256,
         sections,
         warnings,
+        parts: ranges,
     }
 }
 

@@ -153,6 +153,16 @@ fn several_files_get_headings_in_order_and_the_conflict_note() {
             "memory"
         ]
     );
+    // The typed parts are exactly the rendered sections, in order.
+    assert!(
+        a.part(PartKind::Instructions)
+            .starts_with("# Project instructions")
+    );
+    assert!(a.part(PartKind::Instructions).ends_with("garuda rules"));
+    assert!(a.part(PartKind::Memory).starts_with("# Project memory"));
+    assert!(a.part(PartKind::Build).starts_with("# Build and test"));
+    let joined: Vec<&str> = a.parts.iter().map(|p| &a.system[p.range.clone()]).collect();
+    assert_eq!(format!("{}\n", joined.join("\n\n")), a.system);
 }
 
 #[test]

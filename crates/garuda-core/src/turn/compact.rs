@@ -15,6 +15,7 @@ use super::live::{LiveSession, SessionState, TurnError};
 use super::view::{current_view, provider_cache, view_anchors};
 use crate::fsroot::FileStamp;
 use crate::message::{Block, Message, Usage};
+use crate::prompt::PartKind;
 use crate::provider::{ModelRequest, ModelResponse, ProviderError, StreamEvent};
 use crate::session::Record;
 use crate::session::compact::{
@@ -184,10 +185,11 @@ pub fn learn_limit(
     Ok(lim.request_tokens.or(estimated))
 }
 
-/// The "Compact Instructions" section of the instruction files, if any.
-fn compact_section(system: &str) -> Option<String> {
+/// The "Compact Instructions" section of the instruction files (their text, from the
+/// prompt's instructions part), if any.
+fn compact_section(instructions: &str) -> Option<String> {
     let mut out: Option<(usize, String)> = None;
-    for line in system.lines() {
+    for line in instructions.lines() {
         let hashes = line.chars().take_while(|c| *c == '#').count();
         if let Some((level, text)) = out.as_mut() {
             if hashes > 0 && hashes <= *level {
@@ -384,8 +386,9 @@ async fn summarize(
     usage: &mut Usage,
 ) -> Result<String, SummaryError> {
     let policy = session.setup.compact.clone();
-    let system = session.system();
-    let section = compact_section(&system);
+    let prompt = session.prompt();
+    let system = prompt.system.clone();
+    let section = compact_section(prompt.part(PartKind::Instructions));
     let source = summary_source(older, policy.trim_over, policy.trim_to);
     let head = usize::from(prefix_end(older).is_some());
     let max_output = session.setup.model_info.max_output;
@@ -785,7 +788,7 @@ pub async fn compact_session(
     state.tracker.reset();
     state.failures.succeeded();
     state.prompt_sha = assembled.sha256.clone();
-    session.set_system(assembled.system.clone());
+    session.set_prompt(assembled.clone());
     // Reads survive where their content does: kept steps and restored files.
     let restored_at: std::collections::HashMap<&str, &str> = inst
         .restored

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 use crate::message::{ToolSpec, Usage};
+use crate::prompt::Assembled;
 use crate::provider::{ModelInfo, Provider, ProviderError};
 use crate::session::compact::{CompactPolicy, FailureTracker};
 use crate::session::tokens::ContextTracker;
@@ -139,8 +140,9 @@ pub struct LiveSession {
     pub(crate) id: String,
     pub(crate) header: SessionHeader,
     pub(crate) setup: SessionSetup,
-    /// The system prompt, byte-stable for the session's life (rebuilt only at compaction).
-    system: Mutex<String>,
+    /// The system prompt and its typed parts, byte-stable for the session's life (rebuilt
+    /// only at compaction).
+    prompt: Mutex<Arc<Assembled>>,
     /// Transcript and turn state, held by the running operation.
     state: tokio::sync::Mutex<SessionState>,
     /// Files read in this session.
@@ -197,7 +199,7 @@ impl LiveSession {
             message_count: message_count.clone(),
             id: header.session_id.clone(),
             header,
-            system: Mutex::new(assembled.system.clone()),
+            prompt: Mutex::new(assembled.clone()),
             state: tokio::sync::Mutex::new(SessionState {
                 file,
                 always_allow: HashSet::new(),
@@ -273,15 +275,20 @@ impl LiveSession {
 
     /// The system prompt now.
     pub fn system(&self) -> String {
-        self.system
+        self.prompt().system.clone()
+    }
+
+    /// The session's assembled prompt, with its typed parts.
+    pub fn prompt(&self) -> Arc<Assembled> {
+        self.prompt
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
 
-    /// Replaces the system prompt (after a compaction, when the cache is cold anyway).
-    pub fn set_system(&self, system: String) {
-        *self.system.lock().unwrap_or_else(|p| p.into_inner()) = system;
+    /// Replaces the prompt (after a compaction, when the cache is cold anyway).
+    pub fn set_prompt(&self, prompt: Arc<Assembled>) {
+        *self.prompt.lock().unwrap_or_else(|p| p.into_inner()) = prompt;
     }
 
     /// Cancels the running turn, if any; true when one was running.

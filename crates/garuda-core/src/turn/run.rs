@@ -15,6 +15,7 @@ use super::host::TurnHost;
 use super::live::{LiveSession, SessionState, TurnError};
 use super::view::step_view;
 use crate::message::{Block, Role, StopReason, Usage};
+use crate::prompt::PartKind;
 use crate::provider::{ModelRequest, ProviderError, StreamEvent};
 use crate::session::compact::result_budget_chars;
 use crate::session::records::CompactTrigger;
@@ -85,14 +86,19 @@ fn instruction_note(
         return None;
     }
     state.prompt_sha = assembled.sha256.clone();
+    let current: Vec<&str> = [PartKind::Instructions, PartKind::Memory]
+        .into_iter()
+        .map(|k| assembled.part(k))
+        .filter(|t| !t.is_empty())
+        .collect();
+    let current = if current.is_empty() {
+        "(no instruction files now)".to_string()
+    } else {
+        current.join("\n\n")
+    };
     let note = format!(
         "<garuda_note>The project's instruction or memory files changed on disk since this session began. \
-         Their current text follows; where it disagrees with the system prompt, it wins.\n\n{}</garuda_note>",
-        assembled
-            .system
-            .split_once("# Project instructions")
-            .map(|(_, rest)| format!("# Project instructions{rest}"))
-            .unwrap_or_else(|| "(no instruction files now)".to_string())
+         Their current text follows; where it disagrees with the system prompt, it wins.\n\n{current}\n</garuda_note>"
     );
     let record = Record::InstructionChange(InstructionChangeRecord {
         uuid: new_id(),
