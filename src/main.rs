@@ -274,14 +274,9 @@ fn exec(
 ) -> anyhow::Result<u8> {
     use garuda_core::engine::{Engine, EngineError, NewSession};
     use garuda_core::message::{Block, StopReason};
-    let policy = match policy {
-        Some(p) => Some(
-            serde_json::from_value(serde_json::Value::String(p.to_string())).map_err(|_| {
-                anyhow::anyhow!("unknown policy {p}: use ask, auto-edit or full-auto")
-            })?,
-        ),
-        None => None,
-    };
+    let policy = policy
+        .map(str::parse::<garuda_core::tools::Policy>)
+        .transpose()?;
     let rt = runtime()?;
     rt.block_on(async move {
         let engine = Engine::new(cfg, config::state_dir(), Arc::new(|_| {}), false);

@@ -212,8 +212,9 @@ impl Default for ServerSettings {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, rename_all = "snake_case", deny_unknown_fields)]
 pub struct ApprovalSettings {
-    /// Default policy for new sessions: `ask`, `auto-edit` or `full-auto`.
-    pub policy: String,
+    /// Default policy for new sessions: `ask`, `auto-edit` or `full-auto` (anything else is
+    /// a configuration error, not a silent `ask`).
+    pub policy: crate::tools::Policy,
     /// Seconds to wait for the client's answer before counting it as a rejection.
     pub timeout_secs: u64,
 }
@@ -221,7 +222,7 @@ pub struct ApprovalSettings {
 impl Default for ApprovalSettings {
     fn default() -> Self {
         ApprovalSettings {
-            policy: "ask".into(),
+            policy: crate::tools::Policy::Ask,
             timeout_secs: 300,
         }
     }
@@ -364,7 +365,7 @@ mod tests {
         assert_eq!(merged.limits.instructions_chars, 100);
         assert_eq!(merged.model.as_deref(), Some("anthropic/x"));
         assert!(merged.providers.is_empty());
-        assert_eq!(merged.approval.policy, "ask");
+        assert_eq!(merged.approval.policy, crate::tools::Policy::Ask);
         assert_eq!(warnings.len(), 3, "{warnings:?}");
         assert!(warnings.iter().all(|w| w.contains("ignored")));
     }
@@ -386,5 +387,39 @@ mod tests {
         assert_eq!(p.max_retries, 1);
         assert!(p.providers.contains_key("ollama"));
         assert_eq!(p.models["ollama/qwen3-coder"].context_window, Some(32768));
+    }
+
+    #[test]
+    fn keys_are_snake_case_and_camel_case_is_still_read() {
+        let p = Path::new("c.toml");
+        let snake = Config::parse(
+            "[features]\ncode_index = \"lookup\"\n[limits]\ninstructions_chars = 10\n\
+             [models.\"a/b\"]\ncontext_window = 5\nmax_output = 2\n",
+            p,
+        )
+        .unwrap();
+        let camel = Config::parse(
+            "[features]\ncodeIndex = \"lookup\"\n[limits]\ninstructionsChars = 10\n\
+             [models.\"a/b\"]\ncontextWindow = 5\nmaxOutput = 2\n",
+            p,
+        )
+        .unwrap();
+        assert_eq!(snake, camel);
+        assert_eq!(snake.limits.instructions_chars, 10);
+        assert_eq!(snake.models["a/b"].context_window, Some(5));
+    }
+
+    #[test]
+    fn a_policy_typo_is_an_error_not_ask() {
+        let e =
+            Config::parse("[approval]\npolicy = \"full_auto\"\n", Path::new("c.toml")).unwrap_err();
+        assert!(e.to_string().contains("full_auto"), "{e}");
+        let ok =
+            Config::parse("[approval]\npolicy = \"auto-edit\"\n", Path::new("c.toml")).unwrap();
+        assert_eq!(ok.approval.policy, crate::tools::Policy::AutoEdit);
+        assert_eq!(
+            "nope".parse::<crate::tools::Policy>().unwrap_err().0,
+            "nope"
+        );
     }
 }

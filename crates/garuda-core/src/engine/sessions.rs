@@ -122,10 +122,7 @@ impl Engine {
     }
 
     fn default_policy(&self) -> Policy {
-        serde_json::from_value(serde_json::Value::String(
-            self.config.approval.policy.clone(),
-        ))
-        .unwrap_or_default()
+        self.config.approval.policy
     }
 
     /// Creates a session in an open workspace.
@@ -177,7 +174,7 @@ impl Engine {
             .header
             .policy
             .as_deref()
-            .and_then(|p| serde_json::from_value(serde_json::Value::String(p.to_string())).ok())
+            .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| self.default_policy());
         let (mut setup, _) = self.setup(ws, &loaded.header.model.clone(), policy, Vec::new())?;
         setup.view_policy = self.view_policy(id, &setup.model_info, &setup.tools);
@@ -299,8 +296,5 @@ fn now_ms_plain() -> u64 {
 
 /// The wire name of a policy.
 pub fn policy_name(p: Policy) -> String {
-    serde_json::to_value(p)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| "ask".into())
+    p.name().to_string()
 }

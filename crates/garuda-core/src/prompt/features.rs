@@ -14,9 +14,10 @@ pub enum CodeIndex {
 
 /// The features of a session that change what the prompt says.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Features {
-    /// Code-index tools for JS/TS.
+    /// Code-index tools for JS/TS (`code_index`; `codeIndex` is read too).
+    #[serde(alias = "codeIndex")]
     pub code_index: Option<CodeIndex>,
     /// Commands run in a sandbox without approval (otherwise the user approves each one).
     pub sandboxed: bool,

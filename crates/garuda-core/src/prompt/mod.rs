@@ -63,11 +63,13 @@ impl Default for PromptOptions {
 
 /// Character limits of the prompt's file-based parts.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Limits {
     /// One limit shared by all instruction files (GARUDA.md first, then AGENTS.md, CLAUDE.md).
+    #[serde(alias = "instructionsChars")]
     pub instructions_chars: usize,
     /// Limit of the memory file.
+    #[serde(alias = "memoryChars")]
     pub memory_chars: usize,
 }
 

@@ -359,13 +359,13 @@ pub struct ProviderEntry {
 
 /// Limits for one model, overriding the built-in table.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
 pub struct ModelOverride {
-    /// Context window in tokens.
-    #[serde(alias = "context_window")]
+    /// Context window in tokens (`context_window`; `contextWindow` is read too).
+    #[serde(alias = "contextWindow")]
     pub context_window: Option<u64>,
-    /// Output limit in tokens.
-    #[serde(alias = "max_output")]
+    /// Output limit in tokens (`max_output`; `maxOutput` is read too).
+    #[serde(alias = "maxOutput")]
     pub max_output: Option<u32>,
 }
 

@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::fsroot::{FileStamp, Root};
 
 pub use edit::{PlannedWrite, commit_write, finish_write, plan_edit};
-pub use policy::{Policy, needs_approval};
+pub use policy::{Policy, UnknownPolicy, needs_approval};
 pub use registry::{ToolClash, ToolEntry, ToolRegistry, ToolSource};
 pub use schema::builtin_specs;
 pub use todo::{TodoItem, TodoStatus};

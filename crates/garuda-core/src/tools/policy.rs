@@ -17,6 +17,34 @@ pub enum Policy {
     FullAuto,
 }
 
+impl Policy {
+    /// The policy's name as configs and the wire spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Ask => "ask",
+            Policy::AutoEdit => "auto-edit",
+            Policy::FullAuto => "full-auto",
+        }
+    }
+}
+
+/// A policy name that is not one of `ask`, `auto-edit`, `full-auto`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown approval policy {0:?}: use ask, auto-edit or full-auto")]
+pub struct UnknownPolicy(pub String);
+
+impl std::str::FromStr for Policy {
+    type Err = UnknownPolicy;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "ask" => Ok(Policy::Ask),
+            "auto-edit" => Ok(Policy::AutoEdit),
+            "full-auto" => Ok(Policy::FullAuto),
+            other => Err(UnknownPolicy(other.to_string())),
+        }
+    }
+}
+
 /// True when a call of `class` must be approved by the client under `policy`.
 ///
 /// Reads and todo changes never ask. A memory write asks only under `ask`. Client-registered
