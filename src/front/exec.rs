@@ -52,7 +52,11 @@ impl TurnHost for ExecHost {
                 eprintln!("[retry {attempt} in {delay_ms} ms] {reason}");
             }
             TurnEvent::Compaction { phase, message, .. } => {
-                eprintln!("[compaction {phase}] {}", message.unwrap_or_default());
+                eprintln!(
+                    "[compaction {}] {}",
+                    phase.name(),
+                    message.unwrap_or_default()
+                );
             }
             TurnEvent::Finished { .. } => self.out("\n"),
             _ => {}

@@ -8,6 +8,7 @@ use garuda_core::engine::{
 use garuda_core::message as core;
 use garuda_core::prompt::{Assembled, CodeIndex, Features, Limits, SectionReport};
 use garuda_core::session::MessageMeta;
+use garuda_core::session::records::CompactTrigger;
 use garuda_core::session::store::SessionSummary;
 use garuda_core::session::view::Removal;
 use garuda_core::tools::{Policy, TodoItem, TodoStatus, ToolMeta};
@@ -385,8 +386,8 @@ pub fn event_out(e: TurnEvent) -> w::TurnEvent {
             tokens_after,
             message,
         } => w::TurnEvent::Compaction {
-            phase,
-            trigger,
+            phase: phase.name().to_string(),
+            trigger: trigger_name(trigger).to_string(),
             tokens_before,
             tokens_after,
             message,
@@ -395,6 +396,15 @@ pub fn event_out(e: TurnEvent) -> w::TurnEvent {
             stop_reason: stop_out(stop_reason),
             usage: usage_out(usage),
         },
+    }
+}
+
+/// The wire name of what started a compaction.
+pub fn trigger_name(t: CompactTrigger) -> &'static str {
+    match t {
+        CompactTrigger::Manual => "manual",
+        CompactTrigger::Auto => "auto",
+        CompactTrigger::Reactive => "reactive",
     }
 }
 

@@ -190,6 +190,27 @@ pub struct ToolSpec {
     pub input_schema: Value,
 }
 
+/// Most cache breakpoints a request may carry, the system prompt's included (Anthropic's
+/// limit; the view pipeline plans within it and the provider enforces it).
+pub const MAX_CACHE_MARKERS: usize = 4;
+
+/// Where a request's prompt-cache breakpoints go: the end of the system prompt and the last
+/// block of the listed messages (indices into the request's messages, ascending).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CachePlan {
+    /// Mark the end of the system prompt.
+    pub system: bool,
+    /// Messages whose last block gets a marker.
+    pub messages: Vec<usize>,
+}
+
+impl CachePlan {
+    /// Markers in all.
+    pub fn count(&self) -> usize {
+        usize::from(self.system) + self.messages.len()
+    }
+}
+
 /// Estimated tokens for a number of characters (characters / 4, rounded up).
 pub fn estimate_tokens(chars: usize) -> u64 {
     chars.div_ceil(4) as u64

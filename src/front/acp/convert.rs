@@ -9,7 +9,7 @@ use super::types::{
 };
 use garuda_core::message::{Block, ImageSource, Role, StopReason};
 use garuda_core::tools::{TodoItem, TodoStatus, ToolClass, ToolRegistry};
-use garuda_core::turn::TurnEvent;
+use garuda_core::turn::{CompactionPhase, TurnEvent};
 
 /// The ACP tool kind of a session's tool, for the editor's icon.
 pub fn tool_kind(tools: &ToolRegistry, name: &str) -> ToolKind {
@@ -110,9 +110,11 @@ pub fn event_update(
             phase,
             message: Some(m),
             ..
-        } if phase == "finished" || phase == "failed" => SessionUpdate::AgentThoughtChunk {
-            content: ContentBlock::text(format!("[compaction {phase}: {m}]")),
-        },
+        } if matches!(phase, CompactionPhase::Finished | CompactionPhase::Failed) => {
+            SessionUpdate::AgentThoughtChunk {
+                content: ContentBlock::text(format!("[compaction {}: {m}]", phase.name())),
+            }
+        }
         _ => return None,
     })
 }

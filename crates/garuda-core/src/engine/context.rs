@@ -65,7 +65,8 @@ impl Engine {
         let report = {
             let host = host.clone();
             let token = token.clone();
-            move |phase: &str, before: Option<u64>, after: Option<u64>| {
+            move |phase: turn::CompactionPhase, before: Option<u64>, after: Option<u64>| {
+                let phase = phase.name();
                 let message = match (before, after) {
                     (Some(b), Some(a)) => format!("{phase}: {b} → {a} tokens"),
                     (Some(b), None) => format!("{phase}: {b} tokens"),
@@ -138,7 +139,7 @@ impl Engine {
         let tracker = ContextTracker::replay(&records);
         let sv = StepView {
             messages: render_id_tags(&v),
-            cache: turn::provider_cache(&v.cache),
+            cache: v.cache.clone(),
             view_chars: v.chars(),
         };
         Ok((sv, tracker, tokens::learned_limit(&records)))

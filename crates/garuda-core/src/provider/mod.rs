@@ -51,17 +51,7 @@ pub struct ModelRequest {
     pub thinking_budget: Option<u32>,
 }
 
-/// Where cache breakpoints go; decided by the view pipeline, capped at 4 by the provider.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CachePlan {
-    /// Mark the end of the system prompt.
-    pub system: bool,
-    /// Indices of messages whose last block gets a marker.
-    pub messages: Vec<usize>,
-}
-
-/// Most cache breakpoints a request may carry (Anthropic's limit).
-pub const MAX_CACHE_MARKERS: usize = 4;
+pub use crate::message::{CachePlan, MAX_CACHE_MARKERS};
 
 /// One streamed piece of a response, in order of arrival.
 ///

@@ -157,17 +157,8 @@ impl SessionStore {
 
     /// Path of one oversized tool result's side file.
     pub fn tool_result_path(&self, id: &str, tool_use_id: &str) -> PathBuf {
-        let safe: String = tool_use_id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        self.tool_results_dir(id).join(format!("{safe}.txt"))
+        self.tool_results_dir(id)
+            .join(super::view::tool_result_file_name(tool_use_id))
     }
 
     /// The default view policy of a session, with its side-file directory filled in.

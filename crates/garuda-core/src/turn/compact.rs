@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::events::TurnEvent;
+use super::events::{CompactionPhase, TurnEvent};
 use super::host::TurnHost;
 use super::live::{LiveSession, SessionState, TurnError};
-use super::view::{current_view, provider_cache, view_anchors};
+use super::view::{current_view, view_anchors};
 use crate::fsroot::FileStamp;
 use crate::message::{Block, Message, Usage};
 use crate::prompt::PartKind;
@@ -88,15 +88,7 @@ impl CompactRequest<'_> {
 }
 
 /// Receives compaction progress besides the turn events (the `$/progress` of `session/compact`).
-pub type ProgressFn<'a> = &'a (dyn Fn(&str, Option<u64>, Option<u64>) + Send + Sync);
-
-fn trigger_name(t: CompactTrigger) -> &'static str {
-    match t {
-        CompactTrigger::Manual => "manual",
-        CompactTrigger::Auto => "auto",
-        CompactTrigger::Reactive => "reactive",
-    }
-}
+pub type ProgressFn<'a> = &'a (dyn Fn(CompactionPhase, Option<u64>, Option<u64>) + Send + Sync);
 
 /// Characters of the parts every request carries besides its messages.
 pub fn fixed_chars(session: &LiveSession) -> usize {
@@ -414,7 +406,7 @@ async fn summarize(
         // The fork shares the session's system prompt and tools (read from cache); it is
         // tried first, while nothing says it is too large.
         let (request, chunks) = if attempts == 0 && fork_t + max_tokens + margin <= b.window {
-            let cache = provider_cache(&side_cache_plan(older, policy.trim_over));
+            let cache = side_cache_plan(older, policy.trim_over);
             (
                 base(system.clone(), session.tool_specs(), cache),
                 vec![source.clone()],
@@ -438,8 +430,8 @@ async fn summarize(
                 host.event(
                     &session.id,
                     TurnEvent::Compaction {
-                        phase: "summary".into(),
-                        trigger: trigger_name(trigger).into(),
+                        phase: CompactionPhase::Summary,
+                        trigger,
                         tokens_before: None,
                         tokens_after: None,
                         message: Some(format!("part {} of {n}", k + 1)),
@@ -545,14 +537,13 @@ pub async fn compact_session(
     }
     let view = current_view(state, &session.setup.view_policy)?.clone();
     let est = state.tracker.estimator;
-    let tname = trigger_name(trigger).to_string();
-    let event = |phase: &str, after: Option<u64>, detail: Option<String>| {
+    let event = |phase: CompactionPhase, after: Option<u64>, detail: Option<String>| {
         progress(phase, Some(tokens_before), after);
         host.event(
             &session.id,
             TurnEvent::Compaction {
-                phase: phase.to_string(),
-                trigger: tname.clone(),
+                phase,
+                trigger,
                 tokens_before: Some(tokens_before),
                 tokens_after: after,
                 message: detail,
@@ -587,17 +578,17 @@ pub async fn compact_session(
             Some(Relief::Trim { deep: d }) => {
                 let s = if d { deep.or(s1) } else { s1 };
                 if let Some(record) = s.and_then(|s| s.record) {
-                    event("started", None, None);
+                    event(CompactionPhase::Started, None, None);
                     if cancel.is_cancelled() {
-                        event("failed", None, Some("cancelled".into()));
+                        event(CompactionPhase::Failed, None, Some("cancelled".into()));
                         return Ok(cancelled(tokens_before));
                     }
                     state.append(vec![Record::Trim(record)])?;
                     let after = context_tokens(session, state)?;
                     state.failures.succeeded();
                     forget_reads_out_of_view(session, state)?;
-                    event("stage1", Some(after), None);
-                    event("finished", Some(after), Some("trim".into()));
+                    event(CompactionPhase::Stage1, Some(after), None);
+                    event(CompactionPhase::Finished, Some(after), Some("trim".into()));
                     return Ok(CompactOutcome {
                         compacted: true,
                         tokens_before,
@@ -659,7 +650,7 @@ pub async fn compact_session(
         (b.user_words as f64 * cpt) as usize,
     );
     let older = &messages[..kept.split];
-    event("started", None, None);
+    event(CompactionPhase::Started, None, None);
     let mut usage = Usage::default();
     let runs_commands = |name: &str| {
         session
@@ -679,7 +670,7 @@ pub async fn compact_session(
     };
     let summary = match relief {
         Relief::Summary => {
-            event("summary", None, None);
+            event(CompactionPhase::Summary, None, None);
             match summarize(
                 session, state, host, cancel, trigger, older, req.focus, &mut usage,
             )
@@ -687,14 +678,18 @@ pub async fn compact_session(
             {
                 Ok(t) if !t.trim().is_empty() => SummaryText::Model(t),
                 Ok(_) if trigger == CompactTrigger::Manual => {
-                    event("failed", None, Some("the model gave no summary".into()));
+                    event(
+                        CompactionPhase::Failed,
+                        None,
+                        Some("the model gave no summary".into()),
+                    );
                     return Err(TurnError::Invalid(
                         "the model gave no summary; the session is unchanged".into(),
                     ));
                 }
                 Ok(_) => handoff(older),
                 Err(SummaryError::Cancelled) => {
-                    event("failed", None, Some("cancelled".into()));
+                    event(CompactionPhase::Failed, None, Some("cancelled".into()));
                     if trigger == CompactTrigger::Manual {
                         return Err(TurnError::Cancelled);
                     }
@@ -704,7 +699,7 @@ pub async fn compact_session(
                     });
                 }
                 Err(SummaryError::Failed(e)) => {
-                    event("failed", None, Some(e.to_string()));
+                    event(CompactionPhase::Failed, None, Some(e.to_string()));
                     if trigger == CompactTrigger::Manual {
                         return Err(TurnError::Provider(e));
                     }
@@ -727,7 +722,7 @@ pub async fn compact_session(
         _ => handoff(older),
     };
     if cancel.is_cancelled() {
-        event("failed", None, Some("cancelled".into()));
+        event(CompactionPhase::Failed, None, Some("cancelled".into()));
         if trigger == CompactTrigger::Manual {
             return Err(TurnError::Cancelled);
         }
@@ -774,7 +769,7 @@ pub async fn compact_session(
     }
     if !compact::worth_installing(tokens_before, inst.tokens_after) {
         let why = "the compaction would not reduce the context";
-        event("failed", None, Some(why.into()));
+        event(CompactionPhase::Failed, None, Some(why.into()));
         if trigger == CompactTrigger::Auto && state.failures.failed(&policy) {
             pause_event(&event, &policy);
         }
@@ -821,7 +816,11 @@ pub async fn compact_session(
         (SummaryText::Extractive(_), Relief::Reinstall) => "reinstall",
         (SummaryText::Extractive(_), _) => "handoff",
     };
-    event("finished", Some(tokens_after), Some(kind.into()));
+    event(
+        CompactionPhase::Finished,
+        Some(tokens_after),
+        Some(kind.into()),
+    );
     Ok(CompactOutcome {
         compacted: true,
         tokens_before,
@@ -850,11 +849,11 @@ pub(crate) fn forget_reads_out_of_view(
 }
 
 /// Emits one compaction event: phase, tokens after, detail.
-type EventFn<'a> = &'a dyn Fn(&str, Option<u64>, Option<String>);
+type EventFn<'a> = &'a dyn Fn(CompactionPhase, Option<u64>, Option<String>);
 
 fn pause_event(event: EventFn<'_>, policy: &compact::CompactPolicy) {
     event(
-        "paused",
+        CompactionPhase::Paused,
         None,
         Some(format!(
             "auto-compaction paused after {} consecutive failures; run session/compact to retry",

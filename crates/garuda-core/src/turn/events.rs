@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use crate::message::{StopReason, Usage};
+use crate::session::records::CompactTrigger;
 use crate::tools::{TodoItem, ToolMeta};
 
 /// One streamed event of a turn (`turn/update` notification payload).
@@ -68,10 +69,10 @@ pub enum TurnEvent {
     },
     /// Compaction progress.
     Compaction {
-        /// `started`, `stage1`, `summary`, `finished`, `failed`, `paused`.
-        phase: String,
-        /// What triggered it: `auto`, `manual`, `reactive`.
-        trigger: String,
+        /// Where it is.
+        phase: CompactionPhase,
+        /// What triggered it.
+        trigger: CompactTrigger,
         /// Estimated context tokens before.
         tokens_before: Option<u64>,
         /// Estimated context tokens after.
@@ -86,6 +87,37 @@ pub enum TurnEvent {
         /// Summed usage of every step.
         usage: Usage,
     },
+}
+
+/// Where a compaction is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactionPhase {
+    /// It began.
+    Started,
+    /// A trim (stage 1) was installed.
+    Stage1,
+    /// A summary request is under way.
+    Summary,
+    /// It was installed.
+    Finished,
+    /// It failed; the session is unchanged.
+    Failed,
+    /// Auto-compaction stopped after repeated failures.
+    Paused,
+}
+
+impl CompactionPhase {
+    /// The phase's wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompactionPhase::Started => "started",
+            CompactionPhase::Stage1 => "stage1",
+            CompactionPhase::Summary => "summary",
+            CompactionPhase::Finished => "finished",
+            CompactionPhase::Failed => "failed",
+            CompactionPhase::Paused => "paused",
+        }
+    }
 }
 
 /// A tool call that needs the client's approval.

@@ -13,12 +13,14 @@ pub use compact::{
     CompactOutcome, CompactRequest, ProgressFn, budgets, compact_session, context_tokens,
     fixed_chars, window,
 };
-pub use events::{PermissionAnswer, PermissionOption, PermissionRequest, TurnEvent};
+pub use events::{
+    CompactionPhase, PermissionAnswer, PermissionOption, PermissionRequest, TurnEvent,
+};
 pub use host::{ClientToolResult, NullHost, Progress, TurnHost};
 pub use live::{LiveSession, Operation, SessionSetup, SessionState, TurnError};
 pub use ops::{CollapseOutcome, SNIP_TOOL, SnipOutcome, collapse, snip_ids, snip_tool_spec};
 pub use run::{TurnOutcome, run_turn};
-pub use view::{StepView, current_view, provider_cache, request_messages, step_view, view_anchors};
+pub use view::{StepView, current_view, request_messages, step_view, view_anchors};
 
 /// Most model requests in one turn before it stops with `max_steps`.
 pub const DEFAULT_MAX_STEPS: u32 = 50;

@@ -1,7 +1,7 @@
 //! The messages of the next model request: the session's records through the view pipeline.
 
+use crate::message::CachePlan;
 use crate::message::{Block, Message};
-use crate::provider::CachePlan;
 use crate::session::records::{MicrocompactRecord, new_id, now_ms};
 use crate::session::view::{self, View, ViewPolicy};
 use crate::session::{Record, StoreError};
@@ -18,14 +18,6 @@ pub struct StepView {
     pub cache: CachePlan,
     /// Characters of the view's messages (for the token estimate).
     pub view_chars: usize,
-}
-
-/// The provider-side cache plan of a view's plan.
-pub fn provider_cache(plan: &view::CachePlan) -> CachePlan {
-    CachePlan {
-        system: plan.system,
-        messages: plan.messages.clone(),
-    }
 }
 
 /// The view now; when the time rule of microcompact fires, its record is appended first so
@@ -54,7 +46,7 @@ pub fn current_view<'a>(
 pub fn step_view(state: &mut SessionState, policy: &ViewPolicy) -> Result<StepView, StoreError> {
     let view = current_view(state, policy)?;
     let messages = view::render_id_tags(view);
-    let cache = provider_cache(&view.cache);
+    let cache = view.cache.clone();
     Ok(StepView {
         messages,
         cache,
@@ -86,5 +78,5 @@ pub fn view_anchors(view: &View) -> ViewAnchors {
 /// pipeline run with the default policy; for previews and tests).
 pub fn request_messages(records: &[Record]) -> (Vec<Message>, CachePlan) {
     let v = view::build_view(records, &ViewPolicy::default(), now_ms());
-    (view::render_id_tags(&v), provider_cache(&v.cache))
+    (view::render_id_tags(&v), v.cache.clone())
 }

@@ -13,25 +13,7 @@ use super::ViewMessage;
 use crate::message::{Block, Role};
 use crate::session::records::MessageMeta;
 
-/// Most cache markers a request may carry (system included).
-pub const MAX_CACHE_MARKERS: usize = 4;
-
-/// Where the cache markers go: the end of the system prompt and the last block of the listed
-/// messages (indices into the request's messages).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct CachePlan {
-    /// Mark the end of the system prompt.
-    pub system: bool,
-    /// Messages whose last block gets a marker, ascending.
-    pub messages: Vec<usize>,
-}
-
-impl CachePlan {
-    /// Markers in all.
-    pub fn count(&self) -> usize {
-        usize::from(self.system) + self.messages.len()
-    }
-}
+pub use crate::message::{CachePlan, MAX_CACHE_MARKERS};
 
 /// The main request's markers. `trimmable` is the index of the oldest message holding a
 /// result stage 1 would cut (from [`first_trimmable`]).
