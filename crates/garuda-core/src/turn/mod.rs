@@ -24,3 +24,6 @@ pub use view::{StepView, current_view, request_messages, step_view, view_anchors
 
 /// Most model requests in one turn before it stops with `max_steps`.
 pub const DEFAULT_MAX_STEPS: u32 = 50;
+
+#[cfg(test)]
+mod tests;

@@ -234,7 +234,7 @@ pub fn watch_workspace(
     ws: &Arc<Workspace>,
     on_burst: impl Fn(Vec<String>) + Send + Sync + 'static,
 ) -> notify::Result<()> {
-    let handle = watch::watch(ws.root.path().to_path_buf(), on_burst)?;
+    let handle = watch::watch(ws.root.path().to_path_buf(), watch::DEBOUNCE, on_burst)?;
     ws.set_watcher(Some(handle));
     Ok(())
 }

@@ -14,10 +14,43 @@ use tokio::sync::mpsc;
 
 use crate::prompt::INSTRUCTION_FILES;
 
-/// Quiet time that ends a burst.
-pub const DEBOUNCE: Duration = Duration::from_millis(100);
-/// A burst never delays its notification longer than this, even under constant writes.
-const MAX_BURST: Duration = Duration::from_secs(1);
+/// How changes are grouped into one notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Debounce {
+    /// Quiet time that ends a burst.
+    pub quiet: Duration,
+    /// A burst never delays its notification longer than this, even under constant writes.
+    pub max_burst: Duration,
+}
+
+/// The watcher's grouping: 100 ms of quiet ends a burst, a burst lasts at most one second.
+pub const DEBOUNCE: Debounce = Debounce {
+    quiet: Duration::from_millis(100),
+    max_burst: Duration::from_secs(1),
+};
+
+/// Collects one burst: `first` and everything that arrives until `timing.quiet` passes
+/// without an event or `timing.max_burst` passes in all (tokio time, so tests can pause it).
+pub(crate) async fn burst<T: Ord>(
+    rx: &mut mpsc::UnboundedReceiver<T>,
+    first: T,
+    timing: Debounce,
+) -> BTreeSet<T> {
+    let mut burst = BTreeSet::new();
+    burst.insert(first);
+    let deadline = tokio::time::Instant::now() + timing.max_burst;
+    loop {
+        tokio::select! {
+            more = rx.recv() => match more {
+                Some(p) => { burst.insert(p); }
+                None => break,
+            },
+            _ = tokio::time::sleep(timing.quiet) => break,
+            _ = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    burst
+}
 const GARUDA_DIR: &str = ".garuda";
 
 /// A running watcher; dropping it stops the watching and the debounce task.
@@ -61,9 +94,11 @@ fn watch_garuda_dir(root: &Path, w: &mut RecommendedWatcher) {
 }
 
 /// Starts watching `root` (a canonical path); `on_burst` gets the sorted root-relative
-/// paths that changed, once per burst. Must be called inside a tokio runtime.
+/// paths that changed, once per burst grouped by `timing`. Must be called inside a tokio
+/// runtime.
 pub fn watch(
     root: PathBuf,
+    timing: Debounce,
     on_burst: impl Fn(Vec<String>) + Send + Sync + 'static,
 ) -> notify::Result<WatchHandle> {
     let (tx, mut rx) = mpsc::unbounded_channel::<PathBuf>();
@@ -91,19 +126,7 @@ pub fn watch(
     let task_watcher = watcher.clone();
     let task = tokio::spawn(async move {
         while let Some(first) = rx.recv().await {
-            let mut burst = BTreeSet::new();
-            burst.insert(first);
-            let deadline = tokio::time::Instant::now() + MAX_BURST;
-            loop {
-                tokio::select! {
-                    more = rx.recv() => match more {
-                        Some(p) => { burst.insert(p); }
-                        None => break,
-                    },
-                    _ = tokio::time::sleep(DEBOUNCE) => break,
-                    _ = tokio::time::sleep_until(deadline) => break,
-                }
-            }
+            let burst = burst(&mut rx, first, timing).await;
             let names: BTreeSet<String> = burst.iter().filter_map(|p| relevant(&root, p)).collect();
             if names.contains(GARUDA_DIR) {
                 // The folder appeared (or was replaced): watch its contents from now on.
@@ -123,6 +146,46 @@ pub fn watch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_ends_after_quiet_time_or_at_its_limit() {
+        use tokio::time::{Duration, sleep};
+        let timing = Debounce {
+            quiet: Duration::from_millis(100),
+            max_burst: Duration::from_millis(1_000),
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel::<u32>();
+        // Three events 50 ms apart are one burst; one 150 ms later starts the next.
+        let feeder = tokio::spawn({
+            let tx = tx.clone();
+            async move {
+                for i in 2..=3 {
+                    sleep(Duration::from_millis(50)).await;
+                    tx.send(i).unwrap();
+                }
+                sleep(Duration::from_millis(150)).await;
+                tx.send(9).unwrap();
+            }
+        });
+        let first = burst(&mut rx, 1, timing).await;
+        assert_eq!(first.into_iter().collect::<Vec<_>>(), vec![1, 2, 3]);
+        feeder.await.unwrap();
+        let head = rx.recv().await.unwrap();
+        let next = burst(&mut rx, head, timing).await;
+        assert_eq!(next.into_iter().collect::<Vec<_>>(), vec![9]);
+        // Constant writes: the burst still ends at its limit.
+        let flood = tokio::spawn(async move {
+            for i in 0..100u32 {
+                sleep(Duration::from_millis(50)).await;
+                if tx.send(i).is_err() {
+                    return;
+                }
+            }
+        });
+        let long = burst(&mut rx, 0, timing).await;
+        assert!(long.len() < 100, "{}", long.len());
+        flood.abort();
+    }
 
     #[test]
     fn relevant_names() {

@@ -598,52 +598,6 @@ fn removal_marks_name_the_reason() {
     assert_eq!(marks["a2"], Removal::Collapsed);
 }
 
-/// Builds the view of a 10 000-message session and reports the time per build; run with
-/// `--ignored --nocapture` in release for meaningful numbers.
-#[test]
-#[ignore]
-fn view_of_10k_messages_timing() {
-    let mut recs = Vec::new();
-    for k in 0..2_500 {
-        recs.push(text(&format!("u{k}"), Role::User, &"question ".repeat(20)));
-        recs.push(msg(
-            &format!("a{k}"),
-            Role::Assistant,
-            vec![Block::text("ok"), use_block(&format!("t{k}"), "read_file")],
-            0,
-        ));
-        recs.push(msg(
-            &format!("r{k}"),
-            Role::User,
-            vec![result_block(&format!("t{k}"), &"line\n".repeat(200))],
-            0,
-        ));
-        recs.push(text(&format!("b{k}"), Role::Assistant, "done"));
-    }
-    let policy = ViewPolicy::default();
-    let start = std::time::Instant::now();
-    for _ in 0..20 {
-        std::hint::black_box(build_view(&recs, &policy, 0));
-    }
-    eprintln!(
-        "build_view over 10 000 messages: {:?} per build",
-        start.elapsed() / 20
-    );
-    let mut cache = ViewCache::new();
-    cache.view(&recs, &policy, 0);
-    let start = std::time::Instant::now();
-    for k in 0..20 {
-        recs.push(text(&format!("x{k}"), Role::User, "more"));
-        recs.push(text(&format!("y{k}"), Role::Assistant, "ok"));
-        std::hint::black_box(cache.view(&recs, &policy, 0));
-    }
-    eprintln!(
-        "incremental step over 10 000 messages: {:?} per build ({} full)",
-        start.elapsed() / 20,
-        cache.full_builds()
-    );
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 

@@ -1,0 +1,367 @@
+//! The turn layer in process: a scripted provider and a recording host, no network and no
+//! JSON-RPC. Approvals, cancellation, partial output, reactive compaction and the step limit.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::message::{Block, StopReason, Usage};
+use crate::provider::{
+    EventSink, ModelInfo, ModelRequest, ModelResponse, Provider, ProviderError, StreamEvent,
+};
+use crate::session::{Record, SessionHeader};
+use crate::tools::{Policy, ToolRegistry};
+
+/// One scripted answer.
+enum Answer {
+    Ok(ModelResponse),
+    Err(ProviderError),
+    /// Streams some text, then waits until cancelled.
+    Hang(String),
+}
+
+/// Plays answers in order and records every request.
+#[derive(Clone, Default)]
+struct Script {
+    answers: Arc<Mutex<VecDeque<Answer>>>,
+    seen: Arc<Mutex<Vec<ModelRequest>>>,
+}
+
+impl Script {
+    fn new(answers: Vec<Answer>) -> Script {
+        Script {
+            answers: Arc::new(Mutex::new(answers.into())),
+            seen: Arc::default(),
+        }
+    }
+
+    fn requests(&self) -> Vec<ModelRequest> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Provider for Script {
+    fn name(&self) -> &str {
+        "script"
+    }
+
+    fn complete(
+        &self,
+        req: ModelRequest,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
+        self.seen.lock().unwrap().push(req);
+        let next = self.answers.lock().unwrap().pop_front();
+        Box::pin(async move {
+            match next {
+                Some(Answer::Ok(r)) => Ok(r),
+                Some(Answer::Err(e)) => Err(e),
+                Some(Answer::Hang(text)) => {
+                    let _ = events.send(StreamEvent::TextDelta(text.clone()));
+                    cancel.cancelled().await;
+                    Err(ProviderError::Cancelled {
+                        partial: vec![Block::text(text)],
+                    })
+                }
+                None => Err(ProviderError::Replay("no answer scripted".into())),
+            }
+        })
+    }
+}
+
+fn text(t: &str) -> Answer {
+    Answer::Ok(ModelResponse {
+        content: vec![Block::text(t)],
+        stop_reason: StopReason::EndTurn,
+        usage: Usage {
+            input_tokens: 100,
+            output_tokens: 5,
+            ..Usage::default()
+        },
+    })
+}
+
+fn call(id: &str, name: &str, input: Value) -> Answer {
+    Answer::Ok(ModelResponse {
+        content: vec![Block::ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input,
+        }],
+        stop_reason: StopReason::ToolUse,
+        usage: Usage {
+            input_tokens: 100,
+            output_tokens: 5,
+            ..Usage::default()
+        },
+    })
+}
+
+/// Records events and answers approvals with a fixed choice.
+struct Recorder {
+    events: Mutex<Vec<TurnEvent>>,
+    asked: Mutex<Vec<PermissionRequest>>,
+    answer: PermissionAnswer,
+}
+
+impl Recorder {
+    fn new(answer: PermissionAnswer) -> Arc<Recorder> {
+        Arc::new(Recorder {
+            events: Mutex::default(),
+            asked: Mutex::default(),
+            answer,
+        })
+    }
+}
+
+impl TurnHost for Recorder {
+    fn event(&self, _: &str, event: TurnEvent) {
+        self.events.lock().unwrap().push(event);
+    }
+
+    fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
+        self.asked.lock().unwrap().push(req);
+        let a = self.answer;
+        Box::pin(async move { a })
+    }
+}
+
+struct Fixture {
+    _state: tempfile::TempDir,
+    ws: tempfile::TempDir,
+    live: Arc<LiveSession>,
+    script: Script,
+}
+
+fn fixture(policy: Policy, window: u64, answers: Vec<Answer>) -> Fixture {
+    let state = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let engine = Engine::new(
+        Config::default(),
+        state.path().to_path_buf(),
+        Arc::new(|_| {}),
+        false,
+    );
+    let workspace = engine.open_workspace(ws.path()).unwrap();
+    let header = SessionHeader::new(workspace.root.path().display().to_string(), "s/m");
+    let file = engine.store().create(&header).unwrap();
+    let script = Script::new(answers);
+    let setup = SessionSetup {
+        workspace,
+        model_spec: "s/m".into(),
+        model_id: "m".into(),
+        provider: Arc::new(script.clone()),
+        model_info: ModelInfo {
+            context_window: window,
+            max_output: 1024,
+            known: true,
+        },
+        policy,
+        tools: ToolRegistry::for_session(Vec::new()).unwrap(),
+        approval_timeout_secs: 1,
+        view_policy: Default::default(),
+        compact: Default::default(),
+    };
+    Fixture {
+        _state: state,
+        ws,
+        live: Arc::new(LiveSession::new(header, setup, file, Vec::new())),
+        script,
+    }
+}
+
+async fn turn(f: &Fixture, host: Arc<Recorder>, max_steps: u32) -> TurnOutcome {
+    run_turn(
+        &f.live,
+        vec![Block::text("go")],
+        host,
+        CancellationToken::new(),
+        max_steps,
+    )
+    .await
+    .unwrap()
+}
+
+fn results(f: &Fixture) -> Vec<(String, bool)> {
+    let state = f.live.try_state().unwrap();
+    state
+        .records
+        .iter()
+        .filter_map(Record::as_message)
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            Block::ToolResult {
+                content, is_error, ..
+            } => Some((crate::session::view::result_text(content), *is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_edit_asks_under_ask_and_a_rejection_reaches_the_model() {
+    let write = json!({"path": "b.txt", "content": "new"});
+    let f = fixture(
+        Policy::Ask,
+        100_000,
+        vec![call("t1", "write_file", write), text("ok")],
+    );
+    let host = Recorder::new(PermissionAnswer::Reject);
+    let out = turn(&f, host.clone(), 5).await;
+    assert_eq!(out.stop_reason, StopReason::EndTurn);
+    assert_eq!(host.asked.lock().unwrap()[0].tool_name, "write_file");
+    let r = results(&f);
+    assert!(r[0].1 && r[0].0.contains("denied"), "{r:?}");
+    assert!(!f.ws.path().join("b.txt").exists(), "nothing was written");
+    // Allowed always: the next call runs without asking.
+    let f = fixture(
+        Policy::Ask,
+        100_000,
+        vec![
+            call("t1", "write_file", json!({"path": "b.txt", "content": "1"})),
+            call("t2", "write_file", json!({"path": "c.txt", "content": "2"})),
+            text("ok"),
+        ],
+    );
+    let host = Recorder::new(PermissionAnswer::AllowAlways);
+    turn(&f, host.clone(), 5).await;
+    assert_eq!(host.asked.lock().unwrap().len(), 1);
+    assert!(f.ws.path().join("c.txt").exists());
+}
+
+#[tokio::test]
+async fn reads_never_ask_and_full_auto_runs_everything() {
+    let f = fixture(
+        Policy::FullAuto,
+        100_000,
+        vec![
+            call("t1", "read_file", json!({"path": "a.txt"})),
+            call("t2", "write_file", json!({"path": "b.txt", "content": "x"})),
+            text("done"),
+        ],
+    );
+    let host = Recorder::new(PermissionAnswer::Reject);
+    let out = turn(&f, host.clone(), 5).await;
+    assert_eq!(out.stop_reason, StopReason::EndTurn);
+    assert!(host.asked.lock().unwrap().is_empty());
+    assert!(results(&f)[0].0.contains("alpha"));
+    assert!(f.ws.path().join("b.txt").exists());
+}
+
+#[tokio::test]
+async fn the_step_limit_stops_a_turn_that_keeps_calling_tools() {
+    let answers = (0..5)
+        .map(|i| call(&format!("t{i}"), "list_files", json!({})))
+        .collect();
+    let f = fixture(Policy::FullAuto, 100_000, answers);
+    let out = turn(&f, Recorder::new(PermissionAnswer::Reject), 3).await;
+    assert_eq!(out.stop_reason, StopReason::MaxSteps);
+    assert_eq!(f.script.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn a_cancel_keeps_the_partial_answer_and_frees_the_session() {
+    let f = fixture(
+        Policy::FullAuto,
+        100_000,
+        vec![Answer::Hang("half an ans".into())],
+    );
+    let cancel = CancellationToken::new();
+    let live = f.live.clone();
+    let c2 = cancel.clone();
+    let task = tokio::spawn(async move {
+        run_turn(
+            &live,
+            vec![Block::text("go")],
+            Recorder::new(PermissionAnswer::Reject),
+            c2,
+            5,
+        )
+        .await
+    });
+    while f.script.requests().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    // Busy while it runs; cancel() reaches the running operation.
+    assert!(matches!(
+        f.live.begin(&CancellationToken::new()).err(),
+        Some(TurnError::Busy(_))
+    ));
+    assert!(f.live.cancel());
+    let out = task.await.unwrap().unwrap();
+    assert_eq!(out.stop_reason, StopReason::Cancelled);
+    let state = f.live.try_state().expect("free again");
+    let last = state.records.iter().rev().find_map(Record::as_message);
+    assert_eq!(
+        last.map(|m| m.to_message().text()),
+        Some("half an ans".into())
+    );
+    drop(state);
+    assert_eq!(f.live.message_count(), 2);
+    assert!(!f.live.cancel(), "nothing runs now");
+}
+
+#[tokio::test]
+async fn a_prompt_too_long_teaches_the_limit_and_the_step_runs_again() {
+    let mut answers = Vec::new();
+    // Six steps of history so something is older than the kept steps.
+    for i in 0..6 {
+        answers.push(call(
+            &format!("t{i}"),
+            "read_file",
+            json!({"path": "a.txt"}),
+        ));
+    }
+    answers.push(Answer::Err(ProviderError::PromptTooLong(
+        "prompt is too long: 9000 tokens > 8000 maximum".into(),
+    )));
+    answers.push(text("<summary>S</summary>"));
+    answers.push(text("done"));
+    let f = fixture(Policy::FullAuto, 100_000, answers);
+    let host = Recorder::new(PermissionAnswer::Reject);
+    let out = turn(&f, host.clone(), 10).await;
+    assert_eq!(out.stop_reason, StopReason::EndTurn, "{out:?}");
+    let state = f.live.try_state().unwrap();
+    assert_eq!(state.learned_limit, Some(8_000));
+    assert!(
+        state
+            .records
+            .iter()
+            .any(|r| matches!(r, Record::CompactBoundary(_)))
+    );
+    drop(state);
+    let phases: Vec<CompactionPhase> = host
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::Compaction { phase, trigger, .. } => {
+                assert_eq!(*trigger, crate::session::records::CompactTrigger::Reactive);
+                Some(*phase)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        phases.last(),
+        Some(&CompactionPhase::Finished),
+        "{phases:?}"
+    );
+    // The request after the compaction opens with the summary and fits the learned limit.
+    let reqs = f.script.requests();
+    let last = reqs.last().unwrap();
+    assert!(
+        last.messages[0]
+            .text()
+            .contains("continues from an earlier")
+    );
+}
