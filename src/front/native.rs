@@ -547,7 +547,13 @@ impl Handler for NativeFront {
                     facts: self.facts.clone(),
                     stop: self.stop.clone(),
                 };
-                self.on_pool(move |engine| Self::blocking(engine, &facts, r))
+                let work = self.on_pool(move |engine| Self::blocking(engine, &facts, r));
+                match work {
+                    // Initialize runs off the loop, but the loop reads on only after it has
+                    // answered: a script may send its next request without waiting.
+                    Dispatch::Spawn(fut) if is_initialize => Dispatch::Ordered(fut),
+                    other => other,
+                }
             }
             Request::Spawned(r) => self.spawned(r, ctx),
         }

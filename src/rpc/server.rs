@@ -39,6 +39,10 @@ pub enum Dispatch {
     Reply(Result<Value, RpcError>),
     /// Run this future as a task and answer with its output; counts towards `max_in_flight`.
     Spawn(BoxFuture<'static, Result<Value, RpcError>>),
+    /// Run this future (off the read loop's thread, e.g. on the blocking pool) and answer
+    /// with its output before the next message is read: for a request later ones depend on,
+    /// such as LSP `initialize`.
+    Ordered(BoxFuture<'static, Result<Value, RpcError>>),
 }
 
 /// Whether the read loop goes on after a notification.
@@ -288,6 +292,7 @@ where
         config,
         client: Client::new(tx.clone()),
         in_flight: Arc::default(),
+        ordered: Mutex::new(None),
         tracker: TaskTracker::new(),
     };
 
@@ -301,6 +306,11 @@ where
         if let Some(code) = conn.on_event(event) {
             break ServeEnd::Exit(code);
         }
+        let ordered = lock(&conn.ordered).take();
+        if let Some((id, fut)) = ordered {
+            let result = fut.await;
+            conn.client.respond(Some(&id), &result);
+        }
     };
 
     conn.drain().await;
@@ -311,6 +321,9 @@ where
     end
 }
 
+/// A request the read loop finishes before it reads on.
+type Ordered = Option<(Id, BoxFuture<'static, Result<Value, RpcError>>)>;
+
 /// The state of one connection's read loop.
 struct Conn {
     handler: Arc<dyn Handler>,
@@ -318,6 +331,7 @@ struct Conn {
     client: Client,
     in_flight: InFlight,
     tracker: TaskTracker,
+    ordered: Mutex<Ordered>,
 }
 
 impl Conn {
@@ -404,6 +418,7 @@ impl Conn {
         match dispatch {
             Ok(Dispatch::Reply(result)) => self.client.respond(Some(&id), &result),
             Ok(Dispatch::Spawn(fut)) => self.spawn_request(id, cancel, fut),
+            Ok(Dispatch::Ordered(fut)) => *lock(&self.ordered) = Some((id, fut)),
             Err(_) => {
                 tracing::error!("request handler for {method} panicked");
                 self.client

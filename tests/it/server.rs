@@ -391,3 +391,18 @@ fn exits_when_the_client_process_dies() {
     parent.wait().expect("wait");
     assert_eq!(g.wait_exit(), Some(0));
 }
+
+#[test]
+fn a_script_may_send_requests_right_after_initialize() {
+    // initialize runs off the read loop, yet the loop reads on only after answering it, and
+    // vscode-jsonrpc's `[null]` counts as no params.
+    let mut g = Garuda::spawn(Framing::Ndjson);
+    let a = g.send_request("initialize", json!({"capabilities": {}}));
+    let b = g.send_request("workspace/list", json!([null]));
+    let ra = g.response(&json!(a));
+    assert!(ra.get("result").is_some(), "{ra}");
+    let rb = g.response(&json!(b));
+    assert_eq!(rb["result"]["workspaces"], json!([]), "{rb}");
+    let bad = g.request("workspace/list", json!({"unexpected": 1}));
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+}

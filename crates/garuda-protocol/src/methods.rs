@@ -34,7 +34,8 @@ pub trait Method {
     type Result: Serialize + Send + 'static;
 }
 
-/// The params of a method that takes none: absent, `null` or `{}`; anything else is refused.
+/// The params of a method that takes none: absent, `null`, `{}`, `[]` or `[null]` (what
+/// vscode-jsonrpc sends for a request without params); anything else is refused.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NoParams;
 
@@ -43,6 +44,7 @@ impl<'de> Deserialize<'de> for NoParams {
         match Value::deserialize(d)? {
             Value::Null => Ok(NoParams),
             Value::Object(o) if o.is_empty() => Ok(NoParams),
+            Value::Array(a) if a.iter().all(Value::is_null) && a.len() <= 1 => Ok(NoParams),
             other => Err(serde::de::Error::custom(format!(
                 "this method takes no params, got {other}"
             ))),
@@ -53,6 +55,25 @@ impl<'de> Deserialize<'de> for NoParams {
 /// The result of a method that answers `null`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Null(Option<()>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_params_means_none() {
+        for ok in ["null", "{}", "[]", "[null]"] {
+            let v: Value = serde_json::from_str(ok).unwrap();
+            assert!(serde_json::from_value::<NoParams>(v).is_ok(), "{ok}");
+        }
+        for bad in ["{\"a\":1}", "[1]", "3", "\"x\"", "[null,null]"] {
+            let v: Value = serde_json::from_str(bad).unwrap();
+            assert!(serde_json::from_value::<NoParams>(v).is_err(), "{bad}");
+        }
+        assert!(Request::parse("workspace/list", serde_json::json!({"x": 1})).is_err());
+        assert!(matches!(Request::parse("nope", Value::Null), Ok(None)));
+    }
+}
 
 /// One row of the table, for the schema and the docs.
 pub struct MethodInfo {
