@@ -3,22 +3,24 @@
 # (every crate and the one integration binary) and every client against the real binary: the
 # ACP SDK in Node, Python and Neovim, Emacs and VS Code. The verdict comes from each suite's
 # exit code; the counts the suites print are information. Ends with one line per suite and
-# "N suites passed, M failed".
+# "N suites passed, M failed", with the seconds each took.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
 bash scripts/provision.sh || { echo "provisioning failed"; exit 1; }
+echo "provisioning took $SECONDS s"
 
 results=()
 failed=0
 run() {
   local name=$1; shift
   echo "== $name"
+  local start=$SECONDS
   if "$@"; then
-    results+=("ok      $name")
+    results+=("ok      $name ($((SECONDS - start)) s)")
   else
-    results+=("FAILED  $name")
+    results+=("FAILED  $name ($((SECONDS - start)) s)")
     failed=$((failed + 1))
   fi
 }
@@ -36,5 +38,5 @@ fi
 
 echo
 printf '%s\n' "${results[@]}"
-echo "$(( ${#results[@]} - failed )) suites passed, $failed failed"
+echo "$(( ${#results[@]} - failed )) suites passed, $failed failed, $SECONDS s in all"
 [ "$failed" -eq 0 ]

@@ -86,7 +86,11 @@ enum Command {
     /// Sessions use `$GARUDA_MODEL` when set, else the configured `model`.
     Acp,
     /// Print the JSON Schema of the native protocol (protocol/schema.json).
-    Schema,
+    Schema {
+        /// Print the method table as Markdown instead (the list in protocol/README.md).
+        #[arg(long)]
+        methods: bool,
+    },
 }
 
 fn init_logs(cli: &Cli) -> anyhow::Result<()> {
@@ -178,7 +182,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Demo { dir } => demo::run(dir),
         Command::Acp => acp(load_config(&cli)?),
-        Command::Schema => {
+        Command::Schema { methods: true } => {
+            print!("{}", garuda_protocol::methods::methods_markdown());
+            Ok(0)
+        }
+        Command::Schema { methods: false } => {
             println!(
                 "{}",
                 serde_json::to_string_pretty(&garuda_protocol::generate_schema())?

@@ -85,6 +85,48 @@ pub struct MethodInfo {
     pub params: fn(&mut SchemaGenerator) -> Option<Value>,
     /// Its result's schema (None: `null`).
     pub result: fn(&mut SchemaGenerator) -> Option<Value>,
+    /// The params type's name as written in the table (`none`, `lsp` or a type).
+    pub params_name: &'static str,
+    /// The result type's name as written in the table (`none` or a type).
+    pub result_name: &'static str,
+    /// The row's doc comment.
+    pub doc: &'static str,
+}
+
+impl Schedule {
+    /// How the documentation names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Schedule::Inline => "read loop",
+            Schedule::Cached => "read loop if cached, else blocking pool",
+            Schedule::Blocking => "blocking pool",
+            Schedule::Spawned => "task",
+        }
+    }
+}
+
+/// The table as the Markdown list in `protocol/README.md` (between its `methods table`
+/// markers), so the documentation's list cannot drift from dispatch.
+pub fn methods_markdown() -> String {
+    let mut out = String::from(
+        "| method | runs on | params | result | what it does |\n| --- | --- | --- | --- | --- |\n",
+    );
+    for m in method_infos() {
+        let ty = |n: &str| match n {
+            "none" => "none".to_string(),
+            "lsp" => "LSP's".to_string(),
+            t => format!("`{t}`"),
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            m.name,
+            m.schedule.describe(),
+            ty(m.params_name),
+            ty(m.result_name),
+            m.doc.trim()
+        ));
+    }
+    out
 }
 
 fn schema_of<T: JsonSchema>(g: &mut SchemaGenerator) -> Option<Value> {
@@ -124,6 +166,9 @@ macro_rules! methods {
                 schedule: Schedule::$sched,
                 params: methods!(@pschema $p),
                 result: methods!(@rschema $r),
+                params_name: stringify!($p),
+                result_name: stringify!($r),
+                doc: concat!($($doc),*),
             }),*]
         }
 
