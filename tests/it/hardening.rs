@@ -208,13 +208,18 @@ fn load_many_sessions_and_a_client_that_stops_reading() {
         }
     };
     call(&mut stdin, 1, "initialize", json!({"capabilities": {}}));
-    let wid = call(&mut stdin, 2, "workspace/open", json!({"root": ws.path()}))["result"]
-        ["workspaceId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let wid =
+        call(&mut stdin, 2, "workspace/open", json!({"root": ws.path()}))["result"]["workspaceId"]
+            .as_str()
+            .unwrap()
+            .to_string();
     for i in 0..300u64 {
-        let r = call(&mut stdin, 10 + i, "session/new", json!({"workspaceId": wid}));
+        let r = call(
+            &mut stdin,
+            10 + i,
+            "session/new",
+            json!({"workspaceId": wid}),
+        );
         assert!(r.get("result").is_some(), "{r}");
     }
     let after_sessions = rss_kib(pid, "VmRSS:");
@@ -319,7 +324,10 @@ fn lenient_params_are_refused() {
     for (method, params) in [
         ("workspace/list", json!({"x": 1})),
         ("shutdown", json!([1])),
-        ("prompt/assemble", json!({"workspaceId": wid, "options": []})),
+        (
+            "prompt/assemble",
+            json!({"workspaceId": wid, "options": []}),
+        ),
         ("session/load", json!(["nope"])),
     ] {
         let r = g.request(method, params.clone());
@@ -350,7 +358,9 @@ fn a_damaged_header_keeps_the_session() {
         json!({"sessionId": sid, "input": [{"type": "text", "text": "remember 42"}]}),
     );
     drop(g);
-    let path = home.path().join(format!("state/garuda/sessions/{sid}.jsonl"));
+    let path = home
+        .path()
+        .join(format!("state/garuda/sessions/{sid}.jsonl"));
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[0] = b'#';
     std::fs::write(&path, &bytes).unwrap();

@@ -63,7 +63,9 @@ where
 {
     match Value::deserialize(d)? {
         Value::Null => Ok(None),
-        v @ Value::Object(_) => T::deserialize(v).map(Some).map_err(serde::de::Error::custom),
+        v @ Value::Object(_) => T::deserialize(v)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
         other => Err(serde::de::Error::custom(format!(
             "expected an object or null, got {}",
             kind(&other)

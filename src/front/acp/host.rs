@@ -111,14 +111,22 @@ mod tests {
             json!({"optionId": "allow_once"}),
             json!({"outcome": ["selected", "allow_once"]}),
         ] {
-            assert_eq!(permission_answer(&cancelled), PermissionAnswer::Reject, "{cancelled}");
+            assert_eq!(
+                permission_answer(&cancelled),
+                PermissionAnswer::Reject,
+                "{cancelled}"
+            );
         }
         assert_eq!(
-            permission_answer(&json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})),
+            permission_answer(
+                &json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})
+            ),
             PermissionAnswer::AllowOnce
         );
         assert_eq!(
-            crate::front::permission_answer(&json!({"outcome": "cancelled", "optionId": "allow_once"})),
+            crate::front::permission_answer(
+                &json!({"outcome": "cancelled", "optionId": "allow_once"})
+            ),
             PermissionAnswer::Reject
         );
     }

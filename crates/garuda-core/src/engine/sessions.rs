@@ -53,8 +53,7 @@ impl Sessions {
     }
 
     fn next_tick(&self) -> u64 {
-        self.tick
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        self.tick.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The session with this id when it is in memory.

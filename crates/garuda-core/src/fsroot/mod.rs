@@ -481,9 +481,7 @@ impl WithinRoot<'_> {
             self.dir = Some((parent.to_path_buf(), fd));
         }
         match &self.dir {
-            Some((_, Some(fd))) => {
-                rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok()
-            }
+            Some((_, Some(fd))) => rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok(),
             _ => false,
         }
     }

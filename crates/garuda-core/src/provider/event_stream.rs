@@ -236,10 +236,7 @@ mod tests {
         assert_eq!(err, None);
         assert_eq!(evs, vec![ev("a", "x\ny"), ev("message", "z")]);
         // An event without data is not dispatched; its name does not leak into the next.
-        let (evs, _) = parse_chunks(
-            &mut SseParser::default(),
-            &[b"event: ping\n\ndata: {}\n\n"],
-        );
+        let (evs, _) = parse_chunks(&mut SseParser::default(), &[b"event: ping\n\ndata: {}\n\n"]);
         assert_eq!(evs, vec![ev("message", "{}")]);
     }
 
@@ -251,7 +248,10 @@ mod tests {
         assert_eq!(err, Some(SseError::LineTooLong(16)));
         assert!(p.buffered() <= 16);
         // Later pushes keep failing.
-        assert_eq!(p.push(b"\n\n", &mut Vec::new()), Err(SseError::LineTooLong(16)));
+        assert_eq!(
+            p.push(b"\n\n", &mut Vec::new()),
+            Err(SseError::LineTooLong(16))
+        );
 
         let mut p = SseParser::with_limits(16, 32, 1 << 20);
         let (_, err) = parse_chunks(&mut p, &[b"data: 0123456789\n".repeat(4).as_slice()]);

@@ -30,8 +30,8 @@ use tokio_util::sync::CancellationToken;
 use crate::message::{Block, Message, StopReason, ToolSpec, Usage};
 
 pub use limit::{ContextLimit, parse_context_limit};
-pub use normalize::ToolCallError;
 pub use models::ModelInfo;
+pub use normalize::ToolCallError;
 pub use replay::{ReplayProvider, recording};
 pub use spec::ModelSpec;
 

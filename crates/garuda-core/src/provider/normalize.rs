@@ -183,8 +183,16 @@ mod tests {
         assert!(inputs.iter().all(|v| v.is_object()));
         let bad: Vec<&str> = errors.iter().map(|e| e.id.as_str()).collect();
         assert_eq!(bad, vec!["t1_2", ids[3], "toolu_9_2"]);
-        assert!(errors[0].message.contains("an array"), "{}", errors[0].message);
-        assert!(errors[1].message.contains("not valid JSON"), "{}", errors[1].message);
+        assert!(
+            errors[0].message.contains("an array"),
+            "{}",
+            errors[0].message
+        );
+        assert!(
+            errors[1].message.contains("not valid JSON"),
+            "{}",
+            errors[1].message
+        );
         assert_eq!(taken.len(), 6);
     }
 }

@@ -1376,9 +1376,21 @@ fn tool_ids_and_inputs(content: &[Block]) -> Vec<(String, Value)> {
 async fn bad_tool_calls_are_normalized_at_the_boundary() {
     let server = MockServer::start().await;
     let mut ev = vec![a_start(5, 0, 0)];
-    ev.extend([tool_start(0, "t", json!({})), tool_delta(0, "[1, 2]"), block_stop(0)]);
-    ev.extend([tool_start(1, "t", json!({})), tool_delta(1, r#"{"path":"a"}"#), block_stop(1)]);
-    ev.extend([tool_start(2, "used", json!({})), tool_delta(2, r#"{"path": "#), block_stop(2)]);
+    ev.extend([
+        tool_start(0, "t", json!({})),
+        tool_delta(0, "[1, 2]"),
+        block_stop(0),
+    ]);
+    ev.extend([
+        tool_start(1, "t", json!({})),
+        tool_delta(1, r#"{"path":"a"}"#),
+        block_stop(1),
+    ]);
+    ev.extend([
+        tool_start(2, "used", json!({})),
+        tool_delta(2, r#"{"path": "#),
+        block_stop(2),
+    ]);
     ev.extend(a_end("tool_use", 30));
     Mock::given(method("POST"))
         .respond_with(sse_ok(sse(&ev)))
@@ -1522,6 +1534,9 @@ async fn huge_bodies_are_not_read_whole() {
             .expect("the server stops writing once the client hangs up")
             .unwrap();
         // What the server could write is the cap plus the sockets' buffers, far below 300 MiB.
-        assert!(written < 64 << 20, "{status} {ctype}: {written} bytes written");
+        assert!(
+            written < 64 << 20,
+            "{status} {ctype}: {written} bytes written"
+        );
     }
 }

@@ -290,10 +290,10 @@ impl SessionStore {
             }
             let parsed = parse_line(trimmed);
             let whole_record = complete && matches!(parsed, ParsedLine::Record(_));
-            if !std::mem::replace(&mut seen_first, true)
-                && !(whole_record
-                    && matches!(&parsed, ParsedLine::Record(r) if matches!(**r, Record::Header(_))))
-            {
+            let is_header =
+                matches!(&parsed, ParsedLine::Record(r) if matches!(**r, Record::Header(_)));
+            let first = !std::mem::replace(&mut seen_first, true);
+            if first && !(whole_record && is_header) {
                 warnings.push(format!("line {line_no}: damaged session header"));
                 if !whole_record {
                     // What is left of the header: its fields are salvaged below.
@@ -403,7 +403,11 @@ impl SessionStore {
             let cached = old.sessions.get(id);
             let fresh = match cached {
                 Some(c) if c.stamp == stamp => Some(c.clone()),
-                Some(c) if c.stamp.ino == stamp.ino && c.stamp.len < stamp.len && !c.summary.damaged => {
+                Some(c)
+                    if c.stamp.ino == stamp.ino
+                        && c.stamp.len < stamp.len
+                        && !c.summary.damaged =>
+                {
                     // Grown since: read only the new lines.
                     let mut c = c.clone();
                     match summarize_from(&path, &mut c) {
@@ -455,9 +459,9 @@ impl SessionStore {
             let tmp = self
                 .base
                 .join(format!("{INDEX_FILE}.{}.{seq}.tmp", std::process::id()));
-            let written = serde_json::to_vec(&index)
-                .ok()
-                .is_some_and(|b| fs::write(&tmp, b).is_ok() && fs::rename(&tmp, &index_path).is_ok());
+            let written = serde_json::to_vec(&index).ok().is_some_and(|b| {
+                fs::write(&tmp, b).is_ok() && fs::rename(&tmp, &index_path).is_ok()
+            });
             if !written {
                 let _ = fs::remove_file(&tmp);
                 tracing::debug!("session index not written");
@@ -921,11 +925,19 @@ mod tests {
         b.insert(first_nl / 2, b'"');
         cases.push(("invalid UTF-8 and a stray quote", b));
         cases.push(("header line gone", good[first_nl + 1..].to_vec()));
-        cases.push(("header line blank", [b"\n".as_slice(), &good[first_nl + 1..]].concat()));
-        cases.push(("NUL bytes", [vec![0u8; 40], good[first_nl..].to_vec()].concat()));
+        cases.push((
+            "header line blank",
+            [b"\n".as_slice(), &good[first_nl + 1..]].concat(),
+        ));
+        cases.push((
+            "NUL bytes",
+            [vec![0u8; 40], good[first_nl..].to_vec()].concat(),
+        ));
         for (what, bytes) in cases {
             write_raw(&store, &header.session_id, &bytes);
-            let l = store.load(&header.session_id).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let l = store
+                .load(&header.session_id)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
             assert!(l.header_recovered, "{what}");
             assert_eq!(l.records, recs, "{what}");
             assert_eq!(l.header.session_id, header.session_id, "{what}");
@@ -974,7 +986,12 @@ mod tests {
         let index_path = store.base().join(INDEX_FILE);
         let mut index: Index = serde_json::from_slice(&fs::read(&index_path).unwrap()).unwrap();
         let entry = index.sessions.get_mut(&header.session_id).unwrap();
-        assert_eq!(entry.parsed, fs::metadata(store.path_of(&header.session_id)).unwrap().len());
+        assert_eq!(
+            entry.parsed,
+            fs::metadata(store.path_of(&header.session_id))
+                .unwrap()
+                .len()
+        );
         // A planted count proves the unchanged file is not read again.
         entry.summary.message_count = 99;
         fs::write(&index_path, serde_json::to_vec(&index).unwrap()).unwrap();
@@ -988,7 +1005,9 @@ mod tests {
         fs::write(&index_path, b"{not json").unwrap();
         assert_eq!(store.list().unwrap()[0].message_count, 2);
         // A torn tail is not counted until it is whole.
-        f.file.write_all(&record_line(&msg(Role::User, "x")).unwrap()[..10]).unwrap();
+        f.file
+            .write_all(&record_line(&msg(Role::User, "x")).unwrap()[..10])
+            .unwrap();
         assert_eq!(store.list().unwrap()[0].message_count, 2);
     }
 

@@ -332,8 +332,7 @@ async fn run_locked(
                     // Bad arguments: the model hears why, nothing runs, nothing is asked.
                     Some(e) => ToolOutput::error(e.message.clone()),
                     None => {
-                        run_tool(session, state, host, &ctx.for_call(&id), &id, &name, input)
-                            .await
+                        run_tool(session, state, host, &ctx.for_call(&id), &id, &name, input).await
                     }
                 };
                 if out.meta.todos_changed {

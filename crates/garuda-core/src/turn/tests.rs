@@ -424,7 +424,10 @@ fn live_sessions_past_the_cap_evict_the_least_recently_used() {
     assert!(sessions.live(&ids[0]).is_some());
     sessions.insert(keep[1].live.clone());
     assert_eq!(sessions.len(), 3);
-    assert!(sessions.live(&ids[1]).is_none(), "the least recently used idle one went");
+    assert!(
+        sessions.live(&ids[1]).is_none(),
+        "the least recently used idle one went"
+    );
     for id in [&ids[0], &ids[2], &ids[3]] {
         assert!(sessions.live(id).is_some());
     }

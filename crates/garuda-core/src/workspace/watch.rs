@@ -83,26 +83,27 @@ fn hub() -> Result<&'static Hub, notify::Error> {
     }
     let routes: Arc<Mutex<Routes>> = Arc::default();
     let cb_routes = routes.clone();
-    let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
-        // Opening a file to read it is reported too (inotify OPEN); our own reads after a
-        // change would otherwise start the next burst, forever.
-        Ok(ev) if matches!(ev.kind, notify::EventKind::Access(_)) => {}
-        Ok(ev) => {
-            let routes = lock(&cb_routes);
-            for p in ev.paths {
-                // The root is the parent (AGENTS.md, .garuda) or the grandparent
-                // (.garuda/memory.md) of a relevant path.
-                for root in p.ancestors().skip(1).take(2) {
-                    for (_, tx) in routes.by_root.get(root).into_iter().flatten() {
-                        if relevant(root, &p).is_some() {
-                            let _ = tx.send(p.clone());
+    let watcher =
+        notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+            // Opening a file to read it is reported too (inotify OPEN); our own reads after a
+            // change would otherwise start the next burst, forever.
+            Ok(ev) if matches!(ev.kind, notify::EventKind::Access(_)) => {}
+            Ok(ev) => {
+                let routes = lock(&cb_routes);
+                for p in ev.paths {
+                    // The root is the parent (AGENTS.md, .garuda) or the grandparent
+                    // (.garuda/memory.md) of a relevant path.
+                    for root in p.ancestors().skip(1).take(2) {
+                        for (_, tx) in routes.by_root.get(root).into_iter().flatten() {
+                            if relevant(root, &p).is_some() {
+                                let _ = tx.send(p.clone());
+                            }
                         }
                     }
                 }
             }
-        }
-        Err(e) => tracing::warn!("watch error: {e}"),
-    })?;
+            Err(e) => tracing::warn!("watch error: {e}"),
+        })?;
     // One per process, for the process's life.
     let hub: &'static Hub = Box::leak(Box::new(Hub {
         watcher: Mutex::new(watcher),
@@ -190,7 +191,11 @@ pub fn watch(
         let mut routes = lock(&hub.routes);
         routes.next += 1;
         let id = routes.next;
-        routes.by_root.entry(root.clone()).or_default().push((id, tx));
+        routes
+            .by_root
+            .entry(root.clone())
+            .or_default()
+            .push((id, tx));
         id
     };
     let task_root = root.clone();
