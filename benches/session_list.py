@@ -28,7 +28,8 @@ def transcript(path, root, sid, mib):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default="target/debug/garuda")
+    ap.add_argument("--bin", nargs="+", default=["target/debug/garuda"],
+                    help="one or more binaries, each timed on the same transcripts")
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--mib", type=int, default=4)
     ap.add_argument("--runs", type=int, default=3)
@@ -44,9 +45,21 @@ def main():
             sid = str(uuid.uuid4())
             transcript(os.path.join(sessions, sid + ".jsonl"), ws, sid, a.mib)
         print(f"wrote {a.sessions} x {a.mib} MiB in {time.time() - t:.1f} s")
+        for binary in a.bin:
+            index = os.path.join(sessions, ".index.json")
+            if os.path.exists(index):
+                os.remove(index)
+            print(binary)
+            time_one(binary, tmp, ws, a.runs)
+    finally:
+        shutil.rmtree(tmp)
+
+
+def time_one(binary, tmp, ws, runs):
+    if True:
         env = dict(os.environ, XDG_STATE_HOME=os.path.join(tmp, "state"),
                    XDG_CONFIG_HOME=os.path.join(tmp, "config"), HOME=tmp)
-        p = subprocess.Popen([a.bin, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        p = subprocess.Popen([binary, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, env=env)
         n = [0]
 
@@ -61,16 +74,14 @@ def main():
 
         call("initialize", {"capabilities": {}})
         wid = call("workspace/open", {"root": ws})["result"]["workspaceId"]
-        for run in range(a.runs + 1):
+        for run in range(runs + 1):
             t = time.perf_counter()
             r = call("session/list", {"workspaceId": wid})
             dt = time.perf_counter() - t
-            what = "first (no index, every file read)" if run == 0 else "indexed"
+            what = "first (no index: every file read)" if run == 0 else "again"
             print(f"session/list {what}: {dt * 1000:.1f} ms, {len(r['result']['sessions'])} sessions")
         p.stdin.close()
         p.wait()
-    finally:
-        shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":
