@@ -45,6 +45,7 @@ impl Provider for Instant {
                     output_tokens: 2,
                     ..Usage::default()
                 },
+                tool_errors: Vec::new(),
             })
         })
     }

@@ -4,3 +4,6 @@
 
 pub mod front;
 pub mod rpc;
+
+#[cfg(test)]
+pub(crate) mod fuzz;

@@ -234,6 +234,7 @@ fn serve(cfg: Config, max_frame_bytes: Option<usize>) -> anyhow::Result<u8> {
             garuda_protocol::codes::OVERLOADED,
             "overloaded, retry",
         ),
+        ..ServerConfig::default()
     };
     let front = NativeFront::new(cfg, config::state_dir());
     let code = rt.block_on(async move {

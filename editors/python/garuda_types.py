@@ -524,6 +524,8 @@ class _SessionInfoRequired(TypedDict):
 class SessionInfo(_SessionInfoRequired, total=False):
     """A stored session."""
 
+    # True when the transcript's header line was missing or damaged and was rebuilt: the fields are what could be recovered; the messages are intact.
+    damaged: bool
     # The session it was forked from.
     forkedFrom: Optional[str]
     # The first user text, shortened.

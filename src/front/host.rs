@@ -36,16 +36,31 @@ pub fn file_uri(path: &std::path::Path) -> String {
     uri
 }
 
-/// Reads the client's choice; both `{optionId}` and ACP's `{outcome: {optionId}}` are accepted.
+/// Reads the client's choice: Garuda's `{optionId}` or ACP's `{outcome: {...}}`. When
+/// `outcome` is present it alone decides, by ACP's rules: only `{outcome: "selected",
+/// optionId}` selects; `cancelled`, any other shape, and an unknown id reject.
 pub fn permission_answer(v: &Value) -> PermissionAnswer {
+    if v.get("outcome").is_some() {
+        return acp_permission_answer(v);
+    }
+    answer_of(v.get("optionId").and_then(Value::as_str))
+}
+
+/// Reads an ACP `session/request_permission` answer: only `{outcome: {outcome: "selected",
+/// optionId}}` selects an option; anything else is a rejection.
+pub fn acp_permission_answer(v: &Value) -> PermissionAnswer {
     let id = v
-        .get("optionId")
-        .or_else(|| v.get("outcome").and_then(|o| o.get("optionId")))
-        .and_then(Value::as_str)
-        .unwrap_or("reject");
-    match id {
-        "allow_once" | "allow" => PermissionAnswer::AllowOnce,
-        "allow_always" => PermissionAnswer::AllowAlways,
+        .get("outcome")
+        .filter(|o| o.get("outcome").and_then(Value::as_str) == Some("selected"))
+        .and_then(|o| o.get("optionId"))
+        .and_then(Value::as_str);
+    answer_of(id)
+}
+
+fn answer_of(option_id: Option<&str>) -> PermissionAnswer {
+    match option_id {
+        Some("allow_once" | "allow") => PermissionAnswer::AllowOnce,
+        Some("allow_always") => PermissionAnswer::AllowAlways,
         _ => PermissionAnswer::Reject,
     }
 }

@@ -8,6 +8,6 @@ mod params;
 mod uri;
 pub mod wire;
 
-pub use host::{RpcHost, permission_answer};
+pub use host::{RpcHost, acp_permission_answer, permission_answer};
 pub use params::parse_params;
 pub use uri::uri_to_path;

@@ -209,6 +209,7 @@ pub fn session_info_out(s: SessionSummary) -> w::SessionInfo {
         message_count: s.message_count as u64,
         title: s.title,
         forked_from: s.forked_from,
+        damaged: s.damaged,
     }
 }
 

@@ -780,8 +780,12 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::fuzz::config(256))]
+
+        /// Fuzz target: both framings, any bytes in any chunking: no panic, the same events
+        /// however the input is cut, and no frame above the cap.
         #[test]
-        fn any_bytes_any_chunking_no_panic_same_events(
+        fn fuzz_framing_any_chunking(
             data in interesting_bytes(),
             cuts in proptest::collection::vec(1usize..50, 0..30),
             max in 0usize..120,
@@ -800,8 +804,9 @@ mod tests {
             }
         }
 
+        /// Fuzz target: random bytes never panic the decoder.
         #[test]
-        fn random_bytes_no_panic(data in proptest::collection::vec(any::<u8>(), 0..2000), max in 0usize..300) {
+        fn fuzz_framing_random_bytes(data in proptest::collection::vec(any::<u8>(), 0..2000), max in 0usize..300) {
             let _ = decode(max, &[&data]);
         }
     }

@@ -6,14 +6,14 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -74,6 +74,9 @@ pub struct ServerConfig {
     /// The error answered when `max_in_flight` requests are running (an application's own
     /// code; JSON-RPC's generic server error by default).
     pub overloaded: RpcError,
+    /// Most bytes of output waiting to be written before the read loop stops reading input:
+    /// a client that does not read its answers gets no more of its requests read.
+    pub max_queued_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -82,6 +85,7 @@ impl Default for ServerConfig {
             max_frame_bytes: 64 * 1024 * 1024,
             max_in_flight: 64,
             overloaded: RpcError::new(-32000, "overloaded, retry"),
+            max_queued_bytes: 8 * 1024 * 1024,
         }
     }
 }
@@ -102,8 +106,38 @@ enum Out {
 
 type Reply = oneshot::Sender<Result<Value, RpcError>>;
 
+/// Bytes queued for the writer, so the read loop can wait for the client to read.
+#[derive(Default)]
+struct Backlog {
+    bytes: AtomicUsize,
+    drained: Notify,
+}
+
+impl Backlog {
+    fn add(&self, n: usize) {
+        self.bytes.fetch_add(n, Ordering::AcqRel);
+    }
+
+    fn written(&self, n: usize) {
+        self.bytes.fetch_sub(n, Ordering::AcqRel);
+        self.drained.notify_waiters();
+    }
+
+    /// Waits until at most `max` bytes are queued.
+    async fn below(&self, max: usize) {
+        loop {
+            let drained = self.drained.notified();
+            if self.bytes.load(Ordering::Acquire) <= max {
+                return;
+            }
+            drained.await;
+        }
+    }
+}
+
 struct ClientInner {
     tx: mpsc::UnboundedSender<Out>,
+    backlog: Arc<Backlog>,
     /// `None` once the connection is closing: new requests fail at once.
     pending: Mutex<Option<HashMap<Id, Reply>>>,
     next_id: AtomicI64,
@@ -148,10 +182,11 @@ impl Drop for PendingGuard<'_> {
 }
 
 impl Client {
-    fn new(tx: mpsc::UnboundedSender<Out>) -> Self {
+    fn new(tx: mpsc::UnboundedSender<Out>, backlog: Arc<Backlog>) -> Self {
         Self {
             inner: Arc::new(ClientInner {
                 tx,
+                backlog,
                 pending: Mutex::new(Some(HashMap::new())),
                 next_id: AtomicI64::new(1),
             }),
@@ -159,7 +194,13 @@ impl Client {
     }
 
     fn send(&self, body: Vec<u8>) -> bool {
-        self.inner.tx.send(Out::Message(body)).is_ok()
+        let n = body.len();
+        self.inner.backlog.add(n);
+        let sent = self.inner.tx.send(Out::Message(body)).is_ok();
+        if !sent {
+            self.inner.backlog.written(n);
+        }
+        sent
     }
 
     fn respond(&self, id: Option<&Id>, result: &Result<Value, RpcError>) {
@@ -285,18 +326,22 @@ where
 {
     let framing = Arc::new(OnceLock::new());
     let (tx, rx) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(write_loop(output, rx, framing.clone()));
+    let backlog = Arc::new(Backlog::default());
+    let writer = tokio::spawn(write_loop(output, rx, framing.clone(), backlog.clone()));
     let mut reader = FrameReader::new(input, config.max_frame_bytes);
+    let max_queued = config.max_queued_bytes;
     let conn = Conn {
         handler,
         config,
-        client: Client::new(tx.clone()),
+        client: Client::new(tx.clone(), backlog.clone()),
         in_flight: Arc::default(),
         ordered: Mutex::new(None),
         tracker: TaskTracker::new(),
     };
 
     let end = loop {
+        // Backpressure: what the client has not read yet bounds what is read from it.
+        backlog.below(max_queued).await;
         let Some(event) = reader.next().await else {
             break ServeEnd::Eof;
         };
@@ -524,11 +569,15 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     output: W,
     mut rx: mpsc::UnboundedReceiver<Out>,
     framing: Arc<OnceLock<Framing>>,
+    backlog: Arc<Backlog>,
 ) {
     let mut out = BufWriter::new(output);
     let mut healthy = true;
     while let Some(msg) = rx.recv().await {
         let Out::Message(body) = msg else { break };
+        // Counted as written once taken: a failed output drops messages, it must not stall
+        // the read loop behind them.
+        let _written = Written(&backlog, body.len());
         if !healthy {
             continue;
         }
@@ -544,6 +593,15 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     }
     if healthy && let Err(e) = out.flush().await {
         tracing::warn!("flushing output failed: {e}");
+    }
+}
+
+/// Marks a message's bytes as no longer queued when the writer is done with it.
+struct Written<'a>(&'a Backlog, usize);
+
+impl Drop for Written<'_> {
+    fn drop(&mut self) {
+        self.0.written(self.1);
     }
 }
 

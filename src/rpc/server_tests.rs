@@ -87,8 +87,17 @@ impl Peer {
     }
 
     fn start_with_pipe(framing: Framing, config: ServerConfig, in_capacity: usize) -> Self {
+        Self::start_with_pipes(framing, config, in_capacity, 1 << 20)
+    }
+
+    fn start_with_pipes(
+        framing: Framing,
+        config: ServerConfig,
+        in_capacity: usize,
+        out_capacity: usize,
+    ) -> Self {
         let (w, server_in) = duplex(in_capacity);
-        let (server_out, r) = duplex(1 << 20);
+        let (server_out, r) = duplex(out_capacity);
         let handler = Arc::new(TestHandler {
             counter: Arc::default(),
         });
@@ -540,9 +549,47 @@ async fn handler_panics_become_internal_errors() {
 #[tokio::test]
 async fn client_requests_fail_after_close() {
     let (tx, _rx) = mpsc::unbounded_channel();
-    let client = Client::new(tx);
+    let client = Client::new(tx, Arc::default());
     client.close();
     let err = client.request("x", Value::Null).await.unwrap_err();
     assert_eq!(err.code, codes::INTERNAL_ERROR);
     client.notify("still", Value::Null); // queued or dropped, never a panic
+}
+
+/// Defect: a client that stopped reading stdout while sending requests grew the output queue
+/// without bound (20 000 requests: 301 MiB). Now the read loop stops reading while more than
+/// `max_queued_bytes` wait, and every answer still arrives, in order, once the client reads.
+#[tokio::test]
+async fn a_client_that_stops_reading_stops_being_read() {
+    let config = ServerConfig {
+        max_queued_bytes: 16 * 1024,
+        ..ServerConfig::default()
+    };
+    let mut p = Peer::start_with_pipes(Framing::Newline, config, 4096, 4096);
+    let payload = "x".repeat(1000);
+    let n = 2000u64;
+    let frames: Vec<u8> = (0..n)
+        .flat_map(|i| {
+            let body = serde_json::to_vec(&req(i, "echo", json!(payload))).unwrap();
+            encode(Framing::Newline, &body)
+        })
+        .collect();
+    let mut w = p.w.take().expect("input");
+    let writer = tokio::spawn(async move {
+        w.write_all(&frames).await.expect("write");
+        w
+    });
+    // Nobody reads the output: the server stops reading input, so the writer stays blocked.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !writer.is_finished(),
+        "the server read all input while its output was not read"
+    );
+    for i in 0..n {
+        let v = p.recv().await;
+        assert_eq!(v["id"], i);
+        assert_eq!(v["result"], json!(payload));
+    }
+    p.w = Some(writer.await.expect("writer"));
+    assert_eq!(p.finish().await, (ServeEnd::Eof, vec![]));
 }

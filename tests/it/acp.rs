@@ -341,3 +341,30 @@ fn todo_write_becomes_a_plan_and_extra_directories_are_named() {
     assert!(acp.permissions.is_empty(), "todo_write needs no approval");
     acp.finish();
 }
+
+/// Hardening: the ACP lifecycle is enforced and lenient params are refused; the agent keeps
+/// serving after each refusal.
+#[test]
+fn lifecycle_is_enforced() {
+    let home = tempfile::tempdir().expect("home");
+    let ws = tempfile::tempdir().expect("ws");
+    let tape = cassette(home.path(), &[]);
+    let mut acp = Acp::spawn(home.path(), &tape);
+    let id = acp.send_request("session/new", json!({"cwd": ws.path(), "mcpServers": []}));
+    assert_eq!(acp.wait_response(id)["error"]["code"], -32002);
+    for bad in [json!([1]), json!({"clientCapabilities": {}})] {
+        let id = acp.send_request("initialize", bad.clone());
+        assert_eq!(acp.wait_response(id)["error"]["code"], -32602, "{bad}");
+    }
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let id = acp.send_request("authenticate", json!({"methodId": "anything"}));
+    assert_eq!(acp.wait_response(id)["error"]["code"], -32602);
+    let id = acp.send_request("session/new", json!([ws.path()]));
+    assert_eq!(acp.wait_response(id)["error"]["code"], -32602);
+    let new = acp.call("session/new", json!({"cwd": ws.path(), "mcpServers": []}));
+    assert!(new["sessionId"].is_string());
+    acp.finish();
+}

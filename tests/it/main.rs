@@ -6,6 +6,7 @@ mod acp;
 mod cli;
 mod client;
 mod context;
+mod hardening;
 mod long_session;
 mod mock_model;
 mod mock_smoke;

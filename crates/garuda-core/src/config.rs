@@ -228,6 +228,13 @@ impl Default for ApprovalSettings {
     }
 }
 
+/// Highest `limits.instructions_chars` a workspace's own config may set (unless the user's
+/// config allows more).
+pub const WORKSPACE_INSTRUCTIONS_CHARS_CEILING: usize = 200_000;
+/// Highest `limits.memory_chars` a workspace's own config may set (unless the user's allows
+/// more).
+pub const WORKSPACE_MEMORY_CHARS_CEILING: usize = 40_000;
+
 /// The options a workspace's own `.garuda/config.toml` may set.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(default)]
@@ -306,10 +313,35 @@ impl Config {
         if let Some(f) = file.features {
             merged.features = f;
         }
+        let mut warnings: Vec<String> = Vec::new();
         if let Some(l) = file.limits {
             merged.limits = l;
+            // A cloned repository must not lift the budget: above the user's value a workspace
+            // may go only up to the ceiling.
+            let mut ceil = |asked: usize, user: usize, ceiling: usize, key: &str| {
+                let allowed = user.max(ceiling);
+                if asked > allowed {
+                    warnings.push(format!(
+                        "{}: limits.{key} = {asked} is above the ceiling; {allowed} is used",
+                        path.display()
+                    ));
+                }
+                asked.min(allowed)
+            };
+            merged.limits.instructions_chars = ceil(
+                l.instructions_chars,
+                self.limits.instructions_chars,
+                WORKSPACE_INSTRUCTIONS_CHARS_CEILING,
+                "instructions_chars",
+            );
+            merged.limits.memory_chars = ceil(
+                l.memory_chars,
+                self.limits.memory_chars,
+                WORKSPACE_MEMORY_CHARS_CEILING,
+                "memory_chars",
+            );
         }
-        let warnings = file
+        warnings.extend(file
             .rest
             .keys()
             .map(|k| {
@@ -317,8 +349,7 @@ impl Config {
                     "{}: `{k}` is ignored here; provider endpoints, keys, models and approval policy are read only from the user's config",
                     path.display()
                 )
-            })
-            .collect();
+            }));
         Ok((merged, warnings))
     }
 }
@@ -368,6 +399,26 @@ mod tests {
         assert_eq!(merged.approval.policy, crate::tools::Policy::Ask);
         assert_eq!(warnings.len(), 3, "{warnings:?}");
         assert!(warnings.iter().all(|w| w.contains("ignored")));
+    }
+
+    #[test]
+    fn workspace_limits_stop_at_the_ceiling() {
+        let user = Config::default();
+        let p = Path::new("/w/.garuda/config.toml");
+        let text = "[limits]\ninstructionsChars = 1000000000000\nmemory_chars = 5\n";
+        let (merged, warnings) = user.with_workspace(text, p).expect("parse");
+        assert_eq!(
+            merged.limits.instructions_chars,
+            WORKSPACE_INSTRUCTIONS_CHARS_CEILING
+        );
+        assert_eq!(merged.limits.memory_chars, 5);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("ceiling"), "{warnings:?}");
+        // A user who allows more lets workspaces go up to the user's value.
+        let mut generous = Config::default();
+        generous.limits.instructions_chars = 1_000_000;
+        let (merged, _) = generous.with_workspace(text, p).expect("parse");
+        assert_eq!(merged.limits.instructions_chars, 1_000_000);
     }
 
     #[test]

@@ -15,3 +15,6 @@ pub mod session;
 pub mod tools;
 pub mod turn;
 pub mod workspace;
+
+#[cfg(test)]
+pub(crate) mod fuzz;

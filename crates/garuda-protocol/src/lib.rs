@@ -69,10 +69,18 @@ pub struct AssembleOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Features to use instead of the configured ones.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "methods::object_or_null"
+    )]
     pub features: Option<Features>,
     /// Budgets to use instead of the configured ones.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "methods::object_or_null"
+    )]
     pub limits: Option<Limits>,
 }
 
@@ -83,7 +91,7 @@ pub struct AssembleParams {
     /// The workspace.
     pub workspace_id: String,
     /// Overrides; absent means the configured defaults.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "methods::object_or_null")]
     pub options: Option<AssembleOptions>,
 }
 
@@ -205,6 +213,10 @@ pub struct SessionInfo {
     pub title: Option<String>,
     /// The session it was forked from.
     pub forked_from: Option<String>,
+    /// True when the transcript's header line was missing or damaged and was rebuilt: the
+    /// fields are what could be recovered; the messages are intact.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub damaged: bool,
 }
 
 /// `session/list` result.

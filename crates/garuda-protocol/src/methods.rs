@@ -32,6 +32,8 @@ pub trait Method {
     type Params: DeserializeOwned + Send + 'static;
     /// Its result.
     type Result: Serialize + Send + 'static;
+    /// Its params are an object of named fields (not `none` or LSP's own).
+    const BY_NAME: bool;
 }
 
 /// The params of a method that takes none: absent, `null`, `{}`, `[]` or `[null]` (what
@@ -50,6 +52,47 @@ impl<'de> Deserialize<'de> for NoParams {
             ))),
         }
     }
+}
+
+/// Reads an optional object field strictly: `null` or a JSON object, never an array (serde's
+/// derive would otherwise take `[]` or `[..]` as the struct's fields by position).
+pub fn object_or_null<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        v @ Value::Object(_) => T::deserialize(v)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+        other => Err(serde::de::Error::custom(format!(
+            "expected an object or null, got {}",
+            kind(&other)
+        ))),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Decodes a method's params; params by name are an object, never an array by position.
+fn decode<M: Method>(params: Value) -> Result<M::Params, serde_json::Error> {
+    if M::BY_NAME && !params.is_object() {
+        return Err(serde::de::Error::custom(format!(
+            "params must be an object, got {}",
+            kind(&params)
+        )));
+    }
+    serde_json::from_value(params)
 }
 
 /// The result of a method that answers `null`.
@@ -71,6 +114,22 @@ mod tests {
             assert!(serde_json::from_value::<NoParams>(v).is_err(), "{bad}");
         }
         assert!(Request::parse("workspace/list", serde_json::json!({"x": 1})).is_err());
+        assert!(Request::parse("shutdown", serde_json::json!(["x"])).is_err());
+        // Struct params are objects: no arrays by position, at the top or inside.
+        assert!(Request::parse("session/load", serde_json::json!(["s1"])).is_err());
+        for options in [
+            serde_json::json!([]),
+            serde_json::json!({"features": []}),
+            serde_json::json!({"limits": [1, 2]}),
+            serde_json::json!("x"),
+        ] {
+            let p = serde_json::json!({"workspaceId": "w", "options": options});
+            assert!(Request::parse("prompt/assemble", p).is_err(), "{options}");
+        }
+        let p = serde_json::json!({"workspaceId": "w", "options": {"limits": {"memoryChars": 1}}});
+        assert!(Request::parse("prompt/assemble", p).is_ok());
+        let p = serde_json::json!({"workspaceId": "w", "options": null});
+        assert!(Request::parse("prompt/assemble", p).is_ok());
         assert!(matches!(Request::parse("nope", Value::Null), Ok(None)));
     }
 }
@@ -153,6 +212,7 @@ macro_rules! methods {
                 const SCHEDULE: Schedule = Schedule::$sched;
                 type Params = methods!(@ptype $p);
                 type Result = methods!(@rtype $r);
+                const BY_NAME: bool = methods!(@byname $p);
             }
         )*
 
@@ -174,6 +234,9 @@ macro_rules! methods {
 
         methods!(@split [] [] [] [] $($ty $sched,)*);
     };
+    (@byname none) => { false };
+    (@byname lsp) => { false };
+    (@byname $t:ty) => { true };
     (@ptype none) => { NoParams };
     (@ptype lsp) => { Value };
     (@ptype $t:ty) => { $t };
@@ -232,10 +295,10 @@ macro_rules! methods {
             /// Decodes a request; `Ok(None)` for a method not in the table.
             pub fn parse(method: &str, params: Value) -> Result<Option<Request>, serde_json::Error> {
                 Ok(Some(match method {
-                    $(<$i as Method>::NAME => Request::Inline(InlineRequest::$i(serde_json::from_value(params)?)),)*
-                    $(<$c as Method>::NAME => Request::Cached(CachedRequest::$c(serde_json::from_value(params)?)),)*
-                    $(<$b as Method>::NAME => Request::Blocking(BlockingRequest::$b(serde_json::from_value(params)?)),)*
-                    $(<$s as Method>::NAME => Request::Spawned(SpawnedRequest::$s(serde_json::from_value(params)?)),)*
+                    $(<$i as Method>::NAME => Request::Inline(InlineRequest::$i(decode::<$i>(params)?)),)*
+                    $(<$c as Method>::NAME => Request::Cached(CachedRequest::$c(decode::<$c>(params)?)),)*
+                    $(<$b as Method>::NAME => Request::Blocking(BlockingRequest::$b(decode::<$b>(params)?)),)*
+                    $(<$s as Method>::NAME => Request::Spawned(SpawnedRequest::$s(decode::<$s>(params)?)),)*
                     _ => return Ok(None),
                 }))
             }

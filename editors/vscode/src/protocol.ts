@@ -402,6 +402,11 @@ export type ServerInfo = {
 export type SessionInfo = {
   /** Creation time, unix milliseconds. */
   created: number;
+  /**
+   * True when the transcript's header line was missing or damaged and was rebuilt: the
+   * fields are what could be recovered; the messages are intact.
+   */
+  damaged?: boolean;
   /** The session it was forked from. */
   forkedFrom?: string | null;
   /** Messages in its transcript. */

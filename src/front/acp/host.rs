@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::convert;
 use super::types::{SessionNotification, SessionUpdate, ToolCall, ToolCallStatus};
-use crate::front::permission_answer;
+use crate::front::acp_permission_answer as permission_answer;
 use crate::rpc::Client;
 use garuda_core::tools::ToolRegistry;
 use garuda_core::turn::{PermissionAnswer, PermissionRequest, TurnEvent, TurnHost};
@@ -101,6 +101,31 @@ mod tests {
         assert_eq!(
             permission_answer(
                 &json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}})
+            ),
+            PermissionAnswer::Reject
+        );
+        // Only a selected outcome selects; a cancelled one never runs the tool.
+        for cancelled in [
+            json!({"outcome": "cancelled", "optionId": "allow_once"}),
+            json!({"outcome": {"outcome": "cancelled", "optionId": "allow_once"}}),
+            json!({"optionId": "allow_once"}),
+            json!({"outcome": ["selected", "allow_once"]}),
+        ] {
+            assert_eq!(
+                permission_answer(&cancelled),
+                PermissionAnswer::Reject,
+                "{cancelled}"
+            );
+        }
+        assert_eq!(
+            permission_answer(
+                &json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}})
+            ),
+            PermissionAnswer::AllowOnce
+        );
+        assert_eq!(
+            crate::front::permission_answer(
+                &json!({"outcome": "cancelled", "optionId": "allow_once"})
             ),
             PermissionAnswer::Reject
         );

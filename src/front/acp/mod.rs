@@ -42,6 +42,7 @@ pub use host::{AcpHost, send_update};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{Value, json};
@@ -74,6 +75,8 @@ pub struct AcpFront {
     prompts: Arc<Mutex<HashMap<Id, CancellationToken>>>,
     /// The model of new sessions (`$GARUDA_MODEL`); `None`: the configured one.
     model: Option<String>,
+    /// `initialize` was answered: sessions may be made.
+    initialized: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -100,6 +103,7 @@ impl AcpFront {
             sessions: Mutex::new(HashMap::new()),
             prompts: Arc::new(Mutex::new(HashMap::new())),
             model,
+            initialized: AtomicBool::new(false),
         })
     }
 
@@ -108,7 +112,17 @@ impl AcpFront {
         &self.engine
     }
 
-    fn initialize(&self) -> Result<Value, RpcError> {
+    /// ACP `initialize`: params must name the client's protocol version (a number).
+    fn initialize(&self, params: &Value) -> Result<Value, RpcError> {
+        if !params
+            .get("protocolVersion")
+            .is_some_and(|v| v.is_u64() && params.is_object())
+        {
+            return Err(RpcError::invalid_params(
+                "initialize needs params {protocolVersion: <number>, clientCapabilities?: {...}}",
+            ));
+        }
+        self.initialized.store(true, Ordering::Release);
         Ok(json!({
             "protocolVersion": types::PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -313,8 +327,15 @@ impl Handler for AcpFront {
     fn request(&self, method: &str, params: Value, ctx: RequestCtx) -> Dispatch {
         let _ = self.client.set(ctx.client.clone());
         match method {
-            "initialize" => Dispatch::Reply(self.initialize()),
-            "authenticate" => Dispatch::Reply(Ok(serde_json::json!({}))),
+            "initialize" => Dispatch::Reply(self.initialize(&params)),
+            _ if !self.initialized.load(Ordering::Acquire) => Dispatch::Reply(Err(RpcError::new(
+                codes::SERVER_NOT_INITIALIZED,
+                format!("{method} before initialize; send initialize first"),
+            ))),
+            // `initialize` offers no auth methods, so no method id can be valid.
+            "authenticate" => Dispatch::Reply(Err(RpcError::invalid_params(
+                "authenticate: this agent offers no authentication methods (authMethods is empty)",
+            ))),
             "session/new" => self.session_new(params, ctx.client),
             "session/load" => self.session_load(params, ctx.client),
             "session/prompt" => self.session_prompt(params, ctx),

@@ -151,7 +151,12 @@ impl Engine {
             workspace_id: ws.id.clone(),
             root: ws.root.path().display().to_string(),
             context_files: ws.context_files(),
-            warnings: ws.warnings.clone(),
+            warnings: ws
+                .warnings
+                .iter()
+                .cloned()
+                .chain(ws.watch_warning())
+                .collect(),
         }
     }
 

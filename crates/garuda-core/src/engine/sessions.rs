@@ -16,20 +16,108 @@ use crate::tools::Policy;
 use crate::turn::{self, LiveSession, SessionSetup, TurnHost, TurnOutcome};
 use crate::workspace::Workspace;
 
-/// Sessions loaded in memory, by id.
-#[derive(Default)]
+/// Most sessions kept in memory; past it the least recently used idle ones are dropped (their
+/// transcripts are on disk, and the next request for one loads it again).
+pub const MAX_LIVE_SESSIONS: usize = 256;
+
+struct Entry {
+    session: Arc<LiveSession>,
+    used: u64,
+}
+
+/// Sessions loaded in memory, by id, with least-recently-used eviction.
 pub struct Sessions {
-    live: Mutex<HashMap<String, Arc<LiveSession>>>,
+    live: Mutex<HashMap<String, Entry>>,
+    tick: std::sync::atomic::AtomicU64,
+    max: usize,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions::with_capacity(MAX_LIVE_SESSIONS)
+    }
 }
 
 impl Sessions {
+    /// Keeps at most `max` sessions in memory (tests use small numbers).
+    pub fn with_capacity(max: usize) -> Self {
+        Sessions {
+            live: Mutex::new(HashMap::new()),
+            tick: Default::default(),
+            max: max.max(1),
+        }
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn next_tick(&self) -> u64 {
+        self.tick.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The session with this id when it is in memory.
     pub fn live(&self, id: &str) -> Option<Arc<LiveSession>> {
-        self.live
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(id)
-            .cloned()
+        let tick = self.next_tick();
+        self.map().get_mut(id).map(|e| {
+            e.used = tick;
+            e.session.clone()
+        })
+    }
+
+    /// How many sessions are in memory.
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    /// True when no session is in memory.
+    pub fn is_empty(&self) -> bool {
+        self.map().is_empty()
+    }
+
+    /// Adds a session (keeping one already there under the same id) and evicts past the cap.
+    pub(crate) fn insert(&self, live: Arc<LiveSession>) -> Arc<LiveSession> {
+        let tick = self.next_tick();
+        let mut map = self.map();
+        let kept = map
+            .entry(live.id.clone())
+            .or_insert(Entry {
+                session: live,
+                used: tick,
+            })
+            .session
+            .clone();
+        if map.len() > self.max {
+            // Only sessions nobody holds (no request is using them), that run nothing and
+            // have no client tools (those were registered by `session/new` and are not in
+            // the transcript) may go; the rest stay even past the cap.
+            let mut idle: Vec<(u64, String)> = map
+                .iter()
+                .filter(|(id, e)| {
+                    **id != kept.id
+                        && Arc::strong_count(&e.session) == 1
+                        && e.session.try_state().is_some()
+                        && !e
+                            .session
+                            .setup
+                            .tools
+                            .entries()
+                            .iter()
+                            .any(|t| t.source == crate::tools::ToolSource::Client)
+                })
+                .map(|(id, e)| (e.used, id.clone()))
+                .collect();
+            idle.sort_unstable();
+            let excess = map.len() - self.max;
+            for (_, id) in idle.into_iter().take(excess) {
+                map.remove(&id);
+            }
+        }
+        kept
+    }
+
+    fn remove(&self, id: &str) -> Option<Arc<LiveSession>> {
+        self.map().remove(id).map(|e| e.session)
     }
 }
 
@@ -146,29 +234,26 @@ impl Engine {
         let file = self.store().create(&header)?;
         setup.view_policy = self.view_policy(&header.session_id, &setup.model_info, &setup.tools);
         let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
-        self.sessions
-            .live
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(live.id.clone(), live.clone());
+        let live = self.sessions.insert(live);
         Ok((live, warnings))
     }
 
     /// The live session with this id, loading it from disk (after a restart) when needed.
     pub fn session(&self, id: &str) -> Result<Arc<LiveSession>, EngineError> {
-        if let Some(s) = self
-            .sessions
-            .live
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(id)
-        {
-            return Ok(s.clone());
+        if let Some(s) = self.sessions.live(id) {
+            return Ok(s);
         }
         let (file, loaded) = self.store().resume(id).map_err(|e| match e {
             crate::session::StoreError::NotFound(_) => EngineError::SessionNotFound(id.to_string()),
             other => other.into(),
         })?;
+        if loaded.header.workspace_root.is_empty() {
+            return Err(EngineError::Invalid(format!(
+                "session {id}'s header is damaged and its workspace folder could not be recovered; its {} records are intact in {}",
+                loaded.records.len(),
+                file.path().display()
+            )));
+        }
         let ws = self.open_workspace(std::path::Path::new(&loaded.header.workspace_root))?;
         let policy = loaded
             .header
@@ -176,11 +261,15 @@ impl Engine {
             .as_deref()
             .and_then(|p| p.parse().ok())
             .unwrap_or_else(|| self.default_policy());
-        let (mut setup, _) = self.setup(ws, &loaded.header.model.clone(), policy, Vec::new())?;
+        let model = match loaded.header.model.as_str() {
+            // A header rebuilt without its model: the configured one.
+            "" => self.default_model(&ws)?,
+            m => m.to_string(),
+        };
+        let (mut setup, _) = self.setup(ws, &model, policy, Vec::new())?;
         setup.view_policy = self.view_policy(id, &setup.model_info, &setup.tools);
         let live = Arc::new(LiveSession::new(loaded.header, setup, file, loaded.records));
-        let mut map = self.sessions.live.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(map.entry(id.to_string()).or_insert(live).clone())
+        Ok(self.sessions.insert(live))
     }
 
     /// Sessions stored for a workspace, newest first.
@@ -230,13 +319,7 @@ impl Engine {
 
     /// Deletes a session's transcript (and stops it when live).
     pub fn delete_session(&self, id: &str) -> Result<(), EngineError> {
-        if let Some(live) = self
-            .sessions
-            .live
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id)
-        {
+        if let Some(live) = self.sessions.remove(id) {
             live.cancel();
         }
         self.store().delete(id).map_err(|e| match e {

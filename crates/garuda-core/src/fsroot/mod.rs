@@ -446,6 +446,62 @@ impl Root {
     }
 }
 
+/// Checks that entries found by a walk by path really lie in the root. A walk reads folders
+/// by path, so a folder swapped for a link mid-walk could make it list names elsewhere; each
+/// entry is kept only when it exists in a folder reached from the root's handle through real
+/// folders, one `openat(O_NOFOLLOW)` per component (no link followed, no `..`). The last
+/// folder opened is kept, so a folder's entries cost one `fstatat` each.
+pub struct WithinRoot<'a> {
+    root: &'a Root,
+    dir: Option<(PathBuf, Option<OwnedFd>)>,
+}
+
+impl Root {
+    /// A checker for the entries of walks beneath this root.
+    pub fn within(&self) -> WithinRoot<'_> {
+        WithinRoot {
+            root: self,
+            dir: None,
+        }
+    }
+}
+
+impl WithinRoot<'_> {
+    /// True when `rel` (root-relative) names an entry of any kind (a link is not followed)
+    /// in a folder reached from the root through real folders only.
+    pub fn contains(&mut self, rel: &Path) -> bool {
+        let Ok(rel) = self.root.relative(rel) else {
+            return false;
+        };
+        let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+            return false;
+        };
+        if self.dir.as_ref().map(|(p, _)| p.as_path()) != Some(parent) {
+            let fd = self.open_dir(parent);
+            self.dir = Some((parent.to_path_buf(), fd));
+        }
+        match &self.dir {
+            Some((_, Some(fd))) => rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok(),
+            _ => false,
+        }
+    }
+
+    fn open_dir(&self, rel: &Path) -> Option<OwnedFd> {
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut fd = rustix::fs::openat(self.root.root_fd(), ".", flags, Mode::empty()).ok()?;
+        for comp in rel.components() {
+            match comp {
+                Component::Normal(name) => {
+                    fd = rustix::fs::openat(&fd, name, flags, Mode::empty()).ok()?;
+                }
+                Component::CurDir => {}
+                _ => return None,
+            }
+        }
+        Some(fd)
+    }
+}
+
 /// A file's identity at one moment: size and modification time in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FileStamp {

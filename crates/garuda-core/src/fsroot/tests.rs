@@ -428,3 +428,21 @@ fn cut_chars_counts_characters() {
     assert_eq!(cut_chars("héllo".into(), 5), ("héllo".into(), false));
     assert_eq!(cut_chars(String::new(), 0), (String::new(), false));
 }
+
+/// Defect 9, decided: a hard link is the file itself, not a pointer that could be checked, so
+/// a hard link inside the root to a file elsewhere reads like any file of the root. Refusing
+/// files with more than one link would refuse pnpm's `node_modules` and cargo's hard-linked
+/// outputs; a cloned repository cannot carry hard links (git stores none), and making one
+/// needs write access to the workspace and, with `fs.protected_hardlinks=1`, ownership of the
+/// target. The README's safety section states this limit; this test pins the behaviour.
+#[test]
+fn a_hard_link_reads_like_the_file_it_is() {
+    let fx = fixture();
+    if fs::hard_link(fx.outside.join("secret.txt"), fx.root.join("linked.txt")).is_err() {
+        return; // a file system without hard links
+    }
+    for root in roots(&fx) {
+        let read = root.read_text(p("linked.txt"), 100).unwrap();
+        assert_eq!(read.text, "SECRET");
+    }
+}

@@ -66,6 +66,7 @@ impl Provider for AnthropicProvider {
             idle: self.ep.idle_timeout,
             retry: self.ep.retry,
             secret: self.ep.api_key.clone(),
+            taken: super::normalize::used_ids(&req.messages),
         };
         Box::pin(async move {
             if bad_key {
@@ -215,31 +216,30 @@ fn stop_reason(s: &str) -> StopReason {
     }
 }
 
-fn tool_input(json: &str) -> Result<Value, ProviderError> {
+/// The input of a finished tool call: its JSON, or the raw text when it is not JSON (the
+/// boundary's normalization turns that into an error the model sees).
+fn tool_input(json: &str) -> Value {
     if json.trim().is_empty() {
-        return Ok(json!({}));
+        return json!({});
     }
-    serde_json::from_str(json)
-        .map_err(|e| ProviderError::Decode(format!("tool input is not valid JSON: {e}")))
+    serde_json::from_str(json).unwrap_or_else(|_| Value::String(json.to_string()))
 }
 
 impl AnthropicDecoder {
-    fn block(p: &Partial) -> Option<Result<Block, ProviderError>> {
-        Some(Ok(match p {
+    fn block(p: &Partial) -> Option<Block> {
+        Some(match p {
             Partial::Text(t) => Block::Text { text: t.clone() },
             Partial::Thinking { text, signature } => Block::Thinking {
                 thinking: text.clone(),
                 signature: signature.clone().filter(|s| !s.is_empty()),
             },
-            Partial::Tool { id, name, json } => {
-                return Some(tool_input(json).map(|input| Block::ToolUse {
-                    id: id.clone(),
-                    name: name.clone(),
-                    input,
-                }));
-            }
+            Partial::Tool { id, name, json } => Block::ToolUse {
+                id: id.clone(),
+                name: name.clone(),
+                input: tool_input(json),
+            },
             Partial::Ignored => return None,
-        }))
+        })
     }
 }
 
@@ -293,10 +293,9 @@ impl Decoder for AnthropicDecoder {
                         });
                         // Anthropic sends `{}` here and the real input as deltas.
                         let json = match cb.get("input") {
-                            Some(Value::Object(m)) if !m.is_empty() => {
-                                Value::Object(m.clone()).to_string()
-                            }
-                            _ => String::new(),
+                            Some(Value::Object(m)) if m.is_empty() => String::new(),
+                            None | Some(Value::Null) => String::new(),
+                            Some(other) => other.to_string(),
                         };
                         Partial::Tool { id, name, json }
                     }
@@ -395,7 +394,7 @@ impl Decoder for AnthropicDecoder {
                 Partial::Text(t) if !t.is_empty() => Some(Block::Text { text: t.clone() }),
                 // Thinking is only worth keeping with its signature; tool calls only when whole.
                 Partial::Thinking { .. } | Partial::Tool { .. } if *done => {
-                    Self::block(p).and_then(Result::ok).filter(|b| {
+                    Self::block(p).filter(|b| {
                         !matches!(
                             b,
                             Block::Thinking {
@@ -418,7 +417,7 @@ impl Decoder for AnthropicDecoder {
         let mut content = Vec::new();
         for (p, _) in self.blocks.values() {
             if let Some(b) = Self::block(p) {
-                content.push(b?);
+                content.push(b);
             }
         }
         let has_tool = content.iter().any(|b| matches!(b, Block::ToolUse { .. }));
@@ -431,6 +430,7 @@ impl Decoder for AnthropicDecoder {
             content,
             stop_reason,
             usage: self.usage,
+            tool_errors: Vec::new(),
         })
     }
 }

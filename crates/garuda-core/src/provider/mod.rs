@@ -6,8 +6,10 @@
 //! the wire formats live in `anthropic` and `openai`; `replay` plays recorded responses.
 
 pub mod anthropic;
+pub mod event_stream;
 pub mod limit;
 pub mod models;
+pub mod normalize;
 pub mod openai;
 pub mod replay;
 pub mod retry;
@@ -29,6 +31,7 @@ use crate::message::{Block, Message, StopReason, ToolSpec, Usage};
 
 pub use limit::{ContextLimit, parse_context_limit};
 pub use models::ModelInfo;
+pub use normalize::ToolCallError;
 pub use replay::{ReplayProvider, recording};
 pub use spec::ModelSpec;
 
@@ -107,6 +110,19 @@ pub struct ModelResponse {
     /// Token usage.
     #[serde(default)]
     pub usage: Usage,
+    /// Tool calls that must not run as sent (bad arguments): the turn answers each with its
+    /// error. Filled at the provider boundary by [`normalize::tool_calls`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_errors: Vec<ToolCallError>,
+}
+
+impl ModelResponse {
+    /// Normalizes the answer's tool calls against the ids the request already uses.
+    pub fn normalized(mut self, taken: &mut std::collections::HashSet<String>) -> Self {
+        let errors = normalize::tool_calls(&mut self.content, taken);
+        self.tool_errors.extend(errors);
+        self
+    }
 }
 
 /// Where streamed events go.
@@ -210,6 +226,16 @@ impl ProviderError {
             ProviderError::Cut { partial, .. } | ProviderError::Cancelled { partial } => partial,
             _ => &[],
         }
+    }
+
+    /// Normalizes the tool calls of the partial answer a cut or cancel kept, like a whole
+    /// answer's (see [`normalize`]); they are closed as interrupted, never run.
+    pub fn normalized(mut self, taken: &mut std::collections::HashSet<String>) -> Self {
+        if let ProviderError::Cut { partial, .. } | ProviderError::Cancelled { partial } = &mut self
+        {
+            normalize::tool_calls(partial, taken);
+        }
+        self
     }
 
     /// A stable short name of the error kind, for protocol error data.

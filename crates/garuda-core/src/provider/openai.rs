@@ -62,6 +62,7 @@ impl Provider for OpenAiProvider {
             idle: self.ep.idle_timeout,
             retry: self.ep.retry,
             secret: self.ep.api_key.clone(),
+            taken: super::normalize::used_ids(&req.messages),
         };
         Box::pin(async move {
             if bad_key {
@@ -223,29 +224,27 @@ fn finish_reason(s: &str) -> StopReason {
 }
 
 impl OpenAiDecoder {
-    fn tool_blocks(&self) -> Result<Vec<Block>, ProviderError> {
+    /// The tool calls; arguments that are not JSON stay raw text, which the boundary's
+    /// normalization turns into an error the model sees.
+    fn tool_blocks(&self) -> Vec<Block> {
         self.tools
             .iter()
             .map(|(i, t)| {
                 let input = if t.args.trim().is_empty() {
                     json!({})
                 } else {
-                    serde_json::from_str(&t.args).map_err(|e| {
-                        ProviderError::Decode(format!(
-                            "tool call arguments are not valid JSON: {e}"
-                        ))
-                    })?
+                    serde_json::from_str(&t.args).unwrap_or_else(|_| Value::String(t.args.clone()))
                 };
                 let id = if t.id.is_empty() {
                     format!("call_{i}")
                 } else {
                     t.id.clone()
                 };
-                Ok(Block::ToolUse {
+                Block::ToolUse {
                     id,
                     name: t.name.clone(),
                     input,
-                })
+                }
             })
             .collect()
     }
@@ -363,14 +362,20 @@ impl Decoder for OpenAiDecoder {
                         name: acc.name.clone(),
                     });
                 }
-                if let Some(args) = tc.pointer("/function/arguments").and_then(Value::as_str)
+                // Arguments are a JSON text; a few servers send the object itself.
+                let args = match tc.pointer("/function/arguments") {
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(v @ Value::Object(_)) => Some(v.to_string()),
+                    _ => None,
+                };
+                if let Some(args) = args
                     && !args.is_empty()
                 {
-                    acc.args.push_str(args);
+                    acc.args.push_str(&args);
                     if acc.started {
                         let _ = sink.send(StreamEvent::ToolUseInputDelta {
                             id: acc.id.clone(),
-                            partial_json: args.to_string(),
+                            partial_json: args,
                         });
                     }
                 }
@@ -394,7 +399,7 @@ impl Decoder for OpenAiDecoder {
             .filter(|b| matches!(b, Block::Text { .. }))
             .collect();
         if self.finish.is_some() {
-            out.extend(self.tool_blocks().unwrap_or_default());
+            out.extend(self.tool_blocks());
         }
         out
     }
@@ -406,7 +411,7 @@ impl Decoder for OpenAiDecoder {
 
     fn finish(&mut self) -> Result<ModelResponse, ProviderError> {
         let mut content = self.text_blocks();
-        let tools = self.tool_blocks()?;
+        let tools = self.tool_blocks();
         let has_tools = !tools.is_empty();
         content.extend(tools);
         let mut stop_reason = self
@@ -421,6 +426,7 @@ impl Decoder for OpenAiDecoder {
             content,
             stop_reason,
             usage: self.usage,
+            tool_errors: Vec::new(),
         })
     }
 }

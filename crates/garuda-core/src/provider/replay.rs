@@ -180,6 +180,7 @@ impl Provider for ReplayProvider {
         cancel: CancellationToken,
     ) -> BoxFuture<'static, Result<ModelResponse, ProviderError>> {
         let taken = self.take(&req);
+        let mut used = super::normalize::used_ids(&req.messages);
         Box::pin(async move {
             let entry = taken?;
             for ev in events_for(&entry) {
@@ -197,7 +198,7 @@ impl Provider for ReplayProvider {
                     partial: Vec::new(),
                 });
             }
-            Ok(entry.response)
+            Ok(entry.response.normalized(&mut used))
         })
     }
 }

@@ -1,18 +1,25 @@
 //! The shared HTTP + SSE driver: send with retries, stream with idle timeout and cancel.
 //!
 //! Wire formats plug in as a [`Decoder`]; this module owns everything that is the same for
-//! both: status classification, `retry-after`, backoff, timeouts, cut streams, cancellation.
+//! both: status classification, `retry-after`, backoff, timeouts, cut streams, cancellation,
+//! the caps on what a server may make Garuda hold (an error body is read up to
+//! [`MAX_ERROR_BODY`]; a stream through the bounded [`SseParser`]), and the normalization of
+//! tool calls at the boundary ([`super::normalize`]).
 
+use std::collections::HashSet;
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
-use futures_util::StreamExt;
 use reqwest::header::HeaderMap;
 use tokio_util::sync::CancellationToken;
 
+use super::event_stream::{SseEvent, SseParser};
 use super::retry::{self, RetryPolicy, Verdict};
 use super::{EventSink, ModelResponse, ProviderError, StreamEvent};
 use crate::message::Block;
+
+/// Most bytes read of an error answer (or of a JSON answer where a stream was asked for);
+/// only a 500-character excerpt is kept, the rest is not read.
+pub const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// What a decoder says after one SSE event.
 pub(crate) enum Step {
@@ -45,6 +52,8 @@ pub(crate) struct Call {
     pub idle: Duration,
     pub retry: RetryPolicy,
     pub secret: Option<String>,
+    /// Tool call ids the request's messages already use (answers must not reuse them).
+    pub taken: HashSet<String>,
 }
 
 enum Outcome {
@@ -68,16 +77,21 @@ pub(crate) async fn run<D: Decoder>(
         let outcome = match attempt_once(&call, &mut dec, &events, &cancel).await {
             Ok(resp) => {
                 let _ = events.send(StreamEvent::Usage(resp.usage));
-                return Ok(resp);
+                return Ok(resp.normalized(&mut call.taken.clone()));
             }
             Err(o) => o,
         };
+        let fail = |e: ProviderError| {
+            Err(e
+                .redact(call.secret.as_deref())
+                .normalized(&mut call.taken.clone()))
+        };
         let (err, after) = match outcome {
-            Outcome::Fail(e) => return Err(e.redact(call.secret.as_deref())),
+            Outcome::Fail(e) => return fail(e),
             Outcome::Retry { err, after } => (err, after),
         };
         if attempt >= call.retry.max_retries {
-            return Err(err.redact(call.secret.as_deref()));
+            return fail(err);
         }
         attempt += 1;
         let delay = call.retry.delay(attempt, after);
@@ -157,11 +171,7 @@ async fn attempt_once<D: Decoder>(
     let status = resp.status();
     if !status.is_success() {
         let after = retry::retry_after(resp.headers());
-        let body = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return Err(Outcome::Fail(ProviderError::Cancelled { partial: Vec::new() })),
-            b = tokio::time::timeout(call.idle, resp.text()) => b.ok().and_then(|b| b.ok()).unwrap_or_default(),
-        };
+        let body = read_capped(resp, call.idle, cancel).await?;
         return Err(
             match retry::classify(status.as_u16(), &retry::excerpt(&body)) {
                 Verdict::Retry(err) => Outcome::Retry { err, after },
@@ -178,11 +188,7 @@ async fn attempt_once<D: Decoder>(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
     if is_json {
-        let body = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return Err(Outcome::Fail(ProviderError::Cancelled { partial: Vec::new() })),
-            b = tokio::time::timeout(call.idle, resp.text()) => b.ok().and_then(|b| b.ok()).unwrap_or_default(),
-        };
+        let body = read_capped(resp, call.idle, cancel).await?;
         let text = retry::excerpt(&body);
         let has_error = serde_json::from_str::<serde_json::Value>(&body)
             .ok()
@@ -199,16 +205,18 @@ async fn attempt_once<D: Decoder>(
         });
     }
 
-    let mut stream = resp.bytes_stream().eventsource();
+    let mut resp = resp;
+    let mut parser = SseParser::default();
+    let mut events_out: Vec<SseEvent> = Vec::new();
     loop {
         let next = tokio::select! {
             biased;
             _ = cancel.cancelled() => {
                 return Err(Outcome::Fail(ProviderError::Cancelled { partial: dec.partial() }));
             }
-            n = tokio::time::timeout(call.idle, stream.next()) => n,
+            n = tokio::time::timeout(call.idle, resp.chunk()) => n,
         };
-        match next {
+        let chunk = match next {
             Err(_) => {
                 let what = format!("no data from the model for {}", secs(call.idle));
                 return Err(Outcome::Fail(if dec.has_content() {
@@ -220,20 +228,21 @@ async fn attempt_once<D: Decoder>(
                     ProviderError::Timeout(what)
                 }));
             }
-            Ok(None) if dec.eof_ok() => return dec.finish().map_err(Outcome::Fail),
-            Ok(None) => {
-                return Err(Outcome::Fail(ProviderError::Cut {
-                    partial: dec.partial(),
-                    reason: "the stream ended before the response was complete".into(),
-                }));
+            Ok(Ok(Some(chunk))) => chunk,
+            Ok(Ok(None)) if dec.eof_ok() => return dec.finish().map_err(Outcome::Fail),
+            Ok(Ok(None)) => {
+                return Err(cut(
+                    dec,
+                    "the stream ended before the response was complete".into(),
+                ));
             }
-            Ok(Some(Err(e))) => {
-                return Err(Outcome::Fail(ProviderError::Cut {
-                    partial: dec.partial(),
-                    reason: format!("stream error: {e}"),
-                }));
-            }
-            Ok(Some(Ok(ev))) => match dec.event(&ev.event, &ev.data, events) {
+            Ok(Err(e)) => return Err(cut(dec, format!("stream error: {e}"))),
+        };
+        if let Err(e) = parser.push(&chunk, &mut events_out) {
+            return Err(Outcome::Fail(ProviderError::Decode(e.to_string())));
+        }
+        for ev in events_out.drain(..) {
+            match dec.event(&ev.event, &ev.data, events) {
                 Ok(Step::More) => {}
                 Ok(Step::Done) => return dec.finish().map_err(Outcome::Fail),
                 Err(Verdict::Retry(err)) if !dec.has_content() => {
@@ -252,9 +261,50 @@ async fn attempt_once<D: Decoder>(
                         },
                     }));
                 }
-            },
+            }
         }
     }
+}
+
+/// A stream that stopped early: before any content it is retried like a dropped connection
+/// (nothing reached the client); after some, the partial answer is kept and the turn ends.
+fn cut<D: Decoder>(dec: &D, reason: String) -> Outcome {
+    let err = ProviderError::Cut {
+        partial: dec.partial(),
+        reason,
+    };
+    if dec.has_content() {
+        Outcome::Fail(err)
+    } else {
+        Outcome::Retry { err, after: None }
+    }
+}
+
+/// Reads at most [`MAX_ERROR_BODY`] bytes of an answer's body (lossy UTF-8); the rest is
+/// never read. A body that does not arrive within `idle` counts as empty.
+async fn read_capped(
+    mut resp: reqwest::Response,
+    idle: Duration,
+    cancel: &CancellationToken,
+) -> Result<String, Outcome> {
+    let mut body: Vec<u8> = Vec::new();
+    while body.len() < MAX_ERROR_BODY {
+        let next = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                return Err(Outcome::Fail(ProviderError::Cancelled { partial: Vec::new() }));
+            }
+            n = tokio::time::timeout(idle, resp.chunk()) => n,
+        };
+        match next {
+            Ok(Ok(Some(chunk))) => {
+                let room = MAX_ERROR_BODY - body.len();
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            _ => break,
+        }
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
 fn transport_error(url: &str, e: &reqwest::Error) -> ProviderError {

@@ -1338,3 +1338,205 @@ fn replay_cancel_before_start() {
     let res = rt.block_on(p.complete(replay_req("x"), tx, cancel));
     assert!(matches!(res, Err(ProviderError::Cancelled { .. })));
 }
+
+fn tool_start(index: u64, id: &str, input: Value) -> (&'static str, Value) {
+    (
+        "content_block_start",
+        json!({"type":"content_block_start","index":index,"content_block":{"type":"tool_use","id":id,"name":"read_file","input":input}}),
+    )
+}
+
+fn tool_delta(index: u64, partial: &str) -> (&'static str, Value) {
+    (
+        "content_block_delta",
+        json!({"type":"content_block_delta","index":index,"delta":{"type":"input_json_delta","partial_json":partial}}),
+    )
+}
+
+fn block_stop(index: u64) -> (&'static str, Value) {
+    (
+        "content_block_stop",
+        json!({"type":"content_block_stop","index":index}),
+    )
+}
+
+fn tool_ids_and_inputs(content: &[Block]) -> Vec<(String, Value)> {
+    content
+        .iter()
+        .filter_map(|b| match b {
+            Block::ToolUse { id, input, .. } => Some((id.clone(), input.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Defect: an array input, a repeated id or arguments that are not JSON were stored as sent
+/// (poisoning every later request) or failed the whole turn.
+#[tokio::test]
+async fn bad_tool_calls_are_normalized_at_the_boundary() {
+    let server = MockServer::start().await;
+    let mut ev = vec![a_start(5, 0, 0)];
+    ev.extend([
+        tool_start(0, "t", json!({})),
+        tool_delta(0, "[1, 2]"),
+        block_stop(0),
+    ]);
+    ev.extend([
+        tool_start(1, "t", json!({})),
+        tool_delta(1, r#"{"path":"a"}"#),
+        block_stop(1),
+    ]);
+    ev.extend([
+        tool_start(2, "used", json!({})),
+        tool_delta(2, r#"{"path": "#),
+        block_stop(2),
+    ]);
+    ev.extend(a_end("tool_use", 30));
+    Mock::given(method("POST"))
+        .respond_with(sse_ok(sse(&ev)))
+        .mount(&server)
+        .await;
+    let mut req = request();
+    // The conversation already holds a call with id `used`.
+    req.messages = vec![
+        Message::user_text("hi"),
+        Message {
+            role: Role::Assistant,
+            content: vec![Block::ToolUse {
+                id: "used".into(),
+                name: "read_file".into(),
+                input: json!({"path": "x"}),
+            }],
+        },
+        Message {
+            role: Role::User,
+            content: vec![Block::ToolResult {
+                tool_use_id: "used".into(),
+                content: vec![Block::text("x")],
+                is_error: false,
+            }],
+        },
+    ];
+    let (res, _) = run(&anthropic(&server.uri()), req).await;
+    let resp = res.unwrap();
+    let calls = tool_ids_and_inputs(&resp.content);
+    let ids: Vec<&str> = calls.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["t", "t_2", "used_2"]);
+    assert!(calls.iter().all(|(_, input)| input.is_object()));
+    assert_eq!(calls[1].1, json!({"path": "a"}));
+    let refused: Vec<&str> = resp.tool_errors.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(refused, ["t", "used_2"]);
+    assert!(resp.tool_errors[0].message.contains("an array"));
+    assert!(resp.tool_errors[1].message.contains("not valid JSON"));
+
+    // OpenAI: arguments that are not JSON are a tool error, not a failed turn.
+    let server = MockServer::start().await;
+    let mut body = o_chunk(json!({"role":"assistant","content":""}), None);
+    body += &o_chunk(
+        json!({"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read_file","arguments":"{not json"}}]}),
+        None,
+    );
+    body += &o_chunk(json!({}), Some("tool_calls"));
+    body += "data: [DONE]\n\n";
+    Mock::given(method("POST"))
+        .respond_with(sse_ok(body))
+        .mount(&server)
+        .await;
+    let (res, _) = run(&openai(&server.uri()), request()).await;
+    let resp = res.unwrap();
+    assert_eq!(resp.tool_errors.len(), 1, "{resp:?}");
+    assert_eq!(resp.tool_errors[0].id, "call_1");
+}
+
+/// Defect: a stream cut before any content was not retried.
+#[tokio::test]
+async fn a_stream_cut_before_content_is_retried() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(sse_ok(sse(&[a_start(1, 0, 0)])))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(sse_ok(a_text_body(&["second try"])))
+        .mount(&server)
+        .await;
+    let (res, evs) = run(&anthropic(&server.uri()), request()).await;
+    assert_eq!(res.unwrap().content, vec![Block::text("second try")]);
+    assert!(
+        evs.iter().any(|e| matches!(e, StreamEvent::Retry { .. })),
+        "{evs:?}"
+    );
+    assert_eq!(server.received_requests().await.unwrap().len(), 2);
+}
+
+/// A server answering `status` with a `content-type` body of `total` bytes, written until the
+/// client hangs up; returns the base URL and how many body bytes the server managed to write.
+async fn huge_body_server(
+    status: &'static str,
+    content_type: &'static str,
+    total: u64,
+    line: bool,
+) -> (String, tokio::task::JoinHandle<u64>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut buf = vec![0u8; 65536];
+        let mut seen = Vec::new();
+        while !String::from_utf8_lossy(&seen).contains("\r\n\r\n") {
+            let n = sock.read(&mut buf).await.unwrap();
+            if n == 0 {
+                return 0;
+            }
+            seen.extend_from_slice(&buf[..n]);
+        }
+        let head = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {total}\r\n\r\n"
+        );
+        sock.write_all(head.as_bytes()).await.unwrap();
+        let mut chunk = vec![b'x'; 1 << 20];
+        if line {
+            chunk[..6].copy_from_slice(b"data: ");
+        }
+        let mut written = 0u64;
+        while written < total {
+            if sock.write_all(&chunk).await.is_err() {
+                break;
+            }
+            chunk[..6].copy_from_slice(b"xxxxxx");
+            written += chunk.len() as u64;
+        }
+        written
+    });
+    (format!("http://{addr}"), task)
+}
+
+/// Defect: a provider's error body (or a 200 that is not SSE) was read whole: 300 MiB took the
+/// server to 611 MiB. Now at most 64 KiB is read, and an SSE line stops at 4 MiB.
+#[tokio::test]
+async fn huge_bodies_are_not_read_whole() {
+    let total = 300u64 << 20;
+    for (status, ctype, line) in [
+        ("400 Bad Request", "text/plain", false),
+        ("200 OK", "application/json", false),
+        ("200 OK", "text/event-stream", true),
+    ] {
+        let (base, task) = huge_body_server(status, ctype, total, line).await;
+        let mut ep = endpoint(ProviderKind::Anthropic, &base, Some(KEY));
+        ep.retry.max_retries = 0;
+        let p = build_endpoint(ep).unwrap();
+        let (res, _) = run(&p, request()).await;
+        assert!(res.is_err(), "{status} {ctype}");
+        drop(p);
+        let written = tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .expect("the server stops writing once the client hangs up")
+            .unwrap();
+        // What the server could write is the cap plus the sockets' buffers, far below 300 MiB.
+        assert!(
+            written < 64 << 20,
+            "{status} {ctype}: {written} bytes written"
+        );
+    }
+}

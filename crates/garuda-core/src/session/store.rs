@@ -33,9 +33,6 @@ pub enum StoreError {
     /// The id is not a plain file name.
     #[error("invalid session id: {0}")]
     InvalidId(String),
-    /// The first line is not a session header.
-    #[error("transcript {0} has no session header")]
-    NoHeader(String),
     /// The fork point is not a message of the session.
     #[error("message {0} not found in session")]
     MessageNotFound(String),
@@ -92,6 +89,9 @@ pub struct Loaded {
     pub torn_tail: bool,
     /// The boundary of a compaction whose installation the file holds only in part.
     pub incomplete_install: Option<String>,
+    /// True when the header line was missing or damaged and `header` was rebuilt from what
+    /// was left of it and from the records (see [`recover_header`]).
+    pub header_recovered: bool,
 }
 
 /// A line of `session/list`.
@@ -111,6 +111,9 @@ pub struct SessionSummary {
     pub title: Option<String>,
     /// The parent session when forked.
     pub forked_from: Option<String>,
+    /// The header line was missing or damaged: the fields are what could be recovered
+    /// (an empty `workspace_root` when even that was lost).
+    pub damaged: bool,
 }
 
 const TITLE_CHARS: usize = 80;
@@ -269,6 +272,9 @@ impl SessionStore {
         let mut warnings = Vec::new();
         let mut torn_tail = false;
         let mut line_no = 0usize;
+        // The first non-blank line when it is not a header: what is left of a damaged one.
+        let mut damaged_first: Option<String> = None;
+        let mut seen_first = false;
         loop {
             buf.clear();
             let n = reader.read_until(b'\n', &mut buf).map_err(io_err(&path))?;
@@ -282,7 +288,20 @@ impl SessionStore {
             if trimmed.is_empty() {
                 continue;
             }
-            match parse_line(trimmed) {
+            let parsed = parse_line(trimmed);
+            let whole_record = complete && matches!(parsed, ParsedLine::Record(_));
+            let is_header =
+                matches!(&parsed, ParsedLine::Record(r) if matches!(**r, Record::Header(_)));
+            let first = !std::mem::replace(&mut seen_first, true);
+            if first && !(whole_record && is_header) {
+                warnings.push(format!("line {line_no}: damaged session header"));
+                if !whole_record {
+                    // What is left of the header: its fields are salvaged below.
+                    damaged_first = Some(trimmed.to_string());
+                    continue;
+                }
+            }
+            match parsed {
                 ParsedLine::Record(r) if complete => match *r {
                     Record::Header(h) if header.is_none() => header = Some(h),
                     Record::Header(_) => {
@@ -309,7 +328,19 @@ impl SessionStore {
                 }
             }
         }
-        let header = header.ok_or_else(|| StoreError::NoHeader(id.to_string()))?;
+        let header_recovered = header.is_none();
+        let header = match header {
+            Some(h) => h,
+            None => {
+                warnings.push("session header rebuilt from what was left of it".to_string());
+                let mtime = fs::metadata(&path)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_millis() as u64);
+                recover_header(id, damaged_first.as_deref(), &records, mtime)
+            }
+        };
         let incomplete_install = find_incomplete_install(&records);
         for w in &warnings {
             tracing::warn!(session = id, "{w}");
@@ -320,11 +351,16 @@ impl SessionStore {
             warnings,
             torn_tail,
             incomplete_install,
+            header_recovered,
         })
     }
 
-    /// Summaries of every session in the store, newest first. Reads only the header, the
-    /// first user message and counts message lines without parsing them.
+    /// Summaries of every session in the store, newest first. Answers from the index
+    /// (`<base>/.index.json`): a transcript unchanged since it was indexed is not read at
+    /// all, one that grew is read only from where the index stopped (transcripts are
+    /// append-only), and a new or replaced one is read once. The index is a cache, checked
+    /// against each file's inode, length and modification time; a missing or unreadable
+    /// index only costs a full read.
     pub fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
         let entries = match fs::read_dir(&self.base) {
             Ok(e) => e,
@@ -336,6 +372,17 @@ impl SessionStore {
                 });
             }
         };
+        let index_path = self.base.join(INDEX_FILE);
+        let old: Index = fs::read(&index_path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .filter(|i: &Index| i.version == INDEX_VERSION)
+            .unwrap_or_default();
+        let mut index = Index {
+            version: INDEX_VERSION,
+            ..Index::default()
+        };
+        let mut changed = false;
         let mut out = Vec::new();
         for entry in entries {
             let entry = entry.map_err(io_err(&self.base))?;
@@ -343,22 +390,94 @@ impl SessionStore {
             if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
                 continue;
             }
-            match summarize(&path) {
-                Ok(Some(s)) => out.push(s),
-                Ok(None) => tracing::warn!(path = %path.display(), "transcript without header"),
-                Err(e) => tracing::warn!("{e}"),
+            let Some(id) = path.file_stem().and_then(|s| s.to_str()) else {
+                continue;
+            };
+            if check_id(id).is_err() {
+                continue;
+            }
+            let Ok(meta) = fs::metadata(&path) else {
+                continue;
+            };
+            let stamp = Stamp::of(&meta);
+            let cached = old.sessions.get(id);
+            let fresh = match cached {
+                Some(c) if c.stamp == stamp => Some(c.clone()),
+                Some(c)
+                    if c.stamp.ino == stamp.ino
+                        && c.stamp.len < stamp.len
+                        && !c.summary.damaged =>
+                {
+                    // Grown since: read only the new lines.
+                    let mut c = c.clone();
+                    match summarize_from(&path, &mut c) {
+                        Ok(true) => {
+                            c.stamp = stamp;
+                            Some(c)
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            let item = match fresh {
+                Some(item) => item,
+                None => {
+                    let mut item = Indexed::new(stamp);
+                    match summarize_from(&path, &mut item) {
+                        Ok(true) => item,
+                        Ok(false) => {
+                            tracing::warn!(path = %path.display(), "damaged session header; recovering");
+                            match self.load(id) {
+                                Ok(l) => Indexed {
+                                    stamp,
+                                    parsed: 0,
+                                    summary: summary_of_loaded(&l),
+                                },
+                                Err(e) => {
+                                    tracing::warn!("{e}");
+                                    continue;
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!("{e}");
+                            continue;
+                        }
+                    }
+                }
+            };
+            changed |= cached != Some(&item);
+            out.push(item.summary.clone());
+            index.sessions.insert(id.to_string(), item);
+        }
+        changed |= index.sessions.len() != old.sessions.len();
+        if changed {
+            // Best effort: a failed write only means the next listing reads more.
+            static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let tmp = self
+                .base
+                .join(format!("{INDEX_FILE}.{}.{seq}.tmp", std::process::id()));
+            let written = serde_json::to_vec(&index).ok().is_some_and(|b| {
+                fs::write(&tmp, b).is_ok() && fs::rename(&tmp, &index_path).is_ok()
+            });
+            if !written {
+                let _ = fs::remove_file(&tmp);
+                tracing::debug!("session index not written");
             }
         }
         out.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| a.id.cmp(&b.id)));
         Ok(out)
     }
 
-    /// Sessions of one workspace root (the header's `workspaceRoot`).
+    /// Sessions of one workspace root (the header's `workspaceRoot`), and damaged sessions
+    /// whose root was lost (they belong to no workspace, so every list shows them).
     pub fn list_workspace(&self, root: &str) -> Result<Vec<SessionSummary>, StoreError> {
         Ok(self
             .list()?
             .into_iter()
-            .filter(|s| s.workspace_root == root)
+            .filter(|s| s.workspace_root == root || (s.damaged && s.workspace_root.is_empty()))
             .collect())
     }
 
@@ -413,6 +532,65 @@ impl SessionStore {
     }
 }
 
+/// A header for a transcript whose header line is missing or damaged: the session id is the
+/// file's name; the root, model, policy and record id are read from what is left of the
+/// damaged line when they still parse as JSON strings there; the time is the first record's
+/// (else the file's modification time). A lost root stays empty and a lost model is empty
+/// (the engine then uses the configured model).
+pub fn recover_header(
+    id: &str,
+    damaged: Option<&str>,
+    records: &[Record],
+    mtime_ms: u64,
+) -> SessionHeader {
+    let field = |key: &str| damaged.and_then(|line| salvage_string(line, key));
+    SessionHeader {
+        uuid: field("uuid").unwrap_or_else(new_id),
+        time: records
+            .iter()
+            .map(Record::time)
+            .filter(|t| *t > 0)
+            .min()
+            .unwrap_or(mtime_ms),
+        version: 1,
+        session_id: id.to_string(),
+        workspace_root: field("workspaceRoot").unwrap_or_default(),
+        model: field("model").unwrap_or_default(),
+        policy: field("policy"),
+        forked_from: None,
+    }
+}
+
+/// The JSON string value of `"key":` in a line that is not valid JSON as a whole.
+fn salvage_string(line: &str, key: &str) -> Option<String> {
+    let pat = format!("\"{key}\":");
+    let start = line.find(&pat)? + pat.len();
+    let rest = line[start..].trim_start();
+    serde_json::Deserializer::from_str(rest)
+        .into_iter::<String>()
+        .next()?
+        .ok()
+}
+
+fn summary_of_loaded(l: &Loaded) -> SessionSummary {
+    let messages = l.records.iter().filter_map(Record::as_message);
+    let title = messages
+        .clone()
+        .find(|m| m.role == Role::User && m.meta.is_none() && !m.is_virtual)
+        .and_then(|m| first_text(&m.content))
+        .map(|t| excerpt(&t, TITLE_CHARS));
+    SessionSummary {
+        id: l.header.session_id.clone(),
+        created: l.header.time,
+        model: l.header.model.clone(),
+        workspace_root: l.header.workspace_root.clone(),
+        message_count: messages.count(),
+        title,
+        forked_from: l.header.forked_from.as_ref().map(|f| f.session_id.clone()),
+        damaged: l.header_recovered,
+    }
+}
+
 /// A boundary at the tail whose batch of `install_count` records did not fully reach disk.
 fn find_incomplete_install(records: &[Record]) -> Option<String> {
     let (i, b) = records
@@ -430,13 +608,120 @@ fn find_incomplete_install(records: &[Record]) -> Option<String> {
     (!aborted && after.len() < b.install_count as usize).then(|| b.uuid.clone())
 }
 
-fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
-    let file = File::open(path).map_err(io_err(path))?;
+/// The session index's file name in the store's folder (not `.jsonl`, so never listed).
+const INDEX_FILE: &str = ".index.json";
+/// Bumped when the index's meaning changes; an index of another version is rebuilt.
+const INDEX_VERSION: u32 = 1;
+
+/// The listing cache: one entry per transcript, valid while the file's stamp is unchanged.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Index {
+    version: u32,
+    sessions: std::collections::HashMap<String, Indexed>,
+}
+
+/// What identifies a transcript's content at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Stamp {
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+}
+
+impl Stamp {
+    fn of(meta: &fs::Metadata) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
+        Stamp {
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Indexed {
+    stamp: Stamp,
+    /// Bytes summarized: the end of the last complete line read.
+    parsed: u64,
+    #[serde(with = "summary_serde")]
+    summary: SessionSummary,
+}
+
+impl Indexed {
+    fn new(stamp: Stamp) -> Indexed {
+        Indexed {
+            stamp,
+            parsed: 0,
+            summary: SessionSummary {
+                id: String::new(),
+                created: 0,
+                model: String::new(),
+                workspace_root: String::new(),
+                message_count: 0,
+                title: None,
+                forked_from: None,
+                damaged: false,
+            },
+        }
+    }
+}
+
+/// `SessionSummary` is an engine type without serde; the index stores it as a tuple.
+mod summary_serde {
+    use super::SessionSummary;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    type Repr = (
+        String,
+        u64,
+        String,
+        String,
+        usize,
+        Option<String>,
+        Option<String>,
+        bool,
+    );
+
+    pub fn serialize<S: Serializer>(s: &SessionSummary, ser: S) -> Result<S::Ok, S::Error> {
+        (
+            &s.id,
+            s.created,
+            &s.model,
+            &s.workspace_root,
+            s.message_count,
+            &s.title,
+            &s.forked_from,
+            s.damaged,
+        )
+            .serialize(ser)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SessionSummary, D::Error> {
+        let (id, created, model, workspace_root, message_count, title, forked_from, damaged) =
+            Repr::deserialize(d)?;
+        Ok(SessionSummary {
+            id,
+            created,
+            model,
+            workspace_root,
+            message_count,
+            title,
+            forked_from,
+            damaged,
+        })
+    }
+}
+
+/// Reads `path` from `item.parsed` on, updating its summary (header, message count, title).
+/// Returns false when the file has no valid header (the caller recovers it).
+fn summarize_from(path: &Path, item: &mut Indexed) -> Result<bool, StoreError> {
+    let mut file = File::open(path).map_err(io_err(path))?;
+    file.seek(SeekFrom::Start(item.parsed))
+        .map_err(io_err(path))?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let mut buf = Vec::new();
-    let mut header: Option<SessionHeader> = None;
-    let mut count = 0usize;
-    let mut title = None;
+    let mut has_header = item.parsed > 0;
     loop {
         buf.clear();
         let n = reader.read_until(b'\n', &mut buf).map_err(io_err(path))?;
@@ -444,21 +729,29 @@ fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
             break;
         }
         if buf.last() != Some(&b'\n') {
-            break; // torn tail
+            break; // torn tail: read again once it is whole
         }
-        if header.is_none() {
+        if !has_header {
             if let ParsedLine::Record(r) = parse_line(&String::from_utf8_lossy(&buf))
                 && let Record::Header(h) = *r
             {
-                header = Some(h);
+                let s = &mut item.summary;
+                s.id = h.session_id;
+                s.created = h.time;
+                s.model = h.model;
+                s.workspace_root = h.workspace_root;
+                s.forked_from = h.forked_from.map(|f| f.session_id);
+                has_header = true;
+                item.parsed += n as u64;
                 continue;
             }
-            return Ok(None);
+            return Ok(false);
         }
+        item.parsed += n as u64;
         // The tag is serialized first, so a prefix test counts messages without parsing.
         if buf.starts_with(br#"{"type":"message""#) {
-            count += 1;
-            if title.is_none()
+            item.summary.message_count += 1;
+            if item.summary.title.is_none()
                 && contains(&buf, br#""role":"user""#)
                 && let ParsedLine::Record(r) = parse_line(&String::from_utf8_lossy(&buf))
                 && let Record::Message(m) = *r
@@ -466,19 +759,11 @@ fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
                 && m.meta.is_none()
                 && !m.is_virtual
             {
-                title = first_text(&m.content).map(|t| excerpt(&t, TITLE_CHARS));
+                item.summary.title = first_text(&m.content).map(|t| excerpt(&t, TITLE_CHARS));
             }
         }
     }
-    Ok(header.map(|h| SessionSummary {
-        id: h.session_id,
-        created: h.time,
-        model: h.model,
-        workspace_root: h.workspace_root,
-        message_count: count,
-        title,
-        forked_from: h.forked_from.map(|f| f.session_id),
-    }))
+    Ok(has_header)
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -609,6 +894,123 @@ mod tests {
         assert!(l.warnings[1].contains("from_the_future"));
     }
 
+    fn write_raw(store: &SessionStore, id: &str, bytes: &[u8]) {
+        fs::create_dir_all(store.base()).unwrap();
+        fs::write(store.path_of(id), bytes).unwrap();
+    }
+
+    fn transcript(header: &SessionHeader, recs: &[Record]) -> Vec<u8> {
+        let mut out = record_line(&Record::Header(header.clone())).unwrap();
+        for r in recs {
+            out.extend(record_line(r).unwrap());
+        }
+        out
+    }
+
+    #[test]
+    fn a_damaged_header_is_rebuilt_and_the_session_stays_listed() {
+        let (_d, store, header) = setup();
+        let recs = vec![msg(Role::User, "the question"), msg(Role::Assistant, "b")];
+        let good = transcript(&header, &recs);
+        let first_nl = good.iter().position(|&b| b == b'\n').unwrap();
+        let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
+        // One bad byte at the start, in the middle and at the end of the header line.
+        for at in [0, first_nl / 2, first_nl - 1] {
+            let mut b = good.clone();
+            b[at] = b'#';
+            cases.push(("bad byte", b));
+        }
+        let mut b = good.clone();
+        b[first_nl / 2] = 0xFF;
+        b.insert(first_nl / 2, b'"');
+        cases.push(("invalid UTF-8 and a stray quote", b));
+        cases.push(("header line gone", good[first_nl + 1..].to_vec()));
+        cases.push((
+            "header line blank",
+            [b"\n".as_slice(), &good[first_nl + 1..]].concat(),
+        ));
+        cases.push((
+            "NUL bytes",
+            [vec![0u8; 40], good[first_nl..].to_vec()].concat(),
+        ));
+        for (what, bytes) in cases {
+            write_raw(&store, &header.session_id, &bytes);
+            let l = store
+                .load(&header.session_id)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(l.header_recovered, "{what}");
+            assert_eq!(l.records, recs, "{what}");
+            assert_eq!(l.header.session_id, header.session_id, "{what}");
+            let list = store.list().unwrap();
+            assert_eq!(list.len(), 1, "{what}");
+            assert!(list[0].damaged, "{what}");
+            assert_eq!(list[0].message_count, 2, "{what}");
+            assert_eq!(list[0].title.as_deref(), Some("the question"), "{what}");
+            // A listed session can be continued: its file opens for appending.
+            store.resume(&header.session_id).unwrap();
+        }
+        // A bad byte away from the root and the model keeps both.
+        let mut b = good.clone();
+        b[1] = b'#';
+        write_raw(&store, &header.session_id, &b);
+        let l = store.load(&header.session_id).unwrap();
+        assert_eq!(l.header.workspace_root, "/ws");
+        assert_eq!(l.header.model, "replay:x");
+        assert_eq!(store.list_workspace("/ws").unwrap().len(), 1);
+        assert!(store.list_workspace("/other").unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_empty_transcript_is_listed_as_damaged_everywhere() {
+        let (_d, store, header) = setup();
+        write_raw(&store, &header.session_id, b"");
+        let l = store.load(&header.session_id).unwrap();
+        assert!(l.header_recovered && l.records.is_empty());
+        assert_eq!(l.header.workspace_root, "");
+        for root in ["/ws", "/other"] {
+            let list = store.list_workspace(root).unwrap();
+            assert_eq!(list.len(), 1);
+            assert!(list[0].damaged);
+        }
+    }
+
+    /// Defect: `session/list` read every line of every transcript on every call. Now an
+    /// unchanged transcript is answered from the index without being read, and a grown one
+    /// is read only from where the index stopped.
+    #[test]
+    fn listing_answers_from_the_index() {
+        let (_d, store, header) = setup();
+        let mut f = store.create(&header).unwrap();
+        f.append(&msg(Role::User, "first")).unwrap();
+        assert_eq!(store.list().unwrap()[0].message_count, 1);
+        let index_path = store.base().join(INDEX_FILE);
+        let mut index: Index = serde_json::from_slice(&fs::read(&index_path).unwrap()).unwrap();
+        let entry = index.sessions.get_mut(&header.session_id).unwrap();
+        assert_eq!(
+            entry.parsed,
+            fs::metadata(store.path_of(&header.session_id))
+                .unwrap()
+                .len()
+        );
+        // A planted count proves the unchanged file is not read again.
+        entry.summary.message_count = 99;
+        fs::write(&index_path, serde_json::to_vec(&index).unwrap()).unwrap();
+        assert_eq!(store.list().unwrap()[0].message_count, 99);
+        // A grown file is read from where the index stopped: the planted count goes on.
+        f.append(&msg(Role::Assistant, "more")).unwrap();
+        let l = store.list().unwrap();
+        assert_eq!(l[0].message_count, 100);
+        assert_eq!(l[0].title.as_deref(), Some("first"));
+        // A garbage index is rebuilt from the files.
+        fs::write(&index_path, b"{not json").unwrap();
+        assert_eq!(store.list().unwrap()[0].message_count, 2);
+        // A torn tail is not counted until it is whole.
+        f.file
+            .write_all(&record_line(&msg(Role::User, "x")).unwrap()[..10])
+            .unwrap();
+        assert_eq!(store.list().unwrap()[0].message_count, 2);
+    }
+
     #[test]
     fn fork_list_delete() {
         let (_d, store, header) = setup();
@@ -688,5 +1090,48 @@ mod tests {
         let v = crate::session::view::build_view(&l.records, &store.view_policy("x"), 0);
         let texts: Vec<String> = v.messages.iter().map(|m| m.message.text()).collect();
         assert_eq!(texts, vec!["a", "b"]);
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(crate::fuzz::config(64))]
+
+        /// Fuzz target: one byte of a transcript overwritten anywhere (any value) never makes
+        /// the load fail, and every message whose line (and the newline before it) is
+        /// untouched comes back as written.
+        #[test]
+        fn fuzz_transcript_loader(n in 1usize..6, at in any::<usize>(), byte in any::<u8>()) {
+            let (_d, store, header) = setup();
+            let recs: Vec<Record> = (0..n)
+                .map(|i| msg(if i % 2 == 0 { Role::User } else { Role::Assistant }, &format!("m{i}")))
+                .collect();
+            let mut bytes = transcript(&header, &recs);
+            let at = at % bytes.len();
+            bytes[at] = byte;
+            // Lines by their start offsets: line 0 is the header.
+            let mut starts = vec![0usize];
+            let mut pos = 0usize;
+            for r in std::iter::once(Record::Header(header.clone())).chain(recs.iter().cloned()) {
+                pos += record_line(&r).unwrap().len();
+                starts.push(pos);
+            }
+            write_raw(&store, &header.session_id, &bytes);
+            let l = store.load(&header.session_id);
+            prop_assert!(l.is_ok(), "{:?}", l.err());
+            let l = l.unwrap();
+            let hit = starts.iter().rposition(|&s| s <= at).unwrap_or(0);
+            for (i, r) in recs.iter().enumerate() {
+                let line = i + 1;
+                // The hit line is damaged; when its newline was hit, the next line is too.
+                let touched = line == hit || (line == hit + 1 && at + 1 == starts[line]);
+                if !touched {
+                    prop_assert!(l.records.contains(r), "line {line} lost (hit line {hit})");
+                }
+            }
+            let listed = store.list();
+            prop_assert!(listed.is_ok());
+            prop_assert_eq!(listed.unwrap().len(), 1);
+        }
     }
 }

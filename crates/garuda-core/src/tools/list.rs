@@ -53,6 +53,7 @@ pub(super) fn run_list(input: Value, ctx: &ToolContext) -> ToolOutput {
     }
     let depth = input.depth.unwrap_or(2).clamp(1, MAX_DEPTH) as usize;
     let mut entries: Vec<String> = Vec::new();
+    let mut within = ctx.root.within();
     for item in walker(&base, Some(depth)).build() {
         if ctx.cancel.is_cancelled() {
             return cancelled();
@@ -64,6 +65,9 @@ pub(super) fn run_list(input: Value, ctx: &ToolContext) -> ToolOutput {
         let Some(r) = util::rel_of(ctx, entry.path()) else {
             continue;
         };
+        if !within.contains(&r) {
+            continue;
+        }
         let mut s = util::show(&r);
         match entry.file_type() {
             Some(t) if t.is_dir() => s.push('/'),
@@ -124,6 +128,7 @@ pub(super) fn run_glob(input: Value, ctx: &ToolContext) -> ToolOutput {
         return ToolOutput::error(format!("{shown} is not a folder"));
     }
     let mut entries: Vec<String> = Vec::new();
+    let mut within = ctx.root.within();
     for item in walker(&base, None).build() {
         if ctx.cancel.is_cancelled() {
             return cancelled();
@@ -141,6 +146,9 @@ pub(super) fn run_glob(input: Value, ctx: &ToolContext) -> ToolOutput {
         let Some(r) = util::rel_of(ctx, entry.path()) else {
             continue;
         };
+        if !within.contains(&r) {
+            continue;
+        }
         entries.push(util::show(&r));
     }
     entries.sort();
@@ -188,6 +196,7 @@ fn finish(entries: Vec<String>, ctx: &ToolContext, empty: &str, narrower: &str) 
 /// Root-relative paths of the files beneath `base` (already checked to lie in the root).
 pub(super) fn files_under(ctx: &ToolContext, base: &Path) -> Vec<PathBuf> {
     let mut v = Vec::new();
+    let mut within = ctx.root.within();
     for item in walker(base, None).build() {
         if ctx.cancel.is_cancelled() {
             break;
@@ -195,6 +204,7 @@ pub(super) fn files_under(ctx: &ToolContext, base: &Path) -> Vec<PathBuf> {
         let Ok(entry) = item else { continue };
         if entry.file_type().is_some_and(|t| t.is_file())
             && let Some(r) = util::rel_of(ctx, entry.path())
+            && within.contains(&r)
         {
             v.push(r);
         }

@@ -327,8 +327,14 @@ async fn run_locked(
                         input: input.clone(),
                     },
                 );
-                let out =
-                    run_tool(session, state, host, &ctx.for_call(&id), &id, &name, input).await;
+                let refused = response.tool_errors.iter().find(|e| e.id == id);
+                let out = match refused {
+                    // Bad arguments: the model hears why, nothing runs, nothing is asked.
+                    Some(e) => ToolOutput::error(e.message.clone()),
+                    None => {
+                        run_tool(session, state, host, &ctx.for_call(&id), &id, &name, input).await
+                    }
+                };
                 if out.meta.todos_changed {
                     let todos = session
                         .todos

@@ -85,6 +85,7 @@ fn text(t: &str) -> Answer {
             output_tokens: 5,
             ..Usage::default()
         },
+        tool_errors: Vec::new(),
     })
 }
 
@@ -101,6 +102,7 @@ fn call(id: &str, name: &str, input: Value) -> Answer {
             output_tokens: 5,
             ..Usage::default()
         },
+        tool_errors: Vec::new(),
     })
 }
 
@@ -237,6 +239,44 @@ async fn an_edit_asks_under_ask_and_a_rejection_reaches_the_model() {
     assert!(f.ws.path().join("c.txt").exists());
 }
 
+/// Defect 6: a call the provider boundary refused (arguments not one JSON object) is answered
+/// with its error: nothing runs, nothing is asked, and the turn goes on.
+#[tokio::test]
+async fn a_refused_tool_call_is_answered_with_its_error() {
+    let mut bad = ModelResponse {
+        content: vec![Block::ToolUse {
+            id: "t1".into(),
+            name: "write_file".into(),
+            input: json!(["b.txt", "x"]),
+        }],
+        stop_reason: StopReason::ToolUse,
+        usage: Usage::default(),
+        tool_errors: Vec::new(),
+    };
+    bad = bad.normalized(&mut Default::default());
+    assert_eq!(bad.tool_errors.len(), 1);
+    let f = fixture(Policy::Ask, 100_000, vec![Answer::Ok(bad), text("ok")]);
+    let host = Recorder::new(PermissionAnswer::AllowAlways);
+    let out = turn(&f, host.clone(), 5).await;
+    assert_eq!(out.stop_reason, StopReason::EndTurn);
+    assert!(host.asked.lock().unwrap().is_empty(), "nothing is asked");
+    let r = results(&f);
+    assert!(r[0].1 && r[0].0.contains("one JSON object"), "{r:?}");
+    assert!(!f.ws.path().join("b.txt").exists(), "nothing was written");
+    // What was stored and is sent again has an object input.
+    let state = f.live.try_state().unwrap();
+    let stored = state
+        .records
+        .iter()
+        .filter_map(Record::as_message)
+        .flat_map(|m| m.content.iter())
+        .find_map(|b| match b {
+            Block::ToolUse { input, .. } => Some(input.clone()),
+            _ => None,
+        });
+    assert_eq!(stored, Some(json!({})));
+}
+
 #[tokio::test]
 async fn reads_never_ask_and_full_auto_runs_everything() {
     let f = fixture(
@@ -364,4 +404,36 @@ async fn a_prompt_too_long_teaches_the_limit_and_the_step_runs_again() {
             .text()
             .contains("continues from an earlier")
     );
+}
+
+/// Defect 1 (live sessions were never evicted): past the cap the least recently used idle
+/// session leaves memory; a session someone holds stays.
+#[test]
+fn live_sessions_past_the_cap_evict_the_least_recently_used() {
+    let mut fx: Vec<Fixture> = (0..4)
+        .map(|_| fixture(Policy::Ask, 100_000, Vec::new()))
+        .collect();
+    let ids: Vec<String> = fx.iter().map(|f| f.live.id().to_string()).collect();
+    let sessions = crate::engine::Sessions::with_capacity(3);
+    for f in &fx[..3] {
+        sessions.insert(f.live.clone());
+    }
+    // Only the map holds 0 and 1 from now on; 0 is used again, so 1 is the oldest.
+    let keep = fx.split_off(2);
+    drop(fx);
+    assert!(sessions.live(&ids[0]).is_some());
+    sessions.insert(keep[1].live.clone());
+    assert_eq!(sessions.len(), 3);
+    assert!(
+        sessions.live(&ids[1]).is_none(),
+        "the least recently used idle one went"
+    );
+    for id in [&ids[0], &ids[2], &ids[3]] {
+        assert!(sessions.live(id).is_some());
+    }
+    // Sessions in use are never dropped, even past the cap.
+    let busy = crate::engine::Sessions::with_capacity(1);
+    busy.insert(keep[0].live.clone());
+    busy.insert(keep[1].live.clone());
+    assert_eq!(busy.len(), 2);
 }

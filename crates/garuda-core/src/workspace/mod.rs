@@ -43,6 +43,8 @@ pub struct Workspace {
     pub warnings: Vec<String>,
     cache: Mutex<Cache>,
     watcher: Mutex<Option<WatchHandle>>,
+    /// Why the workspace could not be watched, when it could not.
+    watch_error: Mutex<Option<String>>,
 }
 
 /// Gathering reads files and is keyed by limits; assembly is pure and keyed by all options.
@@ -85,6 +87,7 @@ impl Workspace {
             warnings,
             cache: Mutex::new(Cache::default()),
             watcher: Mutex::new(None),
+            watch_error: Mutex::new(None),
         })
     }
 
@@ -147,6 +150,15 @@ impl Workspace {
             .collect();
         files.dedup();
         files
+    }
+
+    /// A warning when the workspace's files are not watched (changes to its instruction
+    /// files then reach sessions only when the workspace is opened again).
+    pub fn watch_warning(&self) -> Option<String> {
+        self.watch_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Installs (or removes) the watcher; dropping the old one stops it.
@@ -234,7 +246,37 @@ pub fn watch_workspace(
     ws: &Arc<Workspace>,
     on_burst: impl Fn(Vec<String>) + Send + Sync + 'static,
 ) -> notify::Result<()> {
-    let handle = watch::watch(ws.root.path().to_path_buf(), watch::DEBOUNCE, on_burst)?;
-    ws.set_watcher(Some(handle));
-    Ok(())
+    match watch::watch(ws.root.path().to_path_buf(), watch::DEBOUNCE, on_burst) {
+        Ok(handle) => {
+            ws.set_watcher(Some(handle));
+            Ok(())
+        }
+        Err(e) => {
+            *ws.watch_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
+                "{} is not watched ({e}): changes to its instruction and memory files are not noticed until it is opened again",
+                ws.root.path().display()
+            ));
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Defect: a workspace that could not be watched said nothing. Now its summary warns.
+    #[tokio::test]
+    async fn a_workspace_that_cannot_be_watched_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("w");
+        std::fs::create_dir(&root).unwrap();
+        let ws = Arc::new(Workspace::open(&root, &Config::default()).unwrap());
+        assert_eq!(ws.watch_warning(), None);
+        // The folder is gone by the time it is watched: watching fails.
+        std::fs::remove_dir(&root).unwrap();
+        assert!(watch_workspace(&ws, |_| {}).is_err());
+        let w = ws.watch_warning().expect("a warning");
+        assert!(w.contains("not watched"), "{w}");
+    }
 }
