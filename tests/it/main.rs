@@ -9,6 +9,7 @@ mod context;
 mod long_session;
 mod mock_model;
 mod mock_smoke;
+mod sandbox;
 mod server;
 mod sim_provider;
 mod turns;
