@@ -95,7 +95,11 @@ impl SandboxCommand {
         let confined = lifeline.is_some();
         let lifeline_fd = lifeline.as_ref().map(|r| r.as_raw_fd());
         cmd.env_clear()
-            .envs(policy.env.resolve(&|n| std::env::var_os(n)))
+            // A name the user listed gets its value even when the server moved it out of its
+            // own environment at start (a token the user wants commands to have).
+            .envs(policy.env.resolve(&|n| {
+                std::env::var_os(n).or_else(|| super::secret_var(n).map(OsString::from))
+            }))
             .env("TMPDIR", tmpdir)
             .current_dir(&policy.root)
             // Never the server's own stdio: on a stdio server that is the protocol stream.
