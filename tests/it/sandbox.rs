@@ -355,6 +355,56 @@ fn auto_edit_asks_for_risky_paths_and_shows_the_whole_command() {
     assert!(!ws.path().join(".git/hooks/pre-commit").exists());
 }
 
+#[test]
+fn without_a_sandbox_every_command_asks_and_everyone_is_told() {
+    let mock = Mock::start(vec![bash("b1", "touch ran.txt"), done()]);
+    let home = tempfile::tempdir().expect("home");
+    write_config(home.path(), "");
+    let ws = tempfile::tempdir().expect("ws");
+    let mut env = mock.env();
+    env.push(("GARUDA_BWRAP".into(), "/nonexistent/bwrap".into()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut g = Garuda::spawn_at(Framing::Lsp, home.path(), &[], &env);
+    g.call("initialize", json!({"capabilities": {}}));
+    let wid = g.open(ws.path());
+    let r = g.call(
+        "session/new",
+        json!({"workspaceId": wid, "policy": "full-auto"}),
+    );
+    let warnings = r["warnings"].to_string();
+    assert!(warnings.contains("not sandboxed"), "{r}");
+    let sid = r["sessionId"].as_str().expect("sid").to_string();
+    let mut asked = Vec::new();
+    let r = g.request_serving(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("go")}),
+        |req| {
+            asked.push(req["params"]["title"].clone());
+            json!({"optionId": "reject"})
+        },
+    );
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(asked, vec![json!("bash: touch ran.txt")]);
+    assert!(!ws.path().join("ran.txt").exists());
+    let inspect = g.call("context/inspect", json!({"sessionId": sid}));
+    assert_eq!(inspect["sandbox"]["mode"], "none", "{inspect}");
+    assert_eq!(inspect["sandbox"]["commandsAsk"], true);
+    assert!(
+        inspect["sandbox"]["description"]
+            .as_str()
+            .expect("description")
+            .contains("bwrap"),
+        "{inspect}"
+    );
+    // The session's prompt says each command is approved.
+    let view = g.call("session/view", json!({"sessionId": sid}));
+    assert!(
+        view.to_string()
+            .contains("The user approves each command before it runs, so"),
+        "{view}"
+    );
+}
+
 fn prompt_json(home: &Path, ws: &Path) -> Value {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_garuda"));
     crate::client::isolated_env(&mut c, home);

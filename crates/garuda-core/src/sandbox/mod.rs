@@ -35,7 +35,7 @@ pub use env::{ENV_ALLOW_LIST, EnvPolicy};
 pub use policy::{
     HOME_SECRETS, PROTECTED_IN_ROOT, SYSTEM_SECRETS, SandboxPolicy, default_denied_reads,
 };
-pub use probe::{BwrapInfo, SandboxMode, SandboxState, probe, probe_uncached};
+pub use probe::{BWRAP_ENV, BwrapInfo, SandboxMode, SandboxState, probe, probe_uncached};
 pub use runner::{CommandRunner, CommandSandbox, Unconfined, session_runner};
 pub use secrets::{
     SecretEnv, harden_process, install_secrets, looks_secret, secret_var, take_secrets,

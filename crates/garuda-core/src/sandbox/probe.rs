@@ -90,6 +90,12 @@ fn probe_bwrap() -> SandboxState {
         return SandboxState::none("the sandbox is implemented on Linux only");
     }
     let Some(path) = find_bwrap() else {
+        if let Some(named) = std::env::var_os(BWRAP_ENV).filter(|p| !p.is_empty()) {
+            return SandboxState::none(format!(
+                "{BWRAP_ENV}={} is not an executable bubblewrap (bwrap)",
+                PathBuf::from(named).display()
+            ));
+        }
         return SandboxState::none(
             "bubblewrap (bwrap) is not installed; install it (Debian and Ubuntu: \
              apt-get install bubblewrap; Fedora: dnf install bubblewrap; Arch: pacman -S \
@@ -169,9 +175,18 @@ fn trial(info: &BwrapInfo) -> Result<(), String> {
     }
 }
 
+/// The variable that names the bubblewrap executable, instead of the search below.
+pub const BWRAP_ENV: &str = "GARUDA_BWRAP";
+
 /// bwrap in the usual system folders first (a folder early in `PATH` could be writable by
 /// something less trusted), then along `PATH`.
 fn find_bwrap() -> Option<PathBuf> {
+    // The user may name it (a bwrap outside the usual places); a name that is not an
+    // executable means no sandbox, and so approvals for every command.
+    if let Some(p) = std::env::var_os(BWRAP_ENV).filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        return is_executable(&p).then_some(p);
+    }
     let fixed = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"]
         .into_iter()
         .map(PathBuf::from);
