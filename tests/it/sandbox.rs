@@ -405,6 +405,28 @@ fn without_a_sandbox_every_command_asks_and_everyone_is_told() {
     );
 }
 
+#[test]
+fn sigterm_ends_unconfined_commands_too() {
+    let t = token();
+    let mock = Mock::start(vec![bash("b1", &format!("sleep {t} & sleep {t}"))]);
+    // The user turned the sandbox off: only the server's own cleanup ends the group.
+    let (mut g, _home, _ws, wid) = start(&mock, "[sandbox]\nenabled = false\n");
+    let sid = full_auto(&mut g, &wid);
+    g.send_request(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("go")}),
+    );
+    wait_started(&mut g);
+    assert!(settle(&t, true), "the command never started");
+    let pid = rustix::process::Pid::from_raw(g.child.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+    assert_eq!(g.wait_exit(), Some(143));
+    assert!(
+        settle(&t, false),
+        "a command outlived a server ended by SIGTERM"
+    );
+}
+
 fn prompt_json(home: &Path, ws: &Path) -> Value {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_garuda"));
     crate::client::isolated_env(&mut c, home);
