@@ -83,6 +83,8 @@ fn bench(c: &mut Criterion) {
         approval_timeout_secs: 1,
         view_policy: Default::default(),
         compact: Default::default(),
+        commands: None,
+        sandbox: garuda_core::sandbox::session_runner(&Default::default(), ws_dir.path()).1,
     };
     let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
     let host: Arc<dyn garuda_core::turn::TurnHost> = Arc::new(NullHost);

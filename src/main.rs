@@ -49,7 +49,7 @@ enum Command {
         /// Print `{system, sha256, sections, warnings}` as JSON on stdout instead.
         #[arg(long)]
         json: bool,
-        /// Turn on an optional feature (codeIndex=lookup|all, sandboxed, web, mcp, hooks, explore, todo, search, agents, skills); repeatable.
+        /// Turn on a line for an external tool (codeIndex=lookup|all, web); repeatable. Lines about commands and Garuda's own tools follow the session's real state.
         #[arg(long = "feature", value_name = "NAME")]
         features: Vec<String>,
         /// The model named in the identity line.
@@ -123,8 +123,28 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
     Ok(cfg)
 }
 
+/// Takes provider keys (and anything named like a credential) out of the environment before
+/// any thread or command exists, and makes the process non-dumpable, so no command can read
+/// them from `/proc/<server>/environ` or memory (see garuda_core::sandbox).
+fn keep_secrets_from_commands(cli: &Cli) {
+    let mut names: Vec<String> = vec!["ANTHROPIC_API_KEY".into(), "OPENAI_API_KEY".into()];
+    // A config error is reported by the command itself; here it only means no extra names.
+    if let Ok(cfg) = load_config(cli) {
+        names.extend(cfg.providers.values().filter_map(|p| p.api_key_env.clone()));
+    }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    // SAFETY: called first thing in main, before the runtime or any other thread starts, so
+    // nothing else reads or writes the environment meanwhile.
+    let secrets = unsafe { garuda_core::sandbox::take_secrets(&names) };
+    garuda_core::sandbox::install_secrets(secrets);
+    if let Err(e) = garuda_core::sandbox::harden_process() {
+        tracing::debug!("could not make the process non-dumpable: {e}");
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    keep_secrets_from_commands(&cli);
     if let Err(e) = init_logs(&cli) {
         eprintln!("garuda: {e:#}");
         return std::process::ExitCode::from(2);
@@ -225,7 +245,18 @@ fn stdio() -> (Input, Output) {
     (input, output)
 }
 
+/// Probes the sandbox on a thread of its own (one sandboxed `true`, a few milliseconds), so the
+/// first `workspace/open` finds the answer ready instead of waiting for it.
+fn probe_sandbox_early() {
+    let _ = std::thread::Builder::new()
+        .name("garuda-sandbox-probe".into())
+        .spawn(|| {
+            garuda_core::sandbox::probe();
+        });
+}
+
 fn serve(cfg: Config, max_frame_bytes: Option<usize>) -> anyhow::Result<u8> {
+    probe_sandbox_early();
     let rt = runtime()?;
     let server_config = ServerConfig {
         max_frame_bytes: max_frame_bytes.unwrap_or(cfg.server.max_frame_bytes),
@@ -247,14 +278,37 @@ fn serve(cfg: Config, max_frame_bytes: Option<usize>) -> anyhow::Result<u8> {
                 ServeEnd::Exit(code) => code,
             },
             _ = stop.cancelled() => 0,
+            code = terminated() => code,
         }
     });
+    // Whatever ended the server, no command outlives it.
+    garuda_core::sandbox::kill_all();
     // Blocking stdin reads and watcher threads must not keep the process alive.
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     Ok(code.clamp(0, 255) as u8)
 }
 
+/// Resolves when SIGTERM, SIGINT or SIGHUP arrives, with the exit code a shell would report.
+async fn terminated() -> i32 {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        // Without handlers the default actions apply; the parent-death signal still ends
+        // sandboxed commands.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => 143,
+        _ = int.recv() => 130,
+        _ = hup.recv() => 129,
+    }
+}
+
 fn acp(cfg: Config) -> anyhow::Result<u8> {
+    probe_sandbox_early();
     let rt = runtime()?;
     let model = std::env::var(garuda::front::acp::MODEL_ENV)
         .ok()
@@ -262,11 +316,15 @@ fn acp(cfg: Config) -> anyhow::Result<u8> {
     let front = garuda::front::acp::AcpFront::new(cfg, config::state_dir(), model);
     let code = rt.block_on(async move {
         let (input, output) = stdio();
-        match rpc::serve(input, output, front, ServerConfig::default()).await {
-            ServeEnd::Eof => 0,
-            ServeEnd::Exit(code) => code,
+        tokio::select! {
+            end = rpc::serve(input, output, front, ServerConfig::default()) => match end {
+                ServeEnd::Eof => 0,
+                ServeEnd::Exit(code) => code,
+            },
+            code = terminated() => code,
         }
     });
+    garuda_core::sandbox::kill_all();
     // Blocking stdin reads and watcher threads must not keep the process alive.
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     Ok(code.clamp(0, 255) as u8)
@@ -349,6 +407,13 @@ fn garuda_prompt(
     if json {
         let out = serde_json::json!({
             "system": a.system, "sha256": a.sha256, "sections": a.sections, "warnings": a.warnings,
+            "sandbox": {
+                "mode": ws.sandbox.mode.name(),
+                "confined": ws.sandbox.confined(),
+                "network": ws.sandbox.network,
+                "commandsAsk": ws.facts.commands_ask,
+                "description": ws.sandbox.describe(),
+            },
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(0);
@@ -377,6 +442,7 @@ fn garuda_prompt(
             status
         );
     }
+    eprintln!("commands: {}", ws.sandbox.describe());
     for w in &a.warnings {
         eprintln!("warning: {w}");
     }

@@ -327,6 +327,8 @@ class _InspectResultRequired(TypedDict):
     paused: bool
     # Reserved for the model's output.
     reserved: int
+    # What the session's commands run in, measured at its start.
+    sandbox: SandboxReport
     # System prompt without instructions and memory.
     system: int
     # Compaction starts above this many tokens.
@@ -477,6 +479,21 @@ class ProgressParams(TypedDict):
     token: str
     # `{kind: "begin"|"report"|"end", title?, message?}`.
     value: Any
+
+
+class SandboxReport(TypedDict):
+    """What a session's commands run in (`context/inspect`)."""
+
+    # Each command waits for the user's approval.
+    commandsAsk: bool
+    # Commands run confined.
+    confined: bool
+    # One line for people: the confinement, or why there is none.
+    description: str
+    # `bubblewrap`, or `none`.
+    mode: str
+    # Confined commands reach the network.
+    network: bool
 
 
 class _SectionReportRequired(TypedDict):

@@ -312,6 +312,13 @@ pub fn inspect_out(r: ContextReport) -> w::InspectResult {
         threshold: p.threshold,
         context_tokens: r.context_tokens,
         paused: r.paused,
+        sandbox: w::SandboxReport {
+            mode: r.sandbox.mode.name().to_string(),
+            confined: r.sandbox.confined(),
+            network: r.sandbox.network,
+            commands_ask: r.commands_ask,
+            description: r.sandbox.describe(),
+        },
     }
 }
 

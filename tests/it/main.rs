@@ -10,6 +10,7 @@ mod hardening;
 mod long_session;
 mod mock_model;
 mod mock_smoke;
+mod sandbox;
 mod server;
 mod sim_provider;
 mod turns;

@@ -1,6 +1,6 @@
 //! Garuda's engine: workspaces and their watched instruction files, system prompt assembly,
 //! sessions with their durable transcripts and the context pipeline, turns against model
-//! providers, tools, and root-confined file access.
+//! providers, tools, the sandbox commands run in, and root-confined file access.
 //!
 //! It knows nothing of JSON-RPC: the `garuda` binary's fronts turn protocol messages into
 //! calls of [`engine::Engine`] and its results back into wire types.
@@ -11,6 +11,7 @@ pub mod fsroot;
 pub mod message;
 pub mod prompt;
 pub mod provider;
+pub mod sandbox;
 pub mod session;
 pub mod tools;
 pub mod turn;

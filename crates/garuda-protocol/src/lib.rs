@@ -493,6 +493,24 @@ pub struct InspectResult {
     pub context_tokens: u64,
     /// True while auto-compaction is paused after repeated failures.
     pub paused: bool,
+    /// What the session's commands run in, measured at its start.
+    pub sandbox: SandboxReport,
+}
+
+/// What a session's commands run in (`context/inspect`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxReport {
+    /// `bubblewrap`, or `none`.
+    pub mode: String,
+    /// Commands run confined.
+    pub confined: bool,
+    /// Confined commands reach the network.
+    pub network: bool,
+    /// Each command waits for the user's approval.
+    pub commands_ask: bool,
+    /// One line for people: the confinement, or why there is none.
+    pub description: String,
 }
 
 /// `$/progress` parameters (LSP work-done progress) for `session/compact`.

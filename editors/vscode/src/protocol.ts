@@ -239,6 +239,8 @@ export type InspectResult = {
   paused: boolean;
   /** Reserved for the model's output. */
   reserved: number;
+  /** What the session's commands run in, measured at its start. */
+  sandbox: SandboxReport;
   /** System prompt without instructions and memory. */
   system: number;
   /** Compaction starts above this many tokens. */
@@ -371,6 +373,20 @@ export type ProgressParams = {
 
 /** Who wrote a message. */
 export type Role = "user" | "assistant";
+
+/** What a session's commands run in (`context/inspect`). */
+export type SandboxReport = {
+  /** Each command waits for the user's approval. */
+  commandsAsk: boolean;
+  /** Commands run confined. */
+  confined: boolean;
+  /** One line for people: the confinement, or why there is none. */
+  description: string;
+  /** `bubblewrap`, or `none`. */
+  mode: string;
+  /** Confined commands reach the network. */
+  network: boolean;
+};
 
 /** What one part of the prompt holds. */
 export type SectionReport = {

@@ -40,6 +40,10 @@ pub struct ContextReport {
     pub context_tokens: u64,
     /// True while auto-compaction is paused.
     pub paused: bool,
+    /// What the session's commands run in.
+    pub sandbox: crate::sandbox::CommandSandbox,
+    /// Each command waits for the user's approval.
+    pub commands_ask: bool,
 }
 
 impl Engine {
@@ -227,6 +231,13 @@ impl Engine {
             learned_limit: learned,
             context_tokens,
             paused,
+            sandbox: live.setup.sandbox.clone(),
+            commands_ask: crate::tools::approval_needed(
+                live.setup.policy,
+                crate::tools::ToolClass::Exec,
+                &live.setup.sandbox,
+                false,
+            ),
         })
     }
 }

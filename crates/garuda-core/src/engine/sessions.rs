@@ -164,8 +164,17 @@ impl Engine {
         }
         let tools = crate::tools::ToolRegistry::for_session(client_tools)
             .map_err(|e| EngineError::Invalid(e.to_string()))?;
+        let (commands, sandbox) =
+            crate::sandbox::session_runner(&self.config.sandbox, ws.root.path());
+        if let Some(crate::sandbox::Unconfined::Unavailable(why)) = &sandbox.unconfined {
+            warnings.push(format!(
+                "commands are not sandboxed ({why}): every command asks for approval"
+            ));
+        }
         Ok((
             SessionSetup {
+                commands,
+                sandbox,
                 workspace: ws,
                 model_spec: model.to_string(),
                 model_id,

@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 use crate::fsroot::{FsError, Root};
 use crate::message::estimate_tokens;
 
-pub use features::{CodeIndex, Features, UnknownFeature};
+pub use features::{CodeIndex, Features, SessionFacts, UnknownFeature};
 pub use instructions::split_budget;
 pub use profiles::{Probe, Profile, detect as detect_profiles};
 pub use visible::visible;
@@ -44,8 +44,10 @@ pub struct PromptOptions {
     pub model: String,
     /// Garuda's version, named in the identity line.
     pub version: String,
-    /// Features that add lines.
+    /// Switches for lines about external tools.
     pub features: Features,
+    /// What the session really has: the lines about commands and tools.
+    pub facts: SessionFacts,
     /// Character limits.
     pub limits: Limits,
 }
@@ -56,6 +58,7 @@ impl Default for PromptOptions {
             model: "unknown".to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             features: Features::default(),
+            facts: SessionFacts::default(),
             limits: Limits::default(),
         }
     }
@@ -317,7 +320,7 @@ pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
     sections.push(report("base", None, &base, false, None));
     parts.push((PartKind::Base, base));
 
-    let lines = features::feature_lines(&opts.features);
+    let lines = features::feature_lines(&opts.features, &opts.facts);
     if !lines.is_empty() {
         let text = format!("# Tools and environment\n\n- {}", lines.join("\n- "));
         sections.push(report("features", None, &text, false, None));

@@ -143,10 +143,17 @@ fn gathering_plain_files_matches_the_builder() {
     assert_eq!(ws.gather(), m.gather());
 }
 
+/// A new session's options: the built-in tools, commands unsandboxed and approved one by one.
 fn opts() -> PromptOptions {
     PromptOptions {
         model: "anthropic/claude-sonnet-4-5".into(),
         version: "0.1.0".into(),
+        facts: SessionFacts {
+            sandboxed: false,
+            network: false,
+            commands_ask: true,
+            tools: crate::tools::builtin_names().map(String::from).collect(),
+        },
         ..PromptOptions::default()
     }
 }
@@ -637,19 +644,12 @@ fn snapshot_full_workspace() {
         )
         .file("Cargo.toml", "[package]\nname = \"x\"\n");
     let mut o = opts();
-    o.features = Features::parse(&[
-        "codeIndex=all",
-        "sandboxed",
-        "web",
-        "mcp",
-        "hooks",
-        "explore",
-        "todo",
-        "search",
-        "agents",
-        "skills",
-    ])
-    .unwrap();
+    o.features = Features::parse(&["codeIndex=all", "web"]).unwrap();
+    o.facts.sandboxed = true;
+    o.facts.commands_ask = false;
+    o.facts
+        .tools
+        .extend(["mcp__git__log", "explore", "web_search", "agent", "skill"].map(String::from));
     let a = assemble(&ws.gather(), &o);
     insta::assert_snapshot!("full", a.system);
 }

@@ -528,9 +528,11 @@ pub fn resolve_endpoint(
     })
 }
 
-/// Builds the provider a model spec names, reading keys from the process environment.
+/// Builds the provider a model spec names, reading keys from the environment the process
+/// started with (the binary moves them out of its live environment, see
+/// [`crate::sandbox::secret_var`]).
 pub fn build(spec: &str, cfg: &ProviderConfig) -> Result<Arc<dyn Provider>, ProviderError> {
-    build_with_env(spec, cfg, &|v| std::env::var(v).ok())
+    build_with_env(spec, cfg, &crate::sandbox::secret_var)
 }
 
 /// Like [`build`], with an explicit environment lookup (for tests and embedders).

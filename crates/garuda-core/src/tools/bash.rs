@@ -1,18 +1,18 @@
-//! `bash`: runs a command in the workspace root in its own process group, with a timeout, an
-//! output cap, and prompt cancellation that kills the whole group.
+//! `bash`: runs a command in the workspace root through the session's
+//! [`crate::sandbox::CommandRunner`] (confined by bubblewrap when the session's commands are),
+//! with a timeout, an output cap, and prompt cancellation that kills the whole tree.
 //!
-//! Environment: the server's environment is inherited, except variables whose names look like
-//! credentials (API keys, tokens, secrets, passwords), which are removed so a command cannot
-//! print them into the conversation. Pagers are disabled and git never prompts.
+//! Environment: the allow-list (`PATH`, `HOME`, `LANG`, `TERM` and the user's additions), never
+//! the server's; pagers are disabled and git never prompts.
 //!
 //! Processes the command leaves running in the background are killed shortly after the shell
-//! exits: a tool call must not leave orphans behind (nor hold the output pipes open).
+//! exits: a tool call must not leave orphans behind (nor hold the output pipes open). In the
+//! sandbox the PID namespace ends them all, `setsid` included.
 
 use std::collections::VecDeque;
 use std::process::Stdio;
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process_group};
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
@@ -29,23 +29,6 @@ struct Input {
     command: String,
     #[serde(default, deserialize_with = "lenient_u64")]
     timeout_ms: Option<u64>,
-}
-
-/// True for environment variable names that look like credentials.
-pub(super) fn looks_secret(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    const MARKS: &[&str] = &[
-        "API_KEY",
-        "APIKEY",
-        "SECRET",
-        "TOKEN",
-        "PASSWORD",
-        "PASSWD",
-        "CREDENTIAL",
-        "PRIVATE_KEY",
-        "ACCESS_KEY",
-    ];
-    MARKS.iter().any(|m| n.contains(m))
 }
 
 /// Keeps the first and last `half` bytes of a stream and counts what falls between.
@@ -100,26 +83,6 @@ impl HeadTail {
     }
 }
 
-/// Kills the process group when dropped, so a dropped tool future leaves nothing running.
-struct GroupGuard {
-    pgid: Option<Pid>,
-}
-
-impl GroupGuard {
-    fn kill(&self) {
-        if let Some(p) = self.pgid {
-            // ESRCH (group already gone) is the expected case after a clean exit.
-            let _ = kill_process_group(p, Signal::KILL);
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 enum End {
     Exited,
     TimedOut,
@@ -139,35 +102,28 @@ pub(super) async fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
         .unwrap_or(ctx.limits.bash_timeout_ms)
         .clamp(1, ctx.limits.bash_max_timeout_ms.max(1));
 
-    let mut cmd = tokio::process::Command::new("bash");
-    cmd.arg("-c")
-        .arg(&input.command)
-        .current_dir(ctx.root.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    for (k, _) in std::env::vars_os() {
-        if looks_secret(&k.to_string_lossy()) {
-            cmd.env_remove(&k);
-        }
-    }
-    cmd.env("GARUDA", "1")
-        .env("PAGER", "cat")
-        .env("GIT_PAGER", "cat")
-        .env("GIT_TERMINAL_PROMPT", "0");
-
-    let mut child = match cmd.spawn() {
+    let Some(runner) = &ctx.commands else {
+        return ToolOutput::error(
+            "commands cannot run in this workspace (its root is the filesystem root)",
+        );
+    };
+    let mut cmd = match runner.command("bash", &["-c", input.command.as_str()]) {
         Ok(c) => c,
         Err(e) => return ToolOutput::error(format!("could not start bash: {e}")),
     };
-    // The child leads its own group (process_group(0)), so its pid is the group id.
-    let guard = GroupGuard {
-        pgid: child.id().and_then(|id| Pid::from_raw(id as i32)),
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("GARUDA", "1")
+        .env("PAGER", "cat")
+        .env("GIT_PAGER", "cat")
+        .env("GIT_TERMINAL_PROMPT", "0");
+    // Dropping the child (a dropped tool future) kills the whole tree.
+    let mut child = match cmd.spawn().await {
+        Ok(c) => c,
+        Err(e) => return ToolOutput::error(format!("could not start bash: {e}")),
     };
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
+    let mut stdout = child.take_stdout();
+    let mut stderr = child.take_stderr();
     let mut buf = HeadTail::new(ctx.limits.output_max_chars);
     let (mut b1, mut b2) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
     let deadline = tokio::time::sleep(Duration::from_millis(timeout_ms));
@@ -198,18 +154,31 @@ pub(super) async fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
             _ = &mut grace, if status.is_some() => break End::Exited,
         }
     };
-    // Kill the group before reaping, so its id cannot have been reused by then.
-    guard.kill();
+    // Kill the tree before reaping, so its group id cannot have been reused by then.
+    child.kill();
     drop((stdout, stderr));
     let status = match status {
         Some(s) => s,
         None => child.wait().await,
     };
-    drop(guard);
 
     let (mut text, truncated) = buf.finish();
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
+    }
+    // A protected path that did not exist could be created; it would run code outside the
+    // sandbox later (a new .git/hooks), so the model and the user hear of it.
+    for p in child.created_protected() {
+        let shown = p
+            .strip_prefix(ctx.root.path())
+            .unwrap_or(&p)
+            .display()
+            .to_string();
+        tracing::warn!("a sandboxed command created the protected path {shown}");
+        text.push_str(&format!(
+            "[warning: the command created {shown}, which Garuda keeps read-only for \
+             commands; tell the user to review it]\n"
+        ));
     }
     let mut meta = ToolMeta {
         truncated,
@@ -282,14 +251,5 @@ mod tests {
         let mut h = HeadTail::new(100);
         h.push(b"hello\n");
         assert_eq!(h.finish(), ("hello\n".to_string(), false));
-    }
-
-    #[test]
-    fn secret_names() {
-        assert!(looks_secret("ANTHROPIC_API_KEY"));
-        assert!(looks_secret("github_token"));
-        assert!(looks_secret("AWS_SECRET_ACCESS_KEY"));
-        assert!(!looks_secret("PATH"));
-        assert!(!looks_secret("HOME"));
     }
 }

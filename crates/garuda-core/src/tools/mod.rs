@@ -32,7 +32,10 @@ use tokio_util::sync::CancellationToken;
 use crate::fsroot::{FileStamp, Root};
 
 pub use edit::{PlannedWrite, commit_write, finish_write, plan_edit};
-pub use policy::{Policy, UnknownPolicy, needs_approval};
+pub use policy::{
+    Policy, RISKY_DIRS, RISKY_FILES, UnknownPolicy, approval_needed, needs_approval, risky_path,
+    risky_target,
+};
 pub use registry::{ToolClash, ToolEntry, ToolRegistry, ToolSource};
 pub use schema::builtin_specs;
 pub use todo::{TodoItem, TodoStatus};
@@ -265,12 +268,19 @@ pub struct ToolContext {
     pub state_dir: Option<PathBuf>,
     /// The id of the call being run (where its result will sit in the view).
     pub call_id: Option<String>,
+    /// How `bash` runs commands (`None`: this root cannot run commands, e.g. `/`).
+    pub commands: Option<Arc<crate::sandbox::CommandRunner>>,
 }
 
 impl ToolContext {
-    /// A context with default limits, a fresh tracker and todo list, and no state folder.
+    /// A context with default limits, a fresh tracker and todo list, no state folder, and
+    /// unconfined commands with the environment allow-list.
     pub fn new(root: Arc<Root>) -> Self {
+        let commands = crate::sandbox::CommandRunner::unconfined(root.path())
+            .ok()
+            .map(Arc::new);
         ToolContext {
+            commands,
             root,
             files: Arc::new(Mutex::new(FileTracker::new())),
             todos: Arc::new(Mutex::new(Vec::new())),
@@ -441,6 +451,37 @@ pub fn describe_call(name: &str, input: &Value) -> String {
     util::cut_chars(&line, 200)
 }
 
+/// The title of an approval request: like [`describe_call`], but a command is given whole, so
+/// the dangerous part is never cut away. It stays one line a terminal cannot be tricked by:
+/// line breaks show as ` ⏎ `, tabs as spaces, other control characters (escape sequences that
+/// could erase what precedes them) as `\u{..}`. `risk` (why the path matters, see
+/// [`risky_target`]) follows an edit's path.
+pub fn approval_title(name: &str, input: &Value, risk: Option<&str>) -> String {
+    let base = match (name, input.get("command").and_then(Value::as_str)) {
+        ("bash", Some(command)) => format!("bash: {}", visible_line(command)),
+        _ => describe_call(name, input),
+    };
+    match risk {
+        Some(why) => format!("{base} ({why})"),
+        None => base,
+    }
+}
+
+/// `s` on one line with every character visible.
+fn visible_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str(" ⏎ "),
+            '\r' => {}
+            '\t' => out.push(' '),
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn with_path(pattern: &str, path: &str) -> String {
     if path.is_empty() {
         pattern.to_string()
@@ -451,6 +492,24 @@ fn with_path(pattern: &str, path: &str) -> String {
 
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// What a session with these tools, policy and command sandbox really has, for the prompt.
+pub fn session_facts(
+    policy: Policy,
+    sandbox: &crate::sandbox::CommandSandbox,
+    tools: &ToolRegistry,
+) -> crate::prompt::SessionFacts {
+    crate::prompt::SessionFacts {
+        sandboxed: sandbox.confined(),
+        network: sandbox.network,
+        commands_ask: approval_needed(policy, ToolClass::Exec, sandbox, false),
+        tools: tools
+            .entries()
+            .iter()
+            .map(|e| e.spec.name.clone())
+            .collect(),
+    }
 }
 
 /// Runs a built-in tool. Never panics; unknown tools and bad input are error outputs.

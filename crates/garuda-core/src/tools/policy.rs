@@ -1,8 +1,15 @@
-//! Approval policy: which tool calls go to the client for permission.
+//! Approval policy: which tool calls go to the client for permission. It follows risk, not
+//! tool names: under `auto-edit` an edit of a path that runs code or steers Garuda
+//! ([`risky_path`]) still asks, and a command asks unless the sandbox confines it and the user
+//! let sandboxed commands run (`[sandbox] auto_run`). Without a sandbox every command asks,
+//! whatever the policy, unless the user turned the sandbox off.
+
+use std::path::{Component, Path};
 
 use serde::{Deserialize, Serialize};
 
 use super::ToolClass;
+use crate::sandbox::{CommandSandbox, Unconfined};
 
 /// A session's approval policy.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -62,9 +69,225 @@ pub fn needs_approval(policy: Policy, class: ToolClass) -> bool {
     }
 }
 
+/// Files anywhere in the workspace whose change runs code later, outside any sandbox, or
+/// changes what Garuda tells the model: direnv, package manifests and build scripts,
+/// instruction files. Matched on the file name, ignoring case.
+pub const RISKY_FILES: &[&str] = &[
+    ".envrc",
+    "AGENTS.md",
+    "CLAUDE.md",
+    "GARUDA.md",
+    "package.json",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    "Makefile",
+    "makefile",
+    "GNUmakefile",
+    "justfile",
+    "Taskfile.yml",
+    "build.rs",
+    "Cargo.toml",
+    "setup.py",
+    "setup.cfg",
+    "pyproject.toml",
+    "tox.ini",
+    "noxfile.py",
+    "composer.json",
+    "Gemfile",
+    "Rakefile",
+    "build.gradle",
+    "build.gradle.kts",
+    "settings.gradle",
+    "settings.gradle.kts",
+    "gradlew",
+    "pom.xml",
+    ".pre-commit-config.yaml",
+    ".gitlab-ci.yml",
+    ".travis.yml",
+    "azure-pipelines.yml",
+    "Jenkinsfile",
+    ".drone.yml",
+    ".gitattributes",
+    ".gitmodules",
+];
+
+/// Folders anywhere in the workspace whose files run code or steer tools: git's own folder
+/// (hooks, config), Garuda's, CI configs, git hook managers, editor tasks and settings, cargo's
+/// config.
+pub const RISKY_DIRS: &[&str] = &[
+    ".git",
+    ".garuda",
+    ".github",
+    ".circleci",
+    ".buildkite",
+    ".husky",
+    ".vscode",
+    ".idea",
+    ".cargo",
+    ".devcontainer",
+];
+
+/// Why a change of the root-relative `rel` is risky, or `None`. Lexical: `.` and `..` are
+/// resolved first; see [`risky_target`] for links.
+pub fn risky_path(rel: &Path) -> Option<String> {
+    let mut parts: Vec<String> = Vec::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
+            Component::ParentDir => {
+                parts.pop();
+            }
+            _ => {}
+        }
+    }
+    let eq = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
+    if let Some(d) = parts
+        .iter()
+        .take(parts.len().saturating_sub(1))
+        .find(|p| RISKY_DIRS.iter().any(|d| eq(p, d)))
+    {
+        return Some(format!(
+            "it is inside {d}/, which runs code or steers tools"
+        ));
+    }
+    let name = parts.last()?;
+    if RISKY_FILES.iter().any(|f| eq(name, f)) {
+        return Some(format!("{name} runs code or steers the agent"));
+    }
+    None
+}
+
+/// Like [`risky_path`], for `rel` as it resolves under `root` now: a link inside the root that
+/// leads into `.git/` is caught too. The target need not exist.
+pub fn risky_target(root: &Path, rel: &Path) -> Option<String> {
+    if let Some(why) = risky_path(rel) {
+        return Some(why);
+    }
+    // The deepest existing ancestor, canonical, plus the rest as given.
+    let full = root.join(rel);
+    let mut base = full.as_path();
+    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+    loop {
+        if let Ok(canon) = base.canonicalize() {
+            let mut p = canon;
+            for r in rest.iter().rev() {
+                p.push(r);
+            }
+            let canon_root = root.canonicalize().ok()?;
+            return p.strip_prefix(&canon_root).ok().and_then(risky_path);
+        }
+        rest.push(base.file_name()?);
+        base = base.parent()?;
+    }
+}
+
+/// True when a call of `class` must be approved under `policy`, for a session whose commands
+/// run as `commands` and a call that changes `risky` (see [`risky_target`]) when it edits.
+pub fn approval_needed(
+    policy: Policy,
+    class: ToolClass,
+    commands: &CommandSandbox,
+    risky: bool,
+) -> bool {
+    match class {
+        ToolClass::Edit => match policy {
+            Policy::Ask => true,
+            Policy::AutoEdit => risky,
+            Policy::FullAuto => false,
+        },
+        ToolClass::Exec => {
+            // No sandbox the user did not choose: every command asks.
+            let fallback = matches!(commands.unconfined, Some(Unconfined::Unavailable(_)));
+            match policy {
+                Policy::Ask => true,
+                Policy::AutoEdit => fallback || !(commands.confined() && commands.auto_run),
+                Policy::FullAuto => fallback,
+            }
+        }
+        other => needs_approval(policy, other),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::SandboxMode;
+
+    fn sandbox(unconfined: Option<Unconfined>, auto_run: bool) -> CommandSandbox {
+        CommandSandbox {
+            mode: if unconfined.is_none() {
+                SandboxMode::Bubblewrap
+            } else {
+                SandboxMode::None
+            },
+            network: false,
+            auto_run,
+            unconfined,
+        }
+    }
+
+    #[test]
+    fn risky_paths() {
+        for p in [
+            ".git/hooks/pre-commit",
+            ".git/config",
+            "./.GIT/hooks/x",
+            "a/../.garuda/config.toml",
+            ".envrc",
+            "sub/.envrc",
+            ".github/workflows/ci.yml",
+            "AGENTS.md",
+            "docs/CLAUDE.md",
+            "package.json",
+            "crates/x/build.rs",
+            ".vscode/tasks.json",
+            ".cargo/config.toml",
+        ] {
+            assert!(risky_path(Path::new(p)).is_some(), "{p}");
+        }
+        for p in [
+            "src/main.rs",
+            "README.md",
+            "git/hooks.rs",
+            ".gitignore",
+            "a/.garuda_x",
+        ] {
+            assert!(risky_path(Path::new(p)).is_none(), "{p}");
+        }
+    }
+
+    #[test]
+    fn a_link_into_git_is_risky() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join(".git/hooks")).unwrap();
+        std::os::unix::fs::symlink(".git/hooks", d.path().join("h")).unwrap();
+        assert!(risky_target(d.path(), Path::new("h/pre-commit")).is_some());
+        assert!(risky_target(d.path(), Path::new("new/dir/file.rs")).is_none());
+    }
+
+    #[test]
+    fn commands_follow_the_sandbox() {
+        use Policy::*;
+        let confined = sandbox(None, false);
+        let confined_auto = sandbox(None, true);
+        let none = sandbox(Some(Unconfined::Unavailable("x".into())), true);
+        let off = sandbox(Some(Unconfined::TurnedOff), false);
+        let ex = |p, s: &CommandSandbox| approval_needed(p, ToolClass::Exec, s, false);
+        assert!(ex(Ask, &confined_auto));
+        assert!(ex(AutoEdit, &confined));
+        assert!(!ex(AutoEdit, &confined_auto));
+        assert!(ex(AutoEdit, &none));
+        assert!(!ex(FullAuto, &confined));
+        // No sandbox the user did not choose: full-auto asks too.
+        assert!(ex(FullAuto, &none));
+        assert!(!ex(FullAuto, &off));
+        let ed = |p, risky| approval_needed(p, ToolClass::Edit, &confined, risky);
+        assert!(ed(AutoEdit, true));
+        assert!(!ed(AutoEdit, false));
+        assert!(ed(Ask, false));
+        assert!(!ed(FullAuto, true));
+    }
 
     #[test]
     fn table() {

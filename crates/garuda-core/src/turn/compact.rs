@@ -608,7 +608,7 @@ pub async fn compact_session(
     // The instructions come back as they are on disk now: the system prompt is rebuilt.
     let ws = &session.setup.workspace;
     ws.invalidate();
-    let assembled = ws.assemble(&ws.default_options(Some(&session.header.model)));
+    let assembled = ws.assemble(&session.setup.prompt_options(&session.header.model));
     let fixed =
         est.estimate(assembled.system.chars().count() + tokens::tool_chars(&session.tool_specs()));
     let messages = without_regenerated(&view.messages, &state.records);

@@ -73,6 +73,20 @@ pub struct SessionSetup {
     pub view_policy: ViewPolicy,
     /// Compaction settings.
     pub compact: CompactPolicy,
+    /// How its commands run (`None`: the root cannot hold commands).
+    pub commands: Option<Arc<crate::sandbox::CommandRunner>>,
+    /// What its commands run in, measured at its start.
+    pub sandbox: crate::sandbox::CommandSandbox,
+}
+
+impl SessionSetup {
+    /// The prompt options of this session: the workspace's, with the session's own facts
+    /// (its policy, sandbox and tools).
+    pub fn prompt_options(&self, model: &str) -> crate::prompt::PromptOptions {
+        let mut o = self.workspace.default_options(Some(model));
+        o.facts = crate::tools::session_facts(self.policy, &self.sandbox, &self.tools);
+        o
+    }
 }
 
 /// Mutable state, held for the whole of a turn so turns of one session never interleave.
@@ -191,7 +205,7 @@ impl LiveSession {
         file: SessionFile,
         records: Vec<Record>,
     ) -> LiveSession {
-        let opts = setup.workspace.default_options(Some(&header.model));
+        let opts = setup.prompt_options(&header.model);
         let assembled = setup.workspace.assemble(&opts);
         let count = records.iter().filter(|r| r.as_message().is_some()).count();
         let message_count = Arc::new(AtomicU64::new(count as u64));

@@ -81,7 +81,7 @@ fn instruction_note(
     state: &mut SessionState,
 ) -> Option<(MessageRecord, Record)> {
     let ws = &session.setup.workspace;
-    let assembled = ws.assemble(&ws.default_options(Some(&session.header.model)));
+    let assembled = ws.assemble(&session.setup.prompt_options(&session.header.model));
     if assembled.sha256 == state.prompt_sha {
         return None;
     }
@@ -169,6 +169,7 @@ async fn run_locked(
         cancel: cancel.clone(),
         state_dir: Some(session.setup.view_policy.tool_results_dir.clone()),
         call_id: None,
+        commands: session.setup.commands.clone(),
     };
     // Reactive compactions of one step: the first teaches the limit; a second one covers an
     // estimate that was still off.
@@ -464,13 +465,32 @@ async fn run_tool(
             Err(e) => ToolOutput::error(e),
         };
     }
-    let needs = tools::needs_approval(session.setup.policy, entry.class);
-    if needs && !state.always_allow.contains(name) {
+    // Risk follows the path an edit changes (links resolved), not the tool's name.
+    let risk = match (entry.class, entry.path_in(&input)) {
+        (ToolClass::Edit, Some(p)) => ctx
+            .root
+            .relative(std::path::Path::new(p))
+            .ok()
+            .and_then(|rel| tools::risky_target(ctx.root.path(), &rel).map(|why| (rel, why))),
+        _ => None,
+    };
+    let needs = tools::approval_needed(
+        session.setup.policy,
+        entry.class,
+        &session.setup.sandbox,
+        risk.is_some(),
+    );
+    // "Allow always" on a risky edit allows that path, not every edit.
+    let always_key = match &risk {
+        Some((rel, _)) => format!("{name}:{}", rel.display()),
+        None => name.to_string(),
+    };
+    if needs && !state.always_allow.contains(&always_key) {
         let req = PermissionRequest {
             session_id: session.id.clone(),
             tool_call_id: id.to_string(),
             tool_name: name.to_string(),
-            title: tools::describe_call(name, &input),
+            title: tools::approval_title(name, &input, risk.as_ref().map(|(_, w)| w.as_str())),
             input: input.clone(),
             options: PermissionRequest::standard_options(),
         };
@@ -484,7 +504,7 @@ async fn run_tool(
         match answer {
             PermissionAnswer::AllowOnce => {}
             PermissionAnswer::AllowAlways => {
-                state.always_allow.insert(name.to_string());
+                state.always_allow.insert(always_key);
             }
             PermissionAnswer::Reject => return ToolOutput::error(DENIED),
         }

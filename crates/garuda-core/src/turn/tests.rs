@@ -153,6 +153,12 @@ fn fixture(policy: Policy, window: u64, answers: Vec<Answer>) -> Fixture {
         false,
     );
     let workspace = engine.open_workspace(ws.path()).unwrap();
+    // Unconfined: these tests are about the turn loop; the sandbox has its own.
+    let off = crate::sandbox::SandboxSettings {
+        enabled: false,
+        ..Default::default()
+    };
+    let workspace_runner = crate::sandbox::session_runner(&off, workspace.root.path());
     let header = SessionHeader::new(workspace.root.path().display().to_string(), "s/m");
     let file = engine.store().create(&header).unwrap();
     let script = Script::new(answers);
@@ -171,6 +177,8 @@ fn fixture(policy: Policy, window: u64, answers: Vec<Answer>) -> Fixture {
         approval_timeout_secs: 1,
         view_policy: Default::default(),
         compact: Default::default(),
+        commands: workspace_runner.0,
+        sandbox: workspace_runner.1,
     };
     Fixture {
         _state: state,

@@ -41,6 +41,11 @@ pub struct Workspace {
     pub config: Config,
     /// Problems found while opening.
     pub warnings: Vec<String>,
+    /// What commands of a new session here run in (the machine's sandbox, probed once).
+    pub sandbox: crate::sandbox::CommandSandbox,
+    /// What a new session with the configured policy and the built-in tools has, for the
+    /// prompt a client previews.
+    pub facts: prompt::SessionFacts,
     cache: Mutex<Cache>,
     watcher: Mutex<Option<WatchHandle>>,
     /// Why the workspace could not be watched, when it could not.
@@ -80,11 +85,16 @@ impl Workspace {
                 user.clone()
             }
         };
+        let (_, sandbox) = crate::sandbox::session_runner(&config.sandbox, root.path());
+        let tools = crate::tools::ToolRegistry::for_session(Vec::new()).unwrap_or_default();
+        let facts = crate::tools::session_facts(config.approval.policy, &sandbox, &tools);
         Ok(Workspace {
             id: workspace_id(root.path()),
             root: Arc::new(root),
             config,
             warnings,
+            sandbox,
+            facts,
             cache: Mutex::new(Cache::default()),
             watcher: Mutex::new(None),
             watch_error: Mutex::new(None),
@@ -100,6 +110,7 @@ impl Workspace {
                 .to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             features: self.config.features.clone(),
+            facts: self.facts.clone(),
             limits: self.config.limits,
         }
     }

@@ -1,0 +1,241 @@
+//! What a sandboxed command may touch: the policy, its defaults, and the protected paths.
+
+use std::path::{Path, PathBuf};
+
+use super::SandboxError;
+use super::env::EnvPolicy;
+
+/// Paths inside the root that stay read-only: they run code or steer Garuda outside the
+/// sandbox later (git hooks, `core.hooksPath`/`core.fsmonitor`/aliases in `.git/config`,
+/// Garuda's own workspace config and memory).
+pub const PROTECTED_IN_ROOT: &[&str] = &[".git/hooks", ".git/config", ".garuda"];
+
+/// Secrets under the user's home that commands cannot read: keys, cloud and registry
+/// credentials, password stores, browser profiles (cookies), and Garuda's own config and
+/// session transcripts.
+pub const HOME_SECRETS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+    ".config/containers/auth.json",
+    ".config/gh",
+    ".config/hub",
+    ".config/op",
+    ".netrc",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".npmrc",
+    ".yarnrc",
+    ".pypirc",
+    ".gem/credentials",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".config/composer/auth.json",
+    ".composer/auth.json",
+    ".terraform.d",
+    ".vault-token",
+    ".password-store",
+    ".local/share/keyrings",
+    ".pgpass",
+    ".my.cnf",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/garuda",
+    ".local/state/garuda",
+];
+
+/// System files with other users' secrets (password hashes). Host SSH keys
+/// (`/etc/ssh/ssh_host_*_key`) are added by listing `/etc/ssh`.
+pub const SYSTEM_SECRETS: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+];
+
+/// What one sandboxed command may do. Paths are absolute; [`SandboxPolicy::for_root`] fills
+/// in the defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxPolicy {
+    /// The workspace root (canonical): readable and writable, except `read_only`.
+    pub root: PathBuf,
+    /// A host folder mounted at `/tmp` (and `TMPDIR`), kept between commands; `None` gives
+    /// each command a fresh, empty `/tmp` that vanishes with it.
+    pub temp_dir: Option<PathBuf>,
+    /// More writable folders (package caches, say); missing ones are skipped.
+    pub writable: Vec<PathBuf>,
+    /// Paths that stay read-only even inside the root or a writable folder; relative ones are
+    /// relative to the root. Missing ones are skipped (see [`super::SandboxedChild::created_protected`]).
+    pub read_only: Vec<PathBuf>,
+    /// Paths the command cannot read (they appear empty); missing ones are skipped.
+    pub deny_read: Vec<PathBuf>,
+    /// Whether the command reaches the network (host loopback included).
+    pub network: bool,
+    /// The command's environment.
+    pub env: EnvPolicy,
+}
+
+impl SandboxPolicy {
+    /// The defaults for `root`: no network, a fresh `/tmp`, the protected paths read-only, and
+    /// the secrets of the user whose home and XDG folders the server's environment names.
+    pub fn for_root(root: &Path) -> Result<Self, SandboxError> {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut garuda_dirs = Vec::new();
+        for (var, sub) in [("XDG_CONFIG_HOME", "garuda"), ("XDG_STATE_HOME", "garuda")] {
+            if let Some(base) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+                garuda_dirs.push(PathBuf::from(base).join(sub));
+            }
+        }
+        Self::for_root_with(root, home.as_deref(), &garuda_dirs)
+    }
+
+    /// Like [`SandboxPolicy::for_root`] with the home folder and extra secret folders given
+    /// (Garuda's config and state folders when `XDG_*` moves them out of the home).
+    pub fn for_root_with(
+        root: &Path,
+        home: Option<&Path>,
+        extra_secrets: &[PathBuf],
+    ) -> Result<Self, SandboxError> {
+        let root = canonical_root(root)?;
+        Ok(SandboxPolicy {
+            root,
+            temp_dir: None,
+            writable: Vec::new(),
+            read_only: PROTECTED_IN_ROOT.iter().map(PathBuf::from).collect(),
+            deny_read: default_denied_reads(home, extra_secrets),
+            network: false,
+            env: EnvPolicy::default(),
+        })
+    }
+
+    /// Checks what the mount plan relies on: a usable root and absolute paths.
+    pub(crate) fn validate(&self) -> Result<(), SandboxError> {
+        canonical_root(&self.root)?;
+        let absolute = self
+            .writable
+            .iter()
+            .chain(&self.deny_read)
+            .chain(self.temp_dir.iter());
+        for p in absolute {
+            if !p.is_absolute() {
+                return Err(SandboxError::RelativePath(p.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// `read_only` with relative entries joined to the root.
+    pub(crate) fn read_only_paths(&self) -> Vec<PathBuf> {
+        self.read_only
+            .iter()
+            .map(|p| {
+                if p.is_absolute() {
+                    p.clone()
+                } else {
+                    self.root.join(p)
+                }
+            })
+            .collect()
+    }
+}
+
+/// The root as a canonical folder; `/` is refused because it would make the whole system
+/// writable.
+fn canonical_root(root: &Path) -> Result<PathBuf, SandboxError> {
+    let bad = |message: String| SandboxError::BadRoot {
+        path: root.to_path_buf(),
+        message,
+    };
+    let canon = root.canonicalize().map_err(|e| bad(e.to_string()))?;
+    if !canon.is_dir() {
+        return Err(bad("not a folder".into()));
+    }
+    if canon.parent().is_none() {
+        return Err(bad("the filesystem root cannot be a workspace root".into()));
+    }
+    Ok(canon)
+}
+
+/// The default unreadable paths: [`HOME_SECRETS`] under `home`, `extra`, every other user's
+/// home (the folders in `/home` and `/root`, except `home` itself), [`SYSTEM_SECRETS`] and the
+/// host's SSH keys.
+pub fn default_denied_reads(home: Option<&Path>, extra: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let own = home.and_then(|h| h.canonicalize().ok());
+    if let Some(h) = home {
+        out.extend(HOME_SECRETS.iter().map(|s| h.join(s)));
+    }
+    out.extend(extra.iter().cloned());
+    let mut homes: Vec<PathBuf> = std::fs::read_dir("/home")
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    homes.push(PathBuf::from("/root"));
+    for h in homes {
+        let canon = h.canonicalize().unwrap_or_else(|_| h.clone());
+        if Some(&canon) != own.as_ref() && canon.is_dir() {
+            out.push(h);
+        }
+    }
+    out.extend(SYSTEM_SECRETS.iter().map(PathBuf::from));
+    if let Ok(rd) = std::fs::read_dir("/etc/ssh") {
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("ssh_host_") && name.ends_with("_key") {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_deny_secrets_and_other_homes_but_not_the_own_home() {
+        let home = tempfile::tempdir().unwrap();
+        let denied = default_denied_reads(Some(home.path()), &[PathBuf::from("/x/garuda")]);
+        assert!(denied.contains(&home.path().join(".ssh")));
+        assert!(denied.contains(&home.path().join(".config/garuda")));
+        assert!(denied.contains(&PathBuf::from("/x/garuda")));
+        assert!(denied.contains(&PathBuf::from("/etc/shadow")));
+        assert!(!denied.contains(&home.path().to_path_buf()));
+        // /root is someone else's home unless it is ours.
+        if Path::new("/root").is_dir() {
+            assert!(denied.contains(&PathBuf::from("/root")));
+        }
+    }
+
+    #[test]
+    fn root_must_be_a_real_folder_other_than_slash() {
+        assert!(matches!(
+            SandboxPolicy::for_root_with(Path::new("/"), None, &[]),
+            Err(SandboxError::BadRoot { .. })
+        ));
+        assert!(matches!(
+            SandboxPolicy::for_root_with(Path::new("/nonexistent/garuda"), None, &[]),
+            Err(SandboxError::BadRoot { .. })
+        ));
+        let d = tempfile::tempdir().unwrap();
+        let p = SandboxPolicy::for_root_with(d.path(), None, &[]).unwrap();
+        assert_eq!(p.root, d.path().canonicalize().unwrap());
+        assert!(!p.network);
+        assert_eq!(
+            p.read_only_paths(),
+            vec![
+                p.root.join(".git/hooks"),
+                p.root.join(".git/config"),
+                p.root.join(".garuda")
+            ]
+        );
+    }
+}
