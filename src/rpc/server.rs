@@ -43,6 +43,10 @@ pub enum Dispatch {
     /// with its output before the next message is read: for a request later ones depend on,
     /// such as LSP `initialize`.
     Ordered(BoxFuture<'static, Result<Value, RpcError>>),
+    /// Answer now, then run this on the read loop: notifications it queues reach the client
+    /// after the answer (ACP's `available_commands_update` names the session the answer
+    /// created).
+    ReplyThen(Result<Value, RpcError>, Box<dyn FnOnce(&Client) + Send>),
 }
 
 /// Whether the read loop goes on after a notification.
@@ -365,7 +369,7 @@ impl Conn {
                     .map_or_else(|| "null".to_owned(), Id::to_string);
                 tracing::warn!("bad message (id {id}): {}", bad.error.message);
                 if bad.reply {
-                    self.client.respond(bad.id.as_ref(), &Err(bad.error));
+                    self.client.respond(bad.id.as_ref(), &Err(*bad.error));
                 }
                 None
             }
@@ -417,6 +421,10 @@ impl Conn {
         }));
         match dispatch {
             Ok(Dispatch::Reply(result)) => self.client.respond(Some(&id), &result),
+            Ok(Dispatch::ReplyThen(result, then)) => {
+                self.client.respond(Some(&id), &result);
+                then(&self.client);
+            }
             Ok(Dispatch::Spawn(fut)) => self.spawn_request(id, cancel, fut),
             Ok(Dispatch::Ordered(fut)) => *lock(&self.ordered) = Some((id, fut)),
             Err(_) => {

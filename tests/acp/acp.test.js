@@ -112,7 +112,7 @@ function tap(mark) {
  * app's `ClientContext`; then closes stdin and resolves with `op`'s value and the exit code.
  * `rec` records what the agent sent; `rec.decide(params)` answers permission requests.
  */
-async function withAgent({ home, cassette }, op, { decide } = {}) {
+async function withAgent({ home, cassette }, op, { decide, handlers } = {}) {
   const child = spawn(BIN, ["acp"], {
     stdio: ["pipe", "pipe", "inherit"],
     env: {
@@ -137,7 +137,7 @@ async function withAgent({ home, cassette }, op, { decide } = {}) {
     onPermission: () => {},
     decide: decide ?? (() => ({ outcome: { outcome: "selected", optionId: "allow_once" } })),
   };
-  const app = acp
+  let app = acp
     .client({ name: "garuda-acp-test" })
     .onRequest(methods.client.session.requestPermission, async ({ params }) => {
       rec.permissions.push(params);
@@ -148,6 +148,7 @@ async function withAgent({ home, cassette }, op, { decide } = {}) {
       rec.updates.push(params);
       rec.onUpdate(params);
     });
+  if (handlers) app = handlers(app, rec);
   const toAgent = tap("->");
   void toAgent.readable.pipeTo(Writable.toWeb(child.stdin)).catch(() => {});
   const fromAgent = Readable.toWeb(child.stdout).pipeThrough(tap("<-"));
@@ -177,6 +178,17 @@ async function init(ctx, protocolVersion = acp.PROTOCOL_VERSION) {
   assert.equal(r.agentCapabilities.promptCapabilities.image, true);
   assert.deepEqual(r.authMethods, []);
   assert.equal(r.agentInfo.name, "garuda");
+  return r;
+}
+
+/** `initialize` with extra client capabilities (fs, terminal, session.compaction). */
+async function initWith(ctx, clientCapabilities) {
+  const r = await ctx.request(methods.agent.initialize, {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false, ...clientCapabilities },
+    clientInfo: { name: "garuda-acp-test", version: "0.0.0" },
+  });
+  zs.zInitializeResponse.parse(r);
   return r;
 }
 
@@ -258,9 +270,10 @@ test("prompt with an approved bash call streams and ends the turn; /compact; loa
     sessionId = session.sessionId;
     zs.zNewSessionResponse.parse(session.newSessionResponse);
     const cmds = await nextOf(rec, "available_commands_update");
+    // /snip is not offered: it takes message ids an ACP user never sees.
     assert.deepEqual(
       cmds.availableCommands.map((c) => c.name),
-      ["compact", "context", "snip"],
+      ["compact", "context"],
     );
     assert.equal(cmds.availableCommands[0].input.hint, "what the summary should keep");
     assert.equal(cmds.availableCommands[1].input ?? null, null);
@@ -313,9 +326,16 @@ test("prompt with an approved bash call streams and ends the turn; /compact; loa
     const call = ofKind(seen, "tool_call")[0].update;
     assert.equal(call.toolCallId, "toolu_1");
     assert.equal(call.kind, "execute");
-    assert.equal(call.status, "in_progress");
+    // Announced pending (the default, so it may be left out) until approved; then running.
+    assert.equal(call.status ?? "pending", "pending");
     assert.match(call.title, /echo hello-from-bash/);
-    const result = ofKind(seen, "tool_call_update")[0].update;
+    const updates = ofKind(seen, "tool_call_update").map((u) => u.update);
+    assert.deepEqual(
+      updates.map((u) => u.status),
+      ["in_progress", "completed"],
+    );
+    // The permission request went out before the call ran.
+    const result = updates[1];
     assert.equal(result.toolCallId, "toolu_1");
     assert.equal(result.status, "completed");
     assert.equal(result.content[0].type, "content");
@@ -348,9 +368,11 @@ test("prompt with an approved bash call streams and ends the turn; /compact; loa
     assert.ok(at("tool_call") < at("tool_call_update"));
     assert.ok(at("tool_call_update") < at("agent_message_chunk"));
     assert.equal(rec.updates[0].update.content.text, "run echo");
-    assert.equal(replay.at(-1), "available_commands_update");
+    assert.ok(replay.includes("available_commands_update"));
+    const info = ofKind(rec.updates, "session_info_update")[0]?.update;
+    assert.equal(info?.title, "run echo");
     assert.ok(rec.updates.every((u) => u.sessionId === sessionId));
-    const replayed = ofKind(rec.updates, "tool_call_update")[0].update;
+    const replayed = ofKind(rec.updates, "tool_call_update").at(-1).update;
     assert.equal(replayed.status, "completed");
     assert.match(replayed.content[0].content.text, /hello-from-bash/);
     // The loaded session takes prompts again.
@@ -361,7 +383,7 @@ test("prompt with an approved bash call streams and ends the turn; /compact; loa
   assert.equal(b.code, 0);
 });
 
-test("/context and /snip answer as agent messages without calling the model", async () => {
+test("/context answers as agent messages without calling the model; /snip is not a command", async () => {
   // An empty cassette: any model call would fail the prompt.
   const fx = fixture([]);
   const { code } = await withAgent(fx, async (ctx, rec) => {
@@ -379,10 +401,9 @@ test("/context and /snip answer as agent messages without calling the model", as
     assert.match(table, /tokens used; compaction starts at \d+/);
     assert.deepEqual(kinds(rec.updates), kinds(rec.updates).map(() => "agent_message_chunk"));
 
-    rec.updates.length = 0;
-    const s = await prompt(ctx, sessionId, "/snip");
-    assert.equal(s.stopReason, "end_turn");
-    assert.match(text(rec.updates), /^Usage: \/snip/);
+    // Not a command: it goes to the model like any text (here: an empty cassette).
+    const s = await rpcError(prompt(ctx, sessionId, "/snip"));
+    assert.match(`${s.message} ${JSON.stringify(s.data ?? "")}`, /exhausted/);
 
     rec.updates.length = 0;
     const c = await prompt(ctx, sessionId, "  /compact  ");
@@ -427,11 +448,30 @@ test("/compact summarises a longer session through the model; loadSession still 
   const b = await withAgent(fx, async (ctx, rec) => {
     await init(ctx);
     await ctx.request(methods.agent.session.load, { sessionId, cwd: fx.ws, mcpServers: [] });
+    // The whole history once, in order; the compaction's framing is never a user message.
     const user = ofKind(rec.updates, "user_message_chunk").map((u) => u.update.content.text);
-    assert.ok(user.length > 0, JSON.stringify(kinds(rec.updates)));
-    assert.equal(kinds(rec.updates).at(-1), "available_commands_update");
+    assert.deepEqual(user, [1, 2, 3, 4, 5, 6].map((i) => `question ${i}`));
+    const agent = ofKind(rec.updates, "agent_message_chunk").map((u) => u.update.content.text.split(".")[0]);
+    assert.deepEqual(agent, [1, 2, 3, 4, 5, 6].map((i) => `Answer ${i}`));
+    // Without the client's session.compaction, the summary is a thought at its place.
+    const summary = ofKind(rec.updates, "agent_thought_chunk").map((u) => u.update.content.text);
+    assert.equal(summary.length, 1);
+    assert.match(summary[0], /SUMMARY: six questions/);
+    assert.ok(!/<summary>|continues from an earlier/.test(summary[0]), summary[0]);
+    assert.ok(kinds(rec.updates).includes("available_commands_update"));
   });
   assert.equal(b.code, 0);
+  // A client that opted into compaction updates gets one at the compaction's place.
+  const c = await withAgent(fx, async (ctx, rec) => {
+    await initWith(ctx, { session: { compaction: {} } });
+    await ctx.request(methods.agent.session.load, { sessionId, cwd: fx.ws, mcpServers: [] });
+    const comp = ofKind(rec.updates, "compaction_update").map((u) => u.update);
+    assert.equal(comp.length, 1);
+    assert.equal(comp[0].status, "completed");
+    assert.match(comp[0].summary[0].text, /^SUMMARY: six questions/);
+    assert.equal(ofKind(rec.updates, "agent_thought_chunk").length, 0);
+  });
+  assert.equal(c.code, 0);
 });
 
 test("a rejected or cancelled permission fails the tool call and the turn goes on", async () => {
@@ -683,4 +723,266 @@ test("the agent's lines are newline-delimited JSON-RPC 2.0 objects, one per line
       assert.ok("result" in m && !("error" in m), l);
     }
   }
+});
+
+test("session/list newest first with titles; session/resume without replay; session/close", async () => {
+  // Each process replays the cassette from its start: lines answer by what they match.
+  const fx = fixture([
+    answer("A.", { match: "the first session" }),
+    answer("B.", { match: "the second one" }),
+    answer("C.", { match: "go on" }),
+  ]);
+  let first, second;
+  const a = await withAgent(fx, async (ctx, rec) => {
+    const r = await init(ctx);
+    const sc = r.agentCapabilities.sessionCapabilities;
+    for (const k of ["list", "resume", "close", "additionalDirectories"]) assert.deepEqual(sc[k], {}, k);
+    first = await newSession(ctx, fx.ws);
+    await prompt(ctx, first, "the first session\nwith two lines");
+    assert.equal(ofKind(rec.updates, "session_info_update")[0].update.title, "the first session with two lines");
+    second = await newSession(ctx, fx.ws);
+    await prompt(ctx, second, "the second one");
+    const list = await ctx.request(methods.agent.session.list, { cwd: fx.ws });
+    zs.zListSessionsResponse.parse(list);
+    assert.deepEqual(
+      list.sessions.map((s) => [s.sessionId, s.title]),
+      [
+        [second, "the second one"],
+        [first, "the first session with two lines"],
+      ],
+    );
+    for (const s of list.sessions) {
+      assert.match(s.updatedAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+      assert.ok(s.cwd.endsWith("/ws"), s.cwd);
+    }
+    const all = await ctx.request(methods.agent.session.list, {});
+    assert.equal(all.sessions.length, 2);
+    const closed = await ctx.request(methods.agent.session.close, { sessionId: first });
+    zs.zCloseSessionResponse.parse(closed);
+    const bad = await rpcError(ctx.request(methods.agent.session.list, { cwd: fx.ws, cursor: "x" }));
+    assert.equal(bad.code, -32602);
+  });
+  assert.equal(a.code, 0);
+  const b = await withAgent(fx, async (ctx, rec) => {
+    await init(ctx);
+    const r = await ctx.request(methods.agent.session.resume, { sessionId: second, cwd: fx.ws, mcpServers: [] });
+    zs.zResumeSessionResponse.parse(r);
+    assert.equal(r.modes.currentModeId, "ask");
+    // No replay: nothing of the history comes back.
+    assert.deepEqual(
+      kinds(rec.updates).filter((k) => k.endsWith("_chunk") || k.startsWith("tool_call")),
+      [],
+    );
+    rec.updates.length = 0;
+    const p = await prompt(ctx, second, "go on");
+    assert.equal(p.stopReason, "end_turn");
+    assert.equal(text(rec.updates), "C.");
+    const unknown = await rpcError(
+      ctx.request(methods.agent.session.resume, { sessionId: "no-such-session", cwd: fx.ws, mcpServers: [] }),
+    );
+    assert.equal(unknown.code, -32002);
+  });
+  assert.equal(b.code, 0);
+});
+
+test("modes are the approval policies; the model is a config option; switching both mid-session", async () => {
+  const fx = fixture([answer("From the first model.")]);
+  // The second model is another cassette: its lines answer only when the model was told.
+  const second = join(fx.home, "second.jsonl");
+  writeFileSync(
+    second,
+    [
+      answer("From the second model.", { match: "The model was switched" }),
+      bashCall("toolu_m", "echo unasked"),
+      answer("Ran it."),
+    ]
+      .map((l) => JSON.stringify(l))
+      .join("\n"),
+  );
+  const { code } = await withAgent(fx, async (ctx, rec) => {
+    await init(ctx);
+    const r = await ctx.request(methods.agent.session.new, { cwd: fx.ws, mcpServers: [] });
+    zs.zNewSessionResponse.parse(r);
+    const sessionId = r.sessionId;
+    assert.equal(r.modes.currentModeId, "ask");
+    assert.deepEqual(
+      r.modes.availableModes.map((m) => m.id),
+      ["ask", "auto-edit", "full-auto"],
+    );
+    assert.ok(r.modes.availableModes.every((m) => m.description.length > 10));
+    const model = r.configOptions.find((o) => o.id === "model");
+    assert.equal(model.category, "model");
+    assert.equal(model.type, "select");
+    assert.equal(model.currentValue, `replay:${fx.cassette}`);
+    const values = model.options.map((o) => o.value);
+    assert.ok(values.includes("anthropic/claude-sonnet-4-5"), values.join());
+    assert.equal(r.configOptions.find((o) => o.id === "mode").category, "mode");
+
+    assert.equal((await prompt(ctx, sessionId, "hello")).stopReason, "end_turn");
+    const set = await ctx.request(methods.agent.session.setConfigOption, {
+      sessionId,
+      configId: "model",
+      value: `replay:${second}`,
+    });
+    zs.zSetSessionConfigOptionResponse.parse(set);
+    assert.equal(set.configOptions.find((o) => o.id === "model").currentValue, `replay:${second}`);
+    rec.updates.length = 0;
+    assert.equal((await prompt(ctx, sessionId, "and now?")).stopReason, "end_turn");
+    assert.equal(text(rec.updates), "From the second model.");
+
+    const mode = await ctx.request(methods.agent.session.setMode, { sessionId, modeId: "full-auto" });
+    zs.zSetSessionModeResponse.parse(mode);
+    rec.updates.length = 0;
+    assert.equal((await prompt(ctx, sessionId, "run it")).stopReason, "end_turn");
+    assert.equal(rec.permissions.length, 0, "full-auto runs commands without asking");
+    assert.match(ofKind(rec.updates, "tool_call_update").at(-1).update.content[0].content.text, /unasked/);
+
+    const badMode = await rpcError(ctx.request(methods.agent.session.setMode, { sessionId, modeId: "yolo" }));
+    assert.equal(badMode.code, -32602);
+    const badOption = await rpcError(
+      ctx.request(methods.agent.session.setConfigOption, { sessionId, configId: "speed", value: "fast" }),
+    );
+    assert.equal(badOption.code, -32602);
+    const badModel = await rpcError(
+      ctx.request(methods.agent.session.setConfigOption, { sessionId, configId: "model", value: "nope/" }),
+    );
+    assert.equal(badModel.code, -32602);
+  });
+  assert.equal(code, 0);
+});
+
+test("an edit shows its location and diff, asks, and is written through fs/write_text_file", async () => {
+  const fx = fixture([
+    {
+      response: {
+        content: [{ type: "tool_use", id: "toolu_r", name: "read_file", input: { path: "a.txt", offset: 1 } }],
+        stopReason: "tool_use",
+      },
+    },
+    {
+      response: {
+        content: [
+          {
+            type: "tool_use",
+            id: "toolu_e",
+            name: "edit_file",
+            input: { path: "a.txt", old_string: "world", new_string: "there" },
+          },
+        ],
+        stopReason: "tool_use",
+      },
+    },
+    answer("Edited."),
+  ]);
+  writeFileSync(join(fx.ws, "a.txt"), "first\nhello world\n");
+  const writes = [];
+  const { code } = await withAgent(
+    fx,
+    async (ctx, rec) => {
+      await initWith(ctx, { fs: { readTextFile: true, writeTextFile: true } });
+      const sessionId = await newSession(ctx, fx.ws);
+      const r = await prompt(ctx, sessionId, "edit it");
+      assert.equal(r.stopReason, "end_turn");
+      const calls = ofKind(rec.updates, "tool_call").map((u) => u.update);
+      const read = calls.find((c) => c.toolCallId === "toolu_r");
+      assert.equal(read.kind, "read");
+      assert.deepEqual(read.locations, [{ path: join(fx.ws, "a.txt"), line: 1 }]);
+      const edit = calls.find((c) => c.toolCallId === "toolu_e");
+      assert.equal(edit.kind, "edit");
+      assert.deepEqual(edit.locations, [{ path: join(fx.ws, "a.txt"), line: 2 }]);
+      assert.deepEqual(edit.content, [
+        { type: "diff", path: join(fx.ws, "a.txt"), oldText: "first\nhello world\n", newText: "first\nhello there\n" },
+      ]);
+      // The permission request shows the same diff.
+      assert.equal(rec.permissions.length, 1);
+      assert.deepEqual(rec.permissions[0].toolCall.content, edit.content);
+      assert.deepEqual(writes, [{ sessionId, path: join(fx.ws, "a.txt"), content: "first\nhello there\n" }]);
+      const done = ofKind(rec.updates, "tool_call_update")
+        .map((u) => u.update)
+        .filter((u) => u.toolCallId === "toolu_e");
+      assert.deepEqual(
+        done.map((u) => u.status),
+        ["in_progress", "completed"],
+      );
+      assert.equal(done[1].content[0].type, "diff");
+      assert.equal(text(rec.updates), "Edited.");
+    },
+    {
+      handlers: (app) =>
+        app.onRequest(methods.client.fs.writeTextFile, async ({ params }) => {
+          writes.push(params);
+          // The editor saves the buffer.
+          writeFileSync(params.path, params.content);
+          return {};
+        }),
+    },
+  );
+  assert.equal(code, 0);
+  assert.equal(readFileSync(join(fx.ws, "a.txt"), "utf8"), "first\nhello there\n");
+});
+
+test("a command runs in the client's terminal when it offers terminal/*", async () => {
+  const fx = fixture([
+    bashCall("toolu_t", "echo from-terminal"),
+    answer("It ran in the editor.", { match: "from-terminal\nexit code: 0" }),
+  ]);
+  const calls = [];
+  const terms = new Map();
+  const { code } = await withAgent(
+    fx,
+    async (ctx, rec) => {
+      await initWith(ctx, { terminal: true });
+      const sessionId = await newSession(ctx, fx.ws);
+      const r = await prompt(ctx, sessionId, "run it");
+      assert.equal(r.stopReason, "end_turn");
+      assert.equal(text(rec.updates), "It ran in the editor.");
+      assert.deepEqual(
+        calls.map((c) => c[0]),
+        ["terminal/create", "terminal/wait_for_exit", "terminal/output", "terminal/release"],
+      );
+      const create = calls[0][1];
+      assert.equal(create.command, "bash");
+      assert.deepEqual(create.args, ["-c", "echo from-terminal"]);
+      assert.equal(create.cwd, fx.ws);
+      const upd = ofKind(rec.updates, "tool_call_update").map((u) => u.update);
+      const shown = upd.find((u) => u.content?.some((c) => c.type === "terminal"));
+      assert.ok(shown, JSON.stringify(upd));
+      const last = upd.at(-1);
+      assert.equal(last.status, "completed");
+      assert.ok(last.content.some((c) => c.type === "terminal"));
+    },
+    {
+      handlers: (app) =>
+        app
+          .onRequest(methods.client.terminal.create, async ({ params }) => {
+            calls.push(["terminal/create", params]);
+            const id = `term-${terms.size + 1}`;
+            const child = spawn(params.command, params.args, { cwd: params.cwd });
+            const t = { output: "", exit: null };
+            child.stdout.on("data", (d) => (t.output += d));
+            child.stderr.on("data", (d) => (t.output += d));
+            t.done = new Promise((resolve) => child.on("close", (c) => resolve((t.exit = c))));
+            terms.set(id, t);
+            return { terminalId: id };
+          })
+          .onRequest(methods.client.terminal.waitForExit, async ({ params }) => {
+            calls.push(["terminal/wait_for_exit", params]);
+            return { exitCode: await terms.get(params.terminalId).done };
+          })
+          .onRequest(methods.client.terminal.output, async ({ params }) => {
+            calls.push(["terminal/output", params]);
+            const t = terms.get(params.terminalId);
+            return { output: t.output, truncated: false, exitStatus: { exitCode: t.exit } };
+          })
+          .onRequest(methods.client.terminal.kill, async ({ params }) => {
+            calls.push(["terminal/kill", params]);
+            return {};
+          })
+          .onRequest(methods.client.terminal.release, async ({ params }) => {
+            calls.push(["terminal/release", params]);
+            return {};
+          }),
+    },
+  );
+  assert.equal(code, 0);
 });

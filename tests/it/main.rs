@@ -5,6 +5,7 @@
 mod acp;
 mod cli;
 mod client;
+mod configure;
 mod context;
 mod long_session;
 mod mock_model;

@@ -268,6 +268,7 @@ methods! {
     ForkSession = "session/fork", Blocking, ForkParams -> SessionRef;
     /// Deletes a session.
     DeleteSession = "session/delete", Blocking, SessionRef -> Ack;
+    Configure = "session/configure", Blocking, ConfigureParams -> ConfigureResult;
     /// Runs one user turn.
     RunTurn = "turn/run", Spawned, TurnParams -> TurnResult;
     /// Cancels a live session's running operation.

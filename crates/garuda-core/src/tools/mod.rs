@@ -31,7 +31,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::fsroot::{FileStamp, Root};
 
-pub use edit::{PlannedWrite, commit_write, finish_write, plan_edit};
+pub use edit::{
+    EditPreview, PlannedWrite, call_line, commit_write, finish_write, plan_edit, preview_edit,
+};
 pub use policy::{Policy, UnknownPolicy, needs_approval};
 pub use registry::{ToolClash, ToolEntry, ToolRegistry, ToolSource};
 pub use schema::builtin_specs;
