@@ -1013,9 +1013,10 @@ Works from the chat buffer and from any file buffer of the project."
   (garuda--call "turn/cancel" (list :sessionId (garuda--session))))
 
 (defun garuda-configure (&optional model policy)
-  "Switch the session's MODEL (from its next model request; the model is told by a note)
-or its approval POLICY (ask, auto-edit, full-auto; from the next tool call).
-Interactively: \\[universal-argument] asks for the policy, else for the model."
+  "Switch the session's MODEL or its approval POLICY.
+The model applies from the next model request (the model is told by a
+note); the policy (ask, auto-edit, full-auto) from the next tool call.
+Interactively: with a prefix argument, ask for the policy, else the model."
   (interactive
    (if current-prefix-arg
        (list nil (completing-read "Approval policy: " '("ask" "auto-edit" "full-auto") nil t))
