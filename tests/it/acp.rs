@@ -358,6 +358,24 @@ fn todo_write_becomes_a_plan_and_extra_directories_are_named() {
     );
     assert!(acp.permissions.is_empty(), "todo_write needs no approval");
     acp.finish();
+
+    // A fresh process replays the plan after the history.
+    let mut acp = Acp::spawn(home.path(), &tape);
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    acp.call(
+        "session/load",
+        json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}),
+    );
+    let plan = acp
+        .updates
+        .iter()
+        .find(|u| u["update"]["sessionUpdate"] == "plan")
+        .expect("the plan replayed");
+    assert_eq!(plan["update"]["entries"][1]["content"], "fix the bug");
+    acp.finish();
 }
 
 #[test]

@@ -299,6 +299,8 @@ pub fn history(
 ) -> Vec<acp::SessionUpdate> {
     let mut out = Vec::new();
     let mut compactions = 0u32;
+    // The plan a client shows is the last list the history set.
+    let mut last_plan: Option<Vec<TodoItem>> = None;
     for e in entries {
         let m = &e.message;
         if m.copy_of.is_some() {
@@ -375,6 +377,11 @@ pub fn history(
                     out.push(thought(thinking.clone()))
                 }
                 (Role::Assistant, Block::ToolUse { id, name, input }) => {
+                    if tools.get(name).is_some_and(|e| e.class == ToolClass::Todo)
+                        && let Some(t) = garuda_core::tools::todos_in(input)
+                    {
+                        last_plan = Some(t);
+                    }
                     out.push(acp::SessionUpdate::ToolCall(tool_call(
                         tools,
                         root,
@@ -388,6 +395,9 @@ pub fn history(
                 _ => {}
             }
         }
+    }
+    if let Some(todos) = last_plan {
+        out.push(plan(&todos));
     }
     out
 }

@@ -310,10 +310,6 @@ impl AcpFront {
             for u in updates {
                 send_update(&client, &id, u);
             }
-            let todos = live.todos();
-            if !todos.is_empty() {
-                send_update(&client, &id, convert::plan(&todos));
-            }
             send_update(&client, &id, convert::commands());
             if let Some(title) = stored_title(&engine, &live) {
                 send_update(&client, &id, session_info(title));

@@ -37,7 +37,7 @@ pub use edit::{
 pub use policy::{Policy, UnknownPolicy, needs_approval};
 pub use registry::{ToolClash, ToolEntry, ToolRegistry, ToolSource};
 pub use schema::builtin_specs;
-pub use todo::{TodoItem, TodoStatus};
+pub use todo::{TodoItem, TodoStatus, todos_in};
 
 /// Name of the file `remember` appends to, relative to the workspace root.
 pub const MEMORY_FILE: &str = ".garuda/memory.md";

@@ -317,11 +317,6 @@ impl LiveSession {
         }
     }
 
-    /// The task list now.
-    pub fn todos(&self) -> Vec<TodoItem> {
-        self.todos.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
     /// The approval policy the next tool call is checked against.
     pub fn policy(&self) -> Policy {
         *self.policy.lock().unwrap_or_else(|p| p.into_inner())
