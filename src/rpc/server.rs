@@ -137,6 +137,22 @@ fn closed_error() -> RpcError {
     RpcError::internal("connection closed")
 }
 
+/// Tells the client that a request it was sent is abandoned, unless it was answered.
+struct TellCancel<'a> {
+    client: &'a Client,
+    /// The request still waiting; `None` once answered.
+    id: Option<Id>,
+    method: &'static str,
+}
+
+impl Drop for TellCancel<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            self.client.notify(self.method, json!({ "requestId": id }));
+        }
+    }
+}
+
 /// Removes a pending server-to-client request when its future is dropped early.
 struct PendingGuard<'a> {
     inner: &'a ClientInner,
@@ -214,6 +230,30 @@ impl Client {
                 ))
             }
         }
+    }
+
+    /// Like [`Client::request`], but when the caller gives up first (the future is dropped,
+    /// e.g. its turn was cancelled) the client is told with `cancel_method` `{requestId}`
+    /// (ACP's `$/cancel_request`), so it can close the prompt it shows.
+    pub async fn request_or_cancel(
+        &self,
+        method: &str,
+        params: Value,
+        cancel_method: &'static str,
+    ) -> Result<Value, RpcError> {
+        let (id, rx) = self.start(method, &params)?;
+        let mut tell = TellCancel {
+            client: self,
+            id: Some(id.clone()),
+            method: cancel_method,
+        };
+        let _guard = PendingGuard {
+            inner: &self.inner,
+            id,
+        };
+        let r = rx.await.unwrap_or_else(|_| Err(closed_error()));
+        tell.id = None;
+        r
     }
 
     fn start(

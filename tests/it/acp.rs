@@ -80,8 +80,12 @@ impl Acp {
             Some("session/update") => self.updates.push(m["params"].clone()),
             Some("session/request_permission") => {
                 self.permissions.push(m["params"].clone());
-                let answer = json!({"outcome": {"outcome": "selected", "optionId": self.approve}});
-                self.send(json!({"jsonrpc": "2.0", "id": m["id"], "result": answer}));
+                // An empty `approve` leaves the request unanswered, as a person who walked away.
+                if !self.approve.is_empty() {
+                    let answer =
+                        json!({"outcome": {"outcome": "selected", "optionId": self.approve}});
+                    self.send(json!({"jsonrpc": "2.0", "id": m["id"], "result": answer}));
+                }
             }
             _ => {}
         }
@@ -435,5 +439,39 @@ fn unknown_sessions_are_resource_not_found_and_bad_settings_are_refused() {
     assert!(acp.kinds().iter().any(|k| k == "current_mode_update"));
     let r = acp.call("session/close", json!({"sessionId": sid}));
     assert_eq!(r, json!({}));
+    acp.finish();
+}
+
+#[test]
+fn a_permission_request_left_open_is_withdrawn_when_the_prompt_is_cancelled() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(home.path(), &[bash_call("toolu_w", "echo never")]);
+    let (mut acp, sid) = start(home.path(), &tape, ws.path());
+    acp.approve = "";
+    let id = acp.send_request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "run it"}]}),
+    );
+    let asked = loop {
+        let m = acp.pump();
+        if m["method"] == "session/request_permission" {
+            break m["id"].clone();
+        }
+    };
+    acp.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": id}}));
+    let mut withdrawn = false;
+    let r = loop {
+        let m = acp.pump();
+        if m["method"] == "$/cancel_request" {
+            assert_eq!(m["params"]["requestId"], asked);
+            withdrawn = true;
+        }
+        if m.get("method").is_none() && m["id"] == json!(id) {
+            break m;
+        }
+    };
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    assert!(withdrawn, "the open permission request was not withdrawn");
     acp.finish();
 }

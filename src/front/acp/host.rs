@@ -232,7 +232,10 @@ impl TurnHost for AcpHost {
             });
         let params = permission_params(&req.session_id, call);
         Box::pin(async move {
-            match client.request("session/request_permission", params).await {
+            // A turn cancelled meanwhile drops this future: the client hears `$/cancel_request`.
+            let asked =
+                client.request_or_cancel("session/request_permission", params, "$/cancel_request");
+            match asked.await {
                 // `{outcome: {outcome: "cancelled"}}` and unknown ids count as a rejection.
                 Ok(v) => permission_answer(&v),
                 Err(e) => {
