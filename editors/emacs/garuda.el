@@ -1012,6 +1012,34 @@ Works from the chat buffer and from any file buffer of the project."
     (setq garuda--queue nil))
   (garuda--call "turn/cancel" (list :sessionId (garuda--session))))
 
+(defun garuda-configure (&optional model policy)
+  "Switch the session's MODEL or its approval POLICY.
+The model applies from the next model request (the model is told by a
+note); the policy (ask, auto-edit, full-auto) from the next tool call.
+Interactively: with a prefix argument, ask for the policy, else the model."
+  (interactive
+   (if current-prefix-arg
+       (list nil (completing-read "Approval policy: " '("ask" "auto-edit" "full-auto") nil t))
+     (list (read-string "Model (e.g. anthropic/claude-haiku-4-5): ") nil)))
+  (let* ((buf (garuda--chat-buffer-for-command))
+         (res (garuda--call "session/configure"
+                            (append (list :sessionId (garuda--session))
+                                    (and model (not (string-empty-p model)) (list :model model))
+                                    (and policy (list :policy policy))))))
+    (garuda--note buf (format "⚙ model %s · approvals %s\n"
+                              (plist-get res :model) (plist-get res :policy)))
+    res))
+
+(defun garuda-set-model (model)
+  "Switch the session's model to MODEL; the conversation stays."
+  (interactive (list (read-string "Model (e.g. anthropic/claude-haiku-4-5): ")))
+  (garuda-configure model nil))
+
+(defun garuda-set-policy (policy)
+  "Switch the session's approval POLICY: ask, auto-edit or full-auto."
+  (interactive (list (completing-read "Approval policy: " '("ask" "auto-edit" "full-auto") nil t)))
+  (garuda-configure nil policy))
+
 (defun garuda-compact (&optional focus)
   "Compact the session's history, keeping FOCUS in the summary."
   (interactive (list (let ((f (read-string "Compaction focus (optional): ")))

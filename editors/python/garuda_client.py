@@ -412,6 +412,18 @@ class GarudaClient:
             p["tools"] = tools
         return self.request("session/new", p)
 
+    def configure(self, session_id: str, model: Optional[str] = None,
+                  policy: Optional[str] = None) -> dict:
+        """`session/configure`: switch a running session's model (from its next model request;
+        the model is told by a note) or approval policy (from its next tool call).
+        -> {model, contextWindow, policy, warnings}."""
+        p: dict = {"sessionId": session_id}
+        if model:
+            p["model"] = model
+        if policy:
+            p["policy"] = policy
+        return self.request("session/configure", p)
+
     def list_sessions(self, workspace_id: str, include_headless: bool = False) -> list:
         """`session/list` -> the sessions, newest first (by last activity when the server says).
 

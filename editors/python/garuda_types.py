@@ -17,6 +17,7 @@ METHODS = {
     'prompt/assemble': 'request',
     'session/collapse': 'request',
     'session/compact': 'request',
+    'session/configure': 'request',
     'session/delete': 'request',
     'session/fork': 'request',
     'session/list': 'request',
@@ -198,6 +199,33 @@ class CompactResult(_CompactResultRequired, total=False):
     kind: Optional[str]
     # Why nothing was installed, when nothing was.
     message: Optional[str]
+
+
+class _ConfigureParamsRequired(TypedDict):
+    # The session.
+    sessionId: str
+
+
+class ConfigureParams(_ConfigureParamsRequired, total=False):
+    """`session/configure` params: switch a running session's model or approval policy."""
+
+    # The model from the next model request on; the system prompt keeps the start model and the next user message carries a `<garuda_note>` naming this one.
+    model: Optional[str]
+    # The approval policy from the next tool call on.
+    policy: Union[Policy, None]
+
+
+class ConfigureResult(TypedDict):
+    """`session/configure` result: the session's settings now."""
+
+    # The model's context window in tokens.
+    contextWindow: int
+    # The model spec now.
+    model: str
+    # The approval policy now.
+    policy: Policy
+    # Problems worth telling the person (unknown model, for instance).
+    warnings: List[str]
 
 
 class ContextChanged(TypedDict):

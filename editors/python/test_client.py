@@ -231,6 +231,20 @@ class ClientTest(unittest.TestCase):
             os.waitpid(pid, os.WNOHANG)
             os.kill(pid, 0)
 
+    def test_switching_model_and_policy_mid_session(self):
+        ws, sid = self.session(text_line("First."))
+        self.assertEqual(self.g.run_turn(sid, "hi", timeout=30)["stopReason"], "end_turn")
+        second = self.cassette(text_line("Second.", match="The model was switched"),
+                               bash_call("toolu_p", "echo unasked"), text_line("Ran."))
+        r = self.g.configure(sid, model=second, policy="full-auto")
+        self.assertEqual((r["model"], r["policy"]), (second, "full-auto"))
+        self.assertEqual(self.g.run_turn(sid, "again", timeout=30)["stopReason"], "end_turn")
+        self.assertEqual(self.text(sid), "First.Second.")
+        self.assertEqual(self.g.run_turn(sid, "run it", timeout=30)["stopReason"], "end_turn")
+        self.assertEqual(self.permissions, [], "full-auto asks nothing")
+        with self.assertRaises(GarudaError):
+            self.g.configure(sid, policy="yolo")
+
     def test_unknown_method_is_an_error(self):
         self.g.initialize()
         with self.assertRaises(GarudaError) as cm:

@@ -185,7 +185,7 @@ impl NativeFront {
                 let (session, warnings) = engine.new_session(&p.workspace_id, req).map_err(err)?;
                 ok::<m::NewSession>(protocol::NewSessionResult {
                     session_id: session.id().to_string(),
-                    model: session.model_spec().to_string(),
+                    model: session.model_spec(),
                     context_window: session.context_window(),
                     warnings,
                 })
@@ -203,7 +203,7 @@ impl NativeFront {
                 ok::<m::LoadSession>(protocol::LoadResult {
                     session_id: s.id().to_string(),
                     workspace_id: s.workspace().id.clone(),
-                    model: s.model_spec().to_string(),
+                    model: s.model_spec(),
                     message_count: s.message_count(),
                 })
             }
@@ -220,6 +220,24 @@ impl NativeFront {
             BlockingRequest::DeleteSession(p) => {
                 engine.delete_session(&p.session_id).map_err(err)?;
                 ok::<m::DeleteSession>(protocol::Ack { ok: true })
+            }
+            BlockingRequest::Configure(p) => {
+                let mut warnings = Vec::new();
+                if let Some(model) = &p.model {
+                    warnings = engine.set_model(&p.session_id, model).map_err(err)?;
+                }
+                if let Some(policy) = p.policy {
+                    engine
+                        .set_policy(&p.session_id, cv::policy_in(policy))
+                        .map_err(err)?;
+                }
+                let s = engine.session(&p.session_id).map_err(err)?;
+                ok::<m::Configure>(protocol::ConfigureResult {
+                    model: s.model_spec(),
+                    context_window: s.context_window(),
+                    policy: cv::policy_out(s.policy()),
+                    warnings,
+                })
             }
             BlockingRequest::Snip(p) => ok::<m::Snip>(cv::snip_out(
                 engine.snip(&p.session_id, p.message_ids).map_err(err)?,

@@ -24,7 +24,7 @@ pub fn parse_params<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::front::acp::types::{
+    use agent_client_protocol_schema::v1::{
         CancelNotification, LoadSessionRequest, NewSessionRequest, PromptRequest,
     };
     use garuda_protocol::{METHODS, Request};

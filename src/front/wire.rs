@@ -132,6 +132,15 @@ pub fn policy_in(p: w::Policy) -> Policy {
     }
 }
 
+/// An approval policy as the wire's.
+pub fn policy_out(p: Policy) -> w::Policy {
+    match p {
+        Policy::Ask => w::Policy::Ask,
+        Policy::AutoEdit => w::Policy::AutoEdit,
+        Policy::FullAuto => w::Policy::FullAuto,
+    }
+}
+
 /// Prompt features as the engine's.
 pub fn features_in(f: w::Features) -> Features {
     Features {
@@ -223,6 +232,7 @@ pub fn meta_name(m: MessageMeta) -> &'static str {
         MessageMeta::TruncatedMarker => "truncated_marker",
         MessageMeta::Todo => "todo",
         MessageMeta::Display => "display",
+        MessageMeta::ModelNote => "model_note",
         MessageMeta::Unknown => "unknown",
     }
 }

@@ -71,8 +71,9 @@ pub enum Incoming {
 pub struct BadFrame {
     /// The id read from the frame, if any (`null` in the answer otherwise).
     pub id: Option<Id>,
-    /// The error to answer with.
-    pub error: RpcError,
+    /// The error to answer with (boxed: a `serde_json::Value` inside is large with
+    /// `preserve_order`, and this travels in every parse result).
+    pub error: Box<RpcError>,
     /// False when the frame looked like a response: responses are never answered, only logged.
     pub reply: bool,
 }
@@ -81,7 +82,7 @@ impl BadFrame {
     fn answer(id: Option<Id>, error: RpcError) -> Self {
         Self {
             id,
-            error,
+            error: Box::new(error),
             reply: true,
         }
     }
@@ -166,7 +167,7 @@ pub fn from_value(value: Value) -> Result<Incoming, BadFrame> {
 fn parse_response(id: Option<Id>, mut obj: Map<String, Value>) -> Result<Incoming, BadFrame> {
     let bad = |id: Option<Id>, msg: &str| BadFrame {
         id,
-        error: RpcError::invalid_request(msg),
+        error: Box::new(RpcError::invalid_request(msg)),
         reply: false,
     };
     let result = match (obj.remove("result"), obj.remove("error")) {
@@ -189,9 +190,11 @@ fn parse_response(id: Option<Id>, mut obj: Map<String, Value>) -> Result<Incomin
         Some(id) => Ok(Incoming::Response { id, result }),
         None => Err(BadFrame {
             id: None,
-            error: result
-                .err()
-                .unwrap_or_else(|| RpcError::invalid_request("response without id")),
+            error: Box::new(
+                result
+                    .err()
+                    .unwrap_or_else(|| RpcError::invalid_request("response without id")),
+            ),
             reply: false,
         }),
     }

@@ -43,6 +43,10 @@ pub enum Dispatch {
     /// with its output before the next message is read: for a request later ones depend on,
     /// such as LSP `initialize`.
     Ordered(BoxFuture<'static, Result<Value, RpcError>>),
+    /// Answer now, then run this on the read loop: notifications it queues reach the client
+    /// after the answer (ACP's `available_commands_update` names the session the answer
+    /// created).
+    ReplyThen(Result<Value, RpcError>, Box<dyn FnOnce(&Client) + Send>),
 }
 
 /// Whether the read loop goes on after a notification.
@@ -167,6 +171,22 @@ fn closed_error() -> RpcError {
     RpcError::internal("connection closed")
 }
 
+/// Tells the client that a request it was sent is abandoned, unless it was answered.
+struct TellCancel<'a> {
+    client: &'a Client,
+    /// The request still waiting; `None` once answered.
+    id: Option<Id>,
+    method: &'static str,
+}
+
+impl Drop for TellCancel<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            self.client.notify(self.method, json!({ "requestId": id }));
+        }
+    }
+}
+
 /// Removes a pending server-to-client request when its future is dropped early.
 struct PendingGuard<'a> {
     inner: &'a ClientInner,
@@ -251,6 +271,30 @@ impl Client {
                 ))
             }
         }
+    }
+
+    /// Like [`Client::request`], but when the caller gives up first (the future is dropped,
+    /// e.g. its turn was cancelled) the client is told with `cancel_method` `{requestId}`
+    /// (ACP's `$/cancel_request`), so it can close the prompt it shows.
+    pub async fn request_or_cancel(
+        &self,
+        method: &str,
+        params: Value,
+        cancel_method: &'static str,
+    ) -> Result<Value, RpcError> {
+        let (id, rx) = self.start(method, &params)?;
+        let mut tell = TellCancel {
+            client: self,
+            id: Some(id.clone()),
+            method: cancel_method,
+        };
+        let _guard = PendingGuard {
+            inner: &self.inner,
+            id,
+        };
+        let r = rx.await.unwrap_or_else(|_| Err(closed_error()));
+        tell.id = None;
+        r
     }
 
     fn start(
@@ -410,7 +454,7 @@ impl Conn {
                     .map_or_else(|| "null".to_owned(), Id::to_string);
                 tracing::warn!("bad message (id {id}): {}", bad.error.message);
                 if bad.reply {
-                    self.client.respond(bad.id.as_ref(), &Err(bad.error));
+                    self.client.respond(bad.id.as_ref(), &Err(*bad.error));
                 }
                 None
             }
@@ -462,6 +506,10 @@ impl Conn {
         }));
         match dispatch {
             Ok(Dispatch::Reply(result)) => self.client.respond(Some(&id), &result),
+            Ok(Dispatch::ReplyThen(result, then)) => {
+                self.client.respond(Some(&id), &result);
+                then(&self.client);
+            }
             Ok(Dispatch::Spawn(fut)) => self.spawn_request(id, cancel, fut),
             Ok(Dispatch::Ordered(fut)) => *lock(&self.ordered) = Some((id, fut)),
             Err(_) => {

@@ -80,8 +80,12 @@ impl Acp {
             Some("session/update") => self.updates.push(m["params"].clone()),
             Some("session/request_permission") => {
                 self.permissions.push(m["params"].clone());
-                let answer = json!({"outcome": {"outcome": "selected", "optionId": self.approve}});
-                self.send(json!({"jsonrpc": "2.0", "id": m["id"], "result": answer}));
+                // An empty `approve` leaves the request unanswered, as a person who walked away.
+                if !self.approve.is_empty() {
+                    let answer =
+                        json!({"outcome": {"outcome": "selected", "optionId": self.approve}});
+                    self.send(json!({"jsonrpc": "2.0", "id": m["id"], "result": answer}));
+                }
             }
             _ => {}
         }
@@ -154,9 +158,13 @@ fn start(home: &Path, cassette: &Path, ws: &Path) -> (Acp, String) {
     assert_eq!(init["agentInfo"]["name"], "garuda");
     let new = acp.call("session/new", json!({"cwd": ws, "mcpServers": []}));
     let sid = new["sessionId"].as_str().expect("sessionId").to_string();
-    while !acp.kinds().iter().any(|k| k == "available_commands_update") {
-        acp.pump();
-    }
+    // The commands name the session the answer created: they follow the answer, in order,
+    // without a timer.
+    assert!(acp.updates.is_empty(), "{:?}", acp.updates);
+    acp.pump();
+    assert_eq!(acp.kinds(), ["available_commands_update"]);
+    assert_eq!(new["modes"]["currentModeId"], "ask");
+    assert_eq!(new["configOptions"][0]["id"], "model");
     (acp, sid)
 }
 
@@ -180,7 +188,7 @@ fn prompt_with_approval_then_load_replays_history() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["compact", "context", "snip"]);
+    assert_eq!(names, ["compact", "context"]);
     acp.updates.clear();
 
     let r = acp.call(
@@ -207,10 +215,24 @@ fn prompt_with_approval_then_load_replays_history() {
         .map(|u| u["update"]["content"]["text"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(text, "It printed hello.");
+    let call = acp
+        .updates
+        .iter()
+        .find(|u| u["update"]["sessionUpdate"] == "tool_call")
+        .unwrap();
+    // Pending (the default, left out) until approved.
+    assert!(call["update"].get("status").is_none(), "{call}");
+    let statuses: Vec<&Value> = acp
+        .updates
+        .iter()
+        .filter(|u| u["update"]["sessionUpdate"] == "tool_call_update")
+        .map(|u| &u["update"]["status"])
+        .collect();
+    assert_eq!(statuses, [&json!("in_progress"), &json!("completed")]);
     let done = acp
         .updates
         .iter()
-        .find(|u| u["update"]["sessionUpdate"] == "tool_call_update")
+        .rfind(|u| u["update"]["sessionUpdate"] == "tool_call_update")
         .unwrap();
     assert_eq!(done["update"]["status"], "completed");
     assert!(
@@ -339,6 +361,118 @@ fn todo_write_becomes_a_plan_and_extra_directories_are_named() {
         ])
     );
     assert!(acp.permissions.is_empty(), "todo_write needs no approval");
+    acp.finish();
+
+    // A fresh process replays the plan after the history.
+    let mut acp = Acp::spawn(home.path(), &tape);
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    acp.call(
+        "session/load",
+        json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}),
+    );
+    let plan = acp
+        .updates
+        .iter()
+        .find(|u| u["update"]["sessionUpdate"] == "plan")
+        .expect("the plan replayed");
+    assert_eq!(plan["update"]["entries"][1]["content"], "fix the bug");
+    acp.finish();
+}
+
+#[test]
+fn unknown_sessions_are_resource_not_found_and_bad_settings_are_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(home.path(), &[]);
+    let (mut acp, sid) = start(home.path(), &tape, ws.path());
+    for (method, params) in [
+        ("session/close", json!({"sessionId": "nope"})),
+        (
+            "session/resume",
+            json!({"sessionId": "nope", "cwd": ws.path(), "mcpServers": []}),
+        ),
+        (
+            "session/load",
+            json!({"sessionId": "nope", "cwd": ws.path(), "mcpServers": []}),
+        ),
+        (
+            "session/set_mode",
+            json!({"sessionId": "nope", "modeId": "ask"}),
+        ),
+    ] {
+        let id = acp.send_request(method, params);
+        let r = acp.wait_response(id);
+        assert_eq!(r["error"]["code"], -32002, "{method}: {r}");
+    }
+    for (method, params) in [
+        (
+            "session/set_mode",
+            json!({"sessionId": sid, "modeId": "yolo"}),
+        ),
+        (
+            "session/set_config_option",
+            json!({"sessionId": sid, "configId": "model", "value": ""}),
+        ),
+        (
+            "session/set_config_option",
+            json!({"sessionId": sid, "configId": "model", "type": "boolean", "value": true}),
+        ),
+        (
+            "session/set_config_option",
+            json!({"sessionId": sid, "configId": "colour", "value": "red"}),
+        ),
+        ("session/list", json!({"cwd": "relative"})),
+    ] {
+        let id = acp.send_request(method, params);
+        let r = acp.wait_response(id);
+        assert_eq!(r["error"]["code"], -32602, "{method}: {r}");
+    }
+    // The session is still there and switches mode.
+    let r = acp.call(
+        "session/set_config_option",
+        json!({"sessionId": sid, "configId": "mode", "value": "auto-edit"}),
+    );
+    assert_eq!(r["configOptions"][1]["currentValue"], "auto-edit");
+    assert!(acp.kinds().iter().any(|k| k == "current_mode_update"));
+    let r = acp.call("session/close", json!({"sessionId": sid}));
+    assert_eq!(r, json!({}));
+    acp.finish();
+}
+
+#[test]
+fn a_permission_request_left_open_is_withdrawn_when_the_prompt_is_cancelled() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(home.path(), &[bash_call("toolu_w", "echo never")]);
+    let (mut acp, sid) = start(home.path(), &tape, ws.path());
+    acp.approve = "";
+    let id = acp.send_request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "run it"}]}),
+    );
+    let asked = loop {
+        let m = acp.pump();
+        if m["method"] == "session/request_permission" {
+            break m["id"].clone();
+        }
+    };
+    acp.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": id}}));
+    let mut withdrawn = false;
+    let r = loop {
+        let m = acp.pump();
+        if m["method"] == "$/cancel_request" {
+            assert_eq!(m["params"]["requestId"], asked);
+            withdrawn = true;
+        }
+        if m.get("method").is_none() && m["id"] == json!(id) {
+            break m;
+        }
+    };
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    assert!(withdrawn, "the open permission request was not withdrawn");
     acp.finish();
 }
 

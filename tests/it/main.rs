@@ -5,6 +5,7 @@
 mod acp;
 mod cli;
 mod client;
+mod configure;
 mod context;
 mod hardening;
 mod long_session;

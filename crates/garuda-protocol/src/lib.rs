@@ -189,6 +189,35 @@ pub struct NewSessionResult {
     pub warnings: Vec<String>,
 }
 
+/// `session/configure` params: switch a running session's model or approval policy.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigureParams {
+    /// The session.
+    pub session_id: String,
+    /// The model from the next model request on; the system prompt keeps the start model
+    /// and the next user message carries a `<garuda_note>` naming this one.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The approval policy from the next tool call on.
+    #[serde(default)]
+    pub policy: Option<Policy>,
+}
+
+/// `session/configure` result: the session's settings now.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigureResult {
+    /// The model spec now.
+    pub model: String,
+    /// The model's context window in tokens.
+    pub context_window: u64,
+    /// The approval policy now.
+    pub policy: Policy,
+    /// Problems worth telling the person (unknown model, for instance).
+    pub warnings: Vec<String>,
+}
+
 /// Parameters naming one session.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

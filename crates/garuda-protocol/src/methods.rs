@@ -331,6 +331,8 @@ methods! {
     ForkSession = "session/fork", Blocking, ForkParams -> SessionRef;
     /// Deletes a session.
     DeleteSession = "session/delete", Blocking, SessionRef -> Ack;
+    /// Switches a live session's model or approval policy.
+    Configure = "session/configure", Blocking, ConfigureParams -> ConfigureResult;
     /// Runs one user turn.
     RunTurn = "turn/run", Spawned, TurnParams -> TurnResult;
     /// Cancels a live session's running operation.

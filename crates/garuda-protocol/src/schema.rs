@@ -87,11 +87,15 @@ pub fn generate_schema() -> Value {
         methods.insert(name.into(), Value::Object(m));
     }
     let defs = g.take_definitions(true);
-    json!({
+    let mut schema = json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Garuda native protocol",
         "protocolVersion": PROTOCOL_VERSION,
         "methods": methods,
         "$defs": defs,
-    })
+    });
+    // Sorted keys, so the file does not depend on serde_json's `preserve_order` feature
+    // (which the ACP types turn on for the whole build) and diffs stay small.
+    schema.sort_all_objects();
+    schema
 }

@@ -237,6 +237,28 @@
       (garuda-test--wait (lambda () (string-match-p "Second done\\." (buffer-string))))
       (garuda-test--wait (garuda-test--done chat)))))
 
+(ert-deftest garuda-test-6b-switch-model-and-policy ()
+  "`garuda-set-model' and `garuda-set-policy' switch the running session."
+  (let ((chat (garuda-test--fresh (list (garuda-test--text "First.")))))
+    (with-current-buffer chat
+      (goto-char (point-max)) (insert "hello") (garuda-send-input)
+      (garuda-test--wait (garuda-test--done chat))
+      (let ((second (garuda-test--cassette
+                     (list (garuda-test--text "Second." :match "The model was switched")
+                           (garuda-test--tool "p1" "bash" '(:command "echo unasked"))
+                           (garuda-test--text "Ran.")))))
+        (should (equal (plist-get (garuda-set-model second) :model) second))
+        (should (equal (plist-get (garuda-set-policy "full-auto") :policy) "full-auto"))
+        (should (string-match-p "⚙ model .* · approvals full-auto" (garuda-test--text-of chat)))
+        (goto-char (point-max)) (insert "again") (garuda-send-input)
+        (garuda-test--wait (garuda-test--done chat))
+        (should (string-match-p "Second\\." (garuda-test--text-of chat)))
+        (let ((seen (length garuda-test-prompts)))
+          (goto-char (point-max)) (insert "run it") (garuda-send-input)
+          (garuda-test--wait (garuda-test--done chat))
+          (should (string-match-p "Ran\\." (garuda-test--text-of chat)))
+          (should (= seen (length garuda-test-prompts))))))))
+
 (ert-deftest garuda-test-7-compaction-and-resume ()
   "Compaction is one line with the numbers; a resumed session shows the summary as a summary."
   (let ((lines nil))

@@ -27,6 +27,18 @@ end, { desc = 'Start a new Garuda chat in this project' })
 cmd('GarudaCompact', function(o)
   g().compact(o.args)
 end, { nargs = '?', desc = 'Compact the Garuda session [focus]' })
+cmd('GarudaModel', function(o)
+  g().configure({ model = vim.trim(o.args) })
+end, { nargs = 1, desc = "Switch the Garuda session's model (e.g. anthropic/claude-haiku-4-5)" })
+cmd('GarudaPolicy', function(o)
+  g().configure({ policy = vim.trim(o.args) })
+end, {
+  nargs = 1,
+  complete = function()
+    return { 'ask', 'auto-edit', 'full-auto' }
+  end,
+  desc = "Switch the Garuda session's approval policy (ask, auto-edit, full-auto)",
+})
 cmd('GarudaContext', function()
   g().context()
 end, { desc = 'Show the token accounting of the Garuda session' })

@@ -297,6 +297,32 @@ test(':1,2Garuda sends the lines; a selection reaches the model', function()
   vim.cmd('enew')
 end)
 
+test(':GarudaModel and :GarudaPolicy switch the running session', function()
+  fresh({ text('First.') })
+  vim.cmd('Garuda hello')
+  wait_for('first answer', turn_done(1))
+  local second = cassette({ text('Second.', 'The model was switched'), bash('toolu_p', 'echo unasked'), text('Ran.') })
+  local done, res
+  garuda.configure({ model = second, policy = 'full-auto' }, function(e, r)
+    assert(not e, vim.inspect(e))
+    done, res = true, r
+  end)
+  wait_for('configure answer', function()
+    return done
+  end)
+  eq(res.model, second, 'model switched')
+  eq(res.policy, 'full-auto', 'policy switched')
+  has(chat_text(), '⚙ model ' .. second .. ' · approvals full-auto', 'shown in the chat')
+  local before = #prompts
+  vim.cmd('Garuda again')
+  wait_for('second answer', turn_done(2))
+  has(chat_text(), 'Second.', 'the new model answered, told of the switch')
+  vim.cmd('Garuda run it')
+  wait_for('third answer', turn_done(3))
+  has(chat_text(), 'Ran.', 'the command ran')
+  eq(#prompts, before, 'full-auto asked nothing')
+end)
+
 test('input typed while a turn runs is queued, then sent', function()
   fresh({
     bash('s1', 'sleep 1'),

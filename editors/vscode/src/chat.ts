@@ -485,6 +485,24 @@ export class ChatController {
     }
   }
 
+  /** Switches the current session's model or approval policy; a note says what holds now. */
+  async configure(change: { model?: string; policy?: 'ask' | 'auto-edit' | 'full-auto' }) {
+    const p = this.current;
+    if (!p) return;
+    try {
+      const sid = await this.ensureSession(p);
+      const res = await this.client!.configure(sid, change);
+      p.model = res.model;
+      p.window = res.contextWindow;
+      this.emit(p, { type: 'note', text: `Model ${res.model} · context window ${tokens(res.contextWindow)} tokens · policy ${res.policy}` });
+      for (const w of res.warnings) this.emit(p, { type: 'note', text: `⚠ ${w}` });
+      this.header(p);
+      return res;
+    } catch (e) {
+      this.emit(p, { type: 'note', text: explain(e instanceof Error ? e.message : String(e)), level: 'error' });
+    }
+  }
+
   async compact(focus?: string) {
     const p = this.current;
     if (!p) return;

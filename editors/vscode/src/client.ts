@@ -329,6 +329,15 @@ export class GarudaClient {
     return this.request('session/compact', focus ? { sessionId, focus } : { sessionId });
   }
 
+  /** `session/configure`: switch a running session's model (from its next model request; the
+   * model is told by a note) or approval policy (from its next tool call). */
+  configure(
+    sessionId: string,
+    change: { model?: string; policy?: 'ask' | 'auto-edit' | 'full-auto' },
+  ): Promise<{ model: string; contextWindow: number; policy: string; warnings: string[] }> {
+    return this.request('session/configure', { sessionId, ...change });
+  }
+
   /** `context/inspect`: the session's token accounting. */
   inspect(sessionId: string): Promise<unknown> {
     return this.request('context/inspect', { sessionId });

@@ -168,6 +168,17 @@ export function activate(ctx: vscode.ExtensionContext) {
     if (f === undefined) return;
     await chat.compact(f || undefined);
   });
+  reg('garuda.setModel', async () => {
+    const model = await vscode.window.showInputBox({
+      prompt: 'Model for this session from the next request on (the conversation stays)',
+      placeHolder: 'anthropic/claude-haiku-4-5',
+    });
+    if (model) await chat.configure({ model });
+  });
+  reg('garuda.setPolicy', async () => {
+    const policy = await vscode.window.showQuickPick(['ask', 'auto-edit', 'full-auto'], { title: 'Approval policy for this session' });
+    if (policy) await chat.configure({ policy: policy as 'ask' | 'auto-edit' | 'full-auto' });
+  });
   reg('garuda.summary', () => chat.summary());
   reg('garuda.cancel', () => chat.cancel());
   reg('garuda.permissions', async () => {

@@ -126,6 +126,31 @@ export type CompactResult = {
   tokensBefore: number;
 };
 
+/** `session/configure` params: switch a running session's model or approval policy. */
+export type ConfigureParams = {
+  /**
+   * The model from the next model request on; the system prompt keeps the start model
+   * and the next user message carries a `<garuda_note>` naming this one.
+   */
+  model?: string | null;
+  /** The approval policy from the next tool call on. */
+  policy?: Policy | null;
+  /** The session. */
+  sessionId: string;
+};
+
+/** `session/configure` result: the session's settings now. */
+export type ConfigureResult = {
+  /** The model's context window in tokens. */
+  contextWindow: number;
+  /** The model spec now. */
+  model: string;
+  /** The approval policy now. */
+  policy: Policy;
+  /** Problems worth telling the person (unknown model, for instance). */
+  warnings: string[];
+};
+
 /** `workspace/contextChanged` notification: instruction or memory files changed on disk. */
 export type ContextChanged = {
   /** Root-relative paths that changed in this burst, sorted. */
@@ -678,6 +703,8 @@ export interface Methods {
   "session/collapse": { params: CollapseParams; result: CollapseResult };
   /** request. */
   "session/compact": { params: CompactParams; result: CompactResult };
+  /** request. */
+  "session/configure": { params: ConfigureParams; result: ConfigureResult };
   /** request. */
   "session/delete": { params: SessionRef; result: Ack };
   /** request. */

@@ -90,6 +90,28 @@ test('input during a turn is queued; tool results, model and context are shown',
   await chat.dispose();
 });
 
+test('switching model and policy mid-session: the new model answers, full-auto asks nothing', async () => {
+  const { host, chat, approvals, setModel } = setup();
+  setModel(cassette([text('First.')]));
+  chat.setRoot(project('cfg'));
+  await chat.send('hello');
+  await until('first turn', ended(host, 1));
+  const second = cassette([text('Second.', { match: 'The model was switched' }), tool('p1', 'bash', { command: 'echo unasked' }), text('Ran.')]);
+  const res = await chat.configure({ model: second, policy: 'full-auto' });
+  assert.equal(res?.model, second);
+  assert.equal(res?.policy, 'full-auto');
+  const header = host.posted.filter((m) => m.type === 'header').at(-1) as Extract<ToView, { type: 'header' }>;
+  assert.equal(header.model, second);
+  await chat.send('again');
+  await until('second turn', ended(host, 2));
+  assert.match(said(host), /Second\./);
+  await chat.send('run it');
+  await until('third turn', ended(host, 3));
+  assert.match(said(host), /Ran\./);
+  assert.equal(approvals.length, 0, 'full-auto asks nothing');
+  await chat.dispose();
+});
+
 test('an approval timeout closes the prompt and is reported as a timeout', async () => {
   const { e, host, chat, approvals, setModel } = setup(null);
   mkdirSync(join(e.XDG_CONFIG_HOME!, 'garuda'), { recursive: true });

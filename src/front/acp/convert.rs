@@ -1,273 +1,497 @@
-//! Pure conversions between Garuda's engine types and ACP v1 types (no IO).
+//! Pure conversions between Garuda's engine types and the ACP v1 types of
+//! `agent-client-protocol-schema` (no IO: file previews come in as arguments).
 
-use serde_json::{Value, json};
+use std::path::Path;
 
-use super::types::{
-    AvailableCommand, ContentBlock, EmbeddedResource, PlanEntry, PlanEntryPriority,
-    PlanEntryStatus, SessionUpdate, StopReason as AcpStop, ToolCall, ToolCallContent,
-    ToolCallStatus, ToolKind,
-};
+use agent_client_protocol_schema::v1 as acp;
+use serde_json::Value;
+
+use garuda_core::engine::HistoryEntry;
 use garuda_core::message::{Block, ImageSource, Role, StopReason};
-use garuda_core::tools::{TodoItem, TodoStatus, ToolClass, ToolRegistry};
+use garuda_core::session::records::MessageMeta;
+use garuda_core::tools::{EditPreview, Policy, TodoItem, TodoStatus, ToolClass, ToolRegistry};
 use garuda_core::turn::{CompactionPhase, TurnEvent};
 
-/// The ACP tool kind of a session's tool, for the editor's icon.
-pub fn tool_kind(tools: &ToolRegistry, name: &str) -> ToolKind {
-    match tools.get(name).map(|e| e.class) {
-        Some(ToolClass::Read) => ToolKind::Read,
-        Some(ToolClass::Search) => ToolKind::Search,
-        Some(ToolClass::Edit) => ToolKind::Edit,
-        Some(ToolClass::Exec) => ToolKind::Execute,
-        Some(ToolClass::Todo) => ToolKind::Think,
-        _ => ToolKind::Other,
+/// What the client said it can do (`initialize`), as far as Garuda uses it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientCaps {
+    /// `fs/read_text_file`.
+    pub read: bool,
+    /// `fs/write_text_file`: edits land in the editor's buffers.
+    pub write: bool,
+    /// `terminal/*`: commands run in the editor's terminals.
+    pub terminal: bool,
+    /// `session.compaction`: `compaction_update` instead of a thought chunk.
+    pub compaction: bool,
+}
+
+impl ClientCaps {
+    /// The capabilities of an `initialize` request.
+    pub fn of(c: &acp::ClientCapabilities) -> ClientCaps {
+        ClientCaps {
+            read: c.fs.read_text_file,
+            write: c.fs.write_text_file,
+            terminal: c.terminal,
+            compaction: c.session.as_ref().is_some_and(|s| s.compaction.is_some()),
+        }
     }
 }
 
-/// The `tool_call` announcing a call.
+/// The ACP tool kind of a session's tool, for the editor's icon.
+pub fn tool_kind(tools: &ToolRegistry, name: &str) -> acp::ToolKind {
+    match tools.get(name).map(|e| e.class) {
+        Some(ToolClass::Read) => acp::ToolKind::Read,
+        Some(ToolClass::Search) => acp::ToolKind::Search,
+        Some(ToolClass::Edit) => acp::ToolKind::Edit,
+        Some(ToolClass::Exec) => acp::ToolKind::Execute,
+        Some(ToolClass::Todo) => acp::ToolKind::Think,
+        _ => acp::ToolKind::Other,
+    }
+}
+
+/// Where a call works, for the editor's "follow the agent": the file it names (absolute) and
+/// the line, from the edit preview or the read's offset.
+pub fn locations(
+    tools: &ToolRegistry,
+    root: &Path,
+    name: &str,
+    input: &Value,
+    preview: Option<&EditPreview>,
+) -> Vec<acp::ToolCallLocation> {
+    if let Some(p) = preview {
+        return vec![acp::ToolCallLocation::new(root.join(&p.rel_path)).line(p.line)];
+    }
+    let Some(path) = tools.get(name).and_then(|e| e.path_in(input)) else {
+        return Vec::new();
+    };
+    let line = garuda_core::tools::call_line(name, input);
+    vec![acp::ToolCallLocation::new(root.join(path.trim())).line(line)]
+}
+
+/// The diff an edit would make (old and new text of the whole file).
+pub fn diff(root: &Path, p: &EditPreview) -> acp::ToolCallContent {
+    acp::ToolCallContent::Diff(
+        acp::Diff::new(root.join(&p.rel_path), p.new_text.clone()).old_text(p.old_text.clone()),
+    )
+}
+
+/// The `tool_call` announcing a call (`pending` until it is approved and runs).
 pub fn tool_call(
     tools: &ToolRegistry,
+    root: &Path,
     id: &str,
     name: &str,
     input: &Value,
-    status: ToolCallStatus,
-) -> ToolCall {
-    ToolCall {
-        tool_call_id: id.to_string(),
-        title: Some(garuda_core::tools::describe_call(name, input)),
-        kind: Some(tool_kind(tools, name)),
-        status: Some(status),
-        raw_input: Some(input.clone()),
-        content: None,
-    }
+    preview: Option<&EditPreview>,
+    status: acp::ToolCallStatus,
+) -> acp::ToolCall {
+    acp::ToolCall::new(
+        id.to_string(),
+        garuda_core::tools::describe_call(name, input),
+    )
+    .kind(tool_kind(tools, name))
+    .status(status)
+    .locations(locations(tools, root, name, input, preview))
+    .content(preview.map(|p| diff(root, p)).into_iter().collect())
+    .raw_input(input.clone())
 }
 
-/// The `tool_call_update` closing a call with its output.
-pub fn tool_result(id: &str, output: &str, is_error: bool) -> ToolCall {
-    ToolCall {
-        tool_call_id: id.to_string(),
-        status: Some(if is_error {
-            ToolCallStatus::Failed
-        } else {
-            ToolCallStatus::Completed
-        }),
-        content: Some(vec![ToolCallContent::Content {
-            content: ContentBlock::text(output),
-        }]),
-        ..Default::default()
-    }
+/// The same call as the `toolCall` of a permission request.
+pub fn tool_call_fields(call: acp::ToolCall) -> acp::ToolCallUpdate {
+    let fields = acp::ToolCallUpdateFields::new()
+        .kind(call.kind)
+        .status(call.status)
+        .title(call.title)
+        .locations((!call.locations.is_empty()).then_some(call.locations))
+        .content((!call.content.is_empty()).then_some(call.content))
+        .raw_input(call.raw_input);
+    acp::ToolCallUpdate::new(call.tool_call_id, fields)
+}
+
+/// A status change of a call.
+pub fn tool_status(id: &str, status: acp::ToolCallStatus) -> acp::SessionUpdate {
+    acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
+        id.to_string(),
+        acp::ToolCallUpdateFields::new().status(status),
+    ))
+}
+
+/// The `tool_call_update` closing a call with its output; a diff already shown stays.
+pub fn tool_result(
+    id: &str,
+    output: &str,
+    is_error: bool,
+    keep: Vec<acp::ToolCallContent>,
+) -> acp::ToolCallUpdate {
+    let status = if is_error {
+        acp::ToolCallStatus::Failed
+    } else {
+        acp::ToolCallStatus::Completed
+    };
+    let mut content = keep;
+    content.push(acp::ToolCallContent::from(text(output)));
+    acp::ToolCallUpdate::new(
+        id.to_string(),
+        acp::ToolCallUpdateFields::new()
+            .status(status)
+            .content(content),
+    )
+}
+
+/// A text content block.
+pub fn text(t: impl Into<String>) -> acp::ContentBlock {
+    acp::ContentBlock::Text(acp::TextContent::new(t))
 }
 
 /// The ACP plan of a todo list.
-pub fn plan(todos: &[TodoItem]) -> SessionUpdate {
-    SessionUpdate::Plan {
-        entries: todos
+pub fn plan(todos: &[TodoItem]) -> acp::SessionUpdate {
+    acp::SessionUpdate::Plan(acp::Plan::new(
+        todos
             .iter()
-            .map(|t| PlanEntry {
-                content: t.content.clone(),
-                priority: PlanEntryPriority::Medium,
-                status: match t.status {
-                    TodoStatus::Pending => PlanEntryStatus::Pending,
-                    TodoStatus::InProgress => PlanEntryStatus::InProgress,
-                    TodoStatus::Completed => PlanEntryStatus::Completed,
-                },
+            .map(|t| {
+                acp::PlanEntry::new(
+                    t.content.clone(),
+                    acp::PlanEntryPriority::Medium,
+                    match t.status {
+                        TodoStatus::Pending => acp::PlanEntryStatus::Pending,
+                        TodoStatus::InProgress => acp::PlanEntryStatus::InProgress,
+                        TodoStatus::Completed => acp::PlanEntryStatus::Completed,
+                    },
+                )
             })
             .collect(),
+    ))
+}
+
+/// A chunk of agent text.
+pub fn agent_text(t: impl Into<String>) -> acp::SessionUpdate {
+    acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text(t)))
+}
+
+/// A chunk of agent reasoning.
+pub fn thought(t: impl Into<String>) -> acp::SessionUpdate {
+    acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(text(t)))
+}
+
+/// A compaction as the client can show it: a `compaction_update` when it opted into them,
+/// else a one-line thought. `None` for phases without news.
+pub fn compaction(
+    caps: ClientCaps,
+    compaction_id: &str,
+    phase: CompactionPhase,
+    message: Option<String>,
+) -> Option<acp::SessionUpdate> {
+    if caps.compaction {
+        let status = match phase {
+            CompactionPhase::Started => acp::CompactionStatus::InProgress,
+            CompactionPhase::Finished => acp::CompactionStatus::Completed,
+            CompactionPhase::Failed => acp::CompactionStatus::Failed,
+            _ => return None,
+        };
+        let mut u = acp::CompactionUpdate::new(compaction_id.to_string(), status);
+        if phase == CompactionPhase::Failed
+            && let Some(m) = message
+        {
+            u = u.error(m);
+        }
+        return Some(acp::SessionUpdate::CompactionUpdate(u));
+    }
+    match (phase, message) {
+        (CompactionPhase::Finished | CompactionPhase::Failed, Some(m)) => {
+            Some(thought(format!("[compaction {}: {m}]", phase.name())))
+        }
+        _ => None,
     }
 }
 
-/// The session update for one turn event; `None` for events ACP has no place for.
-pub fn event_update(
-    event: TurnEvent,
-    context_window: u64,
-    tools: &ToolRegistry,
-) -> Option<SessionUpdate> {
+/// The session update for one turn event that needs no IO; `None` for events ACP has no
+/// place for (tool calls and compaction are the host's, which knows more).
+pub fn event_update(event: TurnEvent, context_window: u64) -> Option<acp::SessionUpdate> {
     Some(match event {
-        TurnEvent::TextDelta { text } => SessionUpdate::AgentMessageChunk {
-            content: ContentBlock::text(text),
-        },
-        TurnEvent::ThinkingDelta { text } => SessionUpdate::AgentThoughtChunk {
-            content: ContentBlock::text(text),
-        },
-        TurnEvent::ToolCallStarted { id, name, input } => SessionUpdate::ToolCall(tool_call(
-            tools,
-            &id,
-            &name,
-            &input,
-            ToolCallStatus::InProgress,
-        )),
-        TurnEvent::ToolCallFinished {
-            id,
-            output,
-            is_error,
-            ..
-        } => SessionUpdate::ToolCallUpdate(tool_result(&id, &output, is_error)),
+        TurnEvent::TextDelta { text } => agent_text(text),
+        TurnEvent::ThinkingDelta { text } => thought(text),
         TurnEvent::Todos { todos } => plan(&todos),
-        TurnEvent::Usage { context_tokens, .. } => SessionUpdate::UsageUpdate {
-            used: context_tokens,
-            size: context_window,
-        },
-        TurnEvent::Compaction {
-            phase,
-            message: Some(m),
-            ..
-        } if matches!(phase, CompactionPhase::Finished | CompactionPhase::Failed) => {
-            SessionUpdate::AgentThoughtChunk {
-                content: ContentBlock::text(format!("[compaction {}: {m}]", phase.name())),
-            }
+        TurnEvent::Usage { context_tokens, .. } => {
+            acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(context_tokens, context_window))
         }
         _ => return None,
     })
 }
 
 /// The ACP stop reason of a Garuda turn (`None`: the turn failed).
-pub fn stop_reason(r: StopReason) -> Option<AcpStop> {
+pub fn stop_reason(r: StopReason) -> Option<acp::StopReason> {
     Some(match r {
-        StopReason::EndTurn | StopReason::StopSequence | StopReason::ToolUse => AcpStop::EndTurn,
-        StopReason::MaxTokens => AcpStop::MaxTokens,
-        StopReason::MaxSteps => AcpStop::MaxTurnRequests,
-        StopReason::Refusal => AcpStop::Refusal,
-        StopReason::Cancelled => AcpStop::Cancelled,
+        StopReason::EndTurn | StopReason::StopSequence | StopReason::ToolUse => {
+            acp::StopReason::EndTurn
+        }
+        StopReason::MaxTokens => acp::StopReason::MaxTokens,
+        StopReason::MaxSteps => acp::StopReason::MaxTurnRequests,
+        StopReason::Refusal => acp::StopReason::Refusal,
+        StopReason::Cancelled => acp::StopReason::Cancelled,
         StopReason::Error => return None,
     })
 }
 
-/// Decodes prompt blocks, skipping kinds this version does not know.
-pub fn decode_prompt(prompt: Vec<Value>) -> Vec<ContentBlock> {
-    prompt
-        .into_iter()
-        .filter_map(|v| match serde_json::from_value(v) {
-            Ok(b) => Some(b),
-            Err(e) => {
-                tracing::warn!("prompt block skipped: {e}");
-                None
-            }
-        })
-        .collect()
-}
-
 /// Garuda input blocks for an ACP prompt; embedded resources become tagged text.
-pub fn prompt_blocks(prompt: Vec<ContentBlock>) -> Vec<Block> {
+pub fn prompt_blocks(prompt: Vec<acp::ContentBlock>) -> Vec<Block> {
     prompt
         .into_iter()
         .map(|b| match b {
-            ContentBlock::Text { text } => Block::text(text),
-            ContentBlock::Image { data, mime_type } => Block::Image {
+            acp::ContentBlock::Text(t) => Block::text(t.text),
+            acp::ContentBlock::Image(i) => Block::Image {
                 source: ImageSource::Base64 {
-                    media_type: mime_type,
-                    data,
+                    media_type: i.mime_type,
+                    data: i.data,
                 },
             },
-            ContentBlock::ResourceLink { name, uri } => {
-                Block::text(format!("[resource: {name} <{uri}>]"))
+            acp::ContentBlock::ResourceLink(l) => {
+                Block::text(format!("[resource: {} <{}>]", l.name, l.uri))
             }
-            ContentBlock::Resource {
-                resource: EmbeddedResource { uri, text, .. },
-            } => match text {
-                Some(t) => Block::text(format!("<context uri=\"{uri}\">\n{t}\n</context>")),
-                None => Block::text(format!("[binary resource {uri} omitted]")),
+            acp::ContentBlock::Resource(r) => match r.resource {
+                acp::EmbeddedResourceResource::TextResourceContents(t) => Block::text(format!(
+                    "<context uri=\"{}\">\n{}\n</context>",
+                    t.uri, t.text
+                )),
+                acp::EmbeddedResourceResource::BlobResourceContents(b) => {
+                    Block::text(format!("[binary resource {} omitted]", b.uri))
+                }
+                _ => Block::text("[a resource of a kind Garuda does not know was omitted]"),
             },
-            ContentBlock::Audio { .. } => Block::text("[audio input is not supported]"),
+            acp::ContentBlock::Audio(_) => Block::text("[audio input is not supported]"),
+            _ => Block::text("[content of a kind Garuda does not know was omitted]"),
         })
         .collect()
 }
 
 /// The plain text of a prompt (for slash commands).
-pub fn prompt_text(prompt: &[ContentBlock]) -> String {
+pub fn prompt_text(prompt: &[acp::ContentBlock]) -> String {
     prompt
         .iter()
         .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
+            acp::ContentBlock::Text(t) => Some(t.text.as_str()),
             _ => None,
         })
         .collect::<Vec<_>>()
         .join("")
 }
 
-/// The updates that replay one stored message (for `session/load`).
-pub fn history_updates(role: Role, content: &[Block], tools: &ToolRegistry) -> Vec<SessionUpdate> {
+/// The summary a compaction installed, without its prompt framing: the text of the
+/// `<summary>` block (or of the last block, for an extractive handoff).
+fn summary_text(content: &[Block]) -> String {
+    let last = content.iter().rev().find_map(|b| match b {
+        Block::Text { text } => Some(text.as_str()),
+        _ => None,
+    });
+    let t = last.unwrap_or("").trim();
+    let t = t.strip_prefix("<summary>").unwrap_or(t);
+    let t = t.strip_suffix("</summary>").unwrap_or(t);
+    t.trim().to_string()
+}
+
+/// Replays the visible history (for `session/load`): user and agent messages, tool calls
+/// with their results, each compaction at its place as what it is. Copies a compaction
+/// re-installed and Garuda's own notes are left out: the client saw them once.
+pub fn history(
+    entries: &[HistoryEntry],
+    tools: &ToolRegistry,
+    root: &Path,
+    caps: ClientCaps,
+) -> Vec<acp::SessionUpdate> {
     let mut out = Vec::new();
-    for b in content {
-        match (role, b) {
-            (Role::User, Block::Text { text }) => out.push(SessionUpdate::UserMessageChunk {
-                content: ContentBlock::text(text.clone()),
-            }),
-            (
-                Role::User,
-                Block::Image {
-                    source: ImageSource::Base64 { media_type, data },
-                },
-            ) => out.push(SessionUpdate::UserMessageChunk {
-                content: ContentBlock::Image {
-                    data: data.clone(),
-                    mime_type: media_type.clone(),
-                },
-            }),
-            (
-                _,
-                Block::ToolResult {
-                    tool_use_id,
-                    content,
-                    is_error,
-                },
-            ) => {
-                let text = content
-                    .iter()
-                    .filter_map(|c| match c {
-                        Block::Text { text } => Some(text.as_str()),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                out.push(SessionUpdate::ToolCallUpdate(tool_result(
-                    tool_use_id,
-                    &text,
-                    *is_error,
-                )));
-            }
-            (Role::Assistant, Block::Text { text }) => out.push(SessionUpdate::AgentMessageChunk {
-                content: ContentBlock::text(text.clone()),
-            }),
-            (Role::Assistant, Block::Thinking { thinking, .. }) => {
-                out.push(SessionUpdate::AgentThoughtChunk {
-                    content: ContentBlock::text(thinking.clone()),
-                })
-            }
-            (Role::Assistant, Block::ToolUse { id, name, input }) => out.push(
-                SessionUpdate::ToolCall(tool_call(tools, id, name, input, ToolCallStatus::Pending)),
-            ),
-            _ => {}
+    let mut compactions = 0u32;
+    // The plan a client shows is the last list the history set.
+    let mut last_plan: Option<Vec<TodoItem>> = None;
+    for e in entries {
+        let m = &e.message;
+        if m.copy_of.is_some() {
+            continue;
         }
+        match m.meta {
+            None | Some(MessageMeta::Unknown) => {}
+            Some(MessageMeta::Summary | MessageMeta::Handoff) => {
+                compactions += 1;
+                let summary = summary_text(&m.content);
+                let id = format!("{}-{compactions}", m.uuid);
+                out.push(if caps.compaction {
+                    acp::SessionUpdate::CompactionUpdate(
+                        acp::CompactionUpdate::new(id, acp::CompactionStatus::Completed)
+                            .summary(vec![text(summary)]),
+                    )
+                } else {
+                    thought(format!(
+                        "[compacted; summary of the earlier part]\n{summary}"
+                    ))
+                });
+                continue;
+            }
+            Some(MessageMeta::Display) => {
+                out.extend(m.content.iter().filter_map(|b| match b {
+                    Block::Text { text } => Some(agent_text(text.clone())),
+                    _ => None,
+                }));
+                continue;
+            }
+            Some(_) => continue,
+        }
+        for b in &m.content {
+            match (m.role, b) {
+                (Role::User, Block::Text { text: t }) => out.push(
+                    acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(text(t.clone()))),
+                ),
+                (
+                    Role::User,
+                    Block::Image {
+                        source: ImageSource::Base64 { media_type, data },
+                    },
+                ) => out.push(acp::SessionUpdate::UserMessageChunk(
+                    acp::ContentChunk::new(acp::ContentBlock::Image(acp::ImageContent::new(
+                        data.clone(),
+                        media_type.clone(),
+                    ))),
+                )),
+                (
+                    _,
+                    Block::ToolResult {
+                        tool_use_id,
+                        content,
+                        is_error,
+                    },
+                ) => {
+                    let t = content
+                        .iter()
+                        .filter_map(|c| match c {
+                            Block::Text { text } => Some(text.as_str()),
+                            _ => None,
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    out.push(acp::SessionUpdate::ToolCallUpdate(tool_result(
+                        tool_use_id,
+                        &t,
+                        *is_error,
+                        Vec::new(),
+                    )));
+                }
+                (Role::Assistant, Block::Text { text }) => out.push(agent_text(text.clone())),
+                (Role::Assistant, Block::Thinking { thinking, .. }) => {
+                    out.push(thought(thinking.clone()))
+                }
+                (Role::Assistant, Block::ToolUse { id, name, input }) => {
+                    if tools.get(name).is_some_and(|e| e.class == ToolClass::Todo)
+                        && let Some(t) = garuda_core::tools::todos_in(input)
+                    {
+                        last_plan = Some(t);
+                    }
+                    out.push(acp::SessionUpdate::ToolCall(tool_call(
+                        tools,
+                        root,
+                        id,
+                        name,
+                        input,
+                        None,
+                        acp::ToolCallStatus::Pending,
+                    )))
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some(todos) = last_plan {
+        out.push(plan(&todos));
     }
     out
 }
 
-/// The slash commands Garuda advertises after `session/new` and `session/load`.
-pub fn commands() -> SessionUpdate {
-    let cmd = |name: &str, description: &str, hint: Option<&str>| AvailableCommand {
-        name: name.into(),
-        description: description.into(),
-        input: hint.map(|h| json!({ "hint": h })),
+/// The slash commands Garuda advertises, in order with the session's creation.
+pub fn commands() -> acp::SessionUpdate {
+    acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(vec![
+        acp::AvailableCommand::new(
+            "compact",
+            "Summarise older turns to free context (optional focus)",
+        )
+        .input(acp::AvailableCommandInput::Unstructured(
+            acp::UnstructuredCommandInput::new("what the summary should keep"),
+        )),
+        acp::AvailableCommand::new("context", "Show how the context window is used"),
+    ]))
+}
+
+/// The approval policies as session modes, described for a person.
+pub fn modes(current: Policy) -> acp::SessionModeState {
+    let mode = |p: Policy, name: &str, description: &str| {
+        acp::SessionMode::new(p.name(), name).description(description.to_string())
     };
-    SessionUpdate::AvailableCommandsUpdate {
-        available_commands: vec![
-            cmd(
-                "compact",
-                "Summarise older turns to free context (optional focus)",
-                Some("what the summary should keep"),
+    acp::SessionModeState::new(
+        current.name(),
+        vec![
+            mode(
+                Policy::Ask,
+                "Ask",
+                "Asks before every edit, command and memory change",
             ),
-            cmd("context", "Show how the context window is used", None),
-            cmd(
-                "snip",
-                "Drop messages (by id) from the model's view",
-                Some("message ids"),
+            mode(
+                Policy::AutoEdit,
+                "Auto-edit",
+                "Edits files without asking; asks before commands",
+            ),
+            mode(
+                Policy::FullAuto,
+                "Full auto",
+                "Edits and runs commands without asking",
             ),
         ],
+    )
+}
+
+/// The id of the model selector among the session's config options.
+pub const MODEL_OPTION: &str = "model";
+/// The id of the approval selector among the session's config options.
+pub const MODE_OPTION: &str = "mode";
+
+/// The session's config options: the model (category `model`) over the known models, and
+/// the approval policy (category `mode`, the same choice as the modes).
+pub fn config_options(
+    current_model: &str,
+    models: &[String],
+    policy: Policy,
+) -> Vec<acp::SessionConfigOption> {
+    let mut choices: Vec<acp::SessionConfigSelectOption> = Vec::new();
+    if !models.iter().any(|m| m == current_model) {
+        choices.push(acp::SessionConfigSelectOption::new(
+            current_model.to_string(),
+            current_model.to_string(),
+        ));
     }
+    choices.extend(
+        models
+            .iter()
+            .map(|m| acp::SessionConfigSelectOption::new(m.clone(), m.clone())),
+    );
+    let modes = modes(policy);
+    let mode_choices: Vec<acp::SessionConfigSelectOption> = modes
+        .available_modes
+        .into_iter()
+        .map(|m| {
+            acp::SessionConfigSelectOption::new(m.id.0.to_string(), m.name)
+                .description(m.description)
+        })
+        .collect();
+    vec![
+        acp::SessionConfigOption::select(MODEL_OPTION, "Model", current_model.to_string(), choices)
+            .category(acp::SessionConfigOptionCategory::Model)
+            .description(
+                "The model from the next request on; the conversation is kept".to_string(),
+            ),
+        acp::SessionConfigOption::select(MODE_OPTION, "Approvals", policy.name(), mode_choices)
+            .category(acp::SessionConfigOptionCategory::Mode)
+            .description("What Garuda may do without asking".to_string()),
+    ]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn j<T: serde::Serialize>(v: T) -> Value {
         serde_json::to_value(v).unwrap()
@@ -279,28 +503,27 @@ mod tests {
 
     #[test]
     fn events_map_to_updates() {
-        let u = event_update(TurnEvent::TextDelta { text: "hi".into() }, 100, &tools()).unwrap();
+        let u = event_update(TurnEvent::TextDelta { text: "hi".into() }, 100).unwrap();
         assert_eq!(
             j(u),
             json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}})
         );
-        let u = event_update(
-            TurnEvent::ToolCallStarted {
-                id: "t1".into(),
-                name: "bash".into(),
-                input: json!({"command": "ls"}),
-            },
-            100,
+        let v = j(acp::SessionUpdate::ToolCall(tool_call(
             &tools(),
-        )
-        .unwrap();
-        let v = j(u);
+            Path::new("/ws"),
+            "t1",
+            "bash",
+            &json!({"command": "ls"}),
+            None,
+            acp::ToolCallStatus::Pending,
+        )));
         assert_eq!(v["sessionUpdate"], "tool_call");
         assert_eq!(v["toolCallId"], "t1");
         assert_eq!(v["kind"], "execute");
-        assert_eq!(v["status"], "in_progress");
+        // `pending` is the default and left out.
+        assert!(v.get("status").is_none_or(|s| s == "pending"));
         assert_eq!(v["rawInput"], json!({"command": "ls"}));
-        let v = j(tool_result("t1", "boom", true));
+        let v = j(tool_result("t1", "boom", true, Vec::new()));
         assert_eq!(v["status"], "failed");
         assert_eq!(v["content"][0]["content"]["text"], "boom");
         let v = j(event_update(
@@ -309,32 +532,63 @@ mod tests {
                 context_tokens: 7,
             },
             100,
-            &tools(),
         )
         .unwrap());
         assert_eq!(
             v,
             json!({"sessionUpdate": "usage_update", "used": 7, "size": 100})
         );
-        assert!(event_update(TurnEvent::StepStarted { step: 1 }, 1, &tools()).is_none());
+        assert!(event_update(TurnEvent::StepStarted { step: 1 }, 1).is_none());
+    }
+
+    #[test]
+    fn edits_carry_locations_and_diffs() {
+        let preview = EditPreview {
+            rel_path: "src/a.rs".into(),
+            old_text: Some("fn a() {}\n".into()),
+            new_text: "fn a() -> u8 { 1 }\n".into(),
+            line: 1,
+        };
+        let input = json!({"path": "src/a.rs", "old_string": "fn a() {}", "new_string": "fn a() -> u8 { 1 }"});
+        let v = j(tool_call(
+            &tools(),
+            Path::new("/ws"),
+            "t",
+            "edit_file",
+            &input,
+            Some(&preview),
+            acp::ToolCallStatus::Pending,
+        ));
+        assert_eq!(v["kind"], "edit");
+        assert_eq!(v["locations"], json!([{"path": "/ws/src/a.rs", "line": 1}]));
+        assert_eq!(v["content"][0]["type"], "diff");
+        assert_eq!(v["content"][0]["path"], "/ws/src/a.rs");
+        assert_eq!(v["content"][0]["oldText"], "fn a() {}\n");
+        assert_eq!(v["content"][0]["newText"], "fn a() -> u8 { 1 }\n");
+        let read = json!({"path": "b.rs", "offset": 40});
+        let v = j(locations(
+            &tools(),
+            Path::new("/ws"),
+            "read_file",
+            &read,
+            None,
+        ));
+        assert_eq!(v, json!([{"path": "/ws/b.rs", "line": 40}]));
     }
 
     #[test]
     fn stop_reasons_and_prompts() {
         assert_eq!(
             stop_reason(StopReason::MaxSteps),
-            Some(AcpStop::MaxTurnRequests)
+            Some(acp::StopReason::MaxTurnRequests)
         );
         assert_eq!(stop_reason(StopReason::Error), None);
-        let prompt = decode_prompt(
-            serde_json::from_value(json!([
-                {"type": "text", "text": "/compact "},
-                {"type": "text", "text": "tests"},
-                {"type": "resource", "resource": {"uri": "file:///a.rs", "text": "fn a() {}"}},
-                {"type": "hologram"},
-            ]))
-            .unwrap(),
-        );
+        let prompt: Vec<acp::ContentBlock> = serde_json::from_value(json!([
+            {"type": "text", "text": "/compact "},
+            {"type": "text", "text": "tests"},
+            {"type": "resource", "resource": {"uri": "file:///a.rs", "text": "fn a() {}"}},
+        ]))
+        .unwrap();
         assert_eq!(prompt_text(&prompt), "/compact tests");
         let blocks = prompt_blocks(prompt);
         assert_eq!(blocks.len(), 3);
@@ -342,22 +596,48 @@ mod tests {
     }
 
     #[test]
-    fn history_replays_tool_calls() {
-        let ups = history_updates(
-            Role::Assistant,
-            &[
-                Block::text("ok"),
-                Block::ToolUse {
-                    id: "t".into(),
-                    name: "read_file".into(),
-                    input: json!({"path": "a"}),
-                },
-            ],
-            &tools(),
-        );
-        assert_eq!(j(&ups[0])["sessionUpdate"], "agent_message_chunk");
-        assert_eq!(j(&ups[1])["kind"], "read");
+    fn compaction_is_an_update_only_for_clients_that_asked() {
+        let with = ClientCaps {
+            compaction: true,
+            ..Default::default()
+        };
+        let v = j(compaction(with, "c1", CompactionPhase::Started, None).unwrap());
+        assert_eq!(v["sessionUpdate"], "compaction_update");
+        assert_eq!(v["status"], "in_progress");
+        assert!(compaction(with, "c1", CompactionPhase::Summary, None).is_none());
+        let v = j(compaction(
+            ClientCaps::default(),
+            "c1",
+            CompactionPhase::Finished,
+            Some("summary".into()),
+        )
+        .unwrap());
+        assert_eq!(v["sessionUpdate"], "agent_thought_chunk");
+    }
+
+    #[test]
+    fn modes_and_options() {
+        let v = j(modes(Policy::AutoEdit));
+        assert_eq!(v["currentModeId"], "auto-edit");
+        assert_eq!(v["availableModes"].as_array().unwrap().len(), 3);
+        let opts = j(config_options(
+            "replay:/x",
+            &["anthropic/claude-sonnet-4-5".to_string()],
+            Policy::Ask,
+        ));
+        assert_eq!(opts[0]["id"], "model");
+        assert_eq!(opts[0]["category"], "model");
+        assert_eq!(opts[0]["type"], "select");
+        assert_eq!(opts[0]["currentValue"], "replay:/x");
+        assert_eq!(opts[0]["options"][0]["value"], "replay:/x");
+        assert_eq!(opts[1]["currentValue"], "ask");
         let v = j(commands());
-        assert_eq!(v["availableCommands"][0]["name"], "compact");
+        let names: Vec<&str> = v["availableCommands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["compact", "context"]);
     }
 }

@@ -1,14 +1,24 @@
-//! The ACP turn host: turn events become `session/update`, approvals `session/request_permission`.
+//! The ACP turn host: turn events become `session/update`, approvals
+//! `session/request_permission`, and, when the client offers them, edits `fs/write_text_file`
+//! and commands `terminal/*`.
 
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol_schema::v1 as acp;
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::convert;
-use super::types::{SessionNotification, SessionUpdate, ToolCall, ToolCallStatus};
+use super::convert::{self, ClientCaps};
 use crate::front::acp_permission_answer as permission_answer;
-use crate::rpc::Client;
-use garuda_core::tools::ToolRegistry;
-use garuda_core::turn::{PermissionAnswer, PermissionRequest, TurnEvent, TurnHost};
+use crate::rpc::{Client, RpcError};
+use garuda_core::fsroot::Root;
+use garuda_core::tools::{ToolClass, ToolRegistry};
+use garuda_core::turn::{
+    ClientToolResult, CommandRun, PermissionAnswer, PermissionRequest, TurnEvent, TurnHost,
+};
 
 /// Relays a turn to an ACP client.
 pub struct AcpHost {
@@ -16,55 +26,216 @@ pub struct AcpHost {
     pub client: Client,
     /// The session's context window, for `usage_update`.
     pub context_window: u64,
-    /// The session's tools, for the kind of each call.
+    /// The session's tools, for the kind and file of each call.
     pub tools: ToolRegistry,
+    /// The workspace root: previews of edits read through it, paths are made absolute on it.
+    pub root: Arc<Root>,
+    /// What the client can do.
+    pub caps: ClientCaps,
+    /// The session.
+    pub session_id: String,
+    /// Tool calls announced and not finished: what the permission request repeats and the
+    /// content (diff, terminal) the final update keeps.
+    calls: Calls,
+    /// The running compaction's id.
+    compaction: Mutex<Option<String>>,
+}
+
+/// Tool calls in flight by id (shared with commands running in the client's terminals).
+type Calls = Arc<Mutex<HashMap<String, acp::ToolCall>>>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Sends one `session/update` notification.
-pub fn send_update(client: &Client, session_id: &str, update: SessionUpdate) {
-    let n = SessionNotification {
-        session_id: session_id.to_string(),
-        update,
-    };
-    client.notify(
-        "session/update",
-        serde_json::to_value(n).unwrap_or(Value::Null),
-    );
+pub fn send_update(client: &Client, session_id: &str, update: acp::SessionUpdate) {
+    let n = acp::SessionNotification::new(session_id.to_string(), update);
+    match serde_json::to_value(n) {
+        Ok(v) => client.notify("session/update", v),
+        Err(e) => tracing::error!("session/update not serialized: {e}"),
+    }
 }
 
-/// The `session/request_permission` params for a Garuda approval request.
-pub fn permission_params(req: &PermissionRequest, tools: &ToolRegistry) -> Value {
-    let call = ToolCall {
-        tool_call_id: req.tool_call_id.clone(),
-        title: Some(req.title.clone()),
-        kind: Some(convert::tool_kind(tools, &req.tool_name)),
-        status: Some(ToolCallStatus::Pending),
-        raw_input: Some(req.input.clone()),
-        content: None,
+/// The three choices of every permission request.
+fn permission_options() -> Vec<acp::PermissionOption> {
+    vec![
+        acp::PermissionOption::new(
+            "allow_once",
+            "Allow once",
+            acp::PermissionOptionKind::AllowOnce,
+        ),
+        acp::PermissionOption::new(
+            "allow_always",
+            "Allow always",
+            acp::PermissionOptionKind::AllowAlways,
+        ),
+        acp::PermissionOption::new(
+            "reject_once",
+            "Reject",
+            acp::PermissionOptionKind::RejectOnce,
+        ),
+    ]
+}
+
+/// The `session/request_permission` params for a call announced as `call`.
+pub fn permission_params(session_id: &str, call: acp::ToolCall) -> Value {
+    let req = acp::RequestPermissionRequest::new(
+        session_id.to_string(),
+        convert::tool_call_fields(call),
+        permission_options(),
+    );
+    serde_json::to_value(req).unwrap_or(Value::Null)
+}
+
+/// True when `path` (absolute, beneath the root by construction) stays beneath the root
+/// once links are followed: the editor follows them when it writes.
+fn stays_beneath(root: &Path, path: &Path) -> bool {
+    let Ok(root) = std::fs::canonicalize(root) else {
+        return false;
     };
-    json!({
-        "sessionId": req.session_id,
-        "toolCall": call,
-        "options": [
-            {"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
-            {"optionId": "allow_always", "name": "Allow always", "kind": "allow_always"},
-            {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
-        ],
-    })
+    // A new file: its folder must resolve beneath the root.
+    let probe = if path.exists() {
+        path.to_path_buf()
+    } else {
+        match path.parent() {
+            Some(p) => p.to_path_buf(),
+            None => return false,
+        }
+    };
+    std::fs::canonicalize(probe).is_ok_and(|p| p.starts_with(&root))
+}
+
+impl AcpHost {
+    /// A host for one prompt turn (or slash command) of a session.
+    pub fn new(
+        client: Client,
+        context_window: u64,
+        tools: ToolRegistry,
+        root: Arc<Root>,
+        caps: ClientCaps,
+        session_id: String,
+    ) -> AcpHost {
+        AcpHost {
+            client,
+            context_window,
+            tools,
+            root,
+            caps,
+            session_id,
+            calls: Arc::new(Mutex::new(HashMap::new())),
+            compaction: Mutex::new(None),
+        }
+    }
+
+    fn announce(&self, session_id: &str, id: String, name: &str, input: &Value) {
+        let preview = match self.tools.get(name).map(|e| e.class) {
+            Some(ToolClass::Edit) => garuda_core::tools::preview_edit(name, input, &self.root),
+            _ => None,
+        };
+        let call = convert::tool_call(
+            &self.tools,
+            self.root.path(),
+            &id,
+            name,
+            input,
+            preview.as_ref(),
+            acp::ToolCallStatus::Pending,
+        );
+        lock(&self.calls).insert(id, call.clone());
+        send_update(&self.client, session_id, acp::SessionUpdate::ToolCall(call));
+    }
+
+    fn finish(&self, session_id: &str, id: &str, output: &str, is_error: bool) {
+        // The diff of an applied edit and the terminal of a command stay on the card.
+        let keep = lock(&self.calls)
+            .remove(id)
+            .map(|c| {
+                c.content
+                    .into_iter()
+                    .filter(|c| {
+                        (!is_error && matches!(c, acp::ToolCallContent::Diff(_)))
+                            || matches!(c, acp::ToolCallContent::Terminal(_))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let u = convert::tool_result(id, output, is_error, keep);
+        send_update(
+            &self.client,
+            session_id,
+            acp::SessionUpdate::ToolCallUpdate(u),
+        );
+    }
+
+    fn compaction(
+        &self,
+        session_id: &str,
+        phase: garuda_core::turn::CompactionPhase,
+        message: Option<String>,
+    ) {
+        use garuda_core::turn::CompactionPhase as P;
+        let id = {
+            let mut cur = lock(&self.compaction);
+            let id = cur
+                .get_or_insert_with(|| uuid::Uuid::new_v4().to_string())
+                .clone();
+            if matches!(phase, P::Finished | P::Failed | P::Paused) {
+                *cur = None;
+            }
+            id
+        };
+        if let Some(u) = convert::compaction(self.caps, &id, phase, message) {
+            send_update(&self.client, session_id, u);
+        }
+    }
 }
 
 impl TurnHost for AcpHost {
     fn event(&self, session_id: &str, event: TurnEvent) {
-        if let Some(u) = convert::event_update(event, self.context_window, &self.tools) {
-            send_update(&self.client, session_id, u);
+        match event {
+            TurnEvent::ToolCallStarted { id, name, input } => {
+                self.announce(session_id, id, &name, &input)
+            }
+            TurnEvent::ToolCallFinished {
+                id,
+                output,
+                is_error,
+                ..
+            } => self.finish(session_id, &id, &output, is_error),
+            TurnEvent::Compaction { phase, message, .. } => {
+                self.compaction(session_id, phase, message)
+            }
+            other => {
+                if let Some(u) = convert::event_update(other, self.context_window) {
+                    send_update(&self.client, session_id, u);
+                }
+            }
         }
     }
 
     fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
         let client = self.client.clone();
-        let params = permission_params(&req, &self.tools);
+        let call = lock(&self.calls)
+            .get(&req.tool_call_id)
+            .cloned()
+            .unwrap_or_else(|| {
+                convert::tool_call(
+                    &self.tools,
+                    self.root.path(),
+                    &req.tool_call_id,
+                    &req.tool_name,
+                    &req.input,
+                    None,
+                    acp::ToolCallStatus::Pending,
+                )
+            });
+        let params = permission_params(&req.session_id, call);
         Box::pin(async move {
-            match client.request("session/request_permission", params).await {
+            // A turn cancelled meanwhile drops this future: the client hears `$/cancel_request`.
+            let asked =
+                client.request_or_cancel("session/request_permission", params, "$/cancel_request");
+            match asked.await {
                 // `{outcome: {outcome: "cancelled"}}` and unknown ids count as a rejection.
                 Ok(v) => permission_answer(&v),
                 Err(e) => {
@@ -77,33 +248,205 @@ impl TurnHost for AcpHost {
             }
         })
     }
+
+    fn tool_running(&self, session_id: &str, tool_call_id: &str) {
+        send_update(
+            &self.client,
+            session_id,
+            convert::tool_status(tool_call_id, acp::ToolCallStatus::InProgress),
+        );
+    }
+
+    fn apply_edit(
+        &self,
+        path: PathBuf,
+        _old_text: Option<String>,
+        new_text: String,
+    ) -> Option<BoxFuture<'static, Result<(), String>>> {
+        if !self.caps.write {
+            return None;
+        }
+        if !stays_beneath(self.root.path(), &path) {
+            // Garuda's own write refuses it with the usual wording.
+            return None;
+        }
+        let client = self.client.clone();
+        let session_id = self.session_id.clone();
+        Some(Box::pin(async move {
+            let req = acp::WriteTextFileRequest::new(session_id, path, new_text);
+            let params = serde_json::to_value(req).map_err(|e| e.to_string())?;
+            client
+                .request("fs/write_text_file", params)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.message)
+        }))
+    }
+
+    fn run_command(
+        &self,
+        session_id: &str,
+        run: CommandRun,
+    ) -> Option<BoxFuture<'static, ClientToolResult>> {
+        if !self.caps.terminal {
+            return None;
+        }
+        let client = self.client.clone();
+        let session_id = session_id.to_string();
+        let calls = self.calls.clone();
+        Some(Box::pin(run_in_terminal(client, session_id, run, calls)))
+    }
+}
+
+/// `bash -c COMMAND` in a terminal of the client: create it, show it on the call's card,
+/// wait for the exit (killing it on cancel or timeout), read the output, release it.
+async fn run_in_terminal(
+    client: Client,
+    session_id: String,
+    run: CommandRun,
+    calls: Calls,
+) -> ClientToolResult {
+    let fail = |what: &str, e: RpcError| ClientToolResult {
+        content: format!("the editor's terminal failed ({what}): {}", e.message),
+        is_error: true,
+    };
+    let env = [
+        ("GARUDA", "1"),
+        ("PAGER", "cat"),
+        ("GIT_PAGER", "cat"),
+        ("GIT_TERMINAL_PROMPT", "0"),
+    ]
+    .into_iter()
+    .map(|(k, v)| acp::EnvVariable::new(k, v))
+    .collect();
+    let create = acp::CreateTerminalRequest::new(session_id.clone(), "bash")
+        .args(vec!["-c".to_string(), run.command.clone()])
+        .env(env)
+        .cwd(run.cwd.clone())
+        .output_byte_limit(run.output_limit);
+    let created =
+        match request::<acp::CreateTerminalResponse>(&client, "terminal/create", create).await {
+            Ok(r) => r,
+            Err(e) => return fail("terminal/create", e),
+        };
+    let terminal = created.terminal_id;
+    // The terminal joins the call's card, after the diff or text it already shows.
+    let content = {
+        let mut calls = lock(&calls);
+        let call = calls.get_mut(&run.tool_call_id);
+        let shown = acp::ToolCallContent::Terminal(acp::Terminal::new(terminal.clone()));
+        match call {
+            Some(c) => {
+                c.content.push(shown);
+                c.content.clone()
+            }
+            None => vec![shown],
+        }
+    };
+    send_update(
+        &client,
+        &session_id,
+        acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
+            run.tool_call_id.clone(),
+            acp::ToolCallUpdateFields::new().content(content),
+        )),
+    );
+    let wait = request::<acp::WaitForTerminalExitResponse>(
+        &client,
+        "terminal/wait_for_exit",
+        acp::WaitForTerminalExitRequest::new(session_id.clone(), terminal.clone()),
+    );
+    let ended = tokio::select! {
+        r = wait => Ended::Exited(r.map(|r| r.exit_status)),
+        _ = run.cancel.cancelled() => Ended::Cancelled,
+        _ = tokio::time::sleep(Duration::from_millis(run.timeout_ms)) => Ended::TimedOut,
+    };
+    if !matches!(ended, Ended::Exited(_)) {
+        let kill = acp::KillTerminalRequest::new(session_id.clone(), terminal.clone());
+        if let Err(e) = request::<Value>(&client, "terminal/kill", kill).await {
+            tracing::info!("terminal/kill failed: {}", e.message);
+        }
+    }
+    let output = request::<acp::TerminalOutputResponse>(
+        &client,
+        "terminal/output",
+        acp::TerminalOutputRequest::new(session_id.clone(), terminal.clone()),
+    )
+    .await;
+    let release = acp::ReleaseTerminalRequest::new(session_id.clone(), terminal);
+    if let Err(e) = request::<Value>(&client, "terminal/release", release).await {
+        tracing::info!("terminal/release failed: {}", e.message);
+    }
+    let output = match output {
+        Ok(o) => o,
+        Err(e) => return fail("terminal/output", e),
+    };
+    let mut text = output.output;
+    if output.truncated {
+        text = format!("[earlier output truncated by the editor]\n{text}");
+    }
+    let status = match ended {
+        Ended::Exited(Ok(s)) => Some(s),
+        Ended::Exited(Err(e)) => return fail("terminal/wait_for_exit", e),
+        Ended::Cancelled => {
+            return ClientToolResult {
+                content: format!(
+                    "{text}\n[command cancelled; the editor's terminal was killed]\nexit code: none"
+                ),
+                is_error: true,
+            };
+        }
+        Ended::TimedOut => {
+            return ClientToolResult {
+                content: format!(
+                    "{text}\n[command timed out after {} ms; the editor's terminal was killed]\nexit code: none",
+                    run.timeout_ms
+                ),
+                is_error: true,
+            };
+        }
+    }
+    .or(output.exit_status);
+    let (code, signal) = status.map_or((None, None), |s| (s.exit_code, s.signal));
+    let mut content = text;
+    if !content.is_empty() && !content.ends_with('\n') {
+        content.push('\n');
+    }
+    match (code, &signal) {
+        (Some(c), _) => content.push_str(&format!("exit code: {c}")),
+        (None, Some(sig)) => content.push_str(&format!("killed by signal {sig}\nexit code: none")),
+        (None, None) => content.push_str("exit code: none"),
+    }
+    ClientToolResult {
+        content,
+        is_error: code != Some(0),
+    }
+}
+
+enum Ended {
+    Exited(Result<acp::TerminalExitStatus, RpcError>),
+    Cancelled,
+    TimedOut,
+}
+
+/// A typed request to the client.
+async fn request<R: serde::de::DeserializeOwned>(
+    client: &Client,
+    method: &str,
+    params: impl serde::Serialize,
+) -> Result<R, RpcError> {
+    let params = serde_json::to_value(params).map_err(|e| RpcError::internal(e.to_string()))?;
+    let v = client.request(method, params).await?;
+    serde_json::from_value(v).map_err(|e| RpcError::internal(format!("{method} answer: {e}")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
-    fn permission_request_shape() {
-        let req = PermissionRequest {
-            session_id: "s".into(),
-            tool_call_id: "t".into(),
-            tool_name: "bash".into(),
-            title: "bash: ls".into(),
-            input: json!({"command": "ls"}),
-            options: PermissionRequest::standard_options(),
-        };
-        let v = permission_params(&req, &ToolRegistry::for_session(Vec::new()).unwrap());
-        assert_eq!(v["sessionId"], "s");
-        assert_eq!(v["toolCall"]["toolCallId"], "t");
-        assert_eq!(v["toolCall"]["kind"], "execute");
-        assert_eq!(v["options"][2]["kind"], "reject_once");
-        assert_eq!(
-            permission_answer(
-                &json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}})
-            ),
-            PermissionAnswer::Reject
-        );
+    fn only_a_selected_outcome_selects() {
         // Only a selected outcome selects; a cancelled one never runs the tool.
         for cancelled in [
             json!({"outcome": "cancelled", "optionId": "allow_once"}),

@@ -1,5 +1,5 @@
-//! Slash commands typed in the editor's prompt box: `/compact [focus]`, `/context`, `/snip`.
-//!
+//! Slash commands typed in the editor's prompt box: `/compact [focus]` and `/context`.
+//! (`/snip` is not offered: it takes message ids, which an ACP user never sees.)
 
 use std::sync::Arc;
 
@@ -18,11 +18,6 @@ pub enum Slash {
     },
     /// `/context`.
     Context,
-    /// `/snip [message ids]`.
-    Snip {
-        /// Message ids to drop from the model's view.
-        ids: Vec<String>,
-    },
 }
 
 /// The command a prompt starts with, if any; other `/words` go to the model unchanged.
@@ -38,9 +33,6 @@ pub fn parse(text: &str) -> Option<Slash> {
             focus: (!arg.is_empty()).then(|| arg.to_string()),
         }),
         "context" => Some(Slash::Context),
-        "snip" => Some(Slash::Snip {
-            ids: arg.split_whitespace().map(str::to_string).collect(),
-        }),
         _ => None,
     }
 }
@@ -61,7 +53,6 @@ pub async fn run(
     let text = match cmd {
         Slash::Compact { focus } => compact(engine, id, focus, host.clone(), cancel).await,
         Slash::Context => context(engine, id),
-        Slash::Snip { ids } => snip(engine, id, ids),
     };
     say(text);
 }
@@ -113,22 +104,6 @@ fn context(engine: &Engine, id: &str) -> String {
     }
 }
 
-/// Drops messages from the model's view (`/snip ID...`).
-fn snip(engine: &Engine, id: &str, ids: Vec<String>) -> String {
-    if ids.is_empty() {
-        return "Usage: /snip MESSAGE_ID... (ids from the session history)".into();
-    }
-    match engine.snip(id, ids) {
-        Ok(r) if r.protected.is_empty() => format!("Snipped {} message(s).", r.removed.len()),
-        Ok(r) => format!(
-            "Snipped {} message(s); kept {} that later messages still need.",
-            r.removed.len(),
-            r.protected.len()
-        ),
-        Err(e) => e.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,13 +118,8 @@ mod tests {
         );
         assert_eq!(parse(" /compact "), Some(Slash::Compact { focus: None }));
         assert_eq!(parse("/context"), Some(Slash::Context));
-        assert_eq!(parse("/snip"), Some(Slash::Snip { ids: vec![] }));
-        assert_eq!(
-            parse("/snip a b"),
-            Some(Slash::Snip {
-                ids: vec!["a".into(), "b".into()]
-            })
-        );
+        // Not a command here: it goes to the model as typed.
+        assert_eq!(parse("/snip a b"), None);
         assert_eq!(parse("/usr/bin is where"), None);
         assert_eq!(parse("compact"), None);
     }

@@ -165,18 +165,18 @@ impl Engine {
             }
         };
         let request = ModelRequest {
-            model: live.setup.model_id.clone(),
+            model: live.model().id.clone(),
             system: live.system(),
             tools: live.tool_specs(),
             messages: sv.messages,
-            max_tokens: live.setup.model_info.max_output,
+            max_tokens: live.model().info.max_output,
             cache: sv.cache,
             thinking_budget: None,
         };
         let message_count = request.messages.len() as u64;
         let cache_markers = request.cache.messages.len() as u64 + u64::from(request.cache.system);
         let body =
-            provider::request_preview(&live.setup.model_spec, &self.provider_config()?, &request)?;
+            provider::request_preview(&live.model().spec, &self.provider_config()?, &request)?;
         Ok(NextRequest {
             request: body,
             message_count,
@@ -217,7 +217,8 @@ impl Engine {
             tool_chars: tokens::tool_chars(&live.tool_specs()),
             message_chars,
         };
-        let info = &live.setup.model_info;
+        let model = live.model();
+        let info = &model.info;
         let window = tokens::effective_window(info.context_window, learned);
         let threshold = crate::session::compact::threshold_tokens(
             window,

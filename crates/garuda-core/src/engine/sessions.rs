@@ -13,7 +13,7 @@ use crate::session::store::SessionSummary;
 use crate::session::view::Removal;
 use crate::session::{Record, SessionHeader, SessionStore};
 use crate::tools::Policy;
-use crate::turn::{self, LiveSession, SessionSetup, TurnHost, TurnOutcome};
+use crate::turn::{self, LiveSession, ModelBinding, SessionSetup, TurnHost, TurnOutcome};
 use crate::workspace::Workspace;
 
 /// Most sessions kept in memory; past it the least recently used idle ones are dropped (their
@@ -147,21 +147,7 @@ impl Engine {
         policy: Policy,
         client_tools: Vec<ToolSpec>,
     ) -> Result<(SessionSetup, Vec<String>), EngineError> {
-        let cfg = self.provider_config()?;
-        let spec = ModelSpec::parse(model)?;
-        let model_id = match &spec {
-            ModelSpec::Remote { model, .. } => model.clone(),
-            ModelSpec::Replay(_) => "replay".to_string(),
-        };
-        let provider = provider::build(model, &cfg)?;
-        let model_info = provider::model_info(model, &cfg);
-        let mut warnings = Vec::new();
-        if !model_info.known {
-            warnings.push(format!(
-                "model {model} is not in Garuda's table: assuming a {} token window and {} output tokens; set [models.\"{model}\"] in config.toml",
-                model_info.context_window, model_info.max_output
-            ));
-        }
+        let (binding, mut warnings) = self.binding(model)?;
         let tools = crate::tools::ToolRegistry::for_session(client_tools)
             .map_err(|e| EngineError::Invalid(e.to_string()))?;
         let (commands, sandbox) =
@@ -176,10 +162,10 @@ impl Engine {
                 commands,
                 sandbox,
                 workspace: ws,
-                model_spec: model.to_string(),
-                model_id,
-                provider,
-                model_info,
+                model_spec: binding.spec,
+                model_id: binding.id,
+                provider: binding.provider,
+                model_info: binding.info,
                 policy,
                 tools,
                 approval_timeout_secs: self.config.approval.timeout_secs,
@@ -188,6 +174,77 @@ impl Engine {
             },
             warnings,
         ))
+    }
+
+    /// The provider and limits for a model spec, with a warning when the model is unknown.
+    fn binding(&self, model: &str) -> Result<(ModelBinding, Vec<String>), EngineError> {
+        let cfg = self.provider_config()?;
+        let spec = ModelSpec::parse(model)?;
+        let id = match &spec {
+            ModelSpec::Remote { model, .. } => model.clone(),
+            ModelSpec::Replay(_) => "replay".to_string(),
+        };
+        let provider = provider::build(model, &cfg)?;
+        let info = provider::model_info(model, &cfg);
+        let mut warnings = Vec::new();
+        if !info.known {
+            warnings.push(format!(
+                "model {model} is not in Garuda's table: assuming a {} token window and {} output tokens; set [models.\"{model}\"] in config.toml",
+                info.context_window, info.max_output
+            ));
+        }
+        let binding = ModelBinding {
+            spec: model.to_string(),
+            id,
+            provider,
+            info,
+        };
+        Ok((binding, warnings))
+    }
+
+    /// Switches a session's model from its next model request on. The system prompt keeps
+    /// the model the session started with; the next user message carries a note naming the
+    /// new one. Answers warnings (an unknown model's assumed limits).
+    pub fn set_model(&self, id: &str, model: &str) -> Result<Vec<String>, EngineError> {
+        let live = self.session(id)?;
+        let model = model.trim();
+        if model.is_empty() {
+            return Err(EngineError::Invalid("model must not be empty".into()));
+        }
+        if model == live.model_spec() {
+            return Ok(Vec::new());
+        }
+        let (binding, warnings) = self.binding(model)?;
+        live.switch_model(binding, true);
+        Ok(warnings)
+    }
+
+    /// Switches a session's approval policy; it applies from the next tool call.
+    pub fn set_policy(&self, id: &str, policy: Policy) -> Result<(), EngineError> {
+        self.session(id)?.set_policy(policy);
+        Ok(())
+    }
+
+    /// Models a client may offer for switching: the configured default, the models the
+    /// config names, then the built-in table; each once, in that order.
+    pub fn known_models(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let configured = self.config.model.iter().cloned();
+        let named = self
+            .config
+            .models
+            .keys()
+            .filter(|k| k.contains('/'))
+            .cloned();
+        for m in configured
+            .chain(named)
+            .chain(crate::provider::models::builtin_specs())
+        {
+            if !out.contains(&m) {
+                out.push(m);
+            }
+        }
+        out
     }
 
     /// A session's view pipeline settings: the config's, with one tool result held to its
@@ -277,7 +334,14 @@ impl Engine {
         };
         let (mut setup, _) = self.setup(ws, &model, policy, Vec::new())?;
         setup.view_policy = self.view_policy(id, &setup.model_info, &setup.tools);
+        let switched = switched_model(&loaded.records).filter(|m| *m != loaded.header.model);
         let live = Arc::new(LiveSession::new(loaded.header, setup, file, loaded.records));
+        if let Some(model) = switched {
+            match self.binding(&model) {
+                Ok((binding, _)) => live.switch_model(binding, false),
+                Err(e) => tracing::warn!("session {id}: switched model {model} unavailable: {e}"),
+            }
+        }
         Ok(self.sessions.insert(live))
     }
 
@@ -324,6 +388,18 @@ impl Engine {
             next_cursor: (end < all.len()).then_some(end as u64),
             total: all.len() as u64,
         })
+    }
+
+    /// Stops a session's running operation and frees it from memory; its transcript stays
+    /// (a later `session` call loads it again). False when it was not in memory.
+    pub fn close_session(&self, id: &str) -> bool {
+        match self.sessions.remove(id) {
+            Some(live) => {
+                live.cancel();
+                true
+            }
+            None => false,
+        }
     }
 
     /// Deletes a session's transcript (and stops it when live).
@@ -380,6 +456,20 @@ pub struct HistoryPage {
     pub next_cursor: Option<u64>,
     /// Messages in all.
     pub total: u64,
+}
+
+/// The model the last model note of a transcript names.
+fn switched_model(records: &[Record]) -> Option<String> {
+    records.iter().rev().find_map(|r| {
+        let m = r.as_message()?;
+        if m.meta != Some(crate::session::records::MessageMeta::ModelNote) {
+            return None;
+        }
+        m.content.iter().find_map(|b| match b {
+            Block::Text { text } => turn::model_in_note(text).map(str::to_string),
+            _ => None,
+        })
+    })
 }
 
 fn now_ms_plain() -> u64 {

@@ -55,6 +55,24 @@ const TABLE: &[(&str, u64, u32)] = &[
     ("llama3.3", 131_072, 8_192),
 ];
 
+/// The table's models as specs a session may switch to, in table order: Claude models on
+/// `anthropic`, GPT and o-series on `openai`, open models on `ollama`.
+pub fn builtin_specs() -> Vec<String> {
+    TABLE
+        .iter()
+        .map(|(id, _, _)| {
+            let provider = if id.starts_with("claude") {
+                "anthropic"
+            } else if id.starts_with("gpt-5") || id.starts_with("gpt-4") || id.starts_with('o') {
+                "openai"
+            } else {
+                "ollama"
+            };
+            format!("{provider}/{id}")
+        })
+        .collect()
+}
+
 /// Looks a model up: config overrides (by full spec, then model id) over the table, where the
 /// longest id that is the model id or a prefix of it followed by `-`, `:` or `@` wins (so
 /// dated ids and Ollama tags match). `Qwen/Qwen3-Coder` style ids match on their last segment.

@@ -38,6 +38,8 @@ pub enum MessageMeta {
     Todo,
     /// Display-only text for the client (never sent to the model).
     Display,
+    /// A `<garuda_note>` naming the model the session was switched to.
+    ModelNote,
     /// A meta value written by a newer Garuda; treated like an ordinary message.
     #[serde(other)]
     Unknown,

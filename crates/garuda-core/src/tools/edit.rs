@@ -43,6 +43,81 @@ struct WriteInput {
     content: String,
 }
 
+/// What an `edit_file` or `write_file` call would change, for an editor to draw before it
+/// runs (ACP diff content and locations). Best effort: no freshness check, and `None` when
+/// the call would fail or the tool is not an edit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditPreview {
+    /// Root-relative path of the file.
+    pub rel_path: PathBuf,
+    /// The whole text before; `None` for a new file.
+    pub old_text: Option<String>,
+    /// The whole text after.
+    pub new_text: String,
+    /// 1-based line where the change starts.
+    pub line: u32,
+}
+
+/// The [`EditPreview`] of a call, reading the file through `root` (so confined to it).
+pub fn preview_edit(name: &str, input: &Value, root: &crate::fsroot::Root) -> Option<EditPreview> {
+    let current = |rel: &Path| -> Option<Option<String>> {
+        match root.kind(rel) {
+            Ok(None) => Some(None),
+            Ok(Some(EntryKind::File)) => {
+                let r = root.read_text(rel, EDIT_MAX_CHARS).ok()?;
+                (!r.truncated).then_some(Some(r.text))
+            }
+            _ => None,
+        }
+    };
+    match name {
+        "edit_file" => {
+            let i: EditInput = serde_json::from_value(input.clone()).ok()?;
+            if i.old_string.is_empty() {
+                return None;
+            }
+            let rel = root.relative(Path::new(i.path.trim())).ok()?;
+            let text = current(&rel)??;
+            let at = text.find(i.old_string.as_str())?;
+            let new_text = if i.replace_all {
+                text.replace(&i.old_string, &i.new_string)
+            } else {
+                text.replacen(&i.old_string, &i.new_string, 1)
+            };
+            let line = text[..at].matches('\n').count() as u32 + 1;
+            Some(EditPreview {
+                rel_path: rel,
+                old_text: Some(text),
+                new_text,
+                line,
+            })
+        }
+        "write_file" => {
+            let i: WriteInput = serde_json::from_value(input.clone()).ok()?;
+            let rel = root.relative(Path::new(i.path.trim())).ok()?;
+            let old_text = current(&rel)?;
+            Some(EditPreview {
+                rel_path: rel,
+                old_text,
+                new_text: i.content,
+                line: 1,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The 1-based line a read-class call starts at, when its input names one.
+pub fn call_line(name: &str, input: &Value) -> Option<u32> {
+    match name {
+        "read_file" => input
+            .get("offset")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok()),
+        _ => None,
+    }
+}
+
 /// Computes the new text of an `edit_file` or `write_file` call without writing anything.
 pub fn plan_edit(name: &str, input: &Value, ctx: &ToolContext) -> Result<PlannedWrite, ToolOutput> {
     match name {

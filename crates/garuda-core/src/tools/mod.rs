@@ -31,14 +31,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::fsroot::{FileStamp, Root};
 
-pub use edit::{PlannedWrite, commit_write, finish_write, plan_edit};
+pub use edit::{
+    EditPreview, PlannedWrite, call_line, commit_write, finish_write, plan_edit, preview_edit,
+};
 pub use policy::{
     Policy, RISKY_DIRS, RISKY_FILES, UnknownPolicy, approval_needed, needs_approval, risky_path,
     risky_target,
 };
 pub use registry::{ToolClash, ToolEntry, ToolRegistry, ToolSource};
 pub use schema::builtin_specs;
-pub use todo::{TodoItem, TodoStatus};
+pub use todo::{TodoItem, TodoStatus, todos_in};
 
 /// Name of the file `remember` appends to, relative to the workspace root.
 pub const MEMORY_FILE: &str = ".garuda/memory.md";

@@ -934,7 +934,11 @@ async fn todo_write_rules() {
 
 #[test]
 fn schema_snapshot() {
-    insta::assert_json_snapshot!(builtin_specs());
+    // Sorted keys: object order depends on serde_json's `preserve_order`, which is on
+    // only when the build includes the ACP types (see src/front/acp).
+    insta::with_settings!({sort_maps => true}, {
+        insta::assert_json_snapshot!(builtin_specs());
+    });
 }
 
 #[test]
@@ -1176,4 +1180,42 @@ fn limits_shrink_with_the_window() {
     assert_eq!((l.read_max_bytes, l.output_max_chars), (16_000, 16_000));
     let big = ToolLimits::default().within(10_000_000);
     assert_eq!(big, ToolLimits::default());
+}
+
+#[test]
+fn edit_previews_show_the_whole_change_and_stay_in_the_root() {
+    let fx = fixture();
+    fx.write("src/a.rs", "fn a() {}\nfn b() {}\n");
+    let root = &fx.ctx.root;
+    let p = preview_edit(
+        "edit_file",
+        &json!({"path": "src/a.rs", "old_string": "fn b() {}", "new_string": "fn b() -> u8 { 1 }"}),
+        root,
+    )
+    .unwrap();
+    assert_eq!(p.rel_path, PathBuf::from("src/a.rs"));
+    assert_eq!(p.old_text.as_deref(), Some("fn a() {}\nfn b() {}\n"));
+    assert_eq!(p.new_text, "fn a() {}\nfn b() -> u8 { 1 }\n");
+    assert_eq!(p.line, 2);
+    let w = preview_edit(
+        "write_file",
+        &json!({"path": "new.txt", "content": "x"}),
+        root,
+    )
+    .unwrap();
+    assert_eq!((w.old_text, w.new_text.as_str(), w.line), (None, "x", 1));
+    // Calls that would fail, files outside the root and other tools have no preview.
+    let missing = json!({"path": "src/a.rs", "old_string": "nope", "new_string": "x"});
+    assert!(preview_edit("edit_file", &missing, root).is_none());
+    let outside = json!({"path": "../outside/secret.txt", "content": "x"});
+    assert!(preview_edit("write_file", &outside, root).is_none());
+    symlink(fx.outside.join("secret.txt"), fx.ws.join("link.txt")).unwrap();
+    let through_link = json!({"path": "link.txt", "old_string": "SECRET", "new_string": "x"});
+    assert!(preview_edit("edit_file", &through_link, root).is_none());
+    assert!(preview_edit("read_file", &json!({"path": "src/a.rs"}), root).is_none());
+    assert_eq!(
+        call_line("read_file", &json!({"path": "a", "offset": 7})),
+        Some(7)
+    );
+    assert_eq!(call_line("grep", &json!({"offset": 7})), None);
 }

@@ -35,6 +35,14 @@ struct Input {
     todos: Vec<TodoItem>,
 }
 
+/// The list a `todo_write` call sets, from its input (`None` when it is not one), for a
+/// client that replays the history.
+pub fn todos_in(input: &serde_json::Value) -> Option<Vec<TodoItem>> {
+    serde_json::from_value::<Input>(input.clone())
+        .ok()
+        .map(|i| i.todos)
+}
+
 /// The list as the model and client see it, one task per line.
 pub(super) fn render(items: &[TodoItem]) -> String {
     if items.is_empty() {

@@ -97,14 +97,14 @@ pub fn fixed_chars(session: &LiveSession) -> usize {
 
 /// The window the session plans with: the configured one or the provider's smaller limit.
 pub fn window(session: &LiveSession, state: &SessionState) -> u64 {
-    effective_window(session.setup.model_info.context_window, state.learned_limit)
+    effective_window(session.model().info.context_window, state.learned_limit)
 }
 
 /// The budgets at the session's window.
 pub fn budgets(session: &LiveSession, state: &SessionState) -> Budgets {
     compact::budgets(
         window(session, state),
-        session.setup.model_info.max_output as u64,
+        session.model().info.max_output as u64,
         &session.setup.compact,
     )
 }
@@ -290,7 +290,10 @@ pub(crate) async fn side_call(
 ) -> Result<ModelResponse, ProviderError> {
     let chars = request_chars(&request);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
-    let call = session.setup.provider.complete(request, tx, cancel.clone());
+    let call = session
+        .model()
+        .provider
+        .complete(request, tx, cancel.clone());
     let forward = async {
         while let Some(ev) = rx.recv().await {
             if let StreamEvent::Retry {
@@ -383,7 +386,7 @@ async fn summarize(
     let section = compact_section(prompt.part(PartKind::Instructions));
     let source = summary_source(older, policy.trim_over, policy.trim_to);
     let head = usize::from(prefix_end(older).is_some());
-    let max_output = session.setup.model_info.max_output;
+    let max_output = session.model().info.max_output;
     let mut attempts = 0u32;
     let summary = 'outer: loop {
         let b = budgets(session, state);
@@ -395,7 +398,7 @@ async fn summarize(
         let source_chars: usize = source.iter().map(crate::session::view::message_chars).sum();
         let fork_t = est.estimate(fixed_chars(session) + source_chars) + instruction_t;
         let base = |system: String, tools, cache| ModelRequest {
-            model: session.setup.model_id.clone(),
+            model: session.model().id.clone(),
             system,
             tools,
             messages: Vec::new(),
@@ -486,13 +489,13 @@ async fn shrink(
         return Ok(summary);
     }
     let req = ModelRequest {
-        model: session.setup.model_id.clone(),
+        model: session.model().id.clone(),
         system: SUMMARY_SYSTEM.to_string(),
         tools: Vec::new(),
         messages: vec![Message::user_text(shrink_instruction(
             &summary, tokens, b.summary,
         ))],
-        max_tokens: (session.setup.model_info.max_output as u64).min(b.summary * 2 + 1_024) as u32,
+        max_tokens: (session.model().info.max_output as u64).min(b.summary * 2 + 1_024) as u32,
         cache: crate::provider::CachePlan::default(),
         thinking_budget: None,
     };
@@ -784,6 +787,7 @@ pub async fn compact_session(
     state.failures.succeeded();
     state.prompt_sha = assembled.sha256.clone();
     session.set_prompt(assembled.clone());
+    session.renew_model_note();
     // Reads survive where their content does: kept steps and restored files.
     let restored_at: std::collections::HashMap<&str, &str> = inst
         .restored

@@ -16,6 +16,23 @@ pub struct ClientToolResult {
     pub is_error: bool,
 }
 
+/// A `bash` call the client runs in a terminal of its own (ACP `terminal/*`).
+#[derive(Debug, Clone)]
+pub struct CommandRun {
+    /// The tool call.
+    pub tool_call_id: String,
+    /// The command line, run by `bash -c`.
+    pub command: String,
+    /// The workspace root, where it runs.
+    pub cwd: PathBuf,
+    /// Milliseconds before it is killed.
+    pub timeout_ms: u64,
+    /// Largest output kept, in bytes.
+    pub output_limit: u64,
+    /// Cancelled with the turn: the host kills the command.
+    pub cancel: tokio_util::sync::CancellationToken,
+}
+
 /// The turn loop's view of its client; the native and ACP fronts implement it.
 pub trait TurnHost: Send + Sync {
     /// Streams one event, in order.
@@ -46,6 +63,17 @@ pub trait TurnHost: Send + Sync {
         _old_text: Option<String>,
         _new_text: String,
     ) -> Option<BoxFuture<'static, Result<(), String>>> {
+        None
+    }
+    /// A tool call was approved (or needed no approval) and starts running now.
+    fn tool_running(&self, _session_id: &str, _tool_call_id: &str) {}
+    /// When the client runs commands itself (ACP `terminal/*`): runs `bash` there and answers
+    /// its output for the model. `None` (the default): Garuda runs it in its own shell.
+    fn run_command(
+        &self,
+        _session_id: &str,
+        _run: CommandRun,
+    ) -> Option<BoxFuture<'static, ClientToolResult>> {
         None
     }
     /// Reports progress of long work under `token` (the native front sends LSP

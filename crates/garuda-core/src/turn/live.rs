@@ -89,6 +89,18 @@ impl SessionSetup {
     }
 }
 
+/// The model a session talks to now: the one it started with, or the one a client switched to.
+pub struct ModelBinding {
+    /// The model spec (`provider/model`).
+    pub spec: String,
+    /// The provider-side model id.
+    pub id: String,
+    /// The provider for that spec.
+    pub provider: Arc<dyn Provider>,
+    /// Window and output limits of the model.
+    pub info: ModelInfo,
+}
+
 /// Mutable state, held for the whole of a turn so turns of one session never interleave.
 pub struct SessionState {
     /// The transcript file, opened for appending.
@@ -166,6 +178,13 @@ pub struct LiveSession {
     /// The running operation's cancellation, for `turn/cancel`.
     running: Mutex<Option<CancellationToken>>,
     message_count: Arc<AtomicU64>,
+    /// The approval policy now (starts as `setup.policy`; a client may switch it).
+    policy: Mutex<Policy>,
+    /// The model now (starts as the setup's; a client may switch it).
+    model: Mutex<Arc<ModelBinding>>,
+    /// The next user message carries a note naming the model (it differs from the one the
+    /// system prompt names).
+    model_note: std::sync::atomic::AtomicBool,
 }
 
 /// The running operation of a session: the session's state, exclusively, until it drops.
@@ -226,6 +245,14 @@ impl LiveSession {
                 message_count,
                 records,
             }),
+            policy: Mutex::new(setup.policy),
+            model: Mutex::new(Arc::new(ModelBinding {
+                spec: setup.model_spec.clone(),
+                id: setup.model_id.clone(),
+                provider: setup.provider.clone(),
+                info: setup.model_info,
+            })),
+            model_note: std::sync::atomic::AtomicBool::new(false),
             setup,
             files: Arc::new(Mutex::new(FileTracker::new())),
             todos: Arc::new(Mutex::new(Vec::new())),
@@ -262,14 +289,57 @@ impl LiveSession {
         &self.header
     }
 
-    /// The model spec, fixed at creation.
-    pub fn model_spec(&self) -> &str {
-        &self.setup.model_spec
+    /// The spec of the model the session talks to now.
+    pub fn model_spec(&self) -> String {
+        self.model().spec.clone()
     }
 
-    /// The configured context window of the session's model.
+    /// The configured context window of the session's current model.
     pub fn context_window(&self) -> u64 {
-        self.setup.model_info.context_window
+        self.model().info.context_window
+    }
+
+    /// The model the session talks to now.
+    pub fn model(&self) -> Arc<ModelBinding> {
+        self.model.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Switches the model from the next model request on. The system prompt keeps naming the
+    /// model the session started with (its bytes, and the provider's cache, stay); the next
+    /// user message carries a note naming the new one. `note: false` restores a switch
+    /// the transcript already holds (a session loaded again).
+    pub fn switch_model(&self, binding: ModelBinding, note: bool) {
+        *self.model.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(binding);
+        if note {
+            // Also when switching back to the start model: the model heard of another one.
+            self.model_note.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes the pending model note: the spec to name in the next user message.
+    pub(crate) fn take_model_note(&self) -> Option<String> {
+        self.model_note
+            .swap(false, Ordering::Relaxed)
+            .then(|| self.model_spec())
+    }
+
+    /// After a compaction, whose kept part may have lost the earlier note: name the model
+    /// again when it is not the one the system prompt names.
+    pub(crate) fn renew_model_note(&self) {
+        if self.model().spec != self.header.model {
+            self.model_note.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The approval policy the next tool call is checked against.
+    pub fn policy(&self) -> Policy {
+        *self.policy.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Switches the approval policy; it applies from the next tool call, also within a
+    /// running turn. Held in memory: a session loaded again starts with its stored policy.
+    pub fn set_policy(&self, policy: Policy) {
+        *self.policy.lock().unwrap_or_else(|p| p.into_inner()) = policy;
     }
 
     /// The workspace it belongs to.

@@ -16,10 +16,10 @@ pub use compact::{
 pub use events::{
     CompactionPhase, PermissionAnswer, PermissionOption, PermissionRequest, TurnEvent,
 };
-pub use host::{ClientToolResult, NullHost, Progress, TurnHost};
-pub use live::{LiveSession, Operation, SessionSetup, SessionState, TurnError};
+pub use host::{ClientToolResult, CommandRun, NullHost, Progress, TurnHost};
+pub use live::{LiveSession, ModelBinding, Operation, SessionSetup, SessionState, TurnError};
 pub use ops::{CollapseOutcome, SNIP_TOOL, SnipOutcome, collapse, snip_ids, snip_tool_spec};
-pub use run::{TurnOutcome, run_turn};
+pub use run::{TurnOutcome, model_in_note, model_note, run_turn};
 pub use view::{StepView, current_view, request_messages, step_view, view_anchors};
 
 /// Most model requests in one turn before it stops with `max_steps`.

@@ -170,11 +170,11 @@ pub async fn collapse(
             let mut msgs = rewrite_for_summary(&msgs);
             msgs.push(Message::user_text(COLLAPSE_INSTRUCTION));
             let request = ModelRequest {
-                model: session.setup.model_id.clone(),
+                model: session.model().id.clone(),
                 system: session.system(),
                 tools: Vec::new(),
                 messages: msgs,
-                max_tokens: session.setup.model_info.max_output,
+                max_tokens: session.model().info.max_output,
                 cache: CachePlan {
                     system: true,
                     messages: Vec::new(),

@@ -11,7 +11,7 @@ use super::compact::{
     request_chars,
 };
 use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
-use super::host::TurnHost;
+use super::host::{CommandRun, TurnHost};
 use super::live::{LiveSession, SessionState, TurnError};
 use super::view::step_view;
 use crate::message::{Block, Role, StopReason, Usage};
@@ -114,6 +114,23 @@ fn instruction_note(
     Some((message, record))
 }
 
+const MODEL_NOTE_HEAD: &str = "<garuda_note>The model was switched: from here on the model is ";
+
+/// The note telling the model it was switched to `spec` (the system prompt still names the
+/// model the session started with, so its bytes and the provider's cache stay).
+pub fn model_note(spec: &str) -> String {
+    format!(
+        "{MODEL_NOTE_HEAD}{}. Where the system prompt names another model, this note wins.</garuda_note>",
+        crate::prompt::visible(spec)
+    )
+}
+
+/// The model a [`model_note`] names (a session loaded again restores the switch).
+pub fn model_in_note(text: &str) -> Option<&str> {
+    let rest = text.strip_prefix(MODEL_NOTE_HEAD)?;
+    rest.split_once(". Where the system prompt").map(|(m, _)| m)
+}
+
 /// Refuses a user message that cannot fit the window whatever is compacted.
 fn check_fits(
     session: &LiveSession,
@@ -154,6 +171,15 @@ async fn run_locked(
     if let Some((note, record)) = instruction_note(session, state) {
         state.append(vec![record, Record::Message(note)])?;
     }
+    if let Some(spec) = session.take_model_note() {
+        let mut note = MessageRecord::new(
+            Role::User,
+            vec![Block::text(model_note(&spec))],
+            state.last_message_id(),
+        );
+        note.meta = Some(MessageMeta::ModelNote);
+        state.append(vec![Record::Message(note)])?;
+    }
     let user = MessageRecord::new(Role::User, input, state.last_message_id());
     outcome.message_ids.push(user.uuid.clone());
     state.append(vec![Record::Message(user)])?;
@@ -191,10 +217,10 @@ async fn run_locked(
         // Providers count the output room into the window: ask for no more than is left.
         let room = super::compact::window(session, state)
             .saturating_sub(super::compact::context_tokens(session, state)?);
-        let max_tokens = (session.setup.model_info.max_output as u64).min(room.max(MIN_OUTPUT));
+        let max_tokens = (session.model().info.max_output as u64).min(room.max(MIN_OUTPUT));
         let sv = step_view(state, &session.setup.view_policy)?;
         let request = ModelRequest {
-            model: session.setup.model_id.clone(),
+            model: session.model().id.clone(),
             system: session.system(),
             tools: tools.clone(),
             messages: sv.messages,
@@ -204,7 +230,10 @@ async fn run_locked(
         };
         let request_chars = request_chars(&request) as u64;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
-        let call = session.setup.provider.complete(request, tx, cancel.clone());
+        let call = session
+            .model()
+            .provider
+            .complete(request, tx, cancel.clone());
         let forward = async {
             while let Some(ev) = rx.recv().await {
                 forward_event(host, &session.id, ev);
@@ -475,7 +504,7 @@ async fn run_tool(
         _ => None,
     };
     let needs = tools::approval_needed(
-        session.setup.policy,
+        session.policy(),
         entry.class,
         &session.setup.sandbox,
         risk.is_some(),
@@ -509,6 +538,7 @@ async fn run_tool(
             PermissionAnswer::Reject => return ToolOutput::error(DENIED),
         }
     }
+    host.tool_running(&session.id, id);
     if entry.source == ToolSource::Client {
         let r = tokio::select! {
             r = host.call_client_tool(&session.id, name, input) => r,
@@ -534,5 +564,43 @@ async fn run_tool(
         }
         return tools::commit_write(&plan, ctx);
     }
+    if entry.class == ToolClass::Exec
+        && let Some(run) = client_command(&input, ctx, id)
+        && let Some(fut) = host.run_command(&session.id, run)
+    {
+        let r = fut.await;
+        return if ctx.cancel.is_cancelled() {
+            ToolOutput::error(r.content).with_meta(ToolMeta {
+                cancelled: true,
+                ..Default::default()
+            })
+        } else if r.is_error {
+            ToolOutput::error(r.content)
+        } else {
+            ToolOutput::ok(r.content)
+        };
+    }
     tools::run(name, input, ctx).await
+}
+
+/// A `bash` call as the client would run it; `None` when the input has no command (the
+/// built-in tool then answers with its own error).
+fn client_command(input: &Value, ctx: &ToolContext, id: &str) -> Option<CommandRun> {
+    let command = input.get("command")?.as_str()?.trim();
+    if command.is_empty() {
+        return None;
+    }
+    let timeout_ms = input
+        .get("timeout_ms")
+        .and_then(Value::as_u64)
+        .unwrap_or(ctx.limits.bash_timeout_ms)
+        .clamp(1, ctx.limits.bash_max_timeout_ms.max(1));
+    Some(CommandRun {
+        tool_call_id: id.to_string(),
+        command: command.to_string(),
+        cwd: ctx.root.path().to_path_buf(),
+        timeout_ms,
+        output_limit: ctx.limits.output_max_chars as u64,
+        cancel: ctx.cancel.clone(),
+    })
 }

@@ -836,6 +836,31 @@ function M.cancel(root)
   end)
 end
 
+--- :GarudaModel {spec} / :GarudaPolicy {policy} — switch the current session's model (from
+--- its next model request; the model is told) or approval policy (from the next tool call).
+--- opts: { model = ?, policy = ? }. cb(err, result) optional.
+function M.configure(opts, cb)
+  local root = M.root()
+  local p, err = ensure_session(root)
+  if not p then
+    return notify(err, vim.log.levels.ERROR)
+  end
+  local params = { sessionId = p.session, model = opts.model, policy = opts.policy }
+  state.client:request('session/configure', params, function(e, res)
+    if e then
+      notify('configure: ' .. M.explain(e), vim.log.levels.ERROR)
+    elseif type(res) == 'table' then
+      append_block(('⚙ model %s · approvals %s'):format(tostring(res.model), tostring(res.policy)), root)
+      for _, w in ipairs(res.warnings or {}) do
+        notify(w, vim.log.levels.WARN)
+      end
+    end
+    if cb then
+      cb(e, res)
+    end
+  end)
+end
+
 --- :GarudaCompact [focus] — compact the current session. cb(err, result) optional.
 function M.compact(focus, cb)
   local root = M.root()

@@ -22,11 +22,16 @@ pub struct KeptPlan {
 }
 
 /// Metas of messages an installation writes afresh (restored files, the todo list,
-/// instruction notes): earlier copies of them are left out of a new installation.
+/// instruction and model notes): earlier copies of them are left out of a new installation.
 fn regenerated(meta: Option<MessageMeta>) -> bool {
     matches!(
         meta,
-        Some(MessageMeta::RestoredFile | MessageMeta::Todo | MessageMeta::InstructionNote)
+        Some(
+            MessageMeta::RestoredFile
+                | MessageMeta::Todo
+                | MessageMeta::InstructionNote
+                | MessageMeta::ModelNote
+        )
     )
 }
 
