@@ -181,6 +181,7 @@ impl NativeFront {
                     policy: p.policy.map(cv::policy_in),
                     client_tools: p.tools.into_iter().map(cv::tool_spec_in).collect(),
                     record: None,
+                    origin: garuda_core::session::SessionOrigin::Serve,
                 };
                 let (session, warnings) = engine.new_session(&p.workspace_id, req).map_err(err)?;
                 ok::<m::NewSession>(protocol::NewSessionResult {
@@ -395,16 +396,25 @@ pub fn engine_error(e: EngineError) -> RpcError {
     use garuda_core::turn::TurnError as T;
     let provider = |p: P| {
         let code = match &p {
-            P::Config(_) => codes::CONFIG_ERROR,
+            P::Config(_) | P::MissingKey { .. } => codes::CONFIG_ERROR,
             P::Auth { .. } => codes::AUTH_ERROR,
             // Reactive compaction already ran and one retry failed: the context itself overflows.
             P::PromptTooLong(_) => codes::CONTEXT_OVERFLOW,
             _ => codes::PROVIDER_ERROR,
         };
+        // A client names its own setting for the variable, so the data says which it is.
+        let data = match &p {
+            P::MissingKey {
+                provider, variable, ..
+            } => {
+                json!({"kind": p.kind(), "reason": "missingKey", "provider": provider, "variable": variable})
+            }
+            _ => json!({"kind": p.kind()}),
+        };
         RpcError {
             code,
             message: p.to_string(),
-            data: Some(json!({"kind": p.kind()})),
+            data: Some(data),
         }
     };
     let store = |s: S| match s {
@@ -451,6 +461,11 @@ pub fn engine_error(e: EngineError) -> RpcError {
             }
         }
         EngineError::Config(m) => RpcError::new(codes::CONFIG_ERROR, m),
+        e @ EngineError::NoModel => RpcError {
+            code: codes::CONFIG_ERROR,
+            message: e.to_string(),
+            data: Some(json!({"kind": "config", "reason": "noModel"})),
+        },
     }
 }
 

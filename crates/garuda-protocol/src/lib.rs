@@ -205,13 +205,29 @@ pub struct SessionInfo {
     pub title: Option<String>,
     /// The session it was forked from.
     pub forked_from: Option<String>,
+    /// Which front created it (sessions stored before this was recorded: `serve`).
+    pub origin: SessionOrigin,
+    /// Time of its last record, unix milliseconds (its last activity).
+    pub updated: u64,
+}
+
+/// The front that created a session.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum SessionOrigin {
+    /// `garuda serve`: an editor or script speaking the native protocol.
+    Serve,
+    /// `garuda acp`: an Agent Client Protocol client.
+    Acp,
+    /// `garuda exec`: a headless run.
+    Exec,
 }
 
 /// `session/list` result.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionList {
-    /// Newest first.
+    /// Most recently active first (by `updated`).
     pub sessions: Vec<SessionInfo>,
 }
 
@@ -263,6 +279,10 @@ pub struct HistoryMessage {
     /// Why the model no longer sees it: `compacted`, `snip` or `collapsed` (absent: it does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub removed: Option<String>,
+    /// Set on a step a compaction kept and re-installed: the id of the original message,
+    /// which the history also holds (render one of them, not both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_of: Option<String>,
 }
 
 /// `session/messages` result.

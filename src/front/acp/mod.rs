@@ -151,6 +151,7 @@ impl AcpFront {
                     &ws.id,
                     NewSession {
                         model,
+                        origin: garuda_core::session::SessionOrigin::Acp,
                         ..Default::default()
                     },
                 )

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use super::records::{
-    ForkOrigin, InstallAbortedRecord, ParsedLine, Record, SessionHeader, new_id, now_ms, parse_line,
+    ForkOrigin, InstallAbortedRecord, ParsedLine, Record, SessionHeader, SessionOrigin, new_id,
+    now_ms, parse_line,
 };
 use crate::message::{Block, Role};
 
@@ -111,6 +112,10 @@ pub struct SessionSummary {
     pub title: Option<String>,
     /// The parent session when forked.
     pub forked_from: Option<String>,
+    /// The front that created it.
+    pub origin: SessionOrigin,
+    /// Time of the last record, unix ms (the creation time when nothing followed the header).
+    pub updated: u64,
 }
 
 const TITLE_CHARS: usize = 80;
@@ -349,7 +354,7 @@ impl SessionStore {
                 Err(e) => tracing::warn!("{e}"),
             }
         }
-        out.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| a.id.cmp(&b.id)));
+        sort_newest_first(&mut out);
         Ok(out)
     }
 
@@ -413,6 +418,11 @@ impl SessionStore {
     }
 }
 
+/// Most recently active first; ids (time-ordered UUIDv7) break ties, newest first.
+pub fn sort_newest_first(list: &mut [SessionSummary]) {
+    list.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| b.id.cmp(&a.id)));
+}
+
 /// A boundary at the tail whose batch of `install_count` records did not fully reach disk.
 fn find_incomplete_install(records: &[Record]) -> Option<String> {
     let (i, b) = records
@@ -434,6 +444,8 @@ fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
     let file = File::open(path).map_err(io_err(path))?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let mut buf = Vec::new();
+    // The last complete line after the header; its time is the session's last activity.
+    let mut last = Vec::new();
     let mut header: Option<SessionHeader> = None;
     let mut count = 0usize;
     let mut title = None;
@@ -465,12 +477,17 @@ fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
                 && m.role == Role::User
                 && m.meta.is_none()
                 && !m.is_virtual
+                && m.copy_of.is_none()
             {
-                title = first_text(&m.content).map(|t| excerpt(&t, TITLE_CHARS));
+                title = first_words(&m.content).map(|t| excerpt(&t, TITLE_CHARS));
             }
+        }
+        if !buf.trim_ascii().is_empty() {
+            std::mem::swap(&mut buf, &mut last);
         }
     }
     Ok(header.map(|h| SessionSummary {
+        updated: record_time(&last).unwrap_or(h.time).max(h.time),
         id: h.session_id,
         created: h.time,
         model: h.model,
@@ -478,18 +495,64 @@ fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
         message_count: count,
         title,
         forked_from: h.forked_from.map(|f| f.session_id),
+        origin: h.origin,
     }))
+}
+
+/// The `time` of a record line, whatever its type.
+fn record_time(line: &[u8]) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Timed {
+        time: Option<u64>,
+    }
+    serde_json::from_slice::<Timed>(line).ok()?.time
+}
+
+/// Blocks Garuda or a client adds around the user's words; a title skips them.
+const INJECTED_TAGS: &[&str] = &[
+    "garuda_note",
+    "context",
+    "restored_file",
+    "summary",
+    "system-reminder",
+    "first_user_request",
+    "user_messages",
+];
+
+/// `text` without the injected blocks it opens with (`<garuda_note>…</garuda_note>`,
+/// `<context path=…>…</context>`, …).
+fn strip_injected(mut text: &str) -> &str {
+    loop {
+        let t = text.trim_start();
+        let Some(tag) = INJECTED_TAGS.iter().find(|tag| {
+            t.strip_prefix('<')
+                .and_then(|r| r.strip_prefix(**tag))
+                .is_some_and(|r| r.starts_with('>') || r.starts_with(' '))
+        }) else {
+            return t;
+        };
+        let close = format!("</{tag}>");
+        match t.find(&close) {
+            Some(i) => text = &t[i + close.len()..],
+            // Unclosed: the whole block is injected.
+            None => return "",
+        }
+    }
+}
+
+/// The user's own first words in a message: its first text that is not an injected block.
+fn first_words(blocks: &[Block]) -> Option<String> {
+    blocks.iter().find_map(|b| match b {
+        Block::Text { text } => {
+            let words = strip_injected(text);
+            (!words.trim().is_empty()).then(|| words.to_string())
+        }
+        _ => None,
+    })
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
-}
-
-fn first_text(blocks: &[Block]) -> Option<String> {
-    blocks.iter().find_map(|b| match b {
-        Block::Text { text } if !text.trim().is_empty() => Some(text.clone()),
-        _ => None,
-    })
 }
 
 /// The first `max` characters of `text` on one line, with an ellipsis when cut.
@@ -688,5 +751,69 @@ mod tests {
         let v = crate::session::view::build_view(&l.records, &store.view_policy("x"), 0);
         let texts: Vec<String> = v.messages.iter().map(|m| m.message.text()).collect();
         assert_eq!(texts, vec!["a", "b"]);
+    }
+
+    fn timed(role: Role, text: &str, time: u64) -> Record {
+        let mut m = MessageRecord::new(role, vec![Block::text(text)], None);
+        m.time = time;
+        Record::Message(m)
+    }
+
+    #[test]
+    fn listing_shows_origin_last_activity_and_the_users_words() {
+        let (_d, store, _) = setup();
+        // An old transcript: no origin in its header.
+        let old = SessionHeader::new("/ws", "replay:x");
+        let mut line = serde_json::to_value(Record::Header(old.clone())).unwrap();
+        line.as_object_mut().unwrap().remove("origin");
+        let mut text = line.to_string();
+        text.push('\n');
+        fs::create_dir_all(store.base()).unwrap();
+        fs::write(store.path_of(&old.session_id), text).unwrap();
+        let mut f = store.open(&old.session_id).unwrap();
+        f.append(&timed(Role::User, "old question", old.time + 50_000))
+            .unwrap();
+
+        let mut exec = SessionHeader::new("/ws", "replay:x");
+        exec.origin = SessionOrigin::Exec;
+        exec.time = old.time + 1;
+        let mut f = store.create(&exec).unwrap();
+        let mut first = MessageRecord::new(
+            Role::User,
+            vec![
+                Block::text("<garuda_note>instructions changed</garuda_note>"),
+                Block::text("<context path=\"a.rs\" lines=\"1-2\">\n```\nx\n```\n</context>"),
+                Block::text("<garuda_note>x</garuda_note>\n\n  explain   this"),
+            ],
+            None,
+        );
+        first.time = exec.time + 10;
+        f.append(&Record::Message(first)).unwrap();
+
+        let list = store.list_workspace("/ws").unwrap();
+        assert_eq!(list.len(), 2);
+        // The old session was active last, so it comes first though created first.
+        assert_eq!(list[0].id, old.session_id);
+        assert_eq!(list[0].origin, SessionOrigin::Serve);
+        assert_eq!(list[0].updated, old.time + 50_000);
+        assert_eq!(list[0].title.as_deref(), Some("old question"));
+        assert_eq!(list[1].origin, SessionOrigin::Exec);
+        assert_eq!(list[1].updated, exec.time + 10);
+        assert_eq!(list[1].title.as_deref(), Some("explain this"));
+        assert_eq!(
+            store.load(&exec.session_id).unwrap().header.origin,
+            SessionOrigin::Exec
+        );
+    }
+
+    #[test]
+    fn injected_blocks_are_stripped_from_titles() {
+        assert_eq!(strip_injected("plain"), "plain");
+        assert_eq!(strip_injected("<garuda_note>a</garuda_note> b"), "b");
+        assert_eq!(strip_injected("<context path=\"x\">c</context>"), "");
+        assert_eq!(strip_injected("<garuda_note>never closed"), "");
+        // The user's own markup stays.
+        assert_eq!(strip_injected("<div>hi</div> why?"), "<div>hi</div> why?");
+        assert_eq!(strip_injected("<contextual> words"), "<contextual> words");
     }
 }
