@@ -23,6 +23,7 @@ METHODS = {
     'session/load': 'request',
     'session/messages': 'request',
     'session/new': 'request',
+    'session/revokePermission': 'request',
     'session/snip': 'request',
     'session/view': 'request',
     'shutdown': 'request',
@@ -479,6 +480,27 @@ class ProgressParams(TypedDict):
     token: str
     # `{kind: "begin"|"report"|"end", title?, message?}`.
     value: Any
+
+
+class _RevokePermissionParamsRequired(TypedDict):
+    # The session.
+    sessionId: str
+
+
+class RevokePermissionParams(_RevokePermissionParamsRequired, total=False):
+    """`session/revokePermission` params."""
+
+    # The tool whose "allow always" is taken back (absent: every tool).
+    toolName: Optional[str]
+
+
+class RevokePermissionResult(TypedDict):
+    """`session/revokePermission` result."""
+
+    # The tools still allowed always in the session, sorted.
+    allowedAlways: List[str]
+    # The tools that were allowed always and now ask again, sorted.
+    revoked: List[str]
 
 
 class _SectionReportRequired(TypedDict):

@@ -222,6 +222,15 @@ impl NativeFront {
                 engine.delete_session(&p.session_id).map_err(err)?;
                 ok::<m::DeleteSession>(protocol::Ack { ok: true })
             }
+            BlockingRequest::RevokePermission(p) => {
+                let (revoked, allowed_always) = engine
+                    .revoke_permission(&p.session_id, p.tool_name.as_deref())
+                    .map_err(err)?;
+                ok::<m::RevokePermission>(protocol::RevokePermissionResult {
+                    revoked,
+                    allowed_always,
+                })
+            }
             BlockingRequest::Snip(p) => ok::<m::Snip>(cv::snip_out(
                 engine.snip(&p.session_id, p.message_ids).map_err(err)?,
             )),

@@ -259,6 +259,8 @@ fn approvals_allow_reject_and_always() {
         MockReply::Sse(anthropic_text("ok", MockUsage::new(5, 1))),
         bash("t4"),
         MockReply::Sse(anthropic_text("ok", MockUsage::new(5, 1))),
+        bash("t5"),
+        MockReply::Sse(anthropic_text("ok", MockUsage::new(5, 1))),
     ]);
     let (mut g, _h, _w, wid) = setup(&mock, "");
     let sid = new_session(&mut g, &wid, "ask");
@@ -325,6 +327,37 @@ fn approvals_allow_reject_and_always() {
         .filter(|e| e["kind"] == "toolCallFinished")
         .collect();
     assert!(done.iter().all(|d| d["isError"] == false), "{done:?}");
+    assert!(
+        done.iter()
+            .all(|d| d["meta"]["approval"] == "allowedAlways"),
+        "{done:?}"
+    );
+
+    // Revoked: the next call asks again.
+    let r = g.call(
+        "session/revokePermission",
+        json!({"sessionId": sid, "toolName": "bash"}),
+    );
+    assert_eq!(r, json!({"revoked": ["bash"], "allowedAlways": []}));
+    let r = g.call("session/revokePermission", json!({"sessionId": sid}));
+    assert_eq!(r, json!({"revoked": [], "allowedAlways": []}));
+    g.backlog.clear();
+    g.request_serving(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("5")}),
+        |_| {
+            asked += 1;
+            json!({"optionId": "reject"})
+        },
+    );
+    assert_eq!(asked, 2);
+    let r = g.request(
+        "session/revokePermission",
+        json!({"sessionId": "no-such-session"}),
+    );
+    assert_eq!(r["error"]["code"], -32051, "{r}");
+    let r = g.request("session/revokePermission", json!({"sessionId": "../x"}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
 }
 
 #[test]

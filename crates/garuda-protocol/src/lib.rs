@@ -223,6 +223,27 @@ pub enum SessionOrigin {
     Exec,
 }
 
+/// `session/revokePermission` params.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RevokePermissionParams {
+    /// The session.
+    pub session_id: String,
+    /// The tool whose "allow always" is taken back (absent: every tool).
+    #[serde(default)]
+    pub tool_name: Option<String>,
+}
+
+/// `session/revokePermission` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RevokePermissionResult {
+    /// The tools that were allowed always and now ask again, sorted.
+    pub revoked: Vec<String>,
+    /// The tools still allowed always in the session, sorted.
+    pub allowed_always: Vec<String>,
+}
+
 /// `session/list` result.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -268,6 +268,8 @@ methods! {
     ForkSession = "session/fork", Blocking, ForkParams -> SessionRef;
     /// Deletes a session.
     DeleteSession = "session/delete", Blocking, SessionRef -> Ack;
+    /// Takes back "allow always" for a tool (or every tool) of a session.
+    RevokePermission = "session/revokePermission", Blocking, RevokePermissionParams -> RevokePermissionResult;
     /// Runs one user turn.
     RunTurn = "turn/run", Spawned, TurnParams -> TurnResult;
     /// Cancels a live session's running operation.

@@ -377,6 +377,22 @@ export type ProgressParams = {
   value: unknown;
 };
 
+/** `session/revokePermission` params. */
+export type RevokePermissionParams = {
+  /** The session. */
+  sessionId: string;
+  /** The tool whose "allow always" is taken back (absent: every tool). */
+  toolName?: string | null;
+};
+
+/** `session/revokePermission` result. */
+export type RevokePermissionResult = {
+  /** The tools still allowed always in the session, sorted. */
+  allowedAlways: string[];
+  /** The tools that were allowed always and now ask again, sorted. */
+  revoked: string[];
+};
+
 /** Who wrote a message. */
 export type Role = "user" | "assistant";
 
@@ -686,6 +702,8 @@ export interface Methods {
   "session/messages": { params: MessagesParams; result: MessagesPage };
   /** request. */
   "session/new": { params: NewSessionParams; result: NewSessionResult };
+  /** request. */
+  "session/revokePermission": { params: RevokePermissionParams; result: RevokePermissionResult };
   /** request. */
   "session/snip": { params: SnipParams; result: SnipResult };
   /** request. */

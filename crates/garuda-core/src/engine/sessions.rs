@@ -267,6 +267,25 @@ impl Engine {
         })
     }
 
+    /// Takes back "allow always" in a session for `tool` (None: every tool). Returns the
+    /// tools revoked and those still allowed always. A stored session that is not in memory
+    /// has none: the answers are not stored.
+    pub fn revoke_permission(
+        &self,
+        id: &str,
+        tool: Option<&str>,
+    ) -> Result<(Vec<String>, Vec<String>), EngineError> {
+        if let Some(live) = self.sessions.live(id) {
+            let revoked = live.revoke(tool);
+            return Ok((revoked, live.always_allowed()));
+        }
+        if self.store().exists(id)? {
+            Ok((Vec::new(), Vec::new()))
+        } else {
+            Err(EngineError::SessionNotFound(id.to_string()))
+        }
+    }
+
     /// Runs one user turn.
     pub async fn run_turn(
         &self,

@@ -155,6 +155,13 @@ impl SessionStore {
         self.base.join(format!("{id}.jsonl"))
     }
 
+    /// Whether a transcript with this id exists.
+    pub fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        check_id(id)?;
+        let path = self.path_of(id);
+        path.try_exists().map_err(io_err(&path))
+    }
+
     /// Directory of a session's oversized tool results.
     pub fn tool_results_dir(&self, id: &str) -> PathBuf {
         self.base.join("tool-results").join(id)

@@ -463,7 +463,7 @@ async fn run_tool(
     }
     let mut approval = None;
     if tools::needs_approval(session.setup.policy, entry.class) {
-        if state.always_allow.contains(name) {
+        if session.is_always_allowed(name) {
             approval = Some(Approval::AllowedAlways);
         } else {
             let req = PermissionRequest {
@@ -485,7 +485,7 @@ async fn run_tool(
             match answer {
                 PermissionAnswer::AllowOnce => approval = Some(Approval::Allowed),
                 PermissionAnswer::AllowAlways => {
-                    state.always_allow.insert(name.to_string());
+                    session.allow_always(name);
                     approval = Some(Approval::AllowedAlways);
                 }
                 PermissionAnswer::Reject => return refused(DENIED.into(), Approval::Rejected),
