@@ -110,9 +110,21 @@ fn init_logs(cli: &Cli) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot open log file {}", path.display()))?;
             builder.with_ansi(false).with_writer(Arc::new(file)).init();
         }
-        None => builder.with_writer(std::io::stderr).init(),
+        None => builder
+            .with_ansi(stderr_wants_colour(
+                std::io::stderr().is_terminal(),
+                std::env::var_os("NO_COLOR"),
+            ))
+            .with_writer(std::io::stderr)
+            .init(),
     }
     Ok(())
+}
+
+/// Colour only for a person at a terminal: an editor reading the pipe would show the escape
+/// codes as text. `NO_COLOR` set to anything non-empty turns it off (no-color.org).
+fn stderr_wants_colour(is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 fn load_config(cli: &Cli) -> anyhow::Result<Config> {
@@ -354,11 +366,12 @@ fn exec(
                 model,
                 policy,
                 record,
+                origin: garuda_core::session::SessionOrigin::Exec,
                 ..Default::default()
             },
         ) {
             Ok(s) => s,
-            Err(e @ (EngineError::Config(_) | EngineError::Provider(_))) => {
+            Err(e @ (EngineError::Config(_) | EngineError::NoModel | EngineError::Provider(_))) => {
                 eprintln!("garuda: {e}");
                 return Ok(2);
             }
@@ -447,4 +460,17 @@ fn garuda_prompt(
         eprintln!("warning: {w}");
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stderr_wants_colour;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(stderr_wants_colour(true, None));
+        assert!(stderr_wants_colour(true, Some("".into())));
+        assert!(!stderr_wants_colour(true, Some("1".into())));
+        assert!(!stderr_wants_colour(false, None));
+    }
 }

@@ -122,11 +122,16 @@ chosen optionId string."
 
 ;;;; Words
 
-(defun garuda--explain (message)
-  "MESSAGE from the server in this client's words (names the Emacs settings)."
-  (let ((message (or message "unknown error")))
+(defun garuda--explain (message &optional data)
+  "MESSAGE from the server in this client's words (names the Emacs settings).
+DATA is the error's data plist, whose :reason names a configuration problem."
+  (let ((message (or message "unknown error"))
+        (reason (and (listp data) (plist-get data :reason)))
+        (variable (and (listp data) (plist-get data :variable))))
+    (when (and (equal reason "missingKey") (stringp variable))
+      (setq message (format "set the environment variable %s" variable)))
     (cond
-     ((string-match-p "no model configured" message)
+     ((or (equal reason "noModel") (string-match-p "no model configured" message))
       (concat "no model configured: set `garuda-model' (M-x customize-variable RET garuda-model), "
               "e.g. \"anthropic/claude-sonnet-4-5\" or \"ollama/qwen3-coder\", or put "
               "model = \"...\" in ~/.config/garuda/config.toml.  M-x garuda-doctor checks the setup"))
@@ -143,7 +148,10 @@ chosen optionId string."
          ((and (consp err) (eq (car err) 'jsonrpc-error))
           (or (alist-get 'jsonrpc-error-message (cdr err)) (format "%s" (cdr err))))
          ((and (consp err) (symbolp (car err))) (error-message-string err))
-         (t (format "%s" err)))))
+         (t (format "%s" err)))
+   (cond ((and (consp err) (keywordp (car err))) (plist-get err :data))
+         ((and (consp err) (eq (car err) 'jsonrpc-error))
+          (alist-get 'jsonrpc-error-data (cdr err))))))
 
 (defun garuda--tokens (n)
   "N tokens, short."

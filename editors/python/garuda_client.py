@@ -60,7 +60,13 @@ def _default_bin() -> str:
 def explain(err: Exception) -> str:
     """A server error in this client's words: settings are named as a Python script sets them."""
     msg = getattr(err, "message", None) or str(err)
-    if "no model configured" in msg:
+    data = getattr(err, "data", None)
+    data = data if isinstance(data, dict) else {}
+    if data.get("reason") == "missingKey" and data.get("variable"):
+        var = data["variable"]
+        return ("%s is not set: export it before starting Python, or pass "
+                "env={**os.environ, %r: ...} to GarudaClient()" % (var, var))
+    if data.get("reason") == "noModel" or "no model configured" in msg:
         return ("no model configured: pass model=... to new_session() (e.g. "
                 "\"anthropic/claude-sonnet-4-5\", \"ollama/qwen3-coder\", \"replay:/path.jsonl\"), or "
                 "put model = \"...\" in ~/.config/garuda/config.toml")

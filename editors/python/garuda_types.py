@@ -24,6 +24,7 @@ METHODS = {
     'session/load': 'request',
     'session/messages': 'request',
     'session/new': 'request',
+    'session/revokePermission': 'request',
     'session/snip': 'request',
     'session/view': 'request',
     'shutdown': 'request',
@@ -301,6 +302,8 @@ class _HistoryMessageRequired(TypedDict):
 class HistoryMessage(_HistoryMessageRequired, total=False):
     """One message of the durable history."""
 
+    # Set on a step a compaction kept and re-installed: the id of the original message, which the history also holds (render one of them, not both).
+    copyOf: Optional[str]
     # Special kind (`summary`, `restored_file`, ...), if any.
     meta: Optional[str]
     # The message before it.
@@ -509,6 +512,27 @@ class ProgressParams(TypedDict):
     value: Any
 
 
+class _RevokePermissionParamsRequired(TypedDict):
+    # The session.
+    sessionId: str
+
+
+class RevokePermissionParams(_RevokePermissionParamsRequired, total=False):
+    """`session/revokePermission` params."""
+
+    # The tool whose "allow always" is taken back (absent: every tool).
+    toolName: Optional[str]
+
+
+class RevokePermissionResult(TypedDict):
+    """`session/revokePermission` result."""
+
+    # The tools still allowed always in the session, sorted.
+    allowedAlways: List[str]
+    # The tools that were allowed always and now ask again, sorted.
+    revoked: List[str]
+
+
 class SandboxReport(TypedDict):
     """What a session's commands run in (`context/inspect`)."""
 
@@ -562,8 +586,12 @@ class _SessionInfoRequired(TypedDict):
     messageCount: int
     # Model spec.
     model: str
+    # Which front created it (sessions stored before this was recorded: `serve`).
+    origin: SessionOrigin
     # Its id.
     sessionId: str
+    # Time of its last record, unix milliseconds (its last activity).
+    updated: int
 
 
 class SessionInfo(_SessionInfoRequired, total=False):
@@ -580,7 +608,7 @@ class SessionInfo(_SessionInfoRequired, total=False):
 class SessionList(TypedDict):
     """`session/list` result."""
 
-    # Newest first.
+    # Most recently active first (by `updated`).
     sessions: List[SessionInfo]
 
 
@@ -644,6 +672,8 @@ class ToolCallResult(_ToolCallResultRequired, total=False):
 class ToolMeta(TypedDict, total=False):
     """Facts about a tool call beyond its text, for the client and the turn loop."""
 
+    # How the approval went, when the policy asked for one (absent: no approval needed).
+    approval: Union[Approval, None]
     # True when the call was cancelled.
     cancelled: bool
     # Exit code of a `bash` command (None when killed or not started).
@@ -860,11 +890,13 @@ class WorkspaceRef(TypedDict):
     workspaceId: str
 
 
+Approval = Union[Literal["allowed"], Literal["allowedAlways"], Literal["rejected"], Literal["timedOut"], Literal["failed"]]
 Block = Union[BlockText, BlockImage, BlockThinking, BlockToolUse, BlockToolResult]
 CodeIndex = Union[Literal["lookup"], Literal["all"]]
 ImageSource = Union[ImageSourceBase64, ImageSourceUrl]
 Policy = Union[Literal["ask"], Literal["auto-edit"], Literal["full-auto"]]
 Role = Union[Literal["user"], Literal["assistant"]]
+SessionOrigin = Union[Literal["serve"], Literal["acp"], Literal["exec"]]
 StopReason = Union[Literal["end_turn"], Literal["tool_use"], Literal["max_tokens"], Literal["stop_sequence"], Literal["refusal"], Literal["cancelled"], Literal["max_steps"], Literal["error"]]
 TodoStatus = Union[Literal["pending"], Literal["in_progress"], Literal["completed"]]
 TurnEvent = Union[TurnEventStepStarted, TurnEventTextDelta, TurnEventThinkingDelta, TurnEventToolCallStarted, TurnEventToolCallFinished, TurnEventUsage, TurnEventRetry, TurnEventTodos, TurnEventCompaction, TurnEventFinished]

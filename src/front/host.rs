@@ -18,7 +18,7 @@ pub struct RpcHost {
     /// The client advertised `workspace.applyEdit`.
     pub apply_edit: bool,
     /// How long an approval may wait; then the request is cancelled with `$/cancelRequest`
-    /// and counts as a rejection.
+    /// and the call is not run (reported as timed out, not as a rejection).
     pub approval_timeout: std::time::Duration,
 }
 
@@ -104,16 +104,20 @@ impl TurnHost for RpcHost {
             let params =
                 serde_json::to_value(super::wire::permission_out(req)).unwrap_or(Value::Null);
             match client
-                .request_timeout("permission/request", params, timeout)
+                .request_within("permission/request", params, timeout)
                 .await
             {
-                Ok(v) => permission_answer(&v),
-                Err(e) => {
+                Ok(Ok(v)) => permission_answer(&v),
+                Ok(Err(e)) => {
                     tracing::info!(
-                        "permission/request failed ({}); counted as a rejection",
+                        "permission/request failed ({}); the call is not run",
                         e.message
                     );
-                    PermissionAnswer::Reject
+                    PermissionAnswer::Failed
+                }
+                Err(crate::rpc::server::TimedOut) => {
+                    tracing::info!("permission/request not answered within {timeout:?}");
+                    PermissionAnswer::TimedOut
                 }
             }
         })

@@ -181,6 +181,7 @@ impl NativeFront {
                     policy: p.policy.map(cv::policy_in),
                     client_tools: p.tools.into_iter().map(cv::tool_spec_in).collect(),
                     record: None,
+                    origin: garuda_core::session::SessionOrigin::Serve,
                 };
                 let (session, warnings) = engine.new_session(&p.workspace_id, req).map_err(err)?;
                 ok::<m::NewSession>(protocol::NewSessionResult {
@@ -237,6 +238,15 @@ impl NativeFront {
                     context_window: s.context_window(),
                     policy: cv::policy_out(s.policy()),
                     warnings,
+                })
+            }
+            BlockingRequest::RevokePermission(p) => {
+                let (revoked, allowed_always) = engine
+                    .revoke_permission(&p.session_id, p.tool_name.as_deref())
+                    .map_err(err)?;
+                ok::<m::RevokePermission>(protocol::RevokePermissionResult {
+                    revoked,
+                    allowed_always,
                 })
             }
             BlockingRequest::Snip(p) => ok::<m::Snip>(cv::snip_out(
@@ -413,16 +423,25 @@ pub fn engine_error(e: EngineError) -> RpcError {
     use garuda_core::turn::TurnError as T;
     let provider = |p: P| {
         let code = match &p {
-            P::Config(_) => codes::CONFIG_ERROR,
+            P::Config(_) | P::MissingKey { .. } => codes::CONFIG_ERROR,
             P::Auth { .. } => codes::AUTH_ERROR,
             // Reactive compaction already ran and one retry failed: the context itself overflows.
             P::PromptTooLong(_) => codes::CONTEXT_OVERFLOW,
             _ => codes::PROVIDER_ERROR,
         };
+        // A client names its own setting for the variable, so the data says which it is.
+        let data = match &p {
+            P::MissingKey {
+                provider, variable, ..
+            } => {
+                json!({"kind": p.kind(), "reason": "missingKey", "provider": provider, "variable": variable})
+            }
+            _ => json!({"kind": p.kind()}),
+        };
         RpcError {
             code,
             message: p.to_string(),
-            data: Some(json!({"kind": p.kind()})),
+            data: Some(data),
         }
     };
     let store = |s: S| match s {
@@ -469,6 +488,11 @@ pub fn engine_error(e: EngineError) -> RpcError {
             }
         }
         EngineError::Config(m) => RpcError::new(codes::CONFIG_ERROR, m),
+        e @ EngineError::NoModel => RpcError {
+            code: codes::CONFIG_ERROR,
+            message: e.to_string(),
+            data: Some(json!({"kind": "config", "reason": "noModel"})),
+        },
     }
 }
 

@@ -7,11 +7,11 @@ use garuda_core::engine::{
 };
 use garuda_core::message as core;
 use garuda_core::prompt::{Assembled, CodeIndex, Features, Limits, SectionReport};
-use garuda_core::session::MessageMeta;
 use garuda_core::session::records::CompactTrigger;
 use garuda_core::session::store::SessionSummary;
 use garuda_core::session::view::Removal;
-use garuda_core::tools::{Policy, TodoItem, TodoStatus, ToolMeta};
+use garuda_core::session::{MessageMeta, SessionOrigin};
+use garuda_core::tools::{Approval, Policy, TodoItem, TodoStatus, ToolMeta};
 use garuda_core::turn::{
     CollapseOutcome, CompactOutcome, PermissionOption, PermissionRequest, SnipOutcome, TurnEvent,
 };
@@ -219,6 +219,13 @@ pub fn session_info_out(s: SessionSummary) -> w::SessionInfo {
         title: s.title,
         forked_from: s.forked_from,
         damaged: s.damaged,
+        origin: match s.origin {
+            // A newer Garuda's front reads as an editor session.
+            SessionOrigin::Serve | SessionOrigin::Unknown => w::SessionOrigin::Serve,
+            SessionOrigin::Acp => w::SessionOrigin::Acp,
+            SessionOrigin::Exec => w::SessionOrigin::Exec,
+        },
+        updated: s.updated,
     }
 }
 
@@ -255,6 +262,7 @@ fn history_out(e: HistoryEntry) -> w::HistoryMessage {
         time: m.time,
         meta: m.meta.map(|k| meta_name(k).to_string()),
         removed: e.removed.map(|r| removal_name(r).to_string()),
+        copy_of: e.copy_of,
     }
 }
 
@@ -341,6 +349,17 @@ fn meta_out(m: ToolMeta) -> w::ToolMeta {
         truncated: m.truncated,
         timed_out: m.timed_out,
         cancelled: m.cancelled,
+        approval: m.approval.map(approval_out),
+    }
+}
+
+fn approval_out(a: Approval) -> w::Approval {
+    match a {
+        Approval::Allowed => w::Approval::Allowed,
+        Approval::AllowedAlways => w::Approval::AllowedAlways,
+        Approval::Rejected => w::Approval::Rejected,
+        Approval::TimedOut => w::Approval::TimedOut,
+        Approval::Failed => w::Approval::Failed,
     }
 }
 

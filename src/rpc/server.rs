@@ -201,6 +201,10 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
+/// A request to the client got no answer in time (it was then cancelled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimedOut;
+
 impl Client {
     fn new(tx: mpsc::UnboundedSender<Out>, backlog: Arc<Backlog>) -> Self {
         Self {
@@ -254,21 +258,39 @@ impl Client {
         params: Value,
         t: Duration,
     ) -> Result<Value, RpcError> {
-        let (id, rx) = self.start(method, &params)?;
+        self.request_within(method, params, t)
+            .await
+            .unwrap_or_else(|TimedOut| {
+                Err(RpcError::new(
+                    codes::REQUEST_CANCELLED,
+                    format!("client did not answer {method} within {t:?}"),
+                ))
+            })
+    }
+
+    /// Like [`Client::request_timeout`], but keeps a timeout apart from the client's answers
+    /// (an error answer is the client's; [`TimedOut`] means nobody answered).
+    pub async fn request_within(
+        &self,
+        method: &str,
+        params: Value,
+        t: Duration,
+    ) -> Result<Result<Value, RpcError>, TimedOut> {
+        let (id, rx) = match self.start(method, &params) {
+            Ok(started) => started,
+            Err(e) => return Ok(Err(e)),
+        };
         let guard = PendingGuard {
             inner: &self.inner,
             id,
         };
         match tokio::time::timeout(t, rx).await {
-            Ok(r) => r.unwrap_or_else(|_| Err(closed_error())),
+            Ok(r) => Ok(r.unwrap_or_else(|_| Err(closed_error()))),
             Err(_) => {
                 let id = guard.id.clone();
                 drop(guard);
                 self.notify("$/cancelRequest", json!({ "id": id }));
-                Err(RpcError::new(
-                    codes::REQUEST_CANCELLED,
-                    format!("client did not answer {method} within {t:?}"),
-                ))
+                Err(TimedOut)
             }
         }
     }

@@ -128,6 +128,17 @@ fn exec_runs_one_turn_offline() {
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(1));
+
+    // Editors list these runs as headless ones.
+    let mut g =
+        crate::client::Garuda::spawn_at(crate::client::Framing::Ndjson, home.path(), &[], &[]);
+    g.call("initialize", serde_json::json!({"capabilities": {}}));
+    let wid = g.open(ws.path());
+    let listed = g.call("session/list", serde_json::json!({"workspaceId": wid}));
+    let sessions = listed["sessions"].as_array().expect("sessions");
+    assert!(!sessions.is_empty(), "{listed}");
+    assert!(sessions.iter().all(|s| s["origin"] == "exec"), "{listed}");
+    assert!(sessions.iter().all(|s| s["title"] == "hi"), "{listed}");
 }
 
 #[test]
@@ -204,4 +215,28 @@ fn demo_runs_offline_on_this_repository() {
         stdout.contains("tool call: read_file") && stdout.contains("The package is called garuda"),
         "{stdout}"
     );
+}
+
+#[test]
+fn logs_to_a_pipe_carry_no_colour_codes() {
+    let home = tempfile::tempdir().expect("home");
+    let mut child = garuda(home.path())
+        .arg("serve")
+        .env_remove("NO_COLOR")
+        .env("GARUDA_LOG", "info")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        // A batch is refused with a logged warning.
+        stdin.write_all(b"[1]\n").expect("write");
+    }
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.trim().is_empty(), "a log line is expected");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
 }

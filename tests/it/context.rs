@@ -238,6 +238,20 @@ fn stage2_summary_shares_prefix_and_installs_in_order() {
     let hm = h["messages"].as_array().expect("messages");
     assert!(hm.iter().any(|m| m["removed"] == "compacted"));
     assert!(hm.iter().any(|m| m["meta"] == "summary"));
+    // Kept steps are marked as copies of messages the history already holds, so a client
+    // renders each step once.
+    let copies: Vec<&Value> = hm.iter().filter(|m| m["copyOf"].is_string()).collect();
+    assert!(!copies.is_empty(), "kept steps are copies");
+    for c in &copies {
+        let original = hm
+            .iter()
+            .find(|m| m["id"] == c["copyOf"])
+            .expect("the original is in the history");
+        assert!(original["copyOf"].is_null(), "points at the first original");
+        assert_eq!(original["content"], c["content"]);
+    }
+    let summary = hm.iter().find(|m| m["meta"] == "summary").expect("summary");
+    assert!(summary["copyOf"].is_null());
 }
 
 #[test]

@@ -263,6 +263,8 @@ fn approvals_allow_reject_and_always() {
         MockReply::Sse(anthropic_text("ok", MockUsage::new(5, 1))),
         bash("t4"),
         MockReply::Sse(anthropic_text("ok", MockUsage::new(5, 1))),
+        bash("t5"),
+        MockReply::Sse(anthropic_text("ok", MockUsage::new(5, 1))),
     ]);
     let (mut g, _h, _w, wid) = setup(&mock, "");
     let sid = new_session(&mut g, &wid, "ask");
@@ -285,6 +287,7 @@ fn approvals_allow_reject_and_always() {
             .contains("approved-run"),
         "{done:?}"
     );
+    assert_eq!(done[0]["meta"]["approval"], "allowed", "{done:?}");
     g.backlog.clear();
 
     let r = g.request_serving(
@@ -300,6 +303,7 @@ fn approvals_allow_reject_and_always() {
         .collect();
     assert_eq!(done[0]["isError"], true);
     assert!(done[0]["output"].as_str().expect("out").contains("denied"));
+    assert_eq!(done[0]["meta"]["approval"], "rejected", "{done:?}");
     g.backlog.clear();
 
     // Allow always: asked once, then not again in this session.
@@ -327,10 +331,41 @@ fn approvals_allow_reject_and_always() {
         .filter(|e| e["kind"] == "toolCallFinished")
         .collect();
     assert!(done.iter().all(|d| d["isError"] == false), "{done:?}");
+    assert!(
+        done.iter()
+            .all(|d| d["meta"]["approval"] == "allowedAlways"),
+        "{done:?}"
+    );
+
+    // Revoked: the next call asks again.
+    let r = g.call(
+        "session/revokePermission",
+        json!({"sessionId": sid, "toolName": "bash"}),
+    );
+    assert_eq!(r, json!({"revoked": ["bash"], "allowedAlways": []}));
+    let r = g.call("session/revokePermission", json!({"sessionId": sid}));
+    assert_eq!(r, json!({"revoked": [], "allowedAlways": []}));
+    g.backlog.clear();
+    g.request_serving(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("5")}),
+        |_| {
+            asked += 1;
+            json!({"optionId": "reject"})
+        },
+    );
+    assert_eq!(asked, 2);
+    let r = g.request(
+        "session/revokePermission",
+        json!({"sessionId": "no-such-session"}),
+    );
+    assert_eq!(r["error"]["code"], -32051, "{r}");
+    let r = g.request("session/revokePermission", json!({"sessionId": "../x"}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
 }
 
 #[test]
-fn approval_timeout_counts_as_rejection() {
+fn approval_timeout_is_reported_as_a_timeout() {
     let mock = Mock::start(vec![
         MockReply::Sse(anthropic_tool_use(
             "t1",
@@ -347,7 +382,7 @@ fn approval_timeout_counts_as_rejection() {
     ));
     let req = g.wait_method("permission/request");
     assert_eq!(req["params"]["toolName"], "write_file");
-    // Never answer: the turn goes on after the timeout with a rejection.
+    // Never answer: the turn goes on after the timeout, which is not a denial.
     let r = g.response(&id);
     assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
     assert!(!ws.path().join("new.txt").exists());
@@ -357,6 +392,12 @@ fn approval_timeout_counts_as_rejection() {
         .filter(|e| e["kind"] == "toolCallFinished")
         .collect();
     assert_eq!(done[0]["isError"], true);
+    assert_eq!(done[0]["meta"]["approval"], "timedOut", "{done:?}");
+    let output = done[0]["output"].as_str().expect("output");
+    assert!(output.contains("Nobody answered"), "{output}");
+    assert!(!output.contains("denied"), "{output}");
+    let bodies = mock.rec.bodies();
+    assert!(bodies[1].to_string().contains("Nobody answered"));
     // The client is told to drop its prompt.
     let cancel = g
         .backlog
@@ -365,6 +406,36 @@ fn approval_timeout_counts_as_rejection() {
         .cloned()
         .expect("a $/cancelRequest for the unanswered approval");
     assert_eq!(cancel["params"]["id"], req["id"]);
+}
+
+#[test]
+fn an_error_answer_to_an_approval_is_a_failure() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "t1",
+            "write_file",
+            &["{\"path\": \"new.txt\", \"content\": \"x\"}"],
+        )),
+        MockReply::Sse(anthropic_text("ok", MockUsage::new(5, 1))),
+    ]);
+    let (mut g, _h, ws, wid) = setup(&mock, "");
+    let sid = new_session(&mut g, &wid, "ask");
+    let id = json!(g.send_request(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("write")})
+    ));
+    let req = g.wait_method("permission/request");
+    g.send(&json!({"jsonrpc": "2.0", "id": req["id"], "error": {"code": -32603, "message": "prompt crashed"}}));
+    let r = g.response(&id);
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert!(!ws.path().join("new.txt").exists());
+    let done: Vec<Value> = g
+        .turn_events()
+        .into_iter()
+        .filter(|e| e["kind"] == "toolCallFinished")
+        .collect();
+    assert_eq!(done[0]["meta"]["approval"], "failed", "{done:?}");
+    assert!(!done[0]["output"].as_str().expect("out").contains("denied"));
 }
 
 #[test]
@@ -494,6 +565,10 @@ fn restart_then_load_and_continue() {
     );
     let listed = g.call("session/list", json!({"workspaceId": wid}));
     assert_eq!(listed["sessions"][0]["sessionId"], sid.as_str());
+    assert_eq!(listed["sessions"][0]["origin"], "serve");
+    assert_eq!(listed["sessions"][0]["title"], "remember 42");
+    let created = listed["sessions"][0]["created"].as_u64().expect("created");
+    assert!(listed["sessions"][0]["updated"].as_u64().expect("updated") >= created);
     g.call("shutdown", Value::Null);
     g.notify("exit", Value::Null);
     assert_eq!(g.wait_exit(), Some(0));
@@ -623,6 +698,28 @@ fn no_model_configured_says_how_to_configure() {
             .expect("msg")
             .contains("replay:")
     );
+    // Data a client reads to name its own setting.
+    assert_eq!(
+        r["error"]["data"],
+        json!({"kind": "config", "reason": "noModel"})
+    );
+    let r = g.request(
+        "session/new",
+        json!({"workspaceId": wid, "model": "anthropic/claude-sonnet-4-5"}),
+    );
+    assert_eq!(r["error"]["code"], -32057, "{r}");
+    assert_eq!(
+        r["error"]["data"],
+        json!({"kind": "config", "reason": "missingKey", "provider": "anthropic", "variable": "ANTHROPIC_API_KEY"})
+    );
+    // Other configuration errors carry the kind only; the server goes on.
+    let r = g.request(
+        "session/new",
+        json!({"workspaceId": wid, "model": "ollama"}),
+    );
+    assert_eq!(r["error"]["data"], json!({"kind": "config"}), "{r}");
+    let r = g.request("workspace/list", json!({}));
+    assert!(r["result"].is_object(), "{r}");
 }
 
 #[test]

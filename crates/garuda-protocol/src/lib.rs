@@ -246,13 +246,50 @@ pub struct SessionInfo {
     /// fields are what could be recovered; the messages are intact.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub damaged: bool,
+    /// Which front created it (sessions stored before this was recorded: `serve`).
+    pub origin: SessionOrigin,
+    /// Time of its last record, unix milliseconds (its last activity).
+    pub updated: u64,
+}
+
+/// The front that created a session.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum SessionOrigin {
+    /// `garuda serve`: an editor or script speaking the native protocol.
+    Serve,
+    /// `garuda acp`: an Agent Client Protocol client.
+    Acp,
+    /// `garuda exec`: a headless run.
+    Exec,
+}
+
+/// `session/revokePermission` params.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RevokePermissionParams {
+    /// The session.
+    pub session_id: String,
+    /// The tool whose "allow always" is taken back (absent: every tool).
+    #[serde(default)]
+    pub tool_name: Option<String>,
+}
+
+/// `session/revokePermission` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RevokePermissionResult {
+    /// The tools that were allowed always and now ask again, sorted.
+    pub revoked: Vec<String>,
+    /// The tools still allowed always in the session, sorted.
+    pub allowed_always: Vec<String>,
 }
 
 /// `session/list` result.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionList {
-    /// Newest first.
+    /// Most recently active first (by `updated`).
     pub sessions: Vec<SessionInfo>,
 }
 
@@ -304,6 +341,10 @@ pub struct HistoryMessage {
     /// Why the model no longer sees it: `compacted`, `snip` or `collapsed` (absent: it does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub removed: Option<String>,
+    /// Set on a step a compaction kept and re-installed: the id of the original message,
+    /// which the history also holds (render one of them, not both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_of: Option<String>,
 }
 
 /// `session/messages` result.

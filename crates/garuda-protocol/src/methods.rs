@@ -333,6 +333,8 @@ methods! {
     DeleteSession = "session/delete", Blocking, SessionRef -> Ack;
     /// Switches a live session's model or approval policy.
     Configure = "session/configure", Blocking, ConfigureParams -> ConfigureResult;
+    /// Takes back "allow always" for a tool (or every tool) of a session.
+    RevokePermission = "session/revokePermission", Blocking, RevokePermissionParams -> RevokePermissionResult;
     /// Runs one user turn.
     RunTurn = "turn/run", Spawned, TurnParams -> TurnResult;
     /// Cancels a live session's running operation.

@@ -262,6 +262,25 @@ pub struct ToolMeta {
     /// True when the call was cancelled.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cancelled: bool,
+    /// How the approval went, when the policy asked for one (absent: no approval needed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+}
+
+/// The outcome of a tool call's approval (`toolCallFinished`'s `meta.approval`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Approval {
+    /// The person allowed this call (`allow_once`).
+    Allowed,
+    /// Allowed by "allow always", answered now or earlier in the session.
+    AllowedAlways,
+    /// The person rejected it; the call did not run.
+    Rejected,
+    /// Nobody answered within the approval timeout; the call did not run.
+    TimedOut,
+    /// The question failed (an error answer, the connection closed); the call did not run.
+    Failed,
 }
 
 /// One streamed event of a turn (`turn/update` notification payload).

@@ -383,6 +383,11 @@
       (should (cl-find-if (lambda (x) (string-match-p "^version: " (cdr x))) r))))
   (should (string-match-p "set `garuda-model'"
                           (garuda--explain "no model configured: pass `model` (e.g. ...)")))
+  (should (string-match-p "set `garuda-model'"
+                          (garuda--explain "x" '(:kind "config" :reason "noModel"))))
+  (should (string-match-p "OPENAI_API_KEY is not set"
+                          (garuda--explain "x" '(:kind "config" :reason "missingKey"
+                                                 :variable "OPENAI_API_KEY"))))
   (let ((garuda-program (expand-file-name "no-such-garuda" garuda-test-dir))
         (garuda--connection nil))
     (should (string-match-p "set .garuda-program."

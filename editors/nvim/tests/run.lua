@@ -559,6 +559,13 @@ test('a missing binary and a missing model are explained in the plugin\'s words'
   vim.cmd('GarudaNew')
   has(table.concat(notes, '\n', n + 1), 'require("garuda").setup({ model =', 'model error names the setting')
   assert(not table.concat(notes, '\n', n + 1):find('pass `model`', 1, true), 'no server wording')
+  -- The error's data names the problem whatever the message says.
+  has(garuda.explain({ message = 'x', data = { kind = 'config', reason = 'noModel' } }), 'setup({ model =', 'noModel data')
+  has(
+    garuda.explain({ message = 'x', data = { kind = 'config', reason = 'missingKey', variable = 'OPENAI_API_KEY' } }),
+    'OPENAI_API_KEY is not set',
+    'missingKey data'
+  )
 end)
 
 test(':checkhealth garuda checks the model and its key', function()

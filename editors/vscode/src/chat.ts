@@ -70,12 +70,19 @@ export interface Settings {
 }
 
 /** A server message in this client's words: VS Code settings by name. */
-export function explain(message: string): string {
-  if (message.includes('no model configured'))
+export function explain(message: string, data?: unknown): string {
+  const d = (data && typeof data === 'object' ? data : {}) as { reason?: unknown; variable?: unknown };
+  if (d.reason === 'missingKey' && typeof d.variable === 'string') message = `set the environment variable ${d.variable}`;
+  if (d.reason === 'noModel' || message.includes('no model configured'))
     return 'No model configured: set garuda.model in the VS Code settings (e.g. anthropic/claude-sonnet-4-5, ollama/qwen3-coder), or model = "..." in ~/.config/garuda/config.toml. "Garuda: Check Setup" shows what is missing.';
   const key = /set the environment variable ([A-Z0-9_]+)/.exec(message);
   if (key) return `${key[1]} is not set: set it in the environment VS Code starts from (or in garuda's config), then reload the window. "Garuda: Check Setup" checks it.`;
   return message;
+}
+
+/** The `data` of a JSON-RPC error answer, if any. */
+function errorData(e: unknown): unknown {
+  return e && typeof e === 'object' ? (e as { data?: unknown }).data : undefined;
 }
 
 export function tokens(n?: number): string {
@@ -262,7 +269,7 @@ export class ChatController {
     } catch (e) {
       p.busy = false;
       p.activity = undefined;
-      const msg = e instanceof Error ? explain(e.message) : String(e);
+      const msg = e instanceof Error ? explain(e.message, errorData(e)) : String(e);
       this.emit(p, { type: 'note', text: msg, level: 'error' });
       this.host.error?.(msg);
       this.header(p);
@@ -283,7 +290,7 @@ export class ChatController {
       const res = await this.client!.runTurn(sid, text, undefined, extra);
       this.emit(p, { type: 'turnEnd', stopReason: res.stopReason });
     } catch (e) {
-      const msg = e instanceof Error ? explain(e.message) : String(e);
+      const msg = e instanceof Error ? explain(e.message, errorData(e)) : String(e);
       this.emit(p, { type: 'turnEnd', error: msg });
     } finally {
       p.busy = false;
@@ -481,7 +488,7 @@ export class ChatController {
     try {
       await this.ensureSession(p);
     } catch (e) {
-      this.emit(p, { type: 'note', text: explain(e instanceof Error ? e.message : String(e)), level: 'error' });
+      this.emit(p, { type: 'note', text: explain(e instanceof Error ? e.message : String(e), errorData(e)), level: 'error' });
     }
   }
 
@@ -522,7 +529,7 @@ export class ChatController {
           tokensAfter: res.tokensAfter,
         } as Extract<TurnEvent, { kind: 'compaction' }>);
     } catch (e) {
-      this.emit(p, { type: 'note', text: explain(e instanceof Error ? e.message : String(e)), level: 'error' });
+      this.emit(p, { type: 'note', text: explain(e instanceof Error ? e.message : String(e), errorData(e)), level: 'error' });
     } finally {
       p.activity = undefined;
       this.header(p);
@@ -558,7 +565,7 @@ export class ChatController {
       }
       return await this.resume(id);
     } catch (e) {
-      this.emit(p, { type: 'note', text: explain(e instanceof Error ? e.message : String(e)), level: 'error' });
+      this.emit(p, { type: 'note', text: explain(e instanceof Error ? e.message : String(e), errorData(e)), level: 'error' });
       return undefined;
     }
   }

@@ -10,6 +10,9 @@ export type Ack = {
   ok: boolean;
 };
 
+/** The outcome of a tool call's approval (`toolCallFinished`'s `meta.approval`). */
+export type Approval = "allowed" | "allowedAlways" | "rejected" | "timedOut" | "failed";
+
 /** Options that change the assembled prompt. */
 export type AssembleOptions = {
   /** Features to use instead of the configured ones. */
@@ -207,6 +210,11 @@ export type GarudaCapabilities = {
 export type HistoryMessage = {
   /** Content blocks. */
   content: Block[];
+  /**
+   * Set on a step a compaction kept and re-installed: the id of the original message,
+   * which the history also holds (render one of them, not both).
+   */
+  copyOf?: string | null;
   /** Message id. */
   id: string;
   /** Special kind (`summary`, `restored_file`, ...), if any. */
@@ -396,6 +404,22 @@ export type ProgressParams = {
   value: unknown;
 };
 
+/** `session/revokePermission` params. */
+export type RevokePermissionParams = {
+  /** The session. */
+  sessionId: string;
+  /** The tool whose "allow always" is taken back (absent: every tool). */
+  toolName?: string | null;
+};
+
+/** `session/revokePermission` result. */
+export type RevokePermissionResult = {
+  /** The tools still allowed always in the session, sorted. */
+  allowedAlways: string[];
+  /** The tools that were allowed always and now ask again, sorted. */
+  revoked: string[];
+};
+
 /** Who wrote a message. */
 export type Role = "user" | "assistant";
 
@@ -454,17 +478,24 @@ export type SessionInfo = {
   messageCount: number;
   /** Model spec. */
   model: string;
+  /** Which front created it (sessions stored before this was recorded: `serve`). */
+  origin: SessionOrigin;
   /** Its id. */
   sessionId: string;
   /** The first user text, shortened. */
   title?: string | null;
+  /** Time of its last record, unix milliseconds (its last activity). */
+  updated: number;
 };
 
 /** `session/list` result. */
 export type SessionList = {
-  /** Newest first. */
+  /** Most recently active first (by `updated`). */
   sessions: SessionInfo[];
 };
+
+/** The front that created a session. */
+export type SessionOrigin = "serve" | "acp" | "exec";
 
 /** Parameters naming one session. */
 export type SessionRef = {
@@ -522,6 +553,8 @@ export type ToolCallResult = {
 
 /** Facts about a tool call beyond its text, for the client and the turn loop. */
 export type ToolMeta = {
+  /** How the approval went, when the policy asked for one (absent: no approval needed). */
+  approval?: Approval | null;
   /** True when the call was cancelled. */
   cancelled?: boolean;
   /** Exit code of a `bash` command (None when killed or not started). */
@@ -717,6 +750,8 @@ export interface Methods {
   "session/messages": { params: MessagesParams; result: MessagesPage };
   /** request. */
   "session/new": { params: NewSessionParams; result: NewSessionResult };
+  /** request. */
+  "session/revokePermission": { params: RevokePermissionParams; result: RevokePermissionResult };
   /** request. */
   "session/snip": { params: SnipParams; result: SnipResult };
   /** request. */

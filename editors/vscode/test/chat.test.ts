@@ -186,12 +186,16 @@ test('compaction is one line; resume shows the summary as a summary without dupl
 test('helpers: errors in VS Code words, session order, diffs, history, setup check', () => {
   assert.match(explain('no model configured: pass `model` (e.g. ...)'), /set garuda\.model/);
   assert.match(explain('no API key for provider `anthropic`: set the environment variable ANTHROPIC_API_KEY, or ...'), /ANTHROPIC_API_KEY is not set/);
+  // The error's data names the problem whatever the message says.
+  assert.match(explain('x', { kind: 'config', reason: 'noModel' }), /set garuda\.model/);
+  assert.match(explain('x', { kind: 'config', reason: 'missingKey', provider: 'openai', variable: 'OPENAI_API_KEY' }), /OPENAI_API_KEY is not set/);
   const s = sortSessions([
-    { sessionId: 'a', created: 1, messageCount: 1, model: 'm' },
-    { sessionId: 'b', created: 3, messageCount: 1, model: 'm' },
-    { sessionId: 'c', created: 5, messageCount: 1, model: 'm', origin: 'exec' } as never,
+    { sessionId: 'a', created: 1, updated: 1, origin: 'serve', messageCount: 1, model: 'm' },
+    { sessionId: 'b', created: 3, updated: 3, origin: 'serve', messageCount: 1, model: 'm' },
+    { sessionId: 'c', created: 5, updated: 5, origin: 'exec', messageCount: 1, model: 'm' },
+    { sessionId: 'd', created: 0, updated: 9, origin: 'acp', messageCount: 1, model: 'm' },
   ]);
-  assert.deepEqual(s.map((x) => x.sessionId), ['b', 'a']);
+  assert.deepEqual(s.map((x) => x.sessionId), ['d', 'b', 'a']);
   assert.match(unifiedDiff('f', 'a\nb\nc\n', 'a\nB\nc\n'), /@@ -1,3 \+1,3 @@\n a\n-b\n\+B\n c\n$/);
   assert.deepEqual(historyItems([{ id: '1', role: 'user', time: 0, content: [{ type: 'text', text: '<garuda_note>x</garuda_note>' }, { type: 'text', text: 'hi' }] }]), [
     { kind: 'user', text: '(instruction files changed)\nhi' },

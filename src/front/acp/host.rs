@@ -240,10 +240,10 @@ impl TurnHost for AcpHost {
                 Ok(v) => permission_answer(&v),
                 Err(e) => {
                     tracing::info!(
-                        "session/request_permission failed ({}); counted as a rejection",
+                        "session/request_permission failed ({}); the call is not run",
                         e.message
                     );
-                    PermissionAnswer::Reject
+                    PermissionAnswer::Failed
                 }
             }
         })

@@ -240,6 +240,7 @@ impl AcpFront {
                     &ws.id,
                     NewSession {
                         model: self.model.clone(),
+                        origin: garuda_core::session::SessionOrigin::Acp,
                         ..Default::default()
                     },
                 )

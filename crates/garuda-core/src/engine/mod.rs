@@ -95,6 +95,11 @@ pub enum EngineError {
     /// Configuration is missing or wrong.
     #[error("{0}")]
     Config(String),
+    /// No model was given and none is configured.
+    #[error(
+        "no model configured: pass `model` (e.g. \"anthropic/claude-sonnet-4-5\", \"ollama/qwen3-coder\", or \"replay:PATH\" to play a recorded cassette offline) or set `model = \"...\"` in $XDG_CONFIG_HOME/garuda/config.toml"
+    )]
+    NoModel,
     /// Bad input.
     #[error("{0}")]
     Invalid(String),

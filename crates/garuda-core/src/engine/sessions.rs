@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Engine, EngineError};
 use crate::message::{Block, ToolSpec};
 use crate::provider::{self, ModelSpec};
-use crate::session::records::MessageRecord;
+use crate::session::records::{MessageRecord, SessionOrigin};
 use crate::session::store::SessionSummary;
 use crate::session::view::Removal;
 use crate::session::{Record, SessionHeader, SessionStore};
@@ -132,6 +132,8 @@ pub struct NewSession {
     pub client_tools: Vec<ToolSpec>,
     /// Write the provider's responses to this replay cassette.
     pub record: Option<std::path::PathBuf>,
+    /// The front creating it (recorded in the transcript header).
+    pub origin: SessionOrigin,
 }
 
 impl Engine {
@@ -268,11 +270,11 @@ impl Engine {
     }
 
     fn default_model(&self, ws: &Workspace) -> Result<String, EngineError> {
-        ws.config.model.clone().or_else(|| self.config.model.clone()).ok_or_else(|| {
-            EngineError::Config(
-                "no model configured: pass `model` (e.g. \"anthropic/claude-sonnet-4-5\", \"ollama/qwen3-coder\", or \"replay:PATH\" to play a recorded cassette offline) or set `model = \"...\"` in $XDG_CONFIG_HOME/garuda/config.toml".into(),
-            )
-        })
+        ws.config
+            .model
+            .clone()
+            .or_else(|| self.config.model.clone())
+            .ok_or(EngineError::NoModel)
     }
 
     fn default_policy(&self) -> Policy {
@@ -297,6 +299,7 @@ impl Engine {
         }
         let mut header = SessionHeader::new(ws.root.path().display().to_string(), model);
         header.policy = Some(policy_name(policy));
+        header.origin = req.origin;
         let file = self.store().create(&header)?;
         setup.view_policy = self.view_policy(&header.session_id, &setup.model_info, &setup.tools);
         let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
@@ -345,14 +348,12 @@ impl Engine {
         Ok(self.sessions.insert(live))
     }
 
-    /// Sessions stored for a workspace, newest first.
+    /// Sessions stored for a workspace, most recently active first.
     pub fn list_sessions(&self, workspace_id: &str) -> Result<Vec<SessionSummary>, EngineError> {
         let ws = self.workspaces.require(workspace_id)?;
-        let mut list = self
+        Ok(self
             .store()
-            .list_workspace(&ws.root.path().display().to_string())?;
-        list.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| b.id.cmp(&a.id)));
-        Ok(list)
+            .list_workspace(&ws.root.path().display().to_string())?)
     }
 
     /// A page of the durable history (every message, including ones the model no longer sees).
@@ -371,12 +372,21 @@ impl Engine {
         let view =
             crate::session::view::build_view(&records, &live.setup.view_policy, now_ms_plain());
         let marks = crate::session::view::removal_marks(&records, &view);
+        let copies: HashMap<&str, &str> = records
+            .iter()
+            .filter_map(Record::as_message)
+            .filter_map(|m| Some((m.uuid.as_str(), m.copy_of.as_deref()?)))
+            .collect();
         let all: Vec<HistoryEntry> = records
             .iter()
             .filter_map(Record::as_message)
             .map(|m| HistoryEntry {
                 message: m.clone(),
                 removed: marks.get(&m.uuid).copied(),
+                copy_of: m
+                    .copy_of
+                    .as_deref()
+                    .map(|c| original_of(&copies, c).to_string()),
             })
             .collect();
         let start = cursor.unwrap_or(0) as usize;
@@ -425,6 +435,25 @@ impl Engine {
         })
     }
 
+    /// Takes back "allow always" in a session for `tool` (None: every tool). Returns the
+    /// tools revoked and those still allowed always. A stored session that is not in memory
+    /// has none: the answers are not stored.
+    pub fn revoke_permission(
+        &self,
+        id: &str,
+        tool: Option<&str>,
+    ) -> Result<(Vec<String>, Vec<String>), EngineError> {
+        if let Some(live) = self.sessions.live(id) {
+            let revoked = live.revoke(tool);
+            return Ok((revoked, live.always_allowed()));
+        }
+        if self.store().exists(id)? {
+            Ok((Vec::new(), Vec::new()))
+        } else {
+            Err(EngineError::SessionNotFound(id.to_string()))
+        }
+    }
+
     /// Runs one user turn.
     pub async fn run_turn(
         &self,
@@ -445,6 +474,20 @@ pub struct HistoryEntry {
     pub message: MessageRecord,
     /// Why it is out of the model's view.
     pub removed: Option<Removal>,
+    /// For a step a compaction re-installed: the first message it copies (copies of copies
+    /// are followed back to it).
+    pub copy_of: Option<String>,
+}
+
+/// The message a chain of copies starts from; stops on a cycle (a damaged transcript).
+fn original_of<'a>(copies: &HashMap<&'a str, &'a str>, mut id: &'a str) -> &'a str {
+    for _ in 0..copies.len() {
+        match copies.get(id) {
+            Some(next) => id = next,
+            None => break,
+        }
+    }
+    id
 }
 
 /// A page of the durable history.

@@ -147,6 +147,19 @@ pub enum ProviderError {
     /// Missing key, bad spec, unknown provider; says how to configure.
     #[error("{0}")]
     Config(String),
+    /// The provider needs an API key and its environment variable is unset or empty.
+    #[error(
+        "no API key for provider `{provider}`: set the environment variable {variable}{hint}. \
+         `replay:PATH` works offline without a key."
+    )]
+    MissingKey {
+        /// The provider's name, e.g. `anthropic`.
+        provider: String,
+        /// The variable the key is read from.
+        variable: String,
+        /// How to name another variable (empty when the user already named one).
+        hint: String,
+    },
     /// The provider refused the credentials.
     #[error(
         "the provider rejected the API key (HTTP {status}); check that the key variable holds a valid key"
@@ -241,7 +254,7 @@ impl ProviderError {
     /// A stable short name of the error kind, for protocol error data.
     pub fn kind(&self) -> &'static str {
         match self {
-            ProviderError::Config(_) => "config",
+            ProviderError::Config(_) | ProviderError::MissingKey { .. } => "config",
             ProviderError::Auth { .. } => "auth",
             ProviderError::RateLimited { .. } => "rateLimited",
             ProviderError::Overloaded { .. } => "overloaded",
@@ -286,7 +299,9 @@ impl ProviderError {
             ProviderError::Http(s) => ProviderError::Http(r(s)),
             ProviderError::Decode(s) => ProviderError::Decode(r(s)),
             ProviderError::Replay(s) => ProviderError::Replay(r(s)),
-            other @ (ProviderError::Auth { .. } | ProviderError::Cancelled { .. }) => other,
+            other @ (ProviderError::Auth { .. }
+            | ProviderError::Cancelled { .. }
+            | ProviderError::MissingKey { .. }) => other,
         }
     }
 }
@@ -501,10 +516,11 @@ pub fn resolve_endpoint(
                 ", or name another variable with `api_key_env = \"MY_VAR\"` under [providers.{name}] in $XDG_CONFIG_HOME/garuda/config.toml"
             )
         };
-        return Err(ProviderError::Config(format!(
-            "no API key for provider `{name}`: set the environment variable {var}{hint}. \
-             `replay:PATH` works offline without a key."
-        )));
+        return Err(ProviderError::MissingKey {
+            provider: name.to_string(),
+            variable: var.to_string(),
+            hint,
+        });
     }
     let max_tokens_field = user
         .max_tokens_field

@@ -1089,7 +1089,11 @@ fn build_needs_a_key_and_says_how() {
         .err()
         .unwrap();
     let msg = err.to_string();
-    assert!(matches!(err, ProviderError::Config(_)));
+    assert!(
+        matches!(&err, ProviderError::MissingKey { provider, variable, .. } if provider == "anthropic" && variable == "ANTHROPIC_API_KEY"),
+        "{err:?}"
+    );
+    assert_eq!(err.kind(), "config");
     assert!(
         msg.contains("ANTHROPIC_API_KEY") && msg.contains("api_key_env") && msg.contains("replay:"),
         "{msg}"

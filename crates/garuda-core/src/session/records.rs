@@ -298,10 +298,29 @@ pub struct SessionHeader {
     /// The session this one was forked from, and at which message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
+    /// Which front created the session (transcripts written before it was recorded: `serve`).
+    #[serde(default)]
+    pub origin: SessionOrigin,
 }
 
 fn format_version() -> u32 {
     1
+}
+
+/// The front that created a session, so pickers can tell chats from headless runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionOrigin {
+    /// The native protocol (`garuda serve`), an editor client.
+    #[default]
+    Serve,
+    /// The Agent Client Protocol (`garuda acp`).
+    Acp,
+    /// A headless run (`garuda exec`).
+    Exec,
+    /// A value written by a newer Garuda.
+    #[serde(other)]
+    Unknown,
 }
 
 /// Where a forked session came from.
@@ -327,6 +346,7 @@ impl SessionHeader {
             model: model.into(),
             policy: None,
             forked_from: None,
+            origin: SessionOrigin::Serve,
         }
     }
 }

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 use super::records::{
-    ForkOrigin, InstallAbortedRecord, ParsedLine, Record, SessionHeader, new_id, now_ms, parse_line,
+    ForkOrigin, InstallAbortedRecord, ParsedLine, Record, SessionHeader, SessionOrigin, new_id,
+    now_ms, parse_line,
 };
 use crate::message::{Block, Role};
 
@@ -114,6 +115,10 @@ pub struct SessionSummary {
     /// The header line was missing or damaged: the fields are what could be recovered
     /// (an empty `workspace_root` when even that was lost).
     pub damaged: bool,
+    /// The front that created it.
+    pub origin: SessionOrigin,
+    /// Time of the last record, unix ms (the creation time when nothing followed the header).
+    pub updated: u64,
 }
 
 const TITLE_CHARS: usize = 80;
@@ -151,6 +156,13 @@ impl SessionStore {
     /// Path of a session's transcript.
     pub fn path_of(&self, id: &str) -> PathBuf {
         self.base.join(format!("{id}.jsonl"))
+    }
+
+    /// Whether a transcript with this id exists.
+    pub fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        check_id(id)?;
+        let path = self.path_of(id);
+        path.try_exists().map_err(io_err(&path))
     }
 
     /// Directory of a session's oversized tool results.
@@ -467,7 +479,7 @@ impl SessionStore {
                 tracing::debug!("session index not written");
             }
         }
-        out.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| a.id.cmp(&b.id)));
+        sort_newest_first(&mut out);
         Ok(out)
     }
 
@@ -558,6 +570,10 @@ pub fn recover_header(
         model: field("model").unwrap_or_default(),
         policy: field("policy"),
         forked_from: None,
+        // Lost with the header when it was damaged; an editor session is the safe reading.
+        origin: field("origin")
+            .and_then(|o| serde_json::from_value(serde_json::Value::String(o)).ok())
+            .unwrap_or_default(),
     }
 }
 
@@ -576,8 +592,8 @@ fn summary_of_loaded(l: &Loaded) -> SessionSummary {
     let messages = l.records.iter().filter_map(Record::as_message);
     let title = messages
         .clone()
-        .find(|m| m.role == Role::User && m.meta.is_none() && !m.is_virtual)
-        .and_then(|m| first_text(&m.content))
+        .find(|m| m.role == Role::User && m.meta.is_none() && !m.is_virtual && m.copy_of.is_none())
+        .and_then(|m| first_words(&m.content))
         .map(|t| excerpt(&t, TITLE_CHARS));
     SessionSummary {
         id: l.header.session_id.clone(),
@@ -588,7 +604,20 @@ fn summary_of_loaded(l: &Loaded) -> SessionSummary {
         title,
         forked_from: l.header.forked_from.as_ref().map(|f| f.session_id.clone()),
         damaged: l.header_recovered,
+        origin: l.header.origin,
+        updated: l
+            .records
+            .iter()
+            .map(Record::time)
+            .max()
+            .unwrap_or(0)
+            .max(l.header.time),
     }
+}
+
+/// Most recently active first; ids (time-ordered UUIDv7) break ties, newest first.
+pub fn sort_newest_first(list: &mut [SessionSummary]) {
+    list.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| b.id.cmp(&a.id)));
 }
 
 /// A boundary at the tail whose batch of `install_count` records did not fully reach disk.
@@ -662,6 +691,8 @@ impl Indexed {
                 title: None,
                 forked_from: None,
                 damaged: false,
+                origin: SessionOrigin::Serve,
+                updated: 0,
             },
         }
     }
@@ -669,7 +700,7 @@ impl Indexed {
 
 /// `SessionSummary` is an engine type without serde; the index stores it as a tuple.
 mod summary_serde {
-    use super::SessionSummary;
+    use super::{SessionOrigin, SessionSummary};
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     type Repr = (
@@ -681,6 +712,8 @@ mod summary_serde {
         Option<String>,
         Option<String>,
         bool,
+        SessionOrigin,
+        u64,
     );
 
     pub fn serialize<S: Serializer>(s: &SessionSummary, ser: S) -> Result<S::Ok, S::Error> {
@@ -693,13 +726,25 @@ mod summary_serde {
             &s.title,
             &s.forked_from,
             s.damaged,
+            s.origin,
+            s.updated,
         )
             .serialize(ser)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SessionSummary, D::Error> {
-        let (id, created, model, workspace_root, message_count, title, forked_from, damaged) =
-            Repr::deserialize(d)?;
+        let (
+            id,
+            created,
+            model,
+            workspace_root,
+            message_count,
+            title,
+            forked_from,
+            damaged,
+            origin,
+            updated,
+        ) = Repr::deserialize(d)?;
         Ok(SessionSummary {
             id,
             created,
@@ -709,6 +754,8 @@ mod summary_serde {
             title,
             forked_from,
             damaged,
+            origin,
+            updated,
         })
     }
 }
@@ -722,6 +769,7 @@ fn summarize_from(path: &Path, item: &mut Indexed) -> Result<bool, StoreError> {
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let mut buf = Vec::new();
     let mut has_header = item.parsed > 0;
+    let mut last = Vec::new();
     loop {
         buf.clear();
         let n = reader.read_until(b'\n', &mut buf).map_err(io_err(path))?;
@@ -741,6 +789,8 @@ fn summarize_from(path: &Path, item: &mut Indexed) -> Result<bool, StoreError> {
                 s.model = h.model;
                 s.workspace_root = h.workspace_root;
                 s.forked_from = h.forked_from.map(|f| f.session_id);
+                s.origin = h.origin;
+                s.updated = s.updated.max(h.time);
                 has_header = true;
                 item.parsed += n as u64;
                 continue;
@@ -758,23 +808,75 @@ fn summarize_from(path: &Path, item: &mut Indexed) -> Result<bool, StoreError> {
                 && m.role == Role::User
                 && m.meta.is_none()
                 && !m.is_virtual
+                && m.copy_of.is_none()
             {
-                item.summary.title = first_text(&m.content).map(|t| excerpt(&t, TITLE_CHARS));
+                item.summary.title = first_words(&m.content).map(|t| excerpt(&t, TITLE_CHARS));
             }
         }
+        if !buf.trim_ascii().is_empty() {
+            std::mem::swap(&mut buf, &mut last);
+        }
+    }
+    if let Some(t) = record_time(&last) {
+        item.summary.updated = item.summary.updated.max(t);
     }
     Ok(has_header)
 }
 
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
+/// The `time` of a record line, whatever its type.
+fn record_time(line: &[u8]) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Timed {
+        time: Option<u64>,
+    }
+    serde_json::from_slice::<Timed>(line).ok()?.time
 }
 
-fn first_text(blocks: &[Block]) -> Option<String> {
+/// Blocks Garuda or a client adds around the user's words; a title skips them.
+const INJECTED_TAGS: &[&str] = &[
+    "garuda_note",
+    "context",
+    "restored_file",
+    "summary",
+    "system-reminder",
+    "first_user_request",
+    "user_messages",
+];
+
+/// `text` without the injected blocks it opens with (`<garuda_note>…</garuda_note>`,
+/// `<context path=…>…</context>`, …).
+fn strip_injected(mut text: &str) -> &str {
+    loop {
+        let t = text.trim_start();
+        let Some(tag) = INJECTED_TAGS.iter().find(|tag| {
+            t.strip_prefix('<')
+                .and_then(|r| r.strip_prefix(**tag))
+                .is_some_and(|r| r.starts_with('>') || r.starts_with(' '))
+        }) else {
+            return t;
+        };
+        let close = format!("</{tag}>");
+        match t.find(&close) {
+            Some(i) => text = &t[i + close.len()..],
+            // Unclosed: the whole block is injected.
+            None => return "",
+        }
+    }
+}
+
+/// The user's own first words in a message: its first text that is not an injected block.
+fn first_words(blocks: &[Block]) -> Option<String> {
     blocks.iter().find_map(|b| match b {
-        Block::Text { text } if !text.trim().is_empty() => Some(text.clone()),
+        Block::Text { text } => {
+            let words = strip_injected(text);
+            (!words.trim().is_empty()).then(|| words.to_string())
+        }
         _ => None,
     })
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
 }
 
 /// The first `max` characters of `text` on one line, with an ellipsis when cut.
@@ -915,7 +1017,13 @@ mod tests {
         let first_nl = good.iter().position(|&b| b == b'\n').unwrap();
         let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
         // One bad byte at the start, in the middle and at the end of the header line.
-        for at in [0, first_nl / 2, first_nl - 1] {
+        // A structural byte mid-line (a byte inside a string value would still parse).
+        let mid = first_nl / 2
+            + good[first_nl / 2..first_nl]
+                .iter()
+                .position(|&c| c == b',')
+                .unwrap();
+        for at in [0, mid, first_nl - 1] {
             let mut b = good.clone();
             b[at] = b'#';
             cases.push(("bad byte", b));
@@ -1095,43 +1203,107 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        #![proptest_config(crate::fuzz::config(64))]
+            #![proptest_config(crate::fuzz::config(64))]
 
-        /// Fuzz target: one byte of a transcript overwritten anywhere (any value) never makes
-        /// the load fail, and every message whose line (and the newline before it) is
-        /// untouched comes back as written.
-        #[test]
-        fn fuzz_transcript_loader(n in 1usize..6, at in any::<usize>(), byte in any::<u8>()) {
-            let (_d, store, header) = setup();
-            let recs: Vec<Record> = (0..n)
-                .map(|i| msg(if i % 2 == 0 { Role::User } else { Role::Assistant }, &format!("m{i}")))
-                .collect();
-            let mut bytes = transcript(&header, &recs);
-            let at = at % bytes.len();
-            bytes[at] = byte;
-            // Lines by their start offsets: line 0 is the header.
-            let mut starts = vec![0usize];
-            let mut pos = 0usize;
-            for r in std::iter::once(Record::Header(header.clone())).chain(recs.iter().cloned()) {
-                pos += record_line(&r).unwrap().len();
-                starts.push(pos);
-            }
-            write_raw(&store, &header.session_id, &bytes);
-            let l = store.load(&header.session_id);
-            prop_assert!(l.is_ok(), "{:?}", l.err());
-            let l = l.unwrap();
-            let hit = starts.iter().rposition(|&s| s <= at).unwrap_or(0);
-            for (i, r) in recs.iter().enumerate() {
-                let line = i + 1;
-                // The hit line is damaged; when its newline was hit, the next line is too.
-                let touched = line == hit || (line == hit + 1 && at + 1 == starts[line]);
-                if !touched {
-                    prop_assert!(l.records.contains(r), "line {line} lost (hit line {hit})");
+            /// Fuzz target: one byte of a transcript overwritten anywhere (any value) never makes
+            /// the load fail, and every message whose line (and the newline before it) is
+            /// untouched comes back as written.
+            #[test]
+            fn fuzz_transcript_loader(n in 1usize..6, at in any::<usize>(), byte in any::<u8>()) {
+                let (_d, store, header) = setup();
+                let recs: Vec<Record> = (0..n)
+                    .map(|i| msg(if i % 2 == 0 { Role::User } else { Role::Assistant }, &format!("m{i}")))
+                    .collect();
+                let mut bytes = transcript(&header, &recs);
+                let at = at % bytes.len();
+                bytes[at] = byte;
+                // Lines by their start offsets: line 0 is the header.
+                let mut starts = vec![0usize];
+                let mut pos = 0usize;
+                for r in std::iter::once(Record::Header(header.clone())).chain(recs.iter().cloned()) {
+                    pos += record_line(&r).unwrap().len();
+                    starts.push(pos);
                 }
+                write_raw(&store, &header.session_id, &bytes);
+                let l = store.load(&header.session_id);
+                prop_assert!(l.is_ok(), "{:?}", l.err());
+                let l = l.unwrap();
+                let hit = starts.iter().rposition(|&s| s <= at).unwrap_or(0);
+                for (i, r) in recs.iter().enumerate() {
+                    let line = i + 1;
+                    // The hit line is damaged; when its newline was hit, the next line is too.
+                    let touched = line == hit || (line == hit + 1 && at + 1 == starts[line]);
+                    if !touched {
+                        prop_assert!(l.records.contains(r), "line {line} lost (hit line {hit})");
+                    }
+                }
+                let listed = store.list();
+                prop_assert!(listed.is_ok());
+                prop_assert_eq!(listed.unwrap().len(), 1);
             }
-            let listed = store.list();
-            prop_assert!(listed.is_ok());
-            prop_assert_eq!(listed.unwrap().len(), 1);
-        }
+    }
+
+    fn timed(role: Role, text: &str, time: u64) -> Record {
+        let mut m = MessageRecord::new(role, vec![Block::text(text)], None);
+        m.time = time;
+        Record::Message(m)
+    }
+
+    #[test]
+    fn listing_shows_origin_last_activity_and_the_users_words() {
+        let (_d, store, _) = setup();
+        // An old transcript: no origin in its header.
+        let old = SessionHeader::new("/ws", "replay:x");
+        let mut line = serde_json::to_value(Record::Header(old.clone())).unwrap();
+        line.as_object_mut().unwrap().remove("origin");
+        let mut text = line.to_string();
+        text.push('\n');
+        fs::create_dir_all(store.base()).unwrap();
+        fs::write(store.path_of(&old.session_id), text).unwrap();
+        let mut f = store.open(&old.session_id).unwrap();
+        f.append(&timed(Role::User, "old question", old.time + 50_000))
+            .unwrap();
+
+        let mut exec = SessionHeader::new("/ws", "replay:x");
+        exec.origin = SessionOrigin::Exec;
+        exec.time = old.time + 1;
+        let mut f = store.create(&exec).unwrap();
+        let mut first = MessageRecord::new(
+            Role::User,
+            vec![
+                Block::text("<garuda_note>instructions changed</garuda_note>"),
+                Block::text("<context path=\"a.rs\" lines=\"1-2\">\n```\nx\n```\n</context>"),
+                Block::text("<garuda_note>x</garuda_note>\n\n  explain   this"),
+            ],
+            None,
+        );
+        first.time = exec.time + 10;
+        f.append(&Record::Message(first)).unwrap();
+
+        let list = store.list_workspace("/ws").unwrap();
+        assert_eq!(list.len(), 2);
+        // The old session was active last, so it comes first though created first.
+        assert_eq!(list[0].id, old.session_id);
+        assert_eq!(list[0].origin, SessionOrigin::Serve);
+        assert_eq!(list[0].updated, old.time + 50_000);
+        assert_eq!(list[0].title.as_deref(), Some("old question"));
+        assert_eq!(list[1].origin, SessionOrigin::Exec);
+        assert_eq!(list[1].updated, exec.time + 10);
+        assert_eq!(list[1].title.as_deref(), Some("explain this"));
+        assert_eq!(
+            store.load(&exec.session_id).unwrap().header.origin,
+            SessionOrigin::Exec
+        );
+    }
+
+    #[test]
+    fn injected_blocks_are_stripped_from_titles() {
+        assert_eq!(strip_injected("plain"), "plain");
+        assert_eq!(strip_injected("<garuda_note>a</garuda_note> b"), "b");
+        assert_eq!(strip_injected("<context path=\"x\">c</context>"), "");
+        assert_eq!(strip_injected("<garuda_note>never closed"), "");
+        // The user's own markup stays.
+        assert_eq!(strip_injected("<div>hi</div> why?"), "<div>hi</div> why?");
+        assert_eq!(strip_injected("<contextual> words"), "<contextual> words");
     }
 }

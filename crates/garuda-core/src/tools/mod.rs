@@ -325,6 +325,23 @@ pub struct ToolMeta {
     pub timed_out: bool,
     /// True when the call was cancelled.
     pub cancelled: bool,
+    /// How the call's approval went, when the policy asked for one.
+    pub approval: Option<Approval>,
+}
+
+/// The outcome of a tool call's approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// The person allowed this call.
+    Allowed,
+    /// Allowed by "allow always", given now or earlier in the session.
+    AllowedAlways,
+    /// The person rejected it.
+    Rejected,
+    /// Nobody answered within the approval timeout; the call did not run.
+    TimedOut,
+    /// The question could not be asked or answered (the client failed or went away).
+    Failed,
 }
 
 /// The result of one tool call.

@@ -155,6 +155,10 @@ pub enum PermissionAnswer {
     AllowAlways,
     /// Do not run it.
     Reject,
+    /// Nobody answered in time (the host's approval timeout).
+    TimedOut,
+    /// The question could not be delivered or answered (client error, connection closed).
+    Failed,
 }
 
 impl PermissionRequest {

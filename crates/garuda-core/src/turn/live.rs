@@ -107,8 +107,6 @@ pub struct SessionState {
     pub file: SessionFile,
     /// Every record, in file order (header excluded).
     pub records: Vec<Record>,
-    /// Tools the person allowed for the rest of the session.
-    pub always_allow: HashSet<String>,
     /// Usage of the last response.
     pub last_usage: Option<Usage>,
     /// sha256 of the workspace prompt the model last heard about (system or note).
@@ -175,6 +173,9 @@ pub struct LiveSession {
     pub(crate) files: Arc<Mutex<FileTracker>>,
     /// The task list.
     pub(crate) todos: Arc<Mutex<Vec<TodoItem>>>,
+    /// Tools the person allowed for the rest of the session; outside the state, so
+    /// revoking one does not wait for the running turn.
+    always_allow: Mutex<HashSet<String>>,
     /// The running operation's cancellation, for `turn/cancel`.
     running: Mutex<Option<CancellationToken>>,
     message_count: Arc<AtomicU64>,
@@ -235,7 +236,6 @@ impl LiveSession {
             prompt: Mutex::new(assembled.clone()),
             state: tokio::sync::Mutex::new(SessionState {
                 file,
-                always_allow: HashSet::new(),
                 last_usage: None,
                 prompt_sha: assembled.sha256.clone(),
                 view_cache: ViewCache::new(),
@@ -256,6 +256,7 @@ impl LiveSession {
             setup,
             files: Arc::new(Mutex::new(FileTracker::new())),
             todos: Arc::new(Mutex::new(Vec::new())),
+            always_allow: Mutex::new(HashSet::new()),
             running: Mutex::new(None),
         }
     }
@@ -277,6 +278,58 @@ impl LiveSession {
     /// The state when no operation runs, for a read that must not wait (None: busy).
     pub fn try_state(&self) -> Option<tokio::sync::MutexGuard<'_, SessionState>> {
         self.state.try_lock().ok()
+    }
+
+    /// Whether "allow always" covers `tool`.
+    pub(crate) fn is_always_allowed(&self, tool: &str) -> bool {
+        self.always_allow
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(tool)
+    }
+
+    /// Remembers "allow always" for `tool` until the session leaves memory.
+    pub(crate) fn allow_always(&self, tool: &str) {
+        self.always_allow
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(tool.to_string());
+    }
+
+    /// The tools allowed always, sorted.
+    pub fn always_allowed(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .always_allow
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Takes back "allow always" for `tool` (None: every tool); the next call asks again.
+    /// Returns the entries revoked, sorted (a risky edit's entry is `tool:path`).
+    pub fn revoke(&self, tool: Option<&str>) -> Vec<String> {
+        let mut set = self.always_allow.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<String> = match tool {
+            Some(t) => {
+                let scoped = format!("{t}:");
+                let hit: Vec<String> = set
+                    .iter()
+                    .filter(|k| *k == t || k.starts_with(&scoped))
+                    .cloned()
+                    .collect();
+                for k in &hit {
+                    set.remove(k);
+                }
+                hit
+            }
+            None => set.drain().collect(),
+        };
+        v.sort();
+        v
     }
 
     /// The session id.

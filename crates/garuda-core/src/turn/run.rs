@@ -22,7 +22,9 @@ use crate::session::records::CompactTrigger;
 use crate::session::records::{InstructionChangeRecord, MessageMeta, UsageRecord, new_id, now_ms};
 use crate::session::view::{message_chars, oversized_results};
 use crate::session::{MessageRecord, Record};
-use crate::tools::{self, ToolClass, ToolContext, ToolLimits, ToolMeta, ToolOutput, ToolSource};
+use crate::tools::{
+    self, Approval, ToolClass, ToolContext, ToolEntry, ToolLimits, ToolMeta, ToolOutput, ToolSource,
+};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +44,7 @@ const MIN_OUTPUT: u64 = 1_024;
 
 const INTERRUPTED: &str = "[interrupted: the turn was cancelled before this tool call finished]";
 const DENIED: &str = "The user denied this tool call. Do not retry it as is; ask the user what to do instead, or take another approach.";
+const APPROVAL_FAILED: &str = "The approval request for this tool call could not be completed (the client failed to answer), so it was not run. Do not retry it as is; take another approach, or end your turn saying what you need approved.";
 
 /// Runs one user turn to its end: steps until the model stops, the step limit, an error or
 /// cancellation. Every message is persisted as it happens.
@@ -514,30 +517,75 @@ async fn run_tool(
         Some((rel, _)) => format!("{name}:{}", rel.display()),
         None => name.to_string(),
     };
-    if needs && !state.always_allow.contains(&always_key) {
-        let req = PermissionRequest {
-            session_id: session.id.clone(),
-            tool_call_id: id.to_string(),
-            tool_name: name.to_string(),
-            title: tools::approval_title(name, &input, risk.as_ref().map(|(_, w)| w.as_str())),
-            input: input.clone(),
-            options: PermissionRequest::standard_options(),
-        };
-        // The host enforces the timeout itself (and tells its client); this is a backstop
-        // for hosts that never answer.
-        let wait = Duration::from_secs(session.setup.approval_timeout_secs.max(1) + 2);
-        let answer = tokio::select! {
-            a = tokio::time::timeout(wait, host.ask_permission(req)) => a.unwrap_or(PermissionAnswer::Reject),
-            _ = ctx.cancel.cancelled() => return interrupted(),
-        };
-        match answer {
-            PermissionAnswer::AllowOnce => {}
-            PermissionAnswer::AllowAlways => {
-                state.always_allow.insert(always_key);
+    let mut approval = None;
+    if needs {
+        if session.is_always_allowed(&always_key) {
+            approval = Some(Approval::AllowedAlways);
+        } else {
+            let req = PermissionRequest {
+                session_id: session.id.clone(),
+                tool_call_id: id.to_string(),
+                tool_name: name.to_string(),
+                title: tools::approval_title(name, &input, risk.as_ref().map(|(_, w)| w.as_str())),
+                input: input.clone(),
+                options: PermissionRequest::standard_options(),
+            };
+            // The host enforces the timeout itself (and tells its client); this is a backstop
+            // for hosts that never answer.
+            let secs = session.setup.approval_timeout_secs.max(1);
+            let wait = Duration::from_secs(secs + 2);
+            let answer = tokio::select! {
+                a = tokio::time::timeout(wait, host.ask_permission(req)) => a.unwrap_or(PermissionAnswer::TimedOut),
+                _ = ctx.cancel.cancelled() => return interrupted(),
+            };
+            match answer {
+                PermissionAnswer::AllowOnce => approval = Some(Approval::Allowed),
+                PermissionAnswer::AllowAlways => {
+                    session.allow_always(&always_key);
+                    approval = Some(Approval::AllowedAlways);
+                }
+                PermissionAnswer::Reject => return refused(DENIED.into(), Approval::Rejected),
+                PermissionAnswer::TimedOut => {
+                    return refused(timed_out_text(secs), Approval::TimedOut);
+                }
+                PermissionAnswer::Failed => {
+                    return refused(APPROVAL_FAILED.into(), Approval::Failed);
+                }
             }
-            PermissionAnswer::Reject => return ToolOutput::error(DENIED),
         }
     }
+    let mut out = execute(session, host, ctx, entry, id, name, input).await;
+    out.meta.approval = approval;
+    out
+}
+
+/// A call that did not run because its approval did not allow it.
+fn refused(text: String, approval: Approval) -> ToolOutput {
+    ToolOutput::error(text).with_meta(ToolMeta {
+        approval: Some(approval),
+        ..Default::default()
+    })
+}
+
+/// What the model reads when nobody answered: not a denial, so it may ask again later.
+fn timed_out_text(secs: u64) -> String {
+    format!(
+        "Nobody answered the approval request for this tool call within {secs} s, so it was not run. \
+         This is not a denial: the user may be away. Do not retry it in a loop; continue with what \
+         does not need it, or end your turn saying what you need approved."
+    )
+}
+
+/// Runs an approved (or approval-free) call.
+async fn execute(
+    session: &Arc<LiveSession>,
+    host: &dyn TurnHost,
+    ctx: &ToolContext,
+    entry: &ToolEntry,
+    id: &str,
+    name: &str,
+    input: Value,
+) -> ToolOutput {
     host.tool_running(&session.id, id);
     if entry.source == ToolSource::Client {
         let r = tokio::select! {
@@ -564,7 +612,10 @@ async fn run_tool(
         }
         return tools::commit_write(&plan, ctx);
     }
+    // An editor terminal runs outside Garuda's sandbox, so commands go there only when the
+    // session has no sandbox (and then they were asked for like any unconfined command).
     if entry.class == ToolClass::Exec
+        && session.setup.sandbox.unconfined.is_some()
         && let Some(run) = client_command(&input, ctx, id)
         && let Some(fut) = host.run_command(&session.id, run)
     {

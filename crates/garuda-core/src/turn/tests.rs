@@ -285,6 +285,123 @@ async fn a_refused_tool_call_is_answered_with_its_error() {
     assert_eq!(stored, Some(json!({})));
 }
 
+/// The `approval` of each finished tool call, in order.
+fn approvals(host: &Recorder) -> Vec<Option<crate::tools::Approval>> {
+    host.events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::ToolCallFinished { meta, .. } => Some(meta.approval),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_unanswered_approval_is_a_timeout_not_a_denial() {
+    use crate::tools::Approval;
+    for (answer, approval, says) in [
+        (
+            PermissionAnswer::TimedOut,
+            Approval::TimedOut,
+            "Nobody answered",
+        ),
+        (
+            PermissionAnswer::Failed,
+            Approval::Failed,
+            "could not be completed",
+        ),
+        (PermissionAnswer::Reject, Approval::Rejected, "denied"),
+    ] {
+        let f = fixture(
+            Policy::Ask,
+            100_000,
+            vec![
+                call("t1", "write_file", json!({"path": "b.txt", "content": "x"})),
+                text("ok"),
+            ],
+        );
+        let host = Recorder::new(answer);
+        let out = turn(&f, host.clone(), 5).await;
+        assert_eq!(out.stop_reason, StopReason::EndTurn);
+        let r = results(&f);
+        assert!(r[0].1 && r[0].0.contains(says), "{answer:?}: {r:?}");
+        if answer != PermissionAnswer::Reject {
+            assert!(!r[0].0.contains("denied"), "{r:?}");
+        }
+        assert_eq!(approvals(&host), vec![Some(approval)]);
+        assert!(!f.ws.path().join("b.txt").exists(), "nothing was written");
+    }
+    // Allowed once, then always: the standing rule is reported without a question.
+    let f = fixture(
+        Policy::Ask,
+        100_000,
+        vec![
+            call("t1", "write_file", json!({"path": "b.txt", "content": "1"})),
+            call("t2", "write_file", json!({"path": "c.txt", "content": "2"})),
+            call("t3", "read_file", json!({"path": "a.txt"})),
+            text("ok"),
+        ],
+    );
+    let host = Recorder::new(PermissionAnswer::AllowAlways);
+    turn(&f, host.clone(), 5).await;
+    assert_eq!(
+        approvals(&host),
+        vec![
+            Some(Approval::AllowedAlways),
+            Some(Approval::AllowedAlways),
+            None
+        ]
+    );
+    let host = Recorder::new(PermissionAnswer::AllowOnce);
+    let f = fixture(
+        Policy::Ask,
+        100_000,
+        vec![
+            call("t1", "write_file", json!({"path": "b.txt", "content": "1"})),
+            text("ok"),
+        ],
+    );
+    turn(&f, host.clone(), 5).await;
+    assert_eq!(approvals(&host), vec![Some(Approval::Allowed)]);
+}
+
+/// A host that never answers: the engine's backstop ends the wait as a timeout.
+struct Silent;
+
+impl TurnHost for Silent {
+    fn event(&self, _: &str, _: TurnEvent) {}
+
+    fn ask_permission(&self, _: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_host_that_never_answers_times_out() {
+    let f = fixture(
+        Policy::Ask,
+        100_000,
+        vec![
+            call("t1", "write_file", json!({"path": "b.txt", "content": "x"})),
+            text("ok"),
+        ],
+    );
+    let out = run_turn(
+        &f.live,
+        vec![Block::text("go")],
+        Arc::new(Silent),
+        CancellationToken::new(),
+        5,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.stop_reason, StopReason::EndTurn);
+    let r = results(&f);
+    assert!(r[0].0.contains("Nobody answered"), "{r:?}");
+}
+
 #[tokio::test]
 async fn reads_never_ask_and_full_auto_runs_everything() {
     let f = fixture(

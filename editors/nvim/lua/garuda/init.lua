@@ -47,12 +47,14 @@ end
 --- Server messages in this client's words: settings are named as Neovim users set them.
 function M.explain(err)
   local msg = type(err) == 'table' and (err.message or vim.inspect(err)) or tostring(err)
-  if msg:find('no model configured', 1, true) then
+  local data = type(err) == 'table' and type(err.data) == 'table' and err.data or {}
+  if data.reason == 'noModel' or msg:find('no model configured', 1, true) then
     return 'no model configured: set it with require("garuda").setup({ model = "anthropic/claude-sonnet-4-5" })'
       .. ' (or "ollama/qwen3-coder", "replay:/path/cassette.jsonl"), or put model = "..." in '
       .. '~/.config/garuda/config.toml. :checkhealth garuda shows what is missing.'
   end
-  local var = msg:match('set the environment variable ([%w_]+)')
+  local var = (data.reason == 'missingKey' and type(data.variable) == 'string' and data.variable)
+    or msg:match('set the environment variable ([%w_]+)')
   if var then
     return ('%s is not set: export it before starting Neovim, or pass it with '
       .. 'require("garuda").setup({ env = { %s = "..." } }). :checkhealth garuda checks it.'):format(var, var)
