@@ -82,6 +82,7 @@ fn bench(c: &mut Criterion) {
         approval_timeout_secs: 1,
         view_policy: Default::default(),
         compact: Default::default(),
+        mcp: None,
     };
     let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
     let host: Arc<dyn garuda_core::turn::TurnHost> = Arc::new(NullHost);

@@ -7,6 +7,7 @@ mod cli;
 mod client;
 mod context;
 mod long_session;
+mod mcp;
 mod mock_model;
 mod mock_smoke;
 mod server;

@@ -28,7 +28,8 @@
 //! - `additionalDirectories` are opened as extra Garuda workspaces (their instruction files
 //!   are read) and named to the model in the first prompt, but the built-in tools stay
 //!   confined to `cwd`: the model can be told about them, not read them.
-//! - `mcpServers` are accepted and ignored (Garuda does not run MCP servers yet).
+//! - `mcpServers` (stdio and http; sse is refused) are started with the session beside the
+//!   user's configured servers, as Garuda's own MCP servers are (`garuda_core::mcp`).
 //! - Files are written by Garuda itself; `fs/*` and `terminal/*` client capabilities are unused.
 //! - `/compact`, `/context` and `/snip` are advertised; they call the engine's compaction and
 //!   context inspection when the build has them (see [`slash`]).
@@ -131,6 +132,10 @@ impl AcpFront {
                 p.cwd.display()
             ))));
         }
+        let mcp_servers = match garuda_core::mcp::from_acp(&Value::Array(p.mcp_servers.clone())) {
+            Ok(s) => s,
+            Err(e) => return Dispatch::Reply(Err(RpcError::invalid_params(e.to_string()))),
+        };
         let engine = self.engine.clone();
         let model = self.model.clone();
         let result = (|| {
@@ -151,6 +156,7 @@ impl AcpFront {
                     &ws.id,
                     NewSession {
                         model,
+                        mcp_servers,
                         ..Default::default()
                     },
                 )
@@ -174,6 +180,10 @@ impl AcpFront {
             Ok(p) => p,
             Err(e) => return Dispatch::Reply(Err(e)),
         };
+        let mcp_servers = match garuda_core::mcp::from_acp(&Value::Array(p.mcp_servers.clone())) {
+            Ok(s) => s,
+            Err(e) => return Dispatch::Reply(Err(RpcError::invalid_params(e.to_string()))),
+        };
         let engine = self.engine.clone();
         let id = p.session_id.clone();
         lock(&self.sessions).entry(id.clone()).or_default();
@@ -181,7 +191,7 @@ impl AcpFront {
             let replay = {
                 let id = id.clone();
                 tokio::task::spawn_blocking(move || {
-                    let live = engine.session(&id)?;
+                    let live = engine.load_session(&id, mcp_servers)?;
                     let root = live.workspace().root.path().to_path_buf();
                     let tools = live.setup().tools.clone();
                     let mut updates = Vec::new();

@@ -245,7 +245,7 @@ pub struct SessionNotification {
 pub struct NewSessionRequest {
     /// The workspace root (absolute).
     pub cwd: PathBuf,
-    /// MCP servers to connect (ignored by Garuda).
+    /// MCP servers to start with the session (stdio and http).
     #[serde(default)]
     pub mcp_servers: Vec<Value>,
     /// Extra directories the editor has open.
@@ -261,7 +261,7 @@ pub struct LoadSessionRequest {
     pub session_id: String,
     /// The editor's folder.
     pub cwd: PathBuf,
-    /// MCP servers (ignored).
+    /// MCP servers to start when the session is brought back from disk.
     #[serde(default)]
     pub mcp_servers: Vec<Value>,
 }

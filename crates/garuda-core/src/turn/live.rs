@@ -14,7 +14,7 @@ use crate::session::compact::{CompactPolicy, FailureTracker};
 use crate::session::tokens::ContextTracker;
 use crate::session::view::{ViewCache, ViewPolicy};
 use crate::session::{Record, SessionFile, SessionHeader, StoreError};
-use crate::tools::{FileTracker, Policy, TodoItem};
+use crate::tools::{FileTracker, Policy, TodoItem, ToolRegistry};
 use crate::workspace::Workspace;
 
 /// Why a turn or session operation failed.
@@ -73,6 +73,24 @@ pub struct SessionSetup {
     pub view_policy: ViewPolicy,
     /// Compaction settings.
     pub compact: CompactPolicy,
+    /// The session's MCP servers, started before its tools were fixed (None: no servers).
+    pub mcp: Option<crate::mcp::McpHub>,
+}
+
+impl SessionSetup {
+    /// The options the session's prompt is assembled with: the workspace's, with the `mcp`
+    /// feature line exactly when the session has MCP tools (and the deferral line when their
+    /// definitions are deferred).
+    pub fn prompt_options(
+        &self,
+        model: &str,
+        tools: &crate::tools::ToolRegistry,
+    ) -> crate::prompt::PromptOptions {
+        let mut opts = self.workspace.default_options(Some(model));
+        opts.features.mcp = tools.has_mcp();
+        opts.features.mcp_deferred = tools.mcp_deferred();
+        opts
+    }
 }
 
 /// Mutable state, held for the whole of a turn so turns of one session never interleave.
@@ -152,6 +170,16 @@ pub struct LiveSession {
     /// The running operation's cancellation, for `turn/cancel`.
     running: Mutex<Option<CancellationToken>>,
     message_count: Arc<AtomicU64>,
+    /// The tools now: `setup.tools` until a compaction installs a changed MCP tool list.
+    tools: Mutex<Arc<ToolRegistry>>,
+}
+
+/// The tool registry a compaction would install, and the MCP list behind it.
+pub(crate) struct NextTools {
+    /// The registry.
+    pub(crate) registry: Arc<ToolRegistry>,
+    /// The MCP tools to install in the hub with it (None: unchanged).
+    pub(crate) mcp: Option<Vec<crate::mcp::McpTool>>,
 }
 
 /// The running operation of a session: the session's state, exclusively, until it drops.
@@ -191,10 +219,11 @@ impl LiveSession {
         file: SessionFile,
         records: Vec<Record>,
     ) -> LiveSession {
-        let opts = setup.workspace.default_options(Some(&header.model));
+        let opts = setup.prompt_options(&header.model, &setup.tools);
         let assembled = setup.workspace.assemble(&opts);
         let count = records.iter().filter(|r| r.as_message().is_some()).count();
         let message_count = Arc::new(AtomicU64::new(count as u64));
+        let setup_tools = setup.tools.clone();
         LiveSession {
             message_count: message_count.clone(),
             id: header.session_id.clone(),
@@ -216,6 +245,7 @@ impl LiveSession {
             files: Arc::new(Mutex::new(FileTracker::new())),
             todos: Arc::new(Mutex::new(Vec::new())),
             running: Mutex::new(None),
+            tools: Mutex::new(Arc::new(setup_tools)),
         }
     }
 
@@ -309,6 +339,52 @@ impl LiveSession {
 
     /// The tools the model sees, in their fixed order.
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
-        self.setup.tools.specs()
+        self.tools().specs()
+    }
+
+    /// The session's tool registry now (fixed between compactions).
+    pub fn tools(&self) -> Arc<ToolRegistry> {
+        self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The registry a compaction would install: the current one, or one with the MCP tools
+    /// the servers list now when a `tools/list_changed` changed them.
+    pub(crate) fn next_tools(&self) -> NextTools {
+        let current = self.tools();
+        let unchanged = |registry| NextTools {
+            registry,
+            mcp: None,
+        };
+        let Some(hub) = &self.setup.mcp else {
+            return unchanged(current);
+        };
+        if !hub.has_tool_changes() {
+            return unchanged(current);
+        }
+        let fresh = hub.current_tools();
+        let specs: Vec<ToolSpec> = fresh.iter().map(|t| t.spec.clone()).collect();
+        let plan = crate::mcp::defer::plan(
+            &specs,
+            self.setup.model_info.context_window,
+            hub.defer_share(),
+        );
+        match current.without_mcp().with_mcp(&fresh, &plan) {
+            Ok(r) => NextTools {
+                registry: Arc::new(r),
+                mcp: Some(fresh),
+            },
+            Err(e) => {
+                tracing::warn!(target: "garuda::mcp", "changed MCP tools not installed: {e}");
+                unchanged(current)
+            }
+        }
+    }
+
+    /// Installs what [`Self::next_tools`] gave, with the rebuilt prompt (a compaction).
+    pub(crate) fn install_tools(&self, next: NextTools) {
+        if let (Some(list), Some(hub)) = (next.mcp, &self.setup.mcp) {
+            hub.install_tools(list);
+            *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = next.registry;
+        }
     }
 }

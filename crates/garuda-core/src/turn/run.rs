@@ -81,7 +81,11 @@ fn instruction_note(
     state: &mut SessionState,
 ) -> Option<(MessageRecord, Record)> {
     let ws = &session.setup.workspace;
-    let assembled = ws.assemble(&ws.default_options(Some(&session.header.model)));
+    let assembled = ws.assemble(
+        &session
+            .setup
+            .prompt_options(&session.header.model, &session.tools()),
+    );
     if assembled.sha256 == state.prompt_sha {
         return None;
     }
@@ -112,6 +116,22 @@ fn instruction_note(
         MessageRecord::new(Role::User, vec![Block::text(note)], state.last_message_id());
     message.meta = Some(MessageMeta::InstructionNote);
     Some((message, record))
+}
+
+/// What the MCP servers reported since the model last heard (a failed start, a server that
+/// died, a changed tool list): one note before the user's message, each event once.
+async fn mcp_note(session: &LiveSession, state: &SessionState) -> Option<MessageRecord> {
+    let hub = session.setup.mcp.as_ref()?;
+    let events = hub.take_events().await;
+    if events.is_empty() {
+        return None;
+    }
+    let lines: Vec<String> = events.iter().map(crate::mcp::McpEvent::note).collect();
+    let note = format!("<garuda_note>{}</garuda_note>", lines.join("\n"));
+    let mut message =
+        MessageRecord::new(Role::User, vec![Block::text(note)], state.last_message_id());
+    message.meta = Some(MessageMeta::InstructionNote);
+    Some(message)
 }
 
 /// Refuses a user message that cannot fit the window whatever is compacted.
@@ -154,6 +174,9 @@ async fn run_locked(
     if let Some((note, record)) = instruction_note(session, state) {
         state.append(vec![record, Record::Message(note)])?;
     }
+    if let Some(note) = mcp_note(session, state).await {
+        state.append(vec![Record::Message(note)])?;
+    }
     let user = MessageRecord::new(Role::User, input, state.last_message_id());
     outcome.message_ids.push(user.uuid.clone());
     state.append(vec![Record::Message(user)])?;
@@ -173,7 +196,6 @@ async fn run_locked(
     // Reactive compactions of one step: the first teaches the limit; a second one covers an
     // estimate that was still off.
     let mut reactive_left = 2u32;
-    let tools = session.tool_specs();
     for step in 1..=max_steps {
         if cancel.is_cancelled() {
             outcome.stop_reason = StopReason::Cancelled;
@@ -195,7 +217,8 @@ async fn run_locked(
         let request = ModelRequest {
             model: session.setup.model_id.clone(),
             system: session.system(),
-            tools: tools.clone(),
+            // Fixed between compactions; one may have installed a changed MCP list above.
+            tools: session.tool_specs(),
             messages: sv.messages,
             max_tokens: max_tokens as u32,
             cache: sv.cache,
@@ -303,10 +326,9 @@ async fn run_locked(
             outcome.stop_reason = response.stop_reason;
             return Ok(outcome);
         }
+        let tools = session.tools();
         let reads = |name: &str| {
-            session
-                .setup
-                .tools
+            tools
                 .get(name)
                 .is_some_and(|e| e.class == ToolClass::Read && e.path_arg.is_some())
         };
@@ -316,6 +338,8 @@ async fn run_locked(
         }
         let mut results = Vec::with_capacity(calls.len());
         for (id, name, input) in calls {
+            // Images (from MCP tools) that go into the result beside its text.
+            let mut extra = Vec::new();
             let out = if cancel.is_cancelled() {
                 interrupted()
             } else {
@@ -327,8 +351,9 @@ async fn run_locked(
                         input: input.clone(),
                     },
                 );
-                let out =
+                let (out, blocks) =
                     run_tool(session, state, host, &ctx.for_call(&id), &id, &name, input).await;
+                extra = blocks;
                 if out.meta.todos_changed {
                     let todos = session
                         .todos
@@ -349,9 +374,11 @@ async fn run_locked(
                     meta: out.meta.clone(),
                 },
             );
+            let mut content = vec![Block::text(out.content)];
+            content.extend(extra);
             results.push(Block::ToolResult {
                 tool_use_id: id,
-                content: vec![Block::text(out.content)],
+                content,
                 is_error: out.is_error,
             });
         }
@@ -446,17 +473,55 @@ async fn run_tool(
     id: &str,
     name: &str,
     input: Value,
-) -> ToolOutput {
-    let Some(entry) = session.setup.tools.get(name) else {
+) -> (ToolOutput, Vec<Block>) {
+    match run_tool_inner(session, state, host, ctx, id, name, input).await {
+        Ran::Text(out) => (out, Vec::new()),
+        Ran::Blocks(out, blocks) => (out, blocks),
+    }
+}
+
+/// A tool's answer: text alone, or text with further blocks (an MCP tool's images).
+enum Ran {
+    Text(ToolOutput),
+    Blocks(ToolOutput, Vec<Block>),
+}
+
+impl From<ToolOutput> for Ran {
+    fn from(out: ToolOutput) -> Ran {
+        Ran::Text(out)
+    }
+}
+
+async fn run_tool_inner(
+    session: &Arc<LiveSession>,
+    state: &mut SessionState,
+    host: &dyn TurnHost,
+    ctx: &ToolContext,
+    id: &str,
+    name: &str,
+    input: Value,
+) -> Ran {
+    let tools = session.tools();
+    let Some(entry) = tools.get(name) else {
         return ToolOutput::error(format!(
             "unknown tool {name}; use one of the tools listed in the request"
-        ));
+        ))
+        .into();
     };
     if entry.source == ToolSource::Session {
         return match super::ops::snip_tool(session, state, &input) {
             Ok(t) => ToolOutput::ok(t),
             Err(e) => ToolOutput::error(e),
-        };
+        }
+        .into();
+    }
+    if entry.source == ToolSource::McpSearch {
+        let deferred = tools.deferred_specs();
+        return match crate::mcp::defer::search(&deferred, &input) {
+            Ok(t) => ToolOutput::ok(t),
+            Err(e) => ToolOutput::error(e),
+        }
+        .into();
     }
     let needs = tools::needs_approval(session.setup.policy, entry.class);
     if needs && !state.always_allow.contains(name) {
@@ -473,40 +538,68 @@ async fn run_tool(
         let wait = Duration::from_secs(session.setup.approval_timeout_secs.max(1) + 2);
         let answer = tokio::select! {
             a = tokio::time::timeout(wait, host.ask_permission(req)) => a.unwrap_or(PermissionAnswer::Reject),
-            _ = ctx.cancel.cancelled() => return interrupted(),
+            _ = ctx.cancel.cancelled() => return interrupted().into(),
         };
         match answer {
             PermissionAnswer::AllowOnce => {}
             PermissionAnswer::AllowAlways => {
                 state.always_allow.insert(name.to_string());
             }
-            PermissionAnswer::Reject => return ToolOutput::error(DENIED),
+            PermissionAnswer::Reject => return ToolOutput::error(DENIED).into(),
         }
+    }
+    if let ToolSource::Mcp { .. } = entry.source {
+        let Some(hub) = &session.setup.mcp else {
+            return ToolOutput::error(format!("{name}: this session has no MCP servers")).into();
+        };
+        return match hub.call(name, input, &ctx.cancel).await {
+            Ok(result) => {
+                let mut text = Vec::new();
+                let mut blocks = Vec::new();
+                for b in result.content {
+                    match b {
+                        Block::Text { text: t } => text.push(t),
+                        other => blocks.push(other),
+                    }
+                }
+                let text = text.join("\n");
+                let out = if result.is_error {
+                    ToolOutput::error(text)
+                } else {
+                    ToolOutput::ok(text)
+                };
+                Ran::Blocks(out, blocks)
+            }
+            Err(crate::mcp::McpCallError::Cancelled) => interrupted().into(),
+            Err(e) => ToolOutput::error(e.to_string()).into(),
+        };
     }
     if entry.source == ToolSource::Client {
         let r = tokio::select! {
             r = host.call_client_tool(&session.id, name, input) => r,
-            _ = ctx.cancel.cancelled() => return interrupted(),
+            _ = ctx.cancel.cancelled() => return interrupted().into(),
         };
         return if r.is_error {
             ToolOutput::error(r.content)
         } else {
             ToolOutput::ok(r.content)
-        };
+        }
+        .into();
     }
     if entry.class == ToolClass::Edit {
         let plan = match tools::plan_edit(name, &input, ctx) {
             Ok(p) => p,
-            Err(refusal) => return refusal,
+            Err(refusal) => return refusal.into(),
         };
         let abs = ctx.root.path().join(&plan.rel_path);
         if let Some(apply) = host.apply_edit(abs, plan.old_text.clone(), plan.new_text.clone()) {
             return match apply.await {
                 Ok(()) => tools::finish_write(&plan, ctx),
                 Err(e) => ToolOutput::error(format!("the editor did not apply the edit: {e}")),
-            };
+            }
+            .into();
         }
-        return tools::commit_write(&plan, ctx);
+        return tools::commit_write(&plan, ctx).into();
     }
-    tools::run(name, input, ctx).await
+    tools::run(name, input, ctx).await.into()
 }

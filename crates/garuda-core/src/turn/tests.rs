@@ -169,6 +169,7 @@ fn fixture(policy: Policy, window: u64, answers: Vec<Answer>) -> Fixture {
         approval_timeout_secs: 1,
         view_policy: Default::default(),
         compact: Default::default(),
+        mcp: None,
     };
     Fixture {
         _state: state,
