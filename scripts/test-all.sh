@@ -25,6 +25,8 @@ run() {
   fi
 }
 
+# Provisioning installed the MCP test servers: a missing one is a failure, not a skip.
+export GARUDA_MCP_TESTS=require
 run "cargo test (all crates, tests/it)" cargo test
 export GARUDA_BIN="$repo/target/debug/garuda"
 if [ -x "$GARUDA_BIN" ]; then

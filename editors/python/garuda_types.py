@@ -13,6 +13,7 @@ METHODS = {
     '$/progress': 'notification (server to client)',
     'context/inspect': 'request',
     'initialize': 'request',
+    'mcp/servers': 'request',
     'permission/request': 'request (server to client)',
     'prompt/assemble': 'request',
     'session/collapse': 'request',
@@ -364,7 +365,7 @@ class _InspectResultRequired(TypedDict):
     system: int
     # Compaction starts above this many tokens.
     threshold: int
-    # Tool specs.
+    # Tool specs (without MCP's).
     tools: int
     # The window the session plans with: the configured one, or the smaller limit the provider named in a prompt-too-long answer.
     window: int
@@ -375,6 +376,8 @@ class InspectResult(_InspectResultRequired, total=False):
 
     # The limit learned from the provider, when one was (kept in the transcript).
     learnedLimit: Optional[int]
+    # MCP tool definitions (or `mcp_tool_search` when they are deferred).
+    mcpTools: int
 
 
 class Limits(TypedDict, total=False):
@@ -404,6 +407,33 @@ class LoadResult(TypedDict):
     sessionId: str
     # Its workspace (opened if it was not).
     workspaceId: str
+
+
+class _McpServerInfoRequired(TypedDict):
+    # Its name in the config (or in ACP's `mcpServers`).
+    name: str
+    # Its state.
+    state: McpServerState
+    # Tools it contributes to the session.
+    toolCount: int
+    # `stdio`, `http`, or `invalid` for an entry that cannot be used.
+    transport: str
+
+
+class McpServerInfo(_McpServerInfoRequired, total=False):
+    """One MCP server of a session."""
+
+    # Why it failed or stopped.
+    reason: Optional[str]
+    # Milliseconds from start to its listed tools, once ready.
+    startupMs: Optional[int]
+
+
+class McpServersResult(TypedDict):
+    """`mcp/servers` result: the MCP servers of a live session."""
+
+    # Every configured server (the user's config and the client's), in name order.
+    servers: List[McpServerInfo]
 
 
 class _MessagesPageRequired(TypedDict):
@@ -894,6 +924,7 @@ Approval = Union[Literal["allowed"], Literal["allowedAlways"], Literal["rejected
 Block = Union[BlockText, BlockImage, BlockThinking, BlockToolUse, BlockToolResult]
 CodeIndex = Union[Literal["lookup"], Literal["all"]]
 ImageSource = Union[ImageSourceBase64, ImageSourceUrl]
+McpServerState = Union[Literal["disabled"], Literal["starting"], Literal["ready"], Literal["failed"], Literal["exited"]]
 Policy = Union[Literal["ask"], Literal["auto-edit"], Literal["full-auto"]]
 Role = Union[Literal["user"], Literal["assistant"]]
 SessionOrigin = Union[Literal["serve"], Literal["acp"], Literal["exec"]]

@@ -117,6 +117,19 @@ impl NativeFront {
             InlineRequest::CancelTurn(p) => ok::<m::CancelTurn>(protocol::Ack {
                 ok: view.cancel(&p.session_id),
             }),
+            // Status is in memory; a session on disk has no servers running.
+            InlineRequest::McpServers(p) => match view.mcp_servers(&p.session_id) {
+                Some(list) => ok::<m::McpServers>(protocol::McpServersResult {
+                    servers: list.into_iter().map(cv::mcp_server_out).collect(),
+                }),
+                None => Err(RpcError::new(
+                    codes::SESSION_NOT_FOUND,
+                    format!(
+                        "session {} is not loaded; session/load it first",
+                        p.session_id
+                    ),
+                )),
+            },
         }
     }
 
@@ -182,6 +195,7 @@ impl NativeFront {
                     client_tools: p.tools.into_iter().map(cv::tool_spec_in).collect(),
                     record: None,
                     origin: garuda_core::session::SessionOrigin::Serve,
+                    mcp_servers: Vec::new(),
                 };
                 let (session, warnings) = engine.new_session(&p.workspace_id, req).map_err(err)?;
                 ok::<m::NewSession>(protocol::NewSessionResult {

@@ -313,12 +313,33 @@ pub fn view_out(v: NextRequest) -> w::ViewResult {
     }
 }
 
+/// One MCP server's status for `mcp/servers`.
+pub fn mcp_server_out(s: garuda_core::mcp::McpServerStatus) -> w::McpServerInfo {
+    use garuda_core::mcp::McpServerState as S;
+    let (state, reason) = match s.state {
+        S::Disabled => (w::McpServerState::Disabled, None),
+        S::Starting => (w::McpServerState::Starting, None),
+        S::Ready => (w::McpServerState::Ready, None),
+        S::Failed { reason } => (w::McpServerState::Failed, Some(reason)),
+        S::Exited { reason } => (w::McpServerState::Exited, Some(reason)),
+    };
+    w::McpServerInfo {
+        name: s.name,
+        transport: s.transport,
+        state,
+        reason,
+        tool_count: s.tool_count as u64,
+        startup_ms: s.startup_ms,
+    }
+}
+
 /// The accounting for `context/inspect`.
 pub fn inspect_out(r: ContextReport) -> w::InspectResult {
     let p = r.parts;
     w::InspectResult {
         system: p.system,
         tools: p.tools,
+        mcp_tools: r.mcp_tools,
         instructions: p.instructions,
         memory: p.memory,
         messages: p.messages,

@@ -9,6 +9,7 @@ mod configure;
 mod context;
 mod hardening;
 mod long_session;
+mod mcp;
 mod mock_model;
 mod mock_smoke;
 mod sandbox;

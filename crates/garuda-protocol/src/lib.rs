@@ -537,8 +537,11 @@ pub struct ViewResult {
 pub struct InspectResult {
     /// System prompt without instructions and memory.
     pub system: u64,
-    /// Tool specs.
+    /// Tool specs (without MCP's).
     pub tools: u64,
+    /// MCP tool definitions (or `mcp_tool_search` when they are deferred).
+    #[serde(default)]
+    pub mcp_tools: u64,
     /// Project instructions.
     pub instructions: u64,
     /// Project memory.
@@ -581,6 +584,50 @@ pub struct SandboxReport {
     pub commands_ask: bool,
     /// One line for people: the confinement, or why there is none.
     pub description: String,
+}
+
+/// `mcp/servers` result: the MCP servers of a live session.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServersResult {
+    /// Every configured server (the user's config and the client's), in name order.
+    pub servers: Vec<McpServerInfo>,
+}
+
+/// Where an MCP server is in its life.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum McpServerState {
+    /// `enabled = false` in the config; never started.
+    Disabled,
+    /// Spawned or connecting, tools not yet listed.
+    Starting,
+    /// Running; its tools are in the session.
+    Ready,
+    /// Did not start (bad config or command, an error, the startup timeout).
+    Failed,
+    /// Was ready, then stopped (the process exited or the connection was lost).
+    Exited,
+}
+
+/// One MCP server of a session.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerInfo {
+    /// Its name in the config (or in ACP's `mcpServers`).
+    pub name: String,
+    /// `stdio`, `http`, or `invalid` for an entry that cannot be used.
+    pub transport: String,
+    /// Its state.
+    pub state: McpServerState,
+    /// Why it failed or stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Tools it contributes to the session.
+    pub tool_count: u64,
+    /// Milliseconds from start to its listed tools, once ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_ms: Option<u64>,
 }
 
 /// `$/progress` parameters (LSP work-done progress) for `session/compact`.

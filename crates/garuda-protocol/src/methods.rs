@@ -349,4 +349,6 @@ methods! {
     ViewRequest = "session/view", Blocking, SessionRef -> ViewResult;
     /// The context by part.
     InspectContext = "context/inspect", Blocking, SessionRef -> InspectResult;
+    /// The MCP servers of a live session, with their state and tool counts.
+    McpServers = "mcp/servers", Inline, SessionRef -> McpServersResult;
 }

@@ -264,6 +264,8 @@ export type InspectResult = {
   instructions: number;
   /** The limit learned from the provider, when one was (kept in the transcript). */
   learnedLimit?: number | null;
+  /** MCP tool definitions (or `mcp_tool_search` when they are deferred). */
+  mcpTools?: number;
   /** Project memory. */
   memory: number;
   /** Conversation messages. */
@@ -278,7 +280,7 @@ export type InspectResult = {
   system: number;
   /** Compaction starts above this many tokens. */
   threshold: number;
-  /** Tool specs. */
+  /** Tool specs (without MCP's). */
   tools: number;
   /**
    * The window the session plans with: the configured one, or the smaller limit the
@@ -311,6 +313,31 @@ export type LoadResult = {
   sessionId: string;
   /** Its workspace (opened if it was not). */
   workspaceId: string;
+};
+
+/** One MCP server of a session. */
+export type McpServerInfo = {
+  /** Its name in the config (or in ACP's `mcpServers`). */
+  name: string;
+  /** Why it failed or stopped. */
+  reason?: string | null;
+  /** Milliseconds from start to its listed tools, once ready. */
+  startupMs?: number | null;
+  /** Its state. */
+  state: McpServerState;
+  /** Tools it contributes to the session. */
+  toolCount: number;
+  /** `stdio`, `http`, or `invalid` for an entry that cannot be used. */
+  transport: string;
+};
+
+/** Where an MCP server is in its life. */
+export type McpServerState = "disabled" | "starting" | "ready" | "failed" | "exited";
+
+/** `mcp/servers` result: the MCP servers of a live session. */
+export type McpServersResult = {
+  /** Every configured server (the user's config and the client's), in name order. */
+  servers: McpServerInfo[];
 };
 
 /** `session/messages` result. */
@@ -728,6 +755,8 @@ export interface Methods {
   "context/inspect": { params: SessionRef; result: InspectResult };
   /** request. */
   "initialize": { params: void; result: InitializeResult };
+  /** request. */
+  "mcp/servers": { params: SessionRef; result: McpServersResult };
   /** request (server to client). */
   "permission/request": { params: PermissionRequest; result: PermissionResult };
   /** request. */

@@ -31,7 +31,8 @@
 //! - `additionalDirectories` are opened as extra Garuda workspaces (their instruction files
 //!   are read) and named to the model in the first prompt, but the built-in tools stay
 //!   confined to `cwd`.
-//! - `mcpServers` are accepted and not connected (Garuda runs no MCP servers yet).
+//! - `mcpServers` (stdio and http; sse is refused) are started with the session beside the
+//!   user's configured servers, as Garuda's own MCP servers are (`garuda_core::mcp`).
 
 mod convert;
 mod host;
@@ -215,12 +216,10 @@ impl AcpFront {
                 p.cwd.display()
             ))));
         }
-        if !p.mcp_servers.is_empty() {
-            tracing::info!(
-                "session/new: {} MCP server(s) offered; Garuda does not connect MCP servers yet",
-                p.mcp_servers.len()
-            );
-        }
+        let mcp_servers = match mcp_servers_of(&p.mcp_servers) {
+            Ok(s) => s,
+            Err(e) => return Dispatch::Reply(Err(e)),
+        };
         let engine = self.engine.clone();
         let result = (|| {
             let ws = engine
@@ -241,6 +240,7 @@ impl AcpFront {
                     NewSession {
                         model: self.model.clone(),
                         origin: garuda_core::session::SessionOrigin::Acp,
+                        mcp_servers,
                         ..Default::default()
                     },
                 )
@@ -274,6 +274,10 @@ impl AcpFront {
             Ok(p) => p,
             Err(e) => return Dispatch::Reply(Err(e)),
         };
+        let mcp_servers = match mcp_servers_of(&p.mcp_servers) {
+            Ok(s) => s,
+            Err(e) => return Dispatch::Reply(Err(e)),
+        };
         let engine = self.engine.clone();
         let id = p.session_id.0.to_string();
         let caps = self.caps();
@@ -283,7 +287,7 @@ impl AcpFront {
                 let id = id.clone();
                 let engine = engine.clone();
                 tokio::task::spawn_blocking(move || {
-                    let live = engine.session(&id)?;
+                    let live = engine.load_session(&id, mcp_servers)?;
                     let root = live.workspace().root.path().to_path_buf();
                     let tools = live.setup().tools.clone();
                     let mut entries = Vec::new();
@@ -647,6 +651,15 @@ impl Handler for AcpFront {
         }
         Flow::Continue
     }
+}
+
+/// The client's `mcpServers` as Garuda's server entries; an entry Garuda cannot start (an
+/// `sse` server, a malformed one) is an invalid-params error.
+fn mcp_servers_of(
+    servers: &[acp::McpServer],
+) -> Result<Vec<(String, garuda_core::mcp::McpServerConfig)>, RpcError> {
+    let v = serde_json::to_value(servers).map_err(|e| RpcError::internal(e.to_string()))?;
+    garuda_core::mcp::from_acp(&v).map_err(|e| RpcError::invalid_params(e.to_string()))
 }
 
 #[cfg(test)]

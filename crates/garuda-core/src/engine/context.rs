@@ -30,8 +30,10 @@ pub struct NextRequest {
 /// The context by part (`context/inspect`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextReport {
-    /// Tokens by part, at the window in use.
+    /// Tokens by part, at the window in use (`tools` without the MCP definitions).
     pub parts: tokens::ContextParts,
+    /// MCP tool definitions in the request (with `mcp_tool_search` when they are deferred).
+    pub mcp_tools: u64,
     /// The configured window.
     pub configured_window: u64,
     /// The limit learned from the provider, if any.
@@ -225,9 +227,16 @@ impl Engine {
             info.max_output as u64,
             &live.setup.compact,
         );
-        let p = tokens::inspect(&sizes, &tracker, window, info.max_output as u64, threshold);
+        let mut p = tokens::inspect(&sizes, &tracker, window, info.max_output as u64, threshold);
+        // MCP definitions are a part of their own: what servers add is what a user trims.
+        let mcp_tools = tracker
+            .estimator
+            .estimate(tokens::tool_chars(&live.tools().mcp_specs()))
+            .min(p.tools);
+        p.tools -= mcp_tools;
         Ok(ContextReport {
             parts: p,
+            mcp_tools,
             configured_window: info.context_window,
             learned_limit: learned,
             context_tokens,

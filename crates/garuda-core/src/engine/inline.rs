@@ -45,6 +45,19 @@ impl Inline<'_> {
             .is_some_and(|s| s.cancel())
     }
 
+    /// The MCP servers of a live session (an empty list when it has none); None when the
+    /// session is not live.
+    pub fn mcp_servers(&self, session_id: &str) -> Option<Vec<crate::mcp::McpServerStatus>> {
+        let live = self.engine.sessions.live(session_id)?;
+        Some(
+            live.setup()
+                .mcp
+                .as_ref()
+                .map(crate::mcp::McpHub::servers)
+                .unwrap_or_default(),
+        )
+    }
+
     /// The assembled prompt when it is already cached; `Ok(None)` when it must be read.
     pub fn assemble_cached(
         &self,

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 use super::{Engine, EngineError};
+use crate::mcp::{McpHub, McpServerConfig, McpServerState};
 use crate::message::{Block, ToolSpec};
 use crate::provider::{self, ModelSpec};
 use crate::session::records::{MessageRecord, SessionOrigin};
@@ -134,6 +135,9 @@ pub struct NewSession {
     pub record: Option<std::path::PathBuf>,
     /// The front creating it (recorded in the transcript header).
     pub origin: SessionOrigin,
+    /// MCP servers the client passed (ACP's `mcpServers`), beside the user's config ones; a
+    /// name in both takes the client's entry.
+    pub mcp_servers: Vec<(String, McpServerConfig)>,
 }
 
 impl Engine {
@@ -148,9 +152,10 @@ impl Engine {
         model: &str,
         policy: Policy,
         client_tools: Vec<ToolSpec>,
+        mcp_servers: Vec<(String, McpServerConfig)>,
     ) -> Result<(SessionSetup, Vec<String>), EngineError> {
         let (binding, mut warnings) = self.binding(model)?;
-        let tools = crate::tools::ToolRegistry::for_session(client_tools)
+        let mut tools = crate::tools::ToolRegistry::for_session(client_tools)
             .map_err(|e| EngineError::Invalid(e.to_string()))?;
         let (commands, sandbox) =
             crate::sandbox::session_runner(&self.config.sandbox, ws.root.path());
@@ -158,6 +163,24 @@ impl Engine {
             warnings.push(format!(
                 "commands are not sandboxed ({why}): every command asks for approval"
             ));
+        }
+        let mcp = self.start_mcp(&ws, mcp_servers, &mut warnings);
+        if let Some(hub) = &mcp {
+            let mcp_tools = hub.tools();
+            let specs: Vec<ToolSpec> = mcp_tools.iter().map(|t| t.spec.clone()).collect();
+            let plan = crate::mcp::defer::plan(
+                &specs,
+                binding.info.context_window,
+                self.config.mcp.defer_share,
+            );
+            if plan.is_deferred() {
+                tracing::info!(target: "garuda::mcp",
+                    "{} MCP tool definitions (~{} tokens) exceed {} tokens: deferred behind {}",
+                    specs.len(), plan.total_tokens, plan.budget_tokens, crate::mcp::SEARCH_TOOL_NAME);
+            }
+            tools = tools
+                .with_mcp(&mcp_tools, &plan)
+                .map_err(|e| EngineError::Invalid(e.to_string()))?;
         }
         Ok((
             SessionSetup {
@@ -173,6 +196,7 @@ impl Engine {
                 approval_timeout_secs: self.config.approval.timeout_secs,
                 view_policy: Default::default(),
                 compact: self.config.context.compact_policy(),
+                mcp,
             },
             warnings,
         ))
@@ -249,6 +273,39 @@ impl Engine {
         out
     }
 
+    /// Starts the MCP servers of a new session (the user's config ones and `extra`), blocking
+    /// until each is ready or failed; None when there are none. A server that fails adds a
+    /// warning; the session goes on without it.
+    fn start_mcp(
+        &self,
+        ws: &Workspace,
+        extra: Vec<(String, McpServerConfig)>,
+        warnings: &mut Vec<String>,
+    ) -> Option<McpHub> {
+        let servers: Vec<(String, McpServerConfig)> = self
+            .config
+            .mcp_servers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .chain(extra)
+            .collect();
+        if servers.is_empty() {
+            return None;
+        }
+        let hub = McpHub::new(
+            servers,
+            Some(ws.root.path().to_path_buf()),
+            self.config.mcp.defer_share,
+        );
+        hub.start_blocking();
+        for s in hub.servers() {
+            if let McpServerState::Failed { reason } = s.state {
+                warnings.push(format!("MCP server {} failed to start: {reason}", s.name));
+            }
+        }
+        Some(hub)
+    }
+
     /// A session's view pipeline settings: the config's, with one tool result held to its
     /// share of the model's window.
     fn view_policy(
@@ -293,7 +350,13 @@ impl Engine {
             None => self.default_model(&ws)?,
         };
         let policy = req.policy.unwrap_or_else(|| self.default_policy());
-        let (mut setup, warnings) = self.setup(ws.clone(), &model, policy, req.client_tools)?;
+        let (mut setup, warnings) = self.setup(
+            ws.clone(),
+            &model,
+            policy,
+            req.client_tools,
+            req.mcp_servers,
+        )?;
         if let Some(path) = req.record {
             setup.provider = provider::recording(setup.provider, path);
         }
@@ -309,6 +372,16 @@ impl Engine {
 
     /// The live session with this id, loading it from disk (after a restart) when needed.
     pub fn session(&self, id: &str) -> Result<Arc<LiveSession>, EngineError> {
+        self.load_session(id, Vec::new())
+    }
+
+    /// [`Self::session`], with MCP servers the client passed (ACP's `session/load`) started
+    /// beside the configured ones when the session is brought back from disk.
+    pub fn load_session(
+        &self,
+        id: &str,
+        mcp_servers: Vec<(String, McpServerConfig)>,
+    ) -> Result<Arc<LiveSession>, EngineError> {
         if let Some(s) = self.sessions.live(id) {
             return Ok(s);
         }
@@ -335,7 +408,10 @@ impl Engine {
             "" => self.default_model(&ws)?,
             m => m.to_string(),
         };
-        let (mut setup, _) = self.setup(ws, &model, policy, Vec::new())?;
+        let (mut setup, warnings) = self.setup(ws, &model, policy, Vec::new(), mcp_servers)?;
+        for w in warnings {
+            tracing::warn!("{w}");
+        }
         setup.view_policy = self.view_policy(id, &setup.model_info, &setup.tools);
         let switched = switched_model(&loaded.records).filter(|m| *m != loaded.header.model);
         let live = Arc::new(LiveSession::new(loaded.header, setup, file, loaded.records));

@@ -1,7 +1,7 @@
 //! The tools of a session, each registered once with what the rest of Garuda needs to know
 //! about it: its spec, its class (approval policy, compaction, the fronts' display), where
 //! it runs, and which input names a workspace file. Built-in tools, the session tool `snip`,
-//! client tools (and later MCP tools) register the same way; nothing else matches tool names.
+//! client tools and MCP tools register the same way; nothing else matches tool names.
 
 use super::ToolClass;
 use crate::message::ToolSpec;
@@ -15,6 +15,15 @@ pub enum ToolSource {
     Session,
     /// A tool the client registered; it runs in the client (`tool/call`).
     Client,
+    /// A tool of an MCP server, called through the session's [`crate::mcp::McpHub`].
+    Mcp {
+        /// The server's config name.
+        server: String,
+        /// The tool's own MCP name.
+        tool: String,
+    },
+    /// `mcp_tool_search`: answers from the deferred MCP definitions.
+    McpSearch,
 }
 
 /// One registered tool.
@@ -31,6 +40,9 @@ pub struct ToolEntry {
     pub path_arg: Option<&'static str>,
     /// It refuses to change a file the model has not read (and which changed since).
     pub needs_read: bool,
+    /// Its definition is left out of requests (an MCP tool behind `mcp_tool_search`); it is
+    /// still callable by name.
+    pub deferred: bool,
 }
 
 impl ToolEntry {
@@ -45,8 +57,9 @@ impl ToolEntry {
 #[error("client tool {0} clashes with a built-in tool")]
 pub struct ToolClash(pub String);
 
-/// A session's tools, in the fixed order the model sees them: built-ins, session tools, then
-/// the client's. Fixed for the session's life, so the tool definitions stay byte-stable.
+/// A session's tools, in the fixed order the model sees them: built-ins, session tools, the
+/// client's, then MCP tools (by server, then tool name) and `mcp_tool_search` when they are
+/// deferred. Fixed for the session's life, so the tool definitions stay byte-stable.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ToolRegistry {
     entries: Vec<ToolEntry>,
@@ -64,6 +77,7 @@ impl ToolRegistry {
                 source: ToolSource::Builtin,
                 path_arg,
                 needs_read,
+                deferred: false,
             });
         }
         r.entries.push(ToolEntry {
@@ -72,6 +86,7 @@ impl ToolRegistry {
             source: ToolSource::Session,
             path_arg: None,
             needs_read: false,
+            deferred: false,
         });
         for spec in client {
             if r.get(&spec.name).is_some() {
@@ -83,9 +98,89 @@ impl ToolRegistry {
                 source: ToolSource::Client,
                 path_arg: None,
                 needs_read: false,
+                deferred: false,
             });
         }
         Ok(r)
+    }
+
+    /// Adds the MCP tools of a session (in their fixed order) as `plan` decided: loaded, or
+    /// deferred behind `mcp_tool_search`. An MCP tool counts as a command unless the config
+    /// marks it read-only.
+    pub fn with_mcp(
+        mut self,
+        tools: &[crate::mcp::McpTool],
+        plan: &crate::mcp::DeferPlan,
+    ) -> Result<ToolRegistry, ToolClash> {
+        for t in tools {
+            if self.get(&t.name).is_some() {
+                return Err(ToolClash(t.name.clone()));
+            }
+            self.entries.push(ToolEntry {
+                spec: t.spec.clone(),
+                class: if t.read_only {
+                    ToolClass::Read
+                } else {
+                    ToolClass::Exec
+                },
+                source: ToolSource::Mcp {
+                    server: t.server.clone(),
+                    tool: t.tool.clone(),
+                },
+                path_arg: None,
+                needs_read: false,
+                deferred: plan.is_deferred(),
+            });
+        }
+        if let Some(search) = &plan.search_tool {
+            if self.get(&search.name).is_some() {
+                return Err(ToolClash(search.name.clone()));
+            }
+            self.entries.push(ToolEntry {
+                spec: search.clone(),
+                class: ToolClass::Search,
+                source: ToolSource::McpSearch,
+                path_arg: None,
+                needs_read: false,
+                deferred: false,
+            });
+        }
+        Ok(self)
+    }
+
+    /// This registry without its MCP tools and search tool (to add a changed list).
+    pub fn without_mcp(&self) -> ToolRegistry {
+        ToolRegistry {
+            entries: self
+                .entries
+                .iter()
+                .filter(|e| !matches!(e.source, ToolSource::Mcp { .. } | ToolSource::McpSearch))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// True when the session has MCP tools (loaded or deferred).
+    pub fn has_mcp(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|e| matches!(e.source, ToolSource::Mcp { .. }))
+    }
+
+    /// True when MCP definitions are deferred behind `mcp_tool_search`.
+    pub fn mcp_deferred(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.source == ToolSource::McpSearch)
+    }
+
+    /// The definitions `mcp_tool_search` answers from.
+    pub fn deferred_specs(&self) -> Vec<ToolSpec> {
+        self.entries
+            .iter()
+            .filter(|e| e.deferred)
+            .map(|e| e.spec.clone())
+            .collect()
     }
 
     /// The tool called `name`.
@@ -98,9 +193,25 @@ impl ToolRegistry {
         &self.entries
     }
 
-    /// The specs the model sees, in order.
+    /// The specs the model sees, in order (deferred MCP definitions left out).
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.entries.iter().map(|e| e.spec.clone()).collect()
+        self.entries
+            .iter()
+            .filter(|e| !e.deferred)
+            .map(|e| e.spec.clone())
+            .collect()
+    }
+
+    /// The specs of the request that come from MCP (loaded definitions and the search tool),
+    /// for `context/inspect`.
+    pub fn mcp_specs(&self) -> Vec<ToolSpec> {
+        self.entries
+            .iter()
+            .filter(|e| {
+                !e.deferred && matches!(e.source, ToolSource::Mcp { .. } | ToolSource::McpSearch)
+            })
+            .map(|e| e.spec.clone())
+            .collect()
     }
 
     /// Names of the tools whose old results the time-based microcompact may clear: those
@@ -162,5 +273,55 @@ mod tests {
             ToolRegistry::for_session(vec![spec("snip")]),
             Err(ToolClash("snip".into()))
         );
+    }
+
+    fn mcp_tool(server: &str, tool: &str, read_only: bool) -> crate::mcp::McpTool {
+        let name = format!("mcp__{server}__{tool}");
+        crate::mcp::McpTool {
+            spec: spec(&name),
+            name,
+            server: server.into(),
+            tool: tool.into(),
+            read_only,
+        }
+    }
+
+    #[test]
+    fn mcp_tools_come_last_as_commands_unless_read_only() {
+        let tools = [mcp_tool("a", "x", false), mcp_tool("a", "y", true)];
+        let specs: Vec<ToolSpec> = tools.iter().map(|t| t.spec.clone()).collect();
+        let loaded = crate::mcp::defer::plan(&specs, 200_000, 0.1);
+        let r = ToolRegistry::for_session(vec![spec("open_in_editor")])
+            .unwrap()
+            .with_mcp(&tools, &loaded)
+            .unwrap();
+        let names: Vec<String> = r.specs().into_iter().map(|s| s.name).collect();
+        assert_eq!(
+            names[names.len() - 3..],
+            ["open_in_editor", "mcp__a__x", "mcp__a__y"]
+        );
+        assert_eq!(r.get("mcp__a__x").map(|e| e.class), Some(ToolClass::Exec));
+        assert_eq!(r.get("mcp__a__y").map(|e| e.class), Some(ToolClass::Read));
+        assert!(r.has_mcp() && !r.mcp_deferred());
+        assert_eq!(r.mcp_specs().len(), 2);
+        assert!(!r.compactable().contains(&"mcp__a__y".to_string()));
+
+        let deferred = crate::mcp::defer::plan(&specs, 10, 0.1);
+        let r = ToolRegistry::for_session(Vec::new())
+            .unwrap()
+            .with_mcp(&tools, &deferred)
+            .unwrap();
+        let names: Vec<String> = r.specs().into_iter().map(|s| s.name).collect();
+        assert_eq!(names.last().map(String::as_str), Some("mcp_tool_search"));
+        assert!(!names.iter().any(|n| n.starts_with("mcp__")));
+        assert!(r.get("mcp__a__x").is_some(), "still callable");
+        assert!(r.mcp_deferred());
+        assert_eq!(r.deferred_specs().len(), 2);
+        assert_eq!(r.mcp_specs().len(), 1);
+
+        let clash = ToolRegistry::for_session(vec![spec("mcp__a__x")])
+            .unwrap()
+            .with_mcp(&tools, &loaded);
+        assert_eq!(clash, Err(ToolClash("mcp__a__x".into())));
     }
 }

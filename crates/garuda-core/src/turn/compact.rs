@@ -611,9 +611,16 @@ pub async fn compact_session(
     // The instructions come back as they are on disk now: the system prompt is rebuilt.
     let ws = &session.setup.workspace;
     ws.invalidate();
-    let assembled = ws.assemble(&session.setup.prompt_options(&session.header.model));
-    let fixed =
-        est.estimate(assembled.system.chars().count() + tokens::tool_chars(&session.tool_specs()));
+    // A changed MCP tool list comes in with the rebuilt prompt, never mid-phase.
+    let next_tools = session.next_tools();
+    let assembled = ws.assemble(
+        &session
+            .setup
+            .prompt_options(&session.header.model, &next_tools.registry),
+    );
+    let fixed = est.estimate(
+        assembled.system.chars().count() + tokens::tool_chars(&next_tools.registry.specs()),
+    );
     let messages = without_regenerated(&view.messages, &state.records);
     let todo = todo_entries(session);
     let todo_t = est.estimate(compact::render_todo(&todo).len() + 64);
@@ -788,6 +795,7 @@ pub async fn compact_session(
     state.prompt_sha = assembled.sha256.clone();
     session.set_prompt(assembled.clone());
     session.renew_model_note();
+    session.install_tools(next_tools);
     // Reads survive where their content does: kept steps and restored files.
     let restored_at: std::collections::HashMap<&str, &str> = inst
         .restored

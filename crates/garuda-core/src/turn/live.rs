@@ -14,7 +14,7 @@ use crate::session::compact::{CompactPolicy, FailureTracker};
 use crate::session::tokens::ContextTracker;
 use crate::session::view::{ViewCache, ViewPolicy};
 use crate::session::{Record, SessionFile, SessionHeader, StoreError};
-use crate::tools::{FileTracker, Policy, TodoItem};
+use crate::tools::{FileTracker, Policy, TodoItem, ToolRegistry};
 use crate::workspace::Workspace;
 
 /// Why a turn or session operation failed.
@@ -77,14 +77,20 @@ pub struct SessionSetup {
     pub commands: Option<Arc<crate::sandbox::CommandRunner>>,
     /// What its commands run in, measured at its start.
     pub sandbox: crate::sandbox::CommandSandbox,
+    /// The session's MCP servers, started before its tools were fixed (None: no servers).
+    pub mcp: Option<crate::mcp::McpHub>,
 }
 
 impl SessionSetup {
     /// The prompt options of this session: the workspace's, with the session's own facts
-    /// (its policy, sandbox and tools).
-    pub fn prompt_options(&self, model: &str) -> crate::prompt::PromptOptions {
+    /// (its policy, sandbox and `tools`, which include its MCP tools or their search tool).
+    pub fn prompt_options(
+        &self,
+        model: &str,
+        tools: &crate::tools::ToolRegistry,
+    ) -> crate::prompt::PromptOptions {
         let mut o = self.workspace.default_options(Some(model));
-        o.facts = crate::tools::session_facts(self.policy, &self.sandbox, &self.tools);
+        o.facts = crate::tools::session_facts(self.policy, &self.sandbox, tools);
         o
     }
 }
@@ -186,6 +192,16 @@ pub struct LiveSession {
     /// The next user message carries a note naming the model (it differs from the one the
     /// system prompt names).
     model_note: std::sync::atomic::AtomicBool,
+    /// The tools now: `setup.tools` until a compaction installs a changed MCP tool list.
+    tools: Mutex<Arc<ToolRegistry>>,
+}
+
+/// The tool registry a compaction would install, and the MCP list behind it.
+pub(crate) struct NextTools {
+    /// The registry.
+    pub(crate) registry: Arc<ToolRegistry>,
+    /// The MCP tools to install in the hub with it (None: unchanged).
+    pub(crate) mcp: Option<Vec<crate::mcp::McpTool>>,
 }
 
 /// The running operation of a session: the session's state, exclusively, until it drops.
@@ -225,10 +241,11 @@ impl LiveSession {
         file: SessionFile,
         records: Vec<Record>,
     ) -> LiveSession {
-        let opts = setup.prompt_options(&header.model);
+        let opts = setup.prompt_options(&header.model, &setup.tools);
         let assembled = setup.workspace.assemble(&opts);
         let count = records.iter().filter(|r| r.as_message().is_some()).count();
         let message_count = Arc::new(AtomicU64::new(count as u64));
+        let setup_tools = setup.tools.clone();
         LiveSession {
             message_count: message_count.clone(),
             id: header.session_id.clone(),
@@ -258,6 +275,7 @@ impl LiveSession {
             todos: Arc::new(Mutex::new(Vec::new())),
             always_allow: Mutex::new(HashSet::new()),
             running: Mutex::new(None),
+            tools: Mutex::new(Arc::new(setup_tools)),
         }
     }
 
@@ -446,6 +464,52 @@ impl LiveSession {
 
     /// The tools the model sees, in their fixed order.
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
-        self.setup.tools.specs()
+        self.tools().specs()
+    }
+
+    /// The session's tool registry now (fixed between compactions).
+    pub fn tools(&self) -> Arc<ToolRegistry> {
+        self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The registry a compaction would install: the current one, or one with the MCP tools
+    /// the servers list now when a `tools/list_changed` changed them.
+    pub(crate) fn next_tools(&self) -> NextTools {
+        let current = self.tools();
+        let unchanged = |registry| NextTools {
+            registry,
+            mcp: None,
+        };
+        let Some(hub) = &self.setup.mcp else {
+            return unchanged(current);
+        };
+        if !hub.has_tool_changes() {
+            return unchanged(current);
+        }
+        let fresh = hub.current_tools();
+        let specs: Vec<ToolSpec> = fresh.iter().map(|t| t.spec.clone()).collect();
+        let plan = crate::mcp::defer::plan(
+            &specs,
+            self.setup.model_info.context_window,
+            hub.defer_share(),
+        );
+        match current.without_mcp().with_mcp(&fresh, &plan) {
+            Ok(r) => NextTools {
+                registry: Arc::new(r),
+                mcp: Some(fresh),
+            },
+            Err(e) => {
+                tracing::warn!(target: "garuda::mcp", "changed MCP tools not installed: {e}");
+                unchanged(current)
+            }
+        }
+    }
+
+    /// Installs what [`Self::next_tools`] gave, with the rebuilt prompt (a compaction).
+    pub(crate) fn install_tools(&self, next: NextTools) {
+        if let (Some(list), Some(hub)) = (next.mcp, &self.setup.mcp) {
+            hub.install_tools(list);
+            *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = next.registry;
+        }
     }
 }

@@ -84,7 +84,11 @@ fn instruction_note(
     state: &mut SessionState,
 ) -> Option<(MessageRecord, Record)> {
     let ws = &session.setup.workspace;
-    let assembled = ws.assemble(&session.setup.prompt_options(&session.header.model));
+    let assembled = ws.assemble(
+        &session
+            .setup
+            .prompt_options(&session.header.model, &session.tools()),
+    );
     if assembled.sha256 == state.prompt_sha {
         return None;
     }
@@ -132,6 +136,22 @@ pub fn model_note(spec: &str) -> String {
 pub fn model_in_note(text: &str) -> Option<&str> {
     let rest = text.strip_prefix(MODEL_NOTE_HEAD)?;
     rest.split_once(". Where the system prompt").map(|(m, _)| m)
+}
+
+/// What the MCP servers reported since the model last heard (a failed start, a server that
+/// died, a changed tool list): one note before the user's message, each event once.
+async fn mcp_note(session: &LiveSession, state: &SessionState) -> Option<MessageRecord> {
+    let hub = session.setup.mcp.as_ref()?;
+    let events = hub.take_events().await;
+    if events.is_empty() {
+        return None;
+    }
+    let lines: Vec<String> = events.iter().map(crate::mcp::McpEvent::note).collect();
+    let note = format!("<garuda_note>{}</garuda_note>", lines.join("\n"));
+    let mut message =
+        MessageRecord::new(Role::User, vec![Block::text(note)], state.last_message_id());
+    message.meta = Some(MessageMeta::InstructionNote);
+    Some(message)
 }
 
 /// Refuses a user message that cannot fit the window whatever is compacted.
@@ -183,6 +203,9 @@ async fn run_locked(
         note.meta = Some(MessageMeta::ModelNote);
         state.append(vec![Record::Message(note)])?;
     }
+    if let Some(note) = mcp_note(session, state).await {
+        state.append(vec![Record::Message(note)])?;
+    }
     let user = MessageRecord::new(Role::User, input, state.last_message_id());
     outcome.message_ids.push(user.uuid.clone());
     state.append(vec![Record::Message(user)])?;
@@ -203,7 +226,6 @@ async fn run_locked(
     // Reactive compactions of one step: the first teaches the limit; a second one covers an
     // estimate that was still off.
     let mut reactive_left = 2u32;
-    let tools = session.tool_specs();
     for step in 1..=max_steps {
         if cancel.is_cancelled() {
             outcome.stop_reason = StopReason::Cancelled;
@@ -225,7 +247,8 @@ async fn run_locked(
         let request = ModelRequest {
             model: session.model().id.clone(),
             system: session.system(),
-            tools: tools.clone(),
+            // Fixed between compactions; one may have installed a changed MCP list above.
+            tools: session.tool_specs(),
             messages: sv.messages,
             max_tokens: max_tokens as u32,
             cache: sv.cache,
@@ -336,10 +359,9 @@ async fn run_locked(
             outcome.stop_reason = response.stop_reason;
             return Ok(outcome);
         }
+        let tools = session.tools();
         let reads = |name: &str| {
-            session
-                .setup
-                .tools
+            tools
                 .get(name)
                 .is_some_and(|e| e.class == ToolClass::Read && e.path_arg.is_some())
         };
@@ -349,6 +371,8 @@ async fn run_locked(
         }
         let mut results = Vec::with_capacity(calls.len());
         for (id, name, input) in calls {
+            // Images (from MCP tools) that go into the result beside its text.
+            let mut extra = Vec::new();
             let out = if cancel.is_cancelled() {
                 interrupted()
             } else {
@@ -361,13 +385,14 @@ async fn run_locked(
                     },
                 );
                 let refused = response.tool_errors.iter().find(|e| e.id == id);
-                let out = match refused {
+                let (out, blocks) = match refused {
                     // Bad arguments: the model hears why, nothing runs, nothing is asked.
-                    Some(e) => ToolOutput::error(e.message.clone()),
+                    Some(e) => (ToolOutput::error(e.message.clone()), Vec::new()),
                     None => {
                         run_tool(session, state, host, &ctx.for_call(&id), &id, &name, input).await
                     }
                 };
+                extra = blocks;
                 if out.meta.todos_changed {
                     let todos = session
                         .todos
@@ -388,9 +413,11 @@ async fn run_locked(
                     meta: out.meta.clone(),
                 },
             );
+            let mut content = vec![Block::text(out.content)];
+            content.extend(extra);
             results.push(Block::ToolResult {
                 tool_use_id: id,
-                content: vec![Block::text(out.content)],
+                content,
                 is_error: out.is_error,
             });
         }
@@ -485,17 +512,55 @@ async fn run_tool(
     id: &str,
     name: &str,
     input: Value,
-) -> ToolOutput {
-    let Some(entry) = session.setup.tools.get(name) else {
+) -> (ToolOutput, Vec<Block>) {
+    match run_tool_inner(session, state, host, ctx, id, name, input).await {
+        Ran::Text(out) => (out, Vec::new()),
+        Ran::Blocks(out, blocks) => (out, blocks),
+    }
+}
+
+/// A tool's answer: text alone, or text with further blocks (an MCP tool's images).
+enum Ran {
+    Text(ToolOutput),
+    Blocks(ToolOutput, Vec<Block>),
+}
+
+impl From<ToolOutput> for Ran {
+    fn from(out: ToolOutput) -> Ran {
+        Ran::Text(out)
+    }
+}
+
+async fn run_tool_inner(
+    session: &Arc<LiveSession>,
+    state: &mut SessionState,
+    host: &dyn TurnHost,
+    ctx: &ToolContext,
+    id: &str,
+    name: &str,
+    input: Value,
+) -> Ran {
+    let tools = session.tools();
+    let Some(entry) = tools.get(name) else {
         return ToolOutput::error(format!(
             "unknown tool {name}; use one of the tools listed in the request"
-        ));
+        ))
+        .into();
     };
     if entry.source == ToolSource::Session {
         return match super::ops::snip_tool(session, state, &input) {
             Ok(t) => ToolOutput::ok(t),
             Err(e) => ToolOutput::error(e),
-        };
+        }
+        .into();
+    }
+    if entry.source == ToolSource::McpSearch {
+        let deferred = tools.deferred_specs();
+        return match crate::mcp::defer::search(&deferred, &input) {
+            Ok(t) => ToolOutput::ok(t),
+            Err(e) => ToolOutput::error(e),
+        }
+        .into();
     }
     // Risk follows the path an edit changes (links resolved), not the tool's name.
     let risk = match (entry.class, entry.path_in(&input)) {
@@ -536,7 +601,7 @@ async fn run_tool(
             let wait = Duration::from_secs(secs + 2);
             let answer = tokio::select! {
                 a = tokio::time::timeout(wait, host.ask_permission(req)) => a.unwrap_or(PermissionAnswer::TimedOut),
-                _ = ctx.cancel.cancelled() => return interrupted(),
+                _ = ctx.cancel.cancelled() => return interrupted().into(),
             };
             match answer {
                 PermissionAnswer::AllowOnce => approval = Some(Approval::Allowed),
@@ -544,19 +609,23 @@ async fn run_tool(
                     session.allow_always(&always_key);
                     approval = Some(Approval::AllowedAlways);
                 }
-                PermissionAnswer::Reject => return refused(DENIED.into(), Approval::Rejected),
+                PermissionAnswer::Reject => {
+                    return refused(DENIED.into(), Approval::Rejected).into();
+                }
                 PermissionAnswer::TimedOut => {
-                    return refused(timed_out_text(secs), Approval::TimedOut);
+                    return refused(timed_out_text(secs), Approval::TimedOut).into();
                 }
                 PermissionAnswer::Failed => {
-                    return refused(APPROVAL_FAILED.into(), Approval::Failed);
+                    return refused(APPROVAL_FAILED.into(), Approval::Failed).into();
                 }
             }
         }
     }
-    let mut out = execute(session, host, ctx, entry, id, name, input).await;
-    out.meta.approval = approval;
-    out
+    let mut ran = execute(session, host, ctx, entry, id, name, input).await;
+    match &mut ran {
+        Ran::Text(out) | Ran::Blocks(out, _) => out.meta.approval = approval,
+    }
+    ran
 }
 
 /// A call that did not run because its approval did not allow it.
@@ -585,32 +654,60 @@ async fn execute(
     id: &str,
     name: &str,
     input: Value,
-) -> ToolOutput {
+) -> Ran {
     host.tool_running(&session.id, id);
+    if let ToolSource::Mcp { .. } = entry.source {
+        let Some(hub) = &session.setup.mcp else {
+            return ToolOutput::error(format!("{name}: this session has no MCP servers")).into();
+        };
+        return match hub.call(name, input, &ctx.cancel).await {
+            Ok(result) => {
+                let mut text = Vec::new();
+                let mut blocks = Vec::new();
+                for b in result.content {
+                    match b {
+                        Block::Text { text: t } => text.push(t),
+                        other => blocks.push(other),
+                    }
+                }
+                let text = text.join("\n");
+                let out = if result.is_error {
+                    ToolOutput::error(text)
+                } else {
+                    ToolOutput::ok(text)
+                };
+                Ran::Blocks(out, blocks)
+            }
+            Err(crate::mcp::McpCallError::Cancelled) => interrupted().into(),
+            Err(e) => ToolOutput::error(e.to_string()).into(),
+        };
+    }
     if entry.source == ToolSource::Client {
         let r = tokio::select! {
             r = host.call_client_tool(&session.id, name, input) => r,
-            _ = ctx.cancel.cancelled() => return interrupted(),
+            _ = ctx.cancel.cancelled() => return interrupted().into(),
         };
         return if r.is_error {
             ToolOutput::error(r.content)
         } else {
             ToolOutput::ok(r.content)
-        };
+        }
+        .into();
     }
     if entry.class == ToolClass::Edit {
         let plan = match tools::plan_edit(name, &input, ctx) {
             Ok(p) => p,
-            Err(refusal) => return refusal,
+            Err(refusal) => return refusal.into(),
         };
         let abs = ctx.root.path().join(&plan.rel_path);
         if let Some(apply) = host.apply_edit(abs, plan.old_text.clone(), plan.new_text.clone()) {
             return match apply.await {
                 Ok(()) => tools::finish_write(&plan, ctx),
                 Err(e) => ToolOutput::error(format!("the editor did not apply the edit: {e}")),
-            };
+            }
+            .into();
         }
-        return tools::commit_write(&plan, ctx);
+        return tools::commit_write(&plan, ctx).into();
     }
     // An editor terminal runs outside Garuda's sandbox, so commands go there only when the
     // session has no sandbox (and then they were asked for like any unconfined command).
@@ -629,9 +726,10 @@ async fn execute(
             ToolOutput::error(r.content)
         } else {
             ToolOutput::ok(r.content)
-        };
+        }
+        .into();
     }
-    tools::run(name, input, ctx).await
+    tools::run(name, input, ctx).await.into()
 }
 
 /// A `bash` call as the client would run it; `None` when the input has no command (the

@@ -179,6 +179,7 @@ fn fixture(policy: Policy, window: u64, answers: Vec<Answer>) -> Fixture {
         compact: Default::default(),
         commands: workspace_runner.0,
         sandbox: workspace_runner.1,
+        mcp: None,
     };
     Fixture {
         _state: state,

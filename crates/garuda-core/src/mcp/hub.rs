@@ -1,0 +1,1127 @@
+//! The MCP servers of one session: started together, listed in a fixed order, called with
+//! a timeout, watched, and stopped with the session.
+//!
+//! Invariants the rest of Garuda relies on:
+//! - The tool list is taken once at start ([`McpHub::tools`]) and changes only when the caller
+//!   asks ([`McpHub::apply_tool_changes`], at compaction), so the request prefix stays
+//!   byte-identical and the provider's prompt cache keeps hitting.
+//! - A server that fails to start or dies is reported once ([`McpHub::take_events`]); the
+//!   session goes on without it, and a new session (a new hub) starts it again.
+//! - Stdio servers run in their own process group, which is killed when the hub goes, so a
+//!   server's own children (`npx` starts `node`) do not outlive the session. A server that
+//!   calls `setsid` itself escapes this; none of the common ones do.
+//! - A server's stderr goes to the log (target `garuda::mcp`), never to Garuda's stdout.
+//!   The last lines are kept to explain a failed start.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, Tool};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{McpServerConfig, McpTransport};
+use super::convert::{McpToolResult, convert_result};
+use super::http::McpHttpClient;
+use super::naming::assign_names;
+use crate::message::ToolSpec;
+
+/// Variables a stdio server inherits from Garuda's environment; everything else (provider
+/// keys above all) stays out unless the server's `env` names it.
+pub const BASE_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TMPDIR",
+    "TZ",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_STATE_HOME",
+    "XDG_RUNTIME_DIR",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+];
+
+/// Lines of a server's stderr kept to explain a failure.
+const STDERR_TAIL: usize = 5;
+/// Longest stderr line kept (characters).
+const STDERR_LINE: usize = 300;
+/// How long a stopping server gets after SIGTERM before SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(2);
+/// Connect timeout for Streamable HTTP servers.
+const HTTP_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where a server is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpServerState {
+    /// Configured with `enabled = false`; never started.
+    Disabled,
+    /// Starting: spawned or connecting, not yet listed its tools.
+    Starting,
+    /// Running; its tools are in the session.
+    Ready,
+    /// Did not start (bad config, bad command, error, timeout).
+    Failed {
+        /// Why, for the person.
+        reason: String,
+    },
+    /// Was ready, then stopped (process exit or lost connection).
+    Exited {
+        /// Why, for the person.
+        reason: String,
+    },
+}
+
+/// One server as `mcp/servers` lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServerStatus {
+    /// Its name in the config (or in ACP's `mcpServers`).
+    pub name: String,
+    /// `stdio`, `http`, or `invalid` for a config entry that cannot be used.
+    pub transport: String,
+    /// Its state.
+    pub state: McpServerState,
+    /// Tools it contributes to the session's current list.
+    pub tool_count: usize,
+    /// Milliseconds from start to a listed tool set, once ready.
+    pub startup_ms: Option<u64>,
+}
+
+/// An MCP tool as the session exposes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpTool {
+    /// The name the model calls (`mcp__SERVER__TOOL`, sanitized).
+    pub name: String,
+    /// The server's config name.
+    pub server: String,
+    /// The tool's own MCP name.
+    pub tool: String,
+    /// The definition sent to the provider.
+    pub spec: ToolSpec,
+    /// True when the config marks the server or the tool read-only (no approval needed);
+    /// otherwise the tool counts as a command.
+    pub read_only: bool,
+}
+
+/// Something the model or the person should hear about once.
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpEvent {
+    /// A server did not start.
+    ServerFailed {
+        /// The server.
+        server: String,
+        /// Why.
+        reason: String,
+    },
+    /// A ready server stopped.
+    ServerExited {
+        /// The server.
+        server: String,
+        /// Why.
+        reason: String,
+    },
+    /// A server's tool list changed (`notifications/tools/list_changed`); not yet applied.
+    ToolsChanged {
+        /// The server.
+        server: String,
+        /// Exposed names of new tools.
+        added: Vec<String>,
+        /// Exposed names of tools gone.
+        removed: Vec<String>,
+        /// Exposed names of tools whose definition changed.
+        changed: Vec<String>,
+    },
+}
+
+impl McpEvent {
+    /// The text for a `<garuda_note>` to the model.
+    pub fn note(&self) -> String {
+        match self {
+            McpEvent::ServerFailed { server, reason } => format!(
+                "MCP server `{server}` failed to start ({reason}); its tools are not available in this session."
+            ),
+            McpEvent::ServerExited { server, reason } => format!(
+                "MCP server `{server}` stopped ({reason}); calls to its tools fail for the rest of this session."
+            ),
+            McpEvent::ToolsChanged {
+                server,
+                added,
+                removed,
+                changed,
+            } => {
+                let mut parts = Vec::new();
+                for (what, names) in [("added", added), ("removed", removed), ("changed", changed)]
+                {
+                    if !names.is_empty() {
+                        parts.push(format!("{what}: {}", names.join(", ")));
+                    }
+                }
+                format!(
+                    "MCP server `{server}` changed its tools ({}); the new list takes effect after the next compaction.",
+                    parts.join("; ")
+                )
+            }
+        }
+    }
+}
+
+/// Why a tool call did not produce a result. The text is written for the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum McpCallError {
+    /// No tool of that name in the session's list.
+    #[error("no MCP tool named `{0}` in this session")]
+    UnknownTool(String),
+    /// The server is not running.
+    #[error("MCP server `{server}` is not available: {reason}")]
+    Unavailable {
+        /// The server.
+        server: String,
+        /// Why.
+        reason: String,
+    },
+    /// The arguments are not a JSON object.
+    #[error("arguments for `{0}` must be a JSON object")]
+    BadArguments(String),
+    /// No answer within the call timeout; the request was cancelled at the server.
+    #[error(
+        "`{tool}` on MCP server `{server}` did not answer within {ms} ms; the call was cancelled"
+    )]
+    Timeout {
+        /// The server.
+        server: String,
+        /// The tool's MCP name.
+        tool: String,
+        /// The timeout.
+        ms: u64,
+    },
+    /// The turn was cancelled; the request was cancelled at the server.
+    #[error("cancelled")]
+    Cancelled,
+    /// The server answered with an error.
+    #[error("MCP server `{server}` failed the call to `{tool}`: {message}")]
+    Failed {
+        /// The server.
+        server: String,
+        /// The tool's MCP name.
+        tool: String,
+        /// The server's message.
+        message: String,
+    },
+}
+
+/// Orders and names the tools of ready servers: by server name, then tool name, so the same
+/// servers with the same tools always give the same list, whatever order they listed them in.
+/// A tool name a server lists twice is taken once.
+pub fn build_tools(listings: &[(&str, &McpServerConfig, &[Tool])]) -> Vec<McpTool> {
+    let mut rows: Vec<(&str, &McpServerConfig, &Tool)> = listings
+        .iter()
+        .flat_map(|(s, c, tools)| tools.iter().map(move |t| (*s, *c, t)))
+        .collect();
+    rows.sort_by(|a, b| (a.0, a.2.name.as_ref()).cmp(&(b.0, b.2.name.as_ref())));
+    rows.dedup_by(|a, b| a.0 == b.0 && a.2.name == b.2.name);
+    let pairs: Vec<(&str, &str)> = rows.iter().map(|(s, _, t)| (*s, t.name.as_ref())).collect();
+    let names = assign_names(&pairs);
+    rows.into_iter()
+        .zip(names)
+        .map(|((server, config, tool), name)| McpTool {
+            spec: tool_spec(&name, server, tool),
+            read_only: config.tool_is_read_only(&tool.name),
+            name,
+            server: server.to_string(),
+            tool: tool.name.to_string(),
+        })
+        .collect()
+}
+
+/// The provider-facing definition of an MCP tool.
+fn tool_spec(name: &str, server: &str, tool: &Tool) -> ToolSpec {
+    let description = tool
+        .description
+        .as_deref()
+        .filter(|d| !d.trim().is_empty())
+        .map(str::to_string)
+        .or_else(|| tool.title.clone())
+        .unwrap_or_else(|| format!("Tool `{}` of MCP server `{server}`.", tool.name));
+    let mut schema = (*tool.input_schema).clone();
+    // Providers require an object schema; some servers leave `type` out for no-argument tools.
+    schema
+        .entry("type")
+        .or_insert_with(|| Value::String("object".into()));
+    ToolSpec {
+        name: name.to_string(),
+        description,
+        input_schema: Value::Object(schema),
+    }
+}
+
+/// Our side of the MCP connection: identifies Garuda and hears notifications.
+#[derive(Clone)]
+struct Handler {
+    server: String,
+    dirty: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Handler {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::info!(target: "garuda::mcp", server = %self.server, "tools/list_changed");
+        self.dirty.store(true, Ordering::SeqCst);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        // No roots, sampling or elicitation: Garuda answers none of those requests.
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("garuda", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+/// A spawned stdio server's process group.
+struct Child {
+    pgid: i32,
+    exited: Arc<AtomicBool>,
+    status: watch::Receiver<Option<String>>,
+}
+
+impl Child {
+    fn signal(&self, sig: rustix::process::Signal) {
+        // After the leader is reaped its pid could in principle be reused; the waiter kills
+        // the group and sets `exited` at that moment, so later signals are skipped.
+        if self.exited.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Some(pid) = rustix::process::Pid::from_raw(self.pgid) {
+            let _ = rustix::process::kill_process_group(pid, sig);
+        }
+    }
+}
+
+/// One configured server and everything known about it.
+struct Server {
+    name: String,
+    config: McpServerConfig,
+    transport: Result<McpTransport, String>,
+    state: Mutex<McpServerState>,
+    startup_ms: Mutex<Option<u64>>,
+    service: Mutex<Option<RunningService<RoleClient, Handler>>>,
+    peer: Mutex<Option<Peer<RoleClient>>>,
+    child: Mutex<Option<Child>>,
+    listed: Mutex<Vec<Tool>>,
+    dirty: Arc<AtomicBool>,
+    reported: AtomicBool,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    /// True once the child's stderr reached its end (so the tail is complete).
+    stderr_eof: watch::Sender<bool>,
+}
+
+/// Locks a mutex, taking the data even if a panicking thread poisoned it (the data here is
+/// plain state that stays consistent between statements).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Server {
+    fn state(&self) -> McpServerState {
+        lock(&self.state).clone()
+    }
+
+    fn peer(&self) -> Option<Peer<RoleClient>> {
+        lock(&self.peer).clone()
+    }
+
+    /// Moves a ready server to `Exited` and reports it once.
+    fn mark_exited(&self, reason: String, events: &Mutex<Vec<McpEvent>>) {
+        {
+            let mut st = lock(&self.state);
+            if *st != McpServerState::Ready {
+                return;
+            }
+            *st = McpServerState::Exited {
+                reason: reason.clone(),
+            };
+        }
+        tracing::warn!(target: "garuda::mcp", server = %self.name, "stopped: {reason}");
+        lock(&self.peer).take();
+        if !self.reported.swap(true, Ordering::SeqCst) {
+            lock(events).push(McpEvent::ServerExited {
+                server: self.name.clone(),
+                reason,
+            });
+        }
+    }
+
+    /// Waits briefly for the child's stderr to end, so a dead server's last words are read.
+    async fn stderr_settled(&self) {
+        let mut eof = self.stderr_eof.subscribe();
+        let _ = tokio::time::timeout(Duration::from_millis(300), eof.wait_for(|done| *done)).await;
+    }
+
+    fn stderr_tail(&self) -> Option<String> {
+        let tail = lock(&self.stderr);
+        (!tail.is_empty()).then(|| tail.iter().cloned().collect::<Vec<_>>().join(" | "))
+    }
+}
+
+struct Inner {
+    servers: Vec<Arc<Server>>,
+    cwd: Option<PathBuf>,
+    defer_share: f64,
+    snapshot: Mutex<Arc<Vec<McpTool>>>,
+    events: Arc<Mutex<Vec<McpEvent>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // No runtime may be left here, so only synchronous signals: kill every group still up.
+        for s in &self.servers {
+            if let Some(c) = lock(&s.child).as_ref() {
+                c.signal(rustix::process::Signal::KILL);
+            }
+        }
+    }
+}
+
+/// The MCP servers of one session.
+#[derive(Clone)]
+pub struct McpHub {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for McpHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpHub")
+            .field("servers", &self.servers())
+            .finish()
+    }
+}
+
+impl McpHub {
+    /// A hub for `servers` (name, config), none started yet. Stdio servers run in `cwd` unless
+    /// their config names one (normally the workspace root).
+    pub fn new(
+        servers: impl IntoIterator<Item = (String, McpServerConfig)>,
+        cwd: Option<PathBuf>,
+        defer_share: f64,
+    ) -> McpHub {
+        let mut list: Vec<(String, McpServerConfig)> = servers.into_iter().collect();
+        list.sort_by(|a, b| a.0.cmp(&b.0));
+        // A name given twice (user config and ACP): the later entry wins.
+        list.reverse();
+        list.dedup_by(|a, b| a.0 == b.0);
+        list.reverse();
+        let servers = list
+            .into_iter()
+            .map(|(name, config)| {
+                let transport = config.transport(&name).map_err(|e| e.to_string());
+                let state = match (&transport, config.enabled) {
+                    (Err(e), _) => McpServerState::Failed { reason: e.clone() },
+                    (Ok(_), false) => McpServerState::Disabled,
+                    (Ok(_), true) => McpServerState::Starting,
+                };
+                Arc::new(Server {
+                    name,
+                    config,
+                    transport,
+                    state: Mutex::new(state),
+                    startup_ms: Mutex::new(None),
+                    service: Mutex::new(None),
+                    peer: Mutex::new(None),
+                    child: Mutex::new(None),
+                    listed: Mutex::new(Vec::new()),
+                    dirty: Arc::new(AtomicBool::new(false)),
+                    reported: AtomicBool::new(false),
+                    stderr: Arc::new(Mutex::new(VecDeque::new())),
+                    stderr_eof: watch::Sender::new(false),
+                })
+            })
+            .collect();
+        McpHub {
+            inner: Arc::new(Inner {
+                servers,
+                cwd,
+                defer_share,
+                snapshot: Mutex::new(Arc::new(Vec::new())),
+                events: Arc::new(Mutex::new(Vec::new())),
+            }),
+        }
+    }
+
+    /// Starts every enabled server at once and waits until each is ready or failed (each
+    /// within its `startup_timeout_ms`), then fixes the session's tool list.
+    pub async fn start(&self) {
+        let starts = self.inner.servers.iter().filter_map(|s| {
+            let events = self.inner.events.clone();
+            let cwd = self.inner.cwd.clone();
+            match s.state() {
+                McpServerState::Starting => Some(start_server(s.clone(), cwd, events)),
+                McpServerState::Failed { reason } => {
+                    // A config entry that cannot be used is reported like a failed start.
+                    if !s.reported.swap(true, Ordering::SeqCst) {
+                        lock(&self.inner.events).push(McpEvent::ServerFailed {
+                            server: s.name.clone(),
+                            reason,
+                        });
+                    }
+                    None
+                }
+                _ => None,
+            }
+        });
+        futures_util::future::join_all(starts).await;
+        *lock(&self.inner.snapshot) = Arc::new(self.current_tools());
+    }
+
+    /// Marks every server that is still starting as failed with `reason` (the runtime is
+    /// gone), reporting each once.
+    pub(crate) fn fail_all(&self, reason: &str) {
+        for s in &self.inner.servers {
+            let mut st = lock(&s.state);
+            if *st == McpServerState::Starting {
+                *st = McpServerState::Failed {
+                    reason: reason.to_string(),
+                };
+                if !s.reported.swap(true, Ordering::SeqCst) {
+                    lock(&self.inner.events).push(McpEvent::ServerFailed {
+                        server: s.name.clone(),
+                        reason: reason.to_string(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Every configured server with its state, in name order.
+    pub fn servers(&self) -> Vec<McpServerStatus> {
+        let snapshot = self.tools();
+        self.inner
+            .servers
+            .iter()
+            .map(|s| McpServerStatus {
+                name: s.name.clone(),
+                transport: s
+                    .transport
+                    .as_ref()
+                    .map_or("invalid", McpTransport::kind)
+                    .to_string(),
+                state: s.state(),
+                tool_count: snapshot.iter().filter(|t| t.server == s.name).count(),
+                startup_ms: *lock(&s.startup_ms),
+            })
+            .collect()
+    }
+
+    /// The session's tool list: fixed at start, changed only by [`Self::apply_tool_changes`].
+    pub fn tools(&self) -> Arc<Vec<McpTool>> {
+        lock(&self.inner.snapshot).clone()
+    }
+
+    /// The definitions of [`Self::tools`], in order.
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.tools().iter().map(|t| t.spec.clone()).collect()
+    }
+
+    /// The tool the model calls `name`, if the session has it.
+    pub fn find(&self, name: &str) -> Option<McpTool> {
+        self.tools().iter().find(|t| t.name == name).cloned()
+    }
+
+    /// Share of the window the definitions may take before they are deferred (`[mcp]`).
+    pub fn defer_share(&self) -> f64 {
+        self.inner.defer_share
+    }
+
+    /// Installs `tools` (a list [`Self::current_tools`] gave) as the session's.
+    pub fn install_tools(&self, tools: Vec<McpTool>) {
+        *lock(&self.inner.snapshot) = Arc::new(tools);
+    }
+
+    /// The list the ready servers offer now (what [`Self::apply_tool_changes`] would install).
+    pub fn current_tools(&self) -> Vec<McpTool> {
+        let ready: Vec<(&Server, Vec<Tool>)> = self
+            .inner
+            .servers
+            .iter()
+            .filter(|s| s.state() == McpServerState::Ready)
+            .map(|s| (s.as_ref(), lock(&s.listed).clone()))
+            .collect();
+        let listings: Vec<(&str, &McpServerConfig, &[Tool])> = ready
+            .iter()
+            .map(|(s, tools)| (s.name.as_str(), &s.config, tools.as_slice()))
+            .collect();
+        build_tools(&listings)
+    }
+
+    /// True when the servers now offer a different list than the session's.
+    pub fn has_tool_changes(&self) -> bool {
+        *self.tools() != self.current_tools()
+    }
+
+    /// Installs the servers' current tool list as the session's (call when the request prefix
+    /// is rebuilt anyway, i.e. at compaction). True when it changed.
+    pub fn apply_tool_changes(&self) -> bool {
+        let now = self.current_tools();
+        let mut snap = lock(&self.inner.snapshot);
+        if **snap == now {
+            return false;
+        }
+        *snap = Arc::new(now);
+        true
+    }
+
+    /// Events not yet reported, each once: failed starts, stopped servers, and tool-list
+    /// changes. A server that sent `tools/list_changed` is listed again here, and a change is
+    /// reported only when the list really differs (servers also send it when nothing did).
+    pub async fn take_events(&self) -> Vec<McpEvent> {
+        for s in &self.inner.servers {
+            if !s.dirty.swap(false, Ordering::SeqCst) {
+                continue;
+            }
+            let Some(peer) = s.peer() else { continue };
+            let limit = Duration::from_millis(s.config.startup_timeout_ms.max(1));
+            let listed = match tokio::time::timeout(limit, peer.list_all_tools()).await {
+                Ok(Ok(tools)) => tools,
+                Ok(Err(e)) => {
+                    tracing::warn!(target: "garuda::mcp", server = %s.name, "tools/list after list_changed failed: {e}");
+                    self.note_call_error(s, &e);
+                    continue;
+                }
+                Err(_) => {
+                    tracing::warn!(target: "garuda::mcp", server = %s.name, "tools/list after list_changed timed out");
+                    continue;
+                }
+            };
+            let before = self.current_tools();
+            *lock(&s.listed) = listed;
+            let after = self.current_tools();
+            let of = |list: &[McpTool]| -> Vec<McpTool> {
+                list.iter()
+                    .filter(|t| t.server == s.name)
+                    .cloned()
+                    .collect()
+            };
+            let (before, after) = (of(&before), of(&after));
+            let added: Vec<String> = after
+                .iter()
+                .filter(|t| !before.iter().any(|b| b.tool == t.tool))
+                .map(|t| t.name.clone())
+                .collect();
+            let removed: Vec<String> = before
+                .iter()
+                .filter(|b| !after.iter().any(|t| t.tool == b.tool))
+                .map(|t| t.name.clone())
+                .collect();
+            let changed: Vec<String> = after
+                .iter()
+                .filter(|t| before.iter().any(|b| b.tool == t.tool && b != *t))
+                .map(|t| t.name.clone())
+                .collect();
+            if !(added.is_empty() && removed.is_empty() && changed.is_empty()) {
+                lock(&self.inner.events).push(McpEvent::ToolsChanged {
+                    server: s.name.clone(),
+                    added,
+                    removed,
+                    changed,
+                });
+            }
+        }
+        std::mem::take(&mut *lock(&self.inner.events))
+    }
+
+    /// Calls the tool the model knows as `name` with `arguments` (a JSON object or null),
+    /// within the server's `call_timeout_ms`. Cancelling `cancel` or the timeout drops the
+    /// request, which sends `notifications/cancelled` to the server.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: Value,
+        cancel: &CancellationToken,
+    ) -> Result<McpToolResult, McpCallError> {
+        let tool = self
+            .find(name)
+            .ok_or_else(|| McpCallError::UnknownTool(name.to_string()))?;
+        let server = self
+            .inner
+            .servers
+            .iter()
+            .find(|s| s.name == tool.server)
+            .ok_or_else(|| McpCallError::UnknownTool(name.to_string()))?;
+        let unavailable = |reason: String| McpCallError::Unavailable {
+            server: server.name.clone(),
+            reason,
+        };
+        let peer = match server.state() {
+            McpServerState::Ready => server
+                .peer()
+                .ok_or_else(|| unavailable("not connected".into()))?,
+            McpServerState::Exited { reason } | McpServerState::Failed { reason } => {
+                return Err(unavailable(reason));
+            }
+            other => return Err(unavailable(format!("{other:?}").to_lowercase())),
+        };
+        let mut params = CallToolRequestParams::new(tool.tool.clone());
+        match arguments {
+            Value::Object(map) => params = params.with_arguments(map),
+            Value::Null => {}
+            _ => return Err(McpCallError::BadArguments(name.to_string())),
+        }
+        let ms = server.config.call_timeout_ms.max(1);
+        let started = Instant::now();
+        let outcome = tokio::select! {
+            r = tokio::time::timeout(Duration::from_millis(ms), peer.call_tool(params)) => r,
+            _ = cancel.cancelled() => return Err(McpCallError::Cancelled),
+        };
+        tracing::debug!(target: "garuda::mcp", server = %server.name, tool = %tool.tool,
+            ms = started.elapsed().as_millis() as u64, "tools/call");
+        match outcome {
+            Err(_) => Err(McpCallError::Timeout {
+                server: server.name.clone(),
+                tool: tool.tool.clone(),
+                ms,
+            }),
+            Ok(Ok(result)) => Ok(convert_result(&server.name, &tool.tool, &result)),
+            Ok(Err(e)) => {
+                if self.note_call_error(server, &e) {
+                    return Err(unavailable(server_lost(&e)));
+                }
+                Err(McpCallError::Failed {
+                    server: server.name.clone(),
+                    tool: tool.tool.clone(),
+                    message: match e {
+                        ServiceError::McpError(data) => data.message.to_string(),
+                        other => other.to_string(),
+                    },
+                })
+            }
+        }
+    }
+
+    /// Marks the server stopped when `e` means the connection is gone; true then.
+    fn note_call_error(&self, server: &Server, e: &ServiceError) -> bool {
+        if matches!(
+            e,
+            ServiceError::TransportClosed | ServiceError::TransportSend(_)
+        ) {
+            let mut reason = server_lost(e);
+            if let Some(tail) = server.stderr_tail() {
+                reason.push_str(&format!("; stderr: {tail}"));
+            }
+            server.mark_exited(reason, &self.inner.events);
+            return true;
+        }
+        false
+    }
+
+    /// Stops every server: closes the connections, then SIGTERM to each stdio server's
+    /// process group and SIGKILL after a grace period. Dropping the hub kills at once.
+    pub async fn shutdown(&self) {
+        let stops = self.inner.servers.iter().map(|s| async move {
+            lock(&s.peer).take();
+            let service = lock(&s.service).take();
+            if let Some(mut service) = service {
+                let _ = service.close_with_timeout(TERM_GRACE).await;
+            }
+            let status = lock(&s.child).as_ref().map(|c| {
+                c.signal(rustix::process::Signal::TERM);
+                c.status.clone()
+            });
+            if let Some(mut status) = status {
+                let exited = tokio::time::timeout(TERM_GRACE, status.wait_for(Option::is_some));
+                if exited.await.is_err()
+                    && let Some(c) = lock(&s.child).as_ref()
+                {
+                    c.signal(rustix::process::Signal::KILL);
+                }
+            }
+            let mut st = lock(&s.state);
+            if *st == McpServerState::Ready {
+                *st = McpServerState::Exited {
+                    reason: "session ended".into(),
+                };
+            }
+        });
+        futures_util::future::join_all(stops).await;
+    }
+}
+
+/// rmcp's error text without the Rust type names it puts in brackets.
+fn tidy(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut depth = 0usize;
+    for c in text.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Words for a lost connection.
+fn server_lost(e: &ServiceError) -> String {
+    match e {
+        ServiceError::TransportClosed => "the connection closed (the server exited?)".into(),
+        other => format!("the connection failed: {other}"),
+    }
+}
+
+/// Starts one server within its startup timeout and records the outcome.
+async fn start_server(
+    server: Arc<Server>,
+    cwd: Option<PathBuf>,
+    events: Arc<Mutex<Vec<McpEvent>>>,
+) {
+    let t0 = Instant::now();
+    let ms = server.config.startup_timeout_ms.max(1);
+    let outcome = tokio::time::timeout(
+        Duration::from_millis(ms),
+        connect(&server, cwd, events.clone()),
+    )
+    .await;
+    let result = match outcome {
+        Ok(r) => r,
+        Err(_) => Err(format!("did not start within {ms} ms")),
+    };
+    match result {
+        Ok((service, tools)) => {
+            let elapsed = t0.elapsed().as_millis() as u64;
+            tracing::info!(target: "garuda::mcp", server = %server.name, tools = tools.len(),
+                startup_ms = elapsed, "ready");
+            *lock(&server.peer) = Some(service.peer().clone());
+            *lock(&server.service) = Some(service);
+            *lock(&server.listed) = tools;
+            *lock(&server.startup_ms) = Some(elapsed);
+            {
+                let mut st = lock(&server.state);
+                if *st == McpServerState::Starting {
+                    *st = McpServerState::Ready;
+                }
+            }
+            // The process may have died between listing and here, when the waiter still saw
+            // `Starting` and so reported nothing.
+            let died = lock(&server.child)
+                .as_ref()
+                .and_then(|c| c.status.borrow().clone());
+            if let Some(desc) = died {
+                server.mark_exited(desc, &events);
+            }
+        }
+        Err(mut reason) => {
+            let status = lock(&server.child).as_ref().map(|c| c.status.clone());
+            if let Some(mut status) = status {
+                // A process that died during startup: wait briefly for its exit status.
+                let _ = tokio::time::timeout(
+                    Duration::from_millis(300),
+                    status.wait_for(Option::is_some),
+                )
+                .await;
+                if let Some(s) = status.borrow().as_ref() {
+                    reason.push_str(&format!("; {s}"));
+                }
+                server.stderr_settled().await;
+            }
+            if let Some(tail) = server.stderr_tail() {
+                reason.push_str(&format!("; stderr: {tail}"));
+            }
+            if let Some(c) = lock(&server.child).as_ref() {
+                c.signal(rustix::process::Signal::KILL);
+            }
+            tracing::warn!(target: "garuda::mcp", server = %server.name, "failed to start: {reason}");
+            *lock(&server.state) = McpServerState::Failed {
+                reason: reason.clone(),
+            };
+            if !server.reported.swap(true, Ordering::SeqCst) {
+                lock(&events).push(McpEvent::ServerFailed {
+                    server: server.name.clone(),
+                    reason,
+                });
+            }
+        }
+    }
+}
+
+type Connected = (RunningService<RoleClient, Handler>, Vec<Tool>);
+
+/// Spawns or connects, initializes, and lists the tools.
+async fn connect(
+    server: &Arc<Server>,
+    cwd: Option<PathBuf>,
+    events: Arc<Mutex<Vec<McpEvent>>>,
+) -> Result<Connected, String> {
+    let handler = Handler {
+        server: server.name.clone(),
+        dirty: server.dirty.clone(),
+    };
+    let transport = server.transport.clone()?;
+    let service = match transport {
+        McpTransport::Stdio { command, args } => {
+            let (stdout, stdin) = spawn(server, &command, &args, cwd, events)?;
+            handler
+                .serve((stdout, stdin))
+                .await
+                .map_err(|e| format!("initialize failed: {}", tidy(&e.to_string())))?
+        }
+        McpTransport::Http { url } => {
+            let mut cfg = StreamableHttpClientTransportConfig::with_uri(url);
+            if let Some(var) = &server.config.bearer_token_env {
+                let token = crate::sandbox::secret_var(var)
+                    .filter(|t| !t.is_empty())
+                    .ok_or_else(|| format!("bearer_token_env `{var}` is not set"))?;
+                cfg = cfg.auth_header(token);
+            }
+            let mut headers = std::collections::HashMap::new();
+            for (k, v) in &server.config.headers {
+                let name = HeaderName::try_from(k.as_str())
+                    .map_err(|_| format!("invalid header name `{k}`"))?;
+                let value = HeaderValue::try_from(v.as_str())
+                    .map_err(|_| format!("invalid value for header `{k}`"))?;
+                headers.insert(name, value);
+            }
+            cfg = cfg.custom_headers(headers);
+            let client = McpHttpClient::new(HTTP_CONNECT_TIMEOUT)
+                .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            handler
+                .serve(StreamableHttpClientTransport::with_client(client, cfg))
+                .await
+                .map_err(|e| format!("initialize failed: {}", tidy(&e.to_string())))?
+        }
+    };
+    let tools = service
+        .peer()
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("tools/list failed: {e}"))?;
+    Ok((service, tools))
+}
+
+/// Starts a stdio server in its own process group, with its stderr going to the log and a
+/// waiter that notices its exit.
+fn spawn(
+    server: &Arc<Server>,
+    command: &str,
+    args: &[String],
+    cwd: Option<PathBuf>,
+    events: Arc<Mutex<Vec<McpEvent>>>,
+) -> Result<(tokio::process::ChildStdout, tokio::process::ChildStdin), String> {
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args)
+        .env_clear()
+        .envs(
+            BASE_ENV
+                .iter()
+                .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
+        )
+        .envs(&server.config.env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so the whole tree can be signalled at once.
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(dir) = server.config.cwd.clone().or(cwd) {
+        cmd.current_dir(dir);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+    let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        return Err("the child's pipes are missing".into());
+    };
+    if let Some(stderr) = child.stderr.take() {
+        let name = server.name.clone();
+        let tail = server.stderr.clone();
+        let eof = server.stderr_eof.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr);
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                match lines.read_until(b'\n', &mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let line = String::from_utf8_lossy(&buf);
+                let line = line.trim_end();
+                if line.is_empty() {
+                    continue;
+                }
+                tracing::info!(target: "garuda::mcp", server = %name, "stderr: {line}");
+                let mut t = lock(&tail);
+                if t.len() == STDERR_TAIL {
+                    t.pop_front();
+                }
+                t.push_back(line.chars().take(STDERR_LINE).collect());
+            }
+            eof.send_replace(true);
+        });
+    }
+    let exited = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = watch::channel(None);
+    *lock(&server.child) = Some(Child {
+        pgid,
+        exited: exited.clone(),
+        status: rx,
+    });
+    let waiter_server = server.clone();
+    tokio::spawn(async move {
+        let status = child.wait().await;
+        // Take the rest of the tree down with the leader, before its pid can be reused.
+        if let Some(pid) = rustix::process::Pid::from_raw(pgid) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+        exited.store(true, Ordering::SeqCst);
+        let desc = match status {
+            Ok(s) => match (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)) {
+                (Some(c), _) => format!("exited with status {c}"),
+                (None, Some(sig)) => format!("killed by signal {sig}"),
+                _ => "exited".to_string(),
+            },
+            Err(e) => format!("lost track of the process: {e}"),
+        };
+        let _ = tx.send(Some(desc.clone()));
+        waiter_server.stderr_settled().await;
+        let mut reason = desc;
+        if let Some(tail) = waiter_server.stderr_tail() {
+            reason.push_str(&format!("; stderr: {tail}"));
+        }
+        waiter_server.mark_exited(reason, &events);
+    });
+    Ok((stdout, stdin))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str) -> Tool {
+        serde_json::from_value(json!({
+            "name": name,
+            "description": format!("does {name}"),
+            "inputSchema": {"type": "object", "properties": {}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn tools_are_ordered_by_server_then_name() {
+        let cfg = McpServerConfig::stdio("x", &[]);
+        let ro = McpServerConfig {
+            tools_read_only: vec!["b".into()],
+            ..McpServerConfig::stdio("x", &[])
+        };
+        let zeta = [tool("b"), tool("a")];
+        let alpha = [tool("z"), tool("b"), tool("z")];
+        let one = build_tools(&[("zeta", &cfg, &zeta), ("alpha", &ro, &alpha)]);
+        let names: Vec<&str> = one.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "mcp__alpha__b",
+                "mcp__alpha__z",
+                "mcp__zeta__a",
+                "mcp__zeta__b"
+            ]
+        );
+        assert!(one[0].read_only);
+        assert!(!one[1].read_only && !one[3].read_only);
+        // Listing order does not matter.
+        let zeta2 = [tool("a"), tool("b")];
+        let alpha2 = [tool("b"), tool("z")];
+        let two = build_tools(&[("alpha", &ro, &alpha2), ("zeta", &cfg, &zeta2)]);
+        assert_eq!(one, two);
+    }
+
+    #[test]
+    fn specs_always_have_an_object_schema_and_a_description() {
+        let t: Tool = serde_json::from_value(json!({"name": "bare", "inputSchema": {}})).unwrap();
+        let cfg = McpServerConfig::stdio("x", &[]);
+        let built = build_tools(&[("s", &cfg, std::slice::from_ref(&t))]);
+        assert_eq!(built[0].spec.input_schema, json!({"type": "object"}));
+        assert_eq!(built[0].spec.description, "Tool `bare` of MCP server `s`.");
+    }
+
+    #[test]
+    fn rust_type_names_leave_error_text() {
+        assert_eq!(
+            tidy("Send message error Transport [a::B<c::D, e::F>] error: Broken pipe"),
+            "Send message error Transport error: Broken pipe"
+        );
+    }
+
+    #[test]
+    fn notes_read_well() {
+        let e = McpEvent::ToolsChanged {
+            server: "py".into(),
+            added: vec!["mcp__py__new".into()],
+            removed: vec![],
+            changed: vec!["mcp__py__old".into()],
+        };
+        assert_eq!(
+            e.note(),
+            "MCP server `py` changed its tools (added: mcp__py__new; changed: mcp__py__old); \
+             the new list takes effect after the next compaction."
+        );
+    }
+
+    #[tokio::test]
+    async fn invalid_and_disabled_entries_do_not_start() {
+        let hub = McpHub::new(
+            [
+                ("bad".to_string(), McpServerConfig::default()),
+                (
+                    "off".to_string(),
+                    McpServerConfig {
+                        enabled: false,
+                        ..McpServerConfig::stdio("true", &[])
+                    },
+                ),
+            ],
+            None,
+            0.1,
+        );
+        hub.start().await;
+        let st = hub.servers();
+        assert_eq!(st[0].transport, "invalid");
+        assert!(matches!(st[0].state, McpServerState::Failed { .. }));
+        assert_eq!(st[1].state, McpServerState::Disabled);
+        let ev = hub.take_events().await;
+        assert_eq!(ev.len(), 1);
+        assert!(hub.take_events().await.is_empty(), "reported once");
+        assert!(hub.tools().is_empty());
+        assert_eq!(
+            hub.call("mcp__off__x", Value::Null, &CancellationToken::new())
+                .await
+                .unwrap_err(),
+            McpCallError::UnknownTool("mcp__off__x".into())
+        );
+    }
+}
