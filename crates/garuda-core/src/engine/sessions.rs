@@ -136,6 +136,15 @@ pub struct NewSession {
     pub origin: SessionOrigin,
 }
 
+/// Overrides for a stored session brought back by [`Engine::resume_session`].
+#[derive(Debug, Clone, Default)]
+pub struct ResumeSession {
+    /// Approval policy for this process instead of the one stored with the session.
+    pub policy: Option<Policy>,
+    /// Write the provider's responses to this replay cassette.
+    pub record: Option<std::path::PathBuf>,
+}
+
 impl Engine {
     /// The transcript store.
     pub fn store(&self) -> SessionStore {
@@ -269,12 +278,16 @@ impl Engine {
         p
     }
 
-    fn default_model(&self, ws: &Workspace) -> Result<String, EngineError> {
+    /// The model a session of `ws` gets when none is named: the configured `model`.
+    pub fn configured_model(&self, ws: &Workspace) -> Option<String> {
         ws.config
             .model
             .clone()
             .or_else(|| self.config.model.clone())
-            .ok_or(EngineError::NoModel)
+    }
+
+    fn default_model(&self, ws: &Workspace) -> Result<String, EngineError> {
+        self.configured_model(ws).ok_or(EngineError::NoModel)
     }
 
     fn default_policy(&self) -> Policy {
@@ -312,6 +325,37 @@ impl Engine {
         if let Some(s) = self.sessions.live(id) {
             return Ok(s);
         }
+        self.load_session(id, ResumeSession::default())
+            .map(|(live, _)| live)
+    }
+
+    /// Brings a stored session back for this process with `req`'s overrides (what
+    /// `garuda exec --session` does); also answers the setup's warnings. A session already
+    /// in memory takes the policy but is refused a recording (its provider is bound).
+    pub fn resume_session(
+        &self,
+        id: &str,
+        req: ResumeSession,
+    ) -> Result<(Arc<LiveSession>, Vec<String>), EngineError> {
+        if let Some(s) = self.sessions.live(id) {
+            if req.record.is_some() {
+                return Err(EngineError::Invalid(format!(
+                    "session {id} is loaded already; its provider cannot be recorded"
+                )));
+            }
+            if let Some(p) = req.policy {
+                s.set_policy(p);
+            }
+            return Ok((s, Vec::new()));
+        }
+        self.load_session(id, req)
+    }
+
+    fn load_session(
+        &self,
+        id: &str,
+        req: ResumeSession,
+    ) -> Result<(Arc<LiveSession>, Vec<String>), EngineError> {
         let (file, loaded) = self.store().resume(id).map_err(|e| match e {
             crate::session::StoreError::NotFound(_) => EngineError::SessionNotFound(id.to_string()),
             other => other.into(),
@@ -324,18 +368,23 @@ impl Engine {
             )));
         }
         let ws = self.open_workspace(std::path::Path::new(&loaded.header.workspace_root))?;
-        let policy = loaded
-            .header
-            .policy
-            .as_deref()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| self.default_policy());
+        let policy = req.policy.unwrap_or_else(|| {
+            loaded
+                .header
+                .policy
+                .as_deref()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_else(|| self.default_policy())
+        });
         let model = match loaded.header.model.as_str() {
             // A header rebuilt without its model: the configured one.
             "" => self.default_model(&ws)?,
             m => m.to_string(),
         };
-        let (mut setup, _) = self.setup(ws, &model, policy, Vec::new())?;
+        let (mut setup, warnings) = self.setup(ws, &model, policy, Vec::new())?;
+        if let Some(path) = req.record {
+            setup.provider = provider::recording(setup.provider, path);
+        }
         setup.view_policy = self.view_policy(id, &setup.model_info, &setup.tools);
         let switched = switched_model(&loaded.records).filter(|m| *m != loaded.header.model);
         let live = Arc::new(LiveSession::new(loaded.header, setup, file, loaded.records));
@@ -345,7 +394,17 @@ impl Engine {
                 Err(e) => tracing::warn!("session {id}: switched model {model} unavailable: {e}"),
             }
         }
-        Ok(self.sessions.insert(live))
+        Ok((self.sessions.insert(live), warnings))
+    }
+
+    /// The session of a workspace with the newest activity (its last record), if it has any.
+    pub fn latest_session(&self, workspace_id: &str) -> Result<Option<String>, EngineError> {
+        // Listed most recently active first.
+        Ok(self
+            .list_sessions(workspace_id)?
+            .into_iter()
+            .next()
+            .map(|s| s.id))
     }
 
     /// Sessions stored for a workspace, most recently active first.
