@@ -1,7 +1,7 @@
 //! The `garuda` binary: the stdio server and the offline commands.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -56,26 +56,41 @@ enum Command {
         #[arg(long, value_name = "SPEC")]
         model: Option<String>,
     },
-    /// Run one agent turn headless and print the answer (exit 0 done, 1 model error, 2 usage or config error, 130 cancelled).
+    /// Run one agent turn headless and print the answer.
+    ///
+    /// The prompt is the PROMPT argument; `-` (or no PROMPT with a pipe on stdin) reads it
+    /// from stdin; with a PROMPT, piped stdin is appended to it as context. A prompt that
+    /// begins with `-` goes after `--`.
+    ///
+    /// Exit codes: 0 done, 1 the turn failed (provider error), 2 usage or configuration error,
+    /// 3 stopped because a tool call needed approval and no one could be asked (no terminal;
+    /// use --policy), 130 cancelled (Ctrl-C).
     Exec {
-        /// Model spec, e.g. anthropic/claude-sonnet-4-5, ollama/qwen3-coder, replay:PATH.
+        /// Model spec, e.g. anthropic/claude-sonnet-4-5, ollama/qwen3-coder, replay:PATH (default: `model` in config.toml).
         #[arg(long, value_name = "SPEC")]
         model: Option<String>,
-        /// Print every event as one JSON object per line (the `turn/update` events).
+        /// Print every event as one JSON object per line (the `turn/update` events); the last is `finished`.
         #[arg(long)]
         json: bool,
-        /// Approval policy: ask, auto-edit, full-auto.
+        /// Approval policy: ask, auto-edit, full-auto (default: approval.policy in config.toml).
         #[arg(long, value_name = "P")]
         policy: Option<String>,
         /// Write the provider's responses to a replay cassette.
         #[arg(long, value_name = "PATH")]
         record: Option<PathBuf>,
+        /// Continue this session instead of starting one (its workspace and model stay).
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Continue the workspace's latest session.
+        #[arg(long = "continue", short = 'c', conflicts_with = "session")]
+        continue_latest: bool,
         /// The workspace folder (default: current folder) followed by the prompt; a single argument is the prompt.
-        #[arg(required = true, num_args = 1..=2, value_name = "[DIR] PROMPT")]
+        #[arg(num_args = 0..=2, value_name = "[DIR] [PROMPT|-]")]
         args: Vec<String>,
     },
-    /// An offline tour: starts `garuda serve`, opens DIR, assembles the prompt, runs turns with
-    /// a bundled replay model that reads files through tools, forces a compaction, with timings.
+    /// An offline tour: starts `garuda serve`, opens DIR, shows the instruction files found and
+    /// the prompt, runs turns with a scripted model written from what is in DIR (one approval,
+    /// answered by the demo), compacts, and says what to try next. DIR is not changed.
     Demo {
         /// The folder to open as a workspace.
         #[arg(default_value = ".")]
@@ -195,23 +210,22 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             json,
             policy,
             record,
+            session,
+            continue_latest,
             args,
-        } => {
-            let (dir, prompt) = match args.as_slice() {
-                [prompt] => (PathBuf::from("."), prompt.clone()),
-                [dir, prompt] => (PathBuf::from(dir), prompt.clone()),
-                _ => anyhow::bail!("usage: garuda exec [DIR] PROMPT"),
-            };
-            exec(
-                load_config(&cli)?,
-                &dir,
-                prompt,
-                model.clone(),
-                *json,
-                policy.as_deref(),
-                record.clone(),
-            )
-        }
+        } => exec(
+            load_config(&cli)?,
+            ExecArgs {
+                model: model.clone(),
+                json: *json,
+                policy: policy.clone(),
+                record: record.clone(),
+                session: session.clone(),
+                continue_latest: *continue_latest,
+                args: args.clone(),
+                config: cli.config.clone(),
+            },
+        ),
         Command::Demo { dir } => demo::run(dir),
         Command::Acp => acp(load_config(&cli)?),
         Command::Schema { methods: true } => {
@@ -342,43 +356,183 @@ fn acp(cfg: Config) -> anyhow::Result<u8> {
     Ok(code.clamp(0, 255) as u8)
 }
 
-fn exec(
-    cfg: Config,
-    dir: &std::path::Path,
-    prompt: String,
+/// `garuda exec`'s options.
+struct ExecArgs {
     model: Option<String>,
     json: bool,
-    policy: Option<&str>,
+    policy: Option<String>,
     record: Option<PathBuf>,
-) -> anyhow::Result<u8> {
-    use garuda_core::engine::{Engine, EngineError, NewSession};
-    use garuda_core::message::{Block, StopReason};
-    let policy = policy
+    session: Option<String>,
+    continue_latest: bool,
+    args: Vec<String>,
+    /// `--config`, to name the file in messages.
+    config: Option<PathBuf>,
+}
+
+/// Reads stdin for `garuda exec`: always when the prompt is to come from it, else only when
+/// it is a pipe or a file (never a terminal, `/dev/null` or an inherited socket).
+fn exec_stdin(prompt_arg: Option<&str>) -> anyhow::Result<Option<String>> {
+    use std::io::Read;
+    let stdin = std::io::stdin();
+    let wanted = match prompt_arg {
+        None => !stdin.is_terminal(),
+        Some("-") => true,
+        Some(_) => rustix::fs::fstat(&stdin).is_ok_and(|st| {
+            matches!(
+                rustix::fs::FileType::from_raw_mode(st.st_mode),
+                rustix::fs::FileType::Fifo | rustix::fs::FileType::RegularFile
+            )
+        }),
+    };
+    if !wanted {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    stdin
+        .lock()
+        .read_to_end(&mut bytes)
+        .context("cannot read stdin")?;
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+fn exec(cfg: Config, a: ExecArgs) -> anyhow::Result<u8> {
+    use garuda::front::exec::{self as fx, EXIT_TURN_FAILED, EXIT_USAGE, ExecHost};
+    use garuda_core::engine::{Engine, EngineError, NewSession, ResumeSession};
+    use garuda_core::message::Block;
+    let usage = |m: String| {
+        eprintln!("garuda exec: {m}");
+        Ok(EXIT_USAGE)
+    };
+    let (dir, prompt_arg) = match a.args.as_slice() {
+        [] => (None, None),
+        [prompt] => (None, Some(prompt.as_str())),
+        [dir, prompt] => (Some(PathBuf::from(dir)), Some(prompt.as_str())),
+        _ => return usage("usage: garuda exec [DIR] PROMPT".into()),
+    };
+    let policy = match a
+        .policy
+        .as_deref()
         .map(str::parse::<garuda_core::tools::Policy>)
-        .transpose()?;
+        .transpose()
+    {
+        Ok(p) => p,
+        Err(e) => return usage(format!("--policy: {e} (config key: approval.policy)")),
+    };
+    let prompt = match fx::compose_prompt(prompt_arg, exec_stdin(prompt_arg)?.as_deref()) {
+        Ok(p) => p,
+        Err(m) => return usage(m),
+    };
+    let config_file = a.config.clone().or_else(Config::user_path).map_or_else(
+        || "$XDG_CONFIG_HOME/garuda/config.toml".to_string(),
+        |p| p.display().to_string(),
+    );
     let rt = runtime()?;
     rt.block_on(async move {
         let engine = Engine::new(cfg, config::state_dir(), Arc::new(|_| {}), false);
-        let ws = engine.open_workspace(dir)?;
-        let (live, warnings) = match engine.new_session(
-            &ws.id,
-            NewSession {
-                model,
-                policy,
-                record,
-                origin: garuda_core::session::SessionOrigin::Exec,
-                ..Default::default()
-            },
-        ) {
-            Ok(s) => s,
-            Err(e @ (EngineError::Config(_) | EngineError::NoModel | EngineError::Provider(_))) => {
-                eprintln!("garuda: {e}");
-                return Ok(2);
+        let config_error = |e: EngineError, source: &str| {
+            eprintln!("garuda exec: {source}{e}");
+            Ok(EXIT_USAGE)
+        };
+        let resume = match (&a.session, a.continue_latest) {
+            (Some(id), _) => Some(id.clone()),
+            (None, true) => {
+                let ws = engine.open_workspace(dir.as_deref().unwrap_or(Path::new(".")))?;
+                match engine.latest_session(&ws.id)? {
+                    Some(id) => Some(id),
+                    None => {
+                        return usage(format!(
+                            "--continue: no session to continue in {}; run without --continue to start one",
+                            ws.root.path().display()
+                        ));
+                    }
+                }
             }
-            Err(e) => return Err(e.into()),
+            (None, false) => None,
+        };
+        let (live, warnings) = match resume {
+            Some(id) => {
+                let req = ResumeSession {
+                    policy,
+                    record: a.record.clone(),
+                    ..ResumeSession::default()
+                };
+                let (live, warnings) = match engine.resume_session(&id, req) {
+                    Ok(s) => s,
+                    Err(
+                        EngineError::SessionNotFound(_)
+                        | EngineError::Store(
+                            garuda_core::session::StoreError::InvalidId(_)
+                            | garuda_core::session::StoreError::NotFound(_),
+                        ),
+                    ) => {
+                        return usage(format!(
+                            "--session: no session {id} (sessions are kept in {})",
+                            config::state_dir().join("sessions").display()
+                        ));
+                    }
+                    Err(e @ (EngineError::Config(_) | EngineError::NoModel | EngineError::Provider(_))) => {
+                        return config_error(e, "");
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                if let Some(m) = a.model.as_deref()
+                    && m != live.model_spec()
+                {
+                    return usage(format!(
+                        "--model {m}: session {id} uses {}; a session keeps its model (start a new one without --session/--continue)",
+                        live.model_spec()
+                    ));
+                }
+                if let Some(d) = &dir {
+                    let ws = engine.open_workspace(d)?;
+                    if ws.root.path() != live.workspace().root.path() {
+                        return usage(format!(
+                            "session {id} belongs to {}, not {}",
+                            live.workspace().root.path().display(),
+                            ws.root.path().display()
+                        ));
+                    }
+                }
+                (live, warnings)
+            }
+            None => {
+                let ws = engine.open_workspace(dir.as_deref().unwrap_or(Path::new(".")))?;
+                let (model, source) = match (a.model.clone(), engine.configured_model(&ws)) {
+                    (Some(m), _) => {
+                        let source = format!("--model {m}: ");
+                        (m, source)
+                    }
+                    (None, Some(m)) => {
+                        let source = format!("`model = \"{m}\"` in {config_file}: ");
+                        (m, source)
+                    }
+                    (None, None) => {
+                        return usage(format!(
+                            "no model: pass --model SPEC (e.g. anthropic/claude-sonnet-4-5, ollama/qwen3-coder, or replay:PATH to play a recorded cassette offline) or set `model = \"...\"` in {config_file}"
+                        ));
+                    }
+                };
+                let req = NewSession {
+                    model: Some(model),
+                    policy,
+                    record: a.record.clone(),
+                    origin: garuda_core::session::SessionOrigin::Exec,
+                    ..Default::default()
+                };
+                match engine.new_session(&ws.id, req) {
+                    Ok(s) => s,
+                    Err(e @ (EngineError::Config(_) | EngineError::NoModel | EngineError::Provider(_))) => {
+                        return config_error(e, &source);
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
         };
         for w in warnings {
             eprintln!("warning: {w}");
+        }
+        if !a.json {
+            eprintln!("[session {}]", live.id());
         }
         let cancel = tokio_util::sync::CancellationToken::new();
         let on_signal = cancel.clone();
@@ -387,16 +541,15 @@ fn exec(
                 on_signal.cancel();
             }
         });
-        let host = garuda::front::exec::exec_host(json);
+        let host = ExecHost::new(a.json, cancel.clone());
         match engine
-            .run_turn(live.id(), vec![Block::text(prompt)], host, cancel)
+            .run_turn(live.id(), vec![Block::text(prompt)], host.clone(), cancel)
             .await
         {
-            Ok(out) if out.stop_reason == StopReason::Cancelled => Ok(130),
-            Ok(_) => Ok(0),
+            Ok(out) => Ok(host.exit_code(out.stop_reason)),
             Err(e) => {
-                eprintln!("garuda: {e}");
-                Ok(1)
+                eprintln!("garuda exec: {e}");
+                Ok(EXIT_TURN_FAILED)
             }
         }
     })

@@ -832,14 +832,28 @@ class TurnEventCompaction(_TurnEventCompactionRequired, total=False):
     tokensBefore: Optional[int]
 
 
-class TurnEventFinished(TypedDict):
-    """The turn ended."""
-
+class _TurnEventFinishedRequired(TypedDict):
     kind: Literal["finished"]
     # Why.
     stopReason: StopReason
     # Summed usage of every step.
     usage: Usage
+
+
+class TurnEventFinished(_TurnEventFinishedRequired, total=False):
+    """The turn ended."""
+
+    # What went wrong, when `stopReason` is `error` (and, from `garuda exec`, when it stopped for an approval no one could give).
+    error: Union[TurnFailure, None]
+
+
+class TurnFailure(TypedDict):
+    """Why a turn failed, in its `finished` event."""
+
+    # A stable name: a provider error's kind (`config`, `auth`, `rateLimited`, `overloaded`, `server`, `promptTooLong`, `cut`, `timeout`, `http`, `decode`, `replay`), or `store`, `invalid`, `messageTooLarge`, `cancelled`; from `garuda exec` also `approvalRequired`.
+    kind: str
+    # What happened, for a person.
+    message: str
 
 
 class TurnParams(TypedDict):
@@ -920,7 +934,7 @@ class WorkspaceRef(TypedDict):
     workspaceId: str
 
 
-Approval = Union[Literal["allowed"], Literal["allowedAlways"], Literal["rejected"], Literal["timedOut"], Literal["failed"]]
+Approval = Union[Literal["allowed"], Literal["allowedAlways"], Literal["rejected"], Literal["timedOut"], Literal["failed"], Literal["unavailable"]]
 Block = Union[BlockText, BlockImage, BlockThinking, BlockToolUse, BlockToolResult]
 CodeIndex = Union[Literal["lookup"], Literal["all"]]
 ImageSource = Union[ImageSourceBase64, ImageSourceUrl]

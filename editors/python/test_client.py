@@ -475,7 +475,7 @@ class ClientTest(unittest.TestCase):
         import subprocess
         model = self.cassette(text_line("hi"))
         subprocess.run([BIN, "exec", "--model", model, self.ws, "say hi"], env=self.env,
-                       capture_output=True, timeout=60)
+                       capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
         self.g.initialize(self.ws)
         ws = self.g.open_workspace(self.ws)["workspaceId"]
         raw = self.g.request("session/list", {"workspaceId": ws})["sessions"]

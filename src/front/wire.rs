@@ -381,6 +381,7 @@ fn approval_out(a: Approval) -> w::Approval {
         Approval::Rejected => w::Approval::Rejected,
         Approval::TimedOut => w::Approval::TimedOut,
         Approval::Failed => w::Approval::Failed,
+        Approval::Unavailable => w::Approval::Unavailable,
     }
 }
 
@@ -450,9 +451,17 @@ pub fn event_out(e: TurnEvent) -> w::TurnEvent {
             tokens_after,
             message,
         },
-        TurnEvent::Finished { stop_reason, usage } => w::TurnEvent::Finished {
+        TurnEvent::Finished {
+            stop_reason,
+            usage,
+            error,
+        } => w::TurnEvent::Finished {
             stop_reason: stop_out(stop_reason),
             usage: usage_out(usage),
+            error: error.map(|f| w::TurnFailure {
+                kind: f.kind,
+                message: f.message,
+            }),
         },
     }
 }

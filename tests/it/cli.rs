@@ -159,62 +159,133 @@ fn exec_without_a_model_says_how_to_configure_one() {
     );
 }
 
-#[test]
-fn exec_policy_denies_commands_without_a_terminal() {
-    let home = tempfile::tempdir().expect("home");
-    let ws = tempfile::tempdir().expect("ws");
-    let model = cassette(
-        ws.path(),
-        &[
-            r#"{"response":{"content":[{"type":"tool_use","id":"t1","name":"bash","input":{"command":"touch ran.txt"}}],"stopReason":"tool_use"}}"#,
-            HELLO,
-        ],
-    );
-    let out = garuda(home.path())
-        .args(["exec", "--model", &model, "--policy", "ask"])
-        .arg(ws.path())
-        .arg("run")
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(0));
-    assert!(!ws.path().join("ran.txt").exists());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("denied"));
-    let model = cassette(
-        ws.path(),
-        &[
-            r#"{"response":{"content":[{"type":"tool_use","id":"t1","name":"bash","input":{"command":"touch ran.txt"}}],"stopReason":"tool_use"}}"#,
-            HELLO,
-        ],
-    );
-    let out = garuda(home.path())
-        .args(["exec", "--model", &model, "--policy", "full-auto"])
-        .arg(ws.path())
-        .arg("run")
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(0));
-    assert!(ws.path().join("ran.txt").exists());
-}
-
-#[test]
-fn demo_runs_offline_on_this_repository() {
+/// Runs `garuda demo DIR` and returns its stdout, after checking it succeeded and that it
+/// never printed a tool error, an answer the scripted model did not have, or a blank line.
+fn demo(dir: &Path) -> String {
     let home = tempfile::tempdir().expect("home");
     let out = garuda(home.path())
         .arg("demo")
-        .arg(env!("CARGO_MANIFEST_DIR"))
+        .arg(dir)
         .output()
         .expect("run");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(
         out.status.code(),
         Some(0),
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    assert!(!stdout.contains("tool result error"), "{stdout}");
+    assert!(!stdout.contains("has no answer"), "{stdout}");
+    let body = stdout.split("\nNext steps").next().unwrap_or("");
     assert!(
-        stdout.contains("tool call: read_file") && stdout.contains("The package is called garuda"),
+        !body.lines().skip(5).any(|l| l.trim().is_empty()),
+        "a blank line: {stdout}"
+    );
+    stdout
+}
+
+#[test]
+fn demo_runs_offline_on_this_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let stdout = demo(root);
+    // The instruction file Garuda found, with its size in the prompt.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("AGENTS.md") && l.contains("bytes in the prompt")),
         "{stdout}"
     );
+    // The prompt's first lines and hash, the approval, the compaction and the summary.
+    assert!(stdout.contains("│ You are Garuda"), "{stdout}");
+    assert!(stdout.contains("sha256 "), "{stdout}");
+    assert!(
+        stdout.contains("approval    bash: wc -l -- README.md -> allow once (answered by the demo"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("compaction  finished (manual): summary, "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("│ Completed Tasks"), "{stdout}");
+    // The answers agree with the files.
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
+    let first = readme
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .expect("a line");
+    assert!(
+        stdout.contains(&format!("README.md begins with “{}", first.trim())),
+        "{stdout}"
+    );
+    let lines = readme.bytes().filter(|b| *b == b'\n').count();
+    assert!(
+        stdout.contains(&format!("README.md has {lines} lines")),
+        "{stdout}"
+    );
+    for next in ["garuda prompt", "garuda exec", "editors/README.md"] {
+        assert!(stdout.contains(next), "{stdout}");
+    }
+}
+
+#[test]
+fn demo_on_another_folder_answers_from_what_is_there() {
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(
+        dir.path().join("AGENTS.md"),
+        "Run make check before a commit.\n",
+    )
+    .expect("write");
+    std::fs::create_dir_all(dir.path().join(".garuda")).expect("mkdir");
+    std::fs::write(
+        dir.path().join(".garuda/memory.md"),
+        "The parser is in parse.c.\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("notes.txt"),
+        "\nshopping list\napples\nbananas and cherries\n",
+    )
+    .expect("write");
+    let stdout = demo(dir.path());
+    for f in ["AGENTS.md", ".garuda/memory.md"] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.trim_start().starts_with(f) && l.contains("bytes in the prompt")),
+            "{f}: {stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("At the top level: `.garuda/`, `AGENTS.md`, `notes.txt`"),
+        "{stdout}"
+    );
+    // No README or manifest here: the first readable top-level file is read.
+    assert!(
+        stdout.contains("AGENTS.md begins with “Run make check before a commit.”"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("AGENTS.md has 1 line "), "{stdout}");
+    assert!(
+        stdout.contains("AGENTS.md mentions commit first on line 1."),
+        "{stdout}"
+    );
+    // Nothing in the folder was changed.
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("read")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+}
+
+#[test]
+fn demo_on_an_empty_folder_says_so() {
+    let dir = tempfile::tempdir().expect("dir");
+    let stdout = demo(dir.path());
+    assert!(stdout.contains("none here"), "{stdout}");
+    assert!(stdout.contains("no small text file"), "{stdout}");
+    assert!(stdout.contains("The folder is empty"), "{stdout}");
+    assert!(!stdout.contains("approval    "), "{stdout}");
 }
 
 #[test]

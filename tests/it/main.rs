@@ -7,6 +7,7 @@ mod cli;
 mod client;
 mod configure;
 mod context;
+mod exec;
 mod hardening;
 mod long_session;
 mod mcp;

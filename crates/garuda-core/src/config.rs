@@ -406,7 +406,7 @@ mod tests {
         assert_eq!(merged.approval.policy, crate::tools::Policy::Ask);
         assert_eq!(merged.sandbox, crate::sandbox::SandboxSettings::default());
         assert!(merged.mcp_servers.is_empty());
-        assert_eq!(warnings.len(), 4, "{warnings:?}");
+        assert_eq!(warnings.len(), 5, "{warnings:?}");
         assert!(warnings.iter().all(|w| w.contains("ignored")));
     }
 

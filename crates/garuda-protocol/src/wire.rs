@@ -281,6 +281,8 @@ pub enum Approval {
     TimedOut,
     /// The question failed (an error answer, the connection closed); the call did not run.
     Failed,
+    /// Nobody could be asked (`garuda exec` without a terminal); the call did not run.
+    Unavailable,
 }
 
 /// One streamed event of a turn (`turn/update` notification payload).
@@ -371,7 +373,23 @@ pub enum TurnEvent {
         stop_reason: StopReason,
         /// Summed usage of every step.
         usage: Usage,
+        /// What went wrong, when `stopReason` is `error` (and, from `garuda exec`, when it
+        /// stopped for an approval no one could give).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<TurnFailure>,
     },
+}
+
+/// Why a turn failed, in its `finished` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnFailure {
+    /// A stable name: a provider error's kind (`config`, `auth`, `rateLimited`, `overloaded`,
+    /// `server`, `promptTooLong`, `cut`, `timeout`, `http`, `decode`, `replay`), or `store`,
+    /// `invalid`, `messageTooLarge`, `cancelled`; from `garuda exec` also `approvalRequired`.
+    pub kind: String,
+    /// What happened, for a person.
+    pub message: String,
 }
 
 /// A tool call that needs the client's approval.

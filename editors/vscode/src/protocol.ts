@@ -11,7 +11,7 @@ export type Ack = {
 };
 
 /** The outcome of a tool call's approval (`toolCallFinished`'s `meta.approval`). */
-export type Approval = "allowed" | "allowedAlways" | "rejected" | "timedOut" | "failed";
+export type Approval = "allowed" | "allowedAlways" | "rejected" | "timedOut" | "failed" | "unavailable";
 
 /** Options that change the assembled prompt. */
 export type AssembleOptions = {
@@ -672,11 +672,28 @@ export type TurnEvent = {
   /** What triggered it: `auto`, `manual`, `reactive`. */
   trigger: string;
 } | {
+  /**
+   * What went wrong, when `stopReason` is `error` (and, from `garuda exec`, when it
+   * stopped for an approval no one could give).
+   */
+  error?: TurnFailure | null;
   kind: "finished";
   /** Why. */
   stopReason: StopReason;
   /** Summed usage of every step. */
   usage: Usage;
+};
+
+/** Why a turn failed, in its `finished` event. */
+export type TurnFailure = {
+  /**
+   * A stable name: a provider error's kind (`config`, `auth`, `rateLimited`, `overloaded`,
+   * `server`, `promptTooLong`, `cut`, `timeout`, `http`, `decode`, `replay`), or `store`,
+   * `invalid`, `messageTooLarge`, `cancelled`; from `garuda exec` also `approvalRequired`.
+   */
+  kind: string;
+  /** What happened, for a person. */
+  message: string;
 };
 
 /** `turn/run` parameters. */

@@ -6,7 +6,7 @@ mod sessions;
 
 pub use context::{ContextReport, NextRequest};
 pub use inline::Inline;
-pub use sessions::{HistoryEntry, HistoryPage, NewSession, Sessions, policy_name};
+pub use sessions::{HistoryEntry, HistoryPage, NewSession, ResumeSession, Sessions, policy_name};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -140,6 +140,17 @@ pub struct NewSession {
     pub mcp_servers: Vec<(String, McpServerConfig)>,
 }
 
+/// Overrides for a stored session brought back by [`Engine::resume_session`].
+#[derive(Debug, Clone, Default)]
+pub struct ResumeSession {
+    /// Approval policy for this process instead of the one stored with the session.
+    pub policy: Option<Policy>,
+    /// Write the provider's responses to this replay cassette.
+    pub record: Option<std::path::PathBuf>,
+    /// MCP servers the client passed (ACP's `session/load`), beside the configured ones.
+    pub mcp_servers: Vec<(String, McpServerConfig)>,
+}
+
 impl Engine {
     /// The transcript store.
     pub fn store(&self) -> SessionStore {
@@ -326,12 +337,16 @@ impl Engine {
         p
     }
 
-    fn default_model(&self, ws: &Workspace) -> Result<String, EngineError> {
+    /// The model a session of `ws` gets when none is named: the configured `model`.
+    pub fn configured_model(&self, ws: &Workspace) -> Option<String> {
         ws.config
             .model
             .clone()
             .or_else(|| self.config.model.clone())
-            .ok_or(EngineError::NoModel)
+    }
+
+    fn default_model(&self, ws: &Workspace) -> Result<String, EngineError> {
+        self.configured_model(ws).ok_or(EngineError::NoModel)
     }
 
     fn default_policy(&self) -> Policy {
@@ -385,6 +400,45 @@ impl Engine {
         if let Some(s) = self.sessions.live(id) {
             return Ok(s);
         }
+        let req = ResumeSession {
+            mcp_servers,
+            ..ResumeSession::default()
+        };
+        let (live, warnings) = self.bring_back(id, req)?;
+        for w in warnings {
+            tracing::warn!("session {id}: {w}");
+        }
+        Ok(live)
+    }
+
+    /// Brings a stored session back for this process with `req`'s overrides (what
+    /// `garuda exec --session` does); also answers the setup's warnings. A session already
+    /// in memory takes the policy but is refused a recording (its provider is bound).
+    pub fn resume_session(
+        &self,
+        id: &str,
+        req: ResumeSession,
+    ) -> Result<(Arc<LiveSession>, Vec<String>), EngineError> {
+        if let Some(s) = self.sessions.live(id) {
+            if req.record.is_some() {
+                return Err(EngineError::Invalid(format!(
+                    "session {id} is loaded already; its provider cannot be recorded"
+                )));
+            }
+            if let Some(p) = req.policy {
+                s.set_policy(p);
+            }
+            return Ok((s, Vec::new()));
+        }
+        self.bring_back(id, req)
+    }
+
+    /// Loads a stored session into memory with `req`'s overrides.
+    fn bring_back(
+        &self,
+        id: &str,
+        req: ResumeSession,
+    ) -> Result<(Arc<LiveSession>, Vec<String>), EngineError> {
         let (file, loaded) = self.store().resume(id).map_err(|e| match e {
             crate::session::StoreError::NotFound(_) => EngineError::SessionNotFound(id.to_string()),
             other => other.into(),
@@ -397,20 +451,22 @@ impl Engine {
             )));
         }
         let ws = self.open_workspace(std::path::Path::new(&loaded.header.workspace_root))?;
-        let policy = loaded
-            .header
-            .policy
-            .as_deref()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| self.default_policy());
+        let policy = req.policy.unwrap_or_else(|| {
+            loaded
+                .header
+                .policy
+                .as_deref()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_else(|| self.default_policy())
+        });
         let model = match loaded.header.model.as_str() {
             // A header rebuilt without its model: the configured one.
             "" => self.default_model(&ws)?,
             m => m.to_string(),
         };
-        let (mut setup, warnings) = self.setup(ws, &model, policy, Vec::new(), mcp_servers)?;
-        for w in warnings {
-            tracing::warn!("{w}");
+        let (mut setup, warnings) = self.setup(ws, &model, policy, Vec::new(), req.mcp_servers)?;
+        if let Some(path) = req.record {
+            setup.provider = provider::recording(setup.provider, path);
         }
         setup.view_policy = self.view_policy(id, &setup.model_info, &setup.tools);
         let switched = switched_model(&loaded.records).filter(|m| *m != loaded.header.model);
@@ -421,7 +477,17 @@ impl Engine {
                 Err(e) => tracing::warn!("session {id}: switched model {model} unavailable: {e}"),
             }
         }
-        Ok(self.sessions.insert(live))
+        Ok((self.sessions.insert(live), warnings))
+    }
+
+    /// The session of a workspace with the newest activity (its last record), if it has any.
+    pub fn latest_session(&self, workspace_id: &str) -> Result<Option<String>, EngineError> {
+        // Listed most recently active first.
+        Ok(self
+            .list_sessions(workspace_id)?
+            .into_iter()
+            .next()
+            .map(|s| s.id))
     }
 
     /// Sessions stored for a workspace, most recently active first.

@@ -342,6 +342,8 @@ pub enum Approval {
     TimedOut,
     /// The question could not be asked or answered (the client failed or went away).
     Failed,
+    /// Nobody could be asked (a headless run without a terminal); the call did not run.
+    Unavailable,
 }
 
 /// The result of one tool call.

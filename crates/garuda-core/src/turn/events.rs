@@ -86,7 +86,19 @@ pub enum TurnEvent {
         stop_reason: StopReason,
         /// Summed usage of every step.
         usage: Usage,
+        /// What went wrong, when the turn failed.
+        error: Option<TurnFailure>,
     },
+}
+
+/// Why a turn failed, as its `finished` event reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnFailure {
+    /// A stable name: a provider error's kind (`auth`, `rateLimited`, `replay`, ...),
+    /// `store`, `invalid`, `messageTooLarge`, `cancelled`.
+    pub kind: String,
+    /// What happened, for a person.
+    pub message: String,
 }
 
 /// Where a compaction is.
@@ -159,6 +171,9 @@ pub enum PermissionAnswer {
     TimedOut,
     /// The question could not be delivered or answered (client error, connection closed).
     Failed,
+    /// No one can be asked (a headless run without a terminal): the call does not run, and
+    /// the model is told so rather than that the user refused.
+    Unavailable,
 }
 
 impl PermissionRequest {

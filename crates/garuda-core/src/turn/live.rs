@@ -51,6 +51,21 @@ pub enum TurnError {
     },
 }
 
+impl TurnError {
+    /// A stable name for the failure: the provider error's kind, or `store`, `busy`,
+    /// `invalid`, `cancelled`, `messageTooLarge`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TurnError::Provider(p) => p.kind(),
+            TurnError::Store(_) => "store",
+            TurnError::Busy(_) => "busy",
+            TurnError::Invalid(_) => "invalid",
+            TurnError::Cancelled => "cancelled",
+            TurnError::TooLarge { .. } => "messageTooLarge",
+        }
+    }
+}
+
 /// Everything needed to bring a session to life.
 pub struct SessionSetup {
     /// The workspace it belongs to.

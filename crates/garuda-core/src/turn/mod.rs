@@ -14,7 +14,7 @@ pub use compact::{
     fixed_chars, window,
 };
 pub use events::{
-    CompactionPhase, PermissionAnswer, PermissionOption, PermissionRequest, TurnEvent,
+    CompactionPhase, PermissionAnswer, PermissionOption, PermissionRequest, TurnEvent, TurnFailure,
 };
 pub use host::{ClientToolResult, CommandRun, NullHost, Progress, TurnHost};
 pub use live::{LiveSession, ModelBinding, Operation, SessionSetup, SessionState, TurnError};

@@ -10,7 +10,7 @@ use super::compact::{
     CompactRequest, compact_if_needed, compact_session, forget_reads_out_of_view, learn_limit,
     request_chars,
 };
-use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
+use super::events::{PermissionAnswer, PermissionRequest, TurnEvent, TurnFailure};
 use super::host::{CommandRun, TurnHost};
 use super::live::{LiveSession, SessionState, TurnError};
 use super::view::step_view;
@@ -43,6 +43,7 @@ pub struct TurnOutcome {
 const MIN_OUTPUT: u64 = 1_024;
 
 const INTERRUPTED: &str = "[interrupted: the turn was cancelled before this tool call finished]";
+const UNASKED: &str = "This tool call needs the user's approval and no one could be asked (a headless run without a terminal), so it did not run. The user has not refused it: they may allow it and continue this session.";
 const DENIED: &str = "The user denied this tool call. Do not retry it as is; ask the user what to do instead, or take another approach.";
 const APPROVAL_FAILED: &str = "The approval request for this tool call could not be completed (the client failed to answer), so it was not run. Do not retry it as is; take another approach, or end your turn saying what you need approved.";
 
@@ -70,11 +71,25 @@ pub async fn run_turn(
     .await;
     drop(state);
     // Clients wait for `finished` to end their spinner, whatever the outcome.
-    let (stop_reason, usage) = match &result {
-        Ok(out) => (out.stop_reason, out.usage),
-        Err(_) => (StopReason::Error, Usage::default()),
+    let (stop_reason, usage, error) = match &result {
+        Ok(out) => (out.stop_reason, out.usage, None),
+        Err(e) => (
+            StopReason::Error,
+            Usage::default(),
+            Some(TurnFailure {
+                kind: e.kind().to_string(),
+                message: e.to_string(),
+            }),
+        ),
     };
-    host.event(&session.id, TurnEvent::Finished { stop_reason, usage });
+    host.event(
+        &session.id,
+        TurnEvent::Finished {
+            stop_reason,
+            usage,
+            error,
+        },
+    );
     result
 }
 
@@ -617,6 +632,9 @@ async fn run_tool_inner(
                 }
                 PermissionAnswer::Failed => {
                     return refused(APPROVAL_FAILED.into(), Approval::Failed).into();
+                }
+                PermissionAnswer::Unavailable => {
+                    return refused(UNASKED.into(), Approval::Unavailable).into();
                 }
             }
         }

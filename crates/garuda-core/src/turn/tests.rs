@@ -313,6 +313,11 @@ async fn an_unanswered_approval_is_a_timeout_not_a_denial() {
             Approval::Failed,
             "could not be completed",
         ),
+        (
+            PermissionAnswer::Unavailable,
+            Approval::Unavailable,
+            "no one could be asked",
+        ),
         (PermissionAnswer::Reject, Approval::Rejected, "denied"),
     ] {
         let f = fixture(
