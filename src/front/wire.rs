@@ -337,6 +337,8 @@ pub fn inspect_out(r: ContextReport) -> w::InspectResult {
             commands_ask: r.commands_ask,
             description: r.sandbox.describe(),
         },
+        auto_compact: r.auto_compact,
+        blocking_limit: r.blocking_limit,
     }
 }
 

@@ -12,6 +12,7 @@ mod long_session;
 mod mock_model;
 mod mock_smoke;
 mod sandbox;
+mod pipeline;
 mod server;
 mod sim_provider;
 mod turns;

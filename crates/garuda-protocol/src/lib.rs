@@ -565,6 +565,12 @@ pub struct InspectResult {
     pub paused: bool,
     /// What the session's commands run in, measured at its start.
     pub sandbox: SandboxReport,
+    /// False when `[context] auto_compact = false`: nothing compacts unless asked.
+    pub auto_compact: bool,
+    /// With auto-compaction off: the most tokens a request may carry (the window less the
+    /// least output room); a larger one is refused with -32060 before it is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocking_limit: Option<u64>,
 }
 
 /// What a session's commands run in (`context/inspect`).

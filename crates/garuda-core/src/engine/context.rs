@@ -44,6 +44,10 @@ pub struct ContextReport {
     pub sandbox: crate::sandbox::CommandSandbox,
     /// Each command waits for the user's approval.
     pub commands_ask: bool,
+    /// False when auto-compaction is off.
+    pub auto_compact: bool,
+    /// With auto-compaction off: the most tokens a request may carry.
+    pub blocking_limit: Option<u64>,
 }
 
 impl Engine {
@@ -226,6 +230,7 @@ impl Engine {
             &live.setup.compact,
         );
         let p = tokens::inspect(&sizes, &tracker, window, info.max_output as u64, threshold);
+        let auto_compact = live.setup.compact.auto_compact;
         Ok(ContextReport {
             parts: p,
             configured_window: info.context_window,
@@ -239,6 +244,9 @@ impl Engine {
                 &live.setup.sandbox,
                 false,
             ),
+            auto_compact,
+            blocking_limit: (!auto_compact)
+                .then(|| crate::session::compact::blocking_limit(window)),
         })
     }
 }

@@ -187,7 +187,9 @@ impl Engine {
             ModelSpec::Replay(_) => "replay".to_string(),
         };
         let provider = provider::build(model, &cfg)?;
-        let info = provider::model_info(model, &cfg);
+        let mut info = provider::model_info(model, &cfg);
+        // `GARUDA_CONTEXT_WINDOW` lowers every model's window for this run.
+        info.context_window = self.config.context.window(info.context_window);
         let mut warnings = Vec::new();
         if !info.known {
             warnings.push(format!(

@@ -123,6 +123,9 @@ pub async fn compact_if_needed(
     host: &dyn TurnHost,
     cancel: &CancellationToken,
 ) -> Result<Option<CompactOutcome>, TurnError> {
+    if !session.setup.compact.auto_compact {
+        return Ok(None);
+    }
     let tokens = context_tokens(session, state)?;
     if tokens <= budgets(session, state).threshold || state.failures.paused(&session.setup.compact)
     {

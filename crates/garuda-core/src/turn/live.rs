@@ -49,6 +49,22 @@ pub enum TurnError {
         /// The window the session plans with.
         window_tokens: u64,
     },
+    /// Auto-compaction is off and the next request would not fit the window: refused before
+    /// it is sent (the blocking limit).
+    #[error(
+        "the next request would carry about {context_tokens} tokens, over the {limit_tokens} \
+         that fit the model's {window_tokens}-token window with room for an answer, and \
+         auto-compaction is off ([context] auto_compact = false). Compact the session \
+         (session/compact or /compact), snip messages, or turn auto-compaction on"
+    )]
+    OverLimit {
+        /// Estimated tokens of the request.
+        context_tokens: u64,
+        /// The most a request may carry.
+        limit_tokens: u64,
+        /// The window the session plans with.
+        window_tokens: u64,
+    },
 }
 
 /// Everything needed to bring a session to life.

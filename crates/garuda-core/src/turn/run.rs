@@ -39,8 +39,7 @@ pub struct TurnOutcome {
     pub error: Option<String>,
 }
 
-/// The least output room a request asks for, however full the window.
-const MIN_OUTPUT: u64 = 1_024;
+use crate::session::compact::{MIN_OUTPUT, blocking_limit};
 
 const INTERRUPTED: &str = "[interrupted: the turn was cancelled before this tool call finished]";
 const DENIED: &str = "The user denied this tool call. Do not retry it as is; ask the user what to do instead, or take another approach.";
@@ -153,6 +152,28 @@ fn check_fits(
             window_tokens: b.window,
         });
     }
+    if !session.setup.compact.auto_compact {
+        let now = super::compact::context_tokens(session, state)?;
+        check_blocking(session, state, now + message_tokens)?;
+    }
+    Ok(())
+}
+
+/// With auto-compaction off, refuses a request over the blocking limit before it is sent.
+fn check_blocking(
+    session: &LiveSession,
+    state: &SessionState,
+    context_tokens: u64,
+) -> Result<(), TurnError> {
+    let window = super::compact::window(session, state);
+    let limit = blocking_limit(window);
+    if !session.setup.compact.auto_compact && context_tokens > limit {
+        return Err(TurnError::OverLimit {
+            context_tokens,
+            limit_tokens: limit,
+            window_tokens: window,
+        });
+    }
     Ok(())
 }
 
@@ -217,9 +238,10 @@ async fn run_locked(
             outcome.stop_reason = StopReason::Cancelled;
             return Ok(outcome);
         }
+        let tokens = super::compact::context_tokens(session, state)?;
+        check_blocking(session, state, tokens)?;
         // Providers count the output room into the window: ask for no more than is left.
-        let room = super::compact::window(session, state)
-            .saturating_sub(super::compact::context_tokens(session, state)?);
+        let room = super::compact::window(session, state).saturating_sub(tokens);
         let max_tokens = (session.model().info.max_output as u64).min(room.max(MIN_OUTPUT));
         let sv = step_view(state, &session.setup.view_policy)?;
         let request = ModelRequest {
@@ -257,7 +279,22 @@ async fn run_locked(
                     outcome.stop_reason = StopReason::Cancelled;
                     return Ok(outcome);
                 }
-                if e.is_prompt_too_long() && !had_partial && reactive_left > 0 {
+                if e.is_prompt_too_long() && !session.setup.compact.auto_compact {
+                    // Nothing compacts by itself: keep the limit, so the next request is
+                    // refused before it is sent, and report the refusal.
+                    learn_limit(
+                        session,
+                        state,
+                        &e,
+                        Some(request_chars as usize),
+                        Some(sv.view_chars),
+                    )?;
+                }
+                if e.is_prompt_too_long()
+                    && session.setup.compact.auto_compact
+                    && !had_partial
+                    && reactive_left > 0
+                {
                     // The provider counted more than its limit: learn the limit, compact
                     // under it, and run the step again.
                     reactive_left -= 1;

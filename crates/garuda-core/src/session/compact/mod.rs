@@ -66,6 +66,11 @@ pub struct CompactPolicy {
     pub min_summary_gap: u32,
     /// The most of the window one tool result takes whole.
     pub result_share: f64,
+    /// The threshold as a share of the window, at most (an environment override; it also
+    /// lowers the reserved formula).
+    pub threshold_cap: Option<f64>,
+    /// Compact automatically (off: only on request, and over-window requests are refused).
+    pub auto_compact: bool,
 }
 
 impl Default for CompactPolicy {
@@ -86,6 +91,8 @@ impl Default for CompactPolicy {
             user_words_share: 0.1,
             min_summary_gap: 3,
             result_share: 0.1,
+            threshold_cap: None,
+            auto_compact: true,
         }
     }
 }
@@ -111,13 +118,26 @@ pub fn result_budget_chars(window: u64, share: f64) -> usize {
 
 /// Tokens above which compaction starts.
 pub fn threshold_tokens(window: u64, max_output: u64, policy: &CompactPolicy) -> u64 {
-    if policy.use_reserved_formula {
+    let base = if policy.use_reserved_formula {
         window
             .saturating_sub(max_output.min(SUMMARY_OUTPUT_RESERVE))
             .saturating_sub(EXTRA_RESERVE)
     } else {
         (window as f64 * policy.threshold) as u64
+    };
+    match policy.threshold_cap {
+        Some(cap) => base.min((window as f64 * cap) as u64),
+        None => base,
     }
+}
+
+/// The least output room a request asks for, however full the window.
+pub const MIN_OUTPUT: u64 = 1_024;
+
+/// With auto-compaction off, the largest context a request may carry: the window less the
+/// least output room. A larger request is refused before it is sent.
+pub fn blocking_limit(window: u64) -> u64 {
+    window.saturating_sub(MIN_OUTPUT)
 }
 
 /// Tokens at or below which stage 1 alone is enough.
