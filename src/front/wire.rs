@@ -240,6 +240,8 @@ pub fn meta_name(m: MessageMeta) -> &'static str {
         MessageMeta::Todo => "todo",
         MessageMeta::Display => "display",
         MessageMeta::ModelNote => "model_note",
+        MessageMeta::GitState => "git_state",
+        MessageMeta::Nudge => "nudge",
         MessageMeta::Unknown => "unknown",
     }
 }
@@ -339,6 +341,11 @@ pub fn inspect_out(r: ContextReport) -> w::InspectResult {
         },
         auto_compact: r.auto_compact,
         blocking_limit: r.blocking_limit,
+        git_state_tokens: r.git_state_tokens,
+        nudges: r.relief.nudges,
+        collapses: r.relief.collapses,
+        auto_collapses: r.relief.auto_collapses,
+        media_stripped: r.relief.media_stripped,
     }
 }
 

@@ -125,6 +125,22 @@ pub struct ContextSettings {
     /// Off: nothing compacts unless asked, and a request that would not fit the window is
     /// refused before it is sent (-32060, `kind: "blockingLimit"`).
     pub auto_compact: bool,
+    /// Offer the model the `snip` tool (and the context_efficiency nudge that suggests it).
+    pub snip: bool,
+    /// The context_efficiency nudge: after the context grew by this share of the window
+    /// without a snip, the model gets a note suggesting one (0: never).
+    pub nudge_share: f64,
+    /// Collapse an older span into a summary by itself between `collapse_threshold` and the
+    /// compaction threshold (the cheaper relief before a compaction).
+    pub auto_collapse: bool,
+    /// Automatic collapse starts above this share of the window.
+    pub collapse_threshold: f64,
+    /// The least an automatic collapse takes away, as a share of the window.
+    pub collapse_min_share: f64,
+    /// Capture the repository's git state (branch, status, recent commits) at session start.
+    pub git_state: bool,
+    /// The longest the git state may take, in milliseconds (then it is skipped).
+    pub git_timeout_ms: u64,
     /// `GARUDA_CONTEXT_WINDOW`: the window of every model, at most (read once at load).
     #[serde(skip)]
     pub window_override: Option<u64>,
@@ -156,6 +172,13 @@ impl Default for ContextSettings {
             min_summary_gap: 3,
             result_share: 0.1,
             auto_compact: true,
+            snip: true,
+            nudge_share: 0.1,
+            auto_collapse: true,
+            collapse_threshold: 0.7,
+            collapse_min_share: 0.05,
+            git_state: true,
+            git_timeout_ms: 2_000,
             window_override: None,
             threshold_override: None,
         }
@@ -183,6 +206,10 @@ impl ContextSettings {
             result_share: self.result_share,
             threshold_cap: self.threshold_override,
             auto_compact: self.auto_compact,
+            nudge_share: self.nudge_share.clamp(0.0, 1.0),
+            auto_collapse: self.auto_collapse,
+            collapse_threshold: self.collapse_threshold.clamp(0.0, 1.0),
+            collapse_min_share: self.collapse_min_share.clamp(0.0, 1.0),
         }
     }
 

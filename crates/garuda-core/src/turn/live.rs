@@ -135,6 +135,10 @@ pub struct SessionState {
     pub failures: FailureTracker,
     /// The smallest context limit the provider named (from `context_limit` records).
     pub learned_limit: Option<u64>,
+    /// The context size the snip nudge counts growth from (None: taken at the next step).
+    pub nudge_since: Option<u64>,
+    /// Automatic collapses that failed in a row.
+    pub collapse_failures: u32,
     /// Message records in `records`, published for readers that must not wait.
     message_count: Arc<AtomicU64>,
 }
@@ -258,6 +262,8 @@ impl LiveSession {
                 tracker: ContextTracker::replay(&records),
                 failures: FailureTracker::default(),
                 learned_limit: crate::session::tokens::learned_limit(&records),
+                nudge_since: None,
+                collapse_failures: 0,
                 message_count,
                 records,
             }),

@@ -17,10 +17,12 @@ use super::view::step_view;
 use crate::message::{Block, Role, StopReason, Usage};
 use crate::prompt::PartKind;
 use crate::provider::{ModelRequest, ProviderError, StreamEvent};
-use crate::session::compact::result_budget_chars;
+use crate::session::compact::{nudge_due, nudge_text, result_budget_chars};
 use crate::session::records::CompactTrigger;
-use crate::session::records::{InstructionChangeRecord, MessageMeta, UsageRecord, new_id, now_ms};
-use crate::session::view::{message_chars, oversized_results};
+use crate::session::records::{
+    InstructionChangeRecord, MediaRefusedRecord, MessageMeta, UsageRecord, new_id, now_ms,
+};
+use crate::session::view::{media_refusal_targets, message_chars, oversized_results};
 use crate::session::{MessageRecord, Record};
 use crate::tools::{
     self, Approval, ToolClass, ToolContext, ToolEntry, ToolLimits, ToolMeta, ToolOutput, ToolSource,
@@ -224,6 +226,8 @@ async fn run_locked(
     // Reactive compactions of one step: the first teaches the limit; a second one covers an
     // estimate that was still off.
     let mut reactive_left = 2u32;
+    // Media refusals of one turn: each strips what the provider named and runs the step again.
+    let mut media_left = 4u32;
     let tools = session.tool_specs();
     for step in 1..=max_steps {
         if cancel.is_cancelled() {
@@ -238,6 +242,7 @@ async fn run_locked(
             outcome.stop_reason = StopReason::Cancelled;
             return Ok(outcome);
         }
+        nudge_if_due(session, state)?;
         let tokens = super::compact::context_tokens(session, state)?;
         check_blocking(session, state, tokens)?;
         // Providers count the output room into the window: ask for no more than is left.
@@ -278,6 +283,14 @@ async fn run_locked(
                 if cancelled {
                     outcome.stop_reason = StopReason::Cancelled;
                     return Ok(outcome);
+                }
+                if e.is_media_refused()
+                    && !had_partial
+                    && media_left > 0
+                    && refuse_media(session, state, &e)?
+                {
+                    media_left -= 1;
+                    continue;
                 }
                 if e.is_prompt_too_long() && !session.setup.compact.auto_compact {
                     // Nothing compacts by itself: keep the limit, so the next request is
@@ -450,6 +463,60 @@ async fn run_locked(
     }
     outcome.stop_reason = StopReason::MaxSteps;
     Ok(outcome)
+}
+
+/// The context_efficiency nudge: when the context grew by `nudge_share` of the window since
+/// the last snip (or nudge, or shrink) and the model has the snip tool, a note suggesting it
+/// joins the next user message.
+fn nudge_if_due(session: &LiveSession, state: &mut SessionState) -> Result<(), TurnError> {
+    let share = session.setup.compact.nudge_share;
+    if share <= 0.0 || session.setup.tools.get(super::ops::SNIP_TOOL).is_none() {
+        return Ok(());
+    }
+    let tokens = super::compact::context_tokens(session, state)?;
+    let since = match state.nudge_since {
+        Some(s) if s <= tokens => s,
+        // First look, or the context shrank (compaction, collapse): count from here.
+        _ => {
+            state.nudge_since = Some(tokens);
+            return Ok(());
+        }
+    };
+    let window = super::compact::window(session, state);
+    if !nudge_due(tokens, since, window, share) {
+        return Ok(());
+    }
+    let text = nudge_text(tokens - since, tokens, window);
+    let mut note = MessageRecord::new(Role::User, vec![Block::text(text)], state.last_message_id());
+    note.meta = Some(MessageMeta::Nudge);
+    state.append(vec![Record::Message(note)])?;
+    state.nudge_since = Some(super::compact::context_tokens(session, state)?);
+    Ok(())
+}
+
+/// After a media refusal: records which messages lose their media (the view shows a marker
+/// from now on, also after a resume). False when no media is left to strip.
+fn refuse_media(
+    session: &LiveSession,
+    state: &mut SessionState,
+    err: &ProviderError,
+) -> Result<bool, TurnError> {
+    let view = super::view::current_view(state, &session.setup.view_policy)?;
+    let ids = media_refusal_targets(view, &err.to_string());
+    if ids.is_empty() {
+        return Ok(false);
+    }
+    tracing::info!(
+        "the provider refused media; stripping it from {} message(s)",
+        ids.len()
+    );
+    state.append(vec![Record::MediaRefused(MediaRefusedRecord {
+        uuid: new_id(),
+        time: now_ms(),
+        message_ids: ids,
+        reason: err.to_string(),
+    })])?;
+    Ok(true)
 }
 
 fn interrupted() -> ToolOutput {

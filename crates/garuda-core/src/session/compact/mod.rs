@@ -1,7 +1,8 @@
 //! Compaction planning, pure: when to compact and how (`guard`), where to split and what the
 //! kept part may cost (`fit`), stage-1 trimming, the summary requests (`summary_request`),
 //! the user's own words carried verbatim (`pinned`), the extractive handoff, and the records
-//! that install a compaction (`install`). The caller does the IO (model calls, file reads,
+//! that install a compaction (`install`), and the lighter reliefs before it: the automatic
+//! collapse and the snip nudge (`relief`). The caller does the IO (model calls, file reads,
 //! appends).
 
 mod fit;
@@ -9,6 +10,7 @@ mod guard;
 mod handoff;
 mod install;
 mod pinned;
+mod relief;
 mod summary_prompt;
 mod summary_request;
 
@@ -25,6 +27,7 @@ pub use install::{
     previous_summary, restored_file_text, select_restored_files, summary_intro,
 };
 pub use pinned::{Pinned, UserWords, cut_with_marker, origins, pin, user_messages};
+pub use relief::{auto_collapse_span, collapse_start, nudge_due, nudge_text, span_user_words};
 pub use summary_prompt::{
     IMAGE_MARKER, SUMMARY_SYSTEM, rewrite_for_summary, shrink_instruction, strip_analysis,
     summary_instruction,
@@ -71,6 +74,14 @@ pub struct CompactPolicy {
     pub threshold_cap: Option<f64>,
     /// Compact automatically (off: only on request, and over-window requests are refused).
     pub auto_compact: bool,
+    /// Growth, as a share of the window, after which the model is nudged to snip (0: never).
+    pub nudge_share: f64,
+    /// Collapse an older span by itself between `collapse_threshold` and the threshold.
+    pub auto_collapse: bool,
+    /// Automatic collapse starts above this share of the window.
+    pub collapse_threshold: f64,
+    /// The least an automatic collapse takes away, as a share of the window.
+    pub collapse_min_share: f64,
 }
 
 impl Default for CompactPolicy {
@@ -93,6 +104,10 @@ impl Default for CompactPolicy {
             result_share: 0.1,
             threshold_cap: None,
             auto_compact: true,
+            nudge_share: 0.1,
+            auto_collapse: true,
+            collapse_threshold: 0.7,
+            collapse_min_share: 0.05,
         }
     }
 }
