@@ -242,9 +242,10 @@ async fn run_locked(
             outcome.stop_reason = StopReason::Cancelled;
             return Ok(outcome);
         }
+        let before = super::compact::context_tokens(session, state)?;
+        check_blocking(session, state, before)?;
         nudge_if_due(session, state)?;
         let tokens = super::compact::context_tokens(session, state)?;
-        check_blocking(session, state, tokens)?;
         // Providers count the output room into the window: ask for no more than is left.
         let room = super::compact::window(session, state).saturating_sub(tokens);
         let max_tokens = (session.model().info.max_output as u64).min(room.max(MIN_OUTPUT));
