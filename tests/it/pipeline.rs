@@ -512,7 +512,7 @@ fn a_refused_image_is_replaced_by_a_marker_and_the_step_runs_again() {
         text("I cannot see the image, but here is my answer", 100),
         text("later", 100),
     ]);
-    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let (mut g, home, _ws, wid) = setup(&mock, WINDOW_100K);
     let sid = new_session(&mut g, &wid);
     let r = g.call(
         "turn/run",
@@ -537,4 +537,18 @@ fn a_refused_image_is_replaced_by_a_marker_and_the_step_runs_again() {
     // The transcript keeps the image; only the view replaces it.
     let h = g.call("session/messages", json!({"sessionId": sid}));
     assert!(h.to_string().contains("iVBORw0KGgo="));
+    // A restarted server replays the refusal: the next request still has the marker.
+    let _ = g.child.kill();
+    let _ = g.child.wait();
+    let env = mock.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut g = Garuda::spawn_at(crate::client::Framing::Lsp, home.path(), &[], &env);
+    g.call("initialize", json!({"capabilities": {}}));
+    let v = g.call("session/view", json!({"sessionId": sid}));
+    let all = v["request"]["messages"].to_string();
+    assert!(!all.contains("\"image\""), "{all}");
+    assert!(
+        all.contains("[image removed: the provider could not accept it]"),
+        "{all}"
+    );
 }
