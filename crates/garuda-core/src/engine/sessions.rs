@@ -150,8 +150,9 @@ impl Engine {
         client_tools: Vec<ToolSpec>,
     ) -> Result<(SessionSetup, Vec<String>), EngineError> {
         let (binding, mut warnings) = self.binding(model)?;
-        let tools = crate::tools::ToolRegistry::with_options(client_tools, self.config.context.snip)
-            .map_err(|e| EngineError::Invalid(e.to_string()))?;
+        let tools =
+            crate::tools::ToolRegistry::with_options(client_tools, self.config.context.snip)
+                .map_err(|e| EngineError::Invalid(e.to_string()))?;
         let (commands, sandbox) =
             crate::sandbox::session_runner(&self.config.sandbox, ws.root.path());
         if let Some(crate::sandbox::Unconfined::Unavailable(why)) = &sandbox.unconfined {
