@@ -343,6 +343,8 @@ class InitializeResult(TypedDict):
 
 
 class _InspectResultRequired(TypedDict):
+    # False when `[context] auto_compact = false`: nothing compacts unless asked.
+    autoCompact: bool
     # The model's window from the model table or the config.
     configuredWindow: int
     # The context size now (real count of the last response plus the estimate since).
@@ -374,10 +376,22 @@ class _InspectResultRequired(TypedDict):
 class InspectResult(_InspectResultRequired, total=False):
     """`context/inspect` result: the context by part, in tokens."""
 
+    # Of those, the ones Garuda installed by itself before a compaction was needed.
+    autoCollapses: int
+    # With auto-compaction off: the most tokens a request may carry (the window less the least output room); a larger one is refused with -32060 before it is sent.
+    blockingLimit: Optional[int]
+    # Collapse summaries in the view (manual and automatic).
+    collapses: int
+    # Tokens of the git state note (captured at session start) in the view; 0 when none.
+    gitStateTokens: int
     # The limit learned from the provider, when one was (kept in the transcript).
     learnedLimit: Optional[int]
     # MCP tool definitions (or `mcp_tool_search` when they are deferred).
     mcpTools: int
+    # Messages whose images the view replaced with a marker after a provider refused them.
+    mediaStripped: int
+    # context_efficiency notes (suggesting `snip`) sent over the session's life.
+    nudges: int
 
 
 class Limits(TypedDict, total=False):

@@ -501,6 +501,22 @@ pub fn engine_error(e: EngineError) -> RpcError {
                 })),
             }
         }
+        EngineError::Turn(
+            e @ T::OverLimit {
+                context_tokens,
+                limit_tokens,
+                window_tokens,
+            },
+        ) => RpcError {
+            code: codes::PROMPT_TOO_LONG,
+            message: e.to_string(),
+            data: Some(json!({
+                "kind": "blockingLimit",
+                "contextTokens": context_tokens,
+                "limitTokens": limit_tokens,
+                "windowTokens": window_tokens,
+            })),
+        },
         EngineError::Config(m) => RpcError::new(codes::CONFIG_ERROR, m),
         e @ EngineError::NoModel => RpcError {
             code: codes::CONFIG_ERROR,

@@ -240,6 +240,8 @@ pub fn meta_name(m: MessageMeta) -> &'static str {
         MessageMeta::Todo => "todo",
         MessageMeta::Display => "display",
         MessageMeta::ModelNote => "model_note",
+        MessageMeta::GitState => "git_state",
+        MessageMeta::Nudge => "nudge",
         MessageMeta::Unknown => "unknown",
     }
 }
@@ -358,6 +360,13 @@ pub fn inspect_out(r: ContextReport) -> w::InspectResult {
             commands_ask: r.commands_ask,
             description: r.sandbox.describe(),
         },
+        auto_compact: r.auto_compact,
+        blocking_limit: r.blocking_limit,
+        git_state_tokens: r.git_state_tokens,
+        nudges: r.relief.nudges,
+        collapses: r.relief.collapses,
+        auto_collapses: r.relief.auto_collapses,
+        media_stripped: r.relief.media_stripped,
     }
 }
 

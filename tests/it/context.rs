@@ -785,9 +785,10 @@ fn time_based_microcompact_after_a_long_pause_is_recorded_and_resumed() {
 
 #[test]
 fn the_model_snips_a_message_by_its_tag() {
-    let first = Mock::start(vec![text("one", 100)]);
+    let first = Mock::start(vec![text("one", 100), text("two", 100)]);
     let (mut g, home, _ws, wid) = setup(&first, WINDOW_100K);
     let sid = new_session(&mut g, &wid);
+    turn(&mut g, &sid, "the task");
     turn(&mut g, &sid, "secret question");
     assert!(
         first.rec.bodies()[0]["tools"]
@@ -796,8 +797,9 @@ fn the_model_snips_a_message_by_its_tag() {
             .iter()
             .any(|t| t["name"] == "snip")
     );
-    // The tag the model saw on the first user message.
-    let tag = first.rec.bodies()[0]["messages"][0]["content"]
+    // The tag the model saw on the second user message (the first one states the task and
+    // is never snipped).
+    let tag = first.rec.bodies()[1]["messages"][2]["content"]
         .as_array()
         .expect("content")
         .iter()
@@ -827,7 +829,7 @@ fn the_model_snips_a_message_by_its_tag() {
     let last = &second.rec.bodies()[1];
     assert!(!all_text(&last["messages"]).contains("secret question"));
     let h = g.call("session/messages", json!({"sessionId": sid}));
-    assert_eq!(h["messages"][0]["removed"], "snip");
+    assert_eq!(h["messages"][2]["removed"], "snip");
 }
 
 #[test]

@@ -13,6 +13,7 @@ mod long_session;
 mod mcp;
 mod mock_model;
 mod mock_smoke;
+mod pipeline;
 mod sandbox;
 mod server;
 mod sim_provider;

@@ -42,6 +42,9 @@ use crate::mock_model::{AnthropicSse, MockUsage, json_pieces};
 /// How Garuda's summary instruction starts (`src/session/compact/summary_prompt.rs`).
 pub const SUMMARY_INSTRUCTION_START: &str =
     "<garuda_note>The conversation above is about to be compacted";
+/// How Garuda's collapse request (a side request, like the summary) begins its instruction.
+pub const COLLAPSE_INSTRUCTION_START: &str =
+    "Summarize the conversation above in a few short paragraphs";
 /// Every user message of the harness starts with this and the turn number.
 pub const TURN_TAG: &str = "[TURN-";
 /// The version line every workspace file carries: `FILEMARK <path> v<N>`.
@@ -607,9 +610,9 @@ fn read_request(body: &Value) -> Seen {
         && last["role"] == "user"
     {
         s.summary = blocks_of(last).iter().any(|b| {
-            b["text"]
-                .as_str()
-                .is_some_and(|t| t.contains(SUMMARY_INSTRUCTION_START))
+            b["text"].as_str().is_some_and(|t| {
+                t.contains(SUMMARY_INSTRUCTION_START) || t.contains(COLLAPSE_INSTRUCTION_START)
+            })
         });
     }
     s

@@ -59,13 +59,23 @@ pub fn setup(
     mock: &Mock,
     extra_config: &str,
 ) -> (Garuda, tempfile::TempDir, tempfile::TempDir, String) {
+    setup_env(mock, extra_config, &[])
+}
+
+/// `setup` with more environment variables for the server.
+pub fn setup_env(
+    mock: &Mock,
+    extra_config: &str,
+    extra_env: &[(&str, &str)],
+) -> (Garuda, tempfile::TempDir, tempfile::TempDir, String) {
     let home = tempfile::tempdir().expect("home");
     write_config(home.path(), extra_config);
     let ws = tempfile::tempdir().expect("ws");
     std::fs::write(ws.path().join("a.txt"), "alpha\nbeta\n").expect("write");
     std::fs::write(ws.path().join("AGENTS.md"), "Be brief.\n").expect("write");
     let env = mock.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    env.extend_from_slice(extra_env);
     let mut g = Garuda::spawn_at(Framing::Lsp, home.path(), &[], &env);
     g.call("initialize", json!({"capabilities": {}}));
     let wid = g.open(ws.path());

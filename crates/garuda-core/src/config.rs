@@ -31,7 +31,23 @@ pub enum ConfigError {
         /// The parser's message, with line and column.
         message: String,
     },
+    /// An environment override has a value that cannot be used.
+    #[error("invalid environment variable {var}={value:?}: {message}")]
+    Env {
+        /// The variable.
+        var: String,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        message: String,
+    },
 }
+
+/// Lowers the context window of every model for one run (tokens; never raises it).
+pub const ENV_CONTEXT_WINDOW: &str = "GARUDA_CONTEXT_WINDOW";
+/// Lowers the compaction threshold for one run: a share of the window (`0.5`) or a
+/// percentage (`50%`); never raises it.
+pub const ENV_COMPACT_THRESHOLD: &str = "GARUDA_COMPACT_THRESHOLD";
 
 /// Everything Garuda can be configured with.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -110,6 +126,32 @@ pub struct ContextSettings {
     /// The most of the window one tool result takes whole (0 or 1: no cap beyond
     /// `tool_result_max_chars` and the tools' own limits).
     pub result_share: f64,
+    /// Compact automatically above the threshold (and reactively after a prompt-too-long).
+    /// Off: nothing compacts unless asked, and a request that would not fit the window is
+    /// refused before it is sent (-32060, `kind: "blockingLimit"`).
+    pub auto_compact: bool,
+    /// Offer the model the `snip` tool (and the context_efficiency nudge that suggests it).
+    pub snip: bool,
+    /// The context_efficiency nudge: after the context grew by this share of the window
+    /// without a snip, the model gets a note suggesting one (0: never).
+    pub nudge_share: f64,
+    /// Collapse an older span into a summary by itself between `collapse_threshold` and the
+    /// compaction threshold (the cheaper relief before a compaction).
+    pub auto_collapse: bool,
+    /// Automatic collapse starts above this share of the window.
+    pub collapse_threshold: f64,
+    /// The least an automatic collapse takes away, as a share of the window.
+    pub collapse_min_share: f64,
+    /// Capture the repository's git state (branch, status, recent commits) at session start.
+    pub git_state: bool,
+    /// The longest the git state may take, in milliseconds (then it is skipped).
+    pub git_timeout_ms: u64,
+    /// `GARUDA_CONTEXT_WINDOW`: the window of every model, at most (read once at load).
+    #[serde(skip)]
+    pub window_override: Option<u64>,
+    /// `GARUDA_COMPACT_THRESHOLD`: the threshold share, at most (read once at load).
+    #[serde(skip)]
+    pub threshold_override: Option<f64>,
 }
 
 impl Default for ContextSettings {
@@ -134,6 +176,16 @@ impl Default for ContextSettings {
             user_words_share: 0.1,
             min_summary_gap: 3,
             result_share: 0.1,
+            auto_compact: true,
+            snip: true,
+            nudge_share: 0.1,
+            auto_collapse: true,
+            collapse_threshold: 0.7,
+            collapse_min_share: 0.05,
+            git_state: true,
+            git_timeout_ms: 2_000,
+            window_override: None,
+            threshold_override: None,
         }
     }
 }
@@ -157,7 +209,63 @@ impl ContextSettings {
             user_words_share: self.user_words_share.clamp(0.0, 0.5),
             min_summary_gap: self.min_summary_gap,
             result_share: self.result_share,
+            threshold_cap: self.threshold_override,
+            auto_compact: self.auto_compact,
+            nudge_share: self.nudge_share.clamp(0.0, 1.0),
+            auto_collapse: self.auto_collapse,
+            collapse_threshold: self.collapse_threshold.clamp(0.0, 1.0),
+            collapse_min_share: self.collapse_min_share.clamp(0.0, 1.0),
         }
+    }
+
+    /// The window a model gets: its configured one, lowered by `GARUDA_CONTEXT_WINDOW`.
+    pub fn window(&self, configured: u64) -> u64 {
+        self.window_override
+            .map_or(configured, |w| w.min(configured))
+    }
+
+    /// Reads the environment overrides (`GARUDA_CONTEXT_WINDOW`, `GARUDA_COMPACT_THRESHOLD`)
+    /// through `get`; they only ever lower what the file says.
+    pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        let bad = |var: &str, value: &str, message: &str| ConfigError::Env {
+            var: var.to_string(),
+            value: value.to_string(),
+            message: message.to_string(),
+        };
+        if let Some(v) = get(ENV_CONTEXT_WINDOW).filter(|v| !v.trim().is_empty()) {
+            let n: u64 = v
+                .trim()
+                .replace('_', "")
+                .parse()
+                .map_err(|_| bad(ENV_CONTEXT_WINDOW, &v, "expected a number of tokens"))?;
+            if n < 1_000 {
+                return Err(bad(ENV_CONTEXT_WINDOW, &v, "a window under 1 000 tokens"));
+            }
+            self.window_override = Some(n);
+        }
+        if let Some(v) = get(ENV_COMPACT_THRESHOLD).filter(|v| !v.trim().is_empty()) {
+            let t = v.trim();
+            let share = match t.strip_suffix('%') {
+                Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+                None => t.parse::<f64>(),
+            }
+            .map_err(|_| {
+                bad(
+                    ENV_COMPACT_THRESHOLD,
+                    &v,
+                    "expected a share of the window (0.5) or a percentage (50%)",
+                )
+            })?;
+            if !(share > 0.0 && share <= 1.0) {
+                return Err(bad(
+                    ENV_COMPACT_THRESHOLD,
+                    &v,
+                    "the share must be above 0 and at most 1 (100%)",
+                ));
+            }
+            self.threshold_override = Some(share.max(0.05));
+        }
+        Ok(())
     }
 
     /// Applies these settings to a session's view policy.
@@ -270,11 +378,12 @@ impl Config {
         }
     }
 
-    /// Loads one config file; a missing file gives the defaults.
+    /// Loads one config file (a missing file gives the defaults), then the environment
+    /// overrides of `[context]` (`GARUDA_CONTEXT_WINDOW`, `GARUDA_COMPACT_THRESHOLD`).
     pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+        let mut cfg = match std::fs::read_to_string(path) {
+            Ok(t) => Self::parse(&t, path)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
             Err(e) => {
                 return Err(ConfigError::Read {
                     path: path.to_owned(),
@@ -282,7 +391,8 @@ impl Config {
                 });
             }
         };
-        Self::parse(&text, path)
+        cfg.context.apply_env(|k| std::env::var(k).ok())?;
+        Ok(cfg)
     }
 
     /// Parses config text; `path` only names the source in errors.
@@ -481,6 +591,55 @@ mod tests {
         let e =
             Config::parse("[mcp_servers.x]\ncomand = \"y\"\n", Path::new("c.toml")).unwrap_err();
         assert!(e.to_string().contains("comand"), "{e}");
+    }
+
+    #[test]
+    fn environment_overrides_only_lower_the_window_and_threshold() {
+        let env = |w: &'static str, t: &'static str| {
+            move |k: &str| match k {
+                ENV_CONTEXT_WINDOW => Some(w.to_string()),
+                ENV_COMPACT_THRESHOLD => Some(t.to_string()),
+                _ => None,
+            }
+        };
+        let mut c = ContextSettings::default();
+        c.apply_env(env("20000", "50%")).unwrap();
+        assert_eq!(c.window(200_000), 20_000);
+        assert_eq!(c.window(8_000), 8_000, "never raised");
+        let p = c.compact_policy();
+        assert_eq!(p.threshold_cap, Some(0.5));
+        assert_eq!(
+            crate::session::compact::threshold_tokens(20_000, 8_000, &p),
+            10_000
+        );
+        let mut c = ContextSettings::default();
+        c.apply_env(env("", "0.9")).unwrap();
+        assert_eq!(c.window_override, None);
+        let p = c.compact_policy();
+        assert_eq!(
+            crate::session::compact::threshold_tokens(100_000, 8_000, &p),
+            80_000,
+            "0.9 does not raise 0.8"
+        );
+        let p = ContextSettings {
+            reserved_formula: true,
+            threshold_override: Some(0.3),
+            ..ContextSettings::default()
+        }
+        .compact_policy();
+        assert_eq!(
+            crate::session::compact::threshold_tokens(200_000, 64_000, &p),
+            60_000
+        );
+        for (w, t) in [
+            ("many", "0.5"),
+            ("50000", "1.5"),
+            ("50000", "x%"),
+            ("10", "0.5"),
+        ] {
+            let e = ContextSettings::default().apply_env(env(w, t)).unwrap_err();
+            assert!(e.to_string().contains("GARUDA_"), "{e}");
+        }
     }
 
     #[test]

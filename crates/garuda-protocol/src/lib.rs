@@ -568,6 +568,27 @@ pub struct InspectResult {
     pub paused: bool,
     /// What the session's commands run in, measured at its start.
     pub sandbox: SandboxReport,
+    /// False when `[context] auto_compact = false`: nothing compacts unless asked.
+    pub auto_compact: bool,
+    /// With auto-compaction off: the most tokens a request may carry (the window less the
+    /// least output room); a larger one is refused with -32060 before it is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocking_limit: Option<u64>,
+    /// Tokens of the git state note (captured at session start) in the view; 0 when none.
+    #[serde(default)]
+    pub git_state_tokens: u64,
+    /// context_efficiency notes (suggesting `snip`) sent over the session's life.
+    #[serde(default)]
+    pub nudges: u64,
+    /// Collapse summaries in the view (manual and automatic).
+    #[serde(default)]
+    pub collapses: u64,
+    /// Of those, the ones Garuda installed by itself before a compaction was needed.
+    #[serde(default)]
+    pub auto_collapses: u64,
+    /// Messages whose images the view replaced with a marker after a provider refused them.
+    #[serde(default)]
+    pub media_stripped: u64,
 }
 
 /// What a session's commands run in (`context/inspect`).

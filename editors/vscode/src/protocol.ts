@@ -254,22 +254,39 @@ export type InitializeResult = {
 
 /** `context/inspect` result: the context by part, in tokens. */
 export type InspectResult = {
+  /** Of those, the ones Garuda installed by itself before a compaction was needed. */
+  autoCollapses?: number;
+  /** False when `[context] auto_compact = false`: nothing compacts unless asked. */
+  autoCompact: boolean;
+  /**
+   * With auto-compaction off: the most tokens a request may carry (the window less the
+   * least output room); a larger one is refused with -32060 before it is sent.
+   */
+  blockingLimit?: number | null;
+  /** Collapse summaries in the view (manual and automatic). */
+  collapses?: number;
   /** The model's window from the model table or the config. */
   configuredWindow: number;
   /** The context size now (real count of the last response plus the estimate since). */
   contextTokens: number;
   /** Room left. */
   free: number;
+  /** Tokens of the git state note (captured at session start) in the view; 0 when none. */
+  gitStateTokens?: number;
   /** Project instructions. */
   instructions: number;
   /** The limit learned from the provider, when one was (kept in the transcript). */
   learnedLimit?: number | null;
   /** MCP tool definitions (or `mcp_tool_search` when they are deferred). */
   mcpTools?: number;
+  /** Messages whose images the view replaced with a marker after a provider refused them. */
+  mediaStripped?: number;
   /** Project memory. */
   memory: number;
   /** Conversation messages. */
   messages: number;
+  /** context_efficiency notes (suggesting `snip`) sent over the session's life. */
+  nudges?: number;
   /** True while auto-compaction is paused after repeated failures. */
   paused: boolean;
   /** Reserved for the model's output. */

@@ -11,7 +11,7 @@ use crate::session::records::now_ms;
 use crate::session::records::{CompactTrigger, new_id};
 use crate::session::tokens::ContextTracker;
 use crate::session::tokens::{self, PartSizes};
-use crate::session::view::{build_view, render_id_tags};
+use crate::session::view::{ReliefReport, build_view, relief_report, render_id_tags};
 use crate::turn::{self, LiveSession, Progress, StepView, TurnHost};
 
 /// The exact request the next step would send.
@@ -46,6 +46,14 @@ pub struct ContextReport {
     pub sandbox: crate::sandbox::CommandSandbox,
     /// Each command waits for the user's approval.
     pub commands_ask: bool,
+    /// False when auto-compaction is off.
+    pub auto_compact: bool,
+    /// With auto-compaction off: the most tokens a request may carry.
+    pub blocking_limit: Option<u64>,
+    /// Tokens of the git state note in the view (0: none).
+    pub git_state_tokens: u64,
+    /// What the lighter reliefs did (nudges, collapses, media stripped).
+    pub relief: ReliefReport,
 }
 
 impl Engine {
@@ -190,22 +198,33 @@ impl Engine {
     /// The context by part, with the threshold.
     pub fn inspect(&self, id: &str) -> Result<ContextReport, EngineError> {
         let live = self.session(id)?;
-        let (context_tokens, message_chars, tracker, paused, learned) =
+        let (context_tokens, message_chars, tracker, paused, learned, relief) =
             match live.try_state().ok_or(()) {
                 Ok(mut state) => {
                     let t = turn::context_tokens(&live, &mut state)?;
+                    // `context_tokens` brought the view up to date (a due microcompact appended).
+                    let st = &mut *state;
+                    let view = st
+                        .view_cache
+                        .view(&st.records, &live.setup.view_policy, now_ms());
+                    let relief = relief_report(&st.records, view);
                     (
                         t,
                         state.view_cache.chars(),
                         state.tracker,
                         state.failures.paused(&live.setup.compact),
                         state.learned_limit,
+                        relief,
                     )
                 }
                 Err(_) => {
-                    let (sv, tracker, learned) = self.view_on_disk(&live)?;
-                    let t = tracker.context_tokens(sv.view_chars, turn::fixed_chars(&live));
-                    (t, sv.view_chars, tracker, false, learned)
+                    let records = self.store().load(&live.id)?.records;
+                    let v = build_view(&records, &live.setup.view_policy, now_ms());
+                    let tracker = ContextTracker::replay(&records);
+                    let t = tracker.context_tokens(v.chars(), turn::fixed_chars(&live));
+                    let relief = relief_report(&records, &v);
+                    let learned = tokens::learned_limit(&records);
+                    (t, v.chars(), tracker, false, learned, relief)
                 }
             };
         // The session's own prompt (frozen at its start or last compaction), by typed part.
@@ -234,6 +253,7 @@ impl Engine {
             .estimate(tokens::tool_chars(&live.tools().mcp_specs()))
             .min(p.tools);
         p.tools -= mcp_tools;
+        let auto_compact = live.setup.compact.auto_compact;
         Ok(ContextReport {
             parts: p,
             mcp_tools,
@@ -248,6 +268,11 @@ impl Engine {
                 &live.setup.sandbox,
                 false,
             ),
+            auto_compact,
+            blocking_limit: (!auto_compact)
+                .then(|| crate::session::compact::blocking_limit(window)),
+            git_state_tokens: tracker.estimator.estimate(relief.git_state_chars),
+            relief,
         })
     }
 }

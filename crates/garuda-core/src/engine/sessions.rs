@@ -166,8 +166,9 @@ impl Engine {
         mcp_servers: Vec<(String, McpServerConfig)>,
     ) -> Result<(SessionSetup, Vec<String>), EngineError> {
         let (binding, mut warnings) = self.binding(model)?;
-        let mut tools = crate::tools::ToolRegistry::for_session(client_tools)
-            .map_err(|e| EngineError::Invalid(e.to_string()))?;
+        let mut tools =
+            crate::tools::ToolRegistry::with_options(client_tools, self.config.context.snip)
+                .map_err(|e| EngineError::Invalid(e.to_string()))?;
         let (commands, sandbox) =
             crate::sandbox::session_runner(&self.config.sandbox, ws.root.path());
         if let Some(crate::sandbox::Unconfined::Unavailable(why)) = &sandbox.unconfined {
@@ -222,7 +223,9 @@ impl Engine {
             ModelSpec::Replay(_) => "replay".to_string(),
         };
         let provider = provider::build(model, &cfg)?;
-        let info = provider::model_info(model, &cfg);
+        let mut info = provider::model_info(model, &cfg);
+        // `GARUDA_CONTEXT_WINDOW` lowers every model's window for this run.
+        info.context_window = self.config.context.window(info.context_window);
         let mut warnings = Vec::new();
         if !info.known {
             warnings.push(format!(
@@ -378,11 +381,35 @@ impl Engine {
         let mut header = SessionHeader::new(ws.root.path().display().to_string(), model);
         header.policy = Some(policy_name(policy));
         header.origin = req.origin;
-        let file = self.store().create(&header)?;
+        let mut file = self.store().create(&header)?;
         setup.view_policy = self.view_policy(&header.session_id, &setup.model_info, &setup.tools);
-        let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
+        let mut records = Vec::new();
+        if let Some(note) = self.git_state_note(&ws) {
+            file.append(&note)?;
+            records.push(note);
+        }
+        let live = Arc::new(LiveSession::new(header, setup, file, records));
         let live = self.sessions.insert(live);
         Ok((live, warnings))
+    }
+
+    /// The repository's git state as the session's first record: a note the first request
+    /// carries (the system prompt stays byte-stable). None outside a repository, when off
+    /// (`[context] git_state = false`) or when git did not answer in time.
+    fn git_state_note(&self, ws: &Workspace) -> Option<Record> {
+        let ctx = &self.config.context;
+        if !ctx.git_state {
+            return None;
+        }
+        let timeout = std::time::Duration::from_millis(ctx.git_timeout_ms);
+        let state = crate::workspace::read_git_state(ws.root.path(), timeout)?;
+        let mut m = MessageRecord::new(
+            crate::message::Role::User,
+            vec![Block::text(crate::workspace::git_note(&state))],
+            None,
+        );
+        m.meta = Some(crate::session::records::MessageMeta::GitState);
+        Some(Record::Message(m))
     }
 
     /// The live session with this id, loading it from disk (after a restart) when needed.

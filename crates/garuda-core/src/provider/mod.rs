@@ -191,6 +191,10 @@ pub enum ProviderError {
     /// The request does not fit the model's context window.
     #[error("prompt too long for the model: {0}")]
     PromptTooLong(String),
+    /// The provider could not accept an image of the request (too large, too many pixels,
+    /// unreadable); the text says which when the provider did.
+    #[error("the provider refused an image: {0}")]
+    MediaRefused(String),
     /// The stream stopped mid-way; `partial` keeps the blocks that arrived.
     #[error("the model stream was cut: {reason}")]
     Cut {
@@ -233,6 +237,11 @@ impl ProviderError {
         }
     }
 
+    /// True when the provider refused media of the request.
+    pub fn is_media_refused(&self) -> bool {
+        matches!(self, ProviderError::MediaRefused(_))
+    }
+
     /// Blocks that arrived before a cut or cancel; empty for other errors.
     pub fn partial(&self) -> &[Block] {
         match self {
@@ -260,6 +269,7 @@ impl ProviderError {
             ProviderError::Overloaded { .. } => "overloaded",
             ProviderError::Server { .. } => "server",
             ProviderError::PromptTooLong(_) => "promptTooLong",
+            ProviderError::MediaRefused(_) => "mediaRefused",
             ProviderError::Cut { .. } => "cut",
             ProviderError::Timeout(_) => "timeout",
             ProviderError::Cancelled { .. } => "cancelled",
@@ -291,6 +301,7 @@ impl ProviderError {
                 body_excerpt: r(body_excerpt),
             },
             ProviderError::PromptTooLong(s) => ProviderError::PromptTooLong(r(s)),
+            ProviderError::MediaRefused(s) => ProviderError::MediaRefused(r(s)),
             ProviderError::Cut { partial, reason } => ProviderError::Cut {
                 partial,
                 reason: r(reason),

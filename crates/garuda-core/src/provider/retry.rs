@@ -91,11 +91,34 @@ pub fn says_prompt_too_long(text: &str) -> bool {
     TOO_LONG.iter().any(|p| lower.contains(p))
 }
 
+/// True when an error text says an image of the request cannot be accepted: Anthropic's
+/// `image exceeds 5 MB maximum` and `image dimensions exceed max allowed size`, `Could not
+/// process image`, OpenAI's `invalid_image` / `image_parse_error`, and the like.
+pub fn says_media_refused(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    const PHRASES: &[&str] = &[
+        "image exceeds",
+        "image dimensions exceed",
+        "could not process image",
+        "invalid_image",
+        "invalid image",
+        "image_parse_error",
+        "image too large",
+        "image is too large",
+        "unsupported image",
+        "image_url is not supported",
+    ];
+    PHRASES.iter().any(|p| lower.contains(p))
+}
+
 /// Classifies an HTTP status and body excerpt.
 pub fn classify(status: u16, excerpt: &str) -> Verdict {
     let lower = excerpt.to_ascii_lowercase();
     match status {
         401 | 403 => Verdict::Fail(ProviderError::Auth { status }),
+        400 | 413 | 422 if says_media_refused(excerpt) => {
+            Verdict::Fail(ProviderError::MediaRefused(excerpt.to_string()))
+        }
         400 | 413 | 422 if says_prompt_too_long(excerpt) => {
             Verdict::Fail(ProviderError::PromptTooLong(excerpt.to_string()))
         }
@@ -282,6 +305,19 @@ mod tests {
             classify(400, "bad field"),
             Verdict::Fail(ProviderError::Http(_))
         ));
+        for body in [
+            "invalid_request_error: messages.1.content.0.image.source.base64: image exceeds 5 MB maximum: 7340032 bytes > 5242880 bytes",
+            "invalid_request_error: messages.3.content.1.image.source.base64.data: image dimensions exceed max allowed size: 8000 pixels",
+            "invalid_request_error: Could not process image",
+            "invalid_image: Invalid image data",
+            "image_parse_error: You uploaded an unsupported image.",
+        ] {
+            let v = classify(400, body);
+            assert!(
+                matches!(&v, Verdict::Fail(e) if e.is_media_refused() && e.kind() == "mediaRefused"),
+                "{body}"
+            );
+        }
     }
 
     #[test]

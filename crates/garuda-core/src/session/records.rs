@@ -40,6 +40,10 @@ pub enum MessageMeta {
     Display,
     /// A `<garuda_note>` naming the model the session was switched to.
     ModelNote,
+    /// The `<garuda_note>` with the repository's git state, captured once at session start.
+    GitState,
+    /// The `<garuda_note>` suggesting `snip` after the context grew (context_efficiency).
+    Nudge,
     /// A meta value written by a newer Garuda; treated like an ordinary message.
     #[serde(other)]
     Unknown,
@@ -180,6 +184,24 @@ pub struct CollapseRecord {
     pub span_ids: Vec<String>,
     /// The summary text.
     pub summary: String,
+    /// True when Garuda collapsed the span by itself (before auto-compaction).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto: bool,
+}
+
+/// The provider refused media (an oversized or unreadable image) in these messages: later
+/// requests carry a text marker in its place.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MediaRefusedRecord {
+    /// Record id.
+    pub uuid: String,
+    /// Unix milliseconds.
+    pub time: u64,
+    /// Transcript ids of the messages whose media is stripped from now on.
+    pub message_ids: Vec<String>,
+    /// What the provider said.
+    pub reason: String,
 }
 
 /// Tool results replaced by `[Old tool result content cleared]`.
@@ -377,6 +399,8 @@ pub enum Record {
     InstallAborted(InstallAbortedRecord),
     /// A context limit learned from the provider.
     ContextLimit(ContextLimitRecord),
+    /// Media the provider refused.
+    MediaRefused(MediaRefusedRecord),
 }
 
 /// Record type names this version understands.
@@ -392,6 +416,7 @@ pub const KNOWN_TYPES: &[&str] = &[
     "instruction_change",
     "install_aborted",
     "context_limit",
+    "media_refused",
 ];
 
 impl Record {
@@ -409,6 +434,7 @@ impl Record {
             Record::InstructionChange(r) => &r.uuid,
             Record::InstallAborted(r) => &r.uuid,
             Record::ContextLimit(r) => &r.uuid,
+            Record::MediaRefused(r) => &r.uuid,
         }
     }
 
@@ -426,6 +452,7 @@ impl Record {
             Record::InstructionChange(r) => r.time,
             Record::InstallAborted(r) => r.time,
             Record::ContextLimit(r) => r.time,
+            Record::MediaRefused(r) => r.time,
         }
     }
 

@@ -68,6 +68,12 @@ pub struct ToolRegistry {
 impl ToolRegistry {
     /// The built-in and session tools plus `client` tools.
     pub fn for_session(client: Vec<ToolSpec>) -> Result<ToolRegistry, ToolClash> {
+        Self::with_options(client, true)
+    }
+
+    /// The built-in tools, the session tool `snip` when `snip` is on (`[context] snip`), and
+    /// `client` tools.
+    pub fn with_options(client: Vec<ToolSpec>, snip: bool) -> Result<ToolRegistry, ToolClash> {
         let mut r = ToolRegistry::default();
         for spec in super::builtin_specs() {
             let (class, path_arg, needs_read) = super::builtin_traits(&spec.name);
@@ -80,16 +86,19 @@ impl ToolRegistry {
                 deferred: false,
             });
         }
-        r.entries.push(ToolEntry {
-            spec: crate::turn::snip_tool_spec(),
-            class: ToolClass::Session,
-            source: ToolSource::Session,
-            path_arg: None,
-            needs_read: false,
-            deferred: false,
-        });
+        if snip {
+            r.entries.push(ToolEntry {
+                spec: crate::turn::snip_tool_spec(),
+                class: ToolClass::Session,
+                source: ToolSource::Session,
+                path_arg: None,
+                needs_read: false,
+                deferred: false,
+            });
+        }
         for spec in client {
-            if r.get(&spec.name).is_some() {
+            // `snip` stays reserved when it is off, so turning it on never breaks a client.
+            if r.get(&spec.name).is_some() || spec.name == crate::turn::SNIP_TOOL {
                 return Err(ToolClash(spec.name));
             }
             r.entries.push(ToolEntry {
@@ -271,6 +280,13 @@ mod tests {
         );
         assert_eq!(
             ToolRegistry::for_session(vec![spec("snip")]),
+            Err(ToolClash("snip".into()))
+        );
+        let off = ToolRegistry::with_options(vec![spec("open_in_editor")], false).unwrap();
+        assert!(off.get("snip").is_none());
+        assert_eq!(off.entries().len(), r.entries().len() - 1);
+        assert_eq!(
+            ToolRegistry::with_options(vec![spec("snip")], false),
             Err(ToolClash("snip".into()))
         );
     }

@@ -116,17 +116,27 @@ pub fn context_tokens(session: &LiveSession, state: &mut SessionState) -> Result
     Ok(state.tracker.context_tokens(chars, fixed_chars(session)))
 }
 
-/// Compacts when the context is over the threshold and auto-compaction is not paused.
+/// Between the collapse threshold and the threshold, collapses an older span (the cheaper
+/// relief); over the threshold, compacts unless auto-compaction is paused.
 pub async fn compact_if_needed(
     session: &Arc<LiveSession>,
     state: &mut SessionState,
     host: &dyn TurnHost,
     cancel: &CancellationToken,
 ) -> Result<Option<CompactOutcome>, TurnError> {
+    if !session.setup.compact.auto_compact {
+        return Ok(None);
+    }
+    let collapse_usage = super::ops::auto_collapse(session, state, host, cancel).await?;
     let tokens = context_tokens(session, state)?;
     if tokens <= budgets(session, state).threshold || state.failures.paused(&session.setup.compact)
     {
-        return Ok(None);
+        return Ok(
+            (collapse_usage != Usage::default()).then(|| CompactOutcome {
+                usage: collapse_usage,
+                ..CompactOutcome::nothing(tokens, "collapsed")
+            }),
+        );
     }
     compact_session(
         session,
@@ -138,6 +148,19 @@ pub async fn compact_if_needed(
     )
     .await
     .map(Some)
+}
+
+/// The git state note captured at session start, if any (the first one in the transcript).
+fn git_note(records: &[Record]) -> Option<String> {
+    records.iter().find_map(|r| match r.as_message() {
+        Some(m) if m.meta == Some(crate::session::records::MessageMeta::GitState) => {
+            m.content.iter().find_map(|b| match b {
+                Block::Text { text } => Some(text.clone()),
+                _ => None,
+            })
+        }
+        _ => None,
+    })
 }
 
 /// Learns from a prompt-too-long answer: the limit it names (or, when it names none, one
@@ -744,6 +767,7 @@ pub async fn compact_session(
     let snaps = snapshots(session, &state.records);
     let files: Vec<FileSnapshot> = snaps.iter().map(|s| s.file.clone()).collect();
     let transcript = state.file.path().display().to_string();
+    let git = git_note(&state.records);
     let plan = |summary: SummaryText| {
         compact::plan_installation(&InstallInput {
             messages: &messages,
@@ -756,6 +780,7 @@ pub async fn compact_session(
             transcript_path: &transcript,
             files: &files,
             todo: &todo,
+            git_state: git.as_deref(),
             budgets: &b,
             trim_to: policy.trim_to,
             estimator: &est,

@@ -49,11 +49,27 @@ pub enum TurnError {
         /// The window the session plans with.
         window_tokens: u64,
     },
+    /// Auto-compaction is off and the next request would not fit the window: refused before
+    /// it is sent (the blocking limit).
+    #[error(
+        "the next request would carry about {context_tokens} tokens, over the {limit_tokens} \
+         that fit the model's {window_tokens}-token window with room for an answer, and \
+         auto-compaction is off ([context] auto_compact = false). Compact the session \
+         (session/compact or /compact), snip messages, or turn auto-compaction on"
+    )]
+    OverLimit {
+        /// Estimated tokens of the request.
+        context_tokens: u64,
+        /// The most a request may carry.
+        limit_tokens: u64,
+        /// The window the session plans with.
+        window_tokens: u64,
+    },
 }
 
 impl TurnError {
     /// A stable name for the failure: the provider error's kind, or `store`, `busy`,
-    /// `invalid`, `cancelled`, `messageTooLarge`.
+    /// `invalid`, `cancelled`, `messageTooLarge`, `blockingLimit`.
     pub fn kind(&self) -> &'static str {
         match self {
             TurnError::Provider(p) => p.kind(),
@@ -62,6 +78,7 @@ impl TurnError {
             TurnError::Invalid(_) => "invalid",
             TurnError::Cancelled => "cancelled",
             TurnError::TooLarge { .. } => "messageTooLarge",
+            TurnError::OverLimit { .. } => "blockingLimit",
         }
     }
 }
@@ -140,6 +157,10 @@ pub struct SessionState {
     pub failures: FailureTracker,
     /// The smallest context limit the provider named (from `context_limit` records).
     pub learned_limit: Option<u64>,
+    /// The context size the snip nudge counts growth from (None: taken at the next step).
+    pub nudge_since: Option<u64>,
+    /// Automatic collapses that failed in a row.
+    pub collapse_failures: u32,
     /// Message records in `records`, published for readers that must not wait.
     message_count: Arc<AtomicU64>,
 }
@@ -274,6 +295,8 @@ impl LiveSession {
                 tracker: ContextTracker::replay(&records),
                 failures: FailureTracker::default(),
                 learned_limit: crate::session::tokens::learned_limit(&records),
+                nudge_since: None,
+                collapse_failures: 0,
                 message_count,
                 records,
             }),

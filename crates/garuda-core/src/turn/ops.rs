@@ -6,14 +6,20 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::events::{CompactionPhase, TurnEvent};
+use super::host::TurnHost;
 use super::live::{LiveSession, SessionState, TurnError};
 use super::view::current_view;
-use crate::message::{Block, Message, ToolSpec};
+use crate::message::{Block, Message, Role, ToolSpec, Usage};
 use crate::provider::{CachePlan, ModelRequest};
 use crate::session::Record;
-use crate::session::compact::rewrite_for_summary;
-use crate::session::records::{CollapseRecord, SnipRecord, UsagePurpose, new_id, now_ms};
-use crate::session::view::{collapse_span, resolve_short_id};
+use crate::session::compact::{
+    auto_collapse_span, collapse_start, rewrite_for_summary, span_user_words,
+};
+use crate::session::records::{
+    CollapseRecord, CompactTrigger, SnipRecord, UsagePurpose, new_id, now_ms,
+};
+use crate::session::view::{CONTINUES_TEXT, collapse_span, resolve_short_id};
 
 /// The name of the model's snip tool.
 pub const SNIP_TOOL: &str = "snip";
@@ -25,7 +31,7 @@ pub fn snip_tool_spec() -> ToolSpec {
         description: "Remove earlier messages you no longer need from your context, to keep it \
                       small. Pass the ids shown as [id:...] tags at the end of user messages. \
                       Messages carrying tool calls or results that later messages still need are \
-                      kept."
+                      kept, and so is the user's first request."
             .to_string(),
         input_schema: json!({
             "type": "object",
@@ -75,6 +81,8 @@ pub fn snip_ids(
         removed_ids: ids.clone(),
     })])?;
     super::compact::forget_reads_out_of_view(session, state)?;
+    // The nudge counts growth from the last snip.
+    state.nudge_since = None;
     let view = current_view(state, &session.setup.view_policy)?;
     let snipped: HashSet<&str> = view.snipped.iter().map(String::as_str).collect();
     let protected: HashSet<&str> = view.protected.iter().map(String::as_str).collect();
@@ -107,6 +115,8 @@ pub fn snip_tool(
                 .collect()
         })
         .ok_or_else(|| "snip needs {\"ids\": [\"<tag>\", ...]}".to_string())?;
+    // The model looked at its context: the nudge counts growth from here.
+    state.nudge_since = None;
     let view = current_view(state, &session.setup.view_policy).map_err(|e| e.to_string())?;
     let mut ids = Vec::new();
     let mut unknown = Vec::new();
@@ -117,11 +127,19 @@ pub fn snip_tool(
         }
     }
     let out = snip_ids(session, state, ids).map_err(|e| e.to_string())?;
+    let first = current_view(state, &session.setup.view_policy)
+        .map_err(|e| e.to_string())?
+        .first_request
+        .clone();
+    let kept_first = first.is_some_and(|f| out.protected.contains(&f));
+    let pairs = out.protected.len() - usize::from(kept_first);
     let mut text = format!("Removed {} message(s) from the context.", out.removed.len());
-    if !out.protected.is_empty() {
+    if kept_first {
+        text.push_str(" Kept the user's first request: it states the task.");
+    }
+    if pairs > 0 {
         text.push_str(&format!(
-            " Kept {} message(s) whose tool calls or results are still needed.",
-            out.protected.len()
+            " Kept {pairs} message(s) whose tool calls or results are still needed."
         ));
     }
     if !unknown.is_empty() {
@@ -139,6 +157,8 @@ pub struct CollapseOutcome {
     pub span_ids: Vec<String>,
     /// The summary.
     pub summary: String,
+    /// Tokens the summary request used (none when the client gave the summary).
+    pub usage: Usage,
 }
 
 const COLLAPSE_INSTRUCTION: &str = "Summarize the conversation above in a few short paragraphs: \
@@ -155,6 +175,91 @@ pub async fn collapse(
     summary: Option<String>,
     cancel: &CancellationToken,
 ) -> Result<CollapseOutcome, TurnError> {
+    collapse_with(session, state, from, to, summary, cancel, false).await
+}
+
+/// The automatic collapse at the top of a step: between the collapse threshold and the
+/// compaction threshold, the older span (after the first request, before the kept steps)
+/// becomes a summary, when that takes away at least `collapse_min_share` of the window.
+/// A failure leaves the session as it was (compaction still guards the threshold); after
+/// `max_failures` in a row the automatic collapse stops for the session's life in memory.
+pub(crate) async fn auto_collapse(
+    session: &LiveSession,
+    state: &mut SessionState,
+    host: &dyn TurnHost,
+    cancel: &CancellationToken,
+) -> Result<Usage, TurnError> {
+    let policy = &session.setup.compact;
+    if state.collapse_failures >= policy.max_failures {
+        return Ok(Usage::default());
+    }
+    let b = super::compact::budgets(session, state);
+    let Some(start) = collapse_start(b.window, b.threshold, policy) else {
+        return Ok(Usage::default());
+    };
+    let before = super::compact::context_tokens(session, state)?;
+    if before <= start || before > b.threshold {
+        return Ok(Usage::default());
+    }
+    let min_tokens = (b.window as f64 * policy.collapse_min_share) as u64;
+    let min_chars = (min_tokens as f64 * state.tracker.estimator.chars_per_token()) as usize;
+    let view = current_view(state, &session.setup.view_policy)?;
+    let Some((from, to)) = auto_collapse_span(view, policy.keep_steps, min_chars) else {
+        return Ok(Usage::default());
+    };
+    let event = |phase, after, message: Option<String>| {
+        host.event(
+            &session.id,
+            TurnEvent::Compaction {
+                phase,
+                trigger: CompactTrigger::Auto,
+                tokens_before: Some(before),
+                tokens_after: after,
+                message,
+            },
+        )
+    };
+    event(CompactionPhase::Started, None, Some("collapse".into()));
+    match collapse_with(session, state, &from, &to, None, cancel, true).await {
+        Ok(out) => {
+            state.collapse_failures = 0;
+            let after = super::compact::context_tokens(session, state)?;
+            event(
+                CompactionPhase::Finished,
+                Some(after),
+                Some("collapse".into()),
+            );
+            Ok(out.usage)
+        }
+        Err(TurnError::Store(e)) => Err(TurnError::Store(e)),
+        Err(e) if matches!(e, TurnError::Cancelled) || cancel.is_cancelled() => {
+            // The step loop sees the cancellation next and ends the turn.
+            event(CompactionPhase::Failed, None, Some("cancelled".into()));
+            Ok(Usage::default())
+        }
+        Err(e) => {
+            state.collapse_failures += 1;
+            tracing::warn!("automatic collapse failed: {e}");
+            event(
+                CompactionPhase::Failed,
+                None,
+                Some(format!("collapse: {e}")),
+            );
+            Ok(Usage::default())
+        }
+    }
+}
+
+async fn collapse_with(
+    session: &LiveSession,
+    state: &mut SessionState,
+    from: &str,
+    to: &str,
+    summary: Option<String>,
+    cancel: &CancellationToken,
+    auto: bool,
+) -> Result<CollapseOutcome, TurnError> {
+    let mut usage = Usage::default();
     let view = current_view(state, &session.setup.view_policy)?.clone();
     let span = collapse_span(&view, from, to).map_err(|e| TurnError::Invalid(e.to_string()))?;
     let summary = match summary.filter(|s| !s.trim().is_empty()) {
@@ -168,7 +273,17 @@ pub async fn collapse(
                 .map(|m| m.message.clone())
                 .collect();
             let mut msgs = rewrite_for_summary(&msgs);
-            msgs.push(Message::user_text(COLLAPSE_INSTRUCTION));
+            // Providers want the user first and roles alternating; a span usually starts with
+            // the model's answer and may end with the user's message.
+            if msgs.first().is_some_and(|m| m.role != Role::User) {
+                msgs.insert(0, Message::user_text(CONTINUES_TEXT));
+            }
+            match msgs.last_mut() {
+                Some(m) if m.role == Role::User => {
+                    m.content.push(Block::text(COLLAPSE_INSTRUCTION));
+                }
+                _ => msgs.push(Message::user_text(COLLAPSE_INSTRUCTION)),
+            }
             let request = ModelRequest {
                 model: session.model().id.clone(),
                 system: session.system(),
@@ -190,6 +305,7 @@ pub async fn collapse(
                 cancel,
             )
             .await?;
+            usage = resp.usage;
             let text: String = resp
                 .content
                 .iter()
@@ -210,6 +326,18 @@ pub async fn collapse(
     if cancel.is_cancelled() {
         return Err(TurnError::Cancelled);
     }
+    // An automatic collapse carries the span's user messages verbatim after the model's
+    // summary, as every compaction does: the user's words never depend on a summary.
+    let summary = if auto {
+        let b = super::compact::budgets(session, state);
+        let budget = (b.user_words as f64 * state.tracker.estimator.chars_per_token()) as usize;
+        match span_user_words(&state.records, &span, budget) {
+            Some(words) => format!("{summary}\n\n{words}"),
+            None => summary,
+        }
+    } else {
+        summary
+    };
     let record = CollapseRecord {
         uuid: new_id(),
         time: now_ms(),
@@ -217,6 +345,7 @@ pub async fn collapse(
         to_id: to.to_string(),
         span_ids: span.clone(),
         summary: summary.clone(),
+        auto,
     };
     let collapse_id = record.uuid.clone();
     state.append(vec![Record::Collapse(record)])?;
@@ -225,5 +354,6 @@ pub async fn collapse(
         collapse_id,
         span_ids: span,
         summary,
+        usage,
     })
 }

@@ -17,10 +17,12 @@ use super::view::step_view;
 use crate::message::{Block, Role, StopReason, Usage};
 use crate::prompt::PartKind;
 use crate::provider::{ModelRequest, ProviderError, StreamEvent};
-use crate::session::compact::result_budget_chars;
+use crate::session::compact::{nudge_due, nudge_text, result_budget_chars};
 use crate::session::records::CompactTrigger;
-use crate::session::records::{InstructionChangeRecord, MessageMeta, UsageRecord, new_id, now_ms};
-use crate::session::view::{message_chars, oversized_results};
+use crate::session::records::{
+    InstructionChangeRecord, MediaRefusedRecord, MessageMeta, UsageRecord, new_id, now_ms,
+};
+use crate::session::view::{media_refusal_targets, message_chars, oversized_results};
 use crate::session::{MessageRecord, Record};
 use crate::tools::{
     self, Approval, ToolClass, ToolContext, ToolEntry, ToolLimits, ToolMeta, ToolOutput, ToolSource,
@@ -39,8 +41,7 @@ pub struct TurnOutcome {
     pub error: Option<String>,
 }
 
-/// The least output room a request asks for, however full the window.
-const MIN_OUTPUT: u64 = 1_024;
+use crate::session::compact::{MIN_OUTPUT, blocking_limit};
 
 const INTERRUPTED: &str = "[interrupted: the turn was cancelled before this tool call finished]";
 const UNASKED: &str = "This tool call needs the user's approval and no one could be asked (a headless run without a terminal), so it did not run. The user has not refused it: they may allow it and continue this session.";
@@ -188,6 +189,28 @@ fn check_fits(
             window_tokens: b.window,
         });
     }
+    if !session.setup.compact.auto_compact {
+        let now = super::compact::context_tokens(session, state)?;
+        check_blocking(session, state, now + message_tokens)?;
+    }
+    Ok(())
+}
+
+/// With auto-compaction off, refuses a request over the blocking limit before it is sent.
+fn check_blocking(
+    session: &LiveSession,
+    state: &SessionState,
+    context_tokens: u64,
+) -> Result<(), TurnError> {
+    let window = super::compact::window(session, state);
+    let limit = blocking_limit(window);
+    if !session.setup.compact.auto_compact && context_tokens > limit {
+        return Err(TurnError::OverLimit {
+            context_tokens,
+            limit_tokens: limit,
+            window_tokens: window,
+        });
+    }
     Ok(())
 }
 
@@ -241,6 +264,8 @@ async fn run_locked(
     // Reactive compactions of one step: the first teaches the limit; a second one covers an
     // estimate that was still off.
     let mut reactive_left = 2u32;
+    // Media refusals of one turn: each strips what the provider named and runs the step again.
+    let mut media_left = 4u32;
     for step in 1..=max_steps {
         if cancel.is_cancelled() {
             outcome.stop_reason = StopReason::Cancelled;
@@ -254,9 +279,12 @@ async fn run_locked(
             outcome.stop_reason = StopReason::Cancelled;
             return Ok(outcome);
         }
+        let before = super::compact::context_tokens(session, state)?;
+        check_blocking(session, state, before)?;
+        nudge_if_due(session, state)?;
+        let tokens = super::compact::context_tokens(session, state)?;
         // Providers count the output room into the window: ask for no more than is left.
-        let room = super::compact::window(session, state)
-            .saturating_sub(super::compact::context_tokens(session, state)?);
+        let room = super::compact::window(session, state).saturating_sub(tokens);
         let max_tokens = (session.model().info.max_output as u64).min(room.max(MIN_OUTPUT));
         let sv = step_view(state, &session.setup.view_policy)?;
         let request = ModelRequest {
@@ -295,7 +323,30 @@ async fn run_locked(
                     outcome.stop_reason = StopReason::Cancelled;
                     return Ok(outcome);
                 }
-                if e.is_prompt_too_long() && !had_partial && reactive_left > 0 {
+                if e.is_media_refused()
+                    && !had_partial
+                    && media_left > 0
+                    && refuse_media(session, state, &e)?
+                {
+                    media_left -= 1;
+                    continue;
+                }
+                if e.is_prompt_too_long() && !session.setup.compact.auto_compact {
+                    // Nothing compacts by itself: keep the limit, so the next request is
+                    // refused before it is sent, and report the refusal.
+                    learn_limit(
+                        session,
+                        state,
+                        &e,
+                        Some(request_chars as usize),
+                        Some(sv.view_chars),
+                    )?;
+                }
+                if e.is_prompt_too_long()
+                    && session.setup.compact.auto_compact
+                    && !had_partial
+                    && reactive_left > 0
+                {
                     // The provider counted more than its limit: learn the limit, compact
                     // under it, and run the step again.
                     reactive_left -= 1;
@@ -455,6 +506,60 @@ async fn run_locked(
     }
     outcome.stop_reason = StopReason::MaxSteps;
     Ok(outcome)
+}
+
+/// The context_efficiency nudge: when the context grew by `nudge_share` of the window since
+/// the last snip (or nudge, or shrink) and the model has the snip tool, a note suggesting it
+/// joins the next user message.
+fn nudge_if_due(session: &LiveSession, state: &mut SessionState) -> Result<(), TurnError> {
+    let share = session.setup.compact.nudge_share;
+    if share <= 0.0 || session.setup.tools.get(super::ops::SNIP_TOOL).is_none() {
+        return Ok(());
+    }
+    let tokens = super::compact::context_tokens(session, state)?;
+    let since = match state.nudge_since {
+        Some(s) if s <= tokens => s,
+        // First look, or the context shrank (compaction, collapse): count from here.
+        _ => {
+            state.nudge_since = Some(tokens);
+            return Ok(());
+        }
+    };
+    let window = super::compact::window(session, state);
+    if !nudge_due(tokens, since, window, share) {
+        return Ok(());
+    }
+    let text = nudge_text(tokens - since, tokens, window);
+    let mut note = MessageRecord::new(Role::User, vec![Block::text(text)], state.last_message_id());
+    note.meta = Some(MessageMeta::Nudge);
+    state.append(vec![Record::Message(note)])?;
+    state.nudge_since = Some(super::compact::context_tokens(session, state)?);
+    Ok(())
+}
+
+/// After a media refusal: records which messages lose their media (the view shows a marker
+/// from now on, also after a resume). False when no media is left to strip.
+fn refuse_media(
+    session: &LiveSession,
+    state: &mut SessionState,
+    err: &ProviderError,
+) -> Result<bool, TurnError> {
+    let view = super::view::current_view(state, &session.setup.view_policy)?;
+    let ids = media_refusal_targets(view, &err.to_string());
+    if ids.is_empty() {
+        return Ok(false);
+    }
+    tracing::info!(
+        "the provider refused media; stripping it from {} message(s)",
+        ids.len()
+    );
+    state.append(vec![Record::MediaRefused(MediaRefusedRecord {
+        uuid: new_id(),
+        time: now_ms(),
+        message_ids: ids,
+        reason: err.to_string(),
+    })])?;
+    Ok(true)
 }
 
 fn interrupted() -> ToolOutput {

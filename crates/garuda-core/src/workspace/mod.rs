@@ -1,6 +1,9 @@
 //! Open workspaces: canonical roots, their merged config, cached prompt assembly, watchers.
 
+mod git;
 mod watch;
+
+pub use git::{GitState, git_note, read_git_state};
 
 pub use watch::{DEBOUNCE, WatchHandle};
 

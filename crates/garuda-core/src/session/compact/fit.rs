@@ -22,7 +22,8 @@ pub struct KeptPlan {
 }
 
 /// Metas of messages an installation writes afresh (restored files, the todo list,
-/// instruction and model notes): earlier copies of them are left out of a new installation.
+/// instruction and model notes, the git state) or drops (snip nudges): earlier copies of them
+/// are left out of a new installation.
 fn regenerated(meta: Option<MessageMeta>) -> bool {
     matches!(
         meta,
@@ -31,6 +32,8 @@ fn regenerated(meta: Option<MessageMeta>) -> bool {
                 | MessageMeta::Todo
                 | MessageMeta::InstructionNote
                 | MessageMeta::ModelNote
+                | MessageMeta::GitState
+                | MessageMeta::Nudge
         )
     )
 }

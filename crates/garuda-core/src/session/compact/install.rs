@@ -189,6 +189,8 @@ pub struct InstallInput<'a> {
     pub files: &'a [FileSnapshot],
     /// The session's todo list.
     pub todo: &'a [TodoEntry],
+    /// The git state note captured at session start (carried past every compaction).
+    pub git_state: Option<&'a str>,
     /// The budgets.
     pub budgets: &'a Budgets,
     /// Characters a cut tool result keeps.
@@ -203,7 +205,8 @@ pub struct InstallInput<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Installation {
     /// The records, in order: boundary, summary message, kept steps (copied, re-parented),
-    /// restored files, the todo list, and a trim record for the kept results cut to fit.
+    /// restored files, the todo list, the git state, and a trim record for the kept results
+    /// cut to fit.
     /// Append them in one batch.
     pub records: Vec<Record>,
     /// Estimated context tokens after.
@@ -272,8 +275,10 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
             render_todo(input.todo)
         )
     });
-    let chars_so_far =
-        summary_chars + kept_chars + todo_text.as_ref().map_or(0, |t| t.chars().count());
+    let chars_so_far = summary_chars
+        + kept_chars
+        + todo_text.as_ref().map_or(0, |t| t.chars().count())
+        + input.git_state.map_or(0, |t| t.chars().count());
     let used = input.fixed_tokens + input.estimator.estimate(chars_so_far);
     let b = input.budgets;
     let room = b.target.saturating_sub(used).min(b.restore_total);
@@ -304,6 +309,16 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
             Role::User,
             vec![Block::text(t)],
             Some(MessageMeta::Todo),
+            now,
+            None,
+        );
+    }
+    if let Some(git) = input.git_state {
+        push(
+            &mut msgs,
+            Role::User,
+            vec![Block::text(git)],
+            Some(MessageMeta::GitState),
             now,
             None,
         );

@@ -1,7 +1,8 @@
 //! Compaction planning, pure: when to compact and how (`guard`), where to split and what the
 //! kept part may cost (`fit`), stage-1 trimming, the summary requests (`summary_request`),
 //! the user's own words carried verbatim (`pinned`), the extractive handoff, and the records
-//! that install a compaction (`install`). The caller does the IO (model calls, file reads,
+//! that install a compaction (`install`), and the lighter reliefs before it: the automatic
+//! collapse and the snip nudge (`relief`). The caller does the IO (model calls, file reads,
 //! appends).
 
 mod fit;
@@ -9,6 +10,7 @@ mod guard;
 mod handoff;
 mod install;
 mod pinned;
+mod relief;
 mod summary_prompt;
 mod summary_request;
 
@@ -25,6 +27,7 @@ pub use install::{
     previous_summary, restored_file_text, select_restored_files, summary_intro,
 };
 pub use pinned::{Pinned, UserWords, cut_with_marker, origins, pin, user_messages};
+pub use relief::{auto_collapse_span, collapse_start, nudge_due, nudge_text, span_user_words};
 pub use summary_prompt::{
     IMAGE_MARKER, SUMMARY_SYSTEM, rewrite_for_summary, shrink_instruction, strip_analysis,
     summary_instruction,
@@ -66,6 +69,19 @@ pub struct CompactPolicy {
     pub min_summary_gap: u32,
     /// The most of the window one tool result takes whole.
     pub result_share: f64,
+    /// The threshold as a share of the window, at most (an environment override; it also
+    /// lowers the reserved formula).
+    pub threshold_cap: Option<f64>,
+    /// Compact automatically (off: only on request, and over-window requests are refused).
+    pub auto_compact: bool,
+    /// Growth, as a share of the window, after which the model is nudged to snip (0: never).
+    pub nudge_share: f64,
+    /// Collapse an older span by itself between `collapse_threshold` and the threshold.
+    pub auto_collapse: bool,
+    /// Automatic collapse starts above this share of the window.
+    pub collapse_threshold: f64,
+    /// The least an automatic collapse takes away, as a share of the window.
+    pub collapse_min_share: f64,
 }
 
 impl Default for CompactPolicy {
@@ -86,6 +102,12 @@ impl Default for CompactPolicy {
             user_words_share: 0.1,
             min_summary_gap: 3,
             result_share: 0.1,
+            threshold_cap: None,
+            auto_compact: true,
+            nudge_share: 0.1,
+            auto_collapse: true,
+            collapse_threshold: 0.7,
+            collapse_min_share: 0.05,
         }
     }
 }
@@ -111,13 +133,26 @@ pub fn result_budget_chars(window: u64, share: f64) -> usize {
 
 /// Tokens above which compaction starts.
 pub fn threshold_tokens(window: u64, max_output: u64, policy: &CompactPolicy) -> u64 {
-    if policy.use_reserved_formula {
+    let base = if policy.use_reserved_formula {
         window
             .saturating_sub(max_output.min(SUMMARY_OUTPUT_RESERVE))
             .saturating_sub(EXTRA_RESERVE)
     } else {
         (window as f64 * policy.threshold) as u64
+    };
+    match policy.threshold_cap {
+        Some(cap) => base.min((window as f64 * cap) as u64),
+        None => base,
     }
+}
+
+/// The least output room a request asks for, however full the window.
+pub const MIN_OUTPUT: u64 = 1_024;
+
+/// With auto-compaction off, the largest context a request may carry: the window less the
+/// least output room. A larger request is refused before it is sent.
+pub fn blocking_limit(window: u64) -> u64 {
+    window.saturating_sub(MIN_OUTPUT)
 }
 
 /// Tokens at or below which stage 1 alone is enough.

@@ -368,6 +368,7 @@ fn install(
         transcript_path: "/state/s1.jsonl",
         files,
         todo,
+        git_state: None,
         budgets: &b,
         trim_to: p.trim_to,
         estimator: &e,
@@ -623,4 +624,71 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn auto_collapse_takes_the_middle_and_keeps_the_task_and_the_kept_steps() {
+    // One long turn: it is running, so it stays whole.
+    let single = build_view(&session(), &policy(), 0);
+    assert_eq!(auto_collapse_span(&single, 4, 0), None);
+    let mut recs = session();
+    recs.push(text("u9", Role::User, "Now the lexer."));
+    recs.push(text("a10", Role::Assistant, "On it."));
+    let v = build_view(&recs, &policy(), 0);
+    // Kept: the last 4 steps (from a4); the span runs from a0 (after the task u0) to r3.
+    let (from, to) = auto_collapse_span(&v, 4, 0).unwrap();
+    assert_eq!((from.as_str(), to.as_str()), ("a0", "r3"));
+    // Too small a gain: no collapse.
+    assert_eq!(auto_collapse_span(&v, 4, usize::MAX), None);
+    // Nothing between the task and the kept steps: no collapse.
+    assert_eq!(auto_collapse_span(&v, 8, 0), None);
+    // After a collapse, the next span starts after its summary.
+    let mut recs2 = recs.clone();
+    recs2.push(Record::Collapse(crate::session::records::CollapseRecord {
+        uuid: "c1".into(),
+        time: 0,
+        from_id: "a0".into(),
+        to_id: "r1".into(),
+        span_ids: vec!["a0".into(), "r0".into(), "a1".into(), "r1".into()],
+        summary: "done".into(),
+        auto: true,
+    }));
+    let v2 = build_view(&recs2, &policy(), 0);
+    assert_eq!(v2.collapses, vec!["c1"]);
+    let (from, to) = auto_collapse_span(&v2, 4, 0).unwrap();
+    assert_eq!((from.as_str(), to.as_str()), ("a2", "r3"));
+    assert_eq!(auto_collapse_span(&v2, 6, 0), None);
+    let r = crate::session::view::relief_report(&recs2, &v2);
+    assert_eq!((r.collapses, r.auto_collapses), (1, 1));
+    // The user's words of a span, verbatim, for the collapse summary.
+    let words = span_user_words(&recs, &["u9".to_string()], 10_000).unwrap();
+    assert!(
+        words.contains("<message>\nNow the lexer.\n</message>"),
+        "{words}"
+    );
+    assert_eq!(span_user_words(&recs, &["a0".to_string()], 10_000), None);
+}
+
+#[test]
+fn collapse_band_and_nudge_growth() {
+    let p = CompactPolicy::default();
+    assert_eq!(collapse_start(100_000, 80_000, &p), Some(70_000));
+    // A threshold lowered under the collapse threshold leaves no band.
+    assert_eq!(collapse_start(100_000, 50_000, &p), None);
+    let off = CompactPolicy {
+        auto_collapse: false,
+        ..CompactPolicy::default()
+    };
+    assert_eq!(collapse_start(100_000, 80_000, &off), None);
+    let manual = CompactPolicy {
+        auto_compact: false,
+        ..CompactPolicy::default()
+    };
+    assert_eq!(collapse_start(100_000, 80_000, &manual), None);
+    assert!(!nudge_due(19_999, 10_000, 100_000, 0.1));
+    assert!(nudge_due(20_000, 10_000, 100_000, 0.1));
+    assert!(!nudge_due(90_000, 0, 100_000, 0.0), "0 turns it off");
+    let t = nudge_text(10_000, 20_000, 100_000);
+    assert!(t.starts_with("<garuda_note>context_efficiency"));
+    assert!(t.contains("snip tool") && t.contains("10000 tokens"));
 }

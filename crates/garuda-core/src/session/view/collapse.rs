@@ -22,8 +22,14 @@ pub enum SpanError {
     Reversed,
 }
 
-pub(crate) fn apply(msgs: &mut Vec<Work>, collapses: &[CollapseRecord]) -> Vec<String> {
+/// Substitutes the committed summaries; returns (the ids they replaced, the ids of the
+/// summaries installed).
+pub(crate) fn apply(
+    msgs: &mut Vec<Work>,
+    collapses: &[CollapseRecord],
+) -> (Vec<String>, Vec<String>) {
     let mut collapsed = Vec::new();
+    let mut installed = Vec::new();
     for c in collapses {
         let span: HashSet<&str> = c.span_ids.iter().map(String::as_str).collect();
         let Some(first) = msgs.iter().position(|m| span.contains(m.id.as_str())) else {
@@ -38,6 +44,7 @@ pub(crate) fn apply(msgs: &mut Vec<Work>, collapses: &[CollapseRecord]) -> Vec<S
             meta: None,
             is_virtual: false,
         };
+        installed.push(c.uuid.clone());
         let mut out = Vec::with_capacity(msgs.len());
         for (i, m) in msgs.drain(..).enumerate() {
             if i == first {
@@ -51,7 +58,7 @@ pub(crate) fn apply(msgs: &mut Vec<Work>, collapses: &[CollapseRecord]) -> Vec<S
         }
         *msgs = out;
     }
-    collapsed
+    (collapsed, installed)
 }
 
 /// The transcript ids a collapse of `from_id..=to_id` must cover: the range of the current

@@ -34,6 +34,7 @@ struct State {
     collapses: Vec<CollapseRecord>,
     cleared: HashSet<String>,
     trims: HashMap<String, usize>,
+    refused_media: HashSet<String>,
     skips: Vec<(usize, usize)>,
     last_assistant: Option<u64>,
     /// `view.chars()`, kept up to date without a full pass.
@@ -110,6 +111,7 @@ fn full(records: &[Record], policy: &ViewPolicy, now_ms: u64) -> State {
         collapses: sliced.collapses,
         cleared: sliced.cleared,
         trims: sliced.trims,
+        refused_media: sliced.refused_media,
         skips: sliced.skips,
         last_assistant,
         chars: view.chars(),
@@ -205,11 +207,15 @@ fn incremental(
         }
     }
     s.view.altered.extend(budget::apply(&mut tail, policy));
-    let (snipped, protected) = snip::apply(&mut tail, &s.snips);
+    // The first request sits in the kept prefix; only a view that had none looks in the tail.
+    if s.view.first_request.is_none() {
+        s.view.first_request = snip::first_request(&tail);
+    }
+    let (snipped, protected) = snip::apply(&mut tail, &s.snips, s.view.first_request.as_deref());
     s.view
         .altered
         .extend(microcompact::apply_records(&mut tail, &s.cleared, &s.trims));
-    let mut tail_view = normalize::normalize(tail, policy, false);
+    let (mut tail_view, stripped) = normalize::normalize(tail, &s.refused_media, false);
 
     let mut messages = std::mem::take(&mut s.view.messages);
     let tail_chars = |m: &[super::ViewMessage]| -> usize {
@@ -237,6 +243,8 @@ fn incremental(
     s.view.snipped.extend(snipped);
     s.view.protected.retain(before_cut);
     s.view.protected.extend(protected);
+    s.view.media_stripped.retain(before_cut);
+    s.view.media_stripped.extend(stripped);
     // The search for the oldest long result resumes where it stopped, inside the kept prefix.
     let end = stage1_end(&messages);
     s.trimmable = match s.trimmable {

@@ -3,10 +3,12 @@
 //! `build_view` is a pure function of (records, policy, now). Stages, in order:
 //! 1. slice after the latest (completely installed) compact boundary,
 //! 2. tool-result budget (oversized results become a preview plus the side-file path),
-//! 3. snip projection (drop snipped ids, never one side of a tool pair),
+//! 3. snip projection (drop snipped ids, never one side of a tool pair, never the first
+//!    request),
 //! 4. microcompact (recorded clears and stage-1 trims, then the time-based rule),
 //! 5. collapse substitution (a committed span summary replaces the span),
-//! 6. normalization (provider-valid: pairing, merging, media, first message from the user),
+//! 6. normalization (provider-valid: pairing, merging, media the provider refused (a
+//!    `media_refused` record) as a marker, first message from the user),
 //! 7. cache breakpoints.
 //!
 //! Cost: the slice is found by a reverse scan that stops at the latest boundary, so every
@@ -36,7 +38,9 @@ pub use cache::{
 pub use collapse::{SpanError, collapse_span};
 pub use incremental::ViewCache;
 pub use microcompact::{CLEARED_TEXT, trim_content as trim_result, trim_note};
-pub use normalize::{INTERRUPTED_TEXT, check_pairing};
+pub use normalize::{
+    CONTINUES_TEXT, INTERRUPTED_TEXT, MEDIA_REMOVED_TEXT, check_pairing, media_refusal_targets,
+};
 pub use slice::slice_start;
 pub use tags::{render_id_tags, resolve_id_range, resolve_short_id, short_id, tag_messages};
 
@@ -55,8 +59,6 @@ pub struct ViewPolicy {
     pub microcompact_keep: usize,
     /// Tool names whose results the time-based rule may clear.
     pub compactable_tools: Vec<String>,
-    /// Messages whose media the provider refused before (images become a text marker).
-    pub refused_media: HashSet<String>,
     /// Tool results longer than this are what stage 1 cuts (places the third cache marker).
     pub trim_over: usize,
 }
@@ -71,7 +73,6 @@ impl Default for ViewPolicy {
             microcompact_keep: 5,
             // The session's tool registry fills this in (`ToolRegistry::compactable`).
             compactable_tools: Vec::new(),
-            refused_media: HashSet::new(),
             trim_over: 1_000,
         }
     }
@@ -105,10 +106,18 @@ pub struct View {
     pub slice_start: usize,
     /// Message ids removed by snip records (after the boundary).
     pub snipped: Vec<String>,
-    /// Snipped ids kept because the other side of a tool pair is still in the view.
+    /// Snipped ids kept because the other side of a tool pair is still in the view, or
+    /// because the message carries the user's first request.
     pub protected: Vec<String>,
+    /// The transcript id of the message carrying the session's task (the first user request,
+    /// or the summary that quotes it after a compaction): never snipped.
+    pub first_request: Option<String>,
     /// Message ids replaced by collapse summaries.
     pub collapsed: Vec<String>,
+    /// Ids of the collapse summaries in the view (each a collapse record's id).
+    pub collapses: Vec<String>,
+    /// Message ids whose media the view replaced with a marker (the provider refused it).
+    pub media_stripped: Vec<String>,
     /// `tool_use_id`s the time-based microcompact clears now; the caller appends a
     /// microcompact record with them so that replay gives the same view.
     pub microcompact_due: Vec<String>,
@@ -164,7 +173,8 @@ pub(crate) fn build_full(
     let mut sliced = slice::slice(records);
     let mut msgs = std::mem::take(&mut sliced.messages);
     let mut altered: HashSet<String> = budget::apply(&mut msgs, policy).into_iter().collect();
-    let (snipped, protected) = snip::apply(&mut msgs, &sliced.snips);
+    let first_request = snip::first_request(&msgs);
+    let (snipped, protected) = snip::apply(&mut msgs, &sliced.snips, first_request.as_deref());
     altered.extend(microcompact::apply_records(
         &mut msgs,
         &sliced.cleared,
@@ -177,8 +187,8 @@ pub(crate) fn build_full(
         .map(|m| m.time);
     let due = microcompact::time_based(&mut msgs, policy, &sliced.cleared, now_ms);
     altered.extend(due.iter().cloned());
-    let collapsed = collapse::apply(&mut msgs, &sliced.collapses);
-    let messages = normalize::normalize(msgs, policy, true);
+    let (collapsed, collapses) = collapse::apply(&mut msgs, &sliced.collapses);
+    let (messages, media_stripped) = normalize::normalize(msgs, &sliced.refused_media, true);
     let end = stage1_end(&messages);
     let (trimmable, _) = first_trimmable(&messages, 0, end, policy.trim_over);
     let cache = main_cache_plan(&messages, trimmable);
@@ -188,7 +198,10 @@ pub(crate) fn build_full(
         slice_start: sliced.start,
         snipped,
         protected,
+        first_request,
         collapsed,
+        collapses,
+        media_stripped,
         microcompact_due: due,
         altered,
     };
@@ -235,6 +248,51 @@ pub fn removal_marks(
         out.insert(id.clone(), Removal::Collapsed);
     }
     out
+}
+
+/// What the lighter reliefs and notes did to a view (for `context/inspect`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReliefReport {
+    /// Characters of the git state note in the view (0: none).
+    pub git_state_chars: usize,
+    /// Snip nudges sent over the session's life.
+    pub nudges: u64,
+    /// Collapse summaries in the view.
+    pub collapses: u64,
+    /// Of those, the ones Garuda installed by itself.
+    pub auto_collapses: u64,
+    /// Messages whose media the view replaced with a marker.
+    pub media_stripped: u64,
+}
+
+/// The relief report of `view`, built from `records` (linear in the transcript).
+pub fn relief_report(records: &[Record], view: &View) -> ReliefReport {
+    let present: HashSet<&str> = view
+        .messages
+        .iter()
+        .flat_map(|m| m.source_ids.iter().map(String::as_str))
+        .collect();
+    let installed: HashSet<&str> = view.collapses.iter().map(String::as_str).collect();
+    let mut r = ReliefReport {
+        collapses: view.collapses.len() as u64,
+        media_stripped: view.media_stripped.len() as u64,
+        ..ReliefReport::default()
+    };
+    for rec in records {
+        match rec {
+            Record::Message(m) if m.meta == Some(MessageMeta::Nudge) => r.nudges += 1,
+            Record::Message(m)
+                if m.meta == Some(MessageMeta::GitState) && present.contains(m.uuid.as_str()) =>
+            {
+                r.git_state_chars += m.content.iter().map(Block::char_len).sum::<usize>();
+            }
+            Record::Collapse(c) if c.auto && installed.contains(c.uuid.as_str()) => {
+                r.auto_collapses += 1;
+            }
+            _ => {}
+        }
+    }
+    r
 }
 
 /// Text of a tool result's text blocks.

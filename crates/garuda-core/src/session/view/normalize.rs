@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{ViewMessage, ViewPolicy, Work};
+use super::{ViewMessage, Work};
 use crate::message::{Block, Message, Role};
 use crate::session::records::MessageMeta;
 
@@ -18,14 +18,53 @@ pub const MEDIA_REMOVED_TEXT: &str = "[image removed: the provider could not acc
 /// Opens a view whose first kept message is the model's.
 pub const CONTINUES_TEXT: &str = "[The conversation continues from earlier messages.]";
 
-fn strip_media(blocks: &mut [Block]) {
+/// Replaces every image (also inside tool results) with the marker; true when one was found.
+fn strip_media(blocks: &mut [Block]) -> bool {
+    let mut found = false;
     for b in blocks {
         match b {
-            Block::Image { .. } => *b = Block::text(MEDIA_REMOVED_TEXT),
-            Block::ToolResult { content, .. } => strip_media(content),
+            Block::Image { .. } => {
+                *b = Block::text(MEDIA_REMOVED_TEXT);
+                found = true;
+            }
+            Block::ToolResult { content, .. } => found |= strip_media(content),
             _ => {}
         }
     }
+    found
+}
+
+fn has_media(blocks: &[Block]) -> bool {
+    blocks.iter().any(|b| match b {
+        Block::Image { .. } => true,
+        Block::ToolResult { content, .. } => has_media(content),
+        _ => false,
+    })
+}
+
+/// The transcript ids whose media a provider refusal names: the message at the index the
+/// error text gives (`messages.N.content…`, Anthropic's wording) when it carries media, else
+/// every message of the view that still carries media. Empty: nothing left to strip.
+pub fn media_refusal_targets(view: &super::View, reason: &str) -> Vec<String> {
+    let named = reason
+        .split("messages.")
+        .skip(1)
+        .filter_map(|rest| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<usize>().ok()
+        })
+        .filter_map(|i| view.messages.get(i))
+        .filter(|m| has_media(&m.message.content))
+        .flat_map(|m| m.source_ids.iter().cloned())
+        .collect::<Vec<_>>();
+    if !named.is_empty() {
+        return named;
+    }
+    view.messages
+        .iter()
+        .filter(|m| has_media(&m.message.content))
+        .flat_map(|m| m.source_ids.iter().cloned())
+        .collect()
 }
 
 fn merge_runs(msgs: Vec<Work>) -> Vec<Work> {
@@ -71,8 +110,14 @@ fn synthetic(id: String, role: Role, content: Vec<Block>, time: u64) -> Work {
 }
 
 /// Normalizes `msgs`; `at_start` says they open the view (a leading assistant message then
-/// gets a synthetic user opener).
-pub(crate) fn normalize(msgs: Vec<Work>, policy: &ViewPolicy, at_start: bool) -> Vec<ViewMessage> {
+/// gets a synthetic user opener). Media of the `refused` messages becomes a text marker; the
+/// second value lists the messages that lost media that way.
+pub(crate) fn normalize(
+    msgs: Vec<Work>,
+    refused: &HashSet<String>,
+    at_start: bool,
+) -> (Vec<ViewMessage>, Vec<String>) {
+    let mut stripped = Vec::new();
     // a. filter, strip media, drop misplaced and orphan blocks.
     let mut seen_uses: HashSet<String> = HashSet::new();
     let mut answered: HashSet<String> = HashSet::new();
@@ -81,8 +126,8 @@ pub(crate) fn normalize(msgs: Vec<Work>, policy: &ViewPolicy, at_start: bool) ->
         if m.is_virtual || m.meta == Some(MessageMeta::Display) {
             continue;
         }
-        if policy.refused_media.contains(&m.id) {
-            strip_media(&mut m.content);
+        if refused.contains(&m.id) && strip_media(&mut m.content) {
+            stripped.push(m.id.clone());
         }
         let role = m.role;
         m.content.retain(|b| match b {
@@ -246,7 +291,7 @@ pub(crate) fn normalize(msgs: Vec<Work>, policy: &ViewPolicy, at_start: bool) ->
             },
         });
     }
-    out
+    (out, stripped)
 }
 
 /// Checks what providers require: the first message is the user's, roles alternate, every

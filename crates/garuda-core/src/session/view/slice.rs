@@ -14,6 +14,8 @@ pub(crate) struct Sliced {
     pub cleared: HashSet<String>,
     pub trims: HashMap<String, usize>,
     pub skips: Vec<(usize, usize)>,
+    /// Messages whose media the provider refused (`media_refused` records).
+    pub refused_media: HashSet<String>,
 }
 
 /// A message record as pipeline input.
@@ -70,6 +72,7 @@ pub(crate) fn slice(records: &[Record]) -> Sliced {
         cleared: HashSet::new(),
         trims: HashMap::new(),
         skips: Vec::new(),
+        refused_media: HashSet::new(),
     };
     for (i, r) in records.iter().enumerate().skip(start) {
         if skips.iter().any(|&(a, b)| i >= a && i <= b) {
@@ -86,6 +89,7 @@ pub(crate) fn slice(records: &[Record]) -> Sliced {
                     *keep = (*keep).min(t.keep_chars);
                 }
             }
+            Record::MediaRefused(m) => out.refused_media.extend(m.message_ids.iter().cloned()),
             Record::Header(_)
             | Record::CompactBoundary(_)
             | Record::Usage(_)

@@ -4,7 +4,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::Work;
-use crate::message::Block;
+use crate::message::{Block, Role};
+use crate::session::records::MessageMeta;
 
 /// For every message, the indices of the messages holding the other side of its tool pairs.
 pub(crate) fn pair_partners(msgs: &[Work]) -> Vec<Vec<usize>> {
@@ -37,8 +38,32 @@ pub(crate) fn pair_partners(msgs: &[Work]) -> Vec<Vec<usize>> {
     partners
 }
 
-/// Removes snipped messages; returns (removed ids, protected ids), both in view order.
-pub(crate) fn apply(msgs: &mut Vec<Work>, snips: &HashSet<String>) -> (Vec<String>, Vec<String>) {
+/// The message that carries the session's task: the first user message with the user's own
+/// words (or, after a compaction, the summary message that quotes it). Snips never remove it:
+/// deleting from the beginning would lose the point of the session.
+pub(crate) fn first_request(msgs: &[Work]) -> Option<String> {
+    msgs.iter()
+        .find(|m| {
+            m.role == Role::User
+                && !m.is_virtual
+                && matches!(
+                    m.meta,
+                    None | Some(MessageMeta::Summary | MessageMeta::Handoff)
+                )
+                && m.content
+                    .iter()
+                    .any(|b| matches!(b, Block::Text { text } if !text.trim().is_empty()))
+        })
+        .map(|m| m.id.clone())
+}
+
+/// Removes snipped messages, never `keep` (the first request); returns (removed ids,
+/// protected ids), both in view order.
+pub(crate) fn apply(
+    msgs: &mut Vec<Work>,
+    snips: &HashSet<String>,
+    keep: Option<&str>,
+) -> (Vec<String>, Vec<String>) {
     if snips.is_empty() {
         return (Vec::new(), Vec::new());
     }
@@ -48,6 +73,13 @@ pub(crate) fn apply(msgs: &mut Vec<Work>, snips: &HashSet<String>) -> (Vec<Strin
     }
     let partners = pair_partners(msgs);
     let mut protected = vec![false; msgs.len()];
+    if let Some(k) = keep
+        && let Some(i) = msgs.iter().position(|m| m.id == k)
+        && remove[i]
+    {
+        remove[i] = false;
+        protected[i] = true;
+    }
     // Un-removing a message can protect its partners in turn; iterate to a fixpoint.
     loop {
         let mut changed = false;

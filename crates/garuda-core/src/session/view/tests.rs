@@ -3,8 +3,9 @@ use serde_json::json;
 
 use super::*;
 use crate::session::records::{
-    CollapseRecord, CompactBoundaryRecord, CompactTrigger, InstallAbortedRecord, MessageRecord,
-    MicrocompactRecord, ParsedLine, SnipRecord, parse_line,
+    CollapseRecord, CompactBoundaryRecord, CompactTrigger, InstallAbortedRecord,
+    MediaRefusedRecord, MessageMeta, MessageRecord, MicrocompactRecord, ParsedLine, SnipRecord,
+    parse_line,
 };
 
 pub(crate) fn msg(id: &str, role: Role, content: Vec<Block>, time: u64) -> Record {
@@ -154,6 +155,61 @@ fn snip_drops_ids_relinks_and_protects_pairs() {
 }
 
 #[test]
+fn snip_never_removes_the_first_request() {
+    let mut note = MessageRecord::new(Role::User, vec![Block::text("<garuda_note>n")], None);
+    note.uuid = "n0".into();
+    note.meta = Some(MessageMeta::InstructionNote);
+    let recs = vec![
+        Record::Message(note),
+        text("u1", Role::User, "the task and its acceptance criteria"),
+        text("a1", Role::Assistant, "ok"),
+        text("u2", Role::User, "more"),
+        text("a2", Role::Assistant, "done"),
+        Record::Snip(SnipRecord {
+            uuid: "s".into(),
+            time: 0,
+            removed_ids: vec!["n0".into(), "u1".into(), "a1".into(), "u2".into()],
+        }),
+    ];
+    let v = build_view(&recs, &no_mc(), 0);
+    assert_eq!(v.first_request.as_deref(), Some("u1"));
+    assert_eq!(ids(&v), vec!["u1", "a2"]);
+    assert_eq!(v.protected, vec!["u1"]);
+    assert_eq!(v.snipped, vec!["n0", "a1", "u2"]);
+    let mut cache = ViewCache::new();
+    assert_eq!(cache.view(&recs, &no_mc(), 0), &v);
+    // After a compaction the summary message quotes the first request: it stays too.
+    let boundary = Record::CompactBoundary(CompactBoundaryRecord {
+        uuid: "b".into(),
+        time: 0,
+        trigger: CompactTrigger::Auto,
+        tokens_before: 0,
+        tokens_after: 0,
+        kept_head_id: None,
+        kept_tail_id: None,
+        extractive: false,
+        install_count: 1,
+    });
+    let mut summary = MessageRecord::new(Role::User, vec![Block::text("<summary>")], None);
+    summary.uuid = "sum".into();
+    summary.meta = Some(MessageMeta::Summary);
+    let recs = vec![
+        boundary,
+        Record::Message(summary),
+        text("a3", Role::Assistant, "next"),
+        text("u4", Role::User, "go on"),
+        Record::Snip(SnipRecord {
+            uuid: "s2".into(),
+            time: 0,
+            removed_ids: vec!["sum".into(), "u4".into()],
+        }),
+    ];
+    let v = build_view(&recs, &no_mc(), 0);
+    assert_eq!(ids(&v), vec!["sum", "a3"]);
+    assert_eq!(v.protected, vec!["sum"]);
+}
+
+#[test]
 fn time_based_microcompact_clears_old_results_and_replays() {
     let mut recs = vec![text("u", Role::User, "go")];
     for k in 0..8 {
@@ -229,6 +285,7 @@ fn collapse_substitutes_summary_and_span_respects_pairs() {
         to_id: "a2".into(),
         span_ids: span,
         summary: "grep found hits".into(),
+        auto: false,
     }));
     let v = build_view(&recs2, &no_mc(), 0);
     // The summary (user) merges with u1 before it and u2 after it.
@@ -274,11 +331,17 @@ fn normalization_repairs_pairs_and_media() {
         ),
         msg("a2", Role::Assistant, vec![use_block("t3", "bash")], 0),
     ];
-    let policy = ViewPolicy {
-        refused_media: ["u1".to_string()].into(),
-        ..no_mc()
-    };
-    let v = build_view(&recs, &policy, 0);
+    let mut recs = recs;
+    recs.push(Record::MediaRefused(MediaRefusedRecord {
+        uuid: "m".into(),
+        time: 0,
+        message_ids: vec!["u1".into(), "a2".into()],
+        reason: "image exceeds 5 MB maximum".into(),
+    }));
+    let v = build_view(&recs, &no_mc(), 0);
+    assert_eq!(v.media_stripped, vec!["u1"]);
+    let mut cache = ViewCache::new();
+    assert_eq!(cache.view(&recs, &no_mc(), 0), &v);
     let msgs = v.provider_messages();
     check_pairing(&msgs).unwrap();
     assert_eq!(v.messages[0].id, "synthetic-start");
@@ -470,6 +533,7 @@ pub(crate) fn transcript_ids(steps: &[Step], tag: &str) -> Vec<Record> {
                     to_id: ids[b].clone(),
                     span_ids: ids[a..=b].to_vec(),
                     summary: format!("collapsed {a}..{b}"),
+                    auto: false,
                 }))
             }
             Step::ClearOld if !tool_ids.is_empty() => {
@@ -588,6 +652,7 @@ fn removal_marks_name_the_reason() {
             to_id: "a2".into(),
             span_ids: vec!["a2".into()],
             summary: "s".into(),
+            auto: false,
         }),
     ];
     let v = build_view(&recs, &no_mc(), 0);
