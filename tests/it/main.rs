@@ -8,6 +8,7 @@ mod client;
 mod configure;
 mod context;
 mod hardening;
+mod instructions;
 mod long_session;
 mod mock_model;
 mod mock_smoke;

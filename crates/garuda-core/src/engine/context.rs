@@ -44,6 +44,9 @@ pub struct ContextReport {
     pub sandbox: crate::sandbox::CommandSandbox,
     /// Each command waits for the user's approval.
     pub commands_ask: bool,
+    /// Every instruction source: the system prompt's, the nested files and rules in force,
+    /// and the rules not in force yet.
+    pub sources: Vec<crate::prompt::SourceReport>,
 }
 
 impl Engine {
@@ -188,28 +191,60 @@ impl Engine {
     /// The context by part, with the threshold.
     pub fn inspect(&self, id: &str) -> Result<ContextReport, EngineError> {
         let live = self.session(id)?;
-        let (context_tokens, message_chars, tracker, paused, learned) =
+        let (context_tokens, message_chars, tracker, paused, learned, scoped) =
             match live.try_state().ok_or(()) {
                 Ok(mut state) => {
                     let t = turn::context_tokens(&live, &mut state)?;
+                    let scoped = turn::scoped_sources(&live, &mut state.scope);
                     (
                         t,
                         state.view_cache.chars(),
                         state.tracker,
                         state.failures.paused(&live.setup.compact),
                         state.learned_limit,
+                        scoped,
                     )
                 }
                 Err(_) => {
+                    let records = self.store().load(&live.id)?.records;
+                    let mut scope = turn::ScopeState::replay(
+                        &records,
+                        &live.setup.tools,
+                        &live.setup.workspace.root,
+                    );
+                    let scoped = turn::scoped_sources(&live, &mut scope);
                     let (sv, tracker, learned) = self.view_on_disk(&live)?;
                     let t = tracker.context_tokens(sv.view_chars, turn::fixed_chars(&live));
-                    (t, sv.view_chars, tracker, false, learned)
+                    (t, sv.view_chars, tracker, false, learned, scoped)
                 }
             };
         // The session's own prompt (frozen at its start or last compaction), by typed part.
         let prompt = live.prompt();
         let chars = |k: PartKind| prompt.part(k).chars().count();
-        let (instr, mem) = (chars(PartKind::Instructions), chars(PartKind::Memory));
+        let (instr, mem) = (
+            chars(PartKind::Instructions) + chars(PartKind::Global),
+            chars(PartKind::Memory),
+        );
+        // The system prompt's sources, then the scoped ones in force, then the rules that
+        // are not (yet).
+        let mut sources: Vec<crate::prompt::SourceReport> = prompt
+            .sources
+            .iter()
+            .filter(|s| s.placement == crate::prompt::Placement::System)
+            .cloned()
+            .collect();
+        let known: std::collections::HashSet<String> =
+            scoped.iter().map(|s| s.path.clone()).collect();
+        sources.extend(scoped);
+        sources.extend(
+            prompt
+                .sources
+                .iter()
+                .filter(|s| {
+                    s.placement == crate::prompt::Placement::Note && !known.contains(&s.path)
+                })
+                .cloned(),
+        );
         let sizes = PartSizes {
             system_chars: prompt.system.chars().count().saturating_sub(instr + mem),
             instructions_chars: instr,
@@ -239,6 +274,7 @@ impl Engine {
                 &live.setup.sandbox,
                 false,
             ),
+            sources,
         })
     }
 }

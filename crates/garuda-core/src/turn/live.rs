@@ -119,6 +119,9 @@ pub struct SessionState {
     pub failures: FailureTracker,
     /// The smallest context limit the provider named (from `context_limit` records).
     pub learned_limit: Option<u64>,
+    /// Nested instruction files and path-scoped rules: touched paths, what is in force and
+    /// what the model has.
+    pub scope: super::scoped::ScopeState,
     /// Message records in `records`, published for readers that must not wait.
     message_count: Arc<AtomicU64>,
 }
@@ -242,6 +245,11 @@ impl LiveSession {
                 tracker: ContextTracker::replay(&records),
                 failures: FailureTracker::default(),
                 learned_limit: crate::session::tokens::learned_limit(&records),
+                scope: super::scoped::ScopeState::replay(
+                    &records,
+                    &setup.tools,
+                    &setup.workspace.root,
+                ),
                 message_count,
                 records,
             }),

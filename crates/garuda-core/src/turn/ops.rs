@@ -75,6 +75,7 @@ pub fn snip_ids(
         removed_ids: ids.clone(),
     })])?;
     super::compact::forget_reads_out_of_view(session, state)?;
+    state.scope.view_changed();
     let view = current_view(state, &session.setup.view_policy)?;
     let snipped: HashSet<&str> = view.snipped.iter().map(String::as_str).collect();
     let protected: HashSet<&str> = view.protected.iter().map(String::as_str).collect();
@@ -221,6 +222,7 @@ pub async fn collapse(
     let collapse_id = record.uuid.clone();
     state.append(vec![Record::Collapse(record)])?;
     super::compact::forget_reads_out_of_view(session, state)?;
+    state.scope.view_changed();
     Ok(CollapseOutcome {
         collapse_id,
         span_ids: span,

@@ -108,6 +108,8 @@ fn instruction_note(
         time: now_ms(),
         paths: vec!["(system prompt)".to_string()],
         sha256: vec![assembled.sha256.clone()],
+        scoped: false,
+        message_id: None,
     });
     // A message of its own (the view merges it with the user's), so the user's words stay
     // the user's and a compaction, which rebuilds the system prompt, can leave it out.
@@ -183,6 +185,9 @@ async fn run_locked(
         note.meta = Some(MessageMeta::ModelNote);
         state.append(vec![Record::Message(note)])?;
     }
+    // Nested instructions changed on disk since the last turn.
+    let scoped = super::scoped::scoped_note(session, state)?;
+    state.append(scoped)?;
     let user = MessageRecord::new(Role::User, input, state.last_message_id());
     outcome.message_ids.push(user.uuid.clone());
     state.append(vec![Record::Message(user)])?;
@@ -360,6 +365,7 @@ async fn run_locked(
                         input: input.clone(),
                     },
                 );
+                let place = input.clone();
                 let refused = response.tool_errors.iter().find(|e| e.id == id);
                 let out = match refused {
                     // Bad arguments: the model hears why, nothing runs, nothing is asked.
@@ -368,6 +374,7 @@ async fn run_locked(
                         run_tool(session, state, host, &ctx.for_call(&id), &id, &name, input).await
                     }
                 };
+                touched(session, state, &name, &place, &out);
                 if out.meta.todos_changed {
                     let todos = session
                         .todos
@@ -406,6 +413,9 @@ async fn run_locked(
         }
         outcome.message_ids.push(user.uuid.clone());
         state.append(vec![Record::Message(user)])?;
+        // Instructions of the folders the tools just worked in join the results' message.
+        let scoped = super::scoped::scoped_note(session, state)?;
+        state.append(scoped)?;
         if cancel.is_cancelled() {
             outcome.stop_reason = StopReason::Cancelled;
             return Ok(outcome);
@@ -413,6 +423,32 @@ async fn run_locked(
     }
     outcome.stop_reason = StopReason::MaxSteps;
     Ok(outcome)
+}
+
+/// Records where a call worked (for nested instructions and rules); an instruction file
+/// written by a tool is read again.
+fn touched(
+    session: &LiveSession,
+    state: &mut SessionState,
+    name: &str,
+    input: &Value,
+    out: &ToolOutput,
+) {
+    let ws = &session.setup.workspace;
+    if let Some(place) = session.setup.tools.get(name).and_then(|e| e.touched(input)) {
+        state.scope.touch(&ws.root, place);
+    }
+    let instruction_file = |p: &str| {
+        let name = p.rsplit('/').next().unwrap_or(p);
+        crate::prompt::sources::FILE_NAMES.contains(&name)
+            || p == crate::prompt::sources::COPILOT_FILE
+            || [".cursor/rules/", ".github/instructions/", ".claude/rules/"]
+                .iter()
+                .any(|d| p.starts_with(d))
+    };
+    if out.meta.wrote && out.meta.path.as_deref().is_some_and(instruction_file) {
+        ws.invalidate();
+    }
 }
 
 fn interrupted() -> ToolOutput {

@@ -368,6 +368,7 @@ fn install(
         transcript_path: "/state/s1.jsonl",
         files,
         todo,
+        instructions: None,
         budgets: &b,
         trim_to: p.trim_to,
         estimator: &e,
