@@ -571,6 +571,7 @@ fn garuda_prompt(
     }
     let a = ws.assemble(&opts);
     if json {
+        let sources = garuda::front::wire::assemble_out(&a).sources;
         let out = serde_json::json!({
             "system": a.system, "sha256": a.sha256, "sections": a.sections, "warnings": a.warnings,
             "sandbox": {
@@ -580,6 +581,7 @@ fn garuda_prompt(
                 "commandsAsk": ws.facts.commands_ask,
                 "description": ws.sandbox.describe(),
             },
+            "sources": sources,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(0);
@@ -609,6 +611,25 @@ fn garuda_prompt(
         );
     }
     eprintln!("commands: {}", ws.sandbox.describe());
+    if !a.sources.is_empty() {
+        eprintln!(
+            "\n{:<40} {:<7} {:<24} {:>8}  status",
+            "source", "kind", "scope", "chars"
+        );
+    }
+    for s in &a.sources {
+        let status = match (&s.skipped, s.cut, s.in_force) {
+            (Some(why), _, _) => format!("skipped: {why}"),
+            (None, true, _) => format!("cut ({} chars missing)", s.missing_chars.unwrap_or(0)),
+            (None, false, true) => "in the prompt".to_string(),
+            (None, false, false) => "when a matching path is touched".to_string(),
+        };
+        let kind = format!("{:?}", s.kind).to_lowercase();
+        eprintln!(
+            "{:<40} {:<7} {:<24} {:>8}  {status}",
+            s.path, kind, s.scope, s.chars
+        );
+    }
     for w in &a.warnings {
         eprintln!("warning: {w}");
     }

@@ -70,9 +70,7 @@ class AssembleParams(_AssembleParamsRequired, total=False):
     options: Union[AssembleOptions, None]
 
 
-class AssembleResult(TypedDict):
-    """`prompt/assemble` result."""
-
+class _AssembleResultRequired(TypedDict):
     # Each section with its source, size and whether it was cut or skipped.
     sections: List[SectionReport]
     # Hex sha256 of `system`'s UTF-8 bytes.
@@ -81,6 +79,13 @@ class AssembleResult(TypedDict):
     system: str
     # Problems found (links out of the root, unreadable files, imports not read).
     warnings: List[str]
+
+
+class AssembleResult(_AssembleResultRequired, total=False):
+    """`prompt/assemble` result."""
+
+    # Every instruction source found: the root files, the user-global file and the always-on rules in this prompt, and the path-scoped rules that come into force when a matching path is touched (`inForce: false`).
+    sources: List[InstructionSource]
 
 
 class BlockText(TypedDict):
@@ -392,6 +397,36 @@ class InspectResult(_InspectResultRequired, total=False):
     mediaStripped: int
     # context_efficiency notes (suggesting `snip`) sent over the session's life.
     nudges: int
+    # Every instruction source of the session: those of its system prompt, the nested files and path-scoped rules in force for the paths its tools touched (`placement: "note"`), and the rules not in force yet.
+    sources: List[InstructionSource]
+
+
+class _InstructionSourceRequired(TypedDict):
+    # Characters it takes where it is (heading and cut note included; 0 when not in force).
+    chars: int
+    # True when it was cut to its limit.
+    cut: bool
+    # True when the model has it now.
+    inForce: bool
+    # Root file, global file, nested file or rule.
+    kind: InstructionSourceKind
+    # Root-relative path (the user-global file: its absolute path).
+    path: str
+    # Where it reaches the model.
+    placement: InstructionPlacement
+    # What it governs: `.` (the whole project), a folder (`packages/a/`), a rule's globs (`packages/a/**`), or `every project` for the user-global file.
+    scope: str
+    # Estimated tokens.
+    tokens: int
+
+
+class InstructionSource(_InstructionSourceRequired, total=False):
+    """One instruction source: where it comes from, what it governs, what it costs."""
+
+    # Characters left out when cut.
+    missingChars: Optional[int]
+    # Why it is not used: `empty`, `duplicate of …`, `outside the workspace root`, `invalid frontmatter: line N: …`, …
+    skipped: Optional[str]
 
 
 class Limits(TypedDict, total=False):
@@ -952,6 +987,8 @@ Approval = Union[Literal["allowed"], Literal["allowedAlways"], Literal["rejected
 Block = Union[BlockText, BlockImage, BlockThinking, BlockToolUse, BlockToolResult]
 CodeIndex = Union[Literal["lookup"], Literal["all"]]
 ImageSource = Union[ImageSourceBase64, ImageSourceUrl]
+InstructionPlacement = Union[Literal["system"], Literal["note"]]
+InstructionSourceKind = Union[Literal["root"], Literal["global"], Literal["nested"], Literal["rule"]]
 McpServerState = Union[Literal["disabled"], Literal["starting"], Literal["ready"], Literal["failed"], Literal["exited"]]
 Policy = Union[Literal["ask"], Literal["auto-edit"], Literal["full-auto"]]
 Role = Union[Literal["user"], Literal["assistant"]]

@@ -6,7 +6,9 @@ use garuda_core::engine::{
     ContextChange, ContextReport, HistoryEntry, HistoryPage, NextRequest, WorkspaceSummary,
 };
 use garuda_core::message as core;
-use garuda_core::prompt::{Assembled, CodeIndex, Features, Limits, SectionReport};
+use garuda_core::prompt::{
+    Assembled, CodeIndex, Features, Limits, Placement, SectionReport, SourceKind, SourceReport,
+};
 use garuda_core::session::records::CompactTrigger;
 use garuda_core::session::store::SessionSummary;
 use garuda_core::session::view::Removal;
@@ -180,6 +182,30 @@ fn section_out(s: &SectionReport) -> w::SectionReport {
     }
 }
 
+/// An instruction source for the wire.
+pub fn source_out(s: &SourceReport) -> w::InstructionSource {
+    w::InstructionSource {
+        path: s.path.clone(),
+        kind: match s.kind {
+            SourceKind::Root => w::InstructionSourceKind::Root,
+            SourceKind::Global => w::InstructionSourceKind::Global,
+            SourceKind::Nested => w::InstructionSourceKind::Nested,
+            SourceKind::Rule => w::InstructionSourceKind::Rule,
+        },
+        scope: s.scope.clone(),
+        placement: match s.placement {
+            Placement::System => w::InstructionPlacement::System,
+            Placement::Note => w::InstructionPlacement::Note,
+        },
+        in_force: s.in_force,
+        chars: s.chars,
+        tokens: s.tokens,
+        cut: s.cut,
+        missing_chars: s.missing_chars,
+        skipped: s.skipped.clone(),
+    }
+}
+
 /// An assembled prompt for `prompt/assemble`.
 pub fn assemble_out(a: &Assembled) -> w::AssembleResult {
     w::AssembleResult {
@@ -187,6 +213,7 @@ pub fn assemble_out(a: &Assembled) -> w::AssembleResult {
         sha256: a.sha256.clone(),
         sections: a.sections.iter().map(section_out).collect(),
         warnings: a.warnings.clone(),
+        sources: a.sources.iter().map(source_out).collect(),
     }
 }
 
@@ -367,6 +394,7 @@ pub fn inspect_out(r: ContextReport) -> w::InspectResult {
         collapses: r.relief.collapses,
         auto_collapses: r.relief.auto_collapses,
         media_stripped: r.relief.media_stripped,
+        sources: r.sources.iter().map(source_out).collect(),
     }
 }
 

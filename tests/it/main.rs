@@ -9,6 +9,7 @@ mod configure;
 mod context;
 mod exec;
 mod hardening;
+mod instructions;
 mod long_session;
 mod mcp;
 mod mock_model;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use crate::prompt::{Features, Limits};
+use crate::prompt::{Features, InstructionSettings, Limits};
 use crate::provider::{ModelOverride, ProviderConfig, ProviderEntry};
 
 /// A configuration file could not be used.
@@ -59,6 +59,13 @@ pub struct Config {
     pub features: Features,
     /// Instruction and memory budgets.
     pub limits: Limits,
+    /// Which places instructions are read from, and the budgets of the files outside the
+    /// system prompt's shared limit.
+    pub instructions: InstructionSettings,
+    /// The user-global instruction file, `$XDG_CONFIG_HOME/garuda/AGENTS.md` (set when the
+    /// user's config is loaded; never from a file).
+    #[serde(skip)]
+    pub global_instructions: Option<PathBuf>,
     /// Transport settings.
     pub server: ServerSettings,
     /// Approval settings.
@@ -343,7 +350,8 @@ impl Default for ApprovalSettings {
     }
 }
 
-/// Highest `limits.instructions_chars` a workspace's own config may set (unless the user's
+/// Highest `limits.instructions_chars` (and `instructions.nested_chars`,
+/// `instructions.nested_total_chars`) a workspace's own config may set (unless the user's
 /// config allows more).
 pub const WORKSPACE_INSTRUCTIONS_CHARS_CEILING: usize = 200_000;
 /// Highest `limits.memory_chars` a workspace's own config may set (unless the user's allows
@@ -356,6 +364,7 @@ pub const WORKSPACE_MEMORY_CHARS_CEILING: usize = 40_000;
 struct WorkspaceFile {
     features: Option<Features>,
     limits: Option<Limits>,
+    instructions: Option<InstructionSettings>,
     #[serde(flatten)]
     rest: toml::Table,
 }
@@ -378,9 +387,21 @@ impl Config {
         }
     }
 
+    /// The user-global instruction file: `AGENTS.md` beside the user's config file.
+    pub fn global_instructions_path() -> Option<PathBuf> {
+        Self::user_path().map(|p| p.with_file_name("AGENTS.md"))
+    }
+
     /// Loads one config file (a missing file gives the defaults), then the environment
-    /// overrides of `[context]` (`GARUDA_CONTEXT_WINDOW`, `GARUDA_COMPACT_THRESHOLD`).
+    /// overrides of `[context]` (`GARUDA_CONTEXT_WINDOW`, `GARUDA_COMPACT_THRESHOLD`), with the
+    /// user-global instruction file of this user.
     pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
+        let mut cfg = Self::load_file_only(path)?;
+        cfg.global_instructions = Self::global_instructions_path();
+        Ok(cfg)
+    }
+
+    fn load_file_only(path: &Path) -> Result<Config, ConfigError> {
         let mut cfg = match std::fs::read_to_string(path) {
             Ok(t) => Self::parse(&t, path)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
@@ -415,8 +436,9 @@ impl Config {
         })
     }
 
-    /// Applies a workspace's `.garuda/config.toml` text: only features and limits are taken;
-    /// every other key is ignored with a warning.
+    /// Applies a workspace's `.garuda/config.toml` text: only features, limits and the
+    /// instruction sources are taken (the user-global file's limit stays the user's); every
+    /// other key is ignored with a warning.
     pub fn with_workspace(
         &self,
         text: &str,
@@ -431,32 +453,50 @@ impl Config {
             merged.features = f;
         }
         let mut warnings: Vec<String> = Vec::new();
+        // A cloned repository must not lift a budget: above the user's value a workspace may
+        // go only up to the ceiling.
+        let mut ceil = |asked: usize, user: usize, ceiling: usize, key: &str| {
+            let allowed = user.max(ceiling);
+            if asked > allowed {
+                warnings.push(format!(
+                    "{}: {key} = {asked} is above the ceiling; {allowed} is used",
+                    path.display()
+                ));
+            }
+            asked.min(allowed)
+        };
         if let Some(l) = file.limits {
             merged.limits = l;
-            // A cloned repository must not lift the budget: above the user's value a workspace
-            // may go only up to the ceiling.
-            let mut ceil = |asked: usize, user: usize, ceiling: usize, key: &str| {
-                let allowed = user.max(ceiling);
-                if asked > allowed {
-                    warnings.push(format!(
-                        "{}: limits.{key} = {asked} is above the ceiling; {allowed} is used",
-                        path.display()
-                    ));
-                }
-                asked.min(allowed)
-            };
             merged.limits.instructions_chars = ceil(
                 l.instructions_chars,
                 self.limits.instructions_chars,
                 WORKSPACE_INSTRUCTIONS_CHARS_CEILING,
-                "instructions_chars",
+                "limits.instructions_chars",
             );
             merged.limits.memory_chars = ceil(
                 l.memory_chars,
                 self.limits.memory_chars,
                 WORKSPACE_MEMORY_CHARS_CEILING,
-                "memory_chars",
+                "limits.memory_chars",
             );
+        }
+        if let Some(i) = file.instructions {
+            merged.instructions = InstructionSettings {
+                nested_chars: ceil(
+                    i.nested_chars,
+                    self.instructions.nested_chars,
+                    WORKSPACE_INSTRUCTIONS_CHARS_CEILING,
+                    "instructions.nested_chars",
+                ),
+                nested_total_chars: ceil(
+                    i.nested_total_chars,
+                    self.instructions.nested_total_chars,
+                    WORKSPACE_INSTRUCTIONS_CHARS_CEILING,
+                    "instructions.nested_total_chars",
+                ),
+                global_chars: self.instructions.global_chars,
+                ..i
+            };
         }
         warnings.extend(file
             .rest
@@ -538,6 +578,39 @@ mod tests {
         generous.limits.instructions_chars = 1_000_000;
         let (merged, _) = generous.with_workspace(text, p).expect("parse");
         assert_eq!(merged.limits.instructions_chars, 1_000_000);
+    }
+
+    #[test]
+    fn workspace_config_chooses_sources_but_not_the_global_limit() {
+        let user = Config::default();
+        let text = "[instructions]\nsources = [\"AGENTS.md\", \"cursor\"]\nglobal_chars = 0\n";
+        let (merged, warnings) = user
+            .with_workspace(text, Path::new("/w/.garuda/config.toml"))
+            .expect("parse");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert!(merged.instructions.has(crate::prompt::Source::Cursor));
+        assert!(!merged.instructions.has(crate::prompt::Source::Nested));
+        assert_eq!(merged.instructions.global_chars, 20_000);
+        // Nor lift the nested budgets past the ceiling.
+        let text = "[instructions]\nnested_chars = 999999999\nnested_total_chars = 5\n";
+        let (merged, warnings) = user
+            .with_workspace(text, Path::new("/w/.garuda/config.toml"))
+            .expect("parse");
+        assert_eq!(
+            merged.instructions.nested_chars,
+            WORKSPACE_INSTRUCTIONS_CHARS_CEILING
+        );
+        assert_eq!(merged.instructions.nested_total_chars, 5);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("instructions.nested_chars"),
+            "{warnings:?}"
+        );
+        let bad = Config::parse(
+            "[instructions]\nsources = [\"cursorr\"]\n",
+            Path::new("c.toml"),
+        );
+        assert!(bad.unwrap_err().to_string().contains("line 2"));
     }
 
     #[test]

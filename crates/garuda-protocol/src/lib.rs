@@ -107,6 +107,64 @@ pub struct AssembleResult {
     pub sections: Vec<SectionReport>,
     /// Problems found (links out of the root, unreadable files, imports not read).
     pub warnings: Vec<String>,
+    /// Every instruction source found: the root files, the user-global file and the
+    /// always-on rules in this prompt, and the path-scoped rules that come into force when a
+    /// matching path is touched (`inForce: false`).
+    #[serde(default)]
+    pub sources: Vec<InstructionSource>,
+}
+
+/// What kind of instruction source a file is.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum InstructionSourceKind {
+    /// An instruction file at the workspace root (`AGENTS.md`, `CLAUDE.md`, `GARUDA.md`,
+    /// `GEMINI.md`).
+    Root,
+    /// The user's own file for every project (`$XDG_CONFIG_HOME/garuda/AGENTS.md`).
+    Global,
+    /// An instruction file in a subfolder.
+    Nested,
+    /// A rule of another agent's format (`.cursor/rules`, `.github`, `.claude/rules`).
+    Rule,
+}
+
+/// Where an instruction source reaches the model.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum InstructionPlacement {
+    /// In the system prompt (byte-stable within a phase).
+    System,
+    /// In a `<garuda_note>` of a user message (nested files, path-scoped rules).
+    Note,
+}
+
+/// One instruction source: where it comes from, what it governs, what it costs.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InstructionSource {
+    /// Root-relative path (the user-global file: its absolute path).
+    pub path: String,
+    /// Root file, global file, nested file or rule.
+    pub kind: InstructionSourceKind,
+    /// What it governs: `.` (the whole project), a folder (`packages/a/`), a rule's globs
+    /// (`packages/a/**`), or `every project` for the user-global file.
+    pub scope: String,
+    /// Where it reaches the model.
+    pub placement: InstructionPlacement,
+    /// True when the model has it now.
+    pub in_force: bool,
+    /// Characters it takes where it is (heading and cut note included; 0 when not in force).
+    pub chars: u64,
+    /// Estimated tokens.
+    pub tokens: u64,
+    /// True when it was cut to its limit.
+    pub cut: bool,
+    /// Characters left out when cut.
+    pub missing_chars: Option<u64>,
+    /// Why it is not used: `empty`, `duplicate of …`, `outside the workspace root`,
+    /// `invalid frontmatter: line N: …`, …
+    pub skipped: Option<String>,
 }
 
 /// `workspace/contextChanged` notification: instruction or memory files changed on disk.
@@ -589,6 +647,11 @@ pub struct InspectResult {
     /// Messages whose images the view replaced with a marker after a provider refused them.
     #[serde(default)]
     pub media_stripped: u64,
+    /// Every instruction source of the session: those of its system prompt, the nested files
+    /// and path-scoped rules in force for the paths its tools touched (`placement: "note"`),
+    /// and the rules not in force yet.
+    #[serde(default)]
+    pub sources: Vec<InstructionSource>,
 }
 
 /// What a session's commands run in (`context/inspect`).

@@ -37,6 +37,12 @@ export type AssembleResult = {
   sections: SectionReport[];
   /** Hex sha256 of `system`'s UTF-8 bytes. */
   sha256: string;
+  /**
+   * Every instruction source found: the root files, the user-global file and the
+   * always-on rules in this prompt, and the path-scoped rules that come into force when a
+   * matching path is touched (`inForce: false`).
+   */
+  sources?: InstructionSource[];
   /** The system prompt. */
   system: string;
   /** Problems found (links out of the root, unreadable files, imports not read). */
@@ -293,6 +299,12 @@ export type InspectResult = {
   reserved: number;
   /** What the session's commands run in, measured at its start. */
   sandbox: SandboxReport;
+  /**
+   * Every instruction source of the session: those of its system prompt, the nested files
+   * and path-scoped rules in force for the paths its tools touched (`placement: "note"`),
+   * and the rules not in force yet.
+   */
+  sources?: InstructionSource[];
   /** System prompt without instructions and memory. */
   system: number;
   /** Compaction starts above this many tokens. */
@@ -305,6 +317,42 @@ export type InspectResult = {
    */
   window: number;
 };
+
+/** Where an instruction source reaches the model. */
+export type InstructionPlacement = "system" | "note";
+
+/** One instruction source: where it comes from, what it governs, what it costs. */
+export type InstructionSource = {
+  /** Characters it takes where it is (heading and cut note included; 0 when not in force). */
+  chars: number;
+  /** True when it was cut to its limit. */
+  cut: boolean;
+  /** True when the model has it now. */
+  inForce: boolean;
+  /** Root file, global file, nested file or rule. */
+  kind: InstructionSourceKind;
+  /** Characters left out when cut. */
+  missingChars?: number | null;
+  /** Root-relative path (the user-global file: its absolute path). */
+  path: string;
+  /** Where it reaches the model. */
+  placement: InstructionPlacement;
+  /**
+   * What it governs: `.` (the whole project), a folder (`packages/a/`), a rule's globs
+   * (`packages/a/**`), or `every project` for the user-global file.
+   */
+  scope: string;
+  /**
+   * Why it is not used: `empty`, `duplicate of …`, `outside the workspace root`,
+   * `invalid frontmatter: line N: …`, …
+   */
+  skipped?: string | null;
+  /** Estimated tokens. */
+  tokens: number;
+};
+
+/** What kind of instruction source a file is. */
+export type InstructionSourceKind = "root" | "global" | "nested" | "rule";
 
 /** Character limits of the prompt's file-based parts. */
 export type Limits = {

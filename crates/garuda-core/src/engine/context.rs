@@ -54,6 +54,9 @@ pub struct ContextReport {
     pub git_state_tokens: u64,
     /// What the lighter reliefs did (nudges, collapses, media stripped).
     pub relief: ReliefReport,
+    /// Every instruction source: the system prompt's, the nested files and rules in force,
+    /// and the rules not in force yet.
+    pub sources: Vec<crate::prompt::SourceReport>,
 }
 
 impl Engine {
@@ -198,10 +201,11 @@ impl Engine {
     /// The context by part, with the threshold.
     pub fn inspect(&self, id: &str) -> Result<ContextReport, EngineError> {
         let live = self.session(id)?;
-        let (context_tokens, message_chars, tracker, paused, learned, relief) =
+        let (context_tokens, message_chars, tracker, paused, learned, relief, scoped) =
             match live.try_state().ok_or(()) {
                 Ok(mut state) => {
                     let t = turn::context_tokens(&live, &mut state)?;
+                    let scoped = turn::scoped_sources(&live, &mut state.scope);
                     // `context_tokens` brought the view up to date (a due microcompact appended).
                     let st = &mut *state;
                     let view = st
@@ -215,22 +219,52 @@ impl Engine {
                         state.failures.paused(&live.setup.compact),
                         state.learned_limit,
                         relief,
+                        scoped,
                     )
                 }
                 Err(_) => {
                     let records = self.store().load(&live.id)?.records;
+                    let mut scope = turn::ScopeState::replay(
+                        &records,
+                        &live.setup.tools,
+                        &live.setup.workspace.root,
+                    );
+                    let scoped = turn::scoped_sources(&live, &mut scope);
                     let v = build_view(&records, &live.setup.view_policy, now_ms());
                     let tracker = ContextTracker::replay(&records);
                     let t = tracker.context_tokens(v.chars(), turn::fixed_chars(&live));
                     let relief = relief_report(&records, &v);
                     let learned = tokens::learned_limit(&records);
-                    (t, v.chars(), tracker, false, learned, relief)
+                    (t, v.chars(), tracker, false, learned, relief, scoped)
                 }
             };
         // The session's own prompt (frozen at its start or last compaction), by typed part.
         let prompt = live.prompt();
         let chars = |k: PartKind| prompt.part(k).chars().count();
-        let (instr, mem) = (chars(PartKind::Instructions), chars(PartKind::Memory));
+        let (instr, mem) = (
+            chars(PartKind::Instructions) + chars(PartKind::Global),
+            chars(PartKind::Memory),
+        );
+        // The system prompt's sources, then the scoped ones in force, then the rules that
+        // are not (yet).
+        let mut sources: Vec<crate::prompt::SourceReport> = prompt
+            .sources
+            .iter()
+            .filter(|s| s.placement == crate::prompt::Placement::System)
+            .cloned()
+            .collect();
+        let known: std::collections::HashSet<String> =
+            scoped.iter().map(|s| s.path.clone()).collect();
+        sources.extend(scoped);
+        sources.extend(
+            prompt
+                .sources
+                .iter()
+                .filter(|s| {
+                    s.placement == crate::prompt::Placement::Note && !known.contains(&s.path)
+                })
+                .cloned(),
+        );
         let sizes = PartSizes {
             system_chars: prompt.system.chars().count().saturating_sub(instr + mem),
             instructions_chars: instr,
@@ -273,6 +307,7 @@ impl Engine {
                 .then(|| crate::session::compact::blocking_limit(window)),
             git_state_tokens: tracker.estimator.estimate(relief.git_state_chars),
             relief,
+            sources,
         })
     }
 }

@@ -1,10 +1,12 @@
 //! Part 4: the project instruction files, their shared budget, and the cut notes.
 
-use super::{Content, FileText, SectionReport, SourceFile, report};
+use super::{
+    Content, FileText, Placement, SectionReport, SourceFile, SourceKind, SourceReport, report,
+};
 
 /// The order in which instruction files get their share of the limit: the file named for
-/// Garuda first, the shared AGENTS.md next, CLAUDE.md last.
-const PRIORITY: [&str; 3] = ["GARUDA.md", "AGENTS.md", "CLAUDE.md"];
+/// Garuda first, the shared AGENTS.md next, CLAUDE.md, GEMINI.md, then the always-on rules.
+const PRIORITY: [&str; 4] = ["GARUDA.md", "AGENTS.md", "CLAUDE.md", "GEMINI.md"];
 
 /// Splits `limit` characters among files whose sizes are given in priority order: each
 /// gets what it needs while something is left. The total never exceeds `limit`.
@@ -110,6 +112,16 @@ pub(crate) struct Rendered {
     pub text: Option<String>,
     pub reports: Vec<SectionReport>,
     pub warnings: Vec<String>,
+    pub sources: Vec<SourceReport>,
+}
+
+/// The kind of a file of the system prompt's instructions part.
+fn kind_of(name: &str) -> SourceKind {
+    if PRIORITY.contains(&name) {
+        SourceKind::Root
+    } else {
+        SourceKind::Rule
+    }
 }
 
 /// Builds `# Project instructions` from the gathered files (already in display order).
@@ -171,11 +183,19 @@ pub(crate) fn render(files: &[SourceFile], limit: usize) -> Rendered {
         .collect();
     let several = kept.len() > 1;
     let mut file_reports = Vec::new();
+    let mut sources = Vec::new();
     let mut parts = Vec::new();
     let mut any_cut = false;
     for (i, f) in files.iter().enumerate() {
         let file = match &fates[i] {
             Fate::Skip(reason) => {
+                sources.push(SourceReport::unused(
+                    &f.name,
+                    kind_of(&f.name),
+                    ".".into(),
+                    Placement::System,
+                    Some(reason.clone()),
+                ));
                 file_reports.push(SectionReport {
                     kind: format!("instructions:{}", f.name),
                     source: Some(f.name.clone()),
@@ -242,6 +262,15 @@ pub(crate) fn render(files: &[SourceFile], limit: usize) -> Rendered {
             cut,
             missing_chars,
         ));
+        sources.push(SourceReport::of(
+            &f.name,
+            kind_of(&f.name),
+            ".".into(),
+            Placement::System,
+            &part,
+            cut,
+            missing_chars,
+        ));
         parts.push(part);
     }
 
@@ -250,6 +279,7 @@ pub(crate) fn render(files: &[SourceFile], limit: usize) -> Rendered {
             text: None,
             reports: file_reports,
             warnings,
+            sources,
         };
     }
     let names: Vec<&str> = kept.iter().map(|&i| files[i].name.as_str()).collect();
@@ -260,12 +290,95 @@ pub(crate) fn render(files: &[SourceFile], limit: usize) -> Rendered {
         );
     }
     text.push_str(&parts.join("\n\n"));
-    let sources = names.join(", ");
-    let mut reports = vec![report("instructions", Some(sources), &text, any_cut, None)];
+    let mut reports = vec![report(
+        "instructions",
+        Some(names.join(", ")),
+        &text,
+        any_cut,
+        None,
+    )];
     reports.extend(file_reports);
     Rendered {
         text: Some(text),
         reports,
+        warnings,
+        sources,
+    }
+}
+
+/// The user-global file's part: `# Your instructions (<path>)`, within its own limit.
+pub(crate) fn render_global(f: &SourceFile, limit: usize) -> Rendered {
+    let scope = "every project".to_string();
+    let skip = |why: &str| Rendered {
+        text: None,
+        reports: vec![SectionReport {
+            kind: "global".into(),
+            source: Some(f.name.clone()),
+            bytes: 0,
+            tokens: 0,
+            cut: false,
+            missing_chars: None,
+            skipped: Some(why.to_string()),
+        }],
+        warnings: Vec::new(),
+        sources: vec![SourceReport::unused(
+            &f.name,
+            SourceKind::Global,
+            scope.clone(),
+            Placement::System,
+            Some(why.to_string()),
+        )],
+    };
+    let file = match &f.content {
+        Content::Skipped(reason) => return skip(reason),
+        Content::Text(t) if t.text.trim().is_empty() && !t.truncated => return skip("empty"),
+        Content::Text(t) => t,
+    };
+    let body = prefix(&file.text, limit);
+    let cut = file.truncated || body.len() < file.text.len();
+    let mut text = format!(
+        "# Your instructions ({})\n\nThe user keeps these instructions for every project. The \
+         project's own instructions below win where they conflict.\n\n{}",
+        f.name,
+        body.trim_end()
+    );
+    let mut warnings = Vec::new();
+    let mut missing_chars = None;
+    if cut {
+        let (miss, exact) = missing(file, limit);
+        missing_chars = Some(miss);
+        text.push_str("\n\n");
+        text.push_str(&cut_note(
+            &f.name,
+            limit,
+            miss,
+            exact,
+            "your own instructions",
+        ));
+        warnings.push(format!(
+            "{}: cut to {limit} characters; {}{miss} characters missing",
+            f.name,
+            if exact { "" } else { "about " }
+        ));
+    }
+    Rendered {
+        reports: vec![report(
+            "global",
+            Some(f.name.clone()),
+            &text,
+            cut,
+            missing_chars,
+        )],
+        sources: vec![SourceReport::of(
+            &f.name,
+            SourceKind::Global,
+            scope,
+            Placement::System,
+            &text,
+            cut,
+            missing_chars,
+        )],
+        text: Some(text),
         warnings,
     }
 }

@@ -12,13 +12,15 @@ mod base;
 mod features;
 mod instructions;
 mod memory;
+pub mod nested;
 mod profiles;
+pub mod sources;
 mod visible;
 
 #[cfg(test)]
 mod tests;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -29,6 +31,7 @@ use crate::message::estimate_tokens;
 pub use features::{CodeIndex, Features, SessionFacts, UnknownFeature};
 pub use instructions::split_budget;
 pub use profiles::{Probe, Profile, detect as detect_profiles};
+pub use sources::{Applies, InstructionSettings, Rule, Source};
 pub use visible::visible;
 
 /// The instruction files, in the order they appear in the prompt.
@@ -129,8 +132,17 @@ pub struct SourceFile {
 pub struct Gathered {
     /// The canonical root, as shown in the prompt.
     pub root: String,
-    /// Instruction files present, in [`INSTRUCTION_FILES`] order.
+    /// Root instruction files present, in [`sources::FILE_NAMES`] order.
     pub instructions: Vec<SourceFile>,
+    /// Rule files of the enabled rule sources (always-on and path-scoped), by path.
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+    /// The user-global instruction file (its name is its absolute path), when present.
+    #[serde(default)]
+    pub global: Option<SourceFile>,
+    /// The limit of the user-global file.
+    #[serde(default)]
+    pub global_limit: usize,
     /// The memory file, when present.
     pub memory: Option<SourceFile>,
     /// Language profiles detected from the root's files.
@@ -148,6 +160,8 @@ pub enum PartKind {
     Features,
     /// `# Build and test (detected by Garuda)`.
     Build,
+    /// `# Your instructions`: the user-global file.
+    Global,
     /// `# Project instructions`: the instruction files.
     Instructions,
     /// `# Project memory`.
@@ -177,6 +191,106 @@ pub struct Assembled {
     /// The parts, in order, as typed ranges of `system`: consumers take the instructions or
     /// the memory from here, never by searching the rendered text.
     pub parts: Vec<Part>,
+    /// Every instruction source found: the ones in this prompt, and the path-scoped rules
+    /// that come into force when a matching path is touched.
+    pub sources: Vec<SourceReport>,
+}
+
+/// What kind of instruction source a file is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SourceKind {
+    /// An instruction file at the workspace root.
+    Root,
+    /// The user's file for every project.
+    Global,
+    /// An instruction file in a subfolder.
+    Nested,
+    /// A rule file of another agent's format.
+    Rule,
+}
+
+/// Where a source reaches the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// In the system prompt.
+    System,
+    /// In a `<garuda_note>` of a user message (nested files and path-scoped rules).
+    Note,
+}
+
+/// One instruction source: where it comes from, what it governs, what it costs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceReport {
+    /// Root-relative path (the user-global file: its absolute path).
+    pub path: String,
+    /// Root file, global file, nested file or rule.
+    pub kind: SourceKind,
+    /// What it governs: `.` (the whole project), a folder (`packages/a/`), the globs of a
+    /// rule, or `every project` for the global file.
+    pub scope: String,
+    /// Where it reaches the model.
+    pub placement: Placement,
+    /// True when the model has it now.
+    pub in_force: bool,
+    /// Characters it takes (heading and cut note included; 0 when not in force).
+    pub chars: u64,
+    /// Estimated tokens.
+    pub tokens: u64,
+    /// True when it was cut to its limit.
+    pub cut: bool,
+    /// Characters left out when cut.
+    pub missing_chars: Option<u64>,
+    /// Why it is not used (empty, duplicate, outside the root, malformed frontmatter, …).
+    pub skipped: Option<String>,
+}
+
+impl SourceReport {
+    /// A report for a source whose text in the prompt or note is `text`.
+    pub fn of(
+        path: &str,
+        kind: SourceKind,
+        scope: String,
+        placement: Placement,
+        text: &str,
+        cut: bool,
+        missing_chars: Option<u64>,
+    ) -> SourceReport {
+        let chars = text.chars().count();
+        SourceReport {
+            path: path.to_string(),
+            kind,
+            scope,
+            placement,
+            in_force: true,
+            chars: chars as u64,
+            tokens: estimate_tokens(chars),
+            cut,
+            missing_chars,
+            skipped: None,
+        }
+    }
+
+    /// A source that is not used, and why (or not yet in force: `why` None).
+    pub fn unused(
+        path: &str,
+        kind: SourceKind,
+        scope: String,
+        placement: Placement,
+        why: Option<String>,
+    ) -> SourceReport {
+        SourceReport {
+            path: path.to_string(),
+            kind,
+            scope,
+            placement,
+            in_force: false,
+            chars: 0,
+            tokens: 0,
+            cut: false,
+            missing_chars: None,
+            skipped: why,
+        }
+    }
 }
 
 impl Assembled {
@@ -229,25 +343,145 @@ pub(crate) fn report(
     }
 }
 
-/// Reads the instruction files, the memory file and the profile markers of `root`. Each
-/// file is read with its budget only (a 2 GiB file costs at most the limit's bytes).
+/// What [`gather_with`] reads besides the limits: the instruction sources and the
+/// user-global file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GatherSpec {
+    /// `[instructions]`.
+    pub settings: InstructionSettings,
+    /// The user-global instruction file (`$XDG_CONFIG_HOME/garuda/AGENTS.md`), if any.
+    pub global: Option<PathBuf>,
+}
+
+/// Reads the default instruction files, the memory file and the profile markers of `root`.
+/// Each file is read with its budget only (a 2 GiB file costs at most the limit's bytes).
 pub fn gather(root: &Root, limits: &Limits) -> Gathered {
+    gather_with(root, limits, &GatherSpec::default())
+}
+
+/// Most rule files read from one rule folder.
+const MAX_RULE_FILES: usize = 200;
+
+/// Like [`gather`], with the sources of `spec`: the enabled root files, the rules of the
+/// enabled rule sources, and the user-global file (read through a root of its own folder).
+pub fn gather_with(root: &Root, limits: &Limits, spec: &GatherSpec) -> Gathered {
     let mut warnings = Vec::new();
     let mut instructions = Vec::new();
-    for name in INSTRUCTION_FILES {
+    let settings = &spec.settings;
+    for name in settings.file_names() {
         if let Some(f) = read_source(root, name, limits.instructions_chars, &mut warnings) {
             instructions.push(f);
         }
     }
+    let rule_chars = limits.instructions_chars.max(settings.nested_chars);
+    let mut rules = Vec::new();
+    let mut rule_files: Vec<(Source, String)> = Vec::new();
+    if settings.has(Source::Copilot) {
+        rule_files.push((Source::Copilot, sources::COPILOT_FILE.to_string()));
+        for f in list_rule_files(root, ".github/instructions", ".instructions.md", 3) {
+            rule_files.push((Source::Copilot, f));
+        }
+    }
+    if settings.has(Source::Cursor) {
+        for f in list_rule_files(root, ".cursor/rules", ".mdc", 0) {
+            rule_files.push((Source::Cursor, f));
+        }
+    }
+    if settings.has(Source::ClaudeRules) {
+        for f in list_rule_files(root, ".claude/rules", ".md", 3) {
+            rule_files.push((Source::ClaudeRules, f));
+        }
+    }
+    for (source, name) in rule_files {
+        if let Some(f) = read_source(root, &name, rule_chars, &mut warnings) {
+            let (rule, warning) = sources::rule_from(source, f);
+            warnings.extend(warning);
+            if let Some(globs) = rule.globs() {
+                let (_, errors) = sources::RuleMatcher::new(globs);
+                for e in errors {
+                    warnings.push(format!(
+                        "{}: invalid glob {e}; it matches nothing",
+                        rule.file.name
+                    ));
+                }
+            }
+            rules.push(rule);
+        }
+    }
+    let global = spec
+        .global
+        .as_deref()
+        .and_then(|p| read_global(p, settings.global_chars, &mut warnings));
     let memory = read_source(root, MEMORY_FILE, limits.memory_chars, &mut warnings);
     let profiles = profiles::detect(&Probe::read(root));
     Gathered {
         root: root.path().display().to_string(),
         instructions,
+        rules,
+        global,
+        global_limit: settings.global_chars,
         memory,
         profiles,
         warnings,
     }
+}
+
+/// Files ending in `suffix` in `dir` (and its subfolders down to `depth`), sorted,
+/// root-relative; at most [`MAX_RULE_FILES`]. Entries that are not folders are returned
+/// whatever they are, so reading them reports links out of the root and the like.
+fn list_rule_files(root: &Root, dir: &str, suffix: &str, depth: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_string(), 0usize)];
+    while let Some((d, level)) = stack.pop() {
+        let Ok(entries) = root.list(Path::new(&d)) else {
+            continue;
+        };
+        for e in entries {
+            let rel = format!("{d}/{}", e.name);
+            match e.kind {
+                crate::fsroot::EntryKind::Dir if level < depth => stack.push((rel, level + 1)),
+                crate::fsroot::EntryKind::Dir => {}
+                _ if e.name.ends_with(suffix) && out.len() < MAX_RULE_FILES => out.push(rel),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The user-global file, read through a root of its own folder (the same guarantees as a
+/// workspace file: no FIFO hangs, its budget only). Absent folder or file: `None`.
+fn read_global(path: &Path, max_chars: usize, warnings: &mut Vec<String>) -> Option<SourceFile> {
+    let dir = path.parent()?;
+    let name = path.file_name()?;
+    let groot = Root::open(dir).ok()?;
+    let mut w = Vec::new();
+    let mut f = read_source(&groot, &name.to_string_lossy(), max_chars, &mut w)?;
+    let shown = path.display().to_string();
+    let prefix = format!("{}:", name.to_string_lossy());
+    warnings.extend(w.into_iter().map(|w| match w.strip_prefix(&prefix) {
+        Some(rest) => format!("{shown}:{rest}"),
+        None => w,
+    }));
+    f.name = shown;
+    Some(f)
+}
+
+/// Reads the instruction files of the subfolder `dir` (root-relative, not the root) named
+/// `names`: the nested files of that folder, each within `max_chars`.
+pub fn gather_dir(
+    root: &Root,
+    dir: &str,
+    names: &[&str],
+    max_chars: usize,
+) -> (Vec<SourceFile>, Vec<String>) {
+    let mut warnings = Vec::new();
+    let files = names
+        .iter()
+        .filter_map(|n| read_source(root, &format!("{dir}/{n}"), max_chars, &mut warnings))
+        .collect();
+    (files, warnings)
 }
 
 /// Reads one file; `None` when it does not exist.
@@ -339,11 +573,56 @@ pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
         parts.push((PartKind::Build, text));
     }
 
-    let ins = instructions::render(&g.instructions, opts.limits.instructions_chars);
+    let mut sources_out = Vec::new();
+    if let Some(f) = &g.global {
+        let r = instructions::render_global(f, g.global_limit);
+        sections.extend(r.reports);
+        warnings.extend(r.warnings);
+        sources_out.extend(r.sources);
+        if let Some(text) = r.text {
+            parts.push((PartKind::Global, text));
+        }
+    }
+
+    // The always-on rules join the root files, before Garuda's own file (the later wins).
+    let mut files: Vec<SourceFile> = Vec::with_capacity(g.instructions.len() + g.rules.len());
+    let garuda = g.instructions.iter().position(|f| f.name == "GARUDA.md");
+    let (before, after) = g
+        .instructions
+        .split_at(garuda.unwrap_or(g.instructions.len()));
+    files.extend(before.iter().cloned());
+    files.extend(
+        g.rules
+            .iter()
+            .filter(|r| r.applies == Applies::Always)
+            .map(|r| r.file.clone()),
+    );
+    files.extend(after.iter().cloned());
+    let ins = instructions::render(&files, opts.limits.instructions_chars);
     sections.extend(ins.reports);
     warnings.extend(ins.warnings);
+    sources_out.extend(ins.sources);
     if let Some(text) = ins.text {
         parts.push((PartKind::Instructions, text));
+    }
+    for r in &g.rules {
+        match &r.applies {
+            Applies::Always => {}
+            Applies::Paths(globs) => sources_out.push(SourceReport::unused(
+                &r.file.name,
+                SourceKind::Rule,
+                globs.join(", "),
+                Placement::Note,
+                None,
+            )),
+            Applies::Never(why) => sources_out.push(SourceReport::unused(
+                &r.file.name,
+                SourceKind::Rule,
+                String::new(),
+                Placement::Note,
+                Some(why.clone()),
+            )),
+        }
     }
 
     let (mem, mem_report, mem_warnings) =
@@ -375,6 +654,7 @@ pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
         sections,
         warnings,
         parts: ranges,
+        sources: sources_out,
     }
 }
 

@@ -116,6 +116,9 @@ impl Mem {
                 .iter()
                 .filter_map(|n| self.source(n, limits.instructions_chars))
                 .collect(),
+            rules: Vec::new(),
+            global: None,
+            global_limit: super::InstructionSettings::default().global_chars,
             memory: self.source(MEMORY_FILE, limits.memory_chars),
             profiles: profiles::detect(&probe),
             warnings: Vec::new(),

@@ -283,7 +283,8 @@ pub struct UsageRecord {
     pub purpose: Option<UsagePurpose>,
 }
 
-/// Instruction or memory files changed on disk.
+/// Instruction or memory files changed on disk; or (with `scoped`) nested instruction files
+/// and path-scoped rules given to the model in a note.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InstructionChangeRecord {
@@ -293,8 +294,16 @@ pub struct InstructionChangeRecord {
     pub time: u64,
     /// Workspace-relative paths that changed.
     pub paths: Vec<String>,
-    /// Hex sha256 of each file's new content, same order (empty string: deleted).
+    /// Hex sha256 of each file's new content (scoped: of its block in the note), same order
+    /// (empty string: deleted, or no longer in force).
     pub sha256: Vec<String>,
+    /// True for nested files and rules: `paths` are in force with these versions from now on
+    /// (the view keeps them while `messageId` is in it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scoped: bool,
+    /// The note message carrying their text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 /// First line of every transcript.

@@ -38,7 +38,7 @@ pub use policy::{
     Policy, RISKY_DIRS, RISKY_FILES, UnknownPolicy, approval_needed, needs_approval, risky_path,
     risky_target,
 };
-pub use registry::{ToolClash, ToolEntry, ToolRegistry, ToolSource};
+pub use registry::{ToolClash, ToolEntry, ToolRegistry, ToolSource, Touch, Touched};
 pub use schema::builtin_specs;
 pub use todo::{TodoItem, TodoStatus, todos_in};
 
@@ -438,6 +438,17 @@ pub(crate) fn builtin_traits(name: &str) -> (ToolClass, Option<&'static str>, bo
         .iter()
         .find(|b| b.0 == name)
         .map_or((ToolClass::Other, None, false), |b| (b.1, b.2, b.3))
+}
+
+/// Where a built-in tool works, from its input: the file read or edited, the folder listed,
+/// the file or folder searched.
+pub(crate) fn builtin_touch(name: &str) -> Option<Touch> {
+    match name {
+        "read_file" | "edit_file" | "write_file" => Some(Touch::File("path")),
+        "list_files" => Some(Touch::Folder("path")),
+        "glob" | "grep" => Some(Touch::Either("path")),
+        _ => None,
+    }
 }
 
 /// One line describing a call, for approval prompts: e.g. `bash: cargo test`.

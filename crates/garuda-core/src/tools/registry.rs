@@ -26,6 +26,28 @@ pub enum ToolSource {
     McpSearch,
 }
 
+/// How a tool's input names the place it works in (for nested instructions and rules).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Touch {
+    /// A file, in this input field: its folder is worked in.
+    File(&'static str),
+    /// A folder (the root when the field is absent).
+    Folder(&'static str),
+    /// A file or a folder (a search's `path`).
+    Either(&'static str),
+}
+
+/// A place a call works in, root-relative as the model gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Touched<'a> {
+    /// A file.
+    File(&'a str),
+    /// A folder.
+    Folder(&'a str),
+    /// A file or a folder: the caller looks.
+    Either(&'a str),
+}
+
 /// One registered tool.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolEntry {
@@ -43,9 +65,21 @@ pub struct ToolEntry {
     /// Its definition is left out of requests (an MCP tool behind `mcp_tool_search`); it is
     /// still callable by name.
     pub deferred: bool,
+    /// Which input names the place it reads, lists, searches or edits.
+    pub touch: Option<Touch>,
 }
 
 impl ToolEntry {
+    /// The place a call of this tool works in, from its input (None: none, or the root).
+    pub fn touched<'a>(&self, input: &'a serde_json::Value) -> Option<Touched<'a>> {
+        let field = |f: &str| input.get(f).and_then(|v| v.as_str()).map(str::trim);
+        match self.touch? {
+            Touch::File(f) => field(f).filter(|p| !p.is_empty()).map(Touched::File),
+            Touch::Folder(f) => field(f).filter(|p| !p.is_empty()).map(Touched::Folder),
+            Touch::Either(f) => field(f).filter(|p| !p.is_empty()).map(Touched::Either),
+        }
+    }
+
     /// The file a call of this tool touches, from its input.
     pub fn path_in<'a>(&self, input: &'a serde_json::Value) -> Option<&'a str> {
         input.get(self.path_arg?)?.as_str()
@@ -78,12 +112,13 @@ impl ToolRegistry {
         for spec in super::builtin_specs() {
             let (class, path_arg, needs_read) = super::builtin_traits(&spec.name);
             r.entries.push(ToolEntry {
-                spec,
                 class,
                 source: ToolSource::Builtin,
                 path_arg,
                 needs_read,
                 deferred: false,
+                touch: super::builtin_touch(&spec.name),
+                spec,
             });
         }
         if snip {
@@ -94,6 +129,7 @@ impl ToolRegistry {
                 path_arg: None,
                 needs_read: false,
                 deferred: false,
+                touch: None,
             });
         }
         for spec in client {
@@ -108,6 +144,7 @@ impl ToolRegistry {
                 path_arg: None,
                 needs_read: false,
                 deferred: false,
+                touch: None,
             });
         }
         Ok(r)
@@ -139,6 +176,7 @@ impl ToolRegistry {
                 path_arg: None,
                 needs_read: false,
                 deferred: plan.is_deferred(),
+                touch: None,
             });
         }
         if let Some(search) = &plan.search_tool {
@@ -152,6 +190,7 @@ impl ToolRegistry {
                 path_arg: None,
                 needs_read: false,
                 deferred: false,
+                touch: None,
             });
         }
         Ok(self)
@@ -269,6 +308,25 @@ mod tests {
         assert_eq!(
             edit.path_in(&serde_json::json!({"path": "a.rs"})),
             Some("a.rs")
+        );
+        assert_eq!(
+            r.get("read_file")
+                .unwrap()
+                .touched(&serde_json::json!({"path": "p/a.rs"})),
+            Some(Touched::File("p/a.rs"))
+        );
+        assert_eq!(
+            r.get("list_files")
+                .unwrap()
+                .touched(&serde_json::json!({"path": "p"})),
+            Some(Touched::Folder("p"))
+        );
+        assert_eq!(r.get("grep").unwrap().touched(&serde_json::json!({})), None);
+        assert_eq!(
+            r.get("bash")
+                .unwrap()
+                .touched(&serde_json::json!({"path": "p"})),
+            None
         );
         assert_eq!(
             r.compactable(),

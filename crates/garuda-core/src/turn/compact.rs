@@ -647,6 +647,13 @@ pub async fn compact_session(
     let messages = without_regenerated(&view.messages, &state.records);
     let todo = todo_entries(session);
     let todo_t = est.estimate(compact::render_todo(&todo).len() + 64);
+    // Nested instructions and rules in force come back, re-read from disk, within a quarter
+    // of the target.
+    let cpt = est.chars_per_token();
+    let reattach = super::scoped::reattach(session, state, ((b.target / 4) as f64 * cpt) as usize);
+    let instr_t = reattach
+        .as_ref()
+        .map_or(0, |r| est.estimate(r.plan.text.chars().count()));
     let keep_steps = match relief {
         Relief::Reinstall => (policy.keep_steps / 2).max(1),
         _ => policy.keep_steps,
@@ -660,8 +667,7 @@ pub async fn compact_session(
     }
     let room = b
         .target
-        .saturating_sub(fixed + b.summary + b.user_words + todo_t);
-    let cpt = est.chars_per_token();
+        .saturating_sub(fixed + b.summary + b.user_words + todo_t + instr_t);
     let Some(kept) = plan_kept(
         &messages,
         keep_steps,
@@ -781,6 +787,7 @@ pub async fn compact_session(
             files: &files,
             todo: &todo,
             git_state: git.as_deref(),
+            instructions: reattach.as_ref().map(|r| &r.plan),
             budgets: &b,
             trim_to: policy.trim_to,
             estimator: &est,
@@ -814,6 +821,7 @@ pub async fn compact_session(
         });
     }
     state.append_batch(inst.records)?;
+    super::scoped::installed(state, reattach, inst.instructions_id.as_deref());
     state.view_cache.clear();
     state.tracker.reset();
     state.failures.succeeded();

@@ -161,6 +161,9 @@ pub struct SessionState {
     pub nudge_since: Option<u64>,
     /// Automatic collapses that failed in a row.
     pub collapse_failures: u32,
+    /// Nested instruction files and path-scoped rules: touched paths, what is in force and
+    /// what the model has.
+    pub scope: super::scoped::ScopeState,
     /// Message records in `records`, published for readers that must not wait.
     message_count: Arc<AtomicU64>,
 }
@@ -297,6 +300,11 @@ impl LiveSession {
                 learned_limit: crate::session::tokens::learned_limit(&records),
                 nudge_since: None,
                 collapse_failures: 0,
+                scope: super::scoped::ScopeState::replay(
+                    &records,
+                    &setup.tools,
+                    &setup.workspace.root,
+                ),
                 message_count,
                 records,
             }),

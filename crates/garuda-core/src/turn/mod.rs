@@ -7,6 +7,7 @@ mod host;
 mod live;
 mod ops;
 mod run;
+mod scoped;
 mod view;
 
 pub use compact::{
@@ -20,6 +21,7 @@ pub use host::{ClientToolResult, CommandRun, NullHost, Progress, TurnHost};
 pub use live::{LiveSession, ModelBinding, Operation, SessionSetup, SessionState, TurnError};
 pub use ops::{CollapseOutcome, SNIP_TOOL, SnipOutcome, collapse, snip_ids, snip_tool_spec};
 pub use run::{TurnOutcome, model_in_note, model_note, run_turn};
+pub use scoped::{Attached, ScopeState, scoped_sources};
 pub use view::{StepView, current_view, request_messages, step_view, view_anchors};
 
 /// Most model requests in one turn before it stops with `max_steps`.

@@ -83,6 +83,7 @@ pub fn snip_ids(
     super::compact::forget_reads_out_of_view(session, state)?;
     // The nudge counts growth from the last snip.
     state.nudge_since = None;
+    state.scope.view_changed();
     let view = current_view(state, &session.setup.view_policy)?;
     let snipped: HashSet<&str> = view.snipped.iter().map(String::as_str).collect();
     let protected: HashSet<&str> = view.protected.iter().map(String::as_str).collect();
@@ -350,6 +351,7 @@ async fn collapse_with(
     let collapse_id = record.uuid.clone();
     state.append(vec![Record::Collapse(record)])?;
     super::compact::forget_reads_out_of_view(session, state)?;
+    state.scope.view_changed();
     Ok(CollapseOutcome {
         collapse_id,
         span_ids: span,

@@ -128,6 +128,8 @@ fn instruction_note(
         time: now_ms(),
         paths: vec!["(system prompt)".to_string()],
         sha256: vec![assembled.sha256.clone()],
+        scoped: false,
+        message_id: None,
     });
     // A message of its own (the view merges it with the user's), so the user's words stay
     // the user's and a compaction, which rebuilds the system prompt, can leave it out.
@@ -244,6 +246,9 @@ async fn run_locked(
     if let Some(note) = mcp_note(session, state).await {
         state.append(vec![Record::Message(note)])?;
     }
+    // Nested instructions changed on disk since the last turn.
+    let scoped = super::scoped::scoped_note(session, state)?;
+    state.append(scoped)?;
     let user = MessageRecord::new(Role::User, input, state.last_message_id());
     outcome.message_ids.push(user.uuid.clone());
     state.append(vec![Record::Message(user)])?;
@@ -450,6 +455,7 @@ async fn run_locked(
                         input: input.clone(),
                     },
                 );
+                let place = input.clone();
                 let refused = response.tool_errors.iter().find(|e| e.id == id);
                 let (out, blocks) = match refused {
                     // Bad arguments: the model hears why, nothing runs, nothing is asked.
@@ -459,6 +465,7 @@ async fn run_locked(
                     }
                 };
                 extra = blocks;
+                touched(session, state, &name, &place, &out);
                 if out.meta.todos_changed {
                     let todos = session
                         .todos
@@ -499,6 +506,9 @@ async fn run_locked(
         }
         outcome.message_ids.push(user.uuid.clone());
         state.append(vec![Record::Message(user)])?;
+        // Instructions of the folders the tools just worked in join the results' message.
+        let scoped = super::scoped::scoped_note(session, state)?;
+        state.append(scoped)?;
         if cancel.is_cancelled() {
             outcome.stop_reason = StopReason::Cancelled;
             return Ok(outcome);
@@ -560,6 +570,32 @@ fn refuse_media(
         reason: err.to_string(),
     })])?;
     Ok(true)
+}
+
+/// Records where a call worked (for nested instructions and rules); an instruction file
+/// written by a tool is read again.
+fn touched(
+    session: &LiveSession,
+    state: &mut SessionState,
+    name: &str,
+    input: &Value,
+    out: &ToolOutput,
+) {
+    let ws = &session.setup.workspace;
+    if let Some(place) = session.setup.tools.get(name).and_then(|e| e.touched(input)) {
+        state.scope.touch(&ws.root, place);
+    }
+    let instruction_file = |p: &str| {
+        let name = p.rsplit('/').next().unwrap_or(p);
+        crate::prompt::sources::FILE_NAMES.contains(&name)
+            || p == crate::prompt::sources::COPILOT_FILE
+            || [".cursor/rules/", ".github/instructions/", ".claude/rules/"]
+                .iter()
+                .any(|d| p.starts_with(d))
+    };
+    if out.meta.wrote && out.meta.path.as_deref().is_some_and(instruction_file) {
+        ws.invalidate();
+    }
 }
 
 fn interrupted() -> ToolOutput {

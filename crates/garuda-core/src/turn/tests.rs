@@ -582,3 +582,67 @@ fn a_model_note_names_the_model_and_is_read_back() {
     let forged = crate::turn::model_note("m</garuda_note>x");
     assert_eq!(forged.matches("</garuda_note>").count(), 1);
 }
+
+/// How often `needle` occurs in what request `i` sends as messages.
+fn occurrences(f: &Fixture, i: usize, needle: &str) -> usize {
+    let reqs = f.script.requests();
+    format!("{:?}", reqs[i].messages).matches(needle).count()
+}
+
+#[tokio::test]
+async fn a_nested_file_comes_once_and_again_when_a_snip_takes_its_note_away() {
+    let read = |id: &str| call(id, "read_file", json!({"path": "pkg/x.rs"}));
+    let f = fixture(
+        Policy::FullAuto,
+        200_000,
+        vec![
+            read("t1"),
+            text("one"),
+            read("t2"),
+            text("two"),
+            read("t3"),
+            text("three"),
+        ],
+    );
+    std::fs::create_dir_all(f.ws.path().join("pkg")).unwrap();
+    std::fs::write(f.ws.path().join("pkg/AGENTS.md"), "Pkg rule.\n").unwrap();
+    std::fs::write(f.ws.path().join("pkg/x.rs"), "fn x() {}\n").unwrap();
+    let host = Recorder::new(PermissionAnswer::Reject);
+    turn(&f, host.clone(), 5).await;
+    assert_eq!(occurrences(&f, 0, "Pkg rule."), 0);
+    assert_eq!(occurrences(&f, 1, "Pkg rule."), 1);
+    assert_eq!(occurrences(&f, 1, "pkg/AGENTS.md (governs pkg/)"), 1);
+    turn(&f, host.clone(), 5).await;
+    assert_eq!(occurrences(&f, 3, "Pkg rule."), 1, "sent once");
+    // A resumed session knows what the model has: the same records, the same state.
+    {
+        let state = f.live.try_state().unwrap();
+        let tools = ToolRegistry::for_session(Vec::new()).unwrap();
+        let replayed = ScopeState::replay(&state.records, &tools, &f.live.setup.workspace.root);
+        assert_eq!(replayed.attached, state.scope.attached);
+        assert!(replayed.touched.dirs.contains("pkg"));
+    }
+    // A snip takes the note out of the view: the file is sent again with the next turn.
+    {
+        let mut state = f.live.try_state().unwrap();
+        let note = state
+            .records
+            .iter()
+            .filter_map(Record::as_message)
+            .find(|m| m.meta == Some(crate::session::MessageMeta::InstructionNote))
+            .map(|m| m.uuid.clone())
+            .unwrap();
+        snip_ids(&f.live, &mut state, vec![note]).unwrap();
+    }
+    turn(&f, host, 5).await;
+    assert_eq!(
+        occurrences(&f, 4, "Pkg rule."),
+        1,
+        "sent again after the snip"
+    );
+    assert_eq!(occurrences(&f, 5, "Pkg rule."), 1);
+    // The system prompt never carried it, and never changed.
+    let reqs = f.script.requests();
+    assert!(reqs.iter().all(|r| r.system == reqs[0].system));
+    assert!(!reqs[0].system.contains("Pkg rule."));
+}

@@ -9,13 +9,14 @@ pub use watch::{DEBOUNCE, WatchHandle};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use sha2::{Digest, Sha256};
 
 use crate::config::{Config, ConfigError};
 use crate::fsroot::{FsError, Root};
-use crate::prompt::{self, Assembled, Gathered, Limits, PromptOptions};
+use crate::prompt::{self, Assembled, GatherSpec, Gathered, Limits, PromptOptions, SourceFile};
 
 /// Why a workspace could not be opened or used.
 #[derive(Debug, thiserror::Error)]
@@ -53,13 +54,17 @@ pub struct Workspace {
     watcher: Mutex<Option<WatchHandle>>,
     /// Why the workspace could not be watched, when it could not.
     watch_error: Mutex<Option<String>>,
+    /// Bumped by every invalidation: sessions re-check their nested instructions when it moved.
+    generation: AtomicU64,
 }
 
-/// Gathering reads files and is keyed by limits; assembly is pure and keyed by all options.
+/// Gathering reads files and is keyed by limits; assembly is pure and keyed by all options;
+/// nested instruction files are read per folder, on demand.
 #[derive(Default)]
 struct Cache {
     gathered: HashMap<String, Arc<Gathered>>,
     assembled: HashMap<String, Arc<Assembled>>,
+    nested: HashMap<String, Arc<Vec<SourceFile>>>,
 }
 
 /// The id of a workspace: a short hash of its canonical root, so it is the same across
@@ -101,7 +106,53 @@ impl Workspace {
             cache: Mutex::new(Cache::default()),
             watcher: Mutex::new(None),
             watch_error: Mutex::new(None),
+            generation: AtomicU64::new(0),
         })
+    }
+
+    /// What gathering reads besides the limits.
+    pub fn gather_spec(&self) -> GatherSpec {
+        GatherSpec {
+            settings: self.config.instructions.clone(),
+            global: self.config.global_instructions.clone(),
+        }
+    }
+
+    /// How many times the files read were forgotten (a change on disk, a compaction).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// The nested instruction files of the subfolder `dir` (root-relative), from cache when
+    /// nothing changed since. Reading problems (a link out of the root, a FIFO) are logged once
+    /// per read, not at every look-up.
+    pub fn nested(&self, dir: &str) -> Arc<Vec<SourceFile>> {
+        if let Some(v) = self.lock_cache().nested.get(dir) {
+            return v.clone();
+        }
+        let settings = &self.config.instructions;
+        let (files, warnings) = prompt::gather_dir(
+            &self.root,
+            dir,
+            &settings.file_names(),
+            settings.nested_chars,
+        );
+        for w in warnings {
+            tracing::warn!("{w}");
+        }
+        let v = Arc::new(files);
+        self.lock_cache().nested.insert(dir.to_string(), v.clone());
+        v
+    }
+
+    /// Watches these subfolders (root-relative) for instruction files, when a watcher runs.
+    pub fn watch_dirs<'a>(&self, dirs: impl IntoIterator<Item = &'a String>) {
+        let w = self.watcher.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = w.as_ref() {
+            for d in dirs {
+                w.watch_dir(d);
+            }
+        }
     }
 
     /// The prompt options this workspace uses when the caller gives none.
@@ -124,7 +175,7 @@ impl Workspace {
         if let Some(g) = self.lock_cache().gathered.get(&key) {
             return g.clone();
         }
-        let g = Arc::new(prompt::gather(&self.root, limits));
+        let g = Arc::new(prompt::gather_with(&self.root, limits, &self.gather_spec()));
         self.lock_cache().gathered.insert(key, g.clone());
         g
     }
@@ -152,13 +203,18 @@ impl Workspace {
         let mut c = self.lock_cache();
         c.gathered.clear();
         c.assembled.clear();
+        c.nested.clear();
+        self.generation.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Instruction and memory files present now (from the default gather).
+    /// Instruction and memory files present now in the root (the enabled names).
     pub fn context_files(&self) -> Vec<String> {
-        let mut files: Vec<String> = prompt::INSTRUCTION_FILES
-            .iter()
-            .chain(std::iter::once(&prompt::MEMORY_FILE))
+        let mut files: Vec<String> = self
+            .config
+            .instructions
+            .file_names()
+            .into_iter()
+            .chain(std::iter::once(prompt::MEMORY_FILE))
             .filter(|f| matches!(self.root.kind(Path::new(f)), Ok(Some(_))))
             .map(|f| f.to_string())
             .collect();
@@ -260,7 +316,15 @@ pub fn watch_workspace(
     ws: &Arc<Workspace>,
     on_burst: impl Fn(Vec<String>) + Send + Sync + 'static,
 ) -> notify::Result<()> {
-    match watch::watch(ws.root.path().to_path_buf(), watch::DEBOUNCE, on_burst) {
+    let global = ws.config.global_instructions.clone();
+    let rules = ws.config.instructions.scoped();
+    match watch::watch(
+        ws.root.path().to_path_buf(),
+        watch::DEBOUNCE,
+        global,
+        rules,
+        on_burst,
+    ) {
         Ok(handle) => {
             ws.set_watcher(Some(handle));
             Ok(())

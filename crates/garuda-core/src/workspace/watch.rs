@@ -1,10 +1,12 @@
-//! Watching a workspace's instruction files and `.garuda/`, one callback per burst.
+//! Watching a workspace's instruction files and `.garuda/`, one callback per burst: the
+//! root's files, the rule folders, the subfolders whose nested files are in force (added as
+//! sessions touch them) and the user-global file's folder.
 //!
 //! notify-debouncer-full reports per-path events on every tick; we want exactly one
 //! callback per burst of any relevant paths, so a small trailing-quiet debounce on a
 //! tokio task is simpler than regrouping its output.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,7 +14,7 @@ use std::time::Duration;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-use crate::prompt::INSTRUCTION_FILES;
+use crate::prompt::sources::{COPILOT_FILE, FILE_NAMES, RULE_DIRS};
 
 /// How changes are grouped into one notification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,17 +57,72 @@ const GARUDA_DIR: &str = ".garuda";
 
 /// One notify watcher (one inotify instance) for every workspace of the process, so the
 /// per-user instance limit (128 by default) does not cap the number of watched workspaces:
-/// each workspace costs only a watch or two. Events are routed to the workspace whose root
-/// (or whose root's `.garuda`) holds the changed path.
+/// each workspace costs only a watch or a few. Events are routed to the workspace whose root
+/// holds the changed path, or whose user-global file it is.
 struct Hub {
-    watcher: Mutex<RecommendedWatcher>,
+    watched: Mutex<Watched>,
     routes: Arc<Mutex<Routes>>,
+}
+
+/// The watcher and how many workspaces hold each folder it watches: two workspaces may share
+/// a folder (the user-global one, or a root that is another's subfolder), and one letting go
+/// must not end the other's watch.
+struct Watched {
+    watcher: RecommendedWatcher,
+    holders: HashMap<PathBuf, usize>,
+}
+
+impl Watched {
+    fn hold(&mut self, dir: &Path) -> notify::Result<()> {
+        if let Some(n) = self.holders.get_mut(dir) {
+            *n += 1;
+            return Ok(());
+        }
+        self.watcher.watch(dir, RecursiveMode::NonRecursive)?;
+        self.holders.insert(dir.to_path_buf(), 1);
+        Ok(())
+    }
+
+    fn release(&mut self, dir: &Path) {
+        let Some(n) = self.holders.get_mut(dir) else {
+            return;
+        };
+        *n -= 1;
+        if *n == 0 {
+            self.holders.remove(dir);
+            let _ = self.watcher.unwatch(dir);
+        }
+    }
+
+    /// Watches `dir` again after it was replaced (its old watch went with the old folder).
+    fn renew(&mut self, dir: &Path) -> notify::Result<()> {
+        let _ = self.watcher.unwatch(dir);
+        self.watcher.watch(dir, RecursiveMode::NonRecursive)
+    }
+}
+
+/// Where one workspace's events go.
+struct Route {
+    id: u64,
+    tx: mpsc::UnboundedSender<PathBuf>,
 }
 
 #[derive(Default)]
 struct Routes {
     next: u64,
-    by_root: HashMap<PathBuf, Vec<(u64, mpsc::UnboundedSender<PathBuf>)>>,
+    by_root: HashMap<PathBuf, Vec<Route>>,
+    by_global: HashMap<PathBuf, Vec<Route>>,
+}
+
+impl Routes {
+    fn remove(map: &mut HashMap<PathBuf, Vec<Route>>, key: &Path, id: u64) {
+        if let Some(v) = map.get_mut(key) {
+            v.retain(|r| r.id != id);
+            if v.is_empty() {
+                map.remove(key);
+            }
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -91,12 +148,14 @@ fn hub() -> Result<&'static Hub, notify::Error> {
             Ok(ev) => {
                 let routes = lock(&cb_routes);
                 for p in ev.paths {
-                    // The root is the parent (AGENTS.md, .garuda) or the grandparent
-                    // (.garuda/memory.md) of a relevant path.
-                    for root in p.ancestors().skip(1).take(2) {
-                        for (_, tx) in routes.by_root.get(root).into_iter().flatten() {
-                            if relevant(root, &p).is_some() {
-                                let _ = tx.send(p.clone());
+                    for r in routes.by_global.get(&p).into_iter().flatten() {
+                        let _ = r.tx.send(p.clone());
+                    }
+                    // Nested files and rules sit at any depth below their root.
+                    for root in p.ancestors().skip(1) {
+                        for r in routes.by_root.get(root).into_iter().flatten() {
+                            if relevant(root, None, &p).is_some() {
+                                let _ = r.tx.send(p.clone());
                             }
                         }
                     }
@@ -106,7 +165,10 @@ fn hub() -> Result<&'static Hub, notify::Error> {
         })?;
     // One per process, for the process's life.
     let hub: &'static Hub = Box::leak(Box::new(Hub {
-        watcher: Mutex::new(watcher),
+        watched: Mutex::new(Watched {
+            watcher,
+            holders: HashMap::new(),
+        }),
         routes,
     }));
     *slot = Some(hub);
@@ -117,75 +179,125 @@ fn hub() -> Result<&'static Hub, notify::Error> {
 pub struct WatchHandle {
     root: PathBuf,
     id: u64,
+    global: Option<PathBuf>,
     task: tokio::task::JoinHandle<()>,
+    /// The folders this workspace holds in the hub (the root, `.garuda`, rule folders, the
+    /// subfolders of nested files in force, the user-global file's folder).
+    held: Arc<Mutex<HashSet<PathBuf>>>,
+}
+
+impl WatchHandle {
+    /// Watches the subfolder `rel` (root-relative) too, when it is a real folder inside the
+    /// root (no link on the way, so nothing outside the root is ever observed).
+    pub fn watch_dir(&self, rel: &str) {
+        let Some(hub) = *lock(&HUB) else { return };
+        hold_inside(hub, &self.held, &self.root, rel);
+    }
 }
 
 impl Drop for WatchHandle {
     fn drop(&mut self) {
         self.task.abort();
         let Some(hub) = *lock(&HUB) else { return };
-        let last = {
+        {
             let mut routes = lock(&hub.routes);
-            let left = routes.by_root.get_mut(&self.root).map(|v| {
-                v.retain(|(id, _)| *id != self.id);
-                v.len()
-            });
-            if left == Some(0) {
-                routes.by_root.remove(&self.root);
+            Routes::remove(&mut routes.by_root, &self.root, self.id);
+            if let Some(g) = &self.global {
+                Routes::remove(&mut routes.by_global, g, self.id);
             }
-            left == Some(0)
-        };
-        if last {
-            let mut w = lock(&hub.watcher);
-            let _ = w.unwatch(&self.root.join(GARUDA_DIR));
-            let _ = w.unwatch(&self.root);
+        }
+        let mut w = lock(&hub.watched);
+        for dir in lock(&self.held).drain() {
+            w.release(&dir);
         }
     }
 }
 
-/// The root-relative name of `path` when it is one Garuda watches, else `None`.
-fn relevant(root: &Path, path: &Path) -> Option<String> {
+/// Holds `root/rel` in the hub when it is a folder reached without following a link.
+fn hold_inside(hub: &Hub, held: &Mutex<HashSet<PathBuf>>, root: &Path, rel: &str) -> bool {
+    let dir = root.join(rel);
+    let mut held = lock(held);
+    if held.contains(&dir) {
+        return true;
+    }
+    let real = std::fs::canonicalize(&dir).is_ok_and(|c| c == dir)
+        && std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir());
+    if !real {
+        return false;
+    }
+    match lock(&hub.watched).hold(&dir) {
+        Ok(()) => {
+            held.insert(dir);
+            true
+        }
+        Err(e) => {
+            tracing::warn!("cannot watch {}: {e}", dir.display());
+            false
+        }
+    }
+}
+
+/// The root-relative name of `path` when it is one Garuda watches (the user-global file:
+/// its absolute path), else `None`.
+fn relevant(root: &Path, global: Option<&Path>, path: &Path) -> Option<String> {
+    if global.is_some_and(|g| g == path) {
+        return Some(path.display().to_string());
+    }
     let rel = path.strip_prefix(root).ok()?;
     let parts: Vec<_> = rel
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
         .collect();
+    let joined = parts.join("/");
+    let in_rules = |dir: &str| joined.strip_prefix(dir).is_some_and(|r| r.starts_with('/'));
     match parts.as_slice() {
-        [name] if INSTRUCTION_FILES.contains(&name.as_str()) || name == GARUDA_DIR => {
-            Some(name.clone())
+        [name] if name == GARUDA_DIR => Some(name.clone()),
+        [dir, _] if dir == GARUDA_DIR => Some(joined),
+        [.., name] if FILE_NAMES.contains(&name.as_str()) => Some(joined),
+        _ if joined == COPILOT_FILE => Some(joined),
+        _ if [".cursor/rules", ".github/instructions", ".claude/rules"]
+            .into_iter()
+            .any(in_rules) =>
+        {
+            Some(joined)
         }
-        [dir, name] if dir == GARUDA_DIR => Some(format!("{GARUDA_DIR}/{name}")),
         _ => None,
     }
 }
 
-/// `.garuda` is watched only when it is a real folder inside the root, so a link to a
-/// folder elsewhere cannot make Garuda observe (or report on) files outside the workspace.
-fn watch_garuda_dir(root: &Path, w: &mut RecommendedWatcher) {
-    let dir = root.join(GARUDA_DIR);
-    let inside = std::fs::symlink_metadata(&dir)
-        .map(|m| m.is_dir())
-        .unwrap_or(false);
-    if inside && let Err(e) = w.watch(&dir, RecursiveMode::NonRecursive) {
-        tracing::warn!("cannot watch {}: {e}", dir.display());
-    }
-}
-
-/// Starts watching `root` (a canonical path); `on_burst` gets the sorted root-relative
-/// paths that changed, once per burst grouped by `timing`. Must be called inside a tokio
-/// runtime. Fails when the process's one watcher cannot be made or cannot add `root` (the
-/// caller reports it: the workspace is then not watched).
+/// Starts watching `root` (a canonical path), its rule folders when `rules`, and the folder
+/// of the user-global file `global`; `on_burst` gets the sorted root-relative paths that
+/// changed (the global file: its absolute path), once per burst grouped by `timing`. Must be
+/// called inside a tokio runtime. Fails when the process's one watcher cannot be made or
+/// cannot add `root` (the caller reports it: the workspace is then not watched).
 pub fn watch(
     root: PathBuf,
     timing: Debounce,
+    global: Option<PathBuf>,
+    rules: bool,
     on_burst: impl Fn(Vec<String>) + Send + Sync + 'static,
 ) -> notify::Result<WatchHandle> {
     let hub = hub()?;
     let (tx, mut rx) = mpsc::unbounded_channel::<PathBuf>();
+    let held: Arc<Mutex<HashSet<PathBuf>>> = Arc::default();
+    lock(&hub.watched).hold(&root)?;
+    lock(&held).insert(root.clone());
+    hold_inside(hub, &held, &root, GARUDA_DIR);
+    if rules {
+        for d in RULE_DIRS {
+            hold_inside(hub, &held, &root, d);
+        }
+    }
+    // The user's own folder, outside the workspace: only its AGENTS.md is reported.
+    if let Some(dir) = global.as_deref().and_then(Path::parent)
+        && dir.is_dir()
     {
-        let mut w = lock(&hub.watcher);
-        w.watch(&root, RecursiveMode::NonRecursive)?;
-        watch_garuda_dir(&root, &mut w);
+        match lock(&hub.watched).hold(dir) {
+            Ok(()) => {
+                lock(&held).insert(dir.to_path_buf());
+            }
+            Err(e) => tracing::warn!("cannot watch {}: {e}", dir.display()),
+        }
     }
     let id = {
         let mut routes = lock(&hub.routes);
@@ -195,25 +307,49 @@ pub fn watch(
             .by_root
             .entry(root.clone())
             .or_default()
-            .push((id, tx));
+            .push(Route { id, tx: tx.clone() });
+        if let Some(g) = &global {
+            routes
+                .by_global
+                .entry(g.clone())
+                .or_default()
+                .push(Route { id, tx });
+        }
         id
     };
     let task_root = root.clone();
+    let task_global = global.clone();
+    let task_held = held.clone();
     let task = tokio::spawn(async move {
         let root = task_root;
         while let Some(first) = rx.recv().await {
             let burst = burst(&mut rx, first, timing).await;
-            let names: BTreeSet<String> = burst.iter().filter_map(|p| relevant(&root, p)).collect();
+            let names: BTreeSet<String> = burst
+                .iter()
+                .filter_map(|p| relevant(&root, task_global.as_deref(), p))
+                .collect();
             if names.contains(GARUDA_DIR) {
                 // The folder appeared (or was replaced): watch its contents from now on.
-                let mut w = lock(&hub.watcher);
-                let _ = w.unwatch(&root.join(GARUDA_DIR));
-                watch_garuda_dir(&root, &mut w);
+                let dir = root.join(GARUDA_DIR);
+                if lock(&task_held).contains(&dir) {
+                    let mut w = lock(&hub.watched);
+                    if let Err(e) = w.renew(&dir) {
+                        tracing::warn!("cannot watch {}: {e}", dir.display());
+                    }
+                } else {
+                    hold_inside(hub, &task_held, &root, GARUDA_DIR);
+                }
             }
             on_burst(names.into_iter().collect());
         }
     });
-    Ok(WatchHandle { root, id, task })
+    Ok(WatchHandle {
+        root,
+        id,
+        global,
+        task,
+        held,
+    })
 }
 
 #[cfg(test)]
@@ -263,17 +399,34 @@ mod tests {
     #[test]
     fn relevant_names() {
         let root = Path::new("/r");
+        let g = Some(Path::new("/home/u/.config/garuda/AGENTS.md"));
+        let rel = |p: &str| relevant(root, g, Path::new(p));
+        assert_eq!(rel("/r/AGENTS.md").as_deref(), Some("AGENTS.md"));
         assert_eq!(
-            relevant(root, Path::new("/r/AGENTS.md")).as_deref(),
-            Some("AGENTS.md")
-        );
-        assert_eq!(
-            relevant(root, Path::new("/r/.garuda/memory.md")).as_deref(),
+            rel("/r/.garuda/memory.md").as_deref(),
             Some(".garuda/memory.md")
         );
-        assert_eq!(relevant(root, Path::new("/r/src/main.rs")), None);
-        assert_eq!(relevant(root, Path::new("/r/AGENTS.md.tmp")), None);
-        assert_eq!(relevant(root, Path::new("/elsewhere/AGENTS.md")), None);
+        assert_eq!(rel("/r/src/main.rs"), None);
+        assert_eq!(rel("/r/AGENTS.md.tmp"), None);
+        assert_eq!(rel("/elsewhere/AGENTS.md"), None);
+        assert_eq!(
+            rel("/r/packages/a/CLAUDE.md").as_deref(),
+            Some("packages/a/CLAUDE.md")
+        );
+        assert_eq!(
+            rel("/r/.cursor/rules/a.mdc").as_deref(),
+            Some(".cursor/rules/a.mdc")
+        );
+        assert_eq!(
+            rel("/r/.github/copilot-instructions.md").as_deref(),
+            Some(".github/copilot-instructions.md")
+        );
+        assert_eq!(rel("/r/.github/workflows/ci.yml"), None);
+        assert_eq!(
+            rel("/home/u/.config/garuda/AGENTS.md").as_deref(),
+            Some("/home/u/.config/garuda/AGENTS.md")
+        );
+        assert_eq!(rel("/home/u/.config/garuda/config.toml"), None);
     }
 
     /// Defect: every workspace had its own inotify instance, so past the per-user limit
@@ -292,7 +445,7 @@ mod tests {
             .map(|(i, d)| {
                 let tx = tx.clone();
                 let root = d.path().canonicalize().unwrap();
-                watch(root, timing, move |names| {
+                watch(root, timing, None, false, move |names| {
                     let _ = tx.send((i, names));
                 })
                 .unwrap_or_else(|e| panic!("workspace {i} not watched: {e}"))
@@ -308,5 +461,34 @@ mod tests {
         }
         // A dropped watch stops its notifications; the others go on.
         drop(handles);
+    }
+
+    /// Two workspaces share a folder (one's nested folder is the other's root): the one that
+    /// lets go does not end the other's watch.
+    #[tokio::test]
+    async fn a_shared_folder_stays_watched_for_the_workspace_still_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let outer = dir.path().canonicalize().unwrap();
+        let inner = outer.join("pkg");
+        std::fs::create_dir(&inner).unwrap();
+        let timing = Debounce {
+            quiet: Duration::from_millis(20),
+            max_burst: Duration::from_millis(200),
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<String>>();
+        let a = watch(outer.clone(), timing, None, false, |_| {}).unwrap();
+        a.watch_dir("pkg");
+        let b = watch(inner.clone(), timing, None, false, move |names| {
+            let _ = tx.send(names);
+        })
+        .unwrap();
+        drop(a);
+        std::fs::write(inner.join("AGENTS.md"), "x").unwrap();
+        let names = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+            .await
+            .expect("a change notification")
+            .unwrap();
+        assert_eq!(names, vec!["AGENTS.md".to_string()]);
+        drop(b);
     }
 }

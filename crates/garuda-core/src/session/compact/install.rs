@@ -9,7 +9,8 @@ use super::handoff::render_todo;
 use super::pinned::Pinned;
 use crate::message::{Block, Role};
 use crate::session::records::{
-    CompactBoundaryRecord, CompactTrigger, MessageMeta, MessageRecord, Record, TrimRecord, new_id,
+    CompactBoundaryRecord, CompactTrigger, InstructionChangeRecord, MessageMeta, MessageRecord,
+    Record, TrimRecord, new_id,
 };
 use crate::session::tokens::TokenEstimator;
 use crate::session::view::ViewMessage;
@@ -166,6 +167,16 @@ pub fn previous_summary(messages: &[ViewMessage]) -> Option<String> {
     }
 }
 
+/// Nested instruction files and path-scoped rules in force, re-read from disk, that the
+/// installation carries right after the summary (in the compacted prefix).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reattach {
+    /// The note's text.
+    pub text: String,
+    /// The sources it holds: (path, version).
+    pub sources: Vec<(String, String)>,
+}
+
 /// Everything `plan_installation` decides from.
 #[derive(Debug, Clone)]
 pub struct InstallInput<'a> {
@@ -191,6 +202,8 @@ pub struct InstallInput<'a> {
     pub todo: &'a [TodoEntry],
     /// The git state note captured at session start (carried past every compaction).
     pub git_state: Option<&'a str>,
+    /// Nested instructions and rules in force, re-attached after the summary.
+    pub instructions: Option<&'a Reattach>,
     /// The budgets.
     pub budgets: &'a Budgets,
     /// Characters a cut tool result keeps.
@@ -213,6 +226,8 @@ pub struct Installation {
     pub tokens_after: u64,
     /// Restored files whose whole content came back: (path, id of its message).
     pub restored: Vec<(String, String)>,
+    /// The id of the message re-attaching nested instructions and rules, when there is one.
+    pub instructions_id: Option<String>,
 }
 
 /// Plans the installation. Restored files get what is left of the target after the summary,
@@ -254,6 +269,20 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
     content.extend(input.pinned.blocks());
     content.push(input.summary.block());
     push(&mut msgs, Role::User, content, Some(meta), now, None);
+    // The instructions in force join the compacted prefix (the view merges them into the
+    // summary's user message), before the kept steps.
+    let instructions_id = input.instructions.map(|r| {
+        let i = push(
+            &mut msgs,
+            Role::User,
+            vec![Block::text(r.text.clone())],
+            Some(MessageMeta::InstructionNote),
+            now,
+            None,
+        );
+        msgs[i].uuid.clone()
+    });
+    let head = msgs.len();
     // Kept copies hold their content whole; the cuts are a trim record in the same batch, so
     // the view knows those results are not whole (and a resume replays the same cut).
     for m in kept {
@@ -267,7 +296,11 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
             copy_of,
         );
     }
-    let summary_chars: usize = msgs[0].content.iter().map(Block::char_len).sum();
+    let summary_chars: usize = msgs[..head]
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .map(Block::char_len)
+        .sum();
     let kept_chars = kept_chars(kept, &input.kept.trimmed, input.trim_to);
     let todo_text = (!input.todo.is_empty()).then(|| {
         format!(
@@ -323,7 +356,7 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
             None,
         );
     }
-    let restored_chars: usize = msgs[1 + kept.len()..]
+    let restored_chars: usize = msgs[head + kept.len()..]
         .iter()
         .flat_map(|m| m.content.iter())
         .map(Block::char_len)
@@ -342,6 +375,19 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
             keep_chars: input.trim_to,
         })
     });
+    let attached = input
+        .instructions
+        .zip(instructions_id.as_ref())
+        .map(|(r, id)| {
+            Record::InstructionChange(InstructionChangeRecord {
+                uuid: new_id(),
+                time: now,
+                paths: r.sources.iter().map(|(p, _)| p.clone()).collect(),
+                sha256: r.sources.iter().map(|(_, v)| v.clone()).collect(),
+                scoped: true,
+                message_id: Some(id.clone()),
+            })
+        });
     let boundary = CompactBoundaryRecord {
         uuid: new_id(),
         time: now,
@@ -351,15 +397,18 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
         kept_head_id: kept.first().map(|m| m.id.clone()),
         kept_tail_id: kept.last().map(|m| m.id.clone()),
         extractive,
-        install_count: (msgs.len() + usize::from(trim.is_some())) as u32,
+        install_count: (msgs.len() + usize::from(trim.is_some()) + usize::from(attached.is_some()))
+            as u32,
     };
-    let mut records = Vec::with_capacity(msgs.len() + 2);
+    let mut records = Vec::with_capacity(msgs.len() + 3);
     records.push(Record::CompactBoundary(boundary));
     records.extend(msgs.into_iter().map(Record::Message));
+    records.extend(attached);
     records.extend(trim);
     Installation {
         records,
         tokens_after,
         restored,
+        instructions_id,
     }
 }

@@ -23,8 +23,8 @@ pub use fit::{KeptPlan, kept_chars, plan_kept, without_regenerated};
 pub use guard::{Pressure, Relief, choose_relief, last_progress_poor, steps_since_compaction};
 pub use handoff::{HANDOFF_LABEL, exit_code, extractive_handoff, render_todo};
 pub use install::{
-    FileSnapshot, InstallInput, Installation, Restored, SummaryText, TodoEntry, plan_installation,
-    previous_summary, restored_file_text, select_restored_files, summary_intro,
+    FileSnapshot, InstallInput, Installation, Reattach, Restored, SummaryText, TodoEntry,
+    plan_installation, previous_summary, restored_file_text, select_restored_files, summary_intro,
 };
 pub use pinned::{Pinned, UserWords, cut_with_marker, origins, pin, user_messages};
 pub use relief::{auto_collapse_span, collapse_start, nudge_due, nudge_text, span_user_words};

@@ -369,6 +369,7 @@ fn install(
         files,
         todo,
         git_state: None,
+        instructions: None,
         budgets: &b,
         trim_to: p.trim_to,
         estimator: &e,
