@@ -927,6 +927,10 @@ test("a command runs in the client's terminal when it offers terminal/*", async 
     bashCall("toolu_t", "echo from-terminal"),
     answer("It ran in the editor.", { match: "from-terminal\nexit code: 0" }),
   ]);
+  // An editor terminal runs outside Garuda's sandbox, so commands go there only when the
+  // session has none: here the user turned it off.
+  mkdirSync(join(fx.home, "config", "garuda"), { recursive: true });
+  writeFileSync(join(fx.home, "config", "garuda", "config.toml"), "[sandbox]\nenabled = false\n");
   const calls = [];
   const terms = new Map();
   const { code } = await withAgent(
