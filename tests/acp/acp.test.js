@@ -922,6 +922,63 @@ test("an edit shows its location and diff, asks, and is written through fs/write
   assert.equal(readFileSync(join(fx.ws, "a.txt"), "utf8"), "first\nhello there\n");
 });
 
+test("unsaved editor text comes through fs/read_text_file, and an edit never overwrites it", async () => {
+  const fx = fixture([
+    {
+      response: {
+        content: [{ type: "tool_use", id: "toolu_r", name: "read_file", input: { path: "a.txt" } }],
+        stopReason: "tool_use",
+      },
+    },
+    {
+      response: {
+        content: [
+          {
+            type: "tool_use",
+            id: "toolu_e",
+            name: "edit_file",
+            input: { path: "a.txt", old_string: "world", new_string: "there" },
+          },
+        ],
+        stopReason: "tool_use",
+      },
+      match: "hello BUFFER-ONLY",
+    },
+    answer("I will wait for the save.", { match: "has unsaved changes in the editor, so the edit was not made" }),
+  ]);
+  writeFileSync(join(fx.ws, "a.txt"), "first\nhello world\n");
+  const reads = [];
+  const writes = [];
+  const { code } = await withAgent(
+    fx,
+    async (ctx, rec) => {
+      await initWith(ctx, { fs: { readTextFile: true, writeTextFile: true } });
+      const sessionId = await newSession(ctx, fx.ws);
+      rec.decide = () => ({ outcome: { outcome: "selected", optionId: "allow_once" } });
+      const r = await prompt(ctx, sessionId, "edit it");
+      assert.equal(r.stopReason, "end_turn");
+      assert.equal(text(rec.updates), "I will wait for the save.");
+      assert.ok(reads.length >= 2, JSON.stringify(reads));
+      assert.ok(reads.every((p) => p.path === join(fx.ws, "a.txt") && p.sessionId === sessionId));
+      assert.deepEqual(writes, []);
+    },
+    {
+      handlers: (app) =>
+        app
+          .onRequest(methods.client.fs.readTextFile, async ({ params }) => {
+            reads.push(params);
+            return { content: "first\nhello BUFFER-ONLY\n" };
+          })
+          .onRequest(methods.client.fs.writeTextFile, async ({ params }) => {
+            writes.push(params);
+            return {};
+          }),
+    },
+  );
+  assert.equal(code, 0);
+  assert.equal(readFileSync(join(fx.ws, "a.txt"), "utf8"), "first\nhello world\n");
+});
+
 test("a command runs in the client's terminal when it offers terminal/*", async () => {
   const fx = fixture([
     bashCall("toolu_t", "echo from-terminal"),

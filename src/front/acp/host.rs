@@ -283,6 +283,25 @@ impl TurnHost for AcpHost {
         }))
     }
 
+    fn read_text(&self, path: PathBuf) -> Option<BoxFuture<'static, Result<String, String>>> {
+        if !self.caps.read || !stays_beneath(self.root.path(), &path) {
+            return None;
+        }
+        let client = self.client.clone();
+        let session_id = self.session_id.clone();
+        Some(Box::pin(async move {
+            let req = acp::ReadTextFileRequest::new(session_id, path);
+            let params = serde_json::to_value(req).map_err(|e| e.to_string())?;
+            let v = client
+                .request("fs/read_text_file", params)
+                .await
+                .map_err(|e| e.message)?;
+            serde_json::from_value::<acp::ReadTextFileResponse>(v)
+                .map(|r| r.content)
+                .map_err(|e| format!("fs/read_text_file answer: {e}"))
+        }))
+    }
+
     fn run_command(
         &self,
         session_id: &str,

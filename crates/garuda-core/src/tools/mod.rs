@@ -42,6 +42,9 @@ pub use registry::{ToolClash, ToolEntry, ToolRegistry, ToolSource, Touch, Touche
 pub use schema::builtin_specs;
 pub use todo::{TodoItem, TodoStatus, todos_in};
 
+/// The built-in tool that reads one file (its result may carry an editor's unsaved text).
+pub const READ_TOOL: &str = "read_file";
+
 /// Name of the file `remember` appends to, relative to the workspace root.
 pub const MEMORY_FILE: &str = ".garuda/memory.md";
 

@@ -65,6 +65,12 @@ pub trait TurnHost: Send + Sync {
     ) -> Option<BoxFuture<'static, Result<(), String>>> {
         None
     }
+    /// When the client holds the text of open files (ACP `fs/read_text_file`): the text of
+    /// `path` as the editor has it, unsaved changes included. `None` (the default): only the
+    /// file on disk counts. Called only for paths Garuda's own read already accepted.
+    fn read_text(&self, _path: PathBuf) -> Option<BoxFuture<'static, Result<String, String>>> {
+        None
+    }
     /// A tool call was approved (or needed no approval) and starts running now.
     fn tool_running(&self, _session_id: &str, _tool_call_id: &str) {}
     /// When the client runs commands itself (ACP `terminal/*`): runs `bash` there and answers

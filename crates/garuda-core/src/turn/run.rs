@@ -859,6 +859,19 @@ async fn execute(
             Err(refusal) => return refusal.into(),
         };
         let abs = ctx.root.path().join(&plan.rel_path);
+        // An editor buffer with unsaved changes would be overwritten with text planned from
+        // the file on disk: refuse instead of losing the user's changes.
+        if let (Some(old), Some(read)) = (&plan.old_text, host.read_text(abs.clone()))
+            && let Ok(buffer) = read.await
+            && buffer != *old
+        {
+            return ToolOutput::error(format!(
+                "{} has unsaved changes in the editor, so the edit was not made (it would \
+                 overwrite them). Ask the user to save or discard them, then read the file again.",
+                plan.rel_path.display()
+            ))
+            .into();
+        }
         if let Some(apply) = host.apply_edit(abs, plan.old_text.clone(), plan.new_text.clone()) {
             return match apply.await {
                 Ok(()) => tools::finish_write(&plan, ctx),
@@ -888,7 +901,57 @@ async fn execute(
         }
         .into();
     }
-    tools::run(name, input, ctx).await.into()
+    let read_path = (name == tools::READ_TOOL)
+        .then(|| entry.path_in(&input).map(str::to_string))
+        .flatten();
+    let out = tools::run(name, input, ctx).await;
+    match read_path {
+        Some(path) if !out.is_error => with_unsaved_changes(host, ctx, &path, out).await.into(),
+        _ => out.into(),
+    }
+}
+
+/// A read of a file the editor holds with unsaved changes: the model also gets the buffer's
+/// text (reads went through Garuda's checks first; only their text differs).
+async fn with_unsaved_changes(
+    host: &dyn TurnHost,
+    ctx: &ToolContext,
+    path: &str,
+    out: ToolOutput,
+) -> ToolOutput {
+    let Ok(rel) = ctx.root.relative(std::path::Path::new(path)) else {
+        return out;
+    };
+    let Some(read) = host.read_text(ctx.root.path().join(&rel)) else {
+        return out;
+    };
+    let buffer = match read.await {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::debug!("fs/read_text_file {path}: {e}; the file on disk stands");
+            return out;
+        }
+    };
+    let max = ctx.limits.read_max_bytes;
+    let Ok(disk) = ctx.root.read_text(&rel, max) else {
+        return out;
+    };
+    if disk.text == buffer {
+        return out;
+    }
+    let shown: String = buffer.chars().take(max).collect();
+    let numbered: String = shown
+        .lines()
+        .enumerate()
+        .map(|(i, l)| format!("{:>6}\t{l}\n", i + 1))
+        .collect();
+    let mut out = out;
+    out.content = format!(
+        "{}\n\n<garuda_note>The editor has unsaved changes in {path}; its buffer reads (edits of \
+         this file are refused until the buffer is saved):\n{numbered}</garuda_note>",
+        out.content
+    );
+    out
 }
 
 /// A `bash` call as the client would run it; `None` when the input has no command (the
