@@ -77,6 +77,7 @@ fn bench(c: &mut Criterion) {
             context_window: 1_000_000,
             max_output: 8192,
             known: true,
+            prices: None,
         },
         policy: Policy::FullAuto,
         tools: garuda_core::tools::ToolRegistry::for_session(Vec::new()).expect("no clash"),

@@ -832,14 +832,19 @@ class TurnEventToolCallFinished(TypedDict):
     output: str
 
 
-class TurnEventUsage(TypedDict):
-    """Usage of the step that just ended."""
-
+class _TurnEventUsageRequired(TypedDict):
     # The real context size (input + cache creation + cache read).
     contextTokens: int
     kind: Literal["usage"]
     # As reported by the provider.
     usage: Usage
+
+
+class TurnEventUsage(_TurnEventUsageRequired, total=False):
+    """Usage of the step that just ended."""
+
+    # The session's cost so far in US dollars (every response, summaries included, at the current model's prices); absent when the config names no prices for the model.
+    costUsd: Optional[float]
 
 
 class TurnEventRetry(TypedDict):

@@ -459,9 +459,11 @@ pub fn event_out(e: TurnEvent) -> w::TurnEvent {
         TurnEvent::Usage {
             usage,
             context_tokens,
+            cost_usd,
         } => w::TurnEvent::Usage {
             usage: usage_out(usage),
             context_tokens,
+            cost_usd,
         },
         TurnEvent::Retry {
             attempt,

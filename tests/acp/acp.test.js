@@ -343,6 +343,8 @@ test("prompt with an approved bash call streams and ends the turn; /compact; loa
     assert.match(result.content[0].content.text, /hello-from-bash/);
     const usage = ofKind(seen, "usage_update").at(-1).update;
     assert.ok(usage.used > 0 && usage.size >= usage.used, JSON.stringify(usage));
+    // No prices in the config: no cost.
+    assert.equal(usage.cost, undefined);
 
     rec.updates.length = 0;
     const c = await prompt(ctx, sessionId, "/compact keep tests");
@@ -920,6 +922,30 @@ test("an edit shows its location and diff, asks, and is written through fs/write
   );
   assert.equal(code, 0);
   assert.equal(readFileSync(join(fx.ws, "a.txt"), "utf8"), "first\nhello there\n");
+});
+
+test("usage_update carries the session's cost when the config names the model's prices", async () => {
+  const fx = fixture([bashCall("toolu_c", "true"), answer("Done.")]);
+  mkdirSync(join(fx.home, "config", "garuda"), { recursive: true });
+  writeFileSync(
+    join(fx.home, "config", "garuda", "config.toml"),
+    `[models."replay:${fx.cassette}"]\ninput_price = 3.0\noutput_price = 15.0\n`,
+  );
+  const { code } = await withAgent(fx, async (ctx, rec) => {
+    await init(ctx);
+    const sessionId = await newSession(ctx, fx.ws);
+    const r = await prompt(ctx, sessionId, "run it");
+    assert.equal(r.stopReason, "end_turn");
+    const costs = ofKind(rec.updates, "usage_update").map((u) => u.update.cost);
+    assert.equal(costs.length, 2, JSON.stringify(costs));
+    // Step 1: 40 in, 10 out; step 2 adds 90 in, 5 out; at $3 / $15 per million tokens.
+    const want = [(40 * 3 + 10 * 15) / 1e6, (40 * 3 + 10 * 15 + 90 * 3 + 5 * 15) / 1e6];
+    costs.forEach((c, i) => {
+      assert.equal(c.currency, "USD");
+      assert.ok(Math.abs(c.amount - want[i]) < 1e-12, JSON.stringify(costs));
+    });
+  });
+  assert.equal(code, 0);
 });
 
 test("unsaved editor text comes through fs/read_text_file, and an edit never overwrites it", async () => {

@@ -336,6 +336,10 @@ pub enum TurnEvent {
         usage: Usage,
         /// The real context size (input + cache creation + cache read).
         context_tokens: u64,
+        /// The session's cost so far in US dollars (every response, summaries included, at
+        /// the current model's prices); absent when the config names no prices for the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
     },
     /// The provider call is retried after an error.
     Retry {

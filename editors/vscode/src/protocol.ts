@@ -709,6 +709,11 @@ export type TurnEvent = {
 } | {
   /** The real context size (input + cache creation + cache read). */
   contextTokens: number;
+  /**
+   * The session's cost so far in US dollars (every response, summaries included, at
+   * the current model's prices); absent when the config names no prices for the model.
+   */
+  costUsd?: number | null;
   kind: "usage";
   /** As reported by the provider. */
   usage: Usage;

@@ -211,9 +211,14 @@ pub fn event_update(event: TurnEvent, context_window: u64) -> Option<acp::Sessio
         TurnEvent::TextDelta { text } => agent_text(text),
         TurnEvent::ThinkingDelta { text } => thought(text),
         TurnEvent::Todos { todos } => plan(&todos),
-        TurnEvent::Usage { context_tokens, .. } => {
-            acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(context_tokens, context_window))
-        }
+        TurnEvent::Usage {
+            context_tokens,
+            cost_usd,
+            ..
+        } => acp::SessionUpdate::UsageUpdate(
+            acp::UsageUpdate::new(context_tokens, context_window)
+                .cost(cost_usd.map(|c| acp::Cost::new(c, "USD"))),
+        ),
         _ => return None,
     })
 }
@@ -530,6 +535,7 @@ mod tests {
             TurnEvent::Usage {
                 usage: Default::default(),
                 context_tokens: 7,
+                cost_usd: None,
             },
             100,
         )

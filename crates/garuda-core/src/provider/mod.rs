@@ -400,7 +400,7 @@ pub struct ProviderEntry {
 }
 
 /// Limits for one model, overriding the built-in table.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelOverride {
     /// Context window in tokens (`context_window`; `contextWindow` is read too).
@@ -409,6 +409,29 @@ pub struct ModelOverride {
     /// Output limit in tokens (`max_output`; `maxOutput` is read too).
     #[serde(alias = "maxOutput")]
     pub max_output: Option<u32>,
+    /// US dollars per million uncached input tokens (with `output_price`: the session's cost
+    /// is reported, e.g. ACP's `usage_update.cost`).
+    pub input_price: Option<f64>,
+    /// US dollars per million output tokens.
+    pub output_price: Option<f64>,
+    /// US dollars per million tokens written to the prompt cache (default 1.25 × input).
+    pub cache_write_price: Option<f64>,
+    /// US dollars per million tokens read from the prompt cache (default 0.1 × input).
+    pub cache_read_price: Option<f64>,
+}
+
+impl ModelOverride {
+    /// The prices it names: input and output both, cache prices defaulting to the providers'
+    /// usual ratios of the input price.
+    pub fn prices(&self) -> Option<models::Prices> {
+        let (input, output) = (self.input_price?, self.output_price?);
+        Some(models::Prices {
+            input,
+            output,
+            cache_write: self.cache_write_price.unwrap_or(input * 1.25),
+            cache_read: self.cache_read_price.unwrap_or(input * 0.1),
+        })
+    }
 }
 
 /// A provider's settings after merging config, built-ins and the environment.

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::ModelOverride;
 
 /// Limits of one model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelInfo {
     /// Context window in tokens.
@@ -16,6 +16,34 @@ pub struct ModelInfo {
     pub max_output: u32,
     /// False when the model is not in the table nor the config (the caller should warn).
     pub known: bool,
+    /// What its tokens cost, when the config names prices (the table has none: prices change
+    /// more often than releases, and a stale price misleads).
+    pub prices: Option<Prices>,
+}
+
+/// Prices in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Prices {
+    /// Uncached input.
+    pub input: f64,
+    /// Output.
+    pub output: f64,
+    /// Input written to the prompt cache.
+    pub cache_write: f64,
+    /// Input read from the prompt cache.
+    pub cache_read: f64,
+}
+
+impl Prices {
+    /// The dollars of one response's usage.
+    pub fn cost(&self, u: &crate::message::Usage) -> f64 {
+        (u.input_tokens as f64 * self.input
+            + u.output_tokens as f64 * self.output
+            + u.cache_creation_input_tokens as f64 * self.cache_write
+            + u.cache_read_input_tokens as f64 * self.cache_read)
+            / 1_000_000.0
+    }
 }
 
 /// Window assumed for an unknown model.
@@ -79,28 +107,34 @@ pub fn builtin_specs() -> Vec<String> {
 pub fn lookup(spec: &str, model: &str, overrides: &BTreeMap<String, ModelOverride>) -> ModelInfo {
     let base = table_lookup(model);
     let ov = overrides.get(spec).or_else(|| overrides.get(model));
-    match (base, ov) {
+    let prices = ov.and_then(ModelOverride::prices);
+    let info = match (base, ov) {
         (Some((cw, mo)), Some(o)) => ModelInfo {
             context_window: o.context_window.unwrap_or(cw),
             max_output: o.max_output.unwrap_or(mo),
             known: true,
+            prices: None,
         },
         (Some((cw, mo)), None) => ModelInfo {
             context_window: cw,
             max_output: mo,
             known: true,
+            prices: None,
         },
         (None, Some(o)) => ModelInfo {
             context_window: o.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
             max_output: o.max_output.unwrap_or(DEFAULT_MAX_OUTPUT),
             known: o.context_window.is_some(),
+            prices: None,
         },
         (None, None) => ModelInfo {
             context_window: DEFAULT_CONTEXT_WINDOW,
             max_output: DEFAULT_MAX_OUTPUT,
             known: false,
+            prices: None,
         },
-    }
+    };
+    ModelInfo { prices, ..info }
 }
 
 fn table_lookup(model: &str) -> Option<(u64, u32)> {
@@ -152,7 +186,8 @@ mod tests {
             ModelInfo {
                 context_window: 128_000,
                 max_output: 8_192,
-                known: false
+                known: false,
+                prices: None,
             }
         );
         // "gpt-50" is not "gpt-5" followed by a separator.
@@ -166,14 +201,16 @@ mod tests {
             "mystery".to_string(),
             ModelOverride {
                 context_window: Some(32_000),
-                max_output: None,
+                ..Default::default()
             },
         );
         ov.insert(
             "anthropic/claude-sonnet-4-5".to_string(),
             ModelOverride {
-                context_window: None,
                 max_output: Some(1000),
+                input_price: Some(3.0),
+                output_price: Some(15.0),
+                ..Default::default()
             },
         );
         let i = lookup("ollama/mystery", "mystery", &ov);
@@ -183,5 +220,16 @@ mod tests {
         );
         let i = lookup("anthropic/claude-sonnet-4-5", "claude-sonnet-4-5", &ov);
         assert_eq!((i.context_window, i.max_output), (200_000, 1000));
+        // Prices only when the config names them; cache prices follow the input price.
+        assert_eq!(lookup("ollama/mystery", "mystery", &ov).prices, None);
+        let p = i.prices.unwrap();
+        assert_eq!((p.cache_write, p.cache_read), (3.75, 0.3));
+        let u = crate::message::Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 100_000,
+            cache_creation_input_tokens: 0,
+            cache_read_input_tokens: 2_000_000,
+        };
+        assert!((p.cost(&u) - (3.0 + 1.5 + 0.6)).abs() < 1e-9);
     }
 }

@@ -1164,7 +1164,8 @@ fn endpoint_resolution_merges_config_and_env() {
         ModelInfo {
             context_window: 1_000_000,
             max_output: 32_000,
-            known: true
+            known: true,
+            prices: None,
         }
     );
     assert!(!model_info("ollama/unknown-thing", &cfg).known);

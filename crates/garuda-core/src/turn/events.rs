@@ -52,6 +52,8 @@ pub enum TurnEvent {
         usage: Usage,
         /// The real context size (input + cache creation + cache read).
         context_tokens: u64,
+        /// The session's cost so far in US dollars, when the config names the model's prices.
+        cost_usd: Option<f64>,
     },
     /// The provider call is retried after an error.
     Retry {

@@ -390,6 +390,7 @@ async fn run_locked(
             TurnEvent::Usage {
                 usage: response.usage,
                 context_tokens: response.usage.context_tokens(),
+                cost_usd: session_cost(session, state, &response.usage),
             },
         );
         let assistant = MessageRecord::new(
@@ -974,4 +975,20 @@ fn client_command(input: &Value, ctx: &ToolContext, id: &str) -> Option<CommandR
         output_limit: ctx.limits.output_max_chars as u64,
         cancel: ctx.cancel.clone(),
     })
+}
+
+/// The session's cost so far in US dollars, `latest` included (not yet recorded): every
+/// response's usage in the transcript (summaries and collapses too) at the current model's
+/// prices; `None` when the config names no prices for it.
+fn session_cost(session: &LiveSession, state: &SessionState, latest: &Usage) -> Option<f64> {
+    let prices = session.model().info.prices?;
+    let recorded: f64 = state
+        .records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Usage(u) => Some(prices.cost(&u.usage)),
+            _ => None,
+        })
+        .sum();
+    Some(recorded + prices.cost(latest))
 }

@@ -171,6 +171,7 @@ fn fixture(policy: Policy, window: u64, answers: Vec<Answer>) -> Fixture {
             context_window: window,
             max_output: 1024,
             known: true,
+            prices: None,
         },
         policy,
         tools: ToolRegistry::for_session(Vec::new()).unwrap(),
