@@ -223,7 +223,7 @@ mod tests {
         // Prices only when the config names them; cache prices follow the input price.
         assert_eq!(lookup("ollama/mystery", "mystery", &ov).prices, None);
         let p = i.prices.unwrap();
-        assert_eq!((p.cache_write, p.cache_read), (3.75, 0.3));
+        assert!((p.cache_write - 3.75).abs() < 1e-9 && (p.cache_read - 0.3).abs() < 1e-9);
         let u = crate::message::Usage {
             input_tokens: 1_000_000,
             output_tokens: 100_000,
