@@ -3,15 +3,9 @@
 use serde_json::{Value, json};
 
 use crate::client::{Framing, Garuda};
+use crate::context::turn;
 use crate::mock_model::*;
 use crate::turns::{MODEL, Mock, setup};
-
-fn turn(g: &mut Garuda, sid: &str, text: &str) -> Value {
-    g.call(
-        "turn/run",
-        json!({"sessionId": sid, "input": [{"type": "text", "text": text}]}),
-    )
-}
 
 /// The text of the last user message of a request body.
 fn last_user_text(body: &Value) -> String {

@@ -29,9 +29,12 @@ fn redact(v: &Value) -> Value {
     }
 }
 
-const WINDOW_100K: &str = "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 100000\n";
+/// A config giving the mock's model a 100 000-token window.
+pub(crate) const WINDOW_100K: &str =
+    "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 100000\n";
 
-fn new_session(g: &mut Garuda, wid: &str) -> String {
+/// A `full-auto` session of the workspace.
+pub(crate) fn new_session(g: &mut Garuda, wid: &str) -> String {
     let r = g.call(
         "session/new",
         json!({"workspaceId": wid, "policy": "full-auto"}),
@@ -39,14 +42,16 @@ fn new_session(g: &mut Garuda, wid: &str) -> String {
     r["sessionId"].as_str().expect("sessionId").to_string()
 }
 
-fn turn(g: &mut Garuda, sid: &str, text: &str) -> Value {
+/// Runs one text turn and answers its result.
+pub(crate) fn turn(g: &mut Garuda, sid: &str, text: &str) -> Value {
     g.call(
         "turn/run",
         json!({"sessionId": sid, "input": [{"type": "text", "text": text}]}),
     )
 }
 
-fn text(t: &str, input: u64) -> MockReply {
+/// A text answer reporting `input` tokens.
+pub(crate) fn text(t: &str, input: u64) -> MockReply {
     MockReply::Sse(anthropic_text(t, MockUsage::new(input, 5)))
 }
 

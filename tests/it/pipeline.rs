@@ -5,29 +5,9 @@
 use serde_json::{Value, json};
 
 use crate::client::Garuda;
+use crate::context::{WINDOW_100K, new_session, text, turn};
 use crate::mock_model::*;
 use crate::turns::{Mock, setup, setup_env};
-
-const WINDOW_100K: &str = "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 100000\n";
-
-fn new_session(g: &mut Garuda, wid: &str) -> String {
-    let r = g.call(
-        "session/new",
-        json!({"workspaceId": wid, "policy": "full-auto"}),
-    );
-    r["sessionId"].as_str().expect("sessionId").to_string()
-}
-
-fn turn(g: &mut Garuda, sid: &str, text: &str) -> Value {
-    g.call(
-        "turn/run",
-        json!({"sessionId": sid, "input": [{"type": "text", "text": text}]}),
-    )
-}
-
-fn text(t: &str, input: u64) -> MockReply {
-    MockReply::Sse(anthropic_text(t, MockUsage::new(input, 5)))
-}
 
 fn tool(id: &str, name: &str, input: Value, usage: u64) -> MockReply {
     let j = input.to_string();

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::client::{Framing, Garuda};
+use crate::context::new_session;
 use crate::mock_model::*;
 use crate::turns::{MODEL, Mock, write_config};
 
@@ -42,14 +43,6 @@ fn start(
     g.call("initialize", json!({"capabilities": {}}));
     let wid = g.open(ws.path());
     (g, home, ws, wid)
-}
-
-fn full_auto(g: &mut Garuda, wid: &str) -> String {
-    let r = g.call(
-        "session/new",
-        json!({"workspaceId": wid, "policy": "full-auto"}),
-    );
-    r["sessionId"].as_str().expect("sessionId").to_string()
 }
 
 fn bash(id: &str, command: &str) -> MockReply {
@@ -132,7 +125,7 @@ fn hostile_commands_fail_and_legitimate_work_passes() {
     let mock = Mock::start(vec![bash("t1", &hostile), bash("t2", legit), done()]);
     let (mut g, home, ws, wid) = start(&mock, "");
     let _home = home;
-    let sid = full_auto(&mut g, &wid);
+    let sid = new_session(&mut g, &wid);
     let server_pid = g.child.id();
     let r = g.call(
         "turn/run",
@@ -206,7 +199,7 @@ fn background_processes_die_with_the_call_the_cancel_and_the_server() {
         bash("t3", &format!("{}; sleep 300", escape(&t3))),
     ]);
     let (mut g, _home, _ws, wid) = start(&mock, "");
-    let sid = full_auto(&mut g, &wid);
+    let sid = new_session(&mut g, &wid);
 
     // The call's end.
     let r = g.call(
@@ -254,7 +247,7 @@ fn a_server_killed_while_the_sandbox_starts_leaves_nothing() {
         &format!("setsid sleep {t} </dev/null >/dev/null 2>&1 & sleep {t}"),
     )]);
     let (mut g, _home, _ws, wid) = start(&mock, "");
-    let sid = full_auto(&mut g, &wid);
+    let sid = new_session(&mut g, &wid);
     g.send_request(
         "turn/run",
         json!({"sessionId": sid, "input": text_input("go")}),
@@ -424,7 +417,7 @@ fn sigterm_ends_unconfined_commands_too() {
     let mock = Mock::start(vec![bash("b1", &format!("sleep {t} & sleep {t}"))]);
     // The user turned the sandbox off: only the server's own cleanup ends the group.
     let (mut g, _home, _ws, wid) = start(&mock, "[sandbox]\nenabled = false\n");
-    let sid = full_auto(&mut g, &wid);
+    let sid = new_session(&mut g, &wid);
     g.send_request(
         "turn/run",
         json!({"sessionId": sid, "input": text_input("go")}),
