@@ -389,6 +389,8 @@ class InspectResult(_InspectResultRequired, total=False):
     collapses: int
     # Tokens of the git state note (captured at session start) in the view; 0 when none.
     gitStateTokens: int
+    # The newest compaction that installed a summary or a handoff, if any.
+    lastCompaction: Union[LastCompaction, None]
     # The limit learned from the provider, when one was (kept in the transcript).
     learnedLimit: Optional[int]
     # MCP tool definitions (or `mcp_tool_search` when they are deferred).
@@ -397,6 +399,8 @@ class InspectResult(_InspectResultRequired, total=False):
     mediaStripped: int
     # context_efficiency notes (suggesting `snip`) sent over the session's life.
     nudges: int
+    # What prompt assembly reported for this session's prompt: files cut or skipped, and feature switches that add no line because the session offers no such tool.
+    promptWarnings: List[str]
     # Every instruction source of the session: those of its system prompt, the nested files and path-scoped rules in force for the paths its tools touched (`placement: "note"`), and the rules not in force yet.
     sources: List[InstructionSource]
 
@@ -427,6 +431,24 @@ class InstructionSource(_InstructionSourceRequired, total=False):
     missingChars: Optional[int]
     # Why it is not used: `empty`, `duplicate of …`, `outside the workspace root`, `invalid frontmatter: line N: …`, …
     skipped: Optional[str]
+
+
+class _LastCompactionRequired(TypedDict):
+    # Estimated context tokens after.
+    tokensAfter: int
+    # Context tokens before.
+    tokensBefore: int
+    # `auto`, `manual` or `reactive`.
+    trigger: str
+
+
+class LastCompaction(_LastCompactionRequired, total=False):
+    """The newest installed compaction of a session (`context/inspect`)."""
+
+    # The path that produced the summary: `fork` (the cache-sharing request), `regular` (the summary system prompt), `chunked`, `worker`, or `extractive` (no model); absent for compactions of earlier versions.
+    summarizer: Optional[str]
+    # Tokens its summary requests used, all paths together.
+    usage: Union[Usage, None]
 
 
 class Limits(TypedDict, total=False):

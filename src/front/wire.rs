@@ -395,6 +395,14 @@ pub fn inspect_out(r: ContextReport) -> w::InspectResult {
         auto_collapses: r.relief.auto_collapses,
         media_stripped: r.relief.media_stripped,
         sources: r.sources.iter().map(source_out).collect(),
+        prompt_warnings: r.prompt_warnings,
+        last_compaction: r.last_compaction.map(|c| w::LastCompaction {
+            trigger: trigger_name(c.trigger).to_string(),
+            summarizer: c.summarizer.map(|s| s.name().to_string()),
+            usage: c.usage.map(usage_out),
+            tokens_before: c.tokens_before,
+            tokens_after: c.tokens_after,
+        }),
     }
 }
 

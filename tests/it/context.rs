@@ -55,13 +55,13 @@ pub(crate) fn text(t: &str, input: u64) -> MockReply {
     MockReply::Sse(anthropic_text(t, MockUsage::new(input, 5)))
 }
 
-fn read(id: &str, path: &str) -> MockReply {
+pub(crate) fn read(id: &str, path: &str) -> MockReply {
     let j = json!({"path": path}).to_string();
     MockReply::Sse(anthropic_tool_use(id, "read_file", &[j.as_str()]))
 }
 
 /// Five turns (six model answers): turn 1 reads a.txt, the last answer reports `last_input`.
-fn history(last_input: u64) -> Vec<MockReply> {
+pub(crate) fn history(last_input: u64) -> Vec<MockReply> {
     vec![
         read("toolu_r1", "a.txt"),
         text("read it", 100),
@@ -72,7 +72,7 @@ fn history(last_input: u64) -> Vec<MockReply> {
     ]
 }
 
-fn run_history(g: &mut Garuda, sid: &str) {
+pub(crate) fn run_history(g: &mut Garuda, sid: &str) {
     for i in 1..=5 {
         let r = turn(g, sid, &format!("question {i}"));
         assert_eq!(r["stopReason"], "end_turn", "turn {i}: {r}");
@@ -319,7 +319,14 @@ fn prompt_too_long_during_the_summary_learns_the_limit_and_splits() {
     // The retry is a plain request with the summary system prompt; nothing is dropped.
     let retry = &bodies[7];
     assert!(all_text(&retry["system"]).contains("context compaction assistant"));
-    assert!(retry.get("tools").is_none(), "{}", retry["tools"]);
+    // Only the file-reading tool's schema rides along, as the seed's runtime keeps it.
+    assert_eq!(
+        retry["tools"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        retry["tools"]
+    );
+    assert_eq!(retry["tools"][0]["name"], "read_file");
     assert!(all_text(&retry["messages"]).contains("question 1"));
     assert!(!all_text(&retry["messages"]).contains("[earlier conversation truncated]"));
     let i = g.call("context/inspect", json!({"sessionId": sid}));
@@ -347,6 +354,8 @@ fn three_failures_pause_auto_compaction_and_tell_the_client() {
     };
     let mut replies = history(90_000);
     for _ in 0..3 {
+        // The fork fails, then the regular request: one failed compaction.
+        replies.push(bad());
         replies.push(bad());
         replies.push(text("still here", 90_000));
     }
@@ -359,7 +368,7 @@ fn three_failures_pause_auto_compaction_and_tell_the_client() {
         let r = turn(&mut g, &sid, &format!("question {i}"));
         assert_eq!(r["stopReason"], "end_turn", "{r}");
     }
-    assert_eq!(mock.rec.count(), 13);
+    assert_eq!(mock.rec.count(), 16);
     let p = phases(&g);
     assert_eq!(p.iter().filter(|x| *x == "failed").count(), 3, "{p:?}");
     assert_eq!(p.iter().filter(|x| *x == "paused").count(), 1, "{p:?}");
@@ -379,7 +388,9 @@ fn three_failures_pause_auto_compaction_and_tell_the_client() {
 #[test]
 fn extractive_handoff_when_the_model_cannot_summarize() {
     let mut replies = history(90_000);
+    // Neither the fork nor the regular request gives a summary.
     replies.push(text("<analysis>only a draft</analysis>", 50));
+    replies.push(text("<analysis>a draft again</analysis>", 50));
     replies.push(text("six", 200));
     let mock = Mock::start(replies);
     let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
@@ -387,7 +398,7 @@ fn extractive_handoff_when_the_model_cannot_summarize() {
     run_history(&mut g, &sid);
     turn(&mut g, &sid, "question 6");
     let bodies = mock.rec.bodies();
-    let first = all_text(&bodies[7]["messages"][0]);
+    let first = all_text(&bodies[8]["messages"][0]);
     assert!(first.contains("Extractive handoff"), "{first}");
     assert!(
         first.contains("question 1"),
@@ -834,7 +845,7 @@ fn the_model_snips_a_message_by_its_tag() {
     let last = &second.rec.bodies()[1];
     assert!(!all_text(&last["messages"]).contains("secret question"));
     let h = g.call("session/messages", json!({"sessionId": sid}));
-    assert_eq!(h["messages"][2]["removed"], "snip");
+    assert_eq!(h["messages"][3]["removed"], "snip", "{h}");
 }
 
 #[test]
@@ -930,7 +941,11 @@ fn cancelling_a_turn_during_its_auto_compaction_changes_nothing() {
     assert!(phases(&g).contains(&"failed".to_string()));
     let h = g.call("session/messages", json!({"sessionId": sid}));
     let msgs = h["messages"].as_array().expect("m");
-    assert_eq!(msgs.len(), 13, "five turns and the new question");
+    assert_eq!(
+        msgs.len(),
+        14,
+        "the start note, five turns and the new question"
+    );
     assert!(msgs.iter().all(|m| m.get("removed").is_none()));
 }
 
@@ -976,7 +991,103 @@ fn a_message_larger_than_the_window_is_refused_with_the_sizes() {
     assert_eq!(mock.rec.count(), 0, "nothing was sent");
     // Nothing was appended, and the session goes on.
     let h = g.call("session/messages", json!({"sessionId": sid}));
-    assert_eq!(h["messages"].as_array().expect("m").len(), 0);
+    let msgs = h["messages"].as_array().expect("m");
+    assert!(
+        msgs.iter().all(|m| m["meta"] == "git_state"),
+        "only the session-start note: {h}"
+    );
     let ok = turn(&mut g, &sid, "a short one");
     assert_eq!(ok["stopReason"], "end_turn");
+}
+
+/// A manual compaction whose fork answers with `fork`: the regular request follows and its
+/// summary is installed, recorded as `regular` in the transcript and in `context/inspect`.
+fn fork_fails_then_regular(fork: Vec<MockReply>) {
+    let tries = fork.len();
+    let mut replies = history(20_000);
+    replies.extend(fork);
+    replies.push(text("<summary>REGULAR SUMMARY</summary>", 40));
+    replies.push(text("six", 200));
+    let mock = Mock::start(replies);
+    let (mut g, home, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    let r = g.call("session/compact", json!({"sessionId": sid}));
+    assert_eq!(r["compacted"], true, "{r}");
+    let bodies = mock.rec.bodies();
+    assert_eq!(
+        bodies.len(),
+        7 + tries,
+        "the fork, then the regular request"
+    );
+    assert_eq!(
+        bodies[6]["tools"], bodies[5]["tools"],
+        "the fork shares the tools"
+    );
+    let regular = &bodies[6 + tries];
+    assert!(all_text(&regular["system"]).contains("context compaction assistant"));
+    assert_eq!(regular["tools"][0]["name"], "read_file");
+    assert!(regular.get("thinking").is_none(), "thinking is off");
+    let said = compaction_events(&g)
+        .iter()
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        said.contains("asking again with the summary prompt"),
+        "{said}"
+    );
+    let i = g.call("context/inspect", json!({"sessionId": sid}));
+    assert_eq!(i["lastCompaction"]["summarizer"], "regular", "{i}");
+    assert_eq!(i["lastCompaction"]["trigger"], "manual");
+    assert!(
+        i["lastCompaction"]["usage"]["outputTokens"]
+            .as_u64()
+            .is_some(),
+        "{i}"
+    );
+    let log = std::fs::read_to_string(transcript_path(home.path(), &sid)).expect("transcript");
+    assert!(log.contains("\"summarizer\":\"regular\""), "{log}");
+    turn(&mut g, &sid, "question 6");
+    assert!(all_text(&mock.rec.bodies()[7 + tries]["messages"][0]).contains("REGULAR SUMMARY"));
+}
+
+/// An HTTP 500 answer, as often as the client tries (the first try and two retries).
+fn server_errors(message: &str) -> Vec<MockReply> {
+    let e = json!({"type":"error","error":{"type":"api_error","message": message}});
+    (0..3).map(|_| MockReply::status(500, e.clone())).collect()
+}
+
+#[test]
+fn the_summary_comes_by_the_regular_request_when_the_fork_calls_a_tool() {
+    let call = json!({"path": "a.txt"}).to_string();
+    fork_fails_then_regular(vec![MockReply::Sse(anthropic_tool_use(
+        "toolu_f",
+        "read_file",
+        &[call.as_str()],
+    ))]);
+}
+
+#[test]
+fn the_summary_comes_by_the_regular_request_when_the_fork_answers_500() {
+    fork_fails_then_regular(server_errors("Internal server error"));
+}
+
+#[test]
+fn a_manual_compaction_fails_only_when_every_path_failed_with_the_last_error() {
+    let mut replies = history(20_000);
+    replies.extend(server_errors("fork went wrong"));
+    replies.push(MockReply::status(
+        400,
+        json!({"type":"error","error":{"type":"invalid_request_error","message":"regular went wrong"}}),
+    ));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    let before = g.call("session/messages", json!({"sessionId": sid}));
+    let r = g.request("session/compact", json!({"sessionId": sid}));
+    assert!(r["error"].to_string().contains("regular went wrong"), "{r}");
+    let after = g.call("session/messages", json!({"sessionId": sid}));
+    assert_eq!(before, after, "the session is unchanged");
 }

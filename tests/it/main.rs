@@ -9,6 +9,7 @@ mod configure;
 mod context;
 mod exec;
 mod hardening;
+mod instruction_notes;
 mod instructions;
 mod long_session;
 mod mcp;

@@ -300,14 +300,19 @@ fn git_state_is_captured_once_in_a_repository_and_absent_outside() {
     let h = g.call("session/messages", json!({"sessionId": sid}));
     assert_eq!(h["messages"][0]["meta"], "git_state", "{h}");
 
-    // Outside a repository there is none, and nothing else changes.
+    // Outside a repository the note has only the date, and nothing else changes.
     let mock = Mock::start(vec![text("one", 100)]);
     let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
     let sid = new_session(&mut g, &wid);
     turn(&mut g, &sid, "hello");
-    assert!(!mock.rec.bodies()[0].to_string().contains("Git state"));
-    let inspect = g.call("context/inspect", json!({"sessionId": sid}));
-    assert_eq!(inspect["gitStateTokens"], 0, "{inspect}");
+    let first = mock.rec.bodies()[0]["messages"][0].to_string();
+    assert!(!first.contains("Git state"), "{first}");
+    assert!(first.contains("<garuda_note>Today's date: "), "{first}");
+    assert!(
+        !mock.rec.bodies()[0]["system"]
+            .to_string()
+            .contains("Today's date")
+    );
 
     // `[context] git_state = false` turns it off.
     let mock = Mock::start(vec![text("one", 100)]);

@@ -125,8 +125,12 @@ fn text_only_turn_streams_in_order() {
     assert_eq!(k.first().map(String::as_str), Some("stepStarted"));
     assert_eq!(k.last().map(String::as_str), Some("finished"));
     let msgs = g.call("session/messages", json!({"sessionId": sid}));
-    assert_eq!(msgs["total"], 2);
-    assert_eq!(msgs["messages"][1]["content"][0]["text"], "Hello there");
+    assert_eq!(
+        msgs["total"], 3,
+        "the session-start note, the question, the answer"
+    );
+    assert_eq!(msgs["messages"][0]["meta"], "git_state");
+    assert_eq!(msgs["messages"][2]["content"][0]["text"], "Hello there");
     // The key never reaches logs.
     assert!(!g.stderr().contains("sk-test-not-a-real-key"));
 }
@@ -240,6 +244,12 @@ pub fn shape(body: &Value) -> Value {
                     // Snip tags hash the (random) message ids.
                     if c["text"].as_str().is_some_and(|t| t.starts_with("[id:")) {
                         c["text"] = json!("[id:<tag>]");
+                    }
+                    // The session-start note names today's date.
+                    const DATE: &str = "<garuda_note>Today's date: ";
+                    if let Some(t) = c["text"].as_str().filter(|t| t.starts_with(DATE)) {
+                        let rest = t.get(DATE.len() + 10..).unwrap_or_default();
+                        c["text"] = json!(format!("{DATE}YYYY-MM-DD{rest}"));
                     }
                 }
             }
@@ -588,7 +598,10 @@ fn restart_then_load_and_continue() {
     let mut g = Garuda::spawn_at(Framing::Ndjson, home.path(), &[], &env);
     g.call("initialize", json!({"capabilities": {}}));
     let loaded = g.call("session/load", json!({"sessionId": sid}));
-    assert_eq!(loaded["messageCount"], 2);
+    assert_eq!(
+        loaded["messageCount"], 3,
+        "the start note, the question, the answer"
+    );
     let r = g.call(
         "turn/run",
         json!({"sessionId": sid, "input": text_input("what number?")}),
@@ -603,7 +616,7 @@ fn restart_then_load_and_continue() {
     let fid = fork["sessionId"].as_str().expect("fork id").to_string();
     assert_eq!(
         g.call("session/messages", json!({"sessionId": fid}))["total"],
-        4
+        5
     );
     assert_eq!(
         g.call("session/delete", json!({"sessionId": fid}))["ok"],

@@ -652,6 +652,33 @@ pub struct InspectResult {
     /// and the rules not in force yet.
     #[serde(default)]
     pub sources: Vec<InstructionSource>,
+    /// What prompt assembly reported for this session's prompt: files cut or skipped, and
+    /// feature switches that add no line because the session offers no such tool.
+    #[serde(default)]
+    pub prompt_warnings: Vec<String>,
+    /// The newest compaction that installed a summary or a handoff, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_compaction: Option<LastCompaction>,
+}
+
+/// The newest installed compaction of a session (`context/inspect`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastCompaction {
+    /// `auto`, `manual` or `reactive`.
+    pub trigger: String,
+    /// The path that produced the summary: `fork` (the cache-sharing request), `regular` (the
+    /// summary system prompt), `chunked`, `worker`, or `extractive` (no model); absent for
+    /// compactions of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer: Option<String>,
+    /// Tokens its summary requests used, all paths together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Context tokens before.
+    pub tokens_before: u64,
+    /// Estimated context tokens after.
+    pub tokens_after: u64,
 }
 
 /// What a session's commands run in (`context/inspect`).

@@ -281,6 +281,8 @@ export type InspectResult = {
   gitStateTokens?: number;
   /** Project instructions. */
   instructions: number;
+  /** The newest compaction that installed a summary or a handoff, if any. */
+  lastCompaction?: LastCompaction | null;
   /** The limit learned from the provider, when one was (kept in the transcript). */
   learnedLimit?: number | null;
   /** MCP tool definitions (or `mcp_tool_search` when they are deferred). */
@@ -295,6 +297,11 @@ export type InspectResult = {
   nudges?: number;
   /** True while auto-compaction is paused after repeated failures. */
   paused: boolean;
+  /**
+   * What prompt assembly reported for this session's prompt: files cut or skipped, and
+   * feature switches that add no line because the session offers no such tool.
+   */
+  promptWarnings?: string[];
   /** Reserved for the model's output. */
   reserved: number;
   /** What the session's commands run in, measured at its start. */
@@ -353,6 +360,24 @@ export type InstructionSource = {
 
 /** What kind of instruction source a file is. */
 export type InstructionSourceKind = "root" | "global" | "nested" | "rule";
+
+/** The newest installed compaction of a session (`context/inspect`). */
+export type LastCompaction = {
+  /**
+   * The path that produced the summary: `fork` (the cache-sharing request), `regular` (the
+   * summary system prompt), `chunked`, `worker`, or `extractive` (no model); absent for
+   * compactions of earlier versions.
+   */
+  summarizer?: string | null;
+  /** Estimated context tokens after. */
+  tokensAfter: number;
+  /** Context tokens before. */
+  tokensBefore: number;
+  /** `auto`, `manual` or `reactive`. */
+  trigger: string;
+  /** Tokens its summary requests used, all paths together. */
+  usage?: Usage | null;
+};
 
 /** Character limits of the prompt's file-based parts. */
 export type Limits = {

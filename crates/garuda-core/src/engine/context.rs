@@ -57,6 +57,40 @@ pub struct ContextReport {
     /// Every instruction source: the system prompt's, the nested files and rules in force,
     /// and the rules not in force yet.
     pub sources: Vec<crate::prompt::SourceReport>,
+    /// What the session's prompt assembly reported: cut or skipped files, and feature
+    /// switches that add no line because the session lacks their tool.
+    pub prompt_warnings: Vec<String>,
+    /// The newest compaction that installed a summary or handoff, if any.
+    pub last_compaction: Option<LastCompaction>,
+}
+
+/// The newest installed compaction, from its boundary record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LastCompaction {
+    /// What started it.
+    pub trigger: crate::session::records::CompactTrigger,
+    /// The path that produced the summary (None in transcripts of earlier versions).
+    pub summarizer: Option<crate::session::records::Summarizer>,
+    /// What its summary requests used.
+    pub usage: Option<crate::message::Usage>,
+    /// Context tokens before and after.
+    pub tokens_before: u64,
+    /// Estimated context tokens after.
+    pub tokens_after: u64,
+}
+
+/// The newest compaction boundary of a transcript, as a report.
+fn last_compaction(records: &[crate::session::Record]) -> Option<LastCompaction> {
+    records.iter().rev().find_map(|r| match r {
+        crate::session::Record::CompactBoundary(b) => Some(LastCompaction {
+            trigger: b.trigger,
+            summarizer: b.summarizer,
+            usage: b.summary_usage,
+            tokens_before: b.tokens_before,
+            tokens_after: b.tokens_after,
+        }),
+        _ => None,
+    })
 }
 
 impl Engine {
@@ -201,7 +235,7 @@ impl Engine {
     /// The context by part, with the threshold.
     pub fn inspect(&self, id: &str) -> Result<ContextReport, EngineError> {
         let live = self.session(id)?;
-        let (context_tokens, message_chars, tracker, paused, learned, relief, scoped) =
+        let (context_tokens, message_chars, tracker, paused, learned, relief, scoped, last) =
             match live.try_state().ok_or(()) {
                 Ok(mut state) => {
                     let t = turn::context_tokens(&live, &mut state)?;
@@ -220,6 +254,7 @@ impl Engine {
                         state.learned_limit,
                         relief,
                         scoped,
+                        last_compaction(&state.records),
                     )
                 }
                 Err(_) => {
@@ -235,7 +270,8 @@ impl Engine {
                     let t = tracker.context_tokens(v.chars(), turn::fixed_chars(&live));
                     let relief = relief_report(&records, &v);
                     let learned = tokens::learned_limit(&records);
-                    (t, v.chars(), tracker, false, learned, relief, scoped)
+                    let last = last_compaction(&records);
+                    (t, v.chars(), tracker, false, learned, relief, scoped, last)
                 }
             };
         // The session's own prompt (frozen at its start or last compaction), by typed part.
@@ -308,6 +344,8 @@ impl Engine {
             git_state_tokens: tracker.estimator.estimate(relief.git_state_chars),
             relief,
             sources,
+            prompt_warnings: prompt.warnings.clone(),
+            last_compaction: last,
         })
     }
 }

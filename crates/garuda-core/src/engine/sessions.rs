@@ -384,32 +384,32 @@ impl Engine {
         let mut file = self.store().create(&header)?;
         setup.view_policy = self.view_policy(&header.session_id, &setup.model_info, &setup.tools);
         let mut records = Vec::new();
-        if let Some(note) = self.git_state_note(&ws) {
-            file.append(&note)?;
-            records.push(note);
-        }
+        let note = self.start_note(&ws);
+        file.append(&note)?;
+        records.push(note);
         let live = Arc::new(LiveSession::new(header, setup, file, records));
         let live = self.sessions.insert(live);
         Ok((live, warnings))
     }
 
-    /// The repository's git state as the session's first record: a note the first request
-    /// carries (the system prompt stays byte-stable). None outside a repository, when off
-    /// (`[context] git_state = false`) or when git did not answer in time.
-    fn git_state_note(&self, ws: &Workspace) -> Option<Record> {
+    /// The session-start context as the session's first record: today's date and, in a
+    /// repository, its git state (a note the first request carries, so the system prompt
+    /// stays byte-stable). The git part is left out when off (`[context] git_state = false`),
+    /// outside a repository, or when git did not answer in time.
+    fn start_note(&self, ws: &Workspace) -> Record {
         let ctx = &self.config.context;
-        if !ctx.git_state {
-            return None;
-        }
-        let timeout = std::time::Duration::from_millis(ctx.git_timeout_ms);
-        let state = crate::workspace::read_git_state(ws.root.path(), timeout)?;
-        let mut m = MessageRecord::new(
-            crate::message::Role::User,
-            vec![Block::text(crate::workspace::git_note(&state))],
-            None,
-        );
+        let git = ctx
+            .git_state
+            .then(|| {
+                let timeout = std::time::Duration::from_millis(ctx.git_timeout_ms);
+                crate::workspace::read_git_state(ws.root.path(), timeout)
+            })
+            .flatten()
+            .map(|s| crate::workspace::git_note(&s));
+        let text = crate::workspace::start_note(&crate::workspace::today(), git.as_deref());
+        let mut m = MessageRecord::new(crate::message::Role::User, vec![Block::text(text)], None);
         m.meta = Some(crate::session::records::MessageMeta::GitState);
-        Some(Record::Message(m))
+        Record::Message(m)
     }
 
     /// The live session with this id, loading it from disk (after a restart) when needed.

@@ -9,6 +9,7 @@
 //! `# Build and test (detected by Garuda)`, `# Project instructions`, `# Project memory`.
 
 mod base;
+pub mod changes;
 mod features;
 mod instructions;
 mod memory;
@@ -554,7 +555,8 @@ pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
     sections.push(report("base", None, &base, false, None));
     parts.push((PartKind::Base, base));
 
-    let lines = features::feature_lines(&opts.features, &opts.facts);
+    let lines = features::feature_lines(&opts.facts);
+    warnings.extend(features::omitted_lines(&opts.features, &opts.facts));
     if !lines.is_empty() {
         let text = format!("# Tools and environment\n\n- {}", lines.join("\n- "));
         sections.push(report("features", None, &text, false, None));
@@ -647,7 +649,7 @@ pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
         });
     }
     system.push('\n');
-    let sha256 = hex(&Sha256::digest(system.as_bytes()));
+    let sha256 = sha256_hex(&system);
     Assembled {
         system,
         sha256,
@@ -660,4 +662,9 @@ pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Hex sha256 of a text (prompt and instruction versions).
+pub fn sha256_hex(text: &str) -> String {
+    hex(&Sha256::digest(text.as_bytes()))
 }

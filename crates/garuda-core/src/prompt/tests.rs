@@ -583,7 +583,7 @@ fn same_inputs_same_bytes() {
     assert_eq!(a, b);
     assert_eq!(a.sha256, b.sha256);
     let mut other = opts();
-    other.features.web = true;
+    other.facts.tools.push("web_fetch".into());
     let c = assemble(&ws.gather(), &other);
     assert_ne!(a.sha256, c.sha256);
     let expect: String = Sha256::digest(a.system.as_bytes())

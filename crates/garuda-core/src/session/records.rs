@@ -141,6 +141,45 @@ pub struct CompactBoundaryRecord {
     /// How many records follow as part of the same installation (written in one batch).
     #[serde(default)]
     pub install_count: u32,
+    /// Which path produced the summary (absent in transcripts of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer: Option<Summarizer>,
+    /// Tokens the summary requests of this compaction used, all paths together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_usage: Option<Usage>,
+}
+
+/// The path that produced a compaction's summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Summarizer {
+    /// The cache-sharing fork of the session's request.
+    Fork,
+    /// The regular request with the summary system prompt.
+    Regular,
+    /// The regular request in chunks, each with the summary so far.
+    Chunked,
+    /// The compaction worker.
+    Worker,
+    /// No model: the extractive handoff (or a reinstall).
+    Extractive,
+    /// A value written by a newer Garuda.
+    #[serde(other)]
+    Unknown,
+}
+
+impl Summarizer {
+    /// The name in transcripts and on the wire.
+    pub fn name(self) -> &'static str {
+        match self {
+            Summarizer::Fork => "fork",
+            Summarizer::Regular => "regular",
+            Summarizer::Chunked => "chunked",
+            Summarizer::Worker => "worker",
+            Summarizer::Extractive => "extractive",
+            Summarizer::Unknown => "unknown",
+        }
+    }
 }
 
 /// Marks a compaction whose installation was torn by a crash: the view ignores the boundary

@@ -1181,6 +1181,8 @@ mod tests {
             kept_tail_id: None,
             extractive: false,
             install_count: 3,
+            summarizer: None,
+            summary_usage: None,
         });
         f.append_batch(&[boundary.clone(), msg(Role::User, "summary")])
             .unwrap();

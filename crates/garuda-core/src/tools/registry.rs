@@ -236,6 +236,19 @@ impl ToolRegistry {
         self.entries.iter().find(|e| e.spec.name == name)
     }
 
+    /// The built-in tool that reads a workspace file (its schema rides along in the regular
+    /// summary request, as the seed's runtime keeps it).
+    pub fn file_reader(&self) -> Option<&ToolSpec> {
+        self.entries
+            .iter()
+            .find(|e| {
+                e.source == ToolSource::Builtin
+                    && e.class == ToolClass::Read
+                    && e.path_arg.is_some()
+            })
+            .map(|e| &e.spec)
+    }
+
     /// Every tool, in order.
     pub fn entries(&self) -> &[ToolEntry] {
         &self.entries

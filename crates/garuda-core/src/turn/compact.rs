@@ -26,7 +26,7 @@ use crate::session::compact::{
     user_messages, without_regenerated,
 };
 use crate::session::records::{
-    CompactTrigger, ContextLimitRecord, UsagePurpose, UsageRecord, new_id, now_ms,
+    CompactTrigger, ContextLimitRecord, Summarizer, UsagePurpose, UsageRecord, new_id, now_ms,
 };
 use crate::session::tokens::{self, effective_window};
 use crate::session::view::{ViewMessage, prefix_end, side_cache_plan};
@@ -150,7 +150,7 @@ pub async fn compact_if_needed(
     .map(Some)
 }
 
-/// The git state note captured at session start, if any (the first one in the transcript).
+/// The session-start context note (date, git state), if any (the first one in the transcript).
 fn git_note(records: &[Record]) -> Option<String> {
     records.iter().find_map(|r| match r.as_message() {
         Some(m) if m.meta == Some(crate::session::records::MessageMeta::GitState) => {
@@ -380,18 +380,29 @@ fn response_text(resp: &ModelResponse) -> String {
         .join("\n")
 }
 
+/// The older part a summary covers, twice: as the main request shows it (notes and restored
+/// files included, so the fork repeats the cached prefix byte for byte) and without what a
+/// compaction writes afresh (for the regular request, which shares no cache).
+#[derive(Clone, Copy)]
+struct Older<'a> {
+    plain: &'a [ViewMessage],
+    as_viewed: &'a [ViewMessage],
+}
+
 /// Why no summary came back.
 enum SummaryError {
     Cancelled,
     Failed(ProviderError),
 }
 
-/// Asks the model for a summary of `older` (the part before the split). The request shares
-/// the session's system prompt and tools when it fits the window, so the provider reads them
-/// from cache; otherwise it is a plain request with the summary system prompt, and when even
-/// that is too large the older part is summarized in chunks, each with the summary so far. A
-/// prompt-too-long answer teaches the limit and the work is split again, smaller. A summary
-/// over its size target is asked once to shrink.
+/// Asks the model for a summary of `older` (the part before the split). The fork is tried
+/// first: it shares the session's system prompt and tools, so the provider reads them from
+/// cache. When it does not fit, fails (anything but a cancel), gives no text or answers with a
+/// tool call, the regular request follows: the summary system prompt, thinking off, media as
+/// markers, only the file-reading tool's schema; when even that is too large, the older part
+/// is summarized in chunks, each with the summary so far. A prompt-too-long answer teaches the
+/// limit and the work is split again, smaller. A summary over its size target is asked once
+/// to shrink. Returns the text and the path that produced it.
 #[allow(clippy::too_many_arguments)]
 async fn summarize(
     session: &LiveSession,
@@ -399,26 +410,36 @@ async fn summarize(
     host: &dyn TurnHost,
     cancel: &CancellationToken,
     trigger: CompactTrigger,
-    older: &[ViewMessage],
+    older: Older<'_>,
     focus: Option<&str>,
     usage: &mut Usage,
-) -> Result<String, SummaryError> {
+) -> Result<(String, Summarizer), SummaryError> {
+    let Older {
+        plain: older,
+        as_viewed,
+    } = older;
     let policy = session.setup.compact.clone();
     let prompt = session.prompt();
     let system = prompt.system.clone();
     let section = compact_section(prompt.part(PartKind::Instructions));
     let source = summary_source(older, policy.trim_over, policy.trim_to);
+    let fork_source = summary_source(as_viewed, policy.trim_over, policy.trim_to);
     let head = usize::from(prefix_end(older).is_some());
     let max_output = session.model().info.max_output;
     let mut attempts = 0u32;
-    let summary = 'outer: loop {
+    let mut fork_ok = true;
+    let regular_tools: Vec<_> = session.tools().file_reader().cloned().into_iter().collect();
+    let (summary, path) = 'outer: loop {
         let b = budgets(session, state);
         let est = state.tracker.estimator;
         let instruction = summary_instruction(section.as_deref(), focus, b.summary);
         let max_tokens = (max_output as u64).min((b.summary * 2 + 2_048).max(4_096));
         let margin = b.window / 20;
         let instruction_t = est.estimate(instruction.chars().count());
-        let source_chars: usize = source.iter().map(crate::session::view::message_chars).sum();
+        let source_chars: usize = fork_source
+            .iter()
+            .map(crate::session::view::message_chars)
+            .sum();
         let fork_t = est.estimate(fixed_chars(session) + source_chars) + instruction_t;
         let base = |system: String, tools, cache| ModelRequest {
             model: session.model().id.clone(),
@@ -430,12 +451,13 @@ async fn summarize(
             thinking_budget: None,
         };
         // The fork shares the session's system prompt and tools (read from cache); it is
-        // tried first, while nothing says it is too large.
-        let (request, chunks) = if attempts == 0 && fork_t + max_tokens + margin <= b.window {
-            let cache = side_cache_plan(older, policy.trim_over);
+        // tried first, while nothing says it is too large and it has not failed.
+        let forking = fork_ok && attempts == 0 && fork_t + max_tokens + margin <= b.window;
+        let (request, chunks) = if forking {
+            let cache = side_cache_plan(as_viewed, policy.trim_over);
             (
                 base(system.clone(), session.tool_specs(), cache),
-                vec![source.clone()],
+                vec![fork_source.clone()],
             )
         } else {
             // Each refusal shrinks the chunks by a quarter; the summary so far rides along
@@ -445,7 +467,11 @@ async fn summarize(
             let room = (room as f64 * 0.75f64.powi(attempts as i32)) as u64;
             let chars = (room.max(256) as f64 * est.chars_per_token()) as usize;
             (
-                base(SUMMARY_SYSTEM.to_string(), Vec::new(), Default::default()),
+                base(
+                    SUMMARY_SYSTEM.to_string(),
+                    regular_tools.clone(),
+                    Default::default(),
+                ),
                 chunk_rounds(&source, head, chars),
             )
         };
@@ -471,6 +497,20 @@ async fn summarize(
                 Ok(resp) => {
                     usage.add(&resp.usage);
                     let text = strip_analysis(&response_text(&resp));
+                    let called = resp
+                        .content
+                        .iter()
+                        .any(|b| matches!(b, Block::ToolUse { .. }));
+                    if forking && (called || text.trim().is_empty()) {
+                        let why = if called {
+                            "the fork answered with a tool call"
+                        } else {
+                            "the fork gave no text"
+                        };
+                        fork_ok = false;
+                        fallback_event(session, host, trigger, why);
+                        continue 'outer;
+                    }
                     if !text.trim().is_empty() {
                         so_far = Some(text);
                     }
@@ -485,15 +525,40 @@ async fn summarize(
                         .map_err(|e| SummaryError::Failed(ProviderError::Http(e.to_string())))?;
                     continue 'outer;
                 }
+                Err(e) if forking => {
+                    fork_ok = false;
+                    fallback_event(session, host, trigger, &format!("the fork failed: {e}"));
+                    continue 'outer;
+                }
                 Err(e) => return Err(SummaryError::Failed(e)),
             }
         }
-        break so_far.unwrap_or_default();
+        let path = match (forking, n) {
+            (true, _) => Summarizer::Fork,
+            (false, 1) => Summarizer::Regular,
+            _ => Summarizer::Chunked,
+        };
+        break (so_far.unwrap_or_default(), path);
     };
     if cancel.is_cancelled() {
         return Err(SummaryError::Cancelled);
     }
-    shrink(session, state, host, cancel, summary, usage).await
+    let text = shrink(session, state, host, cancel, summary, usage).await?;
+    Ok((text, path))
+}
+
+/// Tells the client the summary goes on by the regular request, and why.
+fn fallback_event(session: &LiveSession, host: &dyn TurnHost, trigger: CompactTrigger, why: &str) {
+    host.event(
+        &session.id,
+        TurnEvent::Compaction {
+            phase: CompactionPhase::Summary,
+            trigger,
+            tokens_before: None,
+            tokens_after: None,
+            message: Some(format!("{why}; asking again with the summary prompt")),
+        },
+    );
 }
 
 /// One shrink request when the summary came back well over its target.
@@ -707,26 +772,32 @@ pub async fn compact_session(
             &runs_commands,
         ))
     };
-    let summary = match relief {
+    let (summary, summarizer) = match relief {
         Relief::Summary => {
             event(CompactionPhase::Summary, None, None);
+            // The same span of the view, as the main request carries it.
+            let as_viewed = older
+                .last()
+                .and_then(|last| view.messages.iter().position(|m| m.id == last.id))
+                .map_or(older, |i| &view.messages[..=i]);
+            let parts = Older {
+                plain: older,
+                as_viewed,
+            };
             match summarize(
-                session, state, host, cancel, trigger, older, req.focus, &mut usage,
+                session, state, host, cancel, trigger, parts, req.focus, &mut usage,
             )
             .await
             {
-                Ok(t) if !t.trim().is_empty() => SummaryText::Model(t),
+                Ok((t, path)) if !t.trim().is_empty() => (SummaryText::Model(t), path),
                 Ok(_) if trigger == CompactTrigger::Manual => {
-                    event(
-                        CompactionPhase::Failed,
-                        None,
-                        Some("the model gave no summary".into()),
-                    );
-                    return Err(TurnError::Invalid(
-                        "the model gave no summary; the session is unchanged".into(),
-                    ));
+                    let why = "every summary path failed: the model gave no summary";
+                    event(CompactionPhase::Failed, None, Some(why.into()));
+                    return Err(TurnError::Invalid(format!(
+                        "{why}; the session is unchanged"
+                    )));
                 }
-                Ok(_) => handoff(older),
+                Ok(_) => (handoff(older), Summarizer::Extractive),
                 Err(SummaryError::Cancelled) => {
                     event(CompactionPhase::Failed, None, Some("cancelled".into()));
                     if trigger == CompactTrigger::Manual {
@@ -754,11 +825,11 @@ pub async fn compact_session(
                         });
                     }
                     // Reactive: the extractive handoff stands in.
-                    handoff(older)
+                    (handoff(older), Summarizer::Extractive)
                 }
             }
         }
-        _ => handoff(older),
+        _ => (handoff(older), Summarizer::Extractive),
     };
     if cancel.is_cancelled() {
         event(CompactionPhase::Failed, None, Some("cancelled".into()));
@@ -773,7 +844,9 @@ pub async fn compact_session(
     let snaps = snapshots(session, &state.records);
     let files: Vec<FileSnapshot> = snaps.iter().map(|s| s.file.clone()).collect();
     let transcript = state.file.path().display().to_string();
-    let git = git_note(&state.records);
+    // The start note comes back with today's date when the day changed.
+    let git = git_note(&state.records)
+        .map(|n| crate::workspace::restate_date(&n, &crate::workspace::today()));
     let plan = |summary: SummaryText| {
         compact::plan_installation(&InstallInput {
             messages: &messages,
@@ -792,6 +865,8 @@ pub async fn compact_session(
             trim_to: policy.trim_to,
             estimator: &est,
             now_ms: now,
+            summarizer,
+            summary_usage: (usage != Usage::default()).then_some(usage),
         })
     };
     let mut inst = plan(summary.clone());
@@ -825,7 +900,8 @@ pub async fn compact_session(
     state.view_cache.clear();
     state.tracker.reset();
     state.failures.succeeded();
-    state.prompt_sha = assembled.sha256.clone();
+    // The rebuilt prompt carries the instruction files as they are now; earlier notes went.
+    state.root_note = None;
     session.set_prompt(assembled.clone());
     session.renew_model_note();
     session.install_tools(next_tools);

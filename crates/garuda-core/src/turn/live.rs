@@ -147,8 +147,12 @@ pub struct SessionState {
     pub records: Vec<Record>,
     /// Usage of the last response.
     pub last_usage: Option<Usage>,
-    /// sha256 of the workspace prompt the model last heard about (system or note).
-    pub prompt_sha: String,
+    /// The latest note putting changed instruction files in force (None: the system prompt
+    /// is current, or no note was sent since the last compaction).
+    pub root_note: Option<super::instructions::RootNoted>,
+    /// Notes about instruction files that a load made stale (its system prompt was assembled
+    /// from disk): snipped before the next request.
+    pub stale_notes: Vec<String>,
     /// The incremental view of `records`.
     pub view_cache: ViewCache,
     /// Context-size accounting.
@@ -293,7 +297,8 @@ impl LiveSession {
             state: tokio::sync::Mutex::new(SessionState {
                 file,
                 last_usage: None,
-                prompt_sha: assembled.sha256.clone(),
+                root_note: None,
+                stale_notes: super::instructions::notes_since_compaction(&records),
                 view_cache: ViewCache::new(),
                 tracker: ContextTracker::replay(&records),
                 failures: FailureTracker::default(),

@@ -4,6 +4,7 @@
 mod compact;
 mod events;
 mod host;
+mod instructions;
 mod live;
 mod ops;
 mod run;
@@ -18,6 +19,7 @@ pub use events::{
     CompactionPhase, PermissionAnswer, PermissionOption, PermissionRequest, TurnEvent, TurnFailure,
 };
 pub use host::{ClientToolResult, CommandRun, NullHost, Progress, TurnHost};
+pub use instructions::RootNoted;
 pub use live::{LiveSession, ModelBinding, Operation, SessionSetup, SessionState, TurnError};
 pub use ops::{CollapseOutcome, SNIP_TOOL, SnipOutcome, collapse, snip_ids, snip_tool_spec};
 pub use run::{TurnOutcome, model_in_note, model_note, run_turn};

@@ -15,13 +15,10 @@ use super::host::{CommandRun, TurnHost};
 use super::live::{LiveSession, SessionState, TurnError};
 use super::view::step_view;
 use crate::message::{Block, Role, StopReason, Usage};
-use crate::prompt::PartKind;
 use crate::provider::{ModelRequest, ProviderError, StreamEvent};
 use crate::session::compact::{nudge_due, nudge_text, result_budget_chars};
 use crate::session::records::CompactTrigger;
-use crate::session::records::{
-    InstructionChangeRecord, MediaRefusedRecord, MessageMeta, UsageRecord, new_id, now_ms,
-};
+use crate::session::records::{MediaRefusedRecord, MessageMeta, UsageRecord, new_id, now_ms};
 use crate::session::view::{media_refusal_targets, message_chars, oversized_results};
 use crate::session::{MessageRecord, Record};
 use crate::tools::{
@@ -92,51 +89,6 @@ pub async fn run_turn(
         },
     );
     result
-}
-
-/// An instruction-file change since the model last heard: a note for the next user message.
-fn instruction_note(
-    session: &LiveSession,
-    state: &mut SessionState,
-) -> Option<(MessageRecord, Record)> {
-    let ws = &session.setup.workspace;
-    let assembled = ws.assemble(
-        &session
-            .setup
-            .prompt_options(&session.header.model, &session.tools()),
-    );
-    if assembled.sha256 == state.prompt_sha {
-        return None;
-    }
-    state.prompt_sha = assembled.sha256.clone();
-    let current: Vec<&str> = [PartKind::Instructions, PartKind::Memory]
-        .into_iter()
-        .map(|k| assembled.part(k))
-        .filter(|t| !t.is_empty())
-        .collect();
-    let current = if current.is_empty() {
-        "(no instruction files now)".to_string()
-    } else {
-        current.join("\n\n")
-    };
-    let note = format!(
-        "<garuda_note>The project's instruction or memory files changed on disk since this session began. \
-         Their current text follows; where it disagrees with the system prompt, it wins.\n\n{current}\n</garuda_note>"
-    );
-    let record = Record::InstructionChange(InstructionChangeRecord {
-        uuid: new_id(),
-        time: now_ms(),
-        paths: vec!["(system prompt)".to_string()],
-        sha256: vec![assembled.sha256.clone()],
-        scoped: false,
-        message_id: None,
-    });
-    // A message of its own (the view merges it with the user's), so the user's words stay
-    // the user's and a compaction, which rebuilds the system prompt, can leave it out.
-    let mut message =
-        MessageRecord::new(Role::User, vec![Block::text(note)], state.last_message_id());
-    message.meta = Some(MessageMeta::InstructionNote);
-    Some((message, record))
 }
 
 const MODEL_NOTE_HEAD: &str = "<garuda_note>The model was switched: from here on the model is ";
@@ -231,9 +183,8 @@ async fn run_locked(
         error: None,
     };
     check_fits(session, state, &input)?;
-    if let Some((note, record)) = instruction_note(session, state) {
-        state.append(vec![record, Record::Message(note)])?;
-    }
+    let note = super::instructions::current_note(session, state)?;
+    state.append(note)?;
     if let Some(spec) = session.take_model_note() {
         let mut note = MessageRecord::new(
             Role::User,
@@ -284,6 +235,10 @@ async fn run_locked(
             outcome.stop_reason = StopReason::Cancelled;
             return Ok(outcome);
         }
+        // Whatever relief ran (or a file changed mid-turn), the request carries the
+        // instruction files' current text.
+        let note = super::instructions::current_note(session, state)?;
+        state.append(note)?;
         let before = super::compact::context_tokens(session, state)?;
         check_blocking(session, state, before)?;
         nudge_if_due(session, state)?;

@@ -1,8 +1,10 @@
 //! Open workspaces: canonical roots, their merged config, cached prompt assembly, watchers.
 
+mod date;
 mod git;
 mod watch;
 
+pub use date::{local_date, restate_date, start_note, today};
 pub use git::{GitState, git_note, read_git_state};
 
 pub use watch::{DEBOUNCE, WatchHandle};

@@ -7,10 +7,10 @@ use super::Budgets;
 use super::fit::{KeptPlan, kept_chars};
 use super::handoff::render_todo;
 use super::pinned::Pinned;
-use crate::message::{Block, Role};
+use crate::message::{Block, Role, Usage};
 use crate::session::records::{
     CompactBoundaryRecord, CompactTrigger, InstructionChangeRecord, MessageMeta, MessageRecord,
-    Record, TrimRecord, new_id,
+    Record, Summarizer, TrimRecord, new_id,
 };
 use crate::session::tokens::TokenEstimator;
 use crate::session::view::ViewMessage;
@@ -212,6 +212,10 @@ pub struct InstallInput<'a> {
     pub estimator: &'a TokenEstimator,
     /// Time of the records.
     pub now_ms: u64,
+    /// The path that produced the summary.
+    pub summarizer: Summarizer,
+    /// What the summary requests used.
+    pub summary_usage: Option<Usage>,
 }
 
 /// A planned installation.
@@ -399,6 +403,8 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
         extractive,
         install_count: (msgs.len() + usize::from(trim.is_some()) + usize::from(attached.is_some()))
             as u32,
+        summarizer: Some(input.summarizer),
+        summary_usage: input.summary_usage,
     };
     let mut records = Vec::with_capacity(msgs.len() + 3);
     records.push(Record::CompactBoundary(boundary));

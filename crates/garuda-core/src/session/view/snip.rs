@@ -57,7 +57,8 @@ pub(crate) fn first_request(msgs: &[Work]) -> Option<String> {
         .map(|m| m.id.clone())
 }
 
-/// Removes snipped messages, never `keep` (the first request); returns (removed ids,
+/// Removes snipped messages, never `keep` (the first request) nor the session-start note;
+/// returns (removed ids,
 /// protected ids), both in view order.
 pub(crate) fn apply(
     msgs: &mut Vec<Work>,
@@ -79,6 +80,14 @@ pub(crate) fn apply(
     {
         remove[i] = false;
         protected[i] = true;
+    }
+    // The session-start note (the date, the git state) is small and read once: it stays
+    // with the first request, which a tag of their merged message also names.
+    for (i, m) in msgs.iter().enumerate() {
+        if remove[i] && m.meta == Some(MessageMeta::GitState) {
+            remove[i] = false;
+            protected[i] = true;
+        }
     }
     // Un-removing a message can protect its partners in turn; iterate to a fixpoint.
     loop {

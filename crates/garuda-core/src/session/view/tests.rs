@@ -65,6 +65,8 @@ fn slices_after_latest_boundary_skipping_aborted() {
             kept_tail_id: None,
             extractive: false,
             install_count: 1,
+            summarizer: None,
+            summary_usage: None,
         })
     };
     let recs = vec![
@@ -189,6 +191,8 @@ fn snip_never_removes_the_first_request() {
         kept_tail_id: None,
         extractive: false,
         install_count: 1,
+        summarizer: None,
+        summary_usage: None,
     });
     let mut summary = MessageRecord::new(Role::User, vec![Block::text("<summary>")], None);
     summary.uuid = "sum".into();
@@ -632,6 +636,8 @@ fn removal_marks_name_the_reason() {
         kept_tail_id: None,
         extractive: false,
         install_count: 0,
+        summarizer: None,
+        summary_usage: None,
     });
     let recs = vec![
         text("old", Role::User, "x"),
