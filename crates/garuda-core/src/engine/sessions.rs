@@ -228,8 +228,13 @@ impl Engine {
         info.context_window = self.config.context.window(info.context_window);
         let mut warnings = Vec::new();
         if !info.known {
+            let mut known: Vec<&str> = crate::provider::models::table_ids().collect();
+            known.extend(cfg.models.keys().filter_map(|k| k.rsplit('/').next()));
+            let hint = crate::provider::models::closest(&id, known)
+                .map(|k| format!(" (did you mean {k}?)"))
+                .unwrap_or_default();
             warnings.push(format!(
-                "model {model} is not in Garuda's table: assuming a {} token window and {} output tokens; set [models.\"{model}\"] in config.toml",
+                "model {model} is not in Garuda's table{hint}: assuming a {} token window and {} output tokens; set [models.\"{model}\"] in config.toml",
                 info.context_window, info.max_output
             ));
         }

@@ -509,8 +509,15 @@ pub fn resolve_endpoint(
     let user = cfg.providers.get(name).cloned();
     let base = builtin(name);
     if user.is_none() && base.is_none() {
+        let known = BUILTIN_PROVIDERS
+            .iter()
+            .copied()
+            .chain(cfg.providers.keys().map(String::as_str));
+        let hint = models::closest(name, known)
+            .map(|k| format!(" Did you mean `{k}`?"))
+            .unwrap_or_default();
         return Err(ProviderError::Config(format!(
-            "unknown provider `{name}`. Built-in providers: {}. Add one in the user config, e.g.\n\
+            "unknown provider `{name}`.{hint} Built-in providers: {}. Add one in the user config, e.g.\n\
              [providers.{name}]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:8000/v1\"\n\
              (`replay:PATH` works offline)",
             BUILTIN_PROVIDERS.join(", ")

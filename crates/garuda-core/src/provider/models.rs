@@ -83,6 +83,24 @@ const TABLE: &[(&str, u64, u32)] = &[
     ("llama3.3", 131_072, 8_192),
 ];
 
+/// The known name closest to `given`, when it is close enough to be a misspelling (at most a
+/// third of its characters differ); for "did you mean" in errors and warnings.
+pub fn closest<'a>(given: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let given = given.to_ascii_lowercase();
+    let limit = (given.chars().count() / 3).max(1);
+    known
+        .into_iter()
+        .map(|k| (strsim::levenshtein(&given, &k.to_ascii_lowercase()), k))
+        .filter(|(d, _)| *d > 0 && *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// The table's model ids.
+pub fn table_ids() -> impl Iterator<Item = &'static str> {
+    TABLE.iter().map(|(id, _, _)| *id)
+}
+
 /// The table's models as specs a session may switch to, in table order: Claude models on
 /// `anthropic`, GPT and o-series on `openai`, open models on `ollama`.
 pub fn builtin_specs() -> Vec<String> {

@@ -1553,3 +1553,27 @@ async fn huge_bodies_are_not_read_whole() {
         );
     }
 }
+
+#[test]
+fn misspelled_names_get_the_closest_known_one() {
+    use super::models::{closest, table_ids};
+    assert_eq!(
+        closest("antropic", ["anthropic", "openai"]),
+        Some("anthropic")
+    );
+    assert_eq!(
+        closest("OpenAi", ["anthropic", "openai"]),
+        None,
+        "same name: nothing to suggest"
+    );
+    assert_eq!(closest("mistral", ["anthropic", "openai"]), None, "too far");
+    assert_eq!(
+        closest("claude-sonet-4-5", table_ids()),
+        Some("claude-sonnet-4-5")
+    );
+    let cfg = ProviderConfig::default();
+    let err = resolve_endpoint("anthropc", &cfg, &|_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("Did you mean `anthropic`?"), "{err}");
+}
