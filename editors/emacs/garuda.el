@@ -153,7 +153,21 @@ DATA is the error's data plist, whose :reason names a configuration problem."
       (let ((var (match-string 1 message)))
         (format "%s is not set: set it in Emacs's environment (M-x setenv) or add \"%s=...\" to `garuda-environment'"
                 var var)))
-     (t message))))
+     (t (let ((hint (garuda--did-you-mean message)))
+          (if hint
+              (replace-regexp-in-string "unknown provider `[^`]+`" (lambda (m) (concat m hint)) message t t)
+            message))))))
+
+(defun garuda--did-you-mean (message)
+  "\" (did you mean ...?)\" for an unknown provider in MESSAGE, from its list.
+The server may say it itself one day; then nothing is added."
+  (when (and (not (string-match-p "did you mean" message))
+             (string-match "unknown provider `\\([^`]+\\)'?`?[^:]*: *\\([a-z0-9_, -]+\\)" message))
+    (let* ((bad (match-string 1 message))
+           (names (split-string (match-string 2 message) "[ ,]+" t))
+           (best (car (sort (cl-remove-if (lambda (n) (> (string-distance bad n) 2)) names)
+                            (lambda (a b) (< (string-distance bad a) (string-distance bad b)))))))
+      (when best (format " (did you mean `%s'?)" best)))))
 
 (defun garuda--error-message (err)
   "A sentence for ERR, a jsonrpc error plist or condition."
@@ -1009,9 +1023,16 @@ output, also when another window is selected."
   "Create a session for chat BUF (on its first prompt); return its id."
   (with-current-buffer buf
     (setq garuda--workspace-id (garuda--workspace garuda--root))
-    (let ((res (garuda--call "session/new"
-                             (append (list :workspaceId garuda--workspace-id :policy garuda-policy)
-                                     (and garuda-model (list :model garuda-model))))))
+    (let ((res (condition-case err
+                   (garuda--call "session/new"
+                                 (append (list :workspaceId garuda--workspace-id :policy garuda-policy)
+                                         (and garuda-model (list :model garuda-model))))
+                 (user-error
+                  ;; Say which setting gave the model the server did not take.
+                  (if (and garuda-model (string-match-p "provider\\|model" (cadr err)))
+                      (user-error "%s (the model %S is the value of `garuda-model'; M-x customize-variable RET garuda-model)"
+                                  (cadr err) garuda-model)
+                    (signal (car err) (cdr err)))))))
       (setq garuda--session-id (plist-get res :sessionId)
             garuda--session-conn garuda--connection
             garuda--fresh nil

@@ -649,6 +649,20 @@ the next prompt starts a new server and continues the session."
     (should (string-match-p "set .garuda-program."
                             (cadr (should-error (garuda--connect) :type 'user-error))))))
 
+(ert-deftest garuda-test-c1-misspelled-provider ()
+  "A misspelled provider in `garuda-model': the chat says so once, with the likely name and
+the setting; the turn does not start."
+  (let ((chat (garuda-test--fresh nil)))
+    (setq garuda-model "antropic/claude-sonnet-4-5")
+    (with-current-buffer chat
+      (garuda-send "hello")
+      (should-not garuda--running)
+      (should-not garuda--session-id)
+      (let ((text (buffer-string)))
+        (should (string-match-p "\\[error: Garuda: session/new: unknown provider `antropic` (did you mean `anthropic'\\?)" text))
+        (should (string-match-p "the value of .garuda-model." text))
+        (should (= 1 (garuda-test--count "unknown provider" text)))))))
+
 (ert-deftest garuda-test-c2-broken-config ()
   "A typo in config.toml: the doctor and the chat show the server's own words (file,
 line, key) once, the turn does not stay running, and once fixed the next prompt works."
