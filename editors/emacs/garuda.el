@@ -130,6 +130,7 @@ session.  Either way, opening the chat creates no session."
 (defvar-local garuda--timed-out nil "Alist of toolCallId to seconds for approvals that timed out.")
 (defvar-local garuda--compaction-seen nil "A compaction event arrived for the last request.")
 (defvar-local garuda--last-result nil "Result plist (or error) of the last turn.")
+(defvar-local garuda--dropped-note nil "Queued prompts dropped during the turn, said at its end.")
 (defvar-local garuda--turn-from nil "Where the running or last turn's text starts.")
 (defvar-local garuda--turn-start nil "`float-time' when the last turn was sent.")
 (defvar-local garuda--first-delta nil "`float-time' of the last turn's first text.")
@@ -1280,12 +1281,16 @@ Works from the chat buffer and from any file buffer of the project."
               (delete-region (point-min) (point)))))))))
 
 (defun garuda--drop-queue (why)
-  "Drop the queued prompts, saying so in the chat (WHY: what happened)."
+  "Drop the queued prompts, saying so in the chat (WHY: what happened).
+During a turn the note waits for its end, so no tool's result is cut
+from its tool line."
   (when garuda--queue
-    (garuda--insert (format "\n⏳ %s: %s dropped, not sent: %s" why
-                            (if (cdr garuda--queue) "the queued prompts were" "the queued prompt was")
-                            (mapconcat (lambda (q) (car (split-string (car q) "\n"))) garuda--queue " · "))
-                    'garuda-note-face)
+    (let ((note (format "\n⏳ %s: %s dropped, not sent: %s" why
+                        (if (cdr garuda--queue) "the queued prompts were" "the queued prompt was")
+                        (mapconcat (lambda (q) (car (split-string (car q) "\n"))) garuda--queue " · "))))
+      (if garuda--running
+          (setq garuda--dropped-note (concat garuda--dropped-note note))
+        (garuda--insert note 'garuda-note-face)))
     (setq garuda--queue nil)
     (garuda--draw-prompt)
     (force-mode-line-update)))
@@ -1300,6 +1305,9 @@ A turn that ends in an error drops the queue (shown), never sends it."
       (unless (equal label "end_turn")
         (garuda--insert (format "\n[%s]" label)
                         (if (plist-get result :error) 'garuda-error-face 'garuda-note-face)))
+      (when garuda--dropped-note
+        (garuda--insert garuda--dropped-note 'garuda-note-face)
+        (setq garuda--dropped-note nil))
       (if (plist-get result :error)
           (garuda--drop-queue "the turn failed")
         (when garuda--queue

@@ -226,7 +226,8 @@
       (should (equal (plist-get garuda--last-result :stopReason) "cancelled"))
       (let ((text (buffer-string)))
         (should (string-match-p "\\[cancelled\\]" text))
-        (should (string-match-p "⏳ cancel: the queued prompt was dropped, not sent: and then this" text))
+        ;; Said after the turn, so the tool's result stays under its tool.
+        (should (string-match-p "✗ interrupted[^\n]*\n\\(    [^\n]*\n\\)*\\[cancelled\\]\n⏳ cancel: the queued prompt was dropped, not sent: and then this" text))
         (should-not (string-match-p "⏳ queued" text)))
       (garuda-test--wait (lambda () (string-empty-p (garuda-test--marked "garuda-el-cancel")))))))
 

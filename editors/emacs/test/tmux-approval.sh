@@ -2,6 +2,7 @@
 # A person types into a code buffer of a real `emacs -nw` (in tmux) while an approval appears:
 # nothing is approved, no keystroke is lost, and the approval is answered after C-c C-a.
 # Usage: GARUDA_BIN=/path/to/garuda editors/emacs/test/tmux-approval.sh
+# GARUDA_TMUX_SCREENS=DIR keeps the screens it checks there (waiting.txt, answered.txt).
 # Waits poll the screen with a generous safety net; nothing asserts how long anything takes.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -29,6 +30,7 @@ fail() {
   exit 1
 }
 screen() { t capture-pane -p -t test; }
+keep_screen() { if [ -n "${GARUDA_TMUX_SCREENS:-}" ]; then screen > "$GARUDA_TMUX_SCREENS/$1.txt"; fi; }
 # Wait until the screen matches the extended regexp $1 (up to $2 tenths of a second, default 300).
 wait_screen() {
   local i
@@ -88,6 +90,7 @@ wait_file "$ws/code.txt" "$typed"
 screen | grep -q 'Garuda wants to run bash' || fail "the approval is gone without an answer"
 screen | grep -q '\[Garuda approval: C-c C-a\]' || fail "the mode line does not show the waiting approval"
 screen | grep -Eq 'approval: (allowed|rejected)' && fail "the approval was answered by typing"
+keep_screen waiting
 echo "ok: typing in the code buffer approved nothing and lost no keystroke"
 
 # On purpose: C-c C-a goes to the approval, RET does nothing, y allows once.
@@ -101,6 +104,7 @@ wait_screen 'The command ran\.'
 [ "$(cat "$ws/ran.txt")" = "approved" ] || fail "the approved command did not run"
 screen | grep -q 'approval: allowed once' || fail "the chat does not say the approval was answered"
 screen | grep -Eq '/128\.0k \([0-9]+%\)' || fail "the header line does not show the context use as (N%)"
+keep_screen answered
 echo "ok: the approval was answered after C-c C-a"
 
 # Back in the code buffer: the next keys go there.
