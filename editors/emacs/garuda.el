@@ -1641,9 +1641,10 @@ Returns a list of (LEVEL . TEXT), LEVEL being ok, warn or error."
                       (add 'ok "server: starts and answers initialize")
                       (let ((root (garuda--root)))
                         (condition-case err
-                            (progn (jsonrpc-request conn 'workspace/open (list :root root)
-                                                    :timeout garuda-request-timeout)
-                                   (add 'ok "project %s opens" root))
+                            (let ((ws (jsonrpc-request conn 'workspace/open (list :root root)
+                                                       :timeout garuda-request-timeout)))
+                              (add 'ok "project %s opens" root)
+                              (seq-doseq (w (plist-get ws :warnings)) (add 'warn "%s" w)))
                           (jsonrpc-error (add 'error "project %s: %s" root (garuda--error-message err))))))
                   (ignore-errors (jsonrpc-request conn 'shutdown nil :timeout 5)
                                  (jsonrpc-notify conn 'exit nil))

@@ -696,6 +696,30 @@ line, key) once, the turn does not stay running, and once fixed the next prompt 
             (should (string-match-p "Works again\\." (buffer-string)))))
       (when (file-exists-p cfg) (delete-file cfg)))))
 
+(ert-deftest garuda-test-c3-broken-project-config ()
+  "A typo in the project's .garuda/config.toml: the doctor names the file and line, and the
+chat shows it once and does not stay running."
+  (let* ((ws (garuda-test--project "ws3"))
+         (cfg (expand-file-name ".garuda/config.toml" ws))
+         (file (expand-file-name "f.txt" ws)))
+    (make-directory (file-name-directory cfg) t)
+    (with-temp-file cfg (insert "[context]\nauto_compact = maybe\n"))
+    (with-temp-file file (insert "x\n"))
+    (setq garuda-model (garuda-test--cassette (list (garuda-test--text "x"))))
+    (with-current-buffer (find-file-noselect file)
+      (let ((err (cdr (cl-find-if (lambda (r) (and (eq (car r) 'error) (string-match-p "project" (cdr r))))
+                                  (garuda-doctor)))))
+        (should err)
+        (should (string-match-p (regexp-quote cfg) err))
+        (should (string-match-p "line 2" err)))
+      (let ((chat (garuda-send "hello")))
+        (with-current-buffer chat
+          (should-not garuda--running)
+          (should (string-match-p (regexp-quote cfg) (buffer-string)))
+          (should (= 1 (garuda-test--count "> hello" (buffer-string)))))
+        (kill-buffer chat))
+      (kill-buffer))))
+
 (ert-deftest garuda-test-d-y-or-n-p-approver ()
   "A synchronous approver is asked only when the user goes to the approval."
   (let* ((garuda-approve-function #'garuda-approve-with-y-or-n-p)
