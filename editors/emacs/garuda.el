@@ -311,7 +311,8 @@ at once (a bad config.toml) signals a `user-error' in the server's words."
                                :clientInfo (list :name "garuda.el")
                                :capabilities (list :workspace (list :applyEdit t)))
                          :timeout garuda-request-timeout)
-      (jsonrpc-error
+      ;; A jsonrpc-error ("Server died"), or a plain error when it died before the request was written.
+      ((jsonrpc-error error)
        (let ((proc (jsonrpc--process conn)))
          (with-timeout (2 nil)
            (while (process-live-p proc) (accept-process-output proc 0.05)))

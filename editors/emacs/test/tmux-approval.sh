@@ -14,7 +14,7 @@ ws="$tmp/ws"
 mkdir -p "$ws/.git" "$tmp/home"
 : > "$ws/code.txt"
 
-t() { tmux -L "$sock" "$@"; }
+t() { tmux -L "$sock" -f /dev/null "$@"; }
 cleanup() {
   local pid
   pid="$(t display-message -p -t test '#{pane_pid}' 2>/dev/null || true)"
