@@ -961,7 +961,8 @@ output, also when another window is selected."
          (when (equal (plist-get (plist-get a :params) :toolCallId) (plist-get event :id))
            (setq garuda--approvals (delq a garuda--approvals))
            (garuda--close-approval a)
-           (garuda--approvals-changed)))
+           ;; Withdrawn (e.g. a cancel): the next one, if any, is shown in its place.
+           (garuda--next-approval)))
        (garuda--insert
         (concat "\n  "
                 (cond ((or timed (equal (plist-get meta :approval) "timedOut")
