@@ -42,8 +42,13 @@ emacs_compile() {
 emacs_ert() {
   emacs --batch -L "$here/emacs" -l "$here/emacs/test/garuda-test.el" -f ert-run-tests-batch-and-exit
 }
+emacs_tmux() {
+  command -v tmux >/dev/null || { echo "tmux is missing: run scripts/provision.sh"; return 1; }
+  bash "$here/emacs/test/tmux-approval.sh"
+}
 step "emacs: byte-compile without warnings" emacs_compile
 step "emacs: ERT against the binary" emacs_ert
+step "emacs: typing in a code buffer while an approval appears (real emacs -nw in tmux)" emacs_tmux
 
 cd "$here/vscode" || exit 1
 step "vscode: generated protocol types are current" npm run -s check-types

@@ -16,13 +16,15 @@
 ;; asks the project's chat, and `garuda-send-region' sends the region
 ;; (or the whole buffer) with a question.
 ;;
-;; Approvals open a buffer with the command or the diff of the proposed
-;; edit: y allows once, a allows always (this session, revocable with
-;; `garuda-permissions'), n or q rejects; RET does nothing.  Edits go
-;; through Emacs buffers (`workspace/applyEdit'): undoable, written by
-;; Emacs.  Other commands: `garuda-new-chat', `garuda-sessions',
-;; `garuda-compact', `garuda-summary', `garuda-context',
-;; `garuda-cancel', `garuda-doctor', `garuda-shutdown'.
+;; An approval is shown in a window that does not take the keyboard
+;; (and in the chat and the mode line); keys typed elsewhere never answer
+;; it.  C-c C-a (`garuda-approve') moves to it, where y allows once, a
+;; allows always (this session, revocable with `garuda-permissions'), n
+;; or q rejects; RET does nothing.  Edits go through Emacs buffers
+;; (`workspace/applyEdit'): undoable, written by Emacs.  Other commands:
+;; `garuda-new-chat', `garuda-sessions', `garuda-compact',
+;; `garuda-summary', `garuda-context', `garuda-cancel', `garuda-doctor',
+;; `garuda-shutdown'.
 
 ;;; Code:
 
@@ -58,11 +60,12 @@ nil uses the model configured in Garuda's config.toml."
 
 (defcustom garuda-approve-function #'garuda-approve-with-buffer
   "Function that answers a `permission/request'.
-`garuda-approve-with-buffer' (the default) shows the command or the
-diff in a buffer and returns at once; the answer comes from the keys
-pressed there.  Any other function is called with the request params
-\(a plist with :title, :toolName, :input and :options) and returns the
-chosen optionId string."
+`garuda-approve-with-buffer' (the default): `garuda-approve' (C-c C-a)
+moves to the approval buffer, where y, a or n answer.  Any other
+function is called by `garuda-approve' (never when the approval
+arrives, so it cannot catch keys typed for something else) with the
+request params (a plist with :title, :toolName, :input and :options)
+and returns the chosen optionId string."
   :type '(choice (function-item garuda-approve-with-buffer)
                  (function-item garuda-approve-with-y-or-n-p)
                  function))
@@ -74,6 +77,13 @@ chosen optionId string."
 (defcustom garuda-events-buffer-size 100000
   "Characters kept in the `*garuda events*' log (0 turns it off)."
   :type 'integer)
+
+(defcustom garuda-continue-latest t
+  "Non-nil: a project's chat continues its latest session.
+Opening the chat after Emacs starts shows that session's history, and
+the first prompt continues it.  nil: the first prompt starts a new
+session.  Either way, opening the chat creates no session."
+  :type 'boolean)
 
 (defcustom garuda-environment nil
   "Extra environment for the server, e.g. (\"ANTHROPIC_API_KEY=...\")."
@@ -100,15 +110,18 @@ chosen optionId string."
 (defvar garuda--marker nil "GARUDA_OWNER value of the running server.")
 (defvar garuda--approvals nil "Pending approvals, oldest first.")
 (defvar garuda--stopping nil "Non-nil while `garuda-shutdown' runs.")
+(defvar garuda--approval-return nil "Window to go back to once the approval is answered.")
 
-(defvar-local garuda--session-id nil "The chat buffer's session.")
+(defvar-local garuda--session-id nil "The chat buffer's session (nil until the first prompt).")
+(defvar-local garuda--session-conn nil "The connection that has loaded the session.")
+(defvar-local garuda--fresh nil "Non-nil: the next prompt starts a new session.")
 (defvar-local garuda--workspace-id nil "The chat buffer's workspace.")
 (defvar-local garuda--root nil "The chat buffer's project root.")
 (defvar-local garuda--model nil "The chat buffer's model.")
 (defvar-local garuda--window nil "Context window of the model.")
 (defvar-local garuda--context-tokens nil "Context tokens of the last step.")
-(defvar-local garuda--input-marker nil "Start of the input area.")
-(defvar-local garuda--output-marker nil "Where streamed text goes.")
+(defvar-local garuda--input-marker nil "Start of the input area (after the prompt).")
+(defvar-local garuda--output-marker nil "Where streamed text goes (before the prompt).")
 (defvar-local garuda--running nil "Non-nil while a turn runs.")
 (defvar-local garuda--activity nil "What the running turn does now, for the header line.")
 (defvar-local garuda--mode nil "What was streamed last: text, thinking or tool.")
@@ -117,6 +130,8 @@ chosen optionId string."
 (defvar-local garuda--timed-out nil "Alist of toolCallId to seconds for approvals that timed out.")
 (defvar-local garuda--compaction-seen nil "A compaction event arrived for the last request.")
 (defvar-local garuda--last-result nil "Result plist (or error) of the last turn.")
+(defvar-local garuda--dropped-note nil "Queued prompts dropped during the turn, said at its end.")
+(defvar-local garuda--turn-from nil "Where the running or last turn's text starts.")
 (defvar-local garuda--turn-start nil "`float-time' when the last turn was sent.")
 (defvar-local garuda--first-delta nil "`float-time' of the last turn's first text.")
 
@@ -139,7 +154,21 @@ DATA is the error's data plist, whose :reason names a configuration problem."
       (let ((var (match-string 1 message)))
         (format "%s is not set: set it in Emacs's environment (M-x setenv) or add \"%s=...\" to `garuda-environment'"
                 var var)))
-     (t message))))
+     (t (let ((hint (garuda--did-you-mean message)))
+          (if hint
+              (replace-regexp-in-string "unknown provider `[^`]+`" (lambda (m) (concat m hint)) message t t)
+            message))))))
+
+(defun garuda--did-you-mean (message)
+  "\" (did you mean ...?)\" for an unknown provider in MESSAGE, from its list.
+The server may say it itself one day; then nothing is added."
+  (when (and (not (string-match-p "did you mean" message))
+             (string-match "unknown provider `\\([^`]+\\)'?`?[^:]*: *\\([a-z0-9_, -]+\\)" message))
+    (let* ((bad (match-string 1 message))
+           (names (split-string (match-string 2 message) "[ ,]+" t))
+           (best (car (sort (cl-remove-if (lambda (n) (> (string-distance bad n) 2)) names)
+                            (lambda (a b) (< (string-distance bad a) (string-distance bad b)))))))
+      (when best (format " (did you mean `%s'?)" best)))))
 
 (defun garuda--error-message (err)
   "A sentence for ERR, a jsonrpc error plist or condition."
@@ -184,10 +213,16 @@ DATA is the error's data plist, whose :reason names a configuration problem."
   "Non-nil when the server runs."
   (and garuda--connection (jsonrpc-running-p garuda--connection)))
 
-(defun garuda--stderr-tail (&optional n)
-  "The last N (default 8) lines the server wrote on stderr."
-  (let ((buf (get-buffer "*garuda stderr*")))
-    (when (buffer-live-p buf)
+(defun garuda--stderr-buffer (&optional conn)
+  "The buffer of CONN's (default: the running server's) stderr, or nil."
+  (let* ((conn (or conn garuda--connection))
+         (pipe (and conn (process-get (jsonrpc--process conn) 'garuda-stderr))))
+    (and pipe (buffer-live-p (process-buffer pipe)) (process-buffer pipe))))
+
+(defun garuda--stderr-tail (&optional conn n)
+  "The last N (default 8) lines CONN's server wrote on stderr."
+  (let ((buf (garuda--stderr-buffer conn)))
+    (when buf
       (with-current-buffer buf
         (let ((lines (split-string (buffer-string) "\n" t)))
           (mapcar (lambda (l) (replace-regexp-in-string "\e\\[[0-9;]*[A-Za-z]" "" l))
@@ -218,44 +253,87 @@ DATA is the error's data plist, whose :reason names a configuration problem."
     (unless garuda--stopping
       (garuda--reap-orphans marker)))
   (dolist (a garuda--approvals) (garuda--close-approval a))
-  (setq garuda--approvals nil))
+  (setq garuda--approvals nil)
+  (garuda--approvals-changed))
+
+(defun garuda--exit-description (proc)
+  "How PROC ended, e.g. \"killed by signal 9\" or \"exit code 2\"."
+  (if (and proc (eq (process-status proc) 'signal))
+      (format "killed by signal %s" (process-exit-status proc))
+    (format "exit code %s" (and proc (process-exit-status proc)))))
+
+(defun garuda--stderr-text (pipe)
+  "What the server wrote on its stderr PIPE, read to the end, without colors."
+  ;; The pipe is read apart from the process: its last lines may still be on the way.
+  (with-timeout (2 nil)
+    (while (process-live-p pipe) (accept-process-output pipe 0.05)))
+  (let ((buf (process-buffer pipe)))
+    (when (buffer-live-p buf)
+      (with-current-buffer buf
+        (string-trim (replace-regexp-in-string "\e\\[[0-9;]*[A-Za-z]" "" (buffer-string)))))))
+
+(defun garuda--start-server (name marker on-shutdown)
+  "Start `garuda serve' and run `initialize'; return the connection.
+NAME names the connection (its stderr goes to ` *NAME stderr*'), MARKER
+is its GARUDA_OWNER, ON-SHUTDOWN runs when it ends.  A server that exits
+at once (a bad config.toml) signals a `user-error' in the server's words."
+  (unless (executable-find garuda-program)
+    (user-error "Garuda: the garuda binary was not found: %S is not an executable on exec-path.  Install it (cargo install --path . in the garuda repository) or set `garuda-program'"
+                garuda-program))
+  (let* ((process-environment
+          (append (list "NO_COLOR=1" (concat "GARUDA_OWNER=" marker))
+                  garuda-environment process-environment))
+         ;; Our own stderr pipe, to read it to its end when the server dies at once, with a
+         ;; silent sentinel (not "Process … finished" in the log).  jsonrpc.el copies the
+         ;; lines of the buffer named so into its events log, and hides it.
+         (pipe (make-pipe-process :name (format "%s stderr" name)
+                                  :buffer (get-buffer-create (format "*%s stderr*" name))
+                                  :noquery t :sentinel #'ignore))
+         (conn (make-instance
+                'garuda-connection
+                :name name
+                :events-buffer-scrollback-size garuda-events-buffer-size
+                :process (lambda ()
+                           (make-process
+                            :name "garuda"
+                            :command (cons garuda-program garuda-program-args)
+                            :connection-type 'pipe
+                            :coding 'utf-8-emacs-unix
+                            :noquery t
+                            :stderr pipe))
+                :notification-dispatcher #'garuda--notification
+                :request-dispatcher #'garuda--request
+                :on-shutdown on-shutdown)))
+    (process-put (jsonrpc--process conn) 'garuda-stderr pipe)
+    (condition-case err
+        (jsonrpc-request conn 'initialize
+                         (list :processId (emacs-pid)
+                               :clientInfo (list :name "garuda.el")
+                               :capabilities (list :workspace (list :applyEdit t)))
+                         :timeout garuda-request-timeout)
+      ;; A jsonrpc-error ("Server died"), or a plain error when it died before the request was written.
+      ((jsonrpc-error error)
+       (let ((proc (jsonrpc--process conn)))
+         (with-timeout (2 nil)
+           (while (process-live-p proc) (accept-process-output proc 0.05)))
+         (let ((said (garuda--stderr-text pipe)))
+           (unless (process-live-p proc) (message nil)) ; jsonrpc's "Server exited", said better below
+           (when (process-live-p proc) (jsonrpc-shutdown conn t))
+           (user-error "Garuda: the server did not start (%s)%s"
+                       (if (process-live-p proc) (garuda--error-message err)
+                         (garuda--exit-description proc))
+                       (if (string-empty-p (or said "")) "" (concat ":\n" said)))))))
+    (jsonrpc-notify conn 'initialized (make-hash-table))
+    conn))
 
 (defun garuda--connect ()
-  "Start `garuda serve' and initialize it; return the connection."
+  "The running connection; start `garuda serve' and initialize it if needed."
   (unless (garuda--live-p)
-    (unless (executable-find garuda-program)
-      (user-error "Garuda: the garuda binary was not found: %S is not an executable on exec-path.  Install it (cargo install --path . in the garuda repository) or set `garuda-program'"
-                  garuda-program))
     (setq garuda--workspaces nil
+          garuda--connection nil
           garuda--marker (format "%d-%d-%d" (emacs-pid) (random 1000000000) (float-time)))
-    (when (get-buffer "*garuda stderr*")
-      (with-current-buffer "*garuda stderr*"
-        (let ((inhibit-read-only t)) (erase-buffer))))
-    (let* ((process-environment
-            (append (list "NO_COLOR=1" (concat "GARUDA_OWNER=" garuda--marker))
-                    garuda-environment process-environment))
-           (conn (make-instance
-                  'garuda-connection
-                  :name "garuda"
-                  :events-buffer-scrollback-size garuda-events-buffer-size
-                  :process (lambda ()
-                             (make-process
-                              :name "garuda"
-                              :command (cons garuda-program garuda-program-args)
-                              :connection-type 'pipe
-                              :coding 'utf-8-emacs-unix
-                              :noquery t
-                              :stderr (get-buffer-create "*garuda stderr*")))
-                  :notification-dispatcher #'garuda--notification
-                  :request-dispatcher #'garuda--request
-                  :on-shutdown #'garuda--on-shutdown)))
-      (jsonrpc-request conn 'initialize
-                       (list :processId (emacs-pid)
-                             :clientInfo (list :name "garuda.el")
-                             :capabilities (list :workspace (list :applyEdit t)))
-                       :timeout garuda-request-timeout)
-      (jsonrpc-notify conn 'initialized (make-hash-table))
-      (setq garuda--connection conn)))
+    (setq garuda--connection
+          (garuda--start-server "garuda" garuda--marker #'garuda--on-shutdown)))
   garuda--connection)
 
 (defun garuda--call (method params)
@@ -343,7 +421,8 @@ answer) unparsed until more output comes; run the filter again to parse it."
     "reject"))
 
 (defun garuda-approve-with-buffer (_params)
-  "Marker for the default approval UI (a buffer with y/a/n keys)."
+  "Marker for the default approval UI (a buffer with y/a/n keys).
+`garuda-approve' moves to that buffer."
   nil)
 
 (defun garuda--chat-of (sid)
@@ -357,7 +436,7 @@ answer) unparsed until more output comes; run the filter again to parse it."
       (garuda--insert (concat "\n" text) (or face 'garuda-note-face)))))
 
 (defun garuda--permission (params)
-  "Handle a permission request PARAMS: answered later."
+  "Handle a permission request PARAMS: answered later, on purpose."
   (let* ((sid (plist-get params :sessionId))
          (tool (plist-get params :toolName))
          (chat (garuda--chat-of sid)))
@@ -368,16 +447,33 @@ answer) unparsed until more output comes; run the filter again to parse it."
       (garuda--defer
        (lambda (conn id)
          (let ((a (list :id id :conn conn :params params :chat chat :start (float-time))))
-           (if (eq garuda-approve-function #'garuda-approve-with-buffer)
-               (progn
-                 (setq garuda--approvals (append garuda--approvals (list a)))
-                 (when (eq (car garuda--approvals) a) (garuda--show-approval a)))
-             ;; A synchronous approver runs outside the process filter.
-             (run-at-time 0 nil
-                          (lambda ()
-                            (garuda--answer a (or (ignore-errors
-                                                    (funcall garuda-approve-function params))
-                                                  "reject")))))))))))
+           (setq garuda--approvals (append garuda--approvals (list a)))
+           (garuda--note chat (format "  ⚠ approval waiting: %s · C-c C-a (M-x garuda-approve) to answer"
+                                      (plist-get params :title))
+                         'warning)
+           (when (eq (car garuda--approvals) a) (garuda--show-approval a))
+           (garuda--approvals-changed)))))))
+
+(defvar garuda-approval-waiting-mode-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map (kbd "C-c C-a") #'garuda-approve)
+    map)
+  "Keys of `garuda-approval-waiting-mode': C-c C-a goes to the approval.")
+
+(define-minor-mode garuda-approval-waiting-mode
+  "On while a Garuda approval waits: the mode line says so, C-c C-a answers.
+It is turned on and off by garuda.el itself."
+  :global t
+  :lighter (:propertize " [Garuda approval: C-c C-a]" face warning)
+  :keymap garuda-approval-waiting-mode-map)
+
+(defun garuda--approvals-changed ()
+  "Show in every mode line and chat header whether an approval waits."
+  (garuda-approval-waiting-mode (if garuda--approvals 1 -1))
+  (force-mode-line-update t)
+  (when garuda--approvals
+    (message "Garuda: approval waiting (%s): C-c C-a to answer"
+             (plist-get (plist-get (car garuda--approvals) :params) :title))))
 
 (defun garuda--proposed-change (params root)
   "(PATH OLD NEW) an edit_file or write_file call in PARAMS proposes in ROOT."
@@ -421,6 +517,7 @@ answer) unparsed until more output comes; run the filter again to parse it."
     (define-key map (kbd "a") #'garuda-approval-allow-always)
     (define-key map (kbd "n") #'garuda-approval-reject)
     (define-key map (kbd "q") #'garuda-approval-reject)
+    (define-key map (kbd "s") #'garuda-approval-save-first)
     (define-key map (kbd "RET") #'garuda-approval-hint)
     (define-key map (kbd "SPC") #'garuda-approval-hint)
     map)
@@ -428,6 +525,7 @@ answer) unparsed until more output comes; run the filter again to parse it."
 
 (define-derived-mode garuda-approval-mode special-mode "Garuda-Approve"
   "A tool call waiting for approval: y allow once, a allow always, n reject.
+s saves the file's buffer first when it has unsaved changes.
 RET does nothing: a bare Enter never approves.")
 
 (defun garuda--fontify-diff (text)
@@ -441,19 +539,35 @@ RET does nothing: a bare Enter never approves.")
                                          (t 'default))))
              (split-string text "\n") "\n"))
 
+(defun garuda--unsaved-buffer (params root)
+  "The buffer with unsaved changes the edit in PARAMS would touch, or nil."
+  (let* ((rel (plist-get (plist-get params :input) :path))
+         (buf (and root (stringp rel)
+                   (member (plist-get params :toolName) '("edit_file" "write_file"))
+                   (find-buffer-visiting (expand-file-name rel root)))))
+    (and buf (buffer-modified-p buf) buf)))
+
 (defun garuda--show-approval (a)
-  "Show approval A in the `*garuda approval*' buffer."
+  "Show approval A in `*garuda approval*', in a window that does not take focus."
   (let* ((params (plist-get a :params))
          (tool (plist-get params :toolName))
          (root (and (plist-get a :chat) (buffer-local-value 'garuda--root (plist-get a :chat))))
          (change (and root (member tool '("edit_file" "write_file"))
                       (garuda--proposed-change params root)))
+         (unsaved (garuda--unsaved-buffer params root))
          (buf (get-buffer-create "*garuda approval*")))
     (with-current-buffer buf
       (let ((inhibit-read-only t) (default-directory (or root default-directory)))
         (erase-buffer)
         (garuda-approval-mode)
         (insert (format "Garuda wants to run %s\n\n" (plist-get params :title)))
+        (when unsaved
+          (insert (propertize
+                   (format "⚠ %s has unsaved changes in Emacs.  Allowed as it is, the edit is refused
+  (your unsaved text is never overwritten).  s saves the buffer first: the model is then told
+  the file changed and reads it again.  The diff below is of the buffer's text.\n\n"
+                           (buffer-name unsaved))
+                   'face 'warning)))
         (cond
          ((and change (nth 2 change))
           (insert (garuda--fontify-diff
@@ -461,10 +575,17 @@ RET does nothing: a bare Enter never approves.")
          ((equal tool "bash")
           (insert "$ " (or (plist-get (plist-get params :input) :command) "") "\n"))
          (t (insert (json-encode (plist-get params :input)) "\n")))
-        (insert "\n  y allow once   a allow always (this session)   n reject   (RET does nothing)\n")
+        (insert (format "\n  y allow once   a allow always (this session)   n reject%s   (RET does nothing)\n"
+                        (if unsaved "   s save the buffer first" "")))
         (goto-char (point-min))))
     (setq a (plist-put a :buffer buf))
-    (pop-to-buffer buf)))
+    ;; Shown, never selected: keys typed in the user's buffer stay there.
+    (let ((win (display-buffer buf '((display-buffer-reuse-window
+                                      display-buffer-below-selected
+                                      display-buffer-pop-up-window)
+                                     (inhibit-same-window . t)))))
+      (when (window-live-p win) (set-window-point win 1)))
+    buf))
 
 (defun garuda--close-approval (a)
   "Close the buffer of approval A."
@@ -475,8 +596,12 @@ RET does nothing: a bare Enter never approves.")
       (when (buffer-live-p buf) (kill-buffer buf)))))
 
 (defun garuda--next-approval ()
-  "Show the next waiting approval."
-  (when garuda--approvals (garuda--show-approval (car garuda--approvals))))
+  "Go back where `garuda-approve' came from; show the next approval, if any."
+  (when (and garuda--approval-return (window-live-p garuda--approval-return))
+    (select-window garuda--approval-return))
+  (setq garuda--approval-return nil)
+  (when garuda--approvals (garuda--show-approval (car garuda--approvals)))
+  (garuda--approvals-changed))
 
 (defun garuda--answer (a choice)
   "Answer approval A with CHOICE (an optionId)."
@@ -513,6 +638,24 @@ RET does nothing: a bare Enter never approves.")
   "The approval on screen."
   (or (car garuda--approvals) (user-error "No Garuda approval is waiting")))
 
+(defun garuda-approve ()
+  "Go to the waiting approval; there y allows once, a always, n rejects.
+An approval never takes the keyboard by itself, so keys typed in another
+buffer never answer it.  With a `garuda-approve-function' other than
+the buffer, that function is asked now."
+  (interactive)
+  (let ((a (garuda--current-approval)))
+    (if (not (eq garuda-approve-function #'garuda-approve-with-buffer))
+        (garuda--answer a (or (ignore-errors (funcall garuda-approve-function (plist-get a :params)))
+                              "reject"))
+      (let ((buf (plist-get a :buffer)))
+        (unless (buffer-live-p buf) (setq buf (garuda--show-approval a)))
+        (unless (eq (window-buffer) buf)
+          (setq garuda--approval-return (selected-window)))
+        (select-window (or (get-buffer-window buf) (display-buffer buf)))
+        (goto-char (point-min))
+        (message "Garuda: y allow once, a allow always, n reject")))))
+
 (defun garuda-approval-allow-once ()
   "Allow this tool call once."
   (interactive)
@@ -527,6 +670,20 @@ RET does nothing: a bare Enter never approves.")
   "Reject this tool call."
   (interactive)
   (garuda--answer (garuda--current-approval) "reject"))
+
+(defun garuda-approval-save-first ()
+  "Save the buffer the proposed edit would change, then show the approval again."
+  (interactive)
+  (let* ((a (garuda--current-approval))
+         (chat (plist-get a :chat))
+         (buf (garuda--unsaved-buffer (plist-get a :params)
+                                      (and chat (buffer-local-value 'garuda--root chat)))))
+    (if (not buf)
+        (message "Garuda: nothing to save")
+      (with-current-buffer buf (save-buffer))
+      (garuda--show-approval a)
+      (select-window (get-buffer-window (plist-get a :buffer)))
+      (message "Garuda: saved %s; y allow once, a allow always, n reject" (buffer-name buf)))))
 
 (defun garuda-approval-hint ()
   "Say which keys answer (RET never approves)."
@@ -636,48 +793,102 @@ RET does nothing: a bare Enter never approves.")
     (define-key map (kbd "C-c C-i") #'garuda-context)
     (define-key map (kbd "C-c C-s") #'garuda-sessions)
     (define-key map (kbd "C-c C-p") #'garuda-permissions)
+    (define-key map (kbd "C-c C-a") #'garuda-approve)
+    (define-key map [remap self-insert-command] #'garuda-self-insert)
     map)
   "Keymap of `garuda-chat-mode'.")
 
 (define-derived-mode garuda-chat-mode text-mode "Garuda"
   "Chat with Garuda.  Type after the prompt; RET sends, C-j is a newline.
-TAB on a tool or thinking line shows or hides its text."
-  ;; Output is always inserted where the input area starts, so one marker serves both.
+TAB on a tool or thinking line shows or hides its text.  C-c C-a answers
+a waiting approval."
+  ;; Output goes before the prompt, the input after it: the prompt is always there.
+  (setq-local garuda--output-marker (copy-marker (point-max)))
   (setq-local garuda--input-marker (copy-marker (point-max)))
-  (setq-local garuda--output-marker garuda--input-marker)
   (add-to-invisibility-spec '(garuda . t))
-  (setq header-line-format '(:eval (garuda--header-line))))
+  (setq header-line-format '(:eval (garuda--header-line)))
+  (garuda--draw-prompt))
 
 (defun garuda--header-line ()
-  "The chat's header line: model, context use, activity, always-allowed tools."
-  (concat
-   (format " Garuda · %s" (or garuda--model "?"))
-   (when garuda--window
-     (format " · %s/%s (%d%%)" (garuda--tokens (or garuda--context-tokens 0))
-             (garuda--tokens garuda--window)
-             (round (* 100.0 (/ (float (or garuda--context-tokens 0)) garuda--window)))))
-   (when garuda--running (format " · %s" (or garuda--activity "running")))
-   (when garuda--queue (format " · %d queued" (length garuda--queue)))
-   (when garuda--always (format " · always: %s" (string-join garuda--always ",")))))
+  "The chat's header line: model, context use, activity, always-allowed tools.
+It is a mode line construct, so a % in it is doubled."
+  (string-replace
+   "%" "%%"
+   (concat
+    (format " Garuda · %s" (or garuda--model garuda-model "model from config.toml"))
+    (when garuda--window
+      (format " · %s/%s (%d%%)" (garuda--tokens (or garuda--context-tokens 0))
+              (garuda--tokens garuda--window)
+              (round (* 100.0 (/ (float (or garuda--context-tokens 0)) garuda--window)))))
+    (when garuda--running (format " · %s" (or garuda--activity "running")))
+    (when garuda--approvals " · approval waiting (C-c C-a)")
+    (when garuda--queue (format " · %d queued" (length garuda--queue)))
+    (when garuda--always (format " · always: %s" (string-join garuda--always ","))))))
 
 (defun garuda--update-header (buf)
   "Redraw BUF's header line."
   (when (buffer-live-p buf)
     (with-current-buffer buf (force-mode-line-update))))
 
+(defconst garuda--read-only '(read-only t front-sticky t rear-nonsticky t)
+  "Properties of the chat's text before the input.")
+
+(defun garuda--keeping-input (fn)
+  "Call FN, which changes the text before the input, keeping the input's places.
+Point, and the point of every window on the chat, when in the prompt or
+the input, keep their place in the input: a window at the end follows the
+output, also when another window is selected."
+  (let* ((in (marker-position garuda--input-marker))
+         (out (marker-position garuda--output-marker))
+         (rel (lambda (p) (and (>= p out) (max 0 (- p in)))))
+         (pt (funcall rel (point)))
+         (wins (mapcar (lambda (w) (cons w (funcall rel (window-point w))))
+                       (get-buffer-window-list (current-buffer) nil t))))
+    (let ((inhibit-read-only t)) (save-excursion (funcall fn)))
+    (when pt (goto-char (+ garuda--input-marker pt)))
+    (dolist (w wins)
+      (when (cdr w) (set-window-point (car w) (+ garuda--input-marker (cdr w)))))))
+
+(defun garuda--prompt-text ()
+  "The prompt: prompts queued while a turn runs, then \"> \"."
+  (concat "\n"
+          (mapconcat (lambda (q) (format "\n⏳ queued: %s (sent when the running turn ends)"
+                                         (car (split-string (car q) "\n"))))
+                     garuda--queue "")
+          "\n"
+          (propertize "> " 'field 'garuda-prompt)))
+
+(defun garuda--draw-prompt ()
+  "Draw the prompt again between the output and the input."
+  (garuda--keeping-input
+   (lambda ()
+     (delete-region garuda--output-marker garuda--input-marker)
+     (goto-char garuda--output-marker)
+     (insert (apply #'propertize (garuda--prompt-text) 'face 'garuda-note-face garuda--read-only))
+     (set-marker garuda--input-marker (point)))))
+
 (defun garuda--insert (text &optional face props)
-  "Insert TEXT (with FACE and text PROPS) before the input area."
-  (let ((inhibit-read-only t)
-        (follow (>= (point) garuda--output-marker)))
-    (save-excursion
-      (goto-char garuda--output-marker)
-      (let ((start (point)))
-        (insert (if face (propertize text 'face face) text))
-        (when props (add-text-properties start (point) props))
-        (set-marker garuda--output-marker (point))
-        (add-text-properties (point-min) (point) '(read-only t front-sticky t rear-nonsticky t))))
-    (when (and follow (= (point) garuda--output-marker) (not (garuda--input-text)))
-      (goto-char (point-max)))))
+  "Insert TEXT (with FACE and PROPS) at the end of the output, above the prompt."
+  (garuda--keeping-input
+   (lambda ()
+     (goto-char garuda--output-marker)
+     (let ((start (point)))
+       (insert (if face (propertize text 'face face) text))
+       (when props (add-text-properties start (point) props))
+       (add-text-properties start (point) garuda--read-only)
+       (set-marker garuda--output-marker (point))))))
+
+(defun garuda--reset-chat ()
+  "Empty the chat, keeping the text being typed."
+  (let ((input (buffer-substring-no-properties garuda--input-marker (point-max)))
+        (inhibit-read-only t))
+    (erase-buffer)
+    (set-marker garuda--output-marker (point-min))
+    (set-marker garuda--input-marker (point-min))
+    (setq garuda--queue nil garuda--mode nil)
+    (garuda--draw-prompt)
+    (goto-char (point-max))
+    (insert input)))
 
 (defun garuda--input-text ()
   "The text in the input area, or nil when empty."
@@ -720,7 +931,7 @@ TAB on a tool or thinking line shows or hides its text."
       ('thinking
        (garuda--insert "\n💭 thinking (TAB shows it)" 'garuda-thinking-face)
        (garuda--insert "\n    " 'garuda-thinking-face '(invisible garuda garuda-section t)))
-      ('text (when garuda--mode (garuda--insert "\n\n"))))
+      ('text (garuda--insert (if garuda--mode "\n\n" "\n"))))
     (setq garuda--mode mode)))
 
 (defun garuda--show-event (event)
@@ -749,7 +960,9 @@ TAB on a tool or thinking line shows or hides its text."
        (dolist (a garuda--approvals)
          (when (equal (plist-get (plist-get a :params) :toolCallId) (plist-get event :id))
            (setq garuda--approvals (delq a garuda--approvals))
-           (garuda--close-approval a)))
+           (garuda--close-approval a)
+           ;; Withdrawn (e.g. a cancel): the next one, if any, is shown in its place.
+           (garuda--next-approval)))
        (garuda--insert
         (concat "\n  "
                 (cond ((or timed (equal (plist-get meta :approval) "timedOut")
@@ -757,7 +970,9 @@ TAB on a tool or thinking line shows or hides its text."
                        (format "⏱ not run: the approval timed out%s"
                                (if timed (format " after %d s" timed) "")))
                       ((eq (plist-get meta :cancelled) t) "✗ interrupted")
-                      ((eq (plist-get event :isError) t) "✗ failed")
+                      ;; Why it failed is said on the line, not only in the folded output.
+                      ((eq (plist-get event :isError) t)
+                       (format "✗ failed: %s" (car (split-string (string-trim out) "\n"))))
                       (t "✓ done"))
                 (if (plist-get meta :exitCode) (format " · exit %s" (plist-get meta :exitCode)) "")
                 (format " · %d line%s (TAB shows)" n (if (= n 1) "" "s")))
@@ -803,50 +1018,109 @@ TAB on a tool or thinking line shows or hides its text."
                                    (plist-get event :message)))
                  ("paused" (format "⟲ auto-compaction paused after repeated failures: %s"
                                    (or (plist-get event :message) "")))
-                 (_ (format "⟲ compaction %s" phase)))
-               "\n")
+                 (_ (format "⟲ compaction %s" phase))))
        'garuda-note-face)
       (setq garuda--mode 'tool))))
 
 (defun garuda--new-session (buf)
-  "Create a session for chat BUF and show its header."
+  "Create a session for chat BUF (on its first prompt); return its id."
   (with-current-buffer buf
     (setq garuda--workspace-id (garuda--workspace garuda--root))
-    (let ((res (garuda--call "session/new"
-                             (append (list :workspaceId garuda--workspace-id :policy garuda-policy)
-                                     (and garuda-model (list :model garuda-model))))))
+    (let ((res (condition-case err
+                   (garuda--call "session/new"
+                                 (append (list :workspaceId garuda--workspace-id :policy garuda-policy)
+                                         (and garuda-model (list :model garuda-model))))
+                 (user-error
+                  ;; Say which setting gave the model the server did not take.
+                  (if (and garuda-model (string-match-p "provider\\|model" (cadr err)))
+                      (user-error "%s (the model %S is the value of `garuda-model'; M-x customize-variable RET garuda-model)"
+                                  (cadr err) garuda-model)
+                    (signal (car err) (cdr err)))))))
       (setq garuda--session-id (plist-get res :sessionId)
+            garuda--session-conn garuda--connection
+            garuda--fresh nil
             garuda--model (plist-get res :model)
             garuda--window (plist-get res :contextWindow)
             garuda--context-tokens nil garuda--always nil garuda--timed-out nil)
       (puthash garuda--session-id buf garuda--buffers)
-      (garuda--insert (format "Garuda · %s · model %s · context window %s tokens · policy %s\n"
-                              (file-name-nondirectory garuda--root) garuda--model
-                              (garuda--tokens garuda--window) garuda-policy)
+      (garuda--insert (format "\nnew session · model %s · context window %s tokens · policy %s"
+                              garuda--model (garuda--tokens garuda--window) garuda-policy)
                       'garuda-note-face)
       (seq-doseq (w (plist-get res :warnings))
-        (garuda--insert (format "⚠ %s\n" w) 'garuda-note-face))
-      (garuda--insert "\n> " 'garuda-note-face))))
+        (garuda--insert (format "\n⚠ %s" w) 'garuda-note-face))
+      garuda--session-id)))
+
+(defun garuda--latest-session (ws)
+  "The most recent session of workspace WS (headless runs left out), or nil."
+  (car (garuda--sorted-sessions
+        (plist-get (garuda--call "session/list" (list :workspaceId ws)) :sessions))))
+
+(defun garuda--resume (buf sid)
+  "Load session SID into chat BUF, show its history; return SID."
+  (let ((loaded (garuda--call "session/load" (list :sessionId sid)))
+        (messages (garuda--all-messages sid)))
+    (with-current-buffer buf
+      (garuda--reset-chat)
+      (when garuda--session-id (remhash garuda--session-id garuda--buffers))
+      (setq garuda--session-id sid garuda--session-conn garuda--connection garuda--fresh nil
+            garuda--workspace-id (plist-get loaded :workspaceId)
+            garuda--model (plist-get loaded :model) garuda--window nil garuda--context-tokens nil
+            garuda--always nil garuda--timed-out nil)
+      (puthash sid buf garuda--buffers)
+      (garuda--insert (format "Garuda · %s · model %s · session %s"
+                              (file-name-nondirectory garuda--root) garuda--model sid)
+                      'garuda-note-face)
+      (garuda--insert-history messages)
+      (garuda--insert "\n\n[resumed: the next prompt continues this session; C-c C-n starts a new one]"
+                      'garuda-note-face)
+      sid)))
+
+(defun garuda--ensure-session (buf)
+  "Chat BUF's session on the running server; return its id.
+After a restart of the server the session is loaded again; a chat
+without one continues the project's latest session (see
+`garuda-continue-latest') or starts one."
+  (with-current-buffer buf
+    (let ((conn (garuda--connect)))
+      (cond
+       ((and garuda--session-id (eq garuda--session-conn conn)))
+       (garuda--session-id
+        (setq garuda--workspace-id (garuda--workspace garuda--root))
+        (condition-case nil
+            (progn (garuda--call "session/load" (list :sessionId garuda--session-id))
+                   (setq garuda--session-conn conn))
+          (user-error (setq garuda--session-id nil) (garuda--new-session buf))))
+       ((and garuda-continue-latest (not garuda--fresh)
+             (let ((latest (garuda--latest-session (garuda--workspace garuda--root))))
+               (and latest (garuda--resume buf (plist-get latest :sessionId))))))
+       (t (garuda--new-session buf)))
+      (puthash garuda--session-id buf garuda--buffers)
+      garuda--session-id)))
 
 (defun garuda--chat-buffer (root)
-  "Return the chat buffer for ROOT, creating it and its session."
-  (let ((buf (get-buffer-create
-              (format "*garuda: %s*" (file-name-nondirectory (directory-file-name root))))))
+  "Return the chat buffer for ROOT, creating it; no session is created.
+A new chat shows the project's latest session when `garuda-continue-latest'."
+  (let* ((name (format "*garuda: %s*" (file-name-nondirectory (directory-file-name root))))
+         (old (get-buffer name))
+         (buf (get-buffer-create name)))
     (with-current-buffer buf
-      (unless (derived-mode-p 'garuda-chat-mode)
+      (unless (and old (derived-mode-p 'garuda-chat-mode))
         (garuda-chat-mode)
         (setq default-directory (file-name-as-directory root)
-              garuda--root root))
-      (cond
-       ((not garuda--session-id) (garuda--new-session buf))
-       ((not (garuda--live-p))
-        ;; A new server: load the session again (it lives on disk).
-        (garuda--connect)
-        (setq garuda--workspace-id (garuda--workspace root))
-        (condition-case nil
-            (garuda--call "session/load" (list :sessionId garuda--session-id))
-          (user-error (setq garuda--session-id nil) (garuda--new-session buf)))))
-      (puthash garuda--session-id buf garuda--buffers))
+              garuda--root root)
+        (condition-case err
+            (let ((latest (and garuda-continue-latest
+                               (garuda--latest-session (garuda--workspace root)))))
+              (if latest
+                  (garuda--resume buf (plist-get latest :sessionId))
+                (setq garuda--fresh t)
+                (garuda--insert (format "Garuda · %s · the first prompt starts a session"
+                                        (file-name-nondirectory root))
+                                'garuda-note-face)))
+          (error
+           (garuda--insert (format "Garuda · %s\n[error: %s]" (file-name-nondirectory root)
+                                   (error-message-string err))
+                           'garuda-error-face)))))
     buf))
 
 (defun garuda--root ()
@@ -873,24 +1147,25 @@ TAB on a tool or thinking line shows or hides its text."
     buf))
 
 (defun garuda-new-chat ()
-  "Start a new chat (a new session) for this project."
+  "Start a new chat for this project: its first prompt starts a new session."
   (interactive)
   (let ((buf (garuda--chat-buffer-for-command)))
     (with-current-buffer buf
       (when garuda--running (user-error "Garuda: a turn is running; `garuda-cancel' it first"))
-      (let ((inhibit-read-only t)
-            (input (buffer-substring garuda--input-marker (point-max))))
-        (erase-buffer)
-        (set-marker garuda--input-marker (point-min))
-        (setq garuda--session-id nil garuda--queue nil garuda--mode nil)
-        (garuda--new-session buf)
-        (save-excursion (goto-char (point-max)) (insert input))))
+      (garuda--reset-chat)
+      (when garuda--session-id (remhash garuda--session-id garuda--buffers))
+      (setq garuda--session-id nil garuda--session-conn nil garuda--fresh t
+            garuda--model nil garuda--window nil garuda--context-tokens nil
+            garuda--always nil garuda--timed-out nil)
+      (garuda--insert (format "Garuda · %s · new chat: the first prompt starts a session"
+                              (file-name-nondirectory garuda--root))
+                      'garuda-note-face))
     (pop-to-buffer buf)
     buf))
 
 (defun garuda-send-input ()
   "Send the text in the input area as a prompt.
-While a turn runs, the text is queued (and stays on screen) and sent
+While a turn runs, the text is queued (shown above the prompt) and sent
 when the turn ends."
   (interactive)
   (if (< (point) garuda--input-marker)
@@ -900,15 +1175,19 @@ when the turn ends."
         (let ((inhibit-read-only t)) (delete-region garuda--input-marker (point-max)))
         (garuda--submit (current-buffer) text nil)))))
 
+(defun garuda-self-insert ()
+  "Insert the typed character; typed in the output, it goes to the input."
+  (interactive)
+  (when (< (point) garuda--input-marker) (goto-char (point-max)))
+  (call-interactively #'self-insert-command))
+
 (defun garuda--submit (buf text blocks)
   "Send TEXT (and extra BLOCKS) in chat BUF now, or queue it while a turn runs."
   (with-current-buffer buf
     (if garuda--running
         (progn
           (setq garuda--queue (append garuda--queue (list (cons text blocks))))
-          (garuda--insert (format "%s\n⏳ queued; sent when the running turn ends\n"
-                                  (car (split-string text "\n")))
-                          'garuda-note-face)
+          (garuda--draw-prompt)
           (force-mode-line-update))
       (garuda--start-turn buf text blocks))))
 
@@ -950,41 +1229,51 @@ Works from the chat buffer and from any file buffer of the project."
                     (list :prompt prompt :blocks (list (plist-get sel :block))))
     buf))
 
+(defun garuda--died-text (conn)
+  "Why the server of CONN ended, with the last lines of its log."
+  (let ((tail (garuda--stderr-tail conn)))
+    (format "garuda exited (%s)%s"
+            (garuda--exit-description (and conn (jsonrpc--process conn)))
+            (if tail (concat "; last lines of its log:\n" (string-join tail "\n")) ""))))
+
 (defun garuda--start-turn (buf text extra)
   "Run a turn in chat BUF showing TEXT; EXTRA is nil or (:prompt P :blocks B)."
   (with-current-buffer buf
-    (let ((sid garuda--session-id)
-          (input (vconcat (list (list :type "text" :text (or (plist-get extra :prompt) text)))
-                          (plist-get extra :blocks))))
-      (garuda--insert (concat text "\n"))
-      (setq garuda--running t garuda--last-result nil garuda--mode nil garuda--activity "step 1"
-            garuda--turn-start (float-time) garuda--first-delta nil garuda--compaction-seen nil)
-      (force-mode-line-update)
-      (jsonrpc-async-request
-       (garuda--connect) 'turn/run
-       (list :sessionId sid :input input)
-       :timeout nil
-       :success-fn (lambda (res) (garuda--turn-done buf sid res (plist-get res :stopReason)))
-       :error-fn (lambda (err)
-                   (garuda--turn-done
-                    buf sid (list :error err)
-                    (let ((msg (plist-get err :message)))
-                      (if (equal msg "Server died")
-                          (let ((proc (and garuda--connection (jsonrpc--process garuda--connection))))
-                            (format "error: garuda exited (%s)%s"
-                                    (if (and proc (eq (process-status proc) 'signal))
-                                        (format "killed by signal %s" (process-exit-status proc))
-                                      (format "exit code %s" (and proc (process-exit-status proc))))
-                                    (let ((tail (garuda--stderr-tail)))
-                                      (if tail (concat "; last lines of its log:\n"
-                                                       (string-join tail "\n"))
-                                        ""))))
-                        (format "error: %s" (garuda--error-message err))))))))))
+    (let ((sid (condition-case err
+                   (garuda--ensure-session buf)
+                 (error
+                  (garuda--insert (concat "\n\n> " text) 'garuda-note-face)
+                  (garuda--insert (format "\n[error: %s]" (error-message-string err)) 'garuda-error-face)
+                  (garuda--drop-queue "not sent")
+                  nil))))
+      (when sid
+        (let ((conn garuda--connection)
+              (input (vconcat (list (list :type "text" :text (or (plist-get extra :prompt) text)))
+                              (plist-get extra :blocks))))
+          (setq garuda--turn-from (copy-marker garuda--output-marker))
+          (garuda--insert (concat "\n\n> " text "\n") 'garuda-note-face)
+          (setq garuda--running t garuda--last-result nil garuda--mode nil garuda--activity "step 1"
+                garuda--turn-start (float-time) garuda--first-delta nil garuda--compaction-seen nil)
+          (force-mode-line-update)
+          (condition-case err
+              (jsonrpc-async-request
+               conn 'turn/run
+               (list :sessionId sid :input input)
+               :timeout nil
+               :success-fn (lambda (res) (garuda--turn-done buf sid res (plist-get res :stopReason)))
+               :error-fn (lambda (err)
+                           (garuda--turn-done
+                            buf sid (list :error err)
+                            (if (equal (plist-get err :message) "Server died")
+                                (concat "error: " (garuda--died-text conn))
+                              (format "error: %s" (garuda--error-message err))))))
+            (error (garuda--turn-done buf sid (list :error err)
+                                      (format "error: %s" (error-message-string err))))))))))
 
 (defun garuda--trim-stderr ()
-  "Keep the last 200 lines of `*garuda stderr*' once it passes 1000."
-  (let ((sb (get-buffer "*garuda stderr*")))
-    (when (buffer-live-p sb)
+  "Keep the last 200 lines of the server's stderr log once it passes 1000."
+  (let ((sb (garuda--stderr-buffer)))
+    (when sb
       (with-current-buffer sb
         (when (> (count-lines (point-min) (point-max)) 1000)
           (let ((inhibit-read-only t))
@@ -993,32 +1282,66 @@ Works from the chat buffer and from any file buffer of the project."
               (forward-line -200)
               (delete-region (point-min) (point)))))))))
 
+(defun garuda--drop-queue (why)
+  "Drop the queued prompts, saying so in the chat (WHY: what happened).
+During a turn the note waits for its end, so no tool's result is cut
+from its tool line."
+  (when garuda--queue
+    (let ((note (format "\n⏳ %s: %s dropped, not sent: %s" why
+                        (if (cdr garuda--queue) "the queued prompts were" "the queued prompt was")
+                        (mapconcat (lambda (q) (car (split-string (car q) "\n"))) garuda--queue " · "))))
+      (if garuda--running
+          (setq garuda--dropped-note (concat garuda--dropped-note note))
+        (garuda--insert note 'garuda-note-face)))
+    (setq garuda--queue nil)
+    (garuda--draw-prompt)
+    (force-mode-line-update)))
+
 (defun garuda--turn-done (buf sid result label)
-  "Record RESULT of SID's turn in BUF, show LABEL, send what is queued."
+  "Record RESULT of SID's turn in BUF, show LABEL, send what is queued.
+A turn that ends in an error drops the queue (shown), never sends it."
   (garuda--trim-stderr)
   (when (buffer-live-p buf)
     (with-current-buffer buf
       (setq garuda--running nil garuda--last-result result garuda--activity nil garuda--mode nil)
-      (garuda--insert (format "\n[%s]\n\n> " label)
-                      (if (plist-get result :error) 'garuda-error-face 'garuda-note-face))
-      (force-mode-line-update)
-      (when (and garuda--queue (garuda--live-p))
-        (let ((next (pop garuda--queue)))
-          (run-at-time 0 nil (lambda ()
-                               (when (buffer-live-p buf)
-                                 (garuda--start-turn buf (car next) (cdr next)))))))))
+      (unless (equal label "end_turn")
+        (garuda--insert (format "\n[%s]" label)
+                        (if (plist-get result :error) 'garuda-error-face 'garuda-note-face)))
+      (when garuda--dropped-note
+        (garuda--insert garuda--dropped-note 'garuda-note-face)
+        (setq garuda--dropped-note nil))
+      (if (plist-get result :error)
+          (garuda--drop-queue "the turn failed")
+        (when garuda--queue
+          (let ((next (pop garuda--queue)))
+            (garuda--draw-prompt)
+            (run-at-time 0 nil (lambda ()
+                                 (when (buffer-live-p buf)
+                                   (garuda--start-turn buf (car next) (cdr next))))))))
+      ;; The next question goes at the prompt, wherever point was left.
+      (let ((from (or garuda--turn-from garuda--input-marker)))
+        (dolist (w (get-buffer-window-list buf nil t))
+          (when (>= (window-point w) from) (set-window-point w (point-max))))
+        (when (>= (point) from) (goto-char (point-max))))
+      (force-mode-line-update)))
   (run-hook-with-args 'garuda-turn-finished-functions sid result))
 
-(defun garuda--session ()
-  "The session of the current chat buffer (or the project's)."
-  (buffer-local-value 'garuda--session-id (garuda--chat-buffer-for-command)))
+(defun garuda--session (&optional create)
+  "The session of this chat (or the project's), loaded on the running server.
+Without CREATE, a chat that has none yet is an error."
+  (let ((buf (garuda--chat-buffer-for-command)))
+    (unless (or create (buffer-local-value 'garuda--session-id buf))
+      (user-error "Garuda: this chat has no session yet; the first prompt starts one"))
+    (garuda--ensure-session buf)))
 
 (defun garuda-cancel ()
-  "Cancel the running turn (and drop queued prompts)."
+  "Cancel the running turn (and drop queued prompts, saying so)."
   (interactive)
   (with-current-buffer (garuda--chat-buffer-for-command)
-    (setq garuda--queue nil))
-  (garuda--call "turn/cancel" (list :sessionId (garuda--session))))
+    (garuda--drop-queue "cancel")
+    (if (not (and garuda--running garuda--session-id))
+        (progn (message "Garuda: no turn is running") nil)
+      (garuda--call "turn/cancel" (list :sessionId garuda--session-id)))))
 
 (defun garuda-configure (&optional model policy)
   "Switch the session's MODEL or its approval POLICY.
@@ -1031,7 +1354,7 @@ Interactively: with a prefix argument, ask for the policy, else the model."
      (list (read-string "Model (e.g. anthropic/claude-haiku-4-5): ") nil)))
   (let* ((buf (garuda--chat-buffer-for-command))
          (res (garuda--call "session/configure"
-                            (append (list :sessionId (garuda--session))
+                            (append (list :sessionId (garuda--session t))
                                     (and model (not (string-empty-p model)) (list :model model))
                                     (and policy (list :policy policy))))))
     (garuda--note buf (format "⚙ model %s · approvals %s\n"
@@ -1105,25 +1428,40 @@ Interactively: with a prefix argument, ask for the policy, else the model."
               cursor (plist-get page :nextCursor))))
     out))
 
-(defun garuda--signature (m)
-  "A key of message M's content, to drop the copies a compaction re-installs."
-  (mapconcat (lambda (b) (format "%s:%s" (plist-get b :type)
-                                 (or (plist-get b :id) (plist-get b :tool_use_id)
-                                     (plist-get b :text) (plist-get b :thinking) "")))
-             (plist-get m :content) (concat "\x1f" (plist-get m :role))))
+(defun garuda--readable-summary (texts)
+  "The text blocks TEXTS of a compaction summary as sections a person reads.
+The model-facing parts go: the intro addressed to the model and the tags
+around the user's first request, their messages and the summary."
+  (let ((out nil))
+    (dolist (tx texts)
+      (cond
+       ((string-prefix-p "This session continues from an earlier" tx))
+       ((string-match "\\`<first_user_request>\n?\\(\\(?:.\\|\n\\)*?\\)\n?</first_user_request>" tx)
+        (push (concat "First request:\n" (match-string 1 tx)) out))
+       ((string-prefix-p "<user_messages>" tx)
+        (let ((msgs nil) (start 0))
+          (while (string-match "<message>\n?\\(\\(?:.\\|\n\\)*?\\)\n?</message>" tx start)
+            (push (concat "• " (replace-regexp-in-string "\n" "\n  " (match-string 1 tx))) msgs)
+            (setq start (match-end 0)))
+          (when (string-match "^\\(\\[[0-9]+ earlier user message.*\\]\\)$" tx)
+            (push (match-string 1 tx) msgs))
+          (push (concat "Your messages from that part:\n" (string-join (nreverse msgs) "\n")) out)))
+       ((string-match "\\`<summary>\n?\\(\\(?:.\\|\n\\)*?\\)\n?</summary>\\'" (string-trim tx))
+        (push (concat "Summary:\n" (match-string 1 (string-trim tx))) out))
+       (t (push tx out))))
+    (string-join (nreverse out) "\n\n")))
 
 (defun garuda--result-text (block)
   "The text of a tool_result BLOCK."
   (mapconcat (lambda (c) (or (plist-get c :text) "")) (plist-get block :content) ""))
 
 (defun garuda--insert-history (messages)
-  "Insert MESSAGES in the current chat: summaries as summaries, no duplicates."
-  (let ((compacted (make-hash-table :test #'equal))
-        (results (make-hash-table :test #'equal))
+  "Insert MESSAGES in the current chat: summaries as summaries, each step once.
+The steps a compaction kept are copies marked `copyOf' by the server; a
+message is never left out because its text matches an earlier one."
+  (let ((results (make-hash-table :test #'equal))
         (last-role nil))
     (dolist (m messages)
-      (when (equal (plist-get m :removed) "compacted")
-        (puthash (garuda--signature m) t compacted))
       (seq-doseq (b (plist-get m :content))
         (when (equal (plist-get b :type) "tool_result")
           (puthash (plist-get b :tool_use_id) b results))))
@@ -1133,15 +1471,12 @@ Interactively: with a prefix argument, ask for the policy, else the model."
                                                       (plist-get b :text)))
                                      (plist-get m :content)))))
         (cond
-         ((or (plist-get m :copyOf)
-              (and (not meta) (not (plist-get m :removed))
-                   (gethash (garuda--signature m) compacted)))
-          nil)
+         ((plist-get m :copyOf) nil)
          ((member meta '("summary" "handoff"))
           (garuda--insert (format "\n⟲ earlier conversation compacted; the model continues from this %s (TAB shows it)"
                                   meta)
                           'garuda-note-face)
-          (garuda--insert-section (string-join texts "\n") 'garuda-thinking-face)
+          (garuda--insert-section (garuda--readable-summary texts) 'garuda-thinking-face)
           (setq last-role nil))
          ((member meta '("restored_file" "restoredfile"))
           (dolist (tx texts)
@@ -1180,14 +1515,28 @@ Interactively: with a prefix argument, ask for the policy, else the model."
                    (garuda--insert-section (garuda--result-text r) 'garuda-note-face))))))
           (setq last-role "assistant")))))))
 
-(defun garuda--session-label (s)
-  "A line for session S: time, first line, messages."
+(defun garuda--session-title (s)
+  "The title of session S, as the picker shows it."
   (let ((title (plist-get s :title)))
-    (when (and (stringp title) (string-prefix-p "<garuda_note>" title)) (setq title nil))
-    (format "%s  %s  (%d messages)"
-            (format-time-string "%Y-%m-%d %H:%M"
-                                (/ (or (plist-get s :updated) (plist-get s :created) 0) 1000.0))
-            (or title "(no text yet)") (or (plist-get s :messageCount) 0))))
+    (if (and (stringp title) (not (string-empty-p title)) (not (string-prefix-p "<garuda_note>" title)))
+        (car (split-string title "\n"))
+      "(no text yet)")))
+
+(defun garuda--session-when (s)
+  "When session S was last active, e.g. \"today 14:05\" or \"2026-11-30 09:12\"."
+  (let ((time (/ (or (plist-get s :updated) (plist-get s :created) 0) 1000.0)))
+    (if (equal (format-time-string "%F" time) (format-time-string "%F"))
+        (format-time-string "today %H:%M" time)
+      (format-time-string "%F %H:%M" time))))
+
+(defun garuda--session-choices (sessions)
+  "Alist of picker lines to SESSIONS (newest first): the titles, made unique."
+  (let ((seen (make-hash-table :test #'equal)))
+    (mapcar (lambda (s)
+              (let* ((title (garuda--session-title s))
+                     (n (cl-incf (gethash title seen 0))))
+                (cons (if (= n 1) title (format "%s <%d>" title n)) s)))
+            sessions)))
 
 (defun garuda--sorted-sessions (sessions)
   "SESSIONS newest first, headless runs left out."
@@ -1196,40 +1545,42 @@ Interactively: with a prefix argument, ask for the policy, else the model."
                          (or (plist-get b :updated) (plist-get b :created) 0)))))
 
 (defun garuda-sessions ()
-  "Pick one of this project's sessions (newest first) and resume it."
+  "Pick one of this project's sessions by its title (newest first) and resume it.
+RET at once resumes the newest; the time and size are shown beside."
   (interactive)
   (let* ((buf (garuda--chat-buffer-for-command))
-         (ws (buffer-local-value 'garuda--workspace-id buf))
-         (sessions (garuda--sorted-sessions
-                    (plist-get (garuda--call "session/list" (list :workspaceId ws)) :sessions)))
-         (choices (mapcar (lambda (s) (cons (garuda--session-label s) s)) sessions))
+         (ws (with-current-buffer buf
+               (garuda--connect)
+               (setq garuda--workspace-id (garuda--workspace garuda--root))))
+         (choices (garuda--session-choices
+                   (garuda--sorted-sessions
+                    (plist-get (garuda--call "session/list" (list :workspaceId ws)) :sessions))))
+         (width (apply #'max 10 (mapcar (lambda (c) (string-width (car c))) choices)))
          (table (lambda (string pred action)
                   (if (eq action 'metadata)
-                      '(metadata (display-sort-function . identity)
-                                 (cycle-sort-function . identity))
-                    (complete-with-action action choices string pred))))
-         (pick (cdr (assoc (completing-read "Resume Garuda session: " table nil t) choices)))
-         (sid (plist-get pick :sessionId)))
-    (unless sid (user-error "Garuda: no session chosen"))
-    (when (buffer-local-value 'garuda--running buf)
-      (user-error "Garuda: a turn is running; `garuda-cancel' it first"))
-    (let ((loaded (garuda--call "session/load" (list :sessionId sid)))
-          (messages (garuda--all-messages sid)))
-      (with-current-buffer buf
-        (let ((inhibit-read-only t))
-          (erase-buffer)
-          (set-marker garuda--input-marker (point-min)))
-        (remhash garuda--session-id garuda--buffers)
-        (setq garuda--session-id sid garuda--model (plist-get loaded :model)
-              garuda--always nil garuda--timed-out nil garuda--queue nil garuda--mode nil)
-        (puthash sid buf garuda--buffers)
-        (garuda--insert (format "Garuda · %s · model %s · resumed session %s\n"
-                                (file-name-nondirectory garuda--root) garuda--model sid)
-                        'garuda-note-face)
-        (garuda--insert-history messages)
-        (garuda--insert (format "\n\n[resumed %s]\n\n> " sid) 'garuda-note-face)))
-    (pop-to-buffer buf)
-    sid))
+                      `(metadata (display-sort-function . identity)
+                                 (cycle-sort-function . identity)
+                                 (annotation-function
+                                  . ,(lambda (c)
+                                       (let ((s (cdr (assoc c choices))))
+                                         (when s
+                                           (format "%s  %s · %d messages"
+                                                   (make-string (- (1+ width) (string-width c)) ?\s)
+                                                   (garuda--session-when s)
+                                                   (or (plist-get s :messageCount) 0)))))))
+                    (complete-with-action action choices string pred)))))
+    (unless choices (user-error "Garuda: this project has no sessions yet"))
+    (let* ((pick (cdr (assoc (completing-read "Resume Garuda session: " table nil t nil nil
+                                              (caar choices))
+                             choices)))
+           (sid (plist-get pick :sessionId)))
+      (unless sid (user-error "Garuda: no session chosen"))
+      (when (buffer-local-value 'garuda--running buf)
+        (user-error "Garuda: a turn is running; `garuda-cancel' it first"))
+      (garuda--resume buf sid)
+      (pop-to-buffer buf)
+      (goto-char (point-max))
+      sid)))
 
 (defun garuda-summary ()
   "Show the latest compaction summary of this chat's session."
@@ -1241,11 +1592,12 @@ Interactively: with a prefix argument, ask for the policy, else the model."
     (with-current-buffer (get-buffer-create "*garuda summary*")
       (let ((inhibit-read-only t))
         (erase-buffer)
-        (seq-doseq (b (plist-get m :content))
-          (when (equal (plist-get b :type) "text") (insert (plist-get b :text))))
+        (insert (garuda--readable-summary
+                 (delq nil (mapcar (lambda (b) (and (equal (plist-get b :type) "text") (plist-get b :text)))
+                                   (plist-get m :content)))))
         (goto-char (point-min))
         (special-mode))
-      (display-buffer (current-buffer))
+      (pop-to-buffer (current-buffer))
       (current-buffer))))
 
 ;;;; Doctor
@@ -1280,7 +1632,28 @@ Returns a list of (LEVEL . TEXT), LEVEL being ok, warn or error."
           (with-temp-buffer
             (if (eq 0 (call-process bin nil t nil "--version"))
                 (add 'ok "version: %s" (string-trim (buffer-string)))
-              (add 'error "`%s --version' failed: %s" bin (string-trim (buffer-string)))))))
+              (add 'error "`%s --version' failed: %s" bin (string-trim (buffer-string)))))
+          ;; Start a server as the chat would: a broken config.toml shows here, in its words.
+          (condition-case err
+              (let ((conn (garuda--start-server "garuda-doctor"
+                                                (format "doctor-%d-%d" (emacs-pid) (random 1000000))
+                                                #'ignore)))
+                (unwind-protect
+                    (progn
+                      (add 'ok "server: starts and answers initialize")
+                      (let ((root (garuda--root)))
+                        (condition-case err
+                            (let ((ws (jsonrpc-request conn 'workspace/open (list :root root)
+                                                       :timeout garuda-request-timeout)))
+                              (add 'ok "project %s opens" root)
+                              (seq-doseq (w (plist-get ws :warnings)) (add 'warn "%s" w)))
+                          (jsonrpc-error (add 'error "project %s: %s" root (garuda--error-message err))))))
+                  (ignore-errors (jsonrpc-request conn 'shutdown nil :timeout 5)
+                                 (jsonrpc-notify conn 'exit nil))
+                  (let ((proc (jsonrpc--process conn)))
+                    (with-timeout (5 nil) (while (process-live-p proc) (accept-process-output proc 0.05))))
+                  (jsonrpc-shutdown conn t)))
+            (user-error (add 'error "%s" (string-remove-prefix "Garuda: " (error-message-string err)))))))
       (let* ((found (garuda--configured-model))
              (model (car found)))
         (if (not model)

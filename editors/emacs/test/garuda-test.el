@@ -64,12 +64,19 @@
 (defvar garuda-test-prompts nil "Texts of the approval buffers seen, newest first.")
 
 (defun garuda-test--press (keys)
-  "Press KEYS in the approval buffer."
-  (let ((buf (get-buffer "*garuda approval*")))
-    (should (buffer-live-p buf))
-    (with-selected-window (or (get-buffer-window buf) (display-buffer buf))
-      (set-buffer buf)
-      (execute-kbd-macro (kbd keys)))))
+  "Press KEYS in the selected window, as typed."
+  (execute-kbd-macro (kbd keys)))
+
+(defun garuda-test--type (text)
+  "Type TEXT in the selected window, a key per character (RET for a newline)."
+  (execute-kbd-macro (string-replace "\n" "\r" text)))
+
+(defun garuda-test--approve (keys)
+  "Go to the waiting approval the way a person does (C-c C-a), then press KEYS."
+  (garuda-approve)
+  (should (eq (window-buffer) (get-buffer "*garuda approval*")))
+  (set-buffer (window-buffer))
+  (garuda-test--press keys))
 
 (defun garuda-test--pump ()
   "Record the approval on screen and answer it with `garuda-test-auto'."
@@ -78,7 +85,7 @@
       (when (and (buffer-live-p buf) (not (memq buf (mapcar #'car garuda-test-prompts))))
         (push (cons buf (with-current-buffer buf (buffer-string))) garuda-test-prompts))
       (when (and garuda-test-auto (buffer-live-p buf))
-        (garuda-test--press garuda-test-auto)))))
+        (garuda-test--approve garuda-test-auto)))))
 
 (defun garuda-test--wait (pred &optional secs)
   "Pump process output until PRED is true (SECS, default 60, is a safety net)."
@@ -111,55 +118,117 @@
   "BUF's text, invisible parts included."
   (with-current-buffer buf (buffer-substring-no-properties (point-min) (point-max))))
 
+(defun garuda-test--code-buffer (name text)
+  "A file buffer NAME in the test project with TEXT, shown alone in the selected window."
+  (let ((path (expand-file-name name garuda-test-ws)))
+    (with-temp-file path (insert text))
+    (delete-other-windows)
+    (switch-to-buffer (find-file-noselect path))
+    (goto-char (point-max))
+    (current-buffer)))
+
+(defun garuda-test--count (regexp text)
+  "How many times REGEXP matches in TEXT."
+  (let ((n 0) (start 0))
+    (while (string-match regexp text start) (cl-incf n) (setq start (match-end 0)))
+    n))
+
 (ert-deftest garuda-test-1-start-and-turn ()
-  "RET at the approval does not approve; y does; the answer streams; the tool output is folded."
+  "An approval takes no focus and no keys; C-c C-a goes to it; RET does not approve, y does."
   (let* ((garuda-test-auto nil)
-         (buf (garuda-test--fresh
-               (list (garuda-test--tool "toolu_1" "bash" '(:command "echo garuda-ok"))
-                     (garuda-test--line (list '(:type "thinking" :thinking "The user wants it.")
-                                              '(:type "text" :text "The command printed garuda-ok."))
-                                        "end_turn" :chunks ["The command" " printed" " garuda-ok."])))))
-    (with-current-buffer buf
-      (should (garuda--live-p))
-      (should garuda--session-id)
-      (goto-char (point-max))
-      (insert "please run echo")
-      (garuda-send-input)
-      (garuda-test--wait (lambda () garuda--approvals))
-      (garuda-test--pump)
-      (should (string-match-p "bash: echo garuda-ok" (cdar garuda-test-prompts)))
-      (garuda-test--press "RET")
-      (accept-process-output nil 0.2)
-      (should garuda--approvals)
-      (should garuda--running)
-      (garuda-test--press "y")
-      (garuda-test--wait (garuda-test--done buf))
+         (chat (garuda-test--fresh
+                (list (garuda-test--tool "toolu_1" "bash" '(:command "echo garuda-ok"))
+                      (garuda-test--line (list '(:type "thinking" :thinking "The user wants it.")
+                                               '(:type "text" :text "The command printed garuda-ok."))
+                                         "end_turn" :chunks ["The command" " printed" " garuda-ok."]))))
+         (code (garuda-test--code-buffer "typing.txt" ""))
+         (win (selected-window)))
+    (should-not (buffer-local-value 'garuda--session-id chat))
+    (with-current-buffer chat (garuda-send "please run echo"))
+    (garuda-test--wait (lambda () garuda--approvals))
+    (garuda-test--pump)
+    (should (string-match-p "bash: echo garuda-ok" (cdar garuda-test-prompts)))
+    ;; Shown where it is seen, but the keyboard stays in the code buffer.
+    (should (get-buffer-window "*garuda approval*"))
+    (should (eq (selected-window) win))
+    (should (eq (window-buffer) code))
+    (should garuda-approval-waiting-mode)
+    (should (string-match-p "C-c C-a" (format "%S" (assq 'garuda-approval-waiting-mode minor-mode-alist))))
+    (should (string-match-p "⚠ approval waiting: bash: echo garuda-ok · C-c C-a" (garuda-test--text-of chat)))
+    ;; Words full of y, a and n typed in the code buffer answer nothing and all land there.
+    (garuda-test--type "# my array may stay\nyes and no, y a n q\n")
+    (accept-process-output nil 0.2)
+    (should (equal (with-current-buffer code (buffer-string)) "# my array may stay\nyes and no, y a n q\n"))
+    (should garuda--approvals)
+    (should-not (string-match-p "approval: \\(allowed\\|rejected\\)" (garuda-test--text-of chat)))
+    ;; At the approval: RET does nothing, y allows once; then back to the code buffer.
+    (garuda-approve)
+    (should (eq (window-buffer) (get-buffer "*garuda approval*")))
+    (set-buffer (window-buffer))
+    (garuda-test--press "RET")
+    (accept-process-output nil 0.2)
+    (should garuda--approvals)
+    (garuda-test--press "y")
+    (should (eq (selected-window) win))
+    (should-not garuda-approval-waiting-mode)
+    (garuda-test--wait (garuda-test--done chat))
+    (with-current-buffer chat
       (should (equal (plist-get garuda--last-result :stopReason) "end_turn"))
-      (let ((text (garuda-test--text-of buf)))
-        (should (string-match-p "please run echo\n+▸ bash: echo garuda-ok\n  approval: allowed once\n  ✓ done · exit 0" text))
-        (should (string-match-p "The command printed garuda-ok\\.\n\\[end_turn\\]" text))
+      (should garuda--session-id)
+      (let ((text (garuda-test--text-of chat)))
+        (should (string-match-p "> please run echo\n+▸ bash: echo garuda-ok\n  ⚠ approval waiting[^\n]*\n  approval: allowed once\n  ✓ done · exit 0" text))
+        (should (string-match-p "The command printed garuda-ok\\.\n\n> \\'" text))
+        (should-not (string-match-p "end_turn" text))
         (should (string-match-p "💭 thinking" text)))
       ;; The tool output is there but hidden until TAB.
-      (goto-char (point-min))
-      (search-forward "    garuda-ok")
-      (should (invisible-p (point)))
+      (save-excursion
+        (goto-char (point-min))
+        (search-forward "    garuda-ok")
+        (should (invisible-p (point))))
+      ;; The header line is a mode line construct: its % is doubled to show as one.
       (should (string-match-p "replay:" (garuda--header-line)))
-      (should (string-match-p "/128.0k" (garuda--header-line)))
+      (should (string-match-p "/128\\.0k ([0-9]+%%)" (garuda--header-line)))
       (message "TIMING emacs: command to first streamed character %.1f ms"
-               (* 1000 (- garuda--first-delta garuda--turn-start))))))
+               (* 1000 (- garuda--first-delta garuda--turn-start))))
+    (kill-buffer code)))
+
+(ert-deftest garuda-test-1b-next-question-at-the-prompt ()
+  "After a turn point is at the prompt: the next question is typed and sent without M->."
+  (let ((chat (garuda-test--fresh (list (garuda-test--text "One.") (garuda-test--text "Two.")))))
+    (delete-other-windows)
+    (switch-to-buffer chat)
+    (goto-char (point-max))
+    (garuda-test--press "first SPC question RET")
+    (garuda-test--wait (garuda-test--done chat))
+    (should (= (point) (point-max)))
+    (garuda-test--press "second SPC question RET")
+    (garuda-test--wait (garuda-test--done chat))
+    (let ((text (garuda-test--text-of chat)))
+      (should (string-match-p "> first question\n\nOne\\.\n\n> second question\n\nTwo\\.\n\n> \\'" text)))
+    ;; Typed in the output, a letter goes to the input instead of "Text is read-only".
+    (goto-char (point-min))
+    (garuda-test--press "x")
+    (should (equal (garuda--input-text) "x"))
+    (garuda-test--press "DEL")))
 
 (ert-deftest garuda-test-2-cancel ()
-  "Approve a slow bash call, cancel the turn: stopReason cancelled."
-  (let ((buf (garuda-test--fresh
-              (list (garuda-test--tool "toolu_2" "bash" '(:command "sleep 30; echo garuda-el-cancel"))
-                    (garuda-test--text "no")))))
-    (with-current-buffer buf
+  "Cancel a slow bash call: stopReason cancelled, and the queued prompt is said to be dropped."
+  (let ((chat (garuda-test--fresh
+               (list (garuda-test--tool "toolu_2" "bash" '(:command "sleep 30; echo garuda-el-cancel"))
+                     (garuda-test--text "no")))))
+    (with-current-buffer chat
       (garuda-send "slow please")
       (garuda-test--wait (lambda () (not (string-empty-p (garuda-test--marked "garuda-el-cancel")))))
+      (garuda-send "and then this")
+      (should (string-match-p "⏳ queued: and then this" (buffer-string)))
       (should (eq t (plist-get (garuda-cancel) :ok)))
-      (garuda-test--wait (garuda-test--done buf))
+      (garuda-test--wait (garuda-test--done chat))
       (should (equal (plist-get garuda--last-result :stopReason) "cancelled"))
-      (should (string-match-p "\\[cancelled\\]" (buffer-string)))
+      (let ((text (buffer-string)))
+        (should (string-match-p "\\[cancelled\\]" text))
+        ;; Said after the turn, so the tool's result stays under its tool.
+        (should (string-match-p "✗ interrupted[^\n]*\n\\(    [^\n]*\n\\)*\\[cancelled\\]\n⏳ cancel: the queued prompt was dropped, not sent: and then this" text))
+        (should-not (string-match-p "⏳ queued" text)))
       (garuda-test--wait (lambda () (string-empty-p (garuda-test--marked "garuda-el-cancel")))))))
 
 (ert-deftest garuda-test-3-edit-through-the-buffer ()
@@ -178,7 +247,8 @@
       (garuda-test--pump)
       (should (string-match-p "^-beta$" (cdar garuda-test-prompts)))
       (should (string-match-p "^\\+gamma$" (cdar garuda-test-prompts)))
-      (garuda-test--press "RET")
+      (should-not (string-match-p "unsaved" (cdar garuda-test-prompts)))
+      (garuda-test--approve "RET")
       (should garuda--approvals)
       (garuda-test--press "y")
       (garuda-test--wait (garuda-test--done chat))
@@ -193,24 +263,75 @@
         (save-buffer))
       (kill-buffer file-buf))))
 
+(ert-deftest garuda-test-3b-edit-of-an-unsaved-buffer ()
+  "The approval says up front that the buffer has unsaved changes and diffs its text;
+allowed as it is, the edit is refused and the chat says why; s saves first."
+  (let* ((path (expand-file-name "draft.txt" garuda-test-ws))
+         (garuda-test-auto nil))
+    (with-temp-file path (insert "one\ntwo\n"))
+    (let ((file-buf (find-file-noselect path))
+          (chat (garuda-test--fresh
+                 (list (garuda-test--tool "r1" "read_file" '(:path "draft.txt"))
+                       (garuda-test--tool "e1" "edit_file" '(:path "draft.txt" :old_string "two" :new_string "TWO"))
+                       (garuda-test--text "Refused, I see.")
+                       (garuda-test--tool "r2" "read_file" '(:path "draft.txt"))
+                       (garuda-test--tool "e2" "edit_file" '(:path "draft.txt" :old_string "two" :new_string "TWO"))
+                       (garuda-test--tool "r3" "read_file" '(:path "draft.txt"))
+                       (garuda-test--tool "e3" "edit_file" '(:path "draft.txt" :old_string "two" :new_string "TWO"))
+                       (garuda-test--text "Done now.")))))
+      (with-current-buffer file-buf (goto-char (point-max)) (insert "three (unsaved)\n"))
+      (with-current-buffer chat (garuda-send "capitalize two"))
+      (garuda-test--wait (lambda () garuda--approvals))
+      (garuda-test--pump)
+      (let ((shown (cdar garuda-test-prompts)))
+        (should (string-match-p "⚠ draft.txt has unsaved changes in Emacs" shown))
+        (should (string-match-p "s saves the buffer first" shown))
+        ;; A diff of the buffer's text, unsaved line included as context.
+        (should (string-match-p "^-two$" shown))
+        (should (string-match-p "^\\+TWO$" shown))
+        (should (string-match-p "^ three (unsaved)$" shown)))
+      (garuda-test--approve "y")
+      (garuda-test--wait (garuda-test--done chat))
+      (should (string-match-p "✗ failed: [^\n]*draft.txt has unsaved changes in Emacs; save or revert it first"
+                              (garuda-test--text-of chat)))
+      (should (equal (with-current-buffer file-buf (buffer-string)) "one\ntwo\nthree (unsaved)\n"))
+      ;; Again, saving first from the approval.
+      (setq garuda-test-prompts nil)
+      (with-current-buffer chat (garuda-send "try again"))
+      (garuda-test--wait (lambda () garuda--approvals))
+      (garuda-test--approve "s")
+      (should-not (buffer-modified-p file-buf))
+      (should-not (string-match-p "has unsaved changes" (with-current-buffer "*garuda approval*" (buffer-string))))
+      (garuda-test--press "y")
+      ;; Saved, the file changed since the model read it: it is told so, reads it again, asks again.
+      (garuda-test--wait (lambda () (string-match-p "file changed on disk since you read it" (garuda-test--text-of chat))))
+      (garuda-test--wait (lambda () garuda--approvals))
+      (garuda-test--approve "y")
+      (garuda-test--wait (garuda-test--done chat))
+      (should (equal (with-current-buffer file-buf (buffer-string)) "one\nTWO\nthree (unsaved)\n"))
+      (kill-buffer file-buf))))
+
 (ert-deftest garuda-test-4-switch-project-and-send-from-a-file ()
   "`garuda-send' from a file buffer asks that file's project; each project has its session."
   (let* ((chat1 (garuda-test--fresh (list (garuda-test--text "In project one."))))
-         (s1 (buffer-local-value 'garuda--session-id chat1))
          (file2 (expand-file-name "main.txt" garuda-test-ws2)))
-    (with-temp-file file2 (insert "hello\n"))
-    (setq garuda-model (garuda-test--cassette (list (garuda-test--text "In project two."))))
-    (with-current-buffer (find-file-noselect file2)
-      (let ((chat2 (garuda-send "where am I")))
-        (should-not (eq chat2 chat1))
-        (garuda-test--wait (garuda-test--done chat2))
-        (with-current-buffer chat2
-          (should (equal garuda--root garuda-test-ws2))
-          (should-not (equal garuda--session-id s1))
-          (should (string-match-p "In project two\\." (buffer-string)))))
-      (kill-buffer))
-    (should (equal (buffer-local-value 'garuda--session-id chat1) s1))
-    (should-not (string-match-p "In project two" (garuda-test--text-of chat1)))))
+    (with-current-buffer chat1 (garuda-send "here"))
+    (garuda-test--wait (garuda-test--done chat1))
+    (let ((s1 (buffer-local-value 'garuda--session-id chat1)))
+      (should s1)
+      (with-temp-file file2 (insert "hello\n"))
+      (setq garuda-model (garuda-test--cassette (list (garuda-test--text "In project two."))))
+      (with-current-buffer (find-file-noselect file2)
+        (let ((chat2 (garuda-send "where am I")))
+          (should-not (eq chat2 chat1))
+          (garuda-test--wait (garuda-test--done chat2))
+          (with-current-buffer chat2
+            (should (equal garuda--root garuda-test-ws2))
+            (should-not (equal garuda--session-id s1))
+            (should (string-match-p "In project two\\." (buffer-string)))))
+        (kill-buffer))
+      (should (equal (buffer-local-value 'garuda--session-id chat1) s1))
+      (should-not (string-match-p "In project two" (garuda-test--text-of chat1))))))
 
 (ert-deftest garuda-test-5-region-reaches-the-model ()
   "`garuda-send-region' sends the lines; the cassette line matches only them."
@@ -225,17 +346,46 @@
       (kill-buffer))))
 
 (ert-deftest garuda-test-6-input-during-a-turn-is-queued ()
-  "Text sent while a turn runs stays on screen, is queued, then sent."
+  "During a turn the prompt stays; text sent is shown as queued above it, then sent."
   (let ((chat (garuda-test--fresh (list (garuda-test--tool "s1" "bash" '(:command "sleep 1"))
                                         (garuda-test--text "First done.")
                                         (garuda-test--text "Second done.")))))
     (with-current-buffer chat
       (goto-char (point-max)) (insert "first") (garuda-send-input)
-      (garuda-test--wait (lambda () (buffer-local-value 'garuda--running chat)))
+      (garuda-test--wait (lambda () (string-match-p "approval: allowed once" (buffer-string))))
+      (should garuda--running)
+      (should (string-match-p "approval: allowed once\n\n> \\'" (buffer-string)))
       (goto-char (point-max)) (insert "second question") (garuda-send-input)
-      (should (string-match-p "second question\n⏳ queued" (buffer-string)))
+      (should (string-match-p "\n⏳ queued: second question (sent when the running turn ends)\n> \\'" (buffer-string)))
+      (should (string-match-p "1 queued" (garuda--header-line)))
+      ;; More typing during the turn stays in the input, apart from the output.
+      (insert "draft")
+      (garuda-test--wait (lambda () (string-match-p "First done\\." (buffer-string))))
       (garuda-test--wait (lambda () (string-match-p "Second done\\." (buffer-string))))
-      (garuda-test--wait (garuda-test--done chat)))))
+      (garuda-test--wait (garuda-test--done chat))
+      (let ((text (buffer-string)))
+        (should (string-match-p "First done\\.\n\n> second question\n\nSecond done\\.\n\n> draft\\'" text))
+        (should-not (string-match-p "⏳ queued" text)))
+      (should (equal (garuda--input-text) "draft"))
+      (let ((inhibit-read-only t)) (delete-region garuda--input-marker (point-max))))))
+
+(ert-deftest garuda-test-6a-chat-window-follows-output ()
+  "The chat window follows the output while another window is selected, when its point is at the end."
+  (let ((chat (garuda-test--fresh (list (garuda-test--text "Streamed while you type elsewhere."))))
+        (code (garuda-test--code-buffer "elsewhere.txt" "")))
+    (let ((chat-win (split-window-below)))
+      (set-window-buffer chat-win chat)
+      (set-window-point chat-win (with-current-buffer chat (point-max)))
+      (should (eq (window-buffer) code))
+      (with-current-buffer code (garuda-send "stream"))
+      (garuda-test--wait (garuda-test--done chat))
+      (should (eq (window-buffer) code))
+      (should (= (window-point chat-win) (with-current-buffer chat (point-max))))
+      (should (string-match-p "Streamed while you type elsewhere\\."
+                              (with-current-buffer chat
+                                (buffer-substring-no-properties (point-min) (window-point chat-win)))))
+      (delete-window chat-win))
+    (kill-buffer code)))
 
 (ert-deftest garuda-test-6b-switch-model-and-policy ()
   "`garuda-set-model' and `garuda-set-policy' switch the running session."
@@ -259,52 +409,149 @@
           (should (string-match-p "Ran\\." (garuda-test--text-of chat)))
           (should (= seen (length garuda-test-prompts))))))))
 
-(ert-deftest garuda-test-7-compaction-and-resume ()
-  "Compaction is one line with the numbers; a resumed session shows the summary as a summary."
-  (let ((lines nil))
-    (with-temp-file (expand-file-name "big.txt" garuda-test-ws)
-      (dotimes (i 800) (insert (format "filler line %d of the big file\n" i))))
-    (dotimes (i 6)
+(defun garuda-test--big-turns (prompts)
+  "Cassette lines: for each of PROMPTS a read of big.txt and an answer, then a summary."
+  (with-temp-file (expand-file-name "big.txt" garuda-test-ws)
+    (dotimes (i 800) (insert (format "filler line %d of the big file\n" i))))
+  (let ((lines nil) (i 0))
+    (dolist (_ prompts)
       (push (garuda-test--tool (format "r%d" i) "read_file" '(:path "big.txt") :tokens 20000) lines)
-      (push (garuda-test--text (format "answer %d" i) :tokens 20000) lines))
+      (push (garuda-test--text (format "answer %d" i) :tokens 20000) lines)
+      (cl-incf i))
     (push (garuda-test--text "SUMMARY-OF-THE-SESSION") lines)
-    (let* ((chat (garuda-test--fresh (nreverse lines)))
-           (sid (buffer-local-value 'garuda--session-id chat)))
-      (with-current-buffer chat
-        (dotimes (i 6)
-          (garuda-send (format "question %d" i))
-          (garuda-test--wait (garuda-test--done chat)))
+    (nreverse lines)))
+
+(defun garuda-test--pick-first (&optional check)
+  "Stand-in for `completing-read' in the picker: CHECK the table, answer the default."
+  (lambda (_p table _pred _req _init _hist def &rest _)
+    (when check (funcall check table))
+    def))
+
+(ert-deftest garuda-test-7-compaction-and-resume ()
+  "Compaction is one line above the prompt; the summary reads as sections; a resumed
+session shows it as a summary and each step once; the picker lists titles, newest first."
+  (let* ((prompts (cl-loop for i below 6 collect (format "question %d" i)))
+         (chat (garuda-test--fresh (garuda-test--big-turns prompts))))
+    (with-current-buffer chat
+      (dolist (p prompts)
+        (garuda-send p)
+        (garuda-test--wait (garuda-test--done chat)))
+      (let ((sid garuda--session-id))
         (should (eq t (plist-get (garuda-compact "the answers") :compacted)))
         (let ((text (buffer-string)))
           (should (= 1 (cl-count ?⟲ text)))
-          (should (string-match-p "⟲ context compacted (manual, summary): 20\\.0k → " text)))
+          (should (string-match-p "⟲ context compacted (manual, summary): 20\\.0k → [^\n]*\n\n> \\'" text)))
         (should-not garuda--activity)
-        (with-current-buffer (garuda-summary)
-          (should (string-match-p "SUMMARY-OF-THE-SESSION" (buffer-string))))
+        (let ((summary (garuda-summary)))
+          (should (eq (window-buffer) summary))
+          (with-current-buffer summary
+            (let ((text (buffer-string)))
+              (should (string-match-p "SUMMARY-OF-THE-SESSION" text))
+              (should (string-match-p "^First request:\nquestion 0$" text))
+              (should (string-match-p "^• question 1$" text))
+              (should-not (string-match-p "</?\\(first_user_request\\|user_messages\\|message\\|summary\\)>" text))
+              (should-not (string-match-p "This session continues" text))))
+          (quit-window t))
         (cl-letf (((symbol-function 'completing-read)
-                   (lambda (_p table &rest _)
-                     (let* ((all (all-completions "" table))
+                   (garuda-test--pick-first
+                    (lambda (table)
+                      (let ((all (all-completions "" table))
                             (meta (funcall table "" nil 'metadata)))
-                       (should (eq (alist-get 'display-sort-function (cdr meta)) 'identity))
-                       (should (string-match-p "question 0" (car all)))
-                       (car all)))))
-          (should (equal (garuda-sessions) sid)))
-        (let ((text (garuda-test--text-of chat)))
-          (should (string-match-p "⟲ earlier conversation compacted; the model continues from this summary" text))
-          (should (string-match-p "SUMMARY-OF-THE-SESSION" text))
-          (should-not (string-match-p "> This session continues" text))
-          (should (= 1 (cl-count-if (lambda (l) (equal l "> question 5")) (split-string text "\n"))))
-          (should (= 1 (cl-count-if (lambda (l) (equal l "> question 0")) (split-string text "\n")))))))))
+                        (should (eq (alist-get 'display-sort-function (cdr meta)) 'identity))
+                        (should (equal (car all) "question 0"))
+                        (should (string-match-p "· [0-9]+ messages"
+                                                (funcall (alist-get 'annotation-function (cdr meta)) (car all)))))))))
+          (should (equal (garuda-sessions) sid))))
+      (let ((text (garuda-test--text-of chat)))
+        (should (string-match-p "⟲ earlier conversation compacted; the model continues from this summary" text))
+        (should (string-match-p "SUMMARY-OF-THE-SESSION" text))
+        (should-not (string-match-p "<first_user_request>\\|</user_messages>" text))
+        (should-not (string-match-p "> This session continues" text))
+        (should (= 1 (garuda-test--count "^> question 5$" text)))
+        (should (= 1 (garuda-test--count "^> question 0$" text)))
+        (should (= 1 (garuda-test--count "^answer 5$" text)))))))
+
+(ert-deftest garuda-test-7b-repeated-message-across-compaction-and-restart ()
+  "A user message repeated word for word before and after a compaction, resumed after a
+restart of the server, is shown every time; only the server's kept copies (copyOf) are not."
+  (let* ((prompts (make-list 6 "continue"))
+         (lines (append (garuda-test--big-turns prompts)
+                        (list (garuda-test--text "answer after" :match "continue"))))
+         (chat (garuda-test--fresh lines)))
+    (with-current-buffer chat
+      (dolist (p prompts)
+        (garuda-send p)
+        (garuda-test--wait (garuda-test--done chat)))
+      (should (eq t (plist-get (garuda-compact) :compacted)))
+      (garuda-send "continue")
+      (garuda-test--wait (garuda-test--done chat))
+      (let ((sid garuda--session-id))
+        (garuda-shutdown)
+        (cl-letf (((symbol-function 'completing-read) (garuda-test--pick-first)))
+          (should (equal (garuda-sessions) sid)))))
+    (let* ((text (garuda-test--text-of chat))
+           (messages (garuda--all-messages (buffer-local-value 'garuda--session-id chat))))
+      (should (cl-some (lambda (m) (plist-get m :copyOf)) messages))
+      (should (= 7 (garuda-test--count "^> continue$" text)))
+      (should (= 1 (garuda-test--count "^answer 5$" text)))
+      (should (= 1 (garuda-test--count "^answer after$" text))))))
 
 (ert-deftest garuda-test-8-sessions-newest-first ()
-  "The picker lists newest first and leaves out headless runs."
+  "The picker lists newest first by title (made unique) and leaves out headless runs."
   (let ((sorted (garuda--sorted-sessions
                  (vector '(:sessionId "a" :created 1000 :title "old" :messageCount 2)
                          '(:sessionId "b" :created 3000 :title "new" :messageCount 4)
                          '(:sessionId "c" :created 5000 :title "exec" :origin "exec")
+                         '(:sessionId "e" :created 2500 :title "new" :messageCount 1)
+                         '(:sessionId "f" :created 2400 :title nil)
                          '(:sessionId "d" :created 2000 :updated 9000 :title "active")))))
-    (should (equal (mapcar (lambda (s) (plist-get s :sessionId)) sorted) '("d" "b" "a")))
-    (should (string-match-p "  new  (4 messages)" (garuda--session-label (cadr sorted))))))
+    (should (equal (mapcar (lambda (s) (plist-get s :sessionId)) sorted) '("d" "b" "e" "f" "a")))
+    (should (equal (mapcar #'car (garuda--session-choices sorted))
+                   '("active" "new" "new <2>" "(no text yet)" "old")))))
+
+(defun garuda-test--session-count (ws)
+  "Sessions of workspace root WS on the server."
+  (length (plist-get (garuda--call "session/list" (list :workspaceId (garuda--workspace ws))) :sessions)))
+
+(ert-deftest garuda-test-8b-continue-where-you-left-off ()
+  "After a restart the chat shows the project's latest session and the first prompt
+continues it; opening creates no session; `garuda-continue-latest' nil starts fresh."
+  (let ((chat (garuda-test--fresh (list (garuda-test--text "Noted." :match "remember-me")
+                                        (garuda-test--text "Continued." :match "second")
+                                        (garuda-test--text "Fresh." :match "third")))))
+    (with-current-buffer chat (garuda-send "remember-me"))
+    (garuda-test--wait (garuda-test--done chat))
+    (let ((sid (buffer-local-value 'garuda--session-id chat))
+          (n (garuda-test--session-count garuda-test-ws)))
+      ;; An Emacs restart: no server, no chat buffer.
+      (garuda-shutdown)
+      (kill-buffer chat)
+      (setq chat (garuda garuda-test-ws))
+      (with-current-buffer chat
+        (should (equal garuda--session-id sid))
+        (should (string-match-p "> remember-me\n\nNoted\\." (buffer-string)))
+        (should (string-match-p "\\[resumed: the next prompt continues this session" (buffer-string)))
+        (garuda-send "second")
+        (garuda-test--wait (garuda-test--done chat))
+        (should (equal garuda--session-id sid))
+        (should (string-match-p "Continued\\." (buffer-string))))
+      (should (= n (garuda-test--session-count garuda-test-ws)))
+      ;; Opening a chat with the setting off shows nothing old and makes no session.
+      (kill-buffer chat)
+      (let ((garuda-continue-latest nil))
+        (setq chat (garuda garuda-test-ws))
+        (with-current-buffer chat
+          (should-not garuda--session-id)
+          (should-not (string-match-p "remember-me" (buffer-string)))
+          (should (= n (garuda-test--session-count garuda-test-ws)))
+          (garuda-send "third")
+          (garuda-test--wait (garuda-test--done chat))
+          (should garuda--session-id)
+          (should-not (equal garuda--session-id sid))
+          (should (= (1+ n) (garuda-test--session-count garuda-test-ws)))))
+      ;; A new chat makes no session until its first prompt either.
+      (with-current-buffer chat (garuda-new-chat))
+      (should (= (1+ n) (garuda-test--session-count garuda-test-ws))))))
 
 (ert-deftest garuda-test-9-allow-always-and-revoke ()
   "Allow always is shown and revocable."
@@ -343,6 +590,7 @@
           (garuda-test--wait (lambda () garuda--approvals))
           (garuda-test--wait (lambda () (null garuda--approvals)) 10)
           (should-not (get-buffer "*garuda approval*"))
+          (should-not garuda-approval-waiting-mode)
           (garuda-test--wait (garuda-test--done chat))
           (let ((text (garuda-test--text-of chat)))
             (should (string-match-p "approval: timed out after" text))
@@ -352,20 +600,28 @@
       (garuda-shutdown))))
 
 (ert-deftest garuda-test-b-killed-server ()
-  "A killed server ends the turn with an error and leaves no orphan process."
-  (let ((chat (garuda-test--fresh (list (garuda-test--tool "k1" "bash" '(:command "sleep 30; echo garuda-el-orphan"))
-                                        (garuda-test--text "unreachable")))))
+  "A killed server ends the turn with an error and leaves no orphan process;
+the next prompt starts a new server and continues the session."
+  (let ((chat (garuda-test--fresh (list (garuda-test--tool "k1" "bash" '(:command "sleep 30; echo garuda-el-orphan")
+                                                           :match "sleep")
+                                        (garuda-test--text "unreachable" :match "never-sent")
+                                        (garuda-test--text "Back again." :match "again")))))
     (with-current-buffer chat (garuda-send "sleep"))
     (garuda-test--wait (lambda () (not (string-empty-p (garuda-test--marked "garuda-el-orphan")))))
+    (with-current-buffer chat (garuda-send "queued behind the sleep"))
     (signal-process (process-id (jsonrpc--process garuda--connection)) 'kill)
     (garuda-test--wait (garuda-test--done chat) 10)
-    (should (string-match-p "\\[error: garuda exited (killed by signal 9)" (garuda-test--text-of chat)))
+    (let ((text (garuda-test--text-of chat)))
+      (should (string-match-p "\\[error: garuda exited (killed by signal 9)" text))
+      (should (string-match-p "the turn failed: the queued prompt was dropped, not sent: queued behind" text)))
     (garuda-test--wait (lambda () (string-empty-p (garuda-test--marked "garuda-el-orphan"))) 10)
-    ;; The next command starts a new server and reloads the session.
     (let ((sid (buffer-local-value 'garuda--session-id chat)))
-      (with-current-buffer (garuda garuda-test-ws)
+      (with-current-buffer chat
+        (garuda-send "again")
+        (garuda-test--wait (garuda-test--done chat))
         (should (garuda--live-p))
-        (should (equal garuda--session-id sid))))))
+        (should (equal garuda--session-id sid))
+        (should (string-match-p "Back again\\." (buffer-string)))))))
 
 (ert-deftest garuda-test-c-doctor-and-words ()
   "The doctor checks the model and key; errors name the Emacs settings."
@@ -380,7 +636,8 @@
   (let ((garuda-model (garuda-test--cassette (list (garuda-test--text "x")))))
     (let ((r (garuda-doctor)))
       (should-not (assq 'error r))
-      (should (cl-find-if (lambda (x) (string-match-p "^version: " (cdr x))) r))))
+      (should (cl-find-if (lambda (x) (string-match-p "^version: " (cdr x))) r))
+      (should (cl-find-if (lambda (x) (string-match-p "^server: starts and answers initialize" (cdr x))) r))))
   (should (string-match-p "set `garuda-model'"
                           (garuda--explain "no model configured: pass `model` (e.g. ...)")))
   (should (string-match-p "set `garuda-model'"
@@ -393,19 +650,132 @@
     (should (string-match-p "set .garuda-program."
                             (cadr (should-error (garuda--connect) :type 'user-error))))))
 
+(ert-deftest garuda-test-c1-misspelled-provider ()
+  "A misspelled provider in `garuda-model': the chat says so once, with the likely name and
+the setting; the turn does not start."
+  (let ((chat (garuda-test--fresh nil)))
+    (setq garuda-model "antropic/claude-sonnet-4-5")
+    (with-current-buffer chat
+      (garuda-send "hello")
+      (should-not garuda--running)
+      (should-not garuda--session-id)
+      (let ((text (buffer-string)))
+        (should (string-match-p "\\[error: Garuda: session/new: unknown provider `antropic` (did you mean `anthropic'\\?)" text))
+        (should (string-match-p "the value of .garuda-model." text))
+        (should (= 1 (garuda-test--count "unknown provider" text)))))))
+
+(ert-deftest garuda-test-c2-broken-config ()
+  "A typo in config.toml: the doctor and the chat show the server's own words (file,
+line, key) once, the turn does not stay running, and once fixed the next prompt works."
+  (let* ((cfg (expand-file-name "garuda/config.toml" (getenv "XDG_CONFIG_HOME")))
+         (chat (garuda-test--fresh (list (garuda-test--text "Works again.")))))
+    (garuda-shutdown)
+    (make-directory (file-name-directory cfg) t)
+    (with-temp-file cfg (insert "[approval]\ntimeout_sec = 3\n"))
+    (unwind-protect
+        (progn
+          (let ((err (cdr (cl-find-if (lambda (r) (and (eq (car r) 'error)
+                                                       (string-match-p "server" (cdr r))))
+                                      (garuda-doctor)))))
+            (should err)
+            (should (string-match-p (regexp-quote cfg) err))
+            (should (string-match-p "line 2" err))
+            (should (string-match-p "timeout_sec" err)))
+          (with-current-buffer chat
+            (garuda-send "hello")
+            (should-not garuda--running)
+            (let ((text (buffer-string)))
+              (should (string-match-p "\\[error: Garuda: the server did not start (exit code 2):\ngaruda: invalid config [^\n]*line 2[^\n]*timeout_sec" text))
+              (should (= 1 (garuda-test--count "unknown field" text)))
+              (should-not (string-match-p "Server died\\|jsonrpc-error" text))))
+          (should-not (garuda--live-p))
+          (delete-file cfg)
+          (with-current-buffer chat
+            (garuda-send "hello again")
+            (garuda-test--wait (garuda-test--done chat))
+            (should (string-match-p "Works again\\." (buffer-string)))))
+      (when (file-exists-p cfg) (delete-file cfg)))))
+
+(ert-deftest garuda-test-c3-broken-project-config ()
+  "A typo in the project's .garuda/config.toml: the doctor names the file and line, and the
+chat shows it once and does not stay running."
+  (let* ((ws (garuda-test--project "ws3"))
+         (cfg (expand-file-name ".garuda/config.toml" ws))
+         (file (expand-file-name "f.txt" ws)))
+    (make-directory (file-name-directory cfg) t)
+    (with-temp-file cfg (insert "[context]\nauto_compact = maybe\n"))
+    (with-temp-file file (insert "x\n"))
+    (setq garuda-model (garuda-test--cassette (list (garuda-test--text "x"))))
+    (with-current-buffer (find-file-noselect file)
+      (let ((err (cdr (cl-find-if (lambda (r) (and (eq (car r) 'error) (string-match-p "project" (cdr r))))
+                                  (garuda-doctor)))))
+        (should err)
+        (should (string-match-p (regexp-quote cfg) err))
+        (should (string-match-p "line 2" err)))
+      (let ((chat (garuda-send "hello")))
+        (with-current-buffer chat
+          (should-not garuda--running)
+          (should (string-match-p (regexp-quote cfg) (buffer-string)))
+          (should (= 1 (garuda-test--count "> hello" (buffer-string)))))
+        (kill-buffer chat))
+      (kill-buffer))))
+
 (ert-deftest garuda-test-d-y-or-n-p-approver ()
-  "A synchronous approver still works (run outside the process filter)."
+  "A synchronous approver is asked only when the user goes to the approval."
   (let* ((garuda-approve-function #'garuda-approve-with-y-or-n-p)
+         (garuda-test-auto nil)
+         (asked 0)
          (chat (garuda-test--fresh (list (garuda-test--tool "y1" "bash" '(:command "echo yn-ok"))
                                          (garuda-test--text "Ran it.")))))
-    (cl-letf (((symbol-function 'y-or-n-p) (lambda (&rest _) t)))
+    (cl-letf (((symbol-function 'y-or-n-p) (lambda (&rest _) (cl-incf asked) t)))
       (with-current-buffer chat (garuda-send "run"))
+      (garuda-test--wait (lambda () garuda--approvals))
+      (accept-process-output nil 0.2)
+      (should (= asked 0))
+      (garuda-approve)
+      (should (= asked 1))
       (garuda-test--wait (garuda-test--done chat)))
     (should (string-match-p "    yn-ok" (garuda-test--text-of chat)))))
 
+(defun garuda-test--readme-snippets ()
+  "The elisp blocks of the README, in order."
+  (with-temp-buffer
+    (insert-file-contents (expand-file-name "../README.md" (file-name-directory (symbol-file 'garuda-test--setup))))
+    (let ((out nil))
+      (while (re-search-forward "^```elisp\n\\(\\(?:.\\|\n\\)*?\n\\)```$" nil t)
+        (push (match-string 1) out))
+      (nreverse out))))
+
+(ert-deftest garuda-test-e-readme-snippets ()
+  "Every elisp snippet of the README evaluates and does what it says, with a running session."
+  (let* ((dir (directory-file-name (file-name-directory (symbol-file 'garuda))))
+         (snippets (garuda-test--readme-snippets))
+         (garuda-model garuda-model)
+         (garuda-turn-finished-functions nil))
+    (should (>= (length snippets) 3))
+    (dolist (snippet snippets)
+      (let ((forms (car (read-from-string
+                         (concat "(progn " (string-replace "/path/to/garuda/editors/emacs" dir snippet) ")")))))
+        (if (and (string-match-p "(use-package " snippet) (not (require 'use-package nil t)))
+            ;; Emacs 28 has no use-package: check what the form names instead.
+            (pcase-let ((`(progn (use-package garuda . ,args)) forms))
+              (should (equal (plist-get args :load-path) dir))
+              (dolist (c (plist-get args :commands)) (should (commandp c)))
+              (pcase-dolist (`(,var ,_) (cdr (memq :custom args))) (should (custom-variable-p var))))
+          (eval forms t))))
+    (should (member dir load-path))
+    (should (equal garuda-model "anthropic/claude-sonnet-4-5"))
+    ;; The hook snippet reports the end of a real turn.
+    (should garuda-turn-finished-functions)
+    (let ((chat (garuda-test--fresh (list (garuda-test--text "Hooked.")))))
+      (with-current-buffer chat (garuda-send "hook"))
+      (garuda-test--wait (garuda-test--done chat))
+      (should (string-match-p "Garuda: turn ended (end_turn)"
+                              (with-current-buffer "*Messages*" (buffer-string)))))))
+
 (ert-deftest garuda-test-z-shutdown ()
   "Shutdown ends the server and leaves no process behind; the events log is bounded."
-  (garuda garuda-test-ws)
+  (garuda--connect)
   (should (equal (jsonrpc--events-buffer-scrollback-size garuda--connection) garuda-events-buffer-size))
   (let* ((proc (jsonrpc--process garuda--connection))
          (pid (process-id proc)))
