@@ -50,6 +50,11 @@ end
 
 local garuda = require('garuda')
 local approval = require('garuda.approval')
+local function eq(a, b, msg)
+  if a ~= b then
+    error(('%s: expected %s, got %s'):format(msg or 'eq', vim.inspect(b), vim.inspect(a)), 2)
+  end
+end
 local function setup(model)
   garuda.setup({ cmd = { bin, 'serve' }, model = model, policy = 'ask', env = env, chat = { open = 'vsplit' } })
 end
@@ -66,14 +71,18 @@ local function chat_text(root)
   return table.concat(vim.api.nvim_buf_get_lines(garuda.chat_buf(root), 0, -1, false), '\n')
 end
 
--- Approvals are answered by pressing keys in the real prompt window. `auto_key` is pressed
--- whenever a prompt is on screen while a test waits (nil: leave prompts alone).
+-- Approvals are answered as a user does: :GarudaApprove moves to the prompt, then keys are
+-- pressed there. `auto_key` is pressed whenever a prompt is on screen while a test waits
+-- (nil: leave prompts alone).
 local auto_key = 'y'
 local prompts = {}
 local function press(keys)
   local cur = approval.current
   assert(cur and cur.win and vim.api.nvim_win_is_valid(cur.win), 'no approval prompt on screen')
-  vim.api.nvim_set_current_win(cur.win)
+  if vim.api.nvim_get_current_win() ~= cur.win then
+    vim.cmd('GarudaApprove')
+  end
+  eq(vim.api.nvim_get_current_win(), cur.win, ':GarudaApprove moved to the prompt')
   vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), 'x', false)
 end
 local function pump_approvals()
@@ -98,11 +107,6 @@ local function wait_for(what, pred, ms)
     error('timed out waiting for ' .. what .. '\n--- chat ---\n' .. chat_text():gsub('\n', ' / '), 2)
   end
 end
-local function eq(a, b, msg)
-  if a ~= b then
-    error(('%s: expected %s, got %s'):format(msg or 'eq', vim.inspect(b), vim.inspect(a)), 2)
-  end
-end
 local function has(hay, needle, msg)
   if not hay:find(needle, 1, true) then
     error(('%s: %q not found in:\n%s'):format(msg or 'has', needle, hay), 2)
@@ -110,8 +114,8 @@ local function has(hay, needle, msg)
 end
 local function turn_done(n, root)
   return function()
-    local _, c = chat_text(root):gsub('_%[[%w_]+%]_', '')
-    return c >= n and not garuda.project(root).busy
+    local p = garuda.project(root)
+    return p.turns >= n and not p.busy
   end
 end
 
@@ -323,21 +327,44 @@ test(':GarudaModel and :GarudaPolicy switch the running session', function()
   eq(#prompts, before, 'full-auto asked nothing')
 end)
 
-test('input typed while a turn runs is queued, then sent', function()
+test('input typed while a turn runs is queued, then sent; the tool result stays under its tool', function()
   fresh({
-    bash('s1', 'sleep 1'),
+    bash('s1', 'sleep 1; echo slept'),
     text('First done.'),
     text('Second done.'),
   })
   vim.cmd('Garuda first')
-  wait_for('turn running', function()
-    return P().busy
+  wait_for('the command running', function()
+    return chat_text():find('approval: allowed once', 1, true) ~= nil
   end)
   vim.cmd('Garuda second question')
-  has(chat_text(), 'queued', 'queued note')
+  has(table.concat(garuda.queued_lines(), '\n'), '⏳ queued (sent when the running turn ends): second question', 'queued note')
+  assert(not chat_text():find('queued', 1, true), 'the queued note is not part of the turn text')
   wait_for('both answers', turn_done(2), 30000)
-  has(chat_text(), 'Second done.', 'queued prompt sent')
-  has(chat_text(), '## You\n\nsecond question', 'queued prompt shown when sent')
+  local txt = chat_text()
+  has(txt, 'Second done.', 'queued prompt sent')
+  has(txt, '▸ bash: sleep 1; echo slept\n  approval: allowed once\n  ✓ done · exit 0', 'result right under its tool')
+  has(txt, '## You\n\nsecond question', 'queued prompt shown when sent')
+  eq(#garuda.queued_lines(), 0, 'queue line gone once sent')
+  eq(txt:find('end_turn', 1, true), nil, 'no stop reason after ordinary answers')
+end)
+
+test('a cancel says the queued prompt was dropped', function()
+  fresh({ bash('c1', 'sleep 30; echo garuda-nvim-drop'), text('never') })
+  vim.cmd('Garuda wait')
+  wait_for('sleep running', function()
+    return marked('garuda-nvim-drop') ~= ''
+  end)
+  vim.cmd('Garuda and then this')
+  eq(#garuda.queued_lines(), 1, 'queued')
+  vim.cmd('GarudaCancel')
+  wait_for('cancelled', turn_done(1), 25000)
+  local txt = chat_text()
+  has(txt, '⏳ dropped, not sent (the turn was cancelled): and then this', 'dropped said')
+  has(txt, '⏹ cancelled', 'cancel shown')
+  eq(#garuda.queued_lines(), 0, 'no queued line left')
+  eq(#P().queue, 0, 'queue empty')
+  assert(not txt:find('## You\n\nand then this', 1, true), 'not sent')
 end)
 
 test('the multi-line prompt window sends on <C-s>', function()
@@ -448,7 +475,7 @@ test(':GarudaCancel stops a running sleep 30', function()
   has(garuda.status(), 'bash', 'status shows the tool')
   vim.cmd('GarudaCancel')
   wait_for('cancelled', function()
-    return chat_text():find('[cancelled]', 1, true) ~= nil
+    return chat_text():find('⏹ cancelled', 1, true) ~= nil
   end, 25000)
   assert((vim.uv.hrtime() - t0) / 1e9 < 30, 'did not wait for sleep')
   eq(P().busy, false, 'idle again')
@@ -479,9 +506,10 @@ end)
 
 test('switching project switches session; :GarudaNew starts a new chat', function()
   fresh({ text('In project one.') })
-  local s1 = P().session
+  eq(P().session, nil, 'a new chat has no session before its first prompt')
   vim.cmd('Garuda where am I')
   wait_for('answer', turn_done(1))
+  local s1 = P().session
   vim.cmd.cd(other)
   eq(garuda.root(), other, 'root follows :cd')
   garuda.config.model = cassette({ text('In project two.') })
@@ -492,8 +520,13 @@ test('switching project switches session; :GarudaNew starts a new chat', functio
   eq(p2.workspace.root, other, 'the other workspace')
   has(chat_text(other), 'In project two.', 'its own chat buffer')
   assert(not chat_text(project):find('In project two.', 1, true), 'first chat untouched')
+  local wins = #vim.api.nvim_tabpage_list_wins(0)
   vim.cmd.cd(project)
   eq(P().session, s1, 'back to the first session')
+  vim.cmd('Garuda back here')
+  eq(#vim.api.nvim_tabpage_list_wins(0), wins, 'one chat column, not one per project')
+  eq(vim.fn.bufwinid(garuda.chat_buf(project)) ~= -1, true, 'this project\'s chat shown')
+  wait_for('answer', turn_done(2))
   vim.cmd('GarudaNew')
   assert(P().session ~= s1, 'new chat, new session')
 end)
@@ -557,6 +590,7 @@ test('a missing binary and a missing model are explained in the plugin\'s words'
   garuda.config.cmd = saved
   garuda.config.model = nil
   vim.cmd('GarudaNew')
+  vim.cmd('Garuda hello')
   has(table.concat(notes, '\n', n + 1), 'require("garuda").setup({ model =', 'model error names the setting')
   assert(not table.concat(notes, '\n', n + 1):find('pass `model`', 1, true), 'no server wording')
   -- The error's data names the problem whatever the message says.
@@ -655,6 +689,8 @@ end)
 
 test(':GarudaStop: shutdown + exit, child gone with code 0, next prompt starts a new chat', function()
   fresh({ text('x') })
+  vim.cmd('Garuda hi')
+  wait_for('answer', turn_done(1))
   local c = garuda._state.client
   local pid = c.pid
   local sid = P().session
