@@ -20,6 +20,7 @@ local function mkproject(name)
   vim.fn.writefile({ '# Rules', 'Be brief.' }, dir .. '/AGENTS.md')
   return dir
 end
+vim.o.showmode = false
 local project = mkproject('project')
 local other = mkproject('other')
 vim.cmd.cd(project)
@@ -685,6 +686,276 @@ test(':help garuda', function()
   vim.cmd('help :GarudaNew')
   vim.cmd('help :GarudaSummary')
   vim.cmd('close')
+end)
+
+test('an approval never takes the keyboard; :GarudaApprove moves to it, for commands and edits alike', function()
+  local path = project .. '/typing.txt'
+  vim.fn.writefile({ 'one' }, path)
+  vim.cmd('edit ' .. path)
+  local code_win, code_buf = vim.api.nvim_get_current_win(), vim.api.nvim_get_current_buf()
+  fresh({
+    bash('k1', 'echo typed-past'),
+    tool('w1', 'write_file', { path = 'new.txt', content = 'fresh\n' }),
+    text('Both asked.'),
+  })
+  auto_key = nil
+  prompts = {}
+  vim.cmd('Garuda run and write')
+  wait_for('the command approval', function()
+    return approval.current ~= nil
+  end)
+  eq(vim.api.nvim_get_current_win(), code_win, 'focus stays in the code window')
+  has(chat_text(), '⏸ approval waiting: :GarudaApprove moves to it', 'the chat says where to answer')
+  has(garuda.status(), 'approval waiting (:GarudaApprove)', 'the statusline too')
+  local function keys(k)
+    vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(k, true, false, true), 'xt', false)
+  end
+  -- Ordinary typing: normal-mode yy / p, insert-mode words full of y, a and n, window moves.
+  keys('yyp')
+  keys('Ayes any nanny<Esc>')
+  keys('<C-w>w<C-w>w<C-w>w')
+  assert(vim.api.nvim_get_current_win() ~= approval.current.win, '<C-w>w never lands in the approval')
+  vim.api.nvim_set_current_win(code_win)
+  keys('yyyy')
+  eq(table.concat(vim.api.nvim_buf_get_lines(code_buf, 0, -1, false), '|'), 'one|oneyes any nanny', 'every key went to the buffer')
+  assert(approval.current ~= nil, 'typing answered nothing')
+  assert(not chat_text():find('approval: allowed', 1, true), 'nothing approved')
+  has(prompts[1].title, 'bash: echo typed-past', 'command prompt')
+  vim.cmd('GarudaApprove')
+  eq(vim.api.nvim_get_current_win(), approval.current.win, ':GarudaApprove moves to it')
+  keys('y')
+  eq(vim.api.nvim_get_current_win(), code_win, 'back where the user was')
+  wait_for('the write approval', function()
+    return approval.current ~= nil and approval.current.title:find('write_file', 1, true) ~= nil
+  end)
+  eq(vim.api.nvim_get_current_win(), code_win, 'the edit approval does not take the keyboard either')
+  has(prompts[#prompts].text, '+fresh', 'the new file as a diff')
+  keys('yy')
+  assert(approval.current ~= nil, 'yy in the code buffer answered nothing')
+  vim.cmd('GarudaApprove')
+  keys('n')
+  auto_key = 'y'
+  wait_for('end of turn', turn_done(1))
+  local txt = chat_text()
+  has(txt, '  │ typed-past', 'the command ran once approved')
+  has(txt, 'approval: rejected', 'the write was rejected')
+  assert(not txt:find('⏸ approval waiting', 1, true), 'the waiting lines were replaced by the answers')
+  vim.cmd('silent! bwipeout!')
+end)
+
+test('the approval of an edit to a buffer with unsaved changes says so, diffs the buffer text, and can save first', function()
+  local path = project .. '/unsaved.txt'
+  vim.fn.writefile({ 'alpha', 'beta' }, path)
+  vim.cmd('edit ' .. path)
+  local b = vim.api.nvim_get_current_buf()
+  fresh({
+    tool('r1', 'read_file', { path = 'unsaved.txt' }),
+    tool('e1', 'edit_file', { path = 'unsaved.txt', old_string = 'beta', new_string = 'BETA' }),
+    tool('r2', 'read_file', { path = 'unsaved.txt' }),
+    tool('e2', 'edit_file', { path = 'unsaved.txt', old_string = 'beta', new_string = 'BETA' }),
+    text('Edited after the save.'),
+  })
+  vim.api.nvim_buf_set_lines(b, 0, 1, false, { 'alpha (mine)' })
+  auto_key = nil
+  prompts = {}
+  vim.cmd('Garuda make beta loud')
+  wait_for('the edit approval', function()
+    return approval.current ~= nil
+  end)
+  local shown = prompts[1].text
+  has(shown, 'unsaved.txt has unsaved changes in Neovim', 'said up front')
+  has(shown, ' alpha (mine)', 'the diff is of the buffer text')
+  has(shown, '-beta\n+BETA', 'a real diff')
+  has(shown, 's save unsaved.txt first, then allow once', 'the choice to save first')
+  assert(not shown:find('old_string =', 1, true), 'no raw Lua table')
+  press('s')
+  wait_for('the second edit approval', function()
+    return approval.current ~= nil
+  end)
+  assert(not prompts[2].text:find('unsaved changes', 1, true), 'saved: no warning any more')
+  press('y')
+  auto_key = 'y'
+  wait_for('end of turn', turn_done(1))
+  has(chat_text(), 'approval: saved unsaved.txt, then allowed once', 'the save is in the chat')
+  eq(table.concat(vim.fn.readfile(path), '|'), 'alpha (mine)|BETA', 'both the user\'s and the model\'s change')
+  vim.cmd('silent! bwipeout!')
+end)
+
+test('a refused edit shows its reason on its status line', function()
+  local path = project .. '/refused.txt'
+  vim.fn.writefile({ 'one', 'two' }, path)
+  vim.cmd('edit ' .. path)
+  vim.api.nvim_buf_set_lines(0, 0, 1, false, { 'ONE' })
+  fresh({
+    tool('r1', 'read_file', { path = 'refused.txt' }),
+    tool('e1', 'edit_file', { path = 'refused.txt', old_string = 'two', new_string = 'three' }),
+    text('Could not.'),
+  })
+  vim.cmd('Garuda edit it')
+  wait_for('end of turn', turn_done(1))
+  local status = chat_text():match('\n(  ✗ failed: [^\n]*)')
+  assert(status, chat_text())
+  has(status, 'unsaved changes', 'the reason is on the line the user sees')
+  vim.cmd('silent! bwipeout!')
+end)
+
+test('any other tool is asked with its arguments as readable lines', function()
+  local d = require('garuda.edits').describe_call('mcp__docs__search', { query = 'yes', limit = 3, opts = { deep = true } }, project)
+  eq(table.concat(d.body, '|'), 'limit: 3|opts: {"deep":true}|query: yes', 'key: value lines')
+  d = require('garuda.edits').describe_call('edit_file', { path = 'nowhere.txt', old_string = 'a', new_string = 'b' }, project)
+  eq(table.concat(d.body, '|'), 'edit_file: the text to replace was not found in nowhere.txt; the call as given:|-a|+b', 'no Lua table')
+end)
+
+test('a resumed history shows a repeated message across a compaction and a restart; the first prompt continues', function()
+  local big = {}
+  for i = 1, 800 do
+    big[i] = 'filler line ' .. i .. ' of the big file'
+  end
+  local function read(id)
+    -- A file per turn: a file read again unchanged gives a one-line result.
+    vim.fn.writefile(big, project .. '/' .. id .. '.txt')
+    return line({ { type = 'tool_use', id = id, name = 'read_file', input = { path = id .. '.txt' } } }, 'tool_use', nil, 'continue', 20000)
+  end
+  local function said(t, match)
+    return line({ { type = 'text', text = t } }, 'end_turn', nil, match, 20000)
+  end
+  local names = { 'one', 'two', 'three', 'four', 'five', 'six' }
+  local lines = {}
+  for i, name in ipairs(names) do
+    vim.list_extend(lines, { read('c' .. i), said('answer ' .. name, 'filler line') })
+  end
+  vim.list_extend(lines, {
+    said('SUMMARY-AGAIN', 'about to be compacted'),
+    said('answer seven', 'continue'),
+    said('answer after the restart', 'next question'),
+  })
+  fresh(lines)
+  for i = 1, 6 do
+    vim.cmd('Garuda continue')
+    wait_for('turn ' .. i, turn_done(i))
+  end
+  local done, res
+  garuda.compact(nil, function(e, r)
+    assert(not e, vim.inspect(e))
+    done, res = true, r
+  end)
+  wait_for('compaction', function()
+    return done
+  end)
+  eq(res.compacted, true, 'compacted: ' .. vim.inspect(res))
+  vim.cmd('Garuda continue')
+  wait_for('turn 7', turn_done(7))
+  local sid = P().session
+  -- A restart of Neovim: the server stops, the plugin forgets everything.
+  garuda.stop({ keep_sessions = true })
+  vim.cmd('silent! bwipeout! ' .. garuda.chat_buf(project))
+  garuda._state.projects, garuda._state.by_session = {}, {}
+  local before = #vim.api.nvim_tabpage_list_wins(0)
+  garuda.input()
+  vim.cmd('close')
+  eq(P().session, sid, 'opening the chat shows where the project left off')
+  local txt = chat_text()
+  local _, n = txt:gsub('## You\n\ncontinue', '')
+  eq(n, 7, 'every "continue" shown, the kept copy not twice')
+  for _, a in ipairs({ 'answer one', 'answer two', 'answer three', 'answer six', 'answer seven' }) do
+    local _, k = txt:gsub(a, '')
+    eq(k, 1, a .. ' shown once')
+  end
+  has(txt, '### Summary\n  ┊ \n  ┊ SUMMARY-AGAIN', 'summary as a section')
+  assert(not txt:find('<summary>', 1, true) and not txt:find('first_user_request', 1, true), 'no model-facing tags')
+  assert(not txt:find('This session continues', 1, true), 'no note written for the model')
+  -- The ⟲ heading folds what is under it.
+  local w = vim.fn.bufwinid(garuda.chat_buf(project))
+  vim.api.nvim_win_call(w, function()
+    local l = vim.fn.search('^⟲ earlier conversation compacted', 'nw')
+    assert(l > 0, 'heading')
+    eq(vim.fn.foldclosed(l), l, 'za works on the heading line')
+    l = vim.fn.search('(za to unfold)$', 'nw')
+    assert(l > 0, 'a tool status line')
+    eq(vim.fn.foldclosed(l), l, 'the unfold hint sits on the fold it names')
+  end)
+  vim.cmd('Garuda next question')
+  wait_for('answer after the restart', turn_done(1))
+  eq(P().session, sid, 'the first prompt continued the latest session')
+  has(chat_text(), 'answer after the restart', 'answered in that session')
+  eq(#vim.api.nvim_tabpage_list_wins(0), before + 1, 'one chat column')
+  -- With continue_last = false the first prompt starts afresh.
+  garuda.stop({ keep_sessions = true })
+  garuda._state.projects, garuda._state.by_session = {}, {}
+  garuda.config.continue_last = false
+  garuda.config.model = cassette({ text('a new one') })
+  vim.cmd('Garuda hello')
+  wait_for('fresh answer', turn_done(1))
+  assert(P().session ~= sid, 'a new session')
+  garuda.config.continue_last = nil
+end)
+
+test('opening the chat and :GarudaNew leave no empty session', function()
+  local function count()
+    local n, done = nil, false
+    garuda._state.client:request('session/list', { workspaceId = P().workspace.workspaceId }, function(_, r)
+      n, done = #r.sessions, true
+    end)
+    wait_for('session/list', function()
+      return done
+    end)
+    return n
+  end
+  garuda.input()
+  vim.cmd('close')
+  local n = count()
+  vim.cmd('GarudaNew')
+  garuda.input()
+  vim.cmd('close')
+  vim.cmd('GarudaNew')
+  eq(count(), n, 'no session created')
+end)
+
+test('README snippets work when pasted, the statusline with a running session', function()
+  local readme = table.concat(vim.fn.readfile(plugin_dir .. '/README.md'), '\n')
+  local blocks = {}
+  for code in readme:gmatch('```lua\n(.-)```') do
+    blocks[#blocks + 1] = code:gsub('/path/to/garuda/editors/nvim', plugin_dir)
+  end
+  assert(#blocks >= 4, 'the README has its lua snippets')
+  local saved = vim.deepcopy(garuda.config)
+  for i, code in ipairs(blocks) do
+    local chunk, err = load(code, 'README block ' .. i)
+    if not chunk then
+      chunk = assert(load('return ' .. code, 'README block ' .. i), err)
+      local spec = chunk()
+      eq(spec.dir, plugin_dir, 'a lazy.nvim spec')
+      spec.config()
+    else
+      chunk()
+    end
+  end
+  has(vim.o.statusline, "v:lua.require'garuda'.status()", 'the statusline snippet')
+  local mapped = vim.fn.maparg('<leader>ga', 'n')
+  has(mapped, 'GarudaApprove', 'the approval mapping snippet')
+  garuda.config = saved
+  -- With a session running and an approval waiting.
+  fresh({ bash('sl1', 'echo statusline'), text('ok') })
+  auto_key = nil
+  vim.cmd('Garuda check the statusline')
+  wait_for('approval', function()
+    return approval.current ~= nil
+  end)
+  local ok, res = pcall(vim.api.nvim_eval_statusline, vim.o.statusline, {})
+  assert(ok, tostring(res))
+  has(res.str, 'Garuda: replay:', 'the model')
+  has(res.str, 'approval waiting (:GarudaApprove)', 'the approval')
+  vim.cmd('redrawstatus')
+  -- The README's mapping moves to the approval.
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<leader>ga', true, false, true), 'x', false)
+  eq(vim.api.nvim_get_current_win(), approval.current.win, 'the mapping moves to the approval')
+  vim.api.nvim_feedkeys('y', 'x', false)
+  auto_key = 'y'
+  wait_for('end of turn', turn_done(1))
+  ok, res = pcall(vim.api.nvim_eval_statusline, vim.o.statusline, {})
+  assert(ok, tostring(res))
+  has(res.str, 'Garuda: replay:', 'after the turn')
+  vim.o.statusline = ''
 end)
 
 test(':GarudaStop: shutdown + exit, child gone with code 0, next prompt starts a new chat', function()

@@ -1230,11 +1230,22 @@ function M.history_lines(messages)
     elseif meta == 'todo' or meta == 'truncated_marker' or meta == 'truncatedmarker' then
       -- Bookkeeping for the model.
     else
-      local texts, tools = {}, {}
+      local texts, tools, notes = {}, {}, {}
       for _, blk in ipairs(type(m.content) == 'table' and m.content or {}) do
         if blk.type == 'text' then
-          if blk.text:match('^<garuda_note>') then
-            texts[#texts + 1] = 'ℹ _(instruction files changed; the new text went to the model)_'
+          local note, rest = blk.text:match('^<garuda_note>(.-)</garuda_note>%s*(.*)$')
+          if note then
+            -- Notes to the model; the two a user would want to know about get one line.
+            if note:match('^The project\'s instruction') then
+              notes[#notes + 1] = 'ℹ _(instruction files changed; the new text went to the model)_'
+            elseif note:match('^The model was switched') then
+              notes[#notes + 1] = 'ℹ _(the model was switched)_'
+            end
+            if rest ~= '' then
+              texts[#texts + 1] = rest
+            end
+          elseif blk.text:match('^<garuda_note>') then
+            -- An unclosed note: all of it is for the model.
           elseif blk.text:match('^<context path=') then
             local path, lines = blk.text:match('^<context path="([^"]*)" lines="([^"]*)"')
             texts[#texts + 1] = ('_(with %s lines %s)_'):format(path or '?', lines or '?')
@@ -1253,6 +1264,10 @@ function M.history_lines(messages)
             vim.list_extend(tools, lines)
           end
         end
+      end
+      if #notes > 0 then
+        add('')
+        add(table.concat(notes, '\n'))
       end
       if m.role == 'user' and #texts > 0 then
         add('')
