@@ -120,9 +120,16 @@ local function turn_done(n, root)
   end
 end
 
-local pick_session
+local pick_session, permission_picks = nil, {}
 vim.ui.select = function(items, opts, cb)
-  if opts.kind == 'garuda.session' then
+  if opts.kind == 'garuda.permission' then
+    permission_picks[#permission_picks + 1] = opts.prompt
+    for _, it in ipairs(items) do
+      if it.choice == 'allow_once' then
+        return cb(it)
+      end
+    end
+  elseif opts.kind == 'garuda.session' then
     if pick_session then
       return cb(pick_session(items))
     end
@@ -561,12 +568,16 @@ test('a killed server ends the turn with an error and leaves no orphan process',
   wait_for('sleep running', function()
     return marked('garuda-nvim-orphan') ~= ''
   end)
+  vim.cmd('Garuda queued behind it')
   local pid = garuda._state.client.pid
   vim.uv.kill(pid, 'sigkill')
   wait_for('turn ended', function()
     return not P().busy
   end, 10000)
   has(chat_text(), 'garuda exited (killed by signal 9)', 'error in the chat')
+  has(chat_text(), '⏳ dropped, not sent (garuda exited): queued behind it', 'the queue is dropped, and said so')
+  eq(#garuda.queued_lines(), 0, 'no queued line left')
+  assert(not garuda.status():find('queued', 1, true), 'nor in the statusline')
   wait_for('no orphan', function()
     return marked('garuda-nvim-orphan') == ''
   end, 10000)
@@ -601,6 +612,36 @@ test('a missing binary and a missing model are explained in the plugin\'s words'
     'OPENAI_API_KEY is not set',
     'missingKey data'
   )
+end)
+
+test('errors: the server\'s own text once, with the setting that caused it; a broken config does not stick', function()
+  garuda.stop({ keep_sessions = true })
+  local n = #notes
+  garuda.config.model = 'antropic/claude-sonnet-4-5'
+  vim.cmd('GarudaNew')
+  vim.cmd('Garuda hello')
+  local said = table.concat(notes, '\n', n + 1)
+  has(said, 'unknown provider `antropic`', 'the server\'s words')
+  has(said, 'require("garuda").setup({ model = "antropic/claude-sonnet-4-5" })', 'the setting that caused it')
+  eq(#notes, n + 1, 'said once')
+  eq(P().busy, false, 'no turn left running')
+  -- A config.toml the server cannot read: it stops at once; its message is shown once.
+  local cfg = env.XDG_CONFIG_HOME .. '/garuda/config.toml'
+  vim.fn.mkdir(env.XDG_CONFIG_HOME .. '/garuda', 'p')
+  vim.fn.writefile({ '[approval', 'timeout_secs = 1' }, cfg)
+  garuda.stop({ keep_sessions = true })
+  n = #notes
+  garuda.config.model = cassette({ text('Config fixed.') })
+  vim.cmd('Garuda hello')
+  said = table.concat(notes, '\n', n + 1)
+  has(said, 'config.toml', 'names the file')
+  has(said, 'line 1', 'and the line')
+  eq(#notes, n + 1, 'said once')
+  eq(P().busy, false, 'not running')
+  vim.fn.delete(cfg)
+  vim.cmd('Garuda hello again')
+  wait_for('the next prompt works', turn_done(1))
+  has(chat_text(), 'Config fixed.', 'answered')
 end)
 
 test(':checkhealth garuda checks the model and its key', function()
@@ -781,6 +822,28 @@ test('the approval of an edit to a buffer with unsaved changes says so, diffs th
   vim.cmd('silent! bwipeout!')
 end)
 
+test("approval = 'select': vim.ui.select opens only after :GarudaApprove, Reject first", function()
+  garuda.config.approval = 'select'
+  fresh({ bash('sel1', 'echo picked'), text('Picked.') })
+  auto_key = nil
+  permission_picks = {}
+  vim.cmd('Garuda pick')
+  wait_for('approval', function()
+    return approval.current ~= nil
+  end)
+  vim.wait(100, function()
+    return false
+  end)
+  eq(#permission_picks, 0, 'no picker until asked for')
+  vim.cmd('GarudaApprove')
+  eq(#permission_picks, 1, 'the picker after :GarudaApprove')
+  has(permission_picks[1], '$ echo picked', 'it shows the command')
+  wait_for('end of turn', turn_done(1))
+  has(chat_text(), '  │ picked', 'allowed')
+  garuda.config.approval = 'float'
+  auto_key = 'y'
+end)
+
 test('a refused edit shows its reason on its status line', function()
   local path = project .. '/refused.txt'
   vim.fn.writefile({ 'one', 'two' }, path)
@@ -848,6 +911,7 @@ test('a resumed history shows a repeated message across a compaction and a resta
   local sid = P().session
   -- A restart of Neovim: the server stops, the plugin forgets everything.
   garuda.stop({ keep_sessions = true })
+  vim.cmd('silent! only | enew')
   vim.cmd('silent! bwipeout! ' .. garuda.chat_buf(project))
   garuda._state.projects, garuda._state.by_session = {}, {}
   local before = #vim.api.nvim_tabpage_list_wins(0)
@@ -917,9 +981,17 @@ test('README snippets work when pasted, the statusline with a running session', 
   for code in readme:gmatch('```lua\n(.-)```') do
     blocks[#blocks + 1] = code:gsub('/path/to/garuda/editors/nvim', plugin_dir)
   end
-  assert(#blocks >= 4, 'the README has its lua snippets')
+  assert(#blocks >= 3, 'the README has its lua snippets')
+  local help = table.concat(vim.fn.readfile(plugin_dir .. '/doc/garuda.txt'), '\n')
+  for code in help:gmatch('>lua\n(.-)\n<') do
+    blocks[#blocks + 1] = code
+  end
+  assert(#blocks >= 6, 'and :help garuda has its own')
   local saved = vim.deepcopy(garuda.config)
+  local statuslines = {}
   for i, code in ipairs(blocks) do
+    vim.o.statusline = nil -- its default (not empty in Neovim 0.12)
+    local default = vim.o.statusline
     local chunk, err = load(code, 'README block ' .. i)
     if not chunk then
       chunk = assert(load('return ' .. code, 'README block ' .. i), err)
@@ -929,10 +1001,15 @@ test('README snippets work when pasted, the statusline with a running session', 
     else
       chunk()
     end
+    if vim.o.statusline ~= default then
+      statuslines[#statuslines + 1] = vim.o.statusline
+    end
   end
-  has(vim.o.statusline, "v:lua.require'garuda'.status()", 'the statusline snippet')
+  eq(#statuslines, 2, 'a statusline snippet in the README and in :help garuda')
   local mapped = vim.fn.maparg('<leader>ga', 'n')
   has(mapped, 'GarudaApprove', 'the approval mapping snippet')
+  eq(type(_G.tools) == 'table' and _G.tools[1].handler ~= nil, true, 'the client tool snippet')
+  _G.tools = nil
   garuda.config = saved
   -- With a session running and an approval waiting.
   fresh({ bash('sl1', 'echo statusline'), text('ok') })
@@ -941,21 +1018,24 @@ test('README snippets work when pasted, the statusline with a running session', 
   wait_for('approval', function()
     return approval.current ~= nil
   end)
-  local ok, res = pcall(vim.api.nvim_eval_statusline, vim.o.statusline, {})
-  assert(ok, tostring(res))
-  has(res.str, 'Garuda: replay:', 'the model')
-  has(res.str, 'approval waiting (:GarudaApprove)', 'the approval')
-  vim.cmd('redrawstatus')
+  for _, sl in ipairs(statuslines) do
+    vim.o.statusline = sl
+    local ok, res = pcall(vim.api.nvim_eval_statusline, sl, { maxwidth = 400 })
+    assert(ok, tostring(res))
+    has(res.str, 'Garuda: replay:', 'the model in ' .. sl)
+    has(res.str, 'approval waiting (:GarudaApprove)', 'the approval')
+    vim.cmd('redrawstatus') -- E5101 here for a v:lua call Neovim cannot make
+  end
   -- The README's mapping moves to the approval.
   vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<leader>ga', true, false, true), 'x', false)
   eq(vim.api.nvim_get_current_win(), approval.current.win, 'the mapping moves to the approval')
   vim.api.nvim_feedkeys('y', 'x', false)
   auto_key = 'y'
   wait_for('end of turn', turn_done(1))
-  ok, res = pcall(vim.api.nvim_eval_statusline, vim.o.statusline, {})
+  local ok, res = pcall(vim.api.nvim_eval_statusline, statuslines[1], { maxwidth = 400 })
   assert(ok, tostring(res))
   has(res.str, 'Garuda: replay:', 'after the turn')
-  vim.o.statusline = ''
+  vim.o.statusline = nil
 end)
 
 test(':GarudaStop: shutdown + exit, child gone with code 0, next prompt starts a new chat', function()

@@ -62,6 +62,13 @@ function M.explain(err)
     return ('%s is not set: export it before starting Neovim, or pass it with '
       .. 'require("garuda").setup({ env = { %s = "..." } }). :checkhealth garuda checks it.'):format(var, var)
   end
+  local model = M.config.model
+  if data.kind == 'config' and type(model) == 'string' and model ~= '' then
+    local provider = model:match('^([^/:]+)[/:]') or model
+    if msg:find(model, 1, true) or msg:find('`' .. provider .. '`', 1, true) then
+      return ('%s (the model comes from this plugin\'s setting: require("garuda").setup({ model = %q }))'):format(msg, model)
+    end
+  end
   if msg:find('rejected the API key', 1, true) then
     return msg .. ' (the key comes from Neovim\'s environment or setup({ env = ... }))'
   end
