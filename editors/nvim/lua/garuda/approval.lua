@@ -17,14 +17,16 @@ local HERE_TITLE = ' Garuda: approve? y / a / n '
 
 local function close_window()
   local cur = M.current
+  -- Back to where the user came from, only when they are in the prompt now.
+  local back = cur and cur.win and vim.api.nvim_get_current_win() == cur.win and cur.prev_win
   if cur and cur.win and vim.api.nvim_win_is_valid(cur.win) then
     pcall(vim.api.nvim_win_close, cur.win, true)
   end
   if cur and cur.buf and vim.api.nvim_buf_is_valid(cur.buf) then
     pcall(vim.api.nvim_buf_delete, cur.buf, { force = true })
   end
-  if cur and cur.prev_win and vim.api.nvim_win_is_valid(cur.prev_win) then
-    pcall(vim.api.nvim_set_current_win, cur.prev_win)
+  if back and vim.api.nvim_win_is_valid(back) then
+    pcall(vim.api.nvim_set_current_win, back)
   end
 end
 
@@ -122,7 +124,7 @@ local function open(ask)
     buffer = b,
     callback = function()
       if vim.api.nvim_win_is_valid(w) then
-        pcall(vim.api.nvim_win_set_config, w, { focusable = false, title = AWAY_TITLE })
+        pcall(vim.api.nvim_win_set_config, w, { focusable = false, border = 'rounded', title = AWAY_TITLE })
       end
     end,
   })
@@ -133,7 +135,9 @@ show_next = function()
     return
   end
   M.current = table.remove(M.queue, 1)
-  open(M.current)
+  -- A window cannot open in some states (a locked text, a cmdwin); the statusline and the
+  -- chat still say it waits, and :GarudaApprove opens it.
+  pcall(open, M.current)
   if M.on_show then
     M.on_show(M.current)
   end
@@ -202,7 +206,7 @@ function M.focus()
   if here ~= cur.win then
     cur.prev_win = here
   end
-  vim.api.nvim_win_set_config(cur.win, { focusable = true, title = HERE_TITLE })
+  vim.api.nvim_win_set_config(cur.win, { focusable = true, border = 'rounded', title = HERE_TITLE })
   vim.api.nvim_set_current_win(cur.win)
   vim.cmd('stopinsert')
   return true
