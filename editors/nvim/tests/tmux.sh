@@ -157,6 +157,7 @@ typed 'n'
 wait_until "the turn's end" idle
 check "n after :GarudaApprove rejected it" chat_has 'approval: rejected'
 check "the answer streamed in" chat_has 'All done.'
+check "each tool's output is folded under its status line (also those made while typing)" [ "$(q open_folds)" = 0 ]
 
 echo "tmux: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -32,3 +32,17 @@ end
 function T.where()
   return vim.fn.fnamemodify(vim.api.nvim_buf_get_name(0), ':t') .. ' ' .. vim.api.nvim_get_mode().mode
 end
+-- Tool status lines ("… (za to unfold)") whose output is not folded under them.
+function T.open_folds()
+  local b = require('garuda').chat_buf(vim.env.GARUDA_TEST_ROOT)
+  local w = vim.fn.bufwinid(b)
+  return vim.api.nvim_win_call(w, function()
+    local open = 0
+    for l, text in ipairs(vim.api.nvim_buf_get_lines(b, 0, -1, false)) do
+      if text:find('(za to unfold)', 1, true) and vim.fn.foldclosed(l) ~= l then
+        open = open + 1
+      end
+    end
+    return tostring(open)
+  end)
+end

@@ -37,6 +37,7 @@ local FOLD_OUT, FOLD_THINK = '  │ ', '  ┊ '
 local drop_queue -- (p, why): forget a project's queued prompts, saying so in its chat
 local continue_latest -- (p): resume the project's newest session; true when there was one
 local NEW_CHAT = '_(new chat: the first prompt starts it)_'
+local close_fold_later -- (buf, lnum): close the fold starting at lnum once Neovim has made it
 
 local function notify(msg, level)
   vim.notify('garuda: ' .. msg, level or vim.log.levels.INFO)
@@ -258,6 +259,53 @@ local function append_block(text, root)
   M.append(sep .. text, root)
 end
 
+-- Fold-start lines to close, per chat buffer. Neovim does not update folds while the user is
+-- in Insert mode, and the folds it makes afterwards come up open: they are closed then.
+local new_folds = {}
+
+local function close_new_folds(b)
+  local w = vim.fn.bufwinid(b)
+  local mode = vim.api.nvim_get_mode().mode
+  if w == -1 or mode:match('^[iR]') then
+    return
+  end
+  local lines = new_folds[b] or {}
+  new_folds[b] = nil
+  if #lines == 0 then
+    return
+  end
+  -- What Neovim's own tree-sitter folds do after Insert mode: recompute the changed rows.
+  if vim._foldupdate then
+    pcall(vim._foldupdate, w, lines[1] - 1, vim.api.nvim_buf_line_count(b))
+  end
+  vim.api.nvim_win_call(w, function()
+    for _, l in ipairs(lines) do
+      pcall(vim.cmd, ('silent! %dfoldclose'):format(l))
+    end
+  end)
+end
+
+close_fold_later = function(b, lnum)
+  new_folds[b] = new_folds[b] or {}
+  table.insert(new_folds[b], lnum)
+  close_new_folds(b)
+end
+
+vim.api.nvim_create_autocmd('InsertLeave', {
+  group = vim.api.nvim_create_augroup('garuda.folds', { clear = true }),
+  callback = function()
+    vim.schedule(function()
+      for b in pairs(new_folds) do
+        if vim.api.nvim_buf_is_valid(b) then
+          close_new_folds(b)
+        else
+          new_folds[b] = nil
+        end
+      end
+    end)
+  end,
+})
+
 --- Lines with a fold prefix (folded by default in the chat window).
 local function folded(text, prefix, max)
   local out = vim.split((text or ''):gsub('\n+$', ''), '\n', { plain = true })
@@ -278,6 +326,8 @@ local function set_mode(p, mode)
   end
   if mode == 'thinking' then
     append_block('💭 thinking', p.root)
+    local b = M.chat_buf(p.root)
+    close_fold_later(b, vim.api.nvim_buf_line_count(b))
     M.append('\n' .. FOLD_THINK, p.root)
   elseif mode == 'text' and p.mode ~= nil then
     append_block('', p.root)
@@ -324,6 +374,8 @@ local function tool_finished(p, ev)
     status = ('  ⏱ not run: the approval timed out%s'):format(timed and (' after ' .. timed .. ' s') or '')
   elseif meta.cancelled then
     status = '  ✗ interrupted'
+  elseif meta.approval == 'rejected' then
+    status = '  ✗ not run: rejected'
   elseif ev.isError then
     status = '  ✗ failed'
   else
@@ -332,7 +384,7 @@ local function tool_finished(p, ev)
   if meta.exitCode then
     status = status .. ' · exit ' .. tostring(meta.exitCode)
   end
-  if ev.isError and not timed and not meta.cancelled then
+  if status:find('failed', 1, true) then
     -- The reason stays in sight: a refused edit says why on its status line.
     local why = vim.trim(vim.split(ev.output or '', '\n', { plain = true })[1] or '')
     if why ~= '' then
@@ -340,7 +392,10 @@ local function tool_finished(p, ev)
     end
   end
   status = status .. (' · %d line%s (za to unfold)'):format(n, n == 1 and '' or 's')
+  local b = M.chat_buf(p.root)
+  local at = vim.api.nvim_buf_line_count(b) + 1
   M.append('\n' .. status .. '\n' .. table.concat(lines, '\n'), p.root)
+  close_fold_later(b, at)
   p.mode = 'tool'
 end
 
