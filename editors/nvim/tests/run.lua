@@ -625,6 +625,15 @@ test('errors: the server\'s own text once, with the setting that caused it; a br
   has(said, 'require("garuda").setup({ model = "antropic/claude-sonnet-4-5" })', 'the setting that caused it')
   eq(#notes, n + 1, 'said once')
   eq(P().busy, false, 'no turn left running')
+  -- A model the server does not know: its warning names the setting too.
+  garuda.stop({ keep_sessions = true })
+  garuda.config.model = 'anthropic/claude-sonet-4-5'
+  garuda.config.env = vim.tbl_extend('force', env, { ANTHROPIC_API_KEY = 'not-used' })
+  vim.cmd('GarudaNew')
+  garuda.compact()
+  has(chat_text(), 'claude-sonet-4-5 is not in Garuda', 'the server\'s warning')
+  has(chat_text(), 'setup({ model = "anthropic/claude-sonet-4-5" })', 'with the setting')
+  garuda.config.env = env
   -- A config.toml the server cannot read: it stops at once; its message is shown once.
   local cfg = env.XDG_CONFIG_HOME .. '/garuda/config.toml'
   vim.fn.mkdir(env.XDG_CONFIG_HOME .. '/garuda', 'p')

@@ -754,7 +754,8 @@ local function ensure_session(root)
   end
   append_block(header(p), p.root)
   for _, w in ipairs(res.warnings or {}) do
-    append_block('⚠ ' .. w, p.root)
+    -- A warning about the model names the setting it came from.
+    append_block('⚠ ' .. M.explain({ message = w, data = { kind = 'config' } }), p.root)
   end
   return p
 end
