@@ -639,8 +639,9 @@ test('errors: the server\'s own text once, with the setting that caused it; a br
   vim.fn.mkdir(env.XDG_CONFIG_HOME .. '/garuda', 'p')
   vim.fn.writefile({ '[approval', 'timeout_secs = 1' }, cfg)
   garuda.stop({ keep_sessions = true })
-  n = #notes
   garuda.config.model = cassette({ text('Config fixed.') })
+  vim.cmd('GarudaNew')
+  n = #notes
   vim.cmd('Garuda hello')
   said = table.concat(notes, '\n', n + 1)
   has(said, 'config.toml', 'names the file')

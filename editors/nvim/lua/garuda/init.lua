@@ -698,7 +698,12 @@ local function ensure_workspace(root)
   if p.session then
     local lr, lerr = c:request_sync('session/load', { sessionId = p.session }, M.config.timeout_ms)
     if lerr then
-      p.session = nil
+      -- Not another old session in its place: a new chat, and why.
+      notify(('could not continue session %s: %s; the next prompt starts a new chat'):format(
+        p.session:sub(1, 13),
+        M.explain(lerr)
+      ), vim.log.levels.WARN)
+      p.session, p.fresh = nil, true
     else
       p.model = lr.model or p.model
     end
