@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs the Python client tests and the headless Neovim plugin tests against the real binary.
+# Runs the Python client tests, the headless Neovim plugin tests and the tmux-driven Neovim test
+# (typing while approvals appear) against the real binary.
 #   GARUDA_BIN=/path/to/garuda editors/test-nvim-py.sh   (default: target/debug/garuda; builds nothing)
-# Needs Neovim >= 0.10 on PATH or where scripts/provision.sh installs it.
+# Needs Neovim >= 0.10 on PATH or where scripts/provision.sh installs it, and tmux.
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
@@ -62,6 +63,16 @@ n_bad=$(sed -n 's/.*nvim: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' "$nvout" 
 n_ok=${n_ok:-0}; n_bad=${n_bad:-0}
 if [ "$nv_rc" -ne 0 ] && [ "$n_bad" -eq 0 ]; then n_bad=1; fi
 passed=$((passed + n_ok)); failed=$((failed + n_bad))
+
+echo "== nvim in tmux: editors/nvim/tests/tmux.sh (typing while approvals appear)"
+tmout="$scratch/tmux.log"
+HOME="$scratch/home" NVIM="$NVIM" bash "$here/nvim/tests/tmux.sh" 2>&1 | tee "$tmout"
+tm_rc=${PIPESTATUS[0]}
+t_ok=$(sed -n 's/^tmux: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' "$tmout" | tail -1)
+t_bad=$(sed -n 's/^tmux: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' "$tmout" | tail -1)
+t_ok=${t_ok:-0}; t_bad=${t_bad:-0}
+if [ "$tm_rc" -ne 0 ] && [ "$t_bad" -eq 0 ]; then t_bad=1; fi
+passed=$((passed + t_ok)); failed=$((failed + t_bad))
 
 echo "$passed passed, $failed failed, $p_skip skipped"
 [ "$failed" -eq 0 ]

@@ -20,6 +20,7 @@ local function mkproject(name)
   vim.fn.writefile({ '# Rules', 'Be brief.' }, dir .. '/AGENTS.md')
   return dir
 end
+vim.o.showmode = false
 local project = mkproject('project')
 local other = mkproject('other')
 vim.cmd.cd(project)
@@ -50,6 +51,11 @@ end
 
 local garuda = require('garuda')
 local approval = require('garuda.approval')
+local function eq(a, b, msg)
+  if a ~= b then
+    error(('%s: expected %s, got %s'):format(msg or 'eq', vim.inspect(b), vim.inspect(a)), 2)
+  end
+end
 local function setup(model)
   garuda.setup({ cmd = { bin, 'serve' }, model = model, policy = 'ask', env = env, chat = { open = 'vsplit' } })
 end
@@ -66,14 +72,18 @@ local function chat_text(root)
   return table.concat(vim.api.nvim_buf_get_lines(garuda.chat_buf(root), 0, -1, false), '\n')
 end
 
--- Approvals are answered by pressing keys in the real prompt window. `auto_key` is pressed
--- whenever a prompt is on screen while a test waits (nil: leave prompts alone).
+-- Approvals are answered as a user does: :GarudaApprove moves to the prompt, then keys are
+-- pressed there. `auto_key` is pressed whenever a prompt is on screen while a test waits
+-- (nil: leave prompts alone).
 local auto_key = 'y'
 local prompts = {}
 local function press(keys)
   local cur = approval.current
   assert(cur and cur.win and vim.api.nvim_win_is_valid(cur.win), 'no approval prompt on screen')
-  vim.api.nvim_set_current_win(cur.win)
+  if vim.api.nvim_get_current_win() ~= cur.win then
+    vim.cmd('GarudaApprove')
+  end
+  eq(vim.api.nvim_get_current_win(), cur.win, ':GarudaApprove moved to the prompt')
   vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), 'x', false)
 end
 local function pump_approvals()
@@ -98,11 +108,6 @@ local function wait_for(what, pred, ms)
     error('timed out waiting for ' .. what .. '\n--- chat ---\n' .. chat_text():gsub('\n', ' / '), 2)
   end
 end
-local function eq(a, b, msg)
-  if a ~= b then
-    error(('%s: expected %s, got %s'):format(msg or 'eq', vim.inspect(b), vim.inspect(a)), 2)
-  end
-end
 local function has(hay, needle, msg)
   if not hay:find(needle, 1, true) then
     error(('%s: %q not found in:\n%s'):format(msg or 'has', needle, hay), 2)
@@ -110,14 +115,21 @@ local function has(hay, needle, msg)
 end
 local function turn_done(n, root)
   return function()
-    local _, c = chat_text(root):gsub('_%[[%w_]+%]_', '')
-    return c >= n and not garuda.project(root).busy
+    local p = garuda.project(root)
+    return p.turns >= n and not p.busy
   end
 end
 
-local pick_session
+local pick_session, permission_picks = nil, {}
 vim.ui.select = function(items, opts, cb)
-  if opts.kind == 'garuda.session' then
+  if opts.kind == 'garuda.permission' then
+    permission_picks[#permission_picks + 1] = opts.prompt
+    for _, it in ipairs(items) do
+      if it.choice == 'allow_once' then
+        return cb(it)
+      end
+    end
+  elseif opts.kind == 'garuda.session' then
     if pick_session then
       return cb(pick_session(items))
     end
@@ -323,21 +335,44 @@ test(':GarudaModel and :GarudaPolicy switch the running session', function()
   eq(#prompts, before, 'full-auto asked nothing')
 end)
 
-test('input typed while a turn runs is queued, then sent', function()
+test('input typed while a turn runs is queued, then sent; the tool result stays under its tool', function()
   fresh({
-    bash('s1', 'sleep 1'),
+    bash('s1', 'sleep 1; echo slept'),
     text('First done.'),
     text('Second done.'),
   })
   vim.cmd('Garuda first')
-  wait_for('turn running', function()
-    return P().busy
+  wait_for('the command running', function()
+    return chat_text():find('approval: allowed once', 1, true) ~= nil
   end)
   vim.cmd('Garuda second question')
-  has(chat_text(), 'queued', 'queued note')
+  has(table.concat(garuda.queued_lines(), '\n'), '⏳ queued (sent when the running turn ends): second question', 'queued note')
+  assert(not chat_text():find('queued', 1, true), 'the queued note is not part of the turn text')
   wait_for('both answers', turn_done(2), 30000)
-  has(chat_text(), 'Second done.', 'queued prompt sent')
-  has(chat_text(), '## You\n\nsecond question', 'queued prompt shown when sent')
+  local txt = chat_text()
+  has(txt, 'Second done.', 'queued prompt sent')
+  has(txt, '▸ bash: sleep 1; echo slept\n  approval: allowed once\n  ✓ done · exit 0', 'result right under its tool')
+  has(txt, '## You\n\nsecond question', 'queued prompt shown when sent')
+  eq(#garuda.queued_lines(), 0, 'queue line gone once sent')
+  eq(txt:find('end_turn', 1, true), nil, 'no stop reason after ordinary answers')
+end)
+
+test('a cancel says the queued prompt was dropped', function()
+  fresh({ bash('c1', 'sleep 30; echo garuda-nvim-drop'), text('never') })
+  vim.cmd('Garuda wait')
+  wait_for('sleep running', function()
+    return marked('garuda-nvim-drop') ~= ''
+  end)
+  vim.cmd('Garuda and then this')
+  eq(#garuda.queued_lines(), 1, 'queued')
+  vim.cmd('GarudaCancel')
+  wait_for('cancelled', turn_done(1), 25000)
+  local txt = chat_text()
+  has(txt, '⏳ dropped, not sent (the turn was cancelled): and then this', 'dropped said')
+  has(txt, '⏹ cancelled', 'cancel shown')
+  eq(#garuda.queued_lines(), 0, 'no queued line left')
+  eq(#P().queue, 0, 'queue empty')
+  assert(not txt:find('## You\n\nand then this', 1, true), 'not sent')
 end)
 
 test('the multi-line prompt window sends on <C-s>', function()
@@ -448,7 +483,7 @@ test(':GarudaCancel stops a running sleep 30', function()
   has(garuda.status(), 'bash', 'status shows the tool')
   vim.cmd('GarudaCancel')
   wait_for('cancelled', function()
-    return chat_text():find('[cancelled]', 1, true) ~= nil
+    return chat_text():find('⏹ cancelled', 1, true) ~= nil
   end, 25000)
   assert((vim.uv.hrtime() - t0) / 1e9 < 30, 'did not wait for sleep')
   eq(P().busy, false, 'idle again')
@@ -479,9 +514,10 @@ end)
 
 test('switching project switches session; :GarudaNew starts a new chat', function()
   fresh({ text('In project one.') })
-  local s1 = P().session
+  eq(P().session, nil, 'a new chat has no session before its first prompt')
   vim.cmd('Garuda where am I')
   wait_for('answer', turn_done(1))
+  local s1 = P().session
   vim.cmd.cd(other)
   eq(garuda.root(), other, 'root follows :cd')
   garuda.config.model = cassette({ text('In project two.') })
@@ -492,8 +528,13 @@ test('switching project switches session; :GarudaNew starts a new chat', functio
   eq(p2.workspace.root, other, 'the other workspace')
   has(chat_text(other), 'In project two.', 'its own chat buffer')
   assert(not chat_text(project):find('In project two.', 1, true), 'first chat untouched')
+  local wins = #vim.api.nvim_tabpage_list_wins(0)
   vim.cmd.cd(project)
   eq(P().session, s1, 'back to the first session')
+  vim.cmd('Garuda back here')
+  eq(#vim.api.nvim_tabpage_list_wins(0), wins, 'one chat column, not one per project')
+  eq(vim.fn.bufwinid(garuda.chat_buf(project)) ~= -1, true, 'this project\'s chat shown')
+  wait_for('answer', turn_done(2))
   vim.cmd('GarudaNew')
   assert(P().session ~= s1, 'new chat, new session')
 end)
@@ -527,12 +568,16 @@ test('a killed server ends the turn with an error and leaves no orphan process',
   wait_for('sleep running', function()
     return marked('garuda-nvim-orphan') ~= ''
   end)
+  vim.cmd('Garuda queued behind it')
   local pid = garuda._state.client.pid
   vim.uv.kill(pid, 'sigkill')
   wait_for('turn ended', function()
     return not P().busy
   end, 10000)
   has(chat_text(), 'garuda exited (killed by signal 9)', 'error in the chat')
+  has(chat_text(), '⏳ dropped, not sent (garuda exited): queued behind it', 'the queue is dropped, and said so')
+  eq(#garuda.queued_lines(), 0, 'no queued line left')
+  assert(not garuda.status():find('queued', 1, true), 'nor in the statusline')
   wait_for('no orphan', function()
     return marked('garuda-nvim-orphan') == ''
   end, 10000)
@@ -557,6 +602,7 @@ test('a missing binary and a missing model are explained in the plugin\'s words'
   garuda.config.cmd = saved
   garuda.config.model = nil
   vim.cmd('GarudaNew')
+  vim.cmd('Garuda hello')
   has(table.concat(notes, '\n', n + 1), 'require("garuda").setup({ model =', 'model error names the setting')
   assert(not table.concat(notes, '\n', n + 1):find('pass `model`', 1, true), 'no server wording')
   -- The error's data names the problem whatever the message says.
@@ -566,6 +612,46 @@ test('a missing binary and a missing model are explained in the plugin\'s words'
     'OPENAI_API_KEY is not set',
     'missingKey data'
   )
+end)
+
+test('errors: the server\'s own text once, with the setting that caused it; a broken config does not stick', function()
+  garuda.stop({ keep_sessions = true })
+  local n = #notes
+  garuda.config.model = 'antropic/claude-sonnet-4-5'
+  vim.cmd('GarudaNew')
+  vim.cmd('Garuda hello')
+  local said = table.concat(notes, '\n', n + 1)
+  has(said, 'unknown provider `antropic`', 'the server\'s words')
+  has(said, 'require("garuda").setup({ model = "antropic/claude-sonnet-4-5" })', 'the setting that caused it')
+  eq(#notes, n + 1, 'said once')
+  eq(P().busy, false, 'no turn left running')
+  -- A model the server does not know: its warning names the setting too.
+  garuda.stop({ keep_sessions = true })
+  garuda.config.model = 'anthropic/claude-sonet-4-5'
+  garuda.config.env = vim.tbl_extend('force', env, { ANTHROPIC_API_KEY = 'not-used' })
+  vim.cmd('GarudaNew')
+  garuda.compact()
+  has(chat_text(), 'claude-sonet-4-5 is not in Garuda', 'the server\'s warning')
+  has(chat_text(), 'setup({ model = "anthropic/claude-sonet-4-5" })', 'with the setting')
+  garuda.config.env = env
+  -- A config.toml the server cannot read: it stops at once; its message is shown once.
+  local cfg = env.XDG_CONFIG_HOME .. '/garuda/config.toml'
+  vim.fn.mkdir(env.XDG_CONFIG_HOME .. '/garuda', 'p')
+  vim.fn.writefile({ '[approval', 'timeout_secs = 1' }, cfg)
+  garuda.stop({ keep_sessions = true })
+  garuda.config.model = cassette({ text('Config fixed.') })
+  vim.cmd('GarudaNew')
+  n = #notes
+  vim.cmd('Garuda hello')
+  said = table.concat(notes, '\n', n + 1)
+  has(said, 'config.toml', 'names the file')
+  has(said, 'line 1', 'and the line')
+  eq(#notes, n + 1, 'said once')
+  eq(P().busy, false, 'not running')
+  vim.fn.delete(cfg)
+  vim.cmd('Garuda hello again')
+  wait_for('the next prompt works', turn_done(1))
+  has(chat_text(), 'Config fixed.', 'answered')
 end)
 
 test(':checkhealth garuda checks the model and its key', function()
@@ -653,8 +739,319 @@ test(':help garuda', function()
   vim.cmd('close')
 end)
 
+test('an approval never takes the keyboard; :GarudaApprove moves to it, for commands and edits alike', function()
+  local path = project .. '/typing.txt'
+  vim.fn.writefile({ 'one' }, path)
+  vim.cmd('edit ' .. path)
+  local code_win, code_buf = vim.api.nvim_get_current_win(), vim.api.nvim_get_current_buf()
+  fresh({
+    bash('k1', 'echo typed-past'),
+    tool('w1', 'write_file', { path = 'new.txt', content = 'fresh\n' }),
+    text('Both asked.'),
+  })
+  auto_key = nil
+  prompts = {}
+  vim.cmd('Garuda run and write')
+  wait_for('the command approval', function()
+    return approval.current ~= nil
+  end)
+  eq(vim.api.nvim_get_current_win(), code_win, 'focus stays in the code window')
+  has(chat_text(), '⏸ approval waiting: :GarudaApprove moves to it', 'the chat says where to answer')
+  has(garuda.status(), 'approval waiting (:GarudaApprove)', 'the statusline too')
+  local function keys(k)
+    vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(k, true, false, true), 'xt', false)
+  end
+  -- Ordinary typing: normal-mode yy / p, insert-mode words full of y, a and n, window moves.
+  keys('yyp')
+  keys('Ayes any nanny<Esc>')
+  keys('<C-w>w<C-w>w<C-w>w')
+  assert(vim.api.nvim_get_current_win() ~= approval.current.win, '<C-w>w never lands in the approval')
+  vim.api.nvim_set_current_win(code_win)
+  keys('yyyy')
+  eq(table.concat(vim.api.nvim_buf_get_lines(code_buf, 0, -1, false), '|'), 'one|oneyes any nanny', 'every key went to the buffer')
+  assert(approval.current ~= nil, 'typing answered nothing')
+  assert(not chat_text():find('approval: allowed', 1, true), 'nothing approved')
+  has(prompts[1].title, 'bash: echo typed-past', 'command prompt')
+  vim.cmd('GarudaApprove')
+  eq(vim.api.nvim_get_current_win(), approval.current.win, ':GarudaApprove moves to it')
+  keys('y')
+  eq(vim.api.nvim_get_current_win(), code_win, 'back where the user was')
+  wait_for('the write approval', function()
+    return approval.current ~= nil and approval.current.title:find('write_file', 1, true) ~= nil
+  end)
+  eq(vim.api.nvim_get_current_win(), code_win, 'the edit approval does not take the keyboard either')
+  has(prompts[#prompts].text, '+fresh', 'the new file as a diff')
+  keys('yy')
+  assert(approval.current ~= nil, 'yy in the code buffer answered nothing')
+  vim.cmd('GarudaApprove')
+  keys('n')
+  auto_key = 'y'
+  wait_for('end of turn', turn_done(1))
+  local txt = chat_text()
+  has(txt, '  │ typed-past', 'the command ran once approved')
+  has(txt, 'approval: rejected', 'the write was rejected')
+  assert(not txt:find('⏸ approval waiting', 1, true), 'the waiting lines were replaced by the answers')
+  vim.cmd('silent! bwipeout!')
+end)
+
+test('the approval of an edit to a buffer with unsaved changes says so, diffs the buffer text, and can save first', function()
+  local path = project .. '/unsaved.txt'
+  vim.fn.writefile({ 'alpha', 'beta' }, path)
+  vim.cmd('edit ' .. path)
+  local b = vim.api.nvim_get_current_buf()
+  fresh({
+    tool('r1', 'read_file', { path = 'unsaved.txt' }),
+    tool('e1', 'edit_file', { path = 'unsaved.txt', old_string = 'beta', new_string = 'BETA' }),
+    tool('r2', 'read_file', { path = 'unsaved.txt' }),
+    tool('e2', 'edit_file', { path = 'unsaved.txt', old_string = 'beta', new_string = 'BETA' }),
+    text('Edited after the save.'),
+  })
+  vim.api.nvim_buf_set_lines(b, 0, 1, false, { 'alpha (mine)' })
+  auto_key = nil
+  prompts = {}
+  vim.cmd('Garuda make beta loud')
+  wait_for('the edit approval', function()
+    return approval.current ~= nil
+  end)
+  local shown = prompts[1].text
+  has(shown, 'unsaved.txt has unsaved changes in Neovim', 'said up front')
+  has(shown, ' alpha (mine)', 'the diff is of the buffer text')
+  has(shown, '-beta\n+BETA', 'a real diff')
+  has(shown, 's save unsaved.txt first, then allow once', 'the choice to save first')
+  assert(not shown:find('old_string =', 1, true), 'no raw Lua table')
+  press('s')
+  wait_for('the second edit approval', function()
+    return approval.current ~= nil
+  end)
+  assert(not prompts[2].text:find('unsaved changes', 1, true), 'saved: no warning any more')
+  press('y')
+  auto_key = 'y'
+  wait_for('end of turn', turn_done(1))
+  has(chat_text(), 'approval: saved unsaved.txt, then allowed once', 'the save is in the chat')
+  eq(table.concat(vim.fn.readfile(path), '|'), 'alpha (mine)|BETA', 'both the user\'s and the model\'s change')
+  vim.cmd('silent! bwipeout!')
+end)
+
+test("approval = 'select': vim.ui.select opens only after :GarudaApprove, Reject first", function()
+  garuda.config.approval = 'select'
+  fresh({ bash('sel1', 'echo picked'), text('Picked.') })
+  auto_key = nil
+  permission_picks = {}
+  vim.cmd('Garuda pick')
+  wait_for('approval', function()
+    return approval.current ~= nil
+  end)
+  vim.wait(100, function()
+    return false
+  end)
+  eq(#permission_picks, 0, 'no picker until asked for')
+  vim.cmd('GarudaApprove')
+  eq(#permission_picks, 1, 'the picker after :GarudaApprove')
+  has(permission_picks[1], '$ echo picked', 'it shows the command')
+  wait_for('end of turn', turn_done(1))
+  has(chat_text(), '  │ picked', 'allowed')
+  garuda.config.approval = 'float'
+  auto_key = 'y'
+end)
+
+test('a refused edit shows its reason on its status line', function()
+  local path = project .. '/refused.txt'
+  vim.fn.writefile({ 'one', 'two' }, path)
+  vim.cmd('edit ' .. path)
+  vim.api.nvim_buf_set_lines(0, 0, 1, false, { 'ONE' })
+  fresh({
+    tool('r1', 'read_file', { path = 'refused.txt' }),
+    tool('e1', 'edit_file', { path = 'refused.txt', old_string = 'two', new_string = 'three' }),
+    text('Could not.'),
+  })
+  vim.cmd('Garuda edit it')
+  wait_for('end of turn', turn_done(1))
+  local status = chat_text():match('\n(  ✗ failed: [^\n]*)')
+  assert(status, chat_text())
+  has(status, 'unsaved changes', 'the reason is on the line the user sees')
+  vim.cmd('silent! bwipeout!')
+end)
+
+test('any other tool is asked with its arguments as readable lines', function()
+  local d = require('garuda.edits').describe_call('mcp__docs__search', { query = 'yes', limit = 3, opts = { deep = true } }, project)
+  eq(table.concat(d.body, '|'), 'limit: 3|opts: {"deep":true}|query: yes', 'key: value lines')
+  d = require('garuda.edits').describe_call('edit_file', { path = 'nowhere.txt', old_string = 'a', new_string = 'b' }, project)
+  eq(table.concat(d.body, '|'), 'edit_file: the text to replace was not found in nowhere.txt; the call as given:|-a|+b', 'no Lua table')
+end)
+
+test('a resumed history shows a repeated message across a compaction and a restart; the first prompt continues', function()
+  local big = {}
+  for i = 1, 800 do
+    big[i] = 'filler line ' .. i .. ' of the big file'
+  end
+  local function read(id)
+    -- A file per turn: a file read again unchanged gives a one-line result.
+    vim.fn.writefile(big, project .. '/' .. id .. '.txt')
+    return line({ { type = 'tool_use', id = id, name = 'read_file', input = { path = id .. '.txt' } } }, 'tool_use', nil, 'continue', 20000)
+  end
+  local function said(t, match)
+    return line({ { type = 'text', text = t } }, 'end_turn', nil, match, 20000)
+  end
+  local names = { 'one', 'two', 'three', 'four', 'five', 'six' }
+  local lines = {}
+  for i, name in ipairs(names) do
+    vim.list_extend(lines, { read('c' .. i), said('answer ' .. name, 'filler line') })
+  end
+  vim.list_extend(lines, {
+    said('SUMMARY-AGAIN', 'about to be compacted'),
+    said('answer seven', 'continue'),
+    said('answer after the restart', 'next question'),
+  })
+  fresh(lines)
+  for i = 1, 6 do
+    vim.cmd('Garuda continue')
+    wait_for('turn ' .. i, turn_done(i))
+  end
+  local done, res
+  garuda.compact(nil, function(e, r)
+    assert(not e, vim.inspect(e))
+    done, res = true, r
+  end)
+  wait_for('compaction', function()
+    return done
+  end)
+  eq(res.compacted, true, 'compacted: ' .. vim.inspect(res))
+  vim.cmd('Garuda continue')
+  wait_for('turn 7', turn_done(7))
+  local sid = P().session
+  -- A restart of Neovim: the server stops, the plugin forgets everything.
+  garuda.stop({ keep_sessions = true })
+  vim.cmd('silent! only | enew')
+  vim.cmd('silent! bwipeout! ' .. garuda.chat_buf(project))
+  garuda._state.projects, garuda._state.by_session = {}, {}
+  local before = #vim.api.nvim_tabpage_list_wins(0)
+  garuda.input()
+  vim.cmd('close')
+  eq(P().session, sid, 'opening the chat shows where the project left off')
+  local txt = chat_text()
+  local _, n = txt:gsub('## You\n\ncontinue', '')
+  eq(n, 7, 'every "continue" shown, the kept copy not twice')
+  for _, a in ipairs({ 'answer one', 'answer two', 'answer three', 'answer six', 'answer seven' }) do
+    local _, k = txt:gsub(a, '')
+    eq(k, 1, a .. ' shown once')
+  end
+  has(txt, '### Summary\n  ┊ \n  ┊ SUMMARY-AGAIN', 'summary as a section')
+  assert(not txt:find('<summary>', 1, true) and not txt:find('first_user_request', 1, true), 'no model-facing tags')
+  assert(not txt:find('This session continues', 1, true), 'no note written for the model')
+  -- The ⟲ heading folds what is under it.
+  local w = vim.fn.bufwinid(garuda.chat_buf(project))
+  vim.api.nvim_win_call(w, function()
+    local l = vim.fn.search('^⟲ earlier conversation compacted', 'nw')
+    assert(l > 0, 'heading')
+    eq(vim.fn.foldclosed(l), l, 'za works on the heading line')
+    l = vim.fn.search('(za to unfold)$', 'nw')
+    assert(l > 0, 'a tool status line')
+    eq(vim.fn.foldclosed(l), l, 'the unfold hint sits on the fold it names')
+  end)
+  vim.cmd('Garuda next question')
+  wait_for('answer after the restart', turn_done(1))
+  eq(P().session, sid, 'the first prompt continued the latest session')
+  has(chat_text(), 'answer after the restart', 'answered in that session')
+  eq(#vim.api.nvim_tabpage_list_wins(0), before + 1, 'one chat column')
+  -- With continue_last = false the first prompt starts afresh.
+  garuda.stop({ keep_sessions = true })
+  garuda._state.projects, garuda._state.by_session = {}, {}
+  garuda.config.continue_last = false
+  garuda.config.model = cassette({ text('a new one') })
+  vim.cmd('Garuda hello')
+  wait_for('fresh answer', turn_done(1))
+  assert(P().session ~= sid, 'a new session')
+  garuda.config.continue_last = nil
+end)
+
+test('opening the chat and :GarudaNew leave no empty session', function()
+  local function count()
+    local n, done = nil, false
+    garuda._state.client:request('session/list', { workspaceId = P().workspace.workspaceId }, function(_, r)
+      n, done = #r.sessions, true
+    end)
+    wait_for('session/list', function()
+      return done
+    end)
+    return n
+  end
+  garuda.input()
+  vim.cmd('close')
+  local n = count()
+  vim.cmd('GarudaNew')
+  garuda.input()
+  vim.cmd('close')
+  vim.cmd('GarudaNew')
+  eq(count(), n, 'no session created')
+end)
+
+test('README snippets work when pasted, the statusline with a running session', function()
+  local readme = table.concat(vim.fn.readfile(plugin_dir .. '/README.md'), '\n')
+  local blocks = {}
+  for code in readme:gmatch('```lua\n(.-)```') do
+    blocks[#blocks + 1] = code:gsub('/path/to/garuda/editors/nvim', plugin_dir)
+  end
+  assert(#blocks >= 3, 'the README has its lua snippets')
+  local help = table.concat(vim.fn.readfile(plugin_dir .. '/doc/garuda.txt'), '\n')
+  for code in help:gmatch('>lua\n(.-)\n<') do
+    blocks[#blocks + 1] = code
+  end
+  assert(#blocks >= 6, 'and :help garuda has its own')
+  local saved = vim.deepcopy(garuda.config)
+  local statuslines = {}
+  for i, code in ipairs(blocks) do
+    vim.o.statusline = nil -- its default (not empty in Neovim 0.12)
+    local default = vim.o.statusline
+    local chunk, err = load(code, 'README block ' .. i)
+    if not chunk then
+      chunk = assert(load('return ' .. code, 'README block ' .. i), err)
+      local spec = chunk()
+      eq(spec.dir, plugin_dir, 'a lazy.nvim spec')
+      spec.config()
+    else
+      chunk()
+    end
+    if vim.o.statusline ~= default then
+      statuslines[#statuslines + 1] = vim.o.statusline
+    end
+  end
+  eq(#statuslines, 2, 'a statusline snippet in the README and in :help garuda')
+  local mapped = vim.fn.maparg('<leader>ga', 'n')
+  has(mapped, 'GarudaApprove', 'the approval mapping snippet')
+  eq(type(_G.tools) == 'table' and _G.tools[1].handler ~= nil, true, 'the client tool snippet')
+  _G.tools = nil
+  garuda.config = saved
+  -- With a session running and an approval waiting.
+  fresh({ bash('sl1', 'echo statusline'), text('ok') })
+  auto_key = nil
+  vim.cmd('Garuda check the statusline')
+  wait_for('approval', function()
+    return approval.current ~= nil
+  end)
+  for _, sl in ipairs(statuslines) do
+    vim.o.statusline = sl
+    local ok, res = pcall(vim.api.nvim_eval_statusline, sl, { maxwidth = 400 })
+    assert(ok, tostring(res))
+    has(res.str, 'Garuda: replay:', 'the model in ' .. sl)
+    has(res.str, 'approval waiting (:GarudaApprove)', 'the approval')
+    vim.cmd('redrawstatus') -- E5101 here for a v:lua call Neovim cannot make
+  end
+  -- The README's mapping moves to the approval.
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<leader>ga', true, false, true), 'x', false)
+  eq(vim.api.nvim_get_current_win(), approval.current.win, 'the mapping moves to the approval')
+  vim.api.nvim_feedkeys('y', 'x', false)
+  auto_key = 'y'
+  wait_for('end of turn', turn_done(1))
+  local ok, res = pcall(vim.api.nvim_eval_statusline, statuslines[1], { maxwidth = 400 })
+  assert(ok, tostring(res))
+  has(res.str, 'Garuda: replay:', 'after the turn')
+  vim.o.statusline = nil
+end)
+
 test(':GarudaStop: shutdown + exit, child gone with code 0, next prompt starts a new chat', function()
   fresh({ text('x') })
+  vim.cmd('Garuda hi')
+  wait_for('answer', turn_done(1))
   local c = garuda._state.client
   local pid = c.pid
   local sid = P().session

@@ -80,6 +80,98 @@ function M.unified(path, old, new)
   return vim.list_extend(head, lines)
 end
 
+--- The loaded buffer of `path` when it has unsaved changes, else nil.
+function M.dirty_buffer(path)
+  local b = vim.fn.bufnr(path)
+  if b ~= -1 and vim.api.nvim_buf_is_loaded(b) and vim.bo[b].modified then
+    return b
+  end
+end
+
+local function disk_text(path)
+  local f = io.open(path, 'rb')
+  if not f then
+    return nil
+  end
+  local t = f:read('*a')
+  f:close()
+  return t
+end
+
+--- A tool's arguments as readable lines (`key: value`, multi-line values indented).
+local function readable_input(input)
+  if type(input) ~= 'table' then
+    return { tostring(input) }
+  end
+  local keys = vim.tbl_keys(input)
+  table.sort(keys, function(a, b)
+    return tostring(a) < tostring(b)
+  end)
+  local out = {}
+  for _, k in ipairs(keys) do
+    local v = input[k]
+    v = type(v) == 'string' and v or vim.json.encode(v)
+    local vl = vim.split(v, '\n', { plain = true })
+    if #vl == 1 then
+      out[#out + 1] = ('%s: %s'):format(k, vl[1])
+    else
+      out[#out + 1] = k .. ':'
+      for _, l in ipairs(vl) do
+        out[#out + 1] = '    ' .. l
+      end
+    end
+  end
+  return out
+end
+
+--- What an approval shows for a tool call: { body = lines, filetype, notice = lines?,
+--- dirty = bufnr? (the target buffer has unsaved changes), rel = shown path? }.
+function M.describe_call(tool, input, root)
+  if tool == 'bash' and type(input) == 'table' and input.command then
+    return { body = vim.split('$ ' .. tostring(input.command), '\n', { plain = true }), filetype = 'sh' }
+  end
+  if not ((tool == 'edit_file' or tool == 'write_file') and type(input) == 'table') then
+    return { body = readable_input(input), filetype = 'yaml' }
+  end
+  local path, old, new = M.proposed_text(tool, input, root)
+  if not path then
+    return { body = readable_input(input), filetype = 'yaml' }
+  end
+  local rel = vim.fn.fnamemodify(path, ':~:.')
+  local dirty = M.dirty_buffer(path)
+  local out = { filetype = 'diff', rel = rel, dirty = dirty }
+  if dirty then
+    out.notice = {
+      ('⚠ %s has unsaved changes in Neovim: Garuda refuses this edit unless the buffer is saved first'):format(rel),
+      '  (s saves it and allows; Garuda then reads the file again and may ask once more)',
+    }
+  end
+  if new then
+    -- Against the buffer's own text, unsaved changes included: what the user sees.
+    out.body = M.unified(path, old, new)
+    return out
+  end
+  if dirty and tool == 'edit_file' then
+    -- The text to replace is only in the file on disk: show the edit there.
+    local disk = disk_text(path)
+    local from, to = (disk or ''):find(input.old_string or '', 1, true)
+    if disk and from and (input.old_string or '') ~= '' then
+      out.body = M.unified(path, disk, disk:sub(1, from - 1) .. (input.new_string or '') .. disk:sub(to + 1))
+      table.insert(out.notice, '  (the text it replaces is not in your buffer, only in the file on disk; diff of the file)')
+      return out
+    end
+  end
+  out.body = { ('%s: the text to replace was not found in %s; the call as given:'):format(tool, rel) }
+  local lines = vim.split(input.old_string or '', '\n', { plain = true })
+  for _, l in ipairs(lines) do
+    out.body[#out.body + 1] = '-' .. l
+  end
+  for _, l in ipairs(vim.split(input.new_string or '', '\n', { plain = true })) do
+    out.body[#out.body + 1] = '+' .. l
+  end
+  return out
+end
+
 local function uri_path(uri)
   return vim.uri_to_fname(uri)
 end

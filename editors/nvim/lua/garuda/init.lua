@@ -34,6 +34,10 @@ local state = {
 M._state = state
 
 local FOLD_OUT, FOLD_THINK = '  │ ', '  ┊ '
+local drop_queue -- (p, why): forget a project's queued prompts, saying so in its chat
+local continue_latest -- (p): resume the project's newest session; true when there was one
+local NEW_CHAT = '_(new chat: the first prompt starts it)_'
+local close_fold_later -- (buf, lnum): close the fold starting at lnum once Neovim has made it
 
 local function notify(msg, level)
   vim.notify('garuda: ' .. msg, level or vim.log.levels.INFO)
@@ -58,6 +62,13 @@ function M.explain(err)
   if var then
     return ('%s is not set: export it before starting Neovim, or pass it with '
       .. 'require("garuda").setup({ env = { %s = "..." } }). :checkhealth garuda checks it.'):format(var, var)
+  end
+  local model = M.config.model
+  if data.kind == 'config' and type(model) == 'string' and model ~= '' then
+    local provider = model:match('^([^/:]+)[/:]') or model
+    if msg:find(model, 1, true) or msg:find('`' .. provider .. '`', 1, true) then
+      return ('%s (the model comes from this plugin\'s setting: require("garuda").setup({ model = %q }))'):format(msg, model)
+    end
   end
   if msg:find('rejected the API key', 1, true) then
     return msg .. ' (the key comes from Neovim\'s environment or setup({ env = ... }))'
@@ -96,6 +107,7 @@ function M.project(root)
       window = nil,
       busy = false,
       queue = {},
+      turns = 0, -- turns finished in this chat
       always = {}, -- tool name -> true: approved for the rest of this session (client side)
       timed_out = {}, -- toolCallId -> seconds
     }
@@ -106,17 +118,31 @@ end
 
 -- ---- chat buffer -----------------------------------------------------------------------------
 
+local function in_fold(l)
+  return l:sub(1, #FOLD_OUT) == FOLD_OUT or l:sub(1, #FOLD_THINK) == FOLD_THINK
+end
+
+--- Folded output belongs to the line above it (the tool's status, "💭 thinking", a summary's
+--- heading), so `za` works on the line that says what is folded.
 function M.foldexpr(lnum)
-  local l = vim.fn.getline(lnum)
-  if l:sub(1, #FOLD_OUT) == FOLD_OUT or l:sub(1, #FOLD_THINK) == FOLD_THINK then
+  if in_fold(vim.fn.getline(lnum)) then
     return '1'
   end
+  if in_fold(vim.fn.getline(lnum + 1)) then
+    return '>1'
+  end
   return '0'
+end
+
+function M.foldtext()
+  local n = vim.v.foldend - vim.v.foldstart
+  return ('%s  [+ %d line%s folded]'):format(vim.fn.getline(vim.v.foldstart), n, n == 1 and '' or 's')
 end
 
 local function chat_window_options(w)
   vim.wo[w].foldmethod = 'expr'
   vim.wo[w].foldexpr = "v:lua.require'garuda'.foldexpr(v:lnum)"
+  vim.wo[w].foldtext = "v:lua.require'garuda'.foldtext()"
   vim.wo[w].foldlevel = 0
   vim.wo[w].foldenable = true
   vim.wo[w].wrap = true
@@ -153,10 +179,24 @@ function M.chat_buf(root)
   return b
 end
 
+--- A window of this tab page showing some project's chat (reused: one chat column).
+local function chat_window()
+  for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    local b = vim.api.nvim_win_get_buf(w)
+    if vim.b[b].garuda_root and vim.api.nvim_win_get_config(w).relative == '' then
+      return w
+    end
+  end
+end
+
 local function show_chat(root)
   local b = M.chat_buf(root)
   local w = vim.fn.bufwinid(b)
-  if w == -1 then
+  local other = w == -1 and chat_window()
+  if other then
+    vim.api.nvim_win_set_buf(other, b)
+    chat_window_options(other)
+  elseif w == -1 then
     local cur = vim.api.nvim_get_current_win()
     vim.cmd(M.config.chat.open)
     vim.api.nvim_win_set_buf(0, b)
@@ -168,6 +208,34 @@ local function show_chat(root)
   return b
 end
 
+local NS_QUEUE = vim.api.nvim_create_namespace('garuda.queue')
+
+--- Queued prompts are virtual lines under the chat's last line: what streams in meanwhile
+--- (a tool's result) stays with the turn it belongs to, above them.
+local function show_queue(b, p)
+  vim.api.nvim_buf_clear_namespace(b, NS_QUEUE, 0, -1)
+  if not p or #p.queue == 0 then
+    return
+  end
+  local lines = {}
+  for _, q in ipairs(p.queue) do
+    lines[#lines + 1] = { { '⏳ queued (sent when the running turn ends): ' .. vim.split(q.prompt, '\n')[1], 'Comment' } }
+  end
+  vim.api.nvim_buf_set_extmark(b, NS_QUEUE, vim.api.nvim_buf_line_count(b) - 1, 0, { virt_lines = lines })
+end
+
+--- The queued lines shown under a project's chat.
+function M.queued_lines(root)
+  local b = M.chat_buf(root)
+  local out = {}
+  for _, m in ipairs(vim.api.nvim_buf_get_extmarks(b, NS_QUEUE, 0, -1, { details = true })) do
+    for _, vl in ipairs(m[4].virt_lines or {}) do
+      out[#out + 1] = vl[1][1]
+    end
+  end
+  return out
+end
+
 --- Append text to a chat buffer, continuing its last line (streamed deltas).
 function M.append(text, root)
   local b = M.chat_buf(root)
@@ -175,6 +243,7 @@ function M.append(text, root)
   local tail = vim.api.nvim_buf_get_lines(b, last - 1, last, false)[1] or ''
   local lines = vim.split(tail .. text, '\n', { plain = true })
   vim.api.nvim_buf_set_lines(b, last - 1, last, false, lines)
+  show_queue(b, state.projects[vim.b[b].garuda_root])
   local w = vim.fn.bufwinid(b)
   if w ~= -1 and vim.api.nvim_get_current_win() ~= w then
     pcall(vim.api.nvim_win_set_cursor, w, { vim.api.nvim_buf_line_count(b), 0 })
@@ -189,6 +258,53 @@ local function append_block(text, root)
   local sep = empty and '' or (last == '' and '\n' or '\n\n')
   M.append(sep .. text, root)
 end
+
+-- Fold-start lines to close, per chat buffer. Neovim does not update folds while the user is
+-- in Insert mode, and the folds it makes afterwards come up open: they are closed then.
+local new_folds = {}
+
+local function close_new_folds(b)
+  local w = vim.fn.bufwinid(b)
+  local mode = vim.api.nvim_get_mode().mode
+  if w == -1 or mode:match('^[iR]') then
+    return
+  end
+  local lines = new_folds[b] or {}
+  new_folds[b] = nil
+  if #lines == 0 then
+    return
+  end
+  -- What Neovim's own tree-sitter folds do after Insert mode: recompute the changed rows.
+  if vim._foldupdate then
+    pcall(vim._foldupdate, w, lines[1] - 1, vim.api.nvim_buf_line_count(b))
+  end
+  vim.api.nvim_win_call(w, function()
+    for _, l in ipairs(lines) do
+      pcall(vim.cmd, ('silent! %dfoldclose'):format(l))
+    end
+  end)
+end
+
+close_fold_later = function(b, lnum)
+  new_folds[b] = new_folds[b] or {}
+  table.insert(new_folds[b], lnum)
+  close_new_folds(b)
+end
+
+vim.api.nvim_create_autocmd('InsertLeave', {
+  group = vim.api.nvim_create_augroup('garuda.folds', { clear = true }),
+  callback = function()
+    vim.schedule(function()
+      for b in pairs(new_folds) do
+        if vim.api.nvim_buf_is_valid(b) then
+          close_new_folds(b)
+        else
+          new_folds[b] = nil
+        end
+      end
+    end)
+  end,
+})
 
 --- Lines with a fold prefix (folded by default in the chat window).
 local function folded(text, prefix, max)
@@ -210,6 +326,8 @@ local function set_mode(p, mode)
   end
   if mode == 'thinking' then
     append_block('💭 thinking', p.root)
+    local b = M.chat_buf(p.root)
+    close_fold_later(b, vim.api.nvim_buf_line_count(b))
     M.append('\n' .. FOLD_THINK, p.root)
   elseif mode == 'text' and p.mode ~= nil then
     append_block('', p.root)
@@ -256,6 +374,8 @@ local function tool_finished(p, ev)
     status = ('  ⏱ not run: the approval timed out%s'):format(timed and (' after ' .. timed .. ' s') or '')
   elseif meta.cancelled then
     status = '  ✗ interrupted'
+  elseif meta.approval == 'rejected' then
+    status = '  ✗ not run: rejected'
   elseif ev.isError then
     status = '  ✗ failed'
   else
@@ -264,8 +384,18 @@ local function tool_finished(p, ev)
   if meta.exitCode then
     status = status .. ' · exit ' .. tostring(meta.exitCode)
   end
+  if status:find('failed', 1, true) then
+    -- The reason stays in sight: a refused edit says why on its status line.
+    local why = vim.trim(vim.split(ev.output or '', '\n', { plain = true })[1] or '')
+    if why ~= '' then
+      status = status .. ': ' .. why
+    end
+  end
   status = status .. (' · %d line%s (za to unfold)'):format(n, n == 1 and '' or 's')
+  local b = M.chat_buf(p.root)
+  local at = vim.api.nvim_buf_line_count(b) + 1
   M.append('\n' .. status .. '\n' .. table.concat(lines, '\n'), p.root)
+  close_fold_later(b, at)
   p.mode = 'tool'
 end
 
@@ -356,8 +486,18 @@ end
 
 -- ---- approvals -------------------------------------------------------------------------------
 
+local WAITING = '  ⏸ approval waiting: :GarudaApprove moves to it'
+
+-- The answer replaces the "waiting" line when nothing was written below it meanwhile.
 local function approval_note(p, text)
-  if p then
+  if not p then
+    return
+  end
+  local b = M.chat_buf(p.root)
+  local n = vim.api.nvim_buf_line_count(b)
+  if vim.api.nvim_buf_get_lines(b, n - 1, n, false)[1] == WAITING then
+    vim.api.nvim_buf_set_lines(b, n - 1, n, false, { '  ' .. text })
+  else
     M.append('\n  ' .. text, p.root)
   end
 end
@@ -370,24 +510,19 @@ local function ask_permission(params, reply, id)
     approval_note(p, 'approval: allowed (always allowed for ' .. tool .. ' in this session; :GarudaPermissions revokes)')
     return reply({ optionId = 'allow_once' })
   end
-  local body, ft = {}, 'diff'
-  if (tool == 'edit_file' or tool == 'write_file') and p then
-    local path, old, new = edits.proposed_text(tool, params.input, p.root)
-    if path and new then
-      body = edits.unified(path, old, new)
-    else
-      body = vim.split(vim.inspect(params.input), '\n')
-      ft = 'lua'
-    end
-  elseif tool == 'bash' and type(params.input) == 'table' then
-    body = vim.split('$ ' .. tostring(params.input.command), '\n')
-    ft = 'sh'
-  else
-    body = vim.split(vim.json.encode(params.input or {}), '\n')
-    ft = 'json'
-  end
+  local d = edits.describe_call(tool, params.input, p and p.root or vim.fn.getcwd())
   local function answer(choice)
-    if choice == 'allow_always' and p then
+    if choice == 'save_then_allow' and d.dirty and vim.api.nvim_buf_is_valid(d.dirty) then
+      local ok, err = pcall(vim.api.nvim_buf_call, d.dirty, function()
+        vim.cmd('silent write')
+      end)
+      if ok then
+        approval_note(p, ('approval: saved %s, then allowed once'):format(d.rel))
+      else
+        approval_note(p, ('approval: could not save %s (%s); allowed once'):format(d.rel, tostring(err)))
+      end
+      choice = 'allow_once'
+    elseif choice == 'allow_always' and p then
       p.always[tool] = true
       approval_note(p, 'approval: allowed; ' .. tool .. ' is now always allowed in this session (:GarudaPermissions revokes)')
       choice = 'allow_once' -- remembered here, so it stays revocable
@@ -400,34 +535,25 @@ local function ask_permission(params, reply, id)
     redraw_status()
     reply({ optionId = choice })
   end
-  local ask = {
+  local keys = {}
+  if d.dirty then
+    keys[1] = { key = 's', label = ('save %s first, then allow once'):format(d.rel), choice = 'save_then_allow' }
+  end
+  approval.mode = M.config.approval == 'select' and 'select' or 'float'
+  approval.ask({
     id = id,
     session = params.sessionId,
     tool_call_id = params.toolCallId,
     title = 'Garuda wants to run ' .. (params.title or tool),
-    body = body,
-    filetype = ft,
+    notice = d.notice,
+    body = d.body,
+    filetype = d.filetype,
+    keys = keys,
     answer = answer,
     started = vim.uv.now(),
-  }
-  if M.config.approval == 'select' then
-    local opts = { { optionId = 'reject', name = 'Reject' } }
-    for _, o in ipairs(params.options or {}) do
-      if o.optionId ~= 'reject' then
-        opts[#opts + 1] = o
-      end
-    end
-    vim.ui.select(opts, {
-      prompt = ask.title .. '\n' .. table.concat(body, '\n'),
-      format_item = function(o)
-        return o.name or o.optionId
-      end,
-      kind = 'garuda.permission',
-    }, function(choice)
-      answer(choice and choice.optionId or 'reject')
-    end)
-  else
-    approval.ask(ask)
+  })
+  if p then
+    M.append('\n' .. WAITING, p.root)
   end
   redraw_status()
 end
@@ -483,11 +609,16 @@ local function on_exit(code, signal, tail, msg, stopping)
   for _, p in pairs(state.projects) do
     p.workspace = nil
     p.progress = nil
+    if not stopping then
+      drop_queue(p, 'garuda exited')
+    end
   end
-  approval.withdraw(function()
+  while approval.withdraw(function()
     return true
-  end)
-  if not stopping then
+  end) do
+  end
+  -- While starting, M.start's caller reports it (once).
+  if not stopping and not state.starting then
     state.errors[#state.errors + 1] = msg
     notify(msg, vim.log.levels.ERROR)
   end
@@ -531,14 +662,16 @@ function M.start(root)
     end,
   })
   local res
+  state.starting = true
   res, err = c:request_sync('initialize', {
     processId = vim.fn.getpid(),
     rootUri = vim.uri_from_fname(root),
     capabilities = { workspace = { applyEdit = true } },
     clientInfo = { name = 'garuda.nvim' },
   }, M.config.timeout_ms)
+  state.starting = false
   if err then
-    return nil, 'initialize: ' .. M.explain(err)
+    return nil, M.explain(err)
   end
   state.server_info = res and res.serverInfo
   c:notify('initialized', vim.empty_dict())
@@ -565,7 +698,12 @@ local function ensure_workspace(root)
   if p.session then
     local lr, lerr = c:request_sync('session/load', { sessionId = p.session }, M.config.timeout_ms)
     if lerr then
-      p.session = nil
+      -- Not another old session in its place: a new chat, and why.
+      notify(('could not continue session %s: %s; the next prompt starts a new chat'):format(
+        p.session:sub(1, 13),
+        M.explain(lerr)
+      ), vim.log.levels.WARN)
+      p.session, p.fresh = nil, true
     else
       p.model = lr.model or p.model
     end
@@ -596,6 +734,9 @@ local function ensure_session(root)
     state.by_session[p.session] = p.root
     return p
   end
+  if not p.fresh and M.config.continue_last ~= false and continue_latest(p) then
+    return p
+  end
   local params = { workspaceId = p.workspace.workspaceId, policy = M.config.policy, model = M.config.model }
   local specs = {}
   for _, t in ipairs(M.config.tools or {}) do
@@ -610,11 +751,16 @@ local function ensure_session(root)
     return nil, M.explain(err)
   end
   p.session, p.model, p.window = res.sessionId, res.model, res.contextWindow
-  p.context_tokens, p.always, p.timed_out = nil, {}, {}
+  p.context_tokens, p.always, p.timed_out, p.fresh = nil, {}, {}, nil
   state.by_session[p.session] = p.root
+  local b = M.chat_buf(p.root)
+  if vim.api.nvim_buf_get_lines(b, 0, 1, false)[1] == NEW_CHAT then
+    vim.api.nvim_buf_set_lines(b, 0, -1, false, {})
+  end
   append_block(header(p), p.root)
   for _, w in ipairs(res.warnings or {}) do
-    append_block('⚠ ' .. w, p.root)
+    -- A warning about the model names the setting it came from.
+    append_block('⚠ ' .. M.explain({ message = w, data = { kind = 'config' } }), p.root)
   end
   return p
 end
@@ -636,7 +782,7 @@ function M.stop(opts)
           append_block('_[stopped; the next prompt starts a new chat]_', p.root)
         end
       end
-      p.session, p.queue = nil, {}
+      p.session, p.queue, p.fresh = nil, {}, true
     end
   end
   redraw_status()
@@ -681,6 +827,13 @@ end
 
 local run_next
 
+-- How a turn that did not simply end is shown (an ordinary end shows nothing).
+local STOPPED = {
+  cancelled = '⏹ cancelled',
+  max_tokens = '⚠ the answer stopped at the output limit (max_tokens)',
+  max_steps = '⚠ the turn stopped at its step limit',
+}
+
 --- :Garuda {prompt} — run a turn in the current project; the answer streams into its chat
 --- buffer. opts: { selection = M.selection(...), root = ... }. cb(err, result) optional.
 --- While a turn runs, the prompt is queued and sent when it ends.
@@ -702,7 +855,7 @@ function M.ask(prompt, cb, opts)
   show_chat(root)
   if p.busy then
     p.queue[#p.queue + 1] = { prompt = prompt, cb = cb, opts = opts }
-    append_block(('⏳ queued (sent when the running turn ends): %s'):format(vim.split(prompt, '\n')[1]), root)
+    show_queue(M.chat_buf(root), p)
     redraw_status()
     return
   end
@@ -726,9 +879,10 @@ function M.ask(prompt, cb, opts)
       if not (type(e.data) == 'table' and e.data.exited) then
         notify(msg, vim.log.levels.ERROR) -- a dead server was already reported
       end
-    else
-      append_block(('_[%s]_\n'):format(res.stopReason), root)
+    elseif res.stopReason ~= 'end_turn' then
+      append_block(STOPPED[res.stopReason] or ('⏹ the turn ended: ' .. tostring(res.stopReason)), root)
     end
+    p.turns = p.turns + 1
     p.mode = nil
     redraw_status()
     if cb then
@@ -754,6 +908,13 @@ function M.input(opts)
   opts = opts or {}
   local root = opts.root or M.root()
   local p = M.project(root)
+  if not p.session and not p.fresh and M.config.continue_last ~= false then
+    -- Show where the project left off; the session itself is only loaded, never created.
+    local ok = ensure_workspace(root)
+    if ok then
+      continue_latest(p)
+    end
+  end
   show_chat(root)
   local b = vim.api.nvim_create_buf(false, true)
   vim.bo[b].bufhidden = 'wipe'
@@ -813,15 +974,24 @@ function M.new_chat(root)
   if p.busy then
     return notify('a turn is running in this project (:GarudaCancel first)', vim.log.levels.WARN)
   end
-  p.session, p.queue = nil, {}
+  -- The session itself starts with the first prompt: an unused chat leaves no empty session.
+  p.session, p.queue, p.fresh, p.turns = nil, {}, true, 0
   local b = M.chat_buf(root)
-  vim.api.nvim_buf_set_lines(b, 0, -1, false, {})
-  local ok, err = ensure_session(root)
-  if not ok then
-    return notify(err, vim.log.levels.ERROR)
-  end
+  vim.api.nvim_buf_set_lines(b, 0, -1, false, { NEW_CHAT })
   show_chat(root)
-  return p.session
+end
+
+--- Forget the queued prompts, saying so in the chat.
+drop_queue = function(p, why)
+  if #p.queue == 0 then
+    return
+  end
+  local lines = {}
+  for _, q in ipairs(p.queue) do
+    lines[#lines + 1] = ('⏳ dropped, not sent (%s): %s'):format(why, vim.split(q.prompt, '\n')[1])
+  end
+  p.queue = {}
+  append_block(table.concat(lines, '\n'), p.root)
 end
 
 --- :GarudaCancel — cancel the running turn of the current project.
@@ -830,7 +1000,7 @@ function M.cancel(root)
   if not (state.client and p.session and p.busy) then
     return notify('nothing to cancel', vim.log.levels.WARN)
   end
-  p.queue = {}
+  drop_queue(p, 'the turn was cancelled')
   state.client:request('turn/cancel', { sessionId = p.session }, function(e)
     if e then
       notify('cancel: ' .. M.explain(e), vim.log.levels.ERROR)
@@ -1039,13 +1209,49 @@ local function block_text(blk)
   return type(blk.content) == 'string' and blk.content or ''
 end
 
---- A key that identifies a message's content, to drop the copies a compaction re-installs.
-local function signature(m)
-  local parts = { m.role }
-  for _, blk in ipairs(type(m.content) == 'table' and m.content or {}) do
-    parts[#parts + 1] = blk.type .. ':' .. (blk.id or blk.tool_use_id or blk.text or blk.thinking or '')
+-- Tags around what the server gives the model in a summary message; never shown as such.
+local MODEL_TAGS = { 'summary', 'analysis', 'first_user_request', 'user_messages', 'message', 'garuda_note' }
+
+local function strip_tags(text)
+  for _, t in ipairs(MODEL_TAGS) do
+    text = text:gsub('</?' .. t .. '>', '')
   end
-  return table.concat(parts, '\31')
+  return vim.trim(text:gsub('\n\n\n+', '\n\n'))
+end
+
+--- A compaction's summary message as readable markdown sections: the user's first request,
+--- their later messages, then the summary; the intro written for the model is left out.
+function M.summary_lines(m)
+  local out = {}
+  local function section(title, body)
+    if #out > 0 then
+      out[#out + 1] = ''
+    end
+    out[#out + 1] = '### ' .. title
+    out[#out + 1] = ''
+    vim.list_extend(out, vim.split(body, '\n', { plain = true }))
+  end
+  for _, blk in ipairs(type(m.content) == 'table' and m.content or {}) do
+    local t = blk.type == 'text' and blk.text or nil
+    if not t or t:match('^This session continues from an earlier') then
+      -- Addressed to the model.
+    elseif t:match('^%s*<first_user_request>') then
+      section('Your first request', strip_tags(t))
+    elseif t:match('^%s*<user_messages>') then
+      local items = {}
+      local note = t:match('\n(%[%d+ earlier user message%(s%) are not repeated[^\n]*%])')
+      if note then
+        items[#items + 1] = '_' .. note .. '_'
+      end
+      for msg in t:gmatch('<message>\n?(.-)\n?</message>') do
+        items[#items + 1] = '• ' .. msg:gsub('\n', '\n  ')
+      end
+      section('Your later messages', table.concat(items, '\n'))
+    else
+      section(m.meta == 'handoff' and 'Handoff (what was done before)' or 'Summary', strip_tags(t))
+    end
+  end
+  return out
 end
 
 local META = { summary = true, handoff = true }
@@ -1058,12 +1264,8 @@ function M.history_lines(messages)
   local function add(s)
     vim.list_extend(out, vim.split(s, '\n', { plain = true }))
   end
-  local compacted = {}
   local results = {}
   for _, m in ipairs(messages) do
-    if m.removed == 'compacted' then
-      compacted[signature(m)] = true
-    end
     for _, blk in ipairs(type(m.content) == 'table' and m.content or {}) do
       if blk.type == 'tool_result' then
         results[blk.tool_use_id] = blk
@@ -1073,21 +1275,16 @@ function M.history_lines(messages)
   local last_role
   for _, m in ipairs(messages) do
     local meta = m.meta ~= vim.NIL and m.meta or nil
-    local copy = (m.copyOf and m.copyOf ~= vim.NIL) or (not meta and m.removed == nil and compacted[signature(m)])
-    if copy then
+    -- Only the server's mark says a message is a kept copy: equal text is not enough (a user
+    -- may well say "continue" twice).
+    if m.copyOf and m.copyOf ~= vim.NIL then
       -- A step the compaction kept: already shown where it first happened.
     elseif meta and META[meta] then
-      local text = ''
-      for _, blk in ipairs(m.content or {}) do
-        if blk.type == 'text' then
-          text = text .. blk.text
-        end
-      end
       add('')
-      add(('⟲ earlier conversation compacted; the model continues from this %s (za unfolds it):'):format(
+      add(('⟲ earlier conversation compacted; the model continues from this %s (za unfolds it)'):format(
         meta == 'handoff' and 'handoff' or 'summary'
       ))
-      vim.list_extend(out, (folded(text, FOLD_THINK, 400)))
+      vim.list_extend(out, (folded(table.concat(M.summary_lines(m), '\n'), FOLD_THINK, 400)))
       last_role = nil
     elseif meta == 'restored_file' or meta == 'restoredfile' then
       for _, blk in ipairs(m.content or {}) do
@@ -1101,11 +1298,22 @@ function M.history_lines(messages)
     elseif meta == 'todo' or meta == 'truncated_marker' or meta == 'truncatedmarker' then
       -- Bookkeeping for the model.
     else
-      local texts, tools = {}, {}
+      local texts, tools, notes = {}, {}, {}
       for _, blk in ipairs(type(m.content) == 'table' and m.content or {}) do
         if blk.type == 'text' then
-          if blk.text:match('^<garuda_note>') then
-            texts[#texts + 1] = 'ℹ _(instruction files changed; the new text went to the model)_'
+          local note, rest = blk.text:match('^<garuda_note>(.-)</garuda_note>%s*(.*)$')
+          if note then
+            -- Notes to the model; the two a user would want to know about get one line.
+            if note:match('^The project\'s instruction') then
+              notes[#notes + 1] = 'ℹ _(instruction files changed; the new text went to the model)_'
+            elseif note:match('^The model was switched') then
+              notes[#notes + 1] = 'ℹ _(the model was switched)_'
+            end
+            if rest ~= '' then
+              texts[#texts + 1] = rest
+            end
+          elseif blk.text:match('^<garuda_note>') then
+            -- An unclosed note: all of it is for the model.
           elseif blk.text:match('^<context path=') then
             local path, lines = blk.text:match('^<context path="([^"]*)" lines="([^"]*)"')
             texts[#texts + 1] = ('_(with %s lines %s)_'):format(path or '?', lines or '?')
@@ -1124,6 +1332,10 @@ function M.history_lines(messages)
             vim.list_extend(tools, lines)
           end
         end
+      end
+      if #notes > 0 then
+        add('')
+        add(table.concat(notes, '\n'))
       end
       if m.role == 'user' and #texts > 0 then
         add('')
@@ -1170,24 +1382,71 @@ function M.history_lines(messages)
   return out
 end
 
+--- Every message of a session, waiting for them. Returns messages or nil, err.
+local function all_messages_sync(sid)
+  local out, cursor = {}, 0
+  while cursor do
+    local res, e = state.client:request_sync('session/messages', { sessionId = sid, cursor = cursor, limit = 1000 }, M.config.timeout_ms)
+    if e then
+      return nil, e
+    end
+    vim.list_extend(out, res.messages or {})
+    cursor = res.nextCursor ~= vim.NIL and res.nextCursor or nil
+  end
+  return out
+end
+
+local function show_history(p, sid, e, messages)
+  local b = show_chat(p.root)
+  vim.api.nvim_buf_set_lines(b, 0, -1, false, vim.split(header(p), '\n'))
+  if e then
+    append_block('> error: ' .. M.explain(e), p.root)
+  else
+    vim.api.nvim_buf_set_lines(b, -1, -1, false, M.history_lines(messages))
+    append_block(('_[resumed session %s]_\n'):format(sid:sub(1, 13)), p.root)
+  end
+end
+
 --- Replace a project's chat buffer with a session's transcript.
 function M.render_history(sid, cb, root)
   root = root or M.root()
   all_messages(sid, function(e, messages)
-    local b = show_chat(root)
-    local p = M.project(root)
-    vim.api.nvim_buf_set_lines(b, 0, -1, false, vim.split(header(p), '\n'))
-    if e then
-      append_block('> error: ' .. M.explain(e), root)
-    else
-      local lines = M.history_lines(messages)
-      vim.api.nvim_buf_set_lines(b, -1, -1, false, lines)
-      append_block(('_[resumed session %s]_\n'):format(sid:sub(1, 13)), root)
-    end
+    show_history(M.project(root), sid, e, messages)
     if cb then
       cb(sid)
     end
   end)
+end
+
+-- The project continues in session `sid` (loaded on the server as `lr`).
+local function use_session(p, sid, lr)
+  p.session, p.model, p.fresh = sid, lr and lr.model or p.model, nil
+  p.always, p.timed_out, p.context_tokens, p.turns = {}, {}, nil, 0
+  state.by_session[sid] = p.root
+  local info = state.client:request_sync('context/inspect', { sessionId = sid }, M.config.timeout_ms)
+  if type(info) == 'table' then
+    p.window, p.context_tokens = info.window, info.contextTokens
+  end
+end
+
+continue_latest = function(p)
+  local res, e = state.client:request_sync('session/list', { workspaceId = p.workspace.workspaceId }, M.config.timeout_ms)
+  if e or type(res) ~= 'table' then
+    return false
+  end
+  for _, s in ipairs(M.sort_sessions(res.sessions)) do
+    if (s.messageCount or 0) > 0 then
+      local lr, le = state.client:request_sync('session/load', { sessionId = s.sessionId }, M.config.timeout_ms)
+      if le then
+        return false
+      end
+      use_session(p, s.sessionId, lr)
+      local messages, me = all_messages_sync(s.sessionId)
+      show_history(p, s.sessionId, me, messages)
+      return true
+    end
+  end
+  return false
 end
 
 --- Sessions newest first (by last activity when the server reports it), headless runs left out.
@@ -1258,9 +1517,7 @@ function M.sessions(cb)
         if p.busy then
           return notify('a turn started meanwhile; not switching sessions', vim.log.levels.WARN)
         end
-        p.session, p.model = s.sessionId, (lr and lr.model) or s.model
-        p.always, p.timed_out, p.context_tokens = {}, {}, nil
-        state.by_session[s.sessionId] = root
+        use_session(p, s.sessionId, lr or { model = s.model })
         M.render_history(s.sessionId, cb, root)
       end)
     end)
@@ -1287,13 +1544,7 @@ function M.summary(cb)
       end
       return
     end
-    local text = ''
-    for _, blk in ipairs(found.content or {}) do
-      if blk.type == 'text' then
-        text = text .. blk.text
-      end
-    end
-    local w = float(vim.split(text, '\n', { plain = true }), 'Garuda: compaction summary', 'markdown')
+    local w = float(M.summary_lines(found), 'Garuda: compaction summary', 'markdown')
     if cb then
       cb(nil, w)
     end
@@ -1332,9 +1583,10 @@ function M.permissions(cb)
   end)
 end
 
---- :GarudaApprove — bring back the approval prompt.
+--- :GarudaApprove — move to the waiting approval (the deliberate step before y / a / n).
 function M.approve()
-  if not approval.reopen() then
+  approval.mode = M.config.approval == 'select' and 'select' or 'float'
+  if not approval.focus() then
     notify('no approval is waiting')
   end
 end
