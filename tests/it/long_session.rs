@@ -288,23 +288,144 @@ pub struct Session {
     pub elapsed: Duration,
 }
 
-fn write_config(home: &Path, window: u64) {
+fn write_config(home: &Path, window: u64, extra: &str) {
     let dir = home.join("config/garuda");
     std::fs::create_dir_all(&dir).expect("mkdir");
     std::fs::write(
         dir.join("config.toml"),
         format!(
-            "model = \"{MODEL}\"\n[network]\nmax_retries = 2\nidle_timeout_ms = 20000\n\
+            "model = \"{MODEL}\"\n{extra}\n[network]\nmax_retries = 2\nidle_timeout_ms = 20000\n\
              [models.\"{MODEL}\"]\ncontextWindow = {window}\n"
         ),
     )
     .expect("config");
 }
 
+/// What a benchmark built on this harness adds to a run (`run_with`): files, settings and
+/// client actions between turns.
+pub trait Hooks {
+    /// Adjusts the workspace and the simulated provider before the session starts.
+    fn prepare(&mut self, _root: &Path, _sim: &mut SimConfig) {}
+    /// Lines for the top of Garuda's config.toml (before any table).
+    fn config(&self) -> String {
+        String::new()
+    }
+    /// Runs before user turn `turn` (files changed, client reliefs, restarts); returns text
+    /// appended to the turn's user message.
+    fn before_turn(&mut self, _turn: u32, _live: &mut Live<'_>) -> String {
+        String::new()
+    }
+    /// Runs after the last turn, before the binary stops.
+    fn finish(&mut self, _live: &mut Live<'_>) {}
+}
+
+/// No additions: the plain scenario.
+pub struct NoHooks;
+
+impl Hooks for NoHooks {}
+
+/// The running session, as hooks see it.
+pub struct Live<'a> {
+    /// The client of the running binary.
+    pub g: &'a mut Garuda,
+    /// The session.
+    pub sid: &'a str,
+    /// Garuda's HOME (config and state).
+    pub home: &'a Path,
+    /// The workspace root.
+    pub root: &'a Path,
+    /// The simulated provider.
+    pub sim: &'a Sim,
+    env: &'a [(&'a str, &'a str)],
+}
+
+impl Live<'_> {
+    /// Stops the binary (killed, as a crash or a closed editor would) and starts it again with
+    /// the session loaded by `session/load`. With `pause_ms`, every record of the transcript is
+    /// first moved that far into the past, as if the user had been away that long.
+    pub fn restart(&mut self, pause_ms: u64) {
+        let backlog = std::mem::take(&mut self.g.backlog);
+        let _ = self.g.child.kill();
+        let _ = self.g.child.wait();
+        if pause_ms > 0 {
+            let path = self.transcript();
+            let shifted: String = std::fs::read_to_string(&path)
+                .expect("read transcript")
+                .lines()
+                .map(|l| {
+                    let mut v: Value = serde_json::from_str(l).expect("json");
+                    if let Some(t) = v["time"].as_u64() {
+                        v["time"] = json!(t.saturating_sub(pause_ms));
+                    }
+                    format!("{v}\n")
+                })
+                .collect();
+            std::fs::write(&path, shifted).expect("write transcript");
+        }
+        *self.g = Garuda::spawn_at(Framing::Lsp, self.home, &[], self.env);
+        self.g.backlog = backlog;
+        self.g.call("initialize", json!({"capabilities": {}}));
+        self.g.call("session/load", json!({"sessionId": self.sid}));
+    }
+
+    /// The session's transcript file.
+    pub fn transcript(&self) -> std::path::PathBuf {
+        fn find(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+            for e in std::fs::read_dir(dir).ok()?.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    if let Some(f) = find(&p, name) {
+                        return Some(f);
+                    }
+                } else if p.file_name().and_then(|n| n.to_str()) == Some(name) {
+                    return Some(p);
+                }
+            }
+            None
+        }
+        find(&self.home.join("state"), &format!("{}.jsonl", self.sid)).expect("transcript")
+    }
+}
+
 /// Runs one scenario to the end through the real binary.
 pub fn run(s: &Scenario) -> Session {
+    run_with(s, &mut NoHooks)
+}
+
+/// Sorts the client's notifications into the session's compactions and tool calls.
+fn take_events(
+    g: &mut Garuda,
+    turn: u32,
+    compactions: &mut Vec<(u32, Value)>,
+    tools: &mut Vec<ToolDone>,
+    events_log: &mut Vec<Value>,
+) {
+    for m in std::mem::take(&mut g.backlog) {
+        if m["method"] != "turn/update" {
+            continue;
+        }
+        let e = m["params"]["event"].clone();
+        match e["kind"].as_str() {
+            Some("compaction") => compactions.push((turn, e.clone())),
+            Some("toolCallFinished") => tools.push(ToolDone {
+                turn,
+                id: e["id"].as_str().unwrap_or("").to_string(),
+                name: e["name"].as_str().unwrap_or("").to_string(),
+                output: e["output"].as_str().unwrap_or("").to_string(),
+                is_error: e["isError"] == true,
+            }),
+            _ => {}
+        }
+        if !matches!(e["kind"].as_str(), Some("textDelta" | "thinkingDelta")) {
+            events_log.push(json!({"turn": turn, "event": e}));
+        }
+    }
+}
+
+/// Runs one scenario to the end through the real binary, with `hooks`' additions.
+pub fn run_with(s: &Scenario, hooks: &mut dyn Hooks) -> Session {
     let ws = make_workspace(s);
-    let sim = Sim::start(SimConfig {
+    let mut cfg = SimConfig {
         window: s.sim_window,
         seed: s.seed,
         files: ws.files.clone(),
@@ -312,9 +433,12 @@ pub fn run(s: &Scenario) -> Session {
         large_every_turn: s.large_every_turn,
         grep_patterns: ws.patterns.clone(),
         force_ptl_after_main: s.force_ptl_after_main,
-    });
+        ..SimConfig::default()
+    };
+    hooks.prepare(ws.dir.path(), &mut cfg);
+    let sim = Sim::start(cfg);
     let home = tempfile::tempdir().expect("home");
-    write_config(home.path(), s.config_window);
+    write_config(home.path(), s.config_window, &hooks.config());
     let env = sim.env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let started = Instant::now();
@@ -337,33 +461,25 @@ pub fn run(s: &Scenario) -> Session {
             given.insert(n);
         }
         let before = sim.count();
+        let mut live = Live {
+            g: &mut g,
+            sid: &sid,
+            home: home.path(),
+            root: ws.dir.path(),
+            sim: &sim,
+            env: &env,
+        };
+        let extra = hooks.before_turn(turn, &mut live);
+        take_events(&mut g, turn, &mut compactions, &mut tools, &mut events_log);
+        let text = user_message(turn) + &extra;
         let r = g.request_serving(
             "turn/run",
-            json!({"sessionId": sid, "input": [{"type": "text", "text": user_message(turn)}]}),
+            json!({"sessionId": sid, "input": [{"type": "text", "text": text}]}),
             // full-auto asks nothing; answer anything else with a yes.
             |_| json!({"optionId": "allow_once"}),
         );
         let after = sim.count();
-        for m in std::mem::take(&mut g.backlog) {
-            if m["method"] != "turn/update" {
-                continue;
-            }
-            let e = m["params"]["event"].clone();
-            match e["kind"].as_str() {
-                Some("compaction") => compactions.push((turn, e.clone())),
-                Some("toolCallFinished") => tools.push(ToolDone {
-                    turn,
-                    id: e["id"].as_str().unwrap_or("").to_string(),
-                    name: e["name"].as_str().unwrap_or("").to_string(),
-                    output: e["output"].as_str().unwrap_or("").to_string(),
-                    is_error: e["isError"] == true,
-                }),
-                _ => {}
-            }
-            if !matches!(e["kind"].as_str(), Some("textDelta" | "thinkingDelta")) {
-                events_log.push(json!({"turn": turn, "event": e}));
-            }
-        }
+        take_events(&mut g, turn, &mut compactions, &mut tools, &mut events_log);
         turns.push(TurnOutcome {
             turn,
             stop_reason: r["result"]["stopReason"].as_str().map(str::to_string),
@@ -372,6 +488,14 @@ pub fn run(s: &Scenario) -> Session {
             directives: given.clone(),
         });
     }
+    hooks.finish(&mut Live {
+        g: &mut g,
+        sid: &sid,
+        home: home.path(),
+        root: ws.dir.path(),
+        sim: &sim,
+        env: &env,
+    });
     let elapsed = started.elapsed();
     let records = sim.records();
     if let Some(dir) = std::env::var_os("LONG_SESSION_DUMP") {

@@ -8,6 +8,7 @@ mod client;
 mod configure;
 mod context;
 mod exec;
+mod fidelity;
 mod hardening;
 mod instruction_notes;
 mod instructions;

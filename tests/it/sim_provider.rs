@@ -58,7 +58,7 @@ pub fn tokens_of_bytes(bytes: u64) -> u64 {
 }
 
 /// What the simulated provider and model do.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct SimConfig {
     /// The provider's real window, enforced.
     pub window: u64,
@@ -75,6 +75,15 @@ pub struct SimConfig {
     /// Answer prompt-too-long to the first mid-turn main request once at least this many main
     /// requests arrived, although it fits.
     pub force_ptl_after_main: Option<usize>,
+    /// More forced prompt-too-long answers: one for each of these counts of main requests,
+    /// each on the first mid-turn main request once that many arrived.
+    pub more_ptl_after_main: Vec<usize>,
+    /// Every this many turns (0: never) the model's second step replaces the todo list with
+    /// items tagged `TODO-STATE-NN` (NN: the turn).
+    pub todo_every: u32,
+    /// Summaries quote what the summarizer was shown: the `DECISION-NN` tags and the paths of
+    /// edits (`EDITED-PATH[...]`), and nothing else of the user's. Off: the lossy summary.
+    pub quoting_summary: bool,
 }
 
 /// Main request or summary request.
@@ -646,7 +655,8 @@ struct State {
     cache: HashMap<[u8; 32], u64>,
     records: Vec<SimRecord>,
     main_seen: usize,
-    forced_done: bool,
+    /// Forced prompt-too-long answers given so far.
+    forced_count: usize,
     current_turn: u32,
     /// Main answers given per turn.
     answered: BTreeMap<u32, usize>,
@@ -669,7 +679,7 @@ impl State {
             cache: HashMap::new(),
             records: Vec::new(),
             main_seen: 0,
-            forced_done: false,
+            forced_count: 0,
             current_turn: 0,
             answered: BTreeMap::new(),
             turn_reads: BTreeMap::new(),
@@ -734,17 +744,17 @@ impl State {
             self.records.push(rec);
             return error_400("invalid_request_error", &why);
         }
-        let forced = kind == Kind::Main
-            && !rec.over_window
-            && !self.forced_done
-            && step >= 1
-            && self
-                .cfg
-                .force_ptl_after_main
-                .is_some_and(|n| self.main_seen >= n);
+        let due = self
+            .cfg
+            .force_ptl_after_main
+            .iter()
+            .chain(&self.cfg.more_ptl_after_main)
+            .filter(|n| self.main_seen >= **n)
+            .count();
+        let forced = kind == Kind::Main && !rec.over_window && self.forced_count < due && step >= 1;
         if rec.over_window || forced {
             if forced {
-                self.forced_done = true;
+                self.forced_count += 1;
             }
             let claimed = tokens.max(self.cfg.window + 1);
             let msg = format!(
@@ -776,6 +786,9 @@ impl State {
         rec.uncached = tokens.saturating_sub(read + write);
 
         let answer = match kind {
+            Kind::Summary if self.cfg.quoting_summary => {
+                Answer::Text(quoting_summary(&seen, &text))
+            }
             Kind::Summary => Answer::Text(lossy_summary(&seen)),
             Kind::Main => {
                 let t = turn.unwrap_or(0);
@@ -890,6 +903,23 @@ impl State {
             ));
         }
         let mut rng = Rng::at(self.cfg.seed, &[2, turn as u64, step as u64]);
+        if step == 1 && self.cfg.todo_every > 0 && turn.is_multiple_of(self.cfg.todo_every) {
+            rec.calls.push(IssuedCall {
+                id: String::new(),
+                name: "todo_write".into(),
+                path: None,
+                content_visible: false,
+                believed_version: None,
+            });
+            let tag = format!("TODO-STATE-{turn:02}");
+            return Answer::Tools(vec![(
+                "todo_write".into(),
+                json!({"todos": [
+                    {"content": format!("{tag} finish the clean-up of this request"), "status": "in_progress"},
+                    {"content": format!("{tag} review the modules touched so far"), "status": "pending"},
+                ]}),
+            )]);
+        }
         if self.cfg.large_every_turn && step == 0 && !self.cfg.large_files.is_empty() {
             let p = self.cfg.large_files[rng.below(self.cfg.large_files.len())].clone();
             return Answer::Tools(vec![self.read_call(turn, p, rec)]);
@@ -1030,6 +1060,54 @@ fn lossy_summary(seen: &Seen) -> String {
     )
 }
 
+/// Where a quoting summary lists the path of an edit it saw.
+pub const EDITED_PATH: &str = "EDITED-PATH[";
+
+/// A summary that quotes only what the request showed: the `DECISION-NN` tags and the paths of
+/// edits (its own tool calls, or an earlier summary's `EDITED-PATH[...]`), none of the user's
+/// other words.
+fn quoting_summary(seen: &Seen, raw: &str) -> String {
+    let mut decisions = BTreeSet::new();
+    for (i, _) in raw.match_indices("DECISION-") {
+        let digits: String = raw[i + "DECISION-".len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        if !digits.is_empty() {
+            decisions.insert(format!("DECISION-{digits}"));
+        }
+    }
+    let mut edited: BTreeSet<String> = seen
+        .uses
+        .iter()
+        .filter(|(id, (name, _))| {
+            (name == "edit_file" || name == "write_file") && !seen.errors.contains(*id)
+        })
+        .filter_map(|(_, (_, input))| input["path"].as_str().map(str::to_string))
+        .collect();
+    for (i, _) in raw.match_indices(EDITED_PATH) {
+        let rest = &raw[i + EDITED_PATH.len()..];
+        if let Some(end) = rest.find(']') {
+            edited.insert(rest[..end].to_string());
+        }
+    }
+    let decisions: Vec<String> = decisions
+        .iter()
+        .map(|d| format!("• The user stated {d}."))
+        .collect();
+    let edited: Vec<String> = edited
+        .iter()
+        .map(|p| format!("• {EDITED_PATH}{p}]"))
+        .collect();
+    format!(
+        "<analysis>Going through the conversation in order.</analysis>\n<summary>\n\
+         Completed Tasks\n• Edited files:\n{}\n\nActive Task\n• carry on with the user's latest request\n\n\
+         Key Decisions\n{}\n\nCurrent Work\nWorking through the most recent request.\n</summary>",
+        edited.join("\n"),
+        decisions.join("\n")
+    )
+}
+
 fn error_400(kind: &str, message: &str) -> ResponseTemplate {
     ResponseTemplate::new(400)
         .insert_header("content-type", "application/json")
@@ -1076,6 +1154,7 @@ mod tests {
             large_every_turn: false,
             grep_patterns: vec![],
             force_ptl_after_main: None,
+            ..SimConfig::default()
         });
         let m1 = json!([{"role": "user", "content": [
             {"type": "text", "text": "[TURN-01] hello", "cache_control": {"type": "ephemeral"}}]}]);
@@ -1116,6 +1195,7 @@ mod tests {
             large_every_turn: false,
             grep_patterns: vec![],
             force_ptl_after_main: None,
+            ..SimConfig::default()
         });
         let m = json!([{"role": "user", "content": "[TURN-01] hello there, a long message"}]);
         let r = st.handle(body("sys", m).to_string().as_bytes());

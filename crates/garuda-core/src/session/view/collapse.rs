@@ -108,8 +108,25 @@ pub fn collapse_span(view: &View, from_id: &str, to_id: &str) -> Result<Vec<Stri
             break;
         }
     }
-    Ok(view.messages[a..=b]
-        .iter()
-        .flat_map(|m| m.source_ids.iter().cloned())
-        .collect())
+    // A view message may merge several transcript messages (the first request, a note, an
+    // earlier collapse summary and the next request are one user message): the span starts
+    // at `from_id` and ends at `to_id` inside them, so a collapse never swallows what comes
+    // before its first message, the user's first request above all.
+    let last = b - a;
+    let mut ids = Vec::new();
+    for (k, m) in view.messages[a..=b].iter().enumerate() {
+        let mut src: &[String] = &m.source_ids;
+        if k == last
+            && let Some(j) = src.iter().position(|s| s == to_id)
+        {
+            src = &src[..=j];
+        }
+        if k == 0
+            && let Some(j) = src.iter().position(|s| s == from_id)
+        {
+            src = &src[j..];
+        }
+        ids.extend(src.iter().cloned());
+    }
+    Ok(ids)
 }

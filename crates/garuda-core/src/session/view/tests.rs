@@ -298,6 +298,10 @@ fn collapse_substitutes_summary_and_span_respects_pairs() {
     assert!(v.messages[0].message.text().contains("grep found hits"));
     assert_eq!(v.collapsed, vec!["a1", "r1", "a2"]);
     check_pairing(&v.provider_messages()).unwrap();
+    // A span starting inside that merged message leaves what comes before it (the first
+    // request, the earlier summary) out.
+    assert_eq!(collapse_span(&v, "u2", "u2").unwrap(), vec!["u2"]);
+    assert_eq!(collapse_span(&v, "c1", "u2").unwrap(), vec!["c1", "u2"]);
 }
 
 #[test]
