@@ -141,6 +141,9 @@ pub struct CompactBoundaryRecord {
     /// How many records follow as part of the same installation (written in one batch).
     #[serde(default)]
     pub install_count: u32,
+    /// What produced the summary (`worker`, …), when it is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer: Option<String>,
 }
 
 /// Marks a compaction whose installation was torn by a crash: the view ignores the boundary
@@ -238,6 +241,8 @@ pub enum UsagePurpose {
     Summary,
     /// A collapse summary request.
     Collapse,
+    /// A request of the compaction worker.
+    Worker,
 }
 
 /// The provider refused a request as too long: the limit it enforces, which every later

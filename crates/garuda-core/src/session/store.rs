@@ -1181,6 +1181,7 @@ mod tests {
             kept_tail_id: None,
             extractive: false,
             install_count: 3,
+            summarizer: None,
         });
         f.append_batch(&[boundary.clone(), msg(Role::User, "summary")])
             .unwrap();

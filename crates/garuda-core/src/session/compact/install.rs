@@ -151,6 +151,34 @@ impl SummaryText {
     }
 }
 
+/// Opens the list of references in a summary message.
+pub const REFERENCES_OPEN: &str = "<references>";
+
+/// The summary block with the summarizer's references after it, in the same block (so it
+/// stays the message's last block, the one a later compaction carries on): paths and notes,
+/// never content.
+pub fn with_references(block: Block, references: &[(String, String)]) -> Block {
+    let Block::Text { mut text } = block else {
+        return block;
+    };
+    if references.is_empty() {
+        return Block::Text { text };
+    }
+    text.push_str(&format!(
+        "\n{REFERENCES_OPEN}\nFiles the summarizer points to (not included here; read them when \
+         you need them):\n"
+    ));
+    for (path, note) in references {
+        if note.is_empty() {
+            text.push_str(&format!("- {path}\n"));
+        } else {
+            text.push_str(&format!("- {path}: {note}\n"));
+        }
+    }
+    text.push_str("</references>");
+    Block::Text { text }
+}
+
 /// The summary body of a view that opens with an installed summary: the last block of that
 /// message (the summary message's layout: intro, the user's words, then the body).
 pub fn previous_summary(messages: &[ViewMessage]) -> Option<String> {
@@ -212,6 +240,10 @@ pub struct InstallInput<'a> {
     pub estimator: &'a TokenEstimator,
     /// Time of the records.
     pub now_ms: u64,
+    /// Files the summarizer pointed to, with its notes: listed in the summary, no content.
+    pub references: &'a [(String, String)],
+    /// What produced the summary, recorded on the boundary.
+    pub summarizer: Option<&'a str>,
 }
 
 /// A planned installation.
@@ -267,7 +299,7 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
         extractive,
     ))];
     content.extend(input.pinned.blocks());
-    content.push(input.summary.block());
+    content.push(with_references(input.summary.block(), input.references));
     push(&mut msgs, Role::User, content, Some(meta), now, None);
     // The instructions in force join the compacted prefix (the view merges them into the
     // summary's user message), before the kept steps.
@@ -397,6 +429,7 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
         kept_head_id: kept.first().map(|m| m.id.clone()),
         kept_tail_id: kept.last().map(|m| m.id.clone()),
         extractive,
+        summarizer: input.summarizer.map(str::to_string),
         install_count: (msgs.len() + usize::from(trim.is_some()) + usize::from(attached.is_some()))
             as u32,
     };

@@ -374,6 +374,8 @@ fn install(
         trim_to: p.trim_to,
         estimator: &e,
         now_ms: 99,
+        references: &[],
+        summarizer: None,
     })
 }
 

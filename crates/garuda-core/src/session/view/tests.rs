@@ -65,6 +65,7 @@ fn slices_after_latest_boundary_skipping_aborted() {
             kept_tail_id: None,
             extractive: false,
             install_count: 1,
+            summarizer: None,
         })
     };
     let recs = vec![
@@ -189,6 +190,7 @@ fn snip_never_removes_the_first_request() {
         kept_tail_id: None,
         extractive: false,
         install_count: 1,
+        summarizer: None,
     });
     let mut summary = MessageRecord::new(Role::User, vec![Block::text("<summary>")], None);
     summary.uuid = "sum".into();
@@ -632,6 +634,7 @@ fn removal_marks_name_the_reason() {
         kept_tail_id: None,
         extractive: false,
         install_count: 0,
+        summarizer: None,
     });
     let recs = vec![
         text("old", Role::User, "x"),
