@@ -93,7 +93,7 @@ fn phases(g: &Garuda) -> Vec<String> {
         .collect()
 }
 
-fn strip_cache(v: &Value) -> Value {
+pub(crate) fn strip_cache(v: &Value) -> Value {
     match v {
         Value::Object(o) => Value::Object(
             o.iter()

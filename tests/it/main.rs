@@ -21,3 +21,4 @@ mod sandbox;
 mod server;
 mod sim_provider;
 mod turns;
+mod worker;

@@ -149,6 +149,9 @@ pub struct ContextSettings {
     pub collapse_threshold: f64,
     /// The least an automatic collapse takes away, as a share of the window.
     pub collapse_min_share: f64,
+    /// The compaction summarizer: `auto` (the worker when the older part does not fit one
+    /// summary request), `worker` (always the worker) or `single` (one request, chunked).
+    pub summarizer: crate::session::compact::Summarizer,
     /// Capture the repository's git state (branch, status, recent commits) at session start.
     pub git_state: bool,
     /// The longest the git state may take, in milliseconds (then it is skipped).
@@ -189,6 +192,7 @@ impl Default for ContextSettings {
             auto_collapse: true,
             collapse_threshold: 0.7,
             collapse_min_share: 0.05,
+            summarizer: crate::session::compact::Summarizer::Auto,
             git_state: true,
             git_timeout_ms: 2_000,
             window_override: None,
@@ -222,6 +226,7 @@ impl ContextSettings {
             auto_collapse: self.auto_collapse,
             collapse_threshold: self.collapse_threshold.clamp(0.0, 1.0),
             collapse_min_share: self.collapse_min_share.clamp(0.0, 1.0),
+            summarizer: self.summarizer,
         }
     }
 
@@ -664,6 +669,39 @@ mod tests {
         let e =
             Config::parse("[mcp_servers.x]\ncomand = \"y\"\n", Path::new("c.toml")).unwrap_err();
         assert!(e.to_string().contains("comand"), "{e}");
+    }
+
+    #[test]
+    fn the_summarizer_key_takes_three_values_and_names_itself_when_wrong() {
+        use crate::session::compact::Summarizer;
+        let at = |v: &str| {
+            Config::parse(
+                &format!("[context]\nsummarizer = \"{v}\"\n"),
+                Path::new("c.toml"),
+            )
+        };
+        assert_eq!(
+            Config::parse("", Path::new("c.toml"))
+                .unwrap()
+                .context
+                .summarizer,
+            Summarizer::Auto
+        );
+        for (v, s) in [
+            ("auto", Summarizer::Auto),
+            ("worker", Summarizer::Worker),
+            ("single", Summarizer::Single),
+        ] {
+            let c = at(v).unwrap();
+            assert_eq!(c.context.summarizer, s);
+            assert_eq!(c.context.compact_policy().summarizer, s);
+        }
+        let e = at("chunked").unwrap_err().to_string();
+        assert!(e.contains("summarizer") && e.contains("chunked"), "{e}");
+        assert!(
+            e.contains("auto") && e.contains("worker") && e.contains("single"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -277,6 +277,8 @@ pub enum UsagePurpose {
     Summary,
     /// A collapse summary request.
     Collapse,
+    /// A request of the compaction worker.
+    Worker,
 }
 
 /// The provider refused a request as too long: the limit it enforces, which every later

@@ -20,10 +20,10 @@ use crate::provider::{ModelRequest, ModelResponse, ProviderError, StreamEvent};
 use crate::session::Record;
 use crate::session::compact::{
     self, Budgets, FileSnapshot, InstallInput, Pressure, Relief, SUMMARY_SYSTEM, SummaryText,
-    TodoEntry, choose_relief, chunk_messages, chunk_rounds, cut_with_marker, extractive_handoff,
-    last_progress_poor, origins, pin, plan_kept, previous_summary, shrink_instruction, split_index,
-    stage1, steps_since_compaction, strip_analysis, summary_instruction, summary_source,
-    user_messages, without_regenerated,
+    TodoEntry, WorkerOutcome, choose_relief, chunk_messages, chunk_rounds, cut_with_marker,
+    extractive_handoff, last_progress_poor, origins, pin, plan_kept, previous_summary,
+    shrink_instruction, split_index, stage1, steps_since_compaction, strip_analysis,
+    summary_instruction, summary_source, user_messages, without_regenerated,
 };
 use crate::session::records::{
     CompactTrigger, ContextLimitRecord, Summarizer, UsagePurpose, UsageRecord, new_id, now_ms,
@@ -235,11 +235,8 @@ struct Snapshot {
 /// transcript keeps every call, so files restored by an earlier compaction come back too.
 fn snapshots(session: &LiveSession, records: &[Record]) -> Vec<Snapshot> {
     let policy = &session.setup.compact;
-    let root = &session.setup.workspace.root;
     let mut seen = HashSet::new();
     let mut out = Vec::new();
-    // Read a little over the per-file cap, so a larger file is seen as too large.
-    let max_chars = (policy.restore_file_tokens as usize).saturating_mul(6) + 16;
     'records: for r in records.iter().rev() {
         let Some(m) = r.as_message() else { continue };
         for b in m.content.iter().rev() {
@@ -258,29 +255,34 @@ fn snapshots(session: &LiveSession, records: &[Record]) -> Vec<Snapshot> {
             if !seen.insert(p.to_string()) {
                 continue;
             }
-            let rel = Path::new(p)
-                .strip_prefix(root.path())
-                .unwrap_or(Path::new(p))
-                .to_path_buf();
-            let Ok(stamp) = root.stamp(&rel) else {
-                continue;
-            };
-            if let Ok(t) = root.read_text(&rel, max_chars) {
-                out.push(Snapshot {
-                    file: FileSnapshot {
-                        path: p.to_string(),
-                        content: t.text,
-                    },
-                    rel,
-                    stamp,
-                });
-            }
+            out.extend(snapshot(session, p));
             if out.len() >= policy.restore_files * 2 {
                 break 'records;
             }
         }
     }
     out
+}
+
+/// One file re-read through the root for restoration, with its stamp.
+fn snapshot(session: &LiveSession, p: &str) -> Option<Snapshot> {
+    let root = &session.setup.workspace.root;
+    // Read a little over the per-file cap, so a larger file is seen as too large.
+    let max_chars = (session.setup.compact.restore_file_tokens as usize).saturating_mul(6) + 16;
+    let rel = Path::new(p)
+        .strip_prefix(root.path())
+        .unwrap_or(Path::new(p))
+        .to_path_buf();
+    let stamp = root.stamp(&rel).ok()?;
+    let t = root.read_text(&rel, max_chars).ok()?;
+    Some(Snapshot {
+        file: FileSnapshot {
+            path: p.to_string(),
+            content: t.text,
+        },
+        rel,
+        stamp,
+    })
 }
 
 fn todo_entries(session: &LiveSession) -> Vec<TodoEntry> {
@@ -413,6 +415,7 @@ async fn summarize(
     older: Older<'_>,
     focus: Option<&str>,
     usage: &mut Usage,
+    worker: &mut Option<WorkerOutcome>,
 ) -> Result<(String, Summarizer), SummaryError> {
     let Older {
         plain: older,
@@ -428,6 +431,7 @@ async fn summarize(
     let max_output = session.model().info.max_output;
     let mut attempts = 0u32;
     let mut fork_ok = true;
+    let mut tried_worker = false;
     let regular_tools: Vec<_> = session.tools().file_reader().cloned().into_iter().collect();
     let (summary, path) = 'outer: loop {
         let b = budgets(session, state);
@@ -475,6 +479,29 @@ async fn summarize(
                 chunk_rounds(&source, head, chars),
             )
         };
+        // The worker summarizes what one request cannot hold (or everything, when asked);
+        // without its summary the request above runs.
+        if worker.is_none() && !tried_worker && policy.summarizer.uses_worker(chunks.len()) {
+            tried_worker = true;
+            let task = super::worker::WorkerTask {
+                older,
+                todo: &todo_entries(session),
+                compact_instructions: section.as_deref(),
+                focus,
+                budgets: b,
+            };
+            match super::worker::run_worker(session, state, host, cancel, task, usage).await {
+                Ok(done) => {
+                    let text = done.summary.clone();
+                    *worker = Some(done);
+                    break 'outer (text, Summarizer::Worker);
+                }
+                Err(super::worker::WorkerEnd::Cancelled) => return Err(SummaryError::Cancelled),
+                Err(super::worker::WorkerEnd::NoSummary(e)) => {
+                    tracing::info!("the compaction worker wrote no summary ({e:?}); one request");
+                }
+            }
+        }
         let mut so_far: Option<String> = None;
         let n = chunks.len();
         for (k, chunk) in chunks.iter().enumerate() {
@@ -756,6 +783,7 @@ pub async fn compact_session(
     let older = &messages[..kept.split];
     event(CompactionPhase::Started, None, None);
     let mut usage = Usage::default();
+    let mut worker: Option<WorkerOutcome> = None;
     let runs_commands = |name: &str| {
         session
             .setup
@@ -785,7 +813,15 @@ pub async fn compact_session(
                 as_viewed,
             };
             match summarize(
-                session, state, host, cancel, trigger, parts, req.focus, &mut usage,
+                session,
+                state,
+                host,
+                cancel,
+                trigger,
+                parts,
+                req.focus,
+                &mut usage,
+                &mut worker,
             )
             .await
             {
@@ -841,7 +877,16 @@ pub async fn compact_session(
             ..cancelled(tokens_before)
         });
     }
-    let snaps = snapshots(session, &state.records);
+    // The worker's nominations replace the choice by recency.
+    let snaps = match worker.as_ref().filter(|w| !w.nominated.is_empty()) {
+        Some(w) => w
+            .nominated
+            .iter()
+            .filter_map(|p| snapshot(session, p))
+            .collect(),
+        None => snapshots(session, &state.records),
+    };
+    let references = worker.as_ref().map_or(&[][..], |w| &w.references[..]);
     let files: Vec<FileSnapshot> = snaps.iter().map(|s| s.file.clone()).collect();
     let transcript = state.file.path().display().to_string();
     // The start note comes back with today's date when the day changed.
@@ -867,6 +912,7 @@ pub async fn compact_session(
             now_ms: now,
             summarizer,
             summary_usage: (usage != Usage::default()).then_some(usage),
+            references,
         })
     };
     let mut inst = plan(summary.clone());

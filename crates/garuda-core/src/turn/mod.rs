@@ -10,6 +10,7 @@ mod ops;
 mod run;
 mod scoped;
 mod view;
+mod worker;
 
 pub use compact::{
     CompactOutcome, CompactRequest, ProgressFn, budgets, compact_session, context_tokens,

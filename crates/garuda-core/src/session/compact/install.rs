@@ -151,6 +151,34 @@ impl SummaryText {
     }
 }
 
+/// Opens the list of references in a summary message.
+pub const REFERENCES_OPEN: &str = "<references>";
+
+/// The summary block with the summarizer's references after it, in the same block (so it
+/// stays the message's last block, the one a later compaction carries on): paths and notes,
+/// never content.
+pub fn with_references(block: Block, references: &[(String, String)]) -> Block {
+    let Block::Text { mut text } = block else {
+        return block;
+    };
+    if references.is_empty() {
+        return Block::Text { text };
+    }
+    text.push_str(&format!(
+        "\n{REFERENCES_OPEN}\nFiles the summarizer points to (not included here; read them when \
+         you need them):\n"
+    ));
+    for (path, note) in references {
+        if note.is_empty() {
+            text.push_str(&format!("- {path}\n"));
+        } else {
+            text.push_str(&format!("- {path}: {note}\n"));
+        }
+    }
+    text.push_str("</references>");
+    Block::Text { text }
+}
+
 /// The summary body of a view that opens with an installed summary: the last block of that
 /// message (the summary message's layout: intro, the user's words, then the body).
 pub fn previous_summary(messages: &[ViewMessage]) -> Option<String> {
@@ -216,6 +244,8 @@ pub struct InstallInput<'a> {
     pub summarizer: Summarizer,
     /// What the summary requests used.
     pub summary_usage: Option<Usage>,
+    /// Files the summarizer pointed to, with its notes: listed in the summary, no content.
+    pub references: &'a [(String, String)],
 }
 
 /// A planned installation.
@@ -271,7 +301,7 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
         extractive,
     ))];
     content.extend(input.pinned.blocks());
-    content.push(input.summary.block());
+    content.push(with_references(input.summary.block(), input.references));
     push(&mut msgs, Role::User, content, Some(meta), now, None);
     // The instructions in force join the compacted prefix (the view merges them into the
     // summary's user message), before the kept steps.

@@ -2,7 +2,8 @@
 //! kept part may cost (`fit`), stage-1 trimming, the summary requests (`summary_request`),
 //! the user's own words carried verbatim (`pinned`), the extractive handoff, and the records
 //! that install a compaction (`install`), and the lighter reliefs before it: the automatic
-//! collapse and the snip nudge (`relief`). The caller does the IO (model calls, file reads,
+//! collapse and the snip nudge (`relief`), and the compaction worker's pure parts
+//! (`worker`). The caller does the IO (model calls, file reads,
 //! appends).
 
 mod fit;
@@ -13,6 +14,7 @@ mod pinned;
 mod relief;
 mod summary_prompt;
 mod summary_request;
+mod worker;
 
 use super::records::{TrimRecord, new_id};
 use super::tokens::TokenEstimator;
@@ -23,8 +25,9 @@ pub use fit::{KeptPlan, kept_chars, plan_kept, without_regenerated};
 pub use guard::{Pressure, Relief, choose_relief, last_progress_poor, steps_since_compaction};
 pub use handoff::{HANDOFF_LABEL, exit_code, extractive_handoff, render_todo};
 pub use install::{
-    FileSnapshot, InstallInput, Installation, Reattach, Restored, SummaryText, TodoEntry,
-    plan_installation, previous_summary, restored_file_text, select_restored_files, summary_intro,
+    FileSnapshot, InstallInput, Installation, REFERENCES_OPEN, Reattach, Restored, SummaryText,
+    TodoEntry, plan_installation, previous_summary, restored_file_text, select_restored_files,
+    summary_intro, with_references,
 };
 pub use pinned::{Pinned, UserWords, cut_with_marker, origins, pin, user_messages};
 pub use relief::{auto_collapse_span, collapse_start, nudge_due, nudge_text, span_user_words};
@@ -34,6 +37,10 @@ pub use summary_prompt::{
 };
 pub use summary_request::{
     SO_FAR_OPEN, api_round_groups, chunk_messages, chunk_rounds, summary_source,
+};
+pub use worker::{
+    BUDGET_WARNING, CLEARED, Capture, Entry, Summarizer, WORKER_SYSTEM, WorkerBudgets, WorkerCall,
+    WorkerOutcome, WorkerRun, fit_conversation, run_input, worker_budgets, worker_tools,
 };
 
 /// Compaction settings (the seed's defaults).
@@ -82,6 +89,8 @@ pub struct CompactPolicy {
     pub collapse_threshold: f64,
     /// The least an automatic collapse takes away, as a share of the window.
     pub collapse_min_share: f64,
+    /// Which summarizer a compaction uses (the worker, one request, or the choice by size).
+    pub summarizer: Summarizer,
 }
 
 impl Default for CompactPolicy {
@@ -108,6 +117,7 @@ impl Default for CompactPolicy {
             auto_collapse: true,
             collapse_threshold: 0.7,
             collapse_min_share: 0.05,
+            summarizer: Summarizer::Auto,
         }
     }
 }

@@ -376,6 +376,7 @@ fn install(
         now_ms: 99,
         summarizer: crate::session::records::Summarizer::Fork,
         summary_usage: None,
+        references: &[],
     })
 }
 
