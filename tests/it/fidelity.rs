@@ -29,7 +29,7 @@ use crate::sim_provider::{EDITED_PATH, FILEMARK, Kind, SimConfig, SimRecord, fil
 
 /// Set once instruction and memory files are current in every request whatever relief ran
 /// (issue 20, item 1): then the bounded test also holds the `INSTRUCTION` classes to 100 %.
-pub const INSTRUCTION_CLASSES_ENFORCED: bool = false;
+pub const INSTRUCTION_CLASSES_ENFORCED: bool = true;
 
 /// What a probe stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -103,7 +103,7 @@ pub const MECHANICAL: &[Class] = &[
 /// Set once the current todo list survives every relief: today it is re-injected only by a
 /// compaction, so a collapse (or a snip) of the latest `todo_write` leaves the model without
 /// it until the next compaction.
-pub const TODO_CLASS_ENFORCED: bool = false;
+pub const TODO_CLASS_ENFORCED: bool = true;
 
 /// Mechanical classes that issue 20's item 1 must bring to 100 % (`INSTRUCTION_CLASSES_ENFORCED`).
 pub const INSTRUCTION: &[Class] = &[
@@ -162,9 +162,9 @@ pub enum Edit {
 /// The plan every scenario follows.
 pub const PLAN: Plan = Plan {
     resume: &[4, 9, 14, 19, 24, 29, 34, 39, 43],
-    pause: &[9, 19, 24, 34, 39, 43],
+    pause: &[4, 9, 14, 19, 24, 29, 34, 39, 43],
     snip: &[6, 12, 18, 25, 31, 37, 42],
-    collapse: &[7, 15, 22, 30, 36, 41],
+    collapse: &[7, 12, 15, 20, 22, 28, 30, 36, 38, 41],
     compact: &[10, 17, 26, 33, 40],
     ptl_after_main: &[30, 60, 95, 130, 165, 200],
     decisions: &[3, 9, 15, 21, 27, 33, 39],
@@ -239,7 +239,8 @@ pub fn scenarios() -> Vec<Scenario> {
         },
         Scenario {
             name: "f-40k",
-            what: "fidelity at a 40 000-token window",
+            what: "fidelity at a 40 000-token window, a ~10 000-token read every turn",
+            large_every_turn: true,
             seed: 0xF1DE_0040,
             cache_target: 0.0,
             ..base.clone()
@@ -293,6 +294,8 @@ pub struct Fidelity {
     epochs: Vec<(u32, u32)>,
     /// What the client did.
     pub log: ClientLog,
+    /// Lines for the top of Garuda's config.
+    config: String,
 }
 
 impl Fidelity {
@@ -309,6 +312,7 @@ impl Fidelity {
             garuda: None,
             epochs: vec![(0, 0)],
             log: ClientLog::default(),
+            config: String::new(),
         }
     }
 
@@ -519,6 +523,10 @@ fn older_turns_end(msgs: &[Value], keep: usize) -> Option<usize> {
 }
 
 impl Hooks for Fidelity {
+    fn config(&self) -> String {
+        self.config.clone()
+    }
+
     fn prepare(&mut self, root: &Path, sim: &mut SimConfig) {
         self.write_instructions(root);
         write(
@@ -723,7 +731,8 @@ pub fn in_force(raw: &str, tag: &str, epoch: &str) -> bool {
 }
 
 /// Paths the request shows as edited: edit and write calls, restored files (read or edited
-/// before a compaction), a summary's `EDITED-PATH[...]`, an extractive handoff's files.
+/// before a compaction), the installed list of edited files, a summary's `EDITED-PATH[...]`,
+/// the files of an extractive handoff or a collapse.
 fn edited_evidence(body: &Value, raw: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for m in body["messages"].as_array().into_iter().flatten() {
@@ -739,6 +748,14 @@ fn edited_evidence(body: &Value, raw: &str) -> BTreeSet<String> {
                     let rest = &t[i + "<restored_file path=\"".len()..];
                     if let Some(end) = rest.find('"') {
                         out.insert(rest[..end].to_string());
+                    }
+                }
+                if let Some(a) = t.find("<files_edited>") {
+                    let end = t[a..].find("</files_edited>").map_or(t.len(), |e| a + e);
+                    for line in t[a..end].lines() {
+                        if let Some(p) = line.strip_prefix("- ") {
+                            out.insert(p.to_string());
+                        }
                     }
                 }
                 if let Some(a) = t.find("## Files touched") {
@@ -1101,7 +1118,23 @@ fn contains(r: &SimRecord, tag: &str) -> bool {
 
 /// Runs one fidelity scenario with `turns` user turns (the plan's prefix).
 pub fn run(s: &Scenario, turns: u32) -> (Session, Fidelity) {
-    let mut hooks = Fidelity::new(PLAN);
+    // Above 16 000 tokens the client's compactions would keep the context below the
+    // threshold: there the context's own growth brings the summaries and trims.
+    let plan = if s.config_window > 16_000 {
+        Plan {
+            compact: &[],
+            ptl_after_main: &[40, 85, 130, 175, 215],
+            ..PLAN
+        }
+    } else {
+        PLAN
+    };
+    let mut hooks = Fidelity::new(plan);
+    if s.config_window <= 16_000 {
+        // The automatic collapse at 70 % of the window would pre-empt every stage-1 trim;
+        // the client collapses here, so every relief gets its turns.
+        hooks.config = "[context]\nauto_collapse = false\n".into();
+    }
     let s = Scenario { turns, ..s.clone() };
     let sess = long_session::run_with(&s, &mut hooks);
     (sess, hooks)

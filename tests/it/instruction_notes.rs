@@ -172,7 +172,11 @@ fn an_added_rule_survives_collapse_and_snip_and_is_never_sent_twice() {
         "session/collapse",
         json!({"sessionId": sid, "fromId": from, "toId": to}),
     );
-    assert_eq!(r["summary"], "collapsed: questions two and three", "{r}");
+    let summary = r["summary"].as_str().expect("summary");
+    assert!(
+        summary.starts_with("collapsed: questions two and three"),
+        "{r}"
+    );
     turn(&mut g, &sid, "question four");
     assert_in_force(&last(&mock), ADDED, "after the collapse");
     let resent = newest_note(home.path(), &sid);

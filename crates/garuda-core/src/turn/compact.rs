@@ -20,7 +20,7 @@ use crate::provider::{ModelRequest, ModelResponse, ProviderError, StreamEvent};
 use crate::session::Record;
 use crate::session::compact::{
     self, Budgets, FileSnapshot, InstallInput, Pressure, Relief, SUMMARY_SYSTEM, SummaryText,
-    TodoEntry, WorkerOutcome, choose_relief, chunk_messages, chunk_rounds, cut_with_marker,
+    WorkerOutcome, choose_relief, chunk_messages, chunk_rounds, cut_with_marker,
     extractive_handoff, last_progress_poor, origins, pin, plan_kept, previous_summary,
     shrink_instruction, split_index, stage1, steps_since_compaction, strip_analysis,
     summary_instruction, summary_source, user_messages, without_regenerated,
@@ -30,7 +30,7 @@ use crate::session::records::{
 };
 use crate::session::tokens::{self, effective_window};
 use crate::session::view::{ViewMessage, prefix_end, side_cache_plan};
-use crate::tools::{Anchor, ReadMark, TodoStatus, ToolClass};
+use crate::tools::{Anchor, ReadMark, ToolClass};
 
 /// What a compaction did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -224,6 +224,28 @@ fn compact_section(instructions: &str) -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
+/// Every file the session's edit tools changed, in the order first changed (root-relative as
+/// the model named them).
+fn edited_paths(session: &LiveSession, records: &[Record]) -> Vec<String> {
+    let tools = session.tools();
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for m in records.iter().filter_map(Record::as_message) {
+        for b in &m.content {
+            if let Block::ToolUse { name, input, .. } = b
+                && let Some(p) = tools
+                    .get(name)
+                    .filter(|e| e.class == ToolClass::Edit)
+                    .and_then(|e| e.path_in(input))
+                && seen.insert(p.to_string())
+            {
+                out.push(p.to_string());
+            }
+        }
+    }
+    out
+}
+
 /// A file re-read for restoration, with the stamp it had before the read.
 struct Snapshot {
     file: FileSnapshot,
@@ -283,24 +305,6 @@ fn snapshot(session: &LiveSession, p: &str) -> Option<Snapshot> {
         rel,
         stamp,
     })
-}
-
-fn todo_entries(session: &LiveSession) -> Vec<TodoEntry> {
-    session
-        .todos
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .map(|t| TodoEntry {
-            content: t.content.clone(),
-            status: match t.status {
-                TodoStatus::Pending => "pending",
-                TodoStatus::InProgress => "in_progress",
-                TodoStatus::Completed => "completed",
-            }
-            .to_string(),
-        })
-        .collect()
 }
 
 /// One side request (a summary, its shrink, a collapse): runs it, forwards retry events to
@@ -485,7 +489,7 @@ async fn summarize(
             tried_worker = true;
             let task = super::worker::WorkerTask {
                 older,
-                todo: &todo_entries(session),
+                todo: &super::todo::entries(session),
                 compact_instructions: section.as_deref(),
                 focus,
                 budgets: b,
@@ -737,7 +741,7 @@ pub async fn compact_session(
         assembled.system.chars().count() + tokens::tool_chars(&next_tools.registry.specs()),
     );
     let messages = without_regenerated(&view.messages, &state.records);
-    let todo = todo_entries(session);
+    let todo = super::todo::entries(session);
     let todo_t = est.estimate(compact::render_todo(&todo).len() + 64);
     // Nested instructions and rules in force come back, re-read from disk, within a quarter
     // of the target.
@@ -889,6 +893,7 @@ pub async fn compact_session(
     let references = worker.as_ref().map_or(&[][..], |w| &w.references[..]);
     let files: Vec<FileSnapshot> = snaps.iter().map(|s| s.file.clone()).collect();
     let transcript = state.file.path().display().to_string();
+    let edited = edited_paths(session, &state.records);
     // The start note comes back with today's date when the day changed.
     let git = git_note(&state.records)
         .map(|n| crate::workspace::restate_date(&n, &crate::workspace::today()));
@@ -913,6 +918,7 @@ pub async fn compact_session(
             summarizer,
             summary_usage: (usage != Usage::default()).then_some(usage),
             references,
+            edited: &edited,
         })
     };
     let mut inst = plan(summary.clone());

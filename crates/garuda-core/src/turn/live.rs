@@ -289,6 +289,7 @@ impl LiveSession {
         let count = records.iter().filter(|r| r.as_message().is_some()).count();
         let message_count = Arc::new(AtomicU64::new(count as u64));
         let setup_tools = setup.tools.clone();
+        let todos = super::todo::replay(&records, &setup.tools);
         LiveSession {
             message_count: message_count.clone(),
             id: header.session_id.clone(),
@@ -323,7 +324,7 @@ impl LiveSession {
             model_note: std::sync::atomic::AtomicBool::new(false),
             setup,
             files: Arc::new(Mutex::new(FileTracker::new())),
-            todos: Arc::new(Mutex::new(Vec::new())),
+            todos: Arc::new(Mutex::new(todos)),
             always_allow: Mutex::new(HashSet::new()),
             running: Mutex::new(None),
             tools: Mutex::new(Arc::new(setup_tools)),

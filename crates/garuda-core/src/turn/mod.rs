@@ -9,6 +9,7 @@ mod live;
 mod ops;
 mod run;
 mod scoped;
+mod todo;
 mod view;
 mod worker;
 

@@ -327,18 +327,27 @@ async fn collapse_with(
     if cancel.is_cancelled() {
         return Err(TurnError::Cancelled);
     }
-    // An automatic collapse carries the span's user messages verbatim after the model's
-    // summary, as every compaction does: the user's words never depend on a summary.
-    let summary = if auto {
-        let b = super::compact::budgets(session, state);
-        let budget = (b.user_words as f64 * state.tracker.estimator.chars_per_token()) as usize;
-        match span_user_words(&state.records, &span, budget) {
-            Some(words) => format!("{summary}\n\n{words}"),
-            None => summary,
-        }
-    } else {
-        summary
+    // A collapse, automatic or asked for, carries the span's user messages verbatim after
+    // the summary, as every compaction does: the user's words never depend on a summary.
+    let b = super::compact::budgets(session, state);
+    let budget = (b.user_words as f64 * state.tracker.estimator.chars_per_token()) as usize;
+    let mut summary = match span_user_words(&state.records, &span, budget) {
+        Some(words) => format!("{summary}\n\n{words}"),
+        None => summary,
     };
+    // And the files its tools worked on, so which files were touched never depends on the
+    // summary either.
+    let in_span: HashSet<&str> = span.iter().map(String::as_str).collect();
+    let files = crate::session::compact::files_touched(
+        view.messages
+            .iter()
+            .filter(|m| m.source_ids.iter().any(|s| in_span.contains(s.as_str())))
+            .map(|m| &m.message),
+    );
+    if !files.is_empty() {
+        summary.push_str("\n\n");
+        summary.push_str(&crate::session::compact::render_files_touched(&files));
+    }
     let record = CollapseRecord {
         uuid: new_id(),
         time: now_ms(),

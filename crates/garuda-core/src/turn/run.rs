@@ -239,6 +239,8 @@ async fn run_locked(
         // instruction files' current text.
         let note = super::instructions::current_note(session, state)?;
         state.append(note)?;
+        let todo = super::todo::kept_in_view(session, state)?;
+        state.append(todo)?;
         let before = super::compact::context_tokens(session, state)?;
         check_blocking(session, state, before)?;
         nudge_if_due(session, state)?;

@@ -1,6 +1,6 @@
 //! The extractive handoff: installed instead of a summary when the model cannot summarize.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::TodoEntry;
@@ -43,8 +43,7 @@ pub fn extractive_handoff(
     previous: Option<&str>,
     runs_commands: &dyn Fn(&str) -> bool,
 ) -> String {
-    let mut files: Vec<(String, Vec<String>)> = Vec::new();
-    let mut file_idx: HashMap<String, usize> = HashMap::new();
+    let files = files_touched(messages.iter().map(|m| &m.message));
     let mut commands: Vec<(String, String)> = Vec::new();
     let mut command_of: HashMap<String, usize> = HashMap::new();
     let mut last_assistant = None;
@@ -77,15 +76,6 @@ pub fn extractive_handoff(
                     let Block::ToolUse { id, name, input } = b else {
                         continue;
                     };
-                    if let Some(p) = input.get("path").and_then(|v| v.as_str()) {
-                        let i = *file_idx.entry(p.to_string()).or_insert_with(|| {
-                            files.push((p.to_string(), Vec::new()));
-                            files.len() - 1
-                        });
-                        if !files[i].1.contains(name) {
-                            files[i].1.push(name.clone());
-                        }
-                    }
                     if runs_commands(name)
                         && let Some(c) = input.get("command").and_then(|v| v.as_str())
                     {
@@ -102,16 +92,8 @@ pub fn extractive_handoff(
         out.push_str(p.trim());
         out.push('\n');
     }
-    out.push_str("\n\n## Files touched\n");
-    if files.is_empty() {
-        out.push_str("(none)\n");
-    }
-    let mut seen = HashSet::new();
-    for (p, tools) in &files {
-        if seen.insert(p) {
-            let _ = writeln!(out, "- {p} ({})", tools.join(", "));
-        }
-    }
+    out.push_str("\n\n");
+    out.push_str(&render_files_touched(&files));
     out.push_str("\n## Commands run\n");
     if commands.is_empty() {
         out.push_str("(none)\n");
@@ -127,6 +109,55 @@ pub fn extractive_handoff(
 }
 
 /// The todo list as lines `- [status] content`.
+/// The files the tool calls of `messages` name (their `path` input), in first-use order, with
+/// the tools that used each.
+pub fn files_touched<'a>(
+    messages: impl IntoIterator<Item = &'a crate::message::Message>,
+) -> Vec<(String, Vec<String>)> {
+    let mut files: Vec<(String, Vec<String>)> = Vec::new();
+    let mut file_idx: HashMap<String, usize> = HashMap::new();
+    for m in messages {
+        for b in &m.content {
+            let Block::ToolUse { name, input, .. } = b else {
+                continue;
+            };
+            if let Some(p) = input.get("path").and_then(|v| v.as_str()) {
+                let i = *file_idx.entry(p.to_string()).or_insert_with(|| {
+                    files.push((p.to_string(), Vec::new()));
+                    files.len() - 1
+                });
+                if !files[i].1.contains(name) {
+                    files[i].1.push(name.clone());
+                }
+            }
+        }
+    }
+    files
+}
+
+/// The `## Files touched` section of a handoff or a collapse: one line per file with the tools.
+pub fn render_files_touched(files: &[(String, Vec<String>)]) -> String {
+    let mut out = String::from("## Files touched\n");
+    if files.is_empty() {
+        out.push_str("(none)\n");
+    }
+    for (p, tools) in files {
+        let _ = writeln!(out, "- {p} ({})", tools.join(", "));
+    }
+    out
+}
+
+/// The note that gives the model the todo list (None for an empty list).
+pub fn todo_note(todo: &[TodoEntry]) -> Option<String> {
+    (!todo.is_empty()).then(|| {
+        format!(
+            "<garuda_note>The current todo list:\n{}</garuda_note>",
+            render_todo(todo)
+        )
+    })
+}
+
+/// The todo list, one `- [status] content` line per item.
 pub fn render_todo(todo: &[TodoEntry]) -> String {
     if todo.is_empty() {
         return "(empty)\n".into();

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use super::Budgets;
 use super::fit::{KeptPlan, kept_chars};
-use super::handoff::render_todo;
+use super::handoff::todo_note;
 use super::pinned::Pinned;
 use crate::message::{Block, Role, Usage};
 use crate::session::records::{
@@ -154,6 +154,31 @@ impl SummaryText {
 /// Opens the list of references in a summary message.
 pub const REFERENCES_OPEN: &str = "<references>";
 
+/// Most paths an edited-files list names (the newest when there are more).
+const MAX_EDITED: usize = 200;
+
+/// The list of the files the session changed, carried by Garuda from the transcript like the
+/// user's words: which files were touched never depends on the summary.
+fn edited_block(paths: &[String]) -> Option<Block> {
+    if paths.is_empty() {
+        return None;
+    }
+    let skip = paths.len().saturating_sub(MAX_EDITED);
+    let mut text = String::from(
+        "<files_edited>\nFiles created or changed in this session so far, oldest first (read one for its current content):\n",
+    );
+    if skip > 0 {
+        text.push_str(&format!("- … {skip} earlier files\n"));
+    }
+    for p in &paths[skip..] {
+        text.push_str("- ");
+        text.push_str(p);
+        text.push('\n');
+    }
+    text.push_str("</files_edited>");
+    Some(Block::text(text))
+}
+
 /// The summary block with the summarizer's references after it, in the same block (so it
 /// stays the message's last block, the one a later compaction carries on): paths and notes,
 /// never content.
@@ -246,6 +271,8 @@ pub struct InstallInput<'a> {
     pub summary_usage: Option<Usage>,
     /// Files the summarizer pointed to, with its notes: listed in the summary, no content.
     pub references: &'a [(String, String)],
+    /// Every file the session's tools created or changed, oldest first (from the transcript).
+    pub edited: &'a [String],
 }
 
 /// A planned installation.
@@ -301,6 +328,7 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
         extractive,
     ))];
     content.extend(input.pinned.blocks());
+    content.extend(edited_block(input.edited));
     content.push(with_references(input.summary.block(), input.references));
     push(&mut msgs, Role::User, content, Some(meta), now, None);
     // The instructions in force join the compacted prefix (the view merges them into the
@@ -336,12 +364,7 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
         .map(Block::char_len)
         .sum();
     let kept_chars = kept_chars(kept, &input.kept.trimmed, input.trim_to);
-    let todo_text = (!input.todo.is_empty()).then(|| {
-        format!(
-            "<garuda_note>The current todo list:\n{}</garuda_note>",
-            render_todo(input.todo)
-        )
-    });
+    let todo_text = todo_note(input.todo);
     let chars_so_far = summary_chars
         + kept_chars
         + todo_text.as_ref().map_or(0, |t| t.chars().count())

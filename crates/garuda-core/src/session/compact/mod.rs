@@ -23,7 +23,10 @@ use crate::message::{Block, Role};
 
 pub use fit::{KeptPlan, kept_chars, plan_kept, without_regenerated};
 pub use guard::{Pressure, Relief, choose_relief, last_progress_poor, steps_since_compaction};
-pub use handoff::{HANDOFF_LABEL, exit_code, extractive_handoff, render_todo};
+pub use handoff::{
+    HANDOFF_LABEL, exit_code, extractive_handoff, files_touched, render_files_touched, render_todo,
+    todo_note,
+};
 pub use install::{
     FileSnapshot, InstallInput, Installation, REFERENCES_OPEN, Reattach, Restored, SummaryText,
     TodoEntry, plan_installation, previous_summary, restored_file_text, select_restored_files,

@@ -377,6 +377,7 @@ fn install(
         summarizer: crate::session::records::Summarizer::Fork,
         summary_usage: None,
         references: &[],
+        edited: &[],
     })
 }
 
