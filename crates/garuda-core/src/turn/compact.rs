@@ -9,26 +9,26 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::budget::{budgets, context_tokens, fixed_chars, learn_limit};
 use super::events::{CompactionPhase, TurnEvent};
 use super::host::TurnHost;
 use super::live::{LiveSession, SessionState, TurnError};
-use super::view::{current_view, view_anchors};
+use super::side::{request_chars, side_call};
+use super::view::{current_view, forget_reads_out_of_view, view_anchors};
 use crate::fsroot::FileStamp;
 use crate::message::{Block, Message, Usage};
 use crate::prompt::PartKind;
-use crate::provider::{ModelRequest, ModelResponse, ProviderError, StreamEvent};
+use crate::provider::{ModelRequest, ModelResponse, ProviderError};
 use crate::session::Record;
 use crate::session::compact::{
-    self, Budgets, FileSnapshot, InstallInput, Pressure, Relief, SUMMARY_SYSTEM, SummaryText,
-    WorkerOutcome, choose_relief, chunk_messages, chunk_rounds, cut_with_marker,
-    extractive_handoff, last_progress_poor, origins, pin, plan_kept, previous_summary,
-    shrink_instruction, split_index, stage1, steps_since_compaction, strip_analysis,
-    summary_instruction, summary_source, user_messages, without_regenerated,
+    self, FileSnapshot, InstallInput, Pressure, Relief, SUMMARY_SYSTEM, SummaryText, WorkerOutcome,
+    choose_relief, chunk_messages, chunk_rounds, cut_with_marker, extractive_handoff,
+    last_progress_poor, origins, pin, plan_kept, previous_summary, shrink_instruction, split_index,
+    stage1, steps_since_compaction, strip_analysis, summary_instruction, summary_source,
+    user_messages, without_regenerated,
 };
-use crate::session::records::{
-    CompactTrigger, ContextLimitRecord, Summarizer, UsagePurpose, UsageRecord, new_id, now_ms,
-};
-use crate::session::tokens::{self, effective_window};
+use crate::session::records::{CompactTrigger, Summarizer, UsagePurpose, now_ms};
+use crate::session::tokens;
 use crate::session::view::{ViewMessage, prefix_end, side_cache_plan};
 use crate::tools::{Anchor, ReadMark, ToolClass};
 
@@ -90,32 +90,6 @@ impl CompactRequest<'_> {
 /// Receives compaction progress besides the turn events (the `$/progress` of `session/compact`).
 pub type ProgressFn<'a> = &'a (dyn Fn(CompactionPhase, Option<u64>, Option<u64>) + Send + Sync);
 
-/// Characters of the parts every request carries besides its messages.
-pub fn fixed_chars(session: &LiveSession) -> usize {
-    session.system().chars().count() + tokens::tool_chars(&session.tool_specs())
-}
-
-/// The window the session plans with: the configured one or the provider's smaller limit.
-pub fn window(session: &LiveSession, state: &SessionState) -> u64 {
-    effective_window(session.model().info.context_window, state.learned_limit)
-}
-
-/// The budgets at the session's window.
-pub fn budgets(session: &LiveSession, state: &SessionState) -> Budgets {
-    compact::budgets(
-        window(session, state),
-        session.model().info.max_output as u64,
-        &session.setup.compact,
-    )
-}
-
-/// The context size now (the view's messages, system prompt and tools).
-pub fn context_tokens(session: &LiveSession, state: &mut SessionState) -> Result<u64, TurnError> {
-    current_view(state, &session.setup.view_policy)?;
-    let chars = state.view_cache.chars();
-    Ok(state.tracker.context_tokens(chars, fixed_chars(session)))
-}
-
 /// Between the collapse threshold and the threshold, collapses an older span (the cheaper
 /// relief); over the threshold, compacts unless auto-compaction is paused.
 pub async fn compact_if_needed(
@@ -161,43 +135,6 @@ fn git_note(records: &[Record]) -> Option<String> {
         }
         _ => None,
     })
-}
-
-/// Learns from a prompt-too-long answer: the limit it names (or, when it names none, one
-/// inferred from the refused request's estimated size) is recorded in the transcript when it
-/// is below the session's window, and a main request's real size recalibrates the estimate.
-/// Returns the refused request's size in tokens, as well as it is known.
-pub fn learn_limit(
-    session: &LiveSession,
-    state: &mut SessionState,
-    err: &ProviderError,
-    request_chars: Option<usize>,
-    view_chars: Option<usize>,
-) -> Result<Option<u64>, TurnError> {
-    let Some(lim) = err.context_limit() else {
-        return Ok(None);
-    };
-    let estimated = request_chars.map(|c| state.tracker.estimator.estimate(c));
-    if let (Some(n), Some(c), Some(v)) = (lim.request_tokens, request_chars, view_chars) {
-        state.tracker.on_refused(c, n, v);
-    }
-    let current = window(session, state);
-    let (limit, inferred) = match lim.limit_tokens {
-        Some(l) => (Some(l), false),
-        // Nothing named: the request was too long, so the limit is below its size.
-        None => (estimated.map(|e| e.saturating_mul(95) / 100), true),
-    };
-    if let Some(limit) = limit.filter(|&l| l > 0 && l < current) {
-        state.append(vec![Record::ContextLimit(ContextLimitRecord {
-            uuid: new_id(),
-            time: now_ms(),
-            limit_tokens: limit,
-            request_tokens: lim.request_tokens,
-            inferred,
-        })])?;
-        state.learned_limit = Some(state.learned_limit.map_or(limit, |l| l.min(limit)));
-    }
-    Ok(lim.request_tokens.or(estimated))
 }
 
 /// The "Compact Instructions" section of the instruction files (their text, from the
@@ -305,74 +242,6 @@ fn snapshot(session: &LiveSession, p: &str) -> Option<Snapshot> {
         rel,
         stamp,
     })
-}
-
-/// One side request (a summary, its shrink, a collapse): runs it, forwards retry events to
-/// the client, and records its usage in the transcript under `purpose`.
-pub(crate) async fn side_call(
-    session: &LiveSession,
-    state: &mut SessionState,
-    host: &dyn TurnHost,
-    request: ModelRequest,
-    purpose: UsagePurpose,
-    cancel: &CancellationToken,
-) -> Result<ModelResponse, ProviderError> {
-    let chars = request_chars(&request);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
-    let call = session
-        .model()
-        .provider
-        .complete(request, tx, cancel.clone());
-    let forward = async {
-        while let Some(ev) = rx.recv().await {
-            if let StreamEvent::Retry {
-                attempt,
-                delay_ms,
-                reason,
-            } = ev
-            {
-                host.event(
-                    &session.id,
-                    TurnEvent::Retry {
-                        attempt,
-                        delay_ms,
-                        reason,
-                    },
-                );
-            }
-        }
-    };
-    let (result, ()) = tokio::join!(call, forward);
-    if let Ok(resp) = &result {
-        let record = Record::Usage(UsageRecord {
-            uuid: new_id(),
-            time: now_ms(),
-            message_id: state.last_message_id().unwrap_or_default(),
-            usage: resp.usage,
-            request_chars: Some(chars as u64),
-            view_chars: None,
-            purpose: Some(purpose),
-        });
-        if let Err(e) = state.append(vec![record]) {
-            tracing::warn!("cannot record the usage of a side request: {e}");
-        }
-        state
-            .tracker
-            .estimator
-            .observe(chars, resp.usage.context_tokens());
-    }
-    result
-}
-
-/// Characters a request carries, to calibrate the token estimate against real counts.
-pub(crate) fn request_chars(req: &ModelRequest) -> usize {
-    let messages: usize = req
-        .messages
-        .iter()
-        .flat_map(|m| m.content.iter())
-        .map(Block::char_len)
-        .sum();
-    req.system.chars().count() + tokens::tool_chars(&req.tools) + messages
 }
 
 fn response_text(resp: &ModelResponse) -> String {
@@ -1003,22 +872,6 @@ pub async fn compact_session(
         cancelled: false,
         usage,
     })
-}
-
-/// Drops the read marks whose content left the view (after a trim, snip or collapse), so
-/// the next read of those files returns content again.
-pub(crate) fn forget_reads_out_of_view(
-    session: &LiveSession,
-    state: &mut SessionState,
-) -> Result<(), TurnError> {
-    let view = current_view(state, &session.setup.view_policy)?;
-    let anchors = view_anchors(view);
-    session
-        .files
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .keep_reads_in(&anchors);
-    Ok(())
 }
 
 /// Emits one compaction event: phase, tokens after, detail.

@@ -1,6 +1,7 @@
 //! Turns: the step loop that streams a model's answer, runs its tool calls (asking the
 //! client where policy says so), and persists every step.
 
+mod budget;
 mod compact;
 mod events;
 mod host;
@@ -9,14 +10,13 @@ mod live;
 mod ops;
 mod run;
 mod scoped;
+mod side;
 mod todo;
 mod view;
 mod worker;
 
-pub use compact::{
-    CompactOutcome, CompactRequest, ProgressFn, budgets, compact_session, context_tokens,
-    fixed_chars, window,
-};
+pub use budget::{budgets, context_tokens, fixed_chars, window};
+pub use compact::{CompactOutcome, CompactRequest, ProgressFn, compact_session};
 pub use events::{
     CompactionPhase, PermissionAnswer, PermissionOption, PermissionRequest, TurnEvent, TurnFailure,
 };

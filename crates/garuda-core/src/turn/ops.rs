@@ -80,7 +80,7 @@ pub fn snip_ids(
         time: now_ms(),
         removed_ids: ids.clone(),
     })])?;
-    super::compact::forget_reads_out_of_view(session, state)?;
+    super::view::forget_reads_out_of_view(session, state)?;
     // The nudge counts growth from the last snip.
     state.nudge_since = None;
     state.scope.view_changed();
@@ -194,11 +194,11 @@ pub(crate) async fn auto_collapse(
     if state.collapse_failures >= policy.max_failures {
         return Ok(Usage::default());
     }
-    let b = super::compact::budgets(session, state);
+    let b = super::budget::budgets(session, state);
     let Some(start) = collapse_start(b.window, b.threshold, policy) else {
         return Ok(Usage::default());
     };
-    let before = super::compact::context_tokens(session, state)?;
+    let before = super::budget::context_tokens(session, state)?;
     if before <= start || before > b.threshold {
         return Ok(Usage::default());
     }
@@ -224,7 +224,7 @@ pub(crate) async fn auto_collapse(
     match collapse_with(session, state, &from, &to, None, cancel, true).await {
         Ok(out) => {
             state.collapse_failures = 0;
-            let after = super::compact::context_tokens(session, state)?;
+            let after = super::budget::context_tokens(session, state)?;
             event(
                 CompactionPhase::Finished,
                 Some(after),
@@ -297,7 +297,7 @@ async fn collapse_with(
                 },
                 thinking_budget: None,
             };
-            let resp = super::compact::side_call(
+            let resp = super::side::side_call(
                 session,
                 state,
                 &super::host::NullHost,
@@ -329,7 +329,7 @@ async fn collapse_with(
     }
     // A collapse, automatic or asked for, carries the span's user messages verbatim after
     // the summary, as every compaction does: the user's words never depend on a summary.
-    let b = super::compact::budgets(session, state);
+    let b = super::budget::budgets(session, state);
     let budget = (b.user_words as f64 * state.tracker.estimator.chars_per_token()) as usize;
     let mut summary = match span_user_words(&state.records, &span, budget) {
         Some(words) => format!("{summary}\n\n{words}"),
@@ -359,7 +359,7 @@ async fn collapse_with(
     };
     let collapse_id = record.uuid.clone();
     state.append(vec![Record::Collapse(record)])?;
-    super::compact::forget_reads_out_of_view(session, state)?;
+    super::view::forget_reads_out_of_view(session, state)?;
     state.scope.view_changed();
     Ok(CollapseOutcome {
         collapse_id,

@@ -6,13 +6,13 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::compact::{
-    CompactRequest, compact_if_needed, compact_session, forget_reads_out_of_view, learn_limit,
-    request_chars,
-};
+use super::budget::learn_limit;
+use super::compact::{CompactRequest, compact_if_needed, compact_session};
 use super::events::{PermissionAnswer, PermissionRequest, TurnEvent, TurnFailure};
 use super::host::{CommandRun, TurnHost};
 use super::live::{LiveSession, SessionState, TurnError};
+use super::side::request_chars;
+use super::view::forget_reads_out_of_view;
 use super::view::step_view;
 use crate::message::{Block, Role, StopReason, Usage};
 use crate::provider::{ModelRequest, ProviderError, StreamEvent};
@@ -130,10 +130,10 @@ fn check_fits(
     state: &mut SessionState,
     input: &[Block],
 ) -> Result<(), TurnError> {
-    let b = super::compact::budgets(session, state);
+    let b = super::budget::budgets(session, state);
     let est = state.tracker.estimator;
     let message_tokens = est.estimate(input.iter().map(Block::char_len).sum());
-    let fixed_tokens = est.estimate(super::compact::fixed_chars(session));
+    let fixed_tokens = est.estimate(super::budget::fixed_chars(session));
     // A window smaller than the system prompt and tools is a configuration matter the
     // provider reports; only a message that cannot fit beside them is refused here.
     if fixed_tokens < b.window && fixed_tokens + message_tokens > b.window {
@@ -144,7 +144,7 @@ fn check_fits(
         });
     }
     if !session.setup.compact.auto_compact {
-        let now = super::compact::context_tokens(session, state)?;
+        let now = super::budget::context_tokens(session, state)?;
         check_blocking(session, state, now + message_tokens)?;
     }
     Ok(())
@@ -156,7 +156,7 @@ fn check_blocking(
     state: &SessionState,
     context_tokens: u64,
 ) -> Result<(), TurnError> {
-    let window = super::compact::window(session, state);
+    let window = super::budget::window(session, state);
     let limit = blocking_limit(window);
     if !session.setup.compact.auto_compact && context_tokens > limit {
         return Err(TurnError::OverLimit {
@@ -209,7 +209,7 @@ async fn run_locked(
         files: session.files.clone(),
         todos: session.todos.clone(),
         limits: ToolLimits::default().within(result_budget_chars(
-            super::compact::window(session, state),
+            super::budget::window(session, state),
             session.setup.compact.result_share,
         )),
         cancel: cancel.clone(),
@@ -241,12 +241,12 @@ async fn run_locked(
         state.append(note)?;
         let todo = super::todo::kept_in_view(session, state)?;
         state.append(todo)?;
-        let before = super::compact::context_tokens(session, state)?;
+        let before = super::budget::context_tokens(session, state)?;
         check_blocking(session, state, before)?;
         nudge_if_due(session, state)?;
-        let tokens = super::compact::context_tokens(session, state)?;
+        let tokens = super::budget::context_tokens(session, state)?;
         // Providers count the output room into the window: ask for no more than is left.
-        let room = super::compact::window(session, state).saturating_sub(tokens);
+        let room = super::budget::window(session, state).saturating_sub(tokens);
         let max_tokens = (session.model().info.max_output as u64).min(room.max(MIN_OUTPUT));
         let sv = step_view(state, &session.setup.view_policy)?;
         let request = ModelRequest {
@@ -484,7 +484,7 @@ fn nudge_if_due(session: &LiveSession, state: &mut SessionState) -> Result<(), T
     if share <= 0.0 || session.setup.tools.get(super::ops::SNIP_TOOL).is_none() {
         return Ok(());
     }
-    let tokens = super::compact::context_tokens(session, state)?;
+    let tokens = super::budget::context_tokens(session, state)?;
     let since = match state.nudge_since {
         Some(s) if s <= tokens => s,
         // First look, or the context shrank (compaction, collapse): count from here.
@@ -493,7 +493,7 @@ fn nudge_if_due(session: &LiveSession, state: &mut SessionState) -> Result<(), T
             return Ok(());
         }
     };
-    let window = super::compact::window(session, state);
+    let window = super::budget::window(session, state);
     if !nudge_due(tokens, since, window, share) {
         return Ok(());
     }
@@ -501,7 +501,7 @@ fn nudge_if_due(session: &LiveSession, state: &mut SessionState) -> Result<(), T
     let mut note = MessageRecord::new(Role::User, vec![Block::text(text)], state.last_message_id());
     note.meta = Some(MessageMeta::Nudge);
     state.append(vec![Record::Message(note)])?;
-    state.nudge_since = Some(super::compact::context_tokens(session, state)?);
+    state.nudge_since = Some(super::budget::context_tokens(session, state)?);
     Ok(())
 }
 

@@ -7,7 +7,7 @@ use crate::session::view::{self, View, ViewPolicy};
 use crate::session::{Record, StoreError};
 use crate::tools::ViewAnchors;
 
-use super::live::SessionState;
+use super::live::{LiveSession, SessionState, TurnError};
 
 /// What the next step sends.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,4 +79,20 @@ pub fn view_anchors(view: &View) -> ViewAnchors {
 pub fn request_messages(records: &[Record]) -> (Vec<Message>, CachePlan) {
     let v = view::build_view(records, &ViewPolicy::default(), now_ms());
     (view::render_id_tags(&v), v.cache.clone())
+}
+
+/// Drops the read marks whose content left the view (after a trim, snip or collapse), so
+/// the next read of those files returns content again.
+pub(crate) fn forget_reads_out_of_view(
+    session: &LiveSession,
+    state: &mut SessionState,
+) -> Result<(), TurnError> {
+    let view = current_view(state, &session.setup.view_policy)?;
+    let anchors = view_anchors(view);
+    session
+        .files
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .keep_reads_in(&anchors);
+    Ok(())
 }

@@ -8,9 +8,9 @@ use std::path::Path;
 
 use tokio_util::sync::CancellationToken;
 
-use super::compact::side_call;
 use super::host::TurnHost;
 use super::live::{LiveSession, SessionState};
+use super::side::side_call;
 use crate::message::{Block, CachePlan, Message, Role, Usage};
 use crate::provider::{ModelRequest, ProviderError};
 use crate::session::compact::{

@@ -1,0 +1,82 @@
+//! Side requests: the calls Garuda makes beside the main loop (summaries, their shrink,
+//! collapses, the compaction worker). Each forwards retries to the client and records its
+//! usage under its purpose, so the session's cost is complete.
+
+use tokio_util::sync::CancellationToken;
+
+use super::events::TurnEvent;
+use super::host::TurnHost;
+use super::live::{LiveSession, SessionState};
+use crate::message::Block;
+use crate::provider::{ModelRequest, ModelResponse, ProviderError, StreamEvent};
+use crate::session::Record;
+use crate::session::records::{UsagePurpose, UsageRecord, new_id, now_ms};
+use crate::session::tokens;
+
+/// One side request (a summary, its shrink, a collapse): runs it, forwards retry events to
+/// the client, and records its usage in the transcript under `purpose`.
+pub(crate) async fn side_call(
+    session: &LiveSession,
+    state: &mut SessionState,
+    host: &dyn TurnHost,
+    request: ModelRequest,
+    purpose: UsagePurpose,
+    cancel: &CancellationToken,
+) -> Result<ModelResponse, ProviderError> {
+    let chars = request_chars(&request);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
+    let call = session
+        .model()
+        .provider
+        .complete(request, tx, cancel.clone());
+    let forward = async {
+        while let Some(ev) = rx.recv().await {
+            if let StreamEvent::Retry {
+                attempt,
+                delay_ms,
+                reason,
+            } = ev
+            {
+                host.event(
+                    &session.id,
+                    TurnEvent::Retry {
+                        attempt,
+                        delay_ms,
+                        reason,
+                    },
+                );
+            }
+        }
+    };
+    let (result, ()) = tokio::join!(call, forward);
+    if let Ok(resp) = &result {
+        let record = Record::Usage(UsageRecord {
+            uuid: new_id(),
+            time: now_ms(),
+            message_id: state.last_message_id().unwrap_or_default(),
+            usage: resp.usage,
+            request_chars: Some(chars as u64),
+            view_chars: None,
+            purpose: Some(purpose),
+        });
+        if let Err(e) = state.append(vec![record]) {
+            tracing::warn!("cannot record the usage of a side request: {e}");
+        }
+        state
+            .tracker
+            .estimator
+            .observe(chars, resp.usage.context_tokens());
+    }
+    result
+}
+
+/// Characters a request carries, to calibrate the token estimate against real counts.
+pub(crate) fn request_chars(req: &ModelRequest) -> usize {
+    let messages: usize = req
+        .messages
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .map(Block::char_len)
+        .sum();
+    req.system.chars().count() + tokens::tool_chars(&req.tools) + messages
+}
