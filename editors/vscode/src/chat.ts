@@ -92,9 +92,39 @@ export function explain(message: string, data?: unknown, settings?: Partial<Sett
   const key = /set the environment variable ([A-Z0-9_]+)/.exec(message);
   if (key) return `${key[1]} is not set: set it in the environment VS Code starts from (or in garuda's config), then reload the window. "Garuda: Check Setup" checks it.`;
   const model = settings?.model;
-  if (model && (d.kind === 'config' || /model|provider/i.test(message)) && (message.includes(model) || /provider|model spec|unknown model/i.test(message)))
-    return `${message} (the model ${JSON.stringify(model)} comes from the VS Code setting garuda.model)`;
+  if (model && (d.kind === 'config' || /model|provider/i.test(message)) && (message.includes(model) || /provider|model spec|unknown model/i.test(message))) {
+    let guess = '';
+    const unknown = /unknown provider `([^`]+)`\. Built-in providers: ([a-z0-9_, -]+)\./i.exec(message);
+    if (unknown && !/did you mean/i.test(message)) {
+      const near = closest(unknown[1], unknown[2].split(/,\s*/));
+      if (near) guess = `; did you mean ${JSON.stringify(near + model.slice(unknown[1].length))}?`;
+    }
+    return `${message} (the model ${JSON.stringify(model)} comes from the VS Code setting garuda.model${guess})`;
+  }
   return message;
+}
+
+/** The known name nearest to a misspelled one (at most two edits away), if any. */
+export function closest(word: string, known: string[]): string | undefined {
+  const dist = (a: string, b: string) => {
+    const row = Array.from({ length: b.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= a.length; i++) {
+      let prev = row[0];
+      row[0] = i;
+      for (let j = 1; j <= b.length; j++) {
+        const cur = row[j];
+        row[j] = Math.min(row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+        prev = cur;
+      }
+    }
+    return row[b.length];
+  };
+  let best: { name: string; d: number } | undefined;
+  for (const k of known) {
+    const d = dist(word.toLowerCase(), k.toLowerCase());
+    if (d <= 2 && (!best || d < best.d)) best = { name: k, d };
+  }
+  return best?.name;
 }
 
 /** A lone approval answer, as typed by someone who meant to answer one. */
