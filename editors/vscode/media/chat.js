@@ -111,22 +111,33 @@
       d.querySelector('pre').textContent = m.output;
     },
     approval(m) {
+      // Shown, never focused: keys typed elsewhere keep going there (the prompt box keeps
+      // what is typed into it). The person answers after moving here.
       approvalId = m.id;
       $('approval-title').textContent = m.title;
+      const warn = $('approval-warning');
+      warn.textContent = m.warning || '';
+      warn.hidden = !m.warning;
+      $('save-allow').hidden = !m.saveFirst;
       const pre = $('approval-body');
       if (m.bodyKind === 'diff') colorDiff(pre, m.body);
       else pre.textContent = m.body;
       approval.hidden = false;
-      approval.tabIndex = -1;
+      hint();
     },
     approvalClosed(m) {
       if (approvalId === m.id) hideApproval();
+    },
+    focusApproval() {
+      if (approvalId !== null) approval.focus();
     },
     note(m) {
       add(el('div', 'note' + (m.level === 'error' ? ' error' : ''), m.text));
     },
     compaction(m) {
-      const d = add(el('div', 'compaction', m.text + ' · '));
+      const d = add(el('div', 'compaction', m.text));
+      if (!m.summary) return; // nothing was compacted: there is no summary to show
+      d.appendChild(document.createTextNode(' · '));
       const a = el('a', null, 'show the summary');
       a.href = '#';
       a.addEventListener('click', (e) => {
@@ -137,6 +148,14 @@
     },
     queued(m) {
       add(el('div', 'queued', '⏳ queued (sent when the running turn ends): ' + m.text));
+    },
+    dropped(m) {
+      // The queued lines above will not be sent: mark them so.
+      for (const q of log.querySelectorAll('.queued:not(.dropped)')) {
+        q.classList.add('dropped');
+        q.textContent = q.textContent.replace(/^⏳ queued \(sent when the running turn ends\)/, '✗ dropped (not sent)');
+      }
+      add(el('div', 'note dropped', m.text));
     },
     turnEnd(m) {
       for (const d of log.querySelectorAll('details.tool.running')) {
@@ -159,9 +178,22 @@
     },
   };
 
+  const AWAY = 'Approval waiting. Move here to answer: click, Tab from the prompt box, or "Garuda: Answer Approval" (Ctrl+Alt+Y).';
+  function atApproval() {
+    return approvalId !== null && approval.contains(document.activeElement);
+  }
+  function hint(extra) {
+    const here = atApproval();
+    const save = !$('save-allow').hidden ? ', s saves the file first and allows once' : '';
+    $('approval-hint').textContent = (extra ? extra + ' ' : '') + (here ? 'y allows once, a allows always, n rejects' + save + '; Enter does not answer.' : AWAY);
+    approval.classList.toggle('here', here);
+  }
   function hideApproval() {
+    const wasHere = atApproval();
     approval.hidden = true;
     approvalId = null;
+    // Back to where the person writes, so the next keys go to the prompt box.
+    if (wasHere) input.focus();
   }
   function answer(optionId) {
     if (approvalId === null) return;
@@ -172,18 +204,41 @@
   for (const b of approval.querySelectorAll('button[data-option]')) {
     b.addEventListener('click', () => answer(b.dataset.option));
   }
-  document.addEventListener('keydown', (e) => {
-    if (approvalId === null || e.target === input || e.ctrlKey || e.metaKey || e.altKey) return;
+  approval.addEventListener('focusin', () => hint());
+  approval.addEventListener('focusout', () => setTimeout(() => approvalId !== null && hint(), 0));
+  approval.addEventListener('keydown', (e) => {
+    // Only keys pressed at the approval answer it; typing anywhere else never does.
+    if (approvalId === null || e.ctrlKey || e.metaKey || e.altKey) return;
     const k = e.key.toLowerCase();
     if (k === 'y') answer('allow_once');
     else if (k === 'a') answer('allow_always');
     else if (k === 'n' || k === 'escape') answer('reject');
-    else if (k === 'enter' || k === ' ') e.preventDefault(); // Enter never approves
+    else if (k === 's' && !$('save-allow').hidden) answer('save_allow_once');
+    else if (k === 'enter' || k === ' ') {
+      e.preventDefault(); // Enter never approves
+      return;
+    } else return;
+    e.preventDefault();
+    e.stopPropagation();
   });
 
+  // A lone answer typed into the prompt box while an approval waits was meant for the approval:
+  // it is taken out of the box and never sent or queued.
+  const ANSWER = /^(y|yes|a|n|no)$/i;
   function send() {
     const text = input.value.trim();
     if (!text) return;
+    if (approvalId !== null) {
+      if (ANSWER.test(text)) {
+        input.value = '';
+        vscode.setState({ draft: '' });
+        approval.focus();
+        hint('"' + text + '" was not sent: answer here.');
+      } else {
+        hint('Your text stays in the box until the approval is answered.');
+      }
+      return;
+    }
     vscode.postMessage({ type: 'send', text });
     input.value = '';
     vscode.setState({ draft: '' });
@@ -192,6 +247,9 @@
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
       send();
+    } else if (e.key === 'Tab' && !e.shiftKey && approvalId !== null) {
+      e.preventDefault();
+      approval.focus();
     }
   });
   input.addEventListener('input', () => vscode.setState({ draft: input.value }));

@@ -4,7 +4,7 @@
 import type { CancellationToken } from 'vscode-jsonrpc/node';
 import { ApplyEditResult, EditApplier, GarudaClient, GarudaError } from './client';
 import { proposedChange, unifiedDiff } from './edits';
-import { describeCall, historyItems } from './history';
+import { describeCall, historyItems, readableSummary } from './history';
 import type { Block, PermissionRequest, Policy, SessionInfo, TurnEvent } from './protocol';
 
 /** Messages to the webview. */
@@ -16,11 +16,13 @@ export type ToView =
   | { type: 'thinking'; text: string }
   | { type: 'toolStart'; id: string; title: string }
   | { type: 'toolEnd'; id: string; status: 'ok' | 'error' | 'cancelled' | 'timeout'; summary: string; output: string }
-  | { type: 'approval'; id: number; title: string; body: string; bodyKind: 'diff' | 'command' | 'json' }
+  | { type: 'approval'; id: number; title: string; body: string; bodyKind: 'diff' | 'command' | 'json'; warning?: string; saveFirst?: boolean }
   | { type: 'approvalClosed'; id: number }
+  | { type: 'focusApproval' }
   | { type: 'note'; text: string; level?: 'info' | 'error' }
-  | { type: 'compaction'; text: string }
+  | { type: 'compaction'; text: string; summary: boolean }
   | { type: 'queued'; text: string }
+  | { type: 'dropped'; text: string }
   | { type: 'turnEnd'; stopReason?: string; error?: string }
   | { type: 'history'; items: ReturnType<typeof historyItems> };
 
@@ -28,13 +30,16 @@ export type ToView =
 export type FromView =
   | { type: 'ready' }
   | { type: 'send'; text: string }
-  | { type: 'approve'; id: number; optionId: 'allow_once' | 'allow_always' | 'reject' }
+  | { type: 'approve'; id: number; optionId: ApprovalAnswer }
   | { type: 'cancel' }
   | { type: 'newChat' }
   | { type: 'sessions' }
   | { type: 'compact' }
   | { type: 'summary' }
   | { type: 'revoke'; tool?: string };
+
+/** An answer to an approval; `save_allow_once` saves the edited document first. */
+export type ApprovalAnswer = 'allow_once' | 'allow_always' | 'reject' | 'save_allow_once';
 
 export interface Selection {
   /** Root-relative (or absolute) path. */
@@ -60,6 +65,12 @@ export interface Host {
   showText?(title: string, text: string): void;
   /** Reports an error outside the chat too (a notification). */
   error?(message: string): void;
+  /** Whether the editor has unsaved changes in this file. */
+  isDirty?(abs: string): Promise<boolean> | boolean;
+  /** Saves the editor's document of this file; false when it could not. */
+  save?(abs: string): Promise<boolean>;
+  /** An approval waits (its title), or none does any more: shown outside the chat (status bar). */
+  approvalWaiting?(title: string | undefined): void;
 }
 
 export interface Settings {
@@ -67,18 +78,57 @@ export interface Settings {
   model?: string;
   policy: Policy;
   env?: NodeJS.ProcessEnv;
+  /** The first prompt in a project continues its latest session (default true). */
+  continueSession?: boolean;
 }
 
-/** A server message in this client's words: VS Code settings by name. */
-export function explain(message: string, data?: unknown): string {
-  const d = (data && typeof data === 'object' ? data : {}) as { reason?: unknown; variable?: unknown };
+/** A server message in this client's words: VS Code settings by name, and the setting that
+ * caused it when one did (`settings` are the values the request was made with). */
+export function explain(message: string, data?: unknown, settings?: Partial<Settings>): string {
+  const d = (data && typeof data === 'object' ? data : {}) as { reason?: unknown; variable?: unknown; kind?: unknown };
   if (d.reason === 'missingKey' && typeof d.variable === 'string') message = `set the environment variable ${d.variable}`;
   if (d.reason === 'noModel' || message.includes('no model configured'))
     return 'No model configured: set garuda.model in the VS Code settings (e.g. anthropic/claude-sonnet-4-5, ollama/qwen3-coder), or model = "..." in ~/.config/garuda/config.toml. "Garuda: Check Setup" shows what is missing.';
   const key = /set the environment variable ([A-Z0-9_]+)/.exec(message);
   if (key) return `${key[1]} is not set: set it in the environment VS Code starts from (or in garuda's config), then reload the window. "Garuda: Check Setup" checks it.`;
+  const model = settings?.model;
+  if (model && (d.kind === 'config' || /model|provider/i.test(message)) && (message.includes(model) || /provider|model spec|unknown model/i.test(message))) {
+    let guess = '';
+    const unknown = /unknown provider `([^`]+)`\. Built-in providers: ([a-z0-9_, -]+)\./i.exec(message);
+    if (unknown && !/did you mean/i.test(message)) {
+      const near = closest(unknown[1], unknown[2].split(/,\s*/));
+      if (near) guess = `; did you mean ${JSON.stringify(near + model.slice(unknown[1].length))}?`;
+    }
+    return `${message} (the model ${JSON.stringify(model)} comes from the VS Code setting garuda.model${guess})`;
+  }
   return message;
 }
+
+/** The known name nearest to a misspelled one (at most two edits away), if any. */
+export function closest(word: string, known: string[]): string | undefined {
+  const dist = (a: string, b: string) => {
+    const row = Array.from({ length: b.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= a.length; i++) {
+      let prev = row[0];
+      row[0] = i;
+      for (let j = 1; j <= b.length; j++) {
+        const cur = row[j];
+        row[j] = Math.min(row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+        prev = cur;
+      }
+    }
+    return row[b.length];
+  };
+  let best: { name: string; d: number } | undefined;
+  for (const k of known) {
+    const d = dist(word.toLowerCase(), k.toLowerCase());
+    if (d <= 2 && (!best || d < best.d)) best = { name: k, d };
+  }
+  return best?.name;
+}
+
+/** A lone approval answer, as typed by someone who meant to answer one. */
+const ANSWER_WORD = /^\s*(y|yes|a|n|no)\s*$/i;
 
 /** The `data` of a JSON-RPC error answer, if any. */
 function errorData(e: unknown): unknown {
@@ -104,12 +154,18 @@ interface Project {
   timedOut: Map<string, number>;
   log: ToView[];
   compactionSeen: boolean;
+  /** New Chat was asked for: the next prompt starts a session instead of continuing one. */
+  fresh: boolean;
+  /** The latest session was looked for once (continue where you left off). */
+  continued: boolean;
 }
 
 interface Pending {
   id: number;
   req: PermissionRequest;
   project?: Project;
+  /** The file an edit approval would change (for "save first"). */
+  abs?: string;
   resolve: (optionId: string) => void;
   started: number;
   view: Extract<ToView, { type: 'approval' }>;
@@ -140,7 +196,7 @@ export class ChatController {
   private proj(root: string): Project {
     let p = this.projects.get(root);
     if (!p) {
-      p = { root, busy: false, queue: [], always: new Set(), timedOut: new Map(), log: [], compactionSeen: false };
+      p = { root, busy: false, queue: [], always: new Set(), timedOut: new Map(), log: [], compactionSeen: false, fresh: false, continued: false };
       this.projects.set(root, p);
     }
     return p;
@@ -209,11 +265,30 @@ export class ChatController {
       this.host.post({ type: 'approvalClosed', id: a.id });
       a.resolve('reject');
     }
+    this.host.approvalWaiting?.(undefined);
+    let reported = false;
     for (const p of this.projects.values()) {
       p.workspaceId = undefined;
       p.activity = undefined;
+      // A running turn or start reports the exit itself (once, in the chat and a notification).
+      if (p.busy) reported = true;
+      this.header(p);
     }
-    if (!(c as unknown as { stopping: boolean }).stopping) this.host.error?.(message);
+    if (!reported && !(c as unknown as { stopping: boolean }).stopping) this.notify(message);
+  }
+
+  private lastNotified?: { client?: GarudaClient; message: string };
+  /** A notification, once per server for the same message. */
+  private notify(message: string) {
+    if (this.lastNotified?.client === this.client && this.lastNotified?.message === message) return;
+    this.lastNotified = { client: this.client, message };
+    this.host.error?.(message);
+  }
+
+  /** An error in VS Code words, naming the setting that caused it. */
+  private explainError(e: unknown): string {
+    const s = this.settings();
+    return e instanceof Error ? explain(e.message, errorData(e), s) : String(e);
   }
 
   private async ensureSession(p: Project): Promise<string> {
@@ -229,10 +304,21 @@ export class ChatController {
         }
       }
     }
+    if (!p.sessionId && !p.fresh && !p.continued && this.settings().continueSession !== false) {
+      // After a restart the first prompt continues this project's latest session.
+      p.continued = true;
+      const latest = sortSessions((await c.listSessions(p.workspaceId!)).sessions).find((x) => x.messageCount > 0);
+      if (latest) {
+        await this.resume(latest.sessionId, p, `Continuing your latest session${latest.title ? ` ("${latest.title}")` : ''}; New starts a fresh one.`);
+        return latest.sessionId;
+      }
+    }
     if (!p.sessionId) {
       const s = this.settings();
       const res = await c.newSession(p.workspaceId, s.model, s.policy);
       p.sessionId = res.sessionId;
+      p.fresh = false;
+      p.continued = true;
       p.model = res.model;
       p.window = res.contextWindow;
       p.contextTokens = undefined;
@@ -254,6 +340,12 @@ export class ChatController {
   async send(text: string, selection?: Selection): Promise<void> {
     const p = this.current;
     if (!p || !text.trim()) return;
+    if (!selection && ANSWER_WORD.test(text) && this.approvals.some((a) => a.project === p)) {
+      // Meant for the approval that waits: never a prompt for the model.
+      this.emit(p, { type: 'note', text: `"${text.trim()}" was not sent: it answers nothing here. Answer the approval with its buttons, or move to it and press y, a or n.` });
+      this.host.post({ type: 'focusApproval' });
+      return;
+    }
     if (p.busy) {
       p.queue.push({ text, selection });
       this.emit(p, { type: 'queued', text });
@@ -269,9 +361,9 @@ export class ChatController {
     } catch (e) {
       p.busy = false;
       p.activity = undefined;
-      const msg = e instanceof Error ? explain(e.message, errorData(e)) : String(e);
+      const msg = this.explainError(e);
       this.emit(p, { type: 'note', text: msg, level: 'error' });
-      this.host.error?.(msg);
+      this.notify(msg);
       this.header(p);
       return;
     }
@@ -286,12 +378,14 @@ export class ChatController {
     }
     this.emit(p, { type: 'user', text, selection: selLabel });
     p.compactionSeen = false;
+    const client = this.client!;
     try {
-      const res = await this.client!.runTurn(sid, text, undefined, extra);
+      const res = await client.runTurn(sid, text, undefined, extra);
       this.emit(p, { type: 'turnEnd', stopReason: res.stopReason });
     } catch (e) {
-      const msg = e instanceof Error ? explain(e.message, errorData(e)) : String(e);
+      const msg = this.explainError(e);
       this.emit(p, { type: 'turnEnd', error: msg });
+      if (!client.running) this.notify(msg);
     } finally {
       p.busy = false;
       p.activity = undefined;
@@ -299,7 +393,12 @@ export class ChatController {
     }
     const next = p.queue.shift();
     if (next && this.client?.running) void this.send(next.text, next.selection);
-    else this.header(p);
+    else if (next) {
+      // The server is gone: the queued prompts were not sent; say so instead of dropping them silently.
+      const dropped = [next, ...p.queue.splice(0)];
+      this.emit(p, { type: 'note', text: `Not sent (the turn ended with an error): ${dropped.map((q) => JSON.stringify(q.text)).join(', ')}. Send again to retry.` });
+      this.header(p);
+    } else this.header(p);
   }
 
   private onEvent(sessionId: string, ev: TurnEvent) {
@@ -337,6 +436,11 @@ export class ChatController {
           summary = 'interrupted';
         }
         if (meta.exitCode !== undefined) summary += ` · exit ${meta.exitCode}`;
+        else if (status === 'error' && ev.output.trim()) {
+          // The reason where the person looks (a refused edit says why), not only in the fold.
+          const first = ev.output.trim().split('\n')[0];
+          summary += `: ${first.length > 160 ? first.slice(0, 157) + '...' : first}`;
+        }
         summary += ` · ${lines} line${lines === 1 ? '' : 's'}`;
         this.emit(p, { type: 'toolEnd', id: ev.id, status, summary, output: ev.output });
         break;
@@ -370,7 +474,11 @@ export class ChatController {
     }
     p.activity = undefined;
     let text: string;
+    // Only a compaction that happened has a summary to show.
+    let summary = false;
     if (ev.phase === 'finished') {
+      const shrank = ev.tokensBefore == null || ev.tokensAfter == null || ev.tokensAfter < ev.tokensBefore;
+      summary = shrank && (ev.message == null || ev.message === 'summary' || ev.message === 'handoff');
       if (ev.tokensAfter != null) p.contextTokens = ev.tokensAfter;
       text = `⟲ Context compacted (${ev.trigger}, ${ev.message ?? 'summary'}): ${tokens(ev.tokensBefore ?? undefined)} → ${tokens(ev.tokensAfter ?? undefined)} tokens`;
     } else if (ev.phase === 'failed') {
@@ -380,7 +488,7 @@ export class ChatController {
     } else {
       text = `⟲ Compaction ${ev.phase}`;
     }
-    this.emit(p, { type: 'compaction', text });
+    this.emit(p, { type: 'compaction', text, summary });
   }
 
   // ---- approvals ---------------------------------------------------------------------------
@@ -393,16 +501,30 @@ export class ChatController {
     }
     let body = JSON.stringify(req.input, null, 2);
     let bodyKind: 'diff' | 'command' | 'json' = 'json';
+    let warning: string | undefined;
+    let abs: string | undefined;
     const input = (req.input ?? {}) as Record<string, unknown>;
     if (req.toolName === 'bash' && typeof input.command === 'string') {
       body = `$ ${input.command}`;
       bodyKind = 'command';
     } else if ((req.toolName === 'edit_file' || req.toolName === 'write_file') && p) {
+      // The diff is of the editor's text (unsaved changes included), so it shows what the
+      // document would become.
       const change = await proposedChange(req.toolName, req.input, p.root, (f) => this.host.readText(f));
-      if (change?.newText !== undefined) {
-        body = unifiedDiff(change.path, change.oldText, change.newText);
-        bodyKind = 'diff';
-        this.host.showDiff?.(change.abs, change.oldText, change.newText, `Garuda proposes: ${change.path}`);
+      if (change) {
+        if (await this.host.isDirty?.(change.abs)) {
+          abs = change.abs;
+          warning =
+            `⚠ ${change.path} has unsaved changes in VS Code (the diff is of its text there). Garuda does not overwrite them: allowed as it is, the edit is refused. ` +
+            `Save first (s): your changes are written, the model is told the file changed, reads it again and proposes the edit anew.`;
+        }
+        if (change.newText !== undefined) {
+          body = unifiedDiff(change.path, change.oldText, change.newText);
+          bodyKind = 'diff';
+          this.host.showDiff?.(change.abs, change.oldText, change.newText, `Garuda proposes: ${change.path}`);
+        } else if (change.oldText !== undefined && req.toolName === 'edit_file') {
+          warning = (warning ? warning + '\n' : '') + `The text to replace is not in ${change.path} as the editor has it: the edit will probably fail.`;
+        }
       }
     }
     return new Promise<string>((resolve) => {
@@ -411,12 +533,13 @@ export class ChatController {
         id,
         req,
         project: p,
+        abs,
         resolve,
         started: Date.now(),
-        view: { type: 'approval', id, title: `Garuda wants to run ${req.title}`, body, bodyKind },
+        view: { type: 'approval', id, title: `Garuda wants to run ${req.title}`, body, bodyKind, warning, saveFirst: abs !== undefined },
       };
       this.approvals.push(a);
-      if (this.approvals[0] === a) this.host.post(a.view);
+      if (this.approvals[0] === a) this.showApproval(a);
       token.onCancellationRequested(() => {
         if (!this.approvals.includes(a)) return;
         const secs = Math.round((Date.now() - a.started) / 1000);
@@ -427,21 +550,49 @@ export class ChatController {
     });
   }
 
+  private showApproval(a: Pending) {
+    this.host.post(a.view);
+    this.host.approvalWaiting?.(a.view.title);
+  }
+
+  /** The approval waiting for an answer, if any (what "Garuda: Answer Approval" moves to). */
+  get waiting(): Extract<ToView, { type: 'approval' }> | undefined {
+    return this.approvals[0]?.view;
+  }
+
+  /** Moves the keyboard to the waiting approval (the chat must be focused by the caller). */
+  focusApproval(): boolean {
+    if (!this.approvals[0]) return false;
+    this.host.post({ type: 'focusApproval' });
+    return true;
+  }
+
   private closeApproval(a: Pending, optionId: string) {
     const i = this.approvals.indexOf(a);
     if (i < 0) return;
     this.approvals.splice(i, 1);
     this.host.post({ type: 'approvalClosed', id: a.id });
     a.resolve(optionId);
-    if (i === 0 && this.approvals[0]) this.host.post(this.approvals[0].view);
+    if (i === 0 && this.approvals[0]) this.showApproval(this.approvals[0]);
+    else if (!this.approvals.length) this.host.approvalWaiting?.(undefined);
   }
 
   /** An answer from the webview (or a command). */
-  answer(id: number, optionId: string) {
+  async answer(id: number, optionId: string) {
     const a = this.approvals.find((x) => x.id === id);
     if (!a) return;
     const p = a.project;
-    if (optionId === 'allow_always') {
+    if (optionId === 'save_allow_once') {
+      const saved = a.abs && this.host.save ? await this.host.save(a.abs) : false;
+      if (!this.approvals.includes(a)) return;
+      if (!saved) {
+        this.emit(p, { type: 'note', text: `Could not save ${a.abs ?? 'the file'}: the approval still waits.`, level: 'error' });
+        this.showApproval(a);
+        return;
+      }
+      this.emit(p, { type: 'note', text: 'approval: saved, then allowed once' });
+      optionId = 'allow_once';
+    } else if (optionId === 'allow_always') {
       p?.always.add(a.req.toolName);
       this.emit(p, { type: 'note', text: `approval: allowed; ${a.req.toolName} is now always allowed in this session (revoke with "Garuda: Permissions")` });
       optionId = 'allow_once';
@@ -470,7 +621,11 @@ export class ChatController {
   async cancel() {
     const p = this.current;
     if (!p?.sessionId || !p.busy || !this.client?.running) return;
-    p.queue = [];
+    const dropped = p.queue.splice(0);
+    // The "queued" lines stay in the transcript; this says they will not be sent.
+    if (dropped.length)
+      this.emit(p, { type: 'dropped', text: `Cancelled; not sent: ${dropped.map((q) => JSON.stringify(q.text)).join(', ')}` });
+    this.header(p);
     await this.client.cancel(p.sessionId).catch(() => undefined);
   }
 
@@ -481,15 +636,17 @@ export class ChatController {
       this.emit(p, { type: 'note', text: 'A turn is running: cancel it first.', level: 'error' });
       return;
     }
+    // The session is created by the first prompt: a chat opened and left empty leaves nothing
+    // in the session list.
     p.sessionId = undefined;
+    p.fresh = true;
     p.queue = [];
     p.log = [];
+    p.always.clear();
+    p.timedOut.clear();
+    p.contextTokens = undefined;
     this.replay();
-    try {
-      await this.ensureSession(p);
-    } catch (e) {
-      this.emit(p, { type: 'note', text: explain(e instanceof Error ? e.message : String(e), errorData(e)), level: 'error' });
-    }
+    this.emit(p, { type: 'note', text: 'New chat: the session starts with your first prompt.' });
   }
 
   /** Switches the current session's model or approval policy; a note says what holds now. */
@@ -506,7 +663,7 @@ export class ChatController {
       this.header(p);
       return res;
     } catch (e) {
-      this.emit(p, { type: 'note', text: explain(e instanceof Error ? e.message : String(e)), level: 'error' });
+      this.emit(p, { type: 'note', text: this.explainError(e), level: 'error' });
     }
   }
 
@@ -529,7 +686,7 @@ export class ChatController {
           tokensAfter: res.tokensAfter,
         } as Extract<TurnEvent, { kind: 'compaction' }>);
     } catch (e) {
-      this.emit(p, { type: 'note', text: explain(e instanceof Error ? e.message : String(e), errorData(e)), level: 'error' });
+      this.emit(p, { type: 'note', text: this.explainError(e), level: 'error' });
     } finally {
       p.activity = undefined;
       this.header(p);
@@ -543,7 +700,7 @@ export class ChatController {
     await this.ensureClient();
     const all = await this.client!.allMessages(p.sessionId);
     const m = [...all].reverse().find((x) => x.meta === 'summary' || x.meta === 'handoff');
-    const text = m?.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
+    const text = m ? readableSummary(m.content) : undefined;
     if (text) this.host.showText?.('Garuda: compaction summary', text);
     else this.emit(p, { type: 'note', text: 'This session has not been compacted.' });
     return text;
@@ -565,25 +722,28 @@ export class ChatController {
       }
       return await this.resume(id);
     } catch (e) {
-      this.emit(p, { type: 'note', text: explain(e instanceof Error ? e.message : String(e), errorData(e)), level: 'error' });
+      this.emit(p, { type: 'note', text: this.explainError(e), level: 'error' });
       return undefined;
     }
   }
 
-  async resume(id: string): Promise<string> {
-    const p = this.current!;
+  /** Shows a stored session's history and makes it the project's session. */
+  async resume(id: string, p: Project = this.current!, note = `Resumed session ${id}`): Promise<string> {
     const c = await this.ensureClient();
     const loaded = await c.loadSession(id);
     const messages = await c.allMessages(id);
     p.sessionId = id;
+    p.fresh = false;
+    p.continued = true;
     p.model = loaded.model;
+    p.contextTokens = undefined;
     p.always.clear();
     p.timedOut.clear();
-    p.queue = [];
+    // Prompts queued while it loads stay queued.
     p.log = [];
-    this.replay();
+    if (p === this.current) this.replay();
     this.emit(p, { type: 'history', items: historyItems(messages) });
-    this.emit(p, { type: 'note', text: `Resumed session ${id}` });
+    this.emit(p, { type: 'note', text: note });
     this.header(p);
     return id;
   }

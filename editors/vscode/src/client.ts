@@ -4,7 +4,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import {
   CancellationToken,
   createMessageConnection,
+  Message,
   MessageConnection,
+  MessageWriter,
   StreamMessageReader,
   StreamMessageWriter,
   ResponseError,
@@ -113,6 +115,36 @@ export class GarudaError extends Error {
   }
 }
 
+/** A writer whose failures are left to the exit handler: a write fails only when the server
+ * is gone, and vscode-jsonrpc would otherwise turn it into "write EPIPE" / "Cannot call write
+ * after a stream was destroyed" for the request and an unhandled rejection besides. */
+class QuietWriter implements MessageWriter {
+  readonly onError: MessageWriter['onError'];
+  readonly onClose: MessageWriter['onClose'];
+  constructor(private readonly inner: StreamMessageWriter) {
+    this.onError = inner.onError;
+    this.onClose = inner.onClose;
+  }
+  async write(msg: Message): Promise<void> {
+    await this.inner.write(msg).catch(() => undefined);
+  }
+  end() {
+    this.inner.end();
+  }
+  dispose() {
+    this.inner.dispose();
+  }
+}
+
+/** Why the server stopped, in its own words when it said why (a config file it could not read:
+ * `garuda: invalid config PATH: line L, column C: …`). */
+export function exitSentence(code: number | null, signal: string | null, tail: string[]): string {
+  const own = tail.filter((l) => l.startsWith('garuda: ')).map((l) => l.slice('garuda: '.length));
+  if (code === 2 && own.length) return `garuda did not start: ${own.join('\n')}. Fix it, then send the prompt again.`;
+  const why = signal ? `killed by signal ${signal}` : `exit code ${code}`;
+  return `garuda exited (${why})${tail.length ? '; last lines of its log:\n' + tail.join('\n') : ''}`;
+}
+
 /** A running `garuda serve` child and its connection. */
 export class GarudaClient {
   private readonly listeners = new Map<string, Set<(e: TurnEvent) => void>>();
@@ -149,9 +181,7 @@ export class GarudaClient {
         } else if (spawnError) {
           this.exitMessage = `could not start ${opts.path}: ${spawnError.message} (check ${opts.pathSetting ?? 'garuda.path'})`;
         } else {
-          const why = signal ? `killed by signal ${signal}` : `exit code ${code}`;
-          const tail = this.stderrTail();
-          this.exitMessage = `garuda exited (${why})${tail.length ? '; last lines of its log:\n' + tail.join('\n') : ''}`;
+          this.exitMessage = exitSentence(code, signal, this.stderrTail());
         }
         if (!this.stopping) reapOrphans(this.marker);
         resolve(code);
@@ -192,7 +222,7 @@ export class GarudaClient {
     proc.stdin!.on('error', () => {
       /* a dead server: the exit handler reports it */
     });
-    const conn = createMessageConnection(new StreamMessageReader(proc.stdout!), new StreamMessageWriter(proc.stdin!));
+    const conn = createMessageConnection(new StreamMessageReader(proc.stdout!), new QuietWriter(new StreamMessageWriter(proc.stdin!)));
     const c = new GarudaClient(proc, conn, opts);
     (c as { marker: string }).marker = marker;
     proc.stderr!.setEncoding('utf8');

@@ -1,8 +1,10 @@
 // "Garuda: Check Setup" without the `vscode` module: the binary, its version, a model and the
-// key that model needs.
+// key that model needs, and the server itself started as the chat starts it (`initialize`,
+// `workspace/open`), so a config file it cannot read is reported as the server reports it.
 import { execFileSync } from 'node:child_process';
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
+import { GarudaClient } from './client';
 
 export interface Check {
   level: 'ok' | 'warn' | 'error';
@@ -86,4 +88,37 @@ export function checkSetup(path: string, modelSetting: string | undefined, env: 
     out.push({ level: 'warn', text: `provider ${provider ?? '?'}: its key variable is whatever config.toml names` });
   }
   return out;
+}
+
+/** Starts the server as the chat does, runs `initialize` (and `workspace/open` of `root`), and
+ * stops it: what would keep the chat from starting, in the server's words. */
+export async function checkServer(path: string, env: NodeJS.ProcessEnv = process.env, root?: string): Promise<Check[]> {
+  const c = GarudaClient.start({ path, env });
+  const out: Check[] = [];
+  try {
+    const init = await c.initialize(root);
+    out.push({ level: 'ok', text: `the server starts and answers initialize (${init.serverInfo.name} ${init.serverInfo.version ?? ''})`.replace(' )', ')') });
+    if (root) {
+      const ws = await c.openWorkspace(root);
+      out.push({ level: 'ok', text: `workspace ${root}: ${ws.contextFiles.length ? 'reads ' + ws.contextFiles.join(', ') : 'no instruction files'}` });
+      for (const w of ws.warnings) out.push({ level: 'warn', text: w });
+    }
+  } catch (e) {
+    out.push({ level: 'error', text: e instanceof Error ? e.message : String(e) });
+  } finally {
+    await c.shutdown().catch(() => undefined);
+  }
+  return out;
+}
+
+/** Every check: the static ones, then the server (when the binary was found). */
+export async function fullCheck(path: string, modelSetting: string | undefined, env: NodeJS.ProcessEnv = process.env, root?: string): Promise<Check[]> {
+  const out = checkSetup(path, modelSetting, env);
+  if (which(path, env)) out.push(...(await checkServer(path, env, root)));
+  return out;
+}
+
+/** The report "Garuda: Check Setup" shows. */
+export function report(checks: Check[]): string {
+  return checks.map((c) => `${c.level === 'ok' ? '✓' : c.level === 'warn' ? '!' : '✗'} ${c.text}`).join('\n');
 }

@@ -1,12 +1,12 @@
 // VS Code face of Garuda: a chat view (webview), edits through the editor with the diff editor
-// for approvals, and commands. The logic lives in chat.ts (free of `vscode`, tested in Node).
+// for approvals, and commands. A thin layer: the logic lives in chat.ts and glue.ts (free of
+// `vscode`, tested in Node); here each editor call is one line.
 import * as vscode from 'vscode';
 import { readFile } from 'node:fs/promises';
 import { ChatController, FromView, Selection, Settings, ToView } from './chat';
-import { checkSetup } from './doctor';
+import { checkSetupCommand, contextTable, Doc, EditorApi, editorHost } from './glue';
 import { chatHtml, nonce } from './webview';
-import type { ApplyEditResult } from './client';
-import type { Policy, SessionInfo } from './protocol';
+import type { Policy } from './protocol';
 
 const PROPOSED = 'garuda-proposed';
 
@@ -19,6 +19,7 @@ function settings(): Settings {
     path: user('path', 'garuda') || 'garuda',
     model: user('model', '') || undefined,
     policy: (user('policy', 'ask') || 'ask') as Policy,
+    continueSession: c.get<boolean>('continueSession', true),
   };
 }
 
@@ -40,8 +41,6 @@ class ChatView implements vscode.WebviewViewProvider {
   }
 
   post(m: ToView) {
-    // An approval must be seen: bring the chat forward (without taking the editor's focus).
-    if (m.type === 'approval' && !this.view?.visible) void vscode.commands.executeCommand('garuda.chat.focus', { preserveFocus: true });
     void this.view?.webview.postMessage(m);
   }
 }
@@ -51,6 +50,43 @@ function rootOf(uri?: vscode.Uri): string | undefined {
   return f?.uri.fsPath;
 }
 
+/** The editor calls of glue.ts, one line each. */
+function editorApi(statusItem: vscode.StatusBarItem): EditorApi {
+  const doc = (d: vscode.TextDocument): Doc => ({ uri: d.uri.toString(), fsPath: d.uri.fsPath, isDirty: d.isDirty, getText: () => d.getText(), save: () => Promise.resolve(d.save()) });
+  return {
+    openDocument: async (uri) => doc(await vscode.workspace.openTextDocument(vscode.Uri.parse(uri))),
+    openDocumentOf: (abs) => {
+      const d = vscode.workspace.textDocuments.find((x) => x.uri.scheme === 'file' && x.uri.fsPath === abs);
+      return d && doc(d);
+    },
+    readFile: (abs) => readFile(abs, 'utf8').catch(() => undefined),
+    applyEdits: async (edits) => {
+      const edit = new vscode.WorkspaceEdit();
+      for (const e of edits) edit.replace(vscode.Uri.parse(e.uri), new vscode.Range(e.range.start.line, e.range.start.character, e.range.end.line, e.range.end.character), e.newText);
+      return vscode.workspace.applyEdit(edit);
+    },
+    relativePath: (uri) => vscode.workspace.asRelativePath(vscode.Uri.parse(uri)),
+    showDiff: (abs, isNew, title) => {
+      const right = vscode.Uri.from({ scheme: PROPOSED, path: abs });
+      const left = isNew ? vscode.Uri.from({ scheme: PROPOSED, path: abs + '.empty' }) : vscode.Uri.file(abs);
+      void vscode.commands.executeCommand('vscode.diff', left, right, title, { preview: true, preserveFocus: true });
+    },
+    quickPick: async (items, title) => vscode.window.showQuickPick(items, { title, matchOnDescription: true }),
+    notify: async (level, message, buttons) =>
+      level === 'error' ? vscode.window.showErrorMessage(message, ...buttons) : vscode.window.showInformationMessage(message, ...buttons),
+    command: async (name, ...args) => vscode.commands.executeCommand(name, ...args),
+    showMarkdown: async (content) => {
+      await vscode.window.showTextDocument(await vscode.workspace.openTextDocument({ language: 'markdown', content }), { preview: true });
+    },
+    status: (item) => {
+      if (!item) return statusItem.hide();
+      Object.assign(statusItem, item);
+      statusItem.show();
+    },
+    setContext: (key, value) => void vscode.commands.executeCommand('setContext', key, value),
+  };
+}
+
 export function activate(ctx: vscode.ExtensionContext) {
   const proposed = new Map<string, string>();
   ctx.subscriptions.push(
@@ -58,69 +94,12 @@ export function activate(ctx: vscode.ExtensionContext) {
       provideTextDocumentContent: (uri) => proposed.get(uri.path) ?? '',
     }),
   );
+  const statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 100);
+  ctx.subscriptions.push(statusItem);
+  const api = editorApi(statusItem);
   let chat: ChatController;
   const view = new ChatView(ctx, () => chat);
-  chat = new ChatController(
-    {
-      post: (m) => view.post(m),
-      readText: async (abs) => {
-        const doc = vscode.workspace.textDocuments.find((d) => d.uri.fsPath === abs);
-        if (doc) return doc.getText();
-        return readFile(abs, 'utf8').catch(() => undefined);
-      },
-      applyEdit: async (params): Promise<ApplyEditResult> => {
-        const edit = new vscode.WorkspaceEdit();
-        const docs: vscode.TextDocument[] = [];
-        const entries = Object.entries(params.edit.changes ?? {});
-        for (const dc of params.edit.documentChanges ?? []) {
-          if (dc.textDocument) entries.push([dc.textDocument.uri, dc.edits]);
-          else return { applied: false, failureReason: 'resource operations are not supported' };
-        }
-        for (const [uri, edits] of entries) {
-          const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(uri));
-          if (doc.isDirty) {
-            return { applied: false, failureReason: `${vscode.workspace.asRelativePath(doc.uri)} has unsaved changes in VS Code; save or revert it first` };
-          }
-          docs.push(doc);
-          for (const e of edits) {
-            const r = e.range;
-            edit.replace(doc.uri, new vscode.Range(r.start.line, r.start.character, r.end.line, r.end.character), e.newText);
-          }
-        }
-        // Undoable like any edit; then saved, since Garuda reads the file on disk.
-        if (!(await vscode.workspace.applyEdit(edit))) return { applied: false, failureReason: 'VS Code refused the edit' };
-        for (const d of docs) if (!(await d.save())) return { applied: false, failureReason: `could not save ${d.uri.fsPath}` };
-        return { applied: true };
-      },
-      showDiff: (abs, _old, newText, title) => {
-        proposed.set(abs, newText);
-        const right = vscode.Uri.from({ scheme: PROPOSED, path: abs });
-        const left = _old === undefined ? vscode.Uri.from({ scheme: PROPOSED, path: abs + '.empty' }) : vscode.Uri.file(abs);
-        void vscode.commands.executeCommand('vscode.diff', left, right, title, { preview: true, preserveFocus: true });
-      },
-      pickSession: async (sessions: SessionInfo[]) => {
-        const pick = await vscode.window.showQuickPick(
-          sessions.map((s) => ({
-            label: s.title && !s.title.startsWith('<garuda_note>') ? s.title : '(no text yet)',
-            description: `${new Date((s as { updated?: number }).updated ?? s.created).toLocaleString()} · ${s.messageCount} messages`,
-            id: s.sessionId,
-          })),
-          { title: 'Resume a Garuda session of this project (newest first)', matchOnDescription: true },
-        );
-        return pick?.id;
-      },
-      showText: async (title, text) => {
-        const doc = await vscode.workspace.openTextDocument({ language: 'markdown', content: `# ${title}\n\n${text}` });
-        await vscode.window.showTextDocument(doc, { preview: true });
-      },
-      error: async (message) => {
-        const pick = await vscode.window.showErrorMessage(`Garuda: ${message}`, 'Open Settings', 'Check Setup');
-        if (pick === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'garuda');
-        if (pick === 'Check Setup') void vscode.commands.executeCommand('garuda.doctor');
-      },
-    },
-    settings,
-  );
+  chat = new ChatController(editorHost(api, (m) => view.post(m), proposed, () => view.view?.visible === true), settings);
   const follow = (uri?: vscode.Uri) => {
     const root = rootOf(uri);
     if (root) chat.setRoot(root);
@@ -190,26 +169,14 @@ export function activate(ctx: vscode.ExtensionContext) {
   reg('garuda.context', async () => {
     const p = chat.project;
     if (!p?.sessionId || !chat.client?.running) return vscode.window.showInformationMessage('Garuda: no session yet.');
-    const info = (await chat.client.inspect(p.sessionId)) as Record<string, number | boolean>;
-    const rows = ['system', 'tools', 'instructions', 'memory', 'messages', 'reserved', 'free']
-      .map((k) => `| ${k} | ${info[k]} | ${((100 * Number(info[k])) / Number(info.window)).toFixed(1)}% |`)
-      .join('\n');
-    const doc = await vscode.workspace.openTextDocument({
-      language: 'markdown',
-      content: `# Garuda context\n\n| part | tokens | of the window |\n| --- | --- | --- |\n${rows}\n\nwindow ${info.window}, context now ${info.contextTokens}, compacts above ${info.threshold}${info.paused ? ', auto-compaction paused' : ''}\n`,
-    });
-    await vscode.window.showTextDocument(doc, { preview: true });
+    await api.showMarkdown(contextTable((await chat.client.inspect(p.sessionId)) as Record<string, number | boolean>));
   });
-  reg('garuda.doctor', async () => {
-    const s = settings();
-    const checks = checkSetup(s.path, s.model);
-    const bad = checks.filter((c) => c.level === 'error');
-    const text = checks.map((c) => `${c.level === 'ok' ? '✓' : c.level === 'warn' ? '!' : '✗'} ${c.text}`).join('\n');
-    if (bad.length) void vscode.window.showErrorMessage(`Garuda setup: ${bad.map((c) => c.text).join(' ')}`, { modal: false });
-    else void vscode.window.showInformationMessage('Garuda setup looks good.');
-    const doc = await vscode.workspace.openTextDocument({ language: 'markdown', content: `# Garuda setup\n\n${text}\n` });
-    await vscode.window.showTextDocument(doc, { preview: true });
-    return checks;
+  reg('garuda.doctor', () => checkSetupCommand(api, settings(), chat.project?.root ?? rootOf(vscode.window.activeTextEditor?.document.uri)));
+  reg('garuda.approve', async () => {
+    // Moves the keyboard to the waiting approval: the deliberate step before y, a or n.
+    if (!chat.waiting) return vscode.window.showInformationMessage('Garuda: no approval is waiting.');
+    await focus();
+    chat.focusApproval();
   });
   ctx.subscriptions.push({ dispose: () => void chat.dispose() });
 }

@@ -1,5 +1,6 @@
 // A session's history as chat items: compaction summaries as summaries, re-read files as one
-// line, tool calls with their results, and the steps a compaction kept shown once.
+// line, tool calls with their results, and the steps a compaction kept shown once (the server
+// marks those copies with `copyOf`; a message is never hidden because its text matches another).
 import type { Block, HistoryMessage } from './protocol';
 
 export type HistoryItem =
@@ -9,16 +10,6 @@ export type HistoryItem =
   | { kind: 'tool'; title: string; status: 'ok' | 'error'; output: string }
   | { kind: 'summary'; label: string; text: string }
   | { kind: 'note'; text: string };
-
-type Msg = HistoryMessage & { copyOf?: string | null };
-
-function signature(m: Msg): string {
-  const parts = (m.content ?? []).map((b) => {
-    const x = b as Record<string, unknown>;
-    return `${x.type}:${x.id ?? x.tool_use_id ?? x.text ?? x.thinking ?? ''}`;
-  });
-  return [m.role, ...parts].join('\u001f');
-}
 
 function textOf(blocks: Block[] | undefined): string {
   return (blocks ?? [])
@@ -37,21 +28,46 @@ export function describeCall(name: string, input: unknown): string {
   return `${name} ${j.length > 100 ? j.slice(0, 97) + '...' : j}`;
 }
 
+/** A compaction summary as a person reads it: the model-facing intro and tags become plain
+ * sections (the user's first request, their own messages, the summary). */
+export function readableSummary(blocks: Block[] | string | undefined): string {
+  const texts = typeof blocks === 'string' ? [blocks] : (blocks ?? []).map((b) => (b.type === 'text' ? b.text : '')).filter(Boolean);
+  const out: string[] = [];
+  for (const raw of texts) {
+    let t = raw.trim();
+    const intro = /^This session continues from an earlier[\s\S]*?the full transcript is at (\S+?)\.(?:\s|$)[\s\S]*?(?=<|$)/.exec(t);
+    if (intro) {
+      out.push(`Full transcript: ${intro[1]}`);
+      t = t.slice(intro[0].length).trim();
+    }
+    t = t.replace(/<garuda_note>[\s\S]*?<\/garuda_note>/g, '').trim();
+    t = t.replace(/<first_user_request>\s*([\s\S]*?)\s*<\/first_user_request>/g, (_, f: string) => `\n## Your first request\n\n${f}\n`);
+    t = t.replace(/<user_messages>\s*([\s\S]*?)\s*<\/user_messages>/g, (_, body: string) => {
+      const msgs = [...body.matchAll(/<message>\s*([\s\S]*?)\s*<\/message>/g)].map((m) => m[1].split('\n').map((l) => `> ${l}`).join('\n'));
+      const omitted = /\[(\d+) earlier user message/.exec(body);
+      const more = omitted ? `(${omitted[1]} earlier message(s) not repeated here)\n\n` : '';
+      return `\n## Your messages (oldest first)\n\n${more}${msgs.join('\n\n')}\n`;
+    });
+    t = t.replace(/<summary>\s*([\s\S]*?)\s*<\/summary>/g, (_, b: string) => `\n## Summary\n\n${b}\n`);
+    if (t.trim()) out.push(t.trim());
+  }
+  return out.join('\n\n').replace(/\n{3,}/g, '\n\n').trim();
+}
+
 export function historyItems(messages: HistoryMessage[]): HistoryItem[] {
-  const msgs = messages as Msg[];
-  const compacted = new Set(msgs.filter((m) => m.removed === 'compacted').map(signature));
+  const msgs = messages;
   const results = new Map<string, Extract<Block, { type: 'tool_result' }>>();
   for (const m of msgs)
     for (const b of m.content ?? []) if (b.type === 'tool_result') results.set(b.tool_use_id, b);
   const out: HistoryItem[] = [];
   for (const m of msgs) {
     const meta = m.meta ?? undefined;
-    if (m.copyOf || (!meta && !m.removed && compacted.has(signature(m)))) continue;
+    if (m.copyOf) continue;
     if (meta === 'summary' || meta === 'handoff') {
       out.push({
         kind: 'summary',
         label: `Earlier conversation compacted; the model continues from this ${meta}`,
-        text: textOf(m.content),
+        text: readableSummary(m.content),
       });
     } else if (meta === 'restored_file' || meta === 'restoredfile') {
       for (const b of m.content ?? []) {

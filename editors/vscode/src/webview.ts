@@ -26,15 +26,17 @@ export function chatHtml(scriptUri: string, styleUri: string, nonce: string, csp
   </span>
 </header>
 <main id="log" aria-live="polite"></main>
-<section id="approval" hidden>
+<section id="approval" hidden tabindex="0" aria-label="Approval">
   <div id="approval-title"></div>
+  <div id="approval-warning" class="warning" hidden></div>
   <pre id="approval-body"></pre>
   <div class="buttons">
+    <button id="save-allow" data-option="save_allow_once" hidden>Save, then allow once (s)</button>
     <button id="allow-once" data-option="allow_once">Allow once (y)</button>
     <button id="allow-always" data-option="allow_always">Allow always this session (a)</button>
     <button id="reject" data-option="reject">Reject (n)</button>
   </div>
-  <div class="hint">Enter does not answer; press y, a or n, or click.</div>
+  <div id="approval-hint" class="hint"></div>
 </section>
 <footer>
   <textarea id="input" rows="3" placeholder="Ask Garuda (Enter sends, Shift+Enter for a new line)"></textarea>

@@ -4,9 +4,9 @@ import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ChatController, explain, sortSessions, ToView } from '../src/chat';
-import { historyItems } from '../src/history';
+import { historyItems, readableSummary } from '../src/history';
 import { unifiedDiff } from '../src/edits';
-import { checkSetup } from '../src/doctor';
+import { checkSetup, fullCheck } from '../src/doctor';
 import { BIN, cassette, env, FakeHost, marked, project, settings, text, tool, until } from './helpers';
 
 function setup(autoAnswer: string | null = 'allow_once') {
@@ -140,6 +140,7 @@ test('a killed server ends the turn with an error and leaves no orphan', async (
   const end = host.posted.filter((m) => m.type === 'turnEnd').at(-1) as Extract<ToView, { type: 'turnEnd' }>;
   assert.match(end.error!, /garuda exited \(killed by signal SIGKILL\)/);
   assert.equal(chat.project!.busy, false);
+  assert.equal(host.errors.length, 1, 'reported once');
   await until('no orphan', () => marked(mark) === '', 10000);
   // The next prompt starts a new server in the same session.
   const sid = chat.project!.sessionId;
@@ -172,8 +173,7 @@ test('compaction is one line; resume shows the summary as a summary without dupl
   };
   await chat.newChat();
   await chat.sessions();
-  assert.equal(listed.length, 2);
-  assert.equal(listed[1], sid, 'newest first: the new chat, then this one');
+  assert.deepEqual(listed, [sid], 'a new chat left empty is no session');
   const hist = host.posted.filter((m) => m.type === 'history').at(-1) as Extract<ToView, { type: 'history' }>;
   const summary = hist.items.filter((i) => i.kind === 'summary');
   assert.equal(summary.length, 1);
@@ -206,4 +206,123 @@ test('helpers: errors in VS Code words, session order, diffs, history, setup che
   const noKey = checkSetup(BIN, 'anthropic/claude-sonnet-4-5', { ...process.env, ANTHROPIC_API_KEY: '' });
   assert.ok(noKey.some((c) => c.level === 'error' && /ANTHROPIC_API_KEY is not set/.test(c.text)));
   assert.ok(checkSetup('/no/such/garuda', 'x/y').some((c) => /not on PATH.*garuda\.path/.test(c.text)));
+});
+
+test('a lone "y" while an approval waits is never queued or sent; other text is queued', async () => {
+  const { host, chat, approvals, setModel } = setup(null);
+  setModel(cassette([tool('y1', 'bash', { command: 'echo once' }), text('Ran it.'), text('Queued one answered.', { match: 'and then this' })]));
+  chat.setRoot(project('y'));
+  const run = chat.send('run it');
+  await until('approval', () => approvals.length === 1);
+  for (const k of ['y', 'Y', ' yes ', 'a', 'n']) await chat.send(k);
+  assert.equal(host.texts('queued').length, 0, 'no answer word queued');
+  assert.ok(host.posted.some((m) => m.type === 'focusApproval'), 'the chat moves to the approval instead');
+  assert.ok(host.texts('note').some((t) => t.includes('\\"y\\" was not sent')));
+  await chat.send('and then this');
+  assert.equal(host.texts('queued').length, 1, 'words of the person are queued as before');
+  await chat.answer(approvals[0].id, 'allow_once');
+  await run;
+  await until('both turns', ended(host, 2));
+  const users = host.posted.filter((m) => m.type === 'user').map((m) => (m as { text: string }).text);
+  assert.deepEqual(users, ['run it', 'and then this'], '"y" was never a prompt');
+  assert.match(said(host), /Queued one answered\./);
+  assert.deepEqual(host.waiting, ['Garuda wants to run bash: echo once', undefined], 'shown outside the chat while it waits');
+  await chat.dispose();
+});
+
+test('a config file with a typo: the server\'s own words (file, line, key) once, no unhandled rejection; fixed, the next prompt works', async () => {
+  const { e, host, chat, setModel } = setup();
+  const cfg = join(e.XDG_CONFIG_HOME!, 'garuda', 'config.toml');
+  mkdirSync(join(e.XDG_CONFIG_HOME!, 'garuda'), { recursive: true });
+  writeFileSync(cfg, '[approvl]\ntimeout_secs = 1\n');
+  const rejections: unknown[] = [];
+  const onRejection = (r: unknown) => rejections.push(r);
+  process.on('unhandledRejection', onRejection);
+  setModel(cassette([text('Works now.')]));
+  chat.setRoot(project('cfg-typo'));
+  await chat.send('hello');
+  await new Promise((r) => setTimeout(r, 200)); // let a stray rejection surface, if any
+  process.off('unhandledRejection', onRejection);
+  const errs = host.posted.filter((m) => m.type === 'note' && m.level === 'error').map((m) => (m as { text: string }).text);
+  assert.equal(errs.length, 1, 'once in the chat');
+  assert.ok(errs[0].startsWith(`garuda did not start: invalid config ${cfg}: line 1, column 2: unknown field \`approvl\``), errs[0]);
+  assert.match(errs[0], /unknown field `approvl`/);
+  assert.doesNotMatch(errs[0], /write after|EPIPE|destroyed/);
+  assert.deepEqual(host.errors, errs, 'one notification, the same words');
+  assert.deepEqual(rejections, []);
+  assert.equal(chat.project!.busy, false, 'nothing sticks');
+  writeFileSync(cfg, '[approval]\ntimeout_secs = 30\n');
+  await chat.send('hello again');
+  assert.match(said(host), /Works now\./, 'the next prompt starts the server again');
+  await chat.dispose();
+});
+
+test('a misspelled provider in garuda.model names the setting and the likely spelling', async () => {
+  const { host, chat, setModel } = setup();
+  setModel('antropic/claude-sonnet-4-5');
+  chat.setRoot(project('prov'));
+  await chat.send('hello');
+  const err = host.texts('note').find((t) => t.includes('unknown provider'))!;
+  assert.match(err, /comes from the VS Code setting garuda\.model; did you mean \\"anthropic\/claude-sonnet-4-5\\"/);
+  assert.equal(host.errors.length, 1);
+  await chat.dispose();
+});
+
+test('cancel says the queued prompt was dropped', async () => {
+  const { host, chat, setModel } = setup();
+  setModel(cassette([tool('c1', 'bash', { command: 'sleep 30' }), text('never'), text('never either')]));
+  chat.setRoot(project('cancel'));
+  const run = chat.send('sleep');
+  await until('tool running', () => host.posted.some((m) => m.type === 'toolStart'));
+  await chat.send('next question');
+  await chat.cancel();
+  await run;
+  const dropped = host.posted.find((m) => m.type === 'dropped') as Extract<ToView, { type: 'dropped' }>;
+  assert.match(dropped.text, /Cancelled; not sent: "next question"/);
+  assert.ok(!host.posted.some((m) => m.type === 'user' && m.text === 'next question'), 'not sent');
+  const header = host.posted.filter((m) => m.type === 'header').at(-1) as Extract<ToView, { type: 'header' }>;
+  assert.equal(header.queued, 0);
+  await chat.dispose();
+});
+
+test('a compaction that did not happen offers no summary; summaries read without model-facing tags', async () => {
+  const { host, chat, setModel } = setup();
+  setModel(cassette([text('short'), text('SUMMARY')]));
+  chat.setRoot(project('nocompact'));
+  await chat.send('hi');
+  await chat.compact();
+  const comp = host.posted.filter((m) => m.type === 'compaction') as Extract<ToView, { type: 'compaction' }>[];
+  assert.equal(comp.length, 1);
+  assert.equal(comp[0].summary, false, `no summary link for: ${comp[0].text}`);
+  await chat.dispose();
+
+  const raw = [
+    { type: 'text' as const, text: 'This session continues from an earlier, longer conversation that ran out of context. The user\'s first request and their own later messages follow verbatim, then a summary of the earlier part; the full transcript is at /tmp/x/t.jsonl. Continue the work directly from where it left off, without asking the user to repeat anything.' },
+    { type: 'text' as const, text: '<first_user_request>\nfix the parser\n</first_user_request>' },
+    { type: 'text' as const, text: "<user_messages>\nThe user's own messages from the compacted part, verbatim, oldest first.\n[2 earlier user message(s) are not repeated here for space; the summary covers them and the transcript has them]\n<message>\nrun the tests\n</message>\n<message>\ncontinue\n</message>\n</user_messages>" },
+    { type: 'text' as const, text: '<summary>\nCompleted Tasks\n• parser fixed\n</summary>' },
+  ];
+  const readable = readableSummary(raw);
+  assert.doesNotMatch(readable, /<\/?(first_user_request|user_messages|message|summary|garuda_note)>|Continue the work directly/);
+  assert.equal(
+    readable,
+    'Full transcript: /tmp/x/t.jsonl\n\n## Your first request\n\nfix the parser\n\n## Your messages (oldest first)\n\n(2 earlier message(s) not repeated here)\n\n> run the tests\n\n> continue\n\n## Summary\n\nCompleted Tasks\n• parser fixed',
+  );
+  const items = historyItems([{ id: 's', role: 'user', time: 0, meta: 'summary', content: raw }]);
+  assert.equal((items[0] as { text: string }).text, readable);
+});
+
+test('Check Setup starts the server: a broken config file is reported in its words', async () => {
+  const e = env();
+  mkdirSync(join(e.XDG_CONFIG_HOME!, 'garuda'), { recursive: true });
+  const cfg = join(e.XDG_CONFIG_HOME!, 'garuda', 'config.toml');
+  writeFileSync(cfg, 'model = "replay:/dev/null"\n[approvl]\n');
+  const checks = await fullCheck(BIN, undefined, e, project('doc'));
+  const err = checks.find((c) => c.level === 'error');
+  assert.match(err?.text ?? '', new RegExp(`invalid config ${cfg.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: line 2, column 2: unknown field \`approvl\``));
+  writeFileSync(cfg, 'model = "replay:/dev/null"\n');
+  const good = await fullCheck(BIN, undefined, e, project('doc2'));
+  assert.deepEqual(good.filter((c) => c.level === 'error'), []);
+  assert.ok(good.some((c) => /the server starts and answers initialize/.test(c.text)));
+  assert.ok(good.some((c) => /reads AGENTS\.md/.test(c.text)));
 });

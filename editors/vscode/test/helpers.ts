@@ -5,6 +5,7 @@ import { mkdtempSync, mkdirSync, readFileSync, writeFileSync, realpathSync } fro
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { applyTextEdits } from '../src/edits';
+import { applyWorkspaceEdit, Doc, EditorApi } from '../src/glue';
 import type { Host, Settings, ToView } from '../src/chat';
 import type { SessionInfo } from '../src/protocol';
 
@@ -81,18 +82,24 @@ export class FakeHost implements Host {
       return undefined;
     }
   }
-  applyEdit = async (params: Parameters<Host['applyEdit']>[0]) => {
-    for (const [uri, edits] of Object.entries(params.edit.changes ?? {})) {
-      const abs = decodeURIComponent(new URL(uri).pathname);
-      const d = this.open.get(abs) ?? { text: readFileSync(abs, 'utf8'), undo: [], dirty: false };
-      if (d.dirty) return { applied: false, failureReason: 'unsaved changes' };
-      d.undo.push(d.text);
-      d.text = applyTextEdits(d.text, edits);
+  /** The in-memory editor as glue.ts sees VS Code: edits go through applyWorkspaceEdit. */
+  api: EditorApi = fakeEditor(this.open);
+  applyEdit = async (params: Parameters<Host['applyEdit']>[0]) => applyWorkspaceEdit(this.api, params.edit);
+  isDirty(abs: string) {
+    return this.open.get(abs)?.dirty ?? false;
+  }
+  async save(abs: string) {
+    const d = this.open.get(abs);
+    if (d) {
       writeFileSync(abs, d.text);
-      this.open.set(abs, d);
+      d.dirty = false;
     }
-    return { applied: true };
-  };
+    return true;
+  }
+  waiting: Array<string | undefined> = [];
+  approvalWaiting(title: string | undefined) {
+    this.waiting.push(title);
+  }
   showDiff(abs: string, _old: string | undefined, newText: string) {
     this.diffs.push({ abs, newText });
   }
@@ -110,6 +117,72 @@ export class FakeHost implements Host {
   }
 }
 
-export function settings(model: () => string | undefined, e: NodeJS.ProcessEnv): () => Settings {
-  return () => ({ path: BIN, model: model(), policy: 'ask', env: e });
+export function settings(model: () => string | undefined, e: NodeJS.ProcessEnv, more: Partial<Settings> = {}): () => Settings {
+  return () => ({ path: BIN, model: model(), policy: 'ask', env: e, ...more });
+}
+
+type OpenDocs = Map<string, { text: string; undo: string[]; dirty: boolean }>;
+
+/** A test double of the VS Code calls (glue.ts's EditorApi) over in-memory documents: edits
+ * are one undo step per document, saving writes the file; every call is recorded. */
+export function fakeEditor(open: OpenDocs = new Map()): EditorApi & { calls: Array<[string, ...unknown[]]>; answers: string[]; open: OpenDocs } {
+  const calls: Array<[string, ...unknown[]]> = [];
+  const answers: string[] = [];
+  const pathOf = (uri: string) => decodeURIComponent(new URL(uri).pathname);
+  const doc = (abs: string): Doc => {
+    if (!open.has(abs)) open.set(abs, { text: readFileSync(abs, 'utf8'), undo: [], dirty: false });
+    const d = open.get(abs)!;
+    return {
+      uri: `file://${abs}`,
+      fsPath: abs,
+      isDirty: d.dirty,
+      getText: () => d.text,
+      save: async () => {
+        calls.push(['save', abs]);
+        writeFileSync(abs, d.text);
+        d.dirty = false;
+        return true;
+      },
+    };
+  };
+  return {
+    calls,
+    answers,
+    open,
+    openDocument: async (uri) => doc(pathOf(uri)),
+    openDocumentOf: (abs) => (open.has(abs) ? doc(abs) : undefined),
+    readFile: async (abs) => {
+      try {
+        return readFileSync(abs, 'utf8');
+      } catch {
+        return undefined;
+      }
+    },
+    applyEdits: async (edits) => {
+      calls.push(['applyEdits', edits.length]);
+      const by = new Map<string, typeof edits>();
+      for (const e of edits) by.set(e.uri, [...(by.get(e.uri) ?? []), e]);
+      for (const [uri, es] of by) {
+        const d = open.get(pathOf(uri))!;
+        d.undo.push(d.text);
+        d.text = applyTextEdits(d.text, es);
+        d.dirty = true;
+      }
+      return true;
+    },
+    relativePath: (uri) => pathOf(uri).split('/').pop()!,
+    showDiff: (abs, isNew, title) => void calls.push(['showDiff', abs, isNew, title]),
+    quickPick: async (items, title) => {
+      calls.push(['quickPick', items, title]);
+      return items.find((i) => i.label === answers.shift());
+    },
+    notify: async (level, message, buttons) => {
+      calls.push(['notify', level, message, buttons]);
+      return answers.shift();
+    },
+    command: async (name, ...args) => void calls.push(['command', name, ...args]),
+    showMarkdown: async (content) => void calls.push(['showMarkdown', content]),
+    status: (item) => void calls.push(['status', item]),
+    setContext: (key, value) => void calls.push(['setContext', key, value]),
+  };
 }

@@ -80,7 +80,7 @@ test('the chat webview in headless Chromium', { skip: !existsSync(CHROMIUM) && `
   const turnEnds = (n: number) => page.waitForFunction((k) => document.querySelectorAll('.turn-end').length >= k, n, { timeout: 20000 });
 
   try {
-    await t.test('a turn: Enter at the approval does not approve, the button does; the tool output is collapsed', async () => {
+    await t.test('an approval takes no keys: typing stays in the prompt box, "y" is never sent, Enter does not answer', async () => {
       model = cassette([
         tool('toolu_1', 'bash', { command: 'echo garuda-ok' }),
         { ...text('The command printed garuda-ok.'), chunks: ['The command', ' printed', ' garuda-ok.'] },
@@ -88,15 +88,39 @@ test('the chat webview in headless Chromium', { skip: !existsSync(CHROMIUM) && `
       await send('please run echo');
       await page.waitForSelector('#approval:not([hidden])');
       assert.match(await page.textContent('#approval-title') ?? '', /bash: echo garuda-ok/);
-      await page.focus('#approval');
+      const active = () => page.evaluate(() => document.activeElement?.id);
+      assert.equal(await active(), 'input', 'the keyboard stays in the prompt box');
+      assert.match((await page.textContent('#approval-hint')) ?? '', /Move here to answer/);
+      // Words full of y, a and n go into the box, all of them; Enter sends nothing while it waits.
+      await page.keyboard.type('yes, any day now');
+      assert.equal(await page.inputValue('#input'), 'yes, any day now', 'no keystroke lost');
+      await page.keyboard.press('Enter');
+      assert.equal(await page.inputValue('#input'), 'yes, any day now', 'kept, not sent');
+      assert.equal(await page.isVisible('#approval'), true);
+      await page.fill('#input', '');
+      // A lone "y" meant for the approval: taken out of the box, never queued or sent.
+      await page.keyboard.type('y');
+      await page.keyboard.press('Enter');
+      assert.equal(await page.inputValue('#input'), '');
+      assert.equal(await active(), 'approval', 'now at the approval');
+      assert.match((await page.textContent('#approval-hint')) ?? '', /"y" was not sent: answer here\. y allows once/);
+      assert.equal(await page.isVisible('#approval'), true, '"y" in the box answered nothing');
+      await page.keyboard.press('Enter');
+      await page.keyboard.press('Space');
+      await page.focus('#allow-once');
       await page.keyboard.press('Enter');
       await page.keyboard.press('Space');
       await page.waitForTimeout(300);
-      assert.equal(await page.isVisible('#approval'), true, 'Enter did not answer');
+      assert.equal(await page.isVisible('#approval'), true, 'Enter and Space did not answer');
       assert.equal(await page.locator('.turn-end').count(), 0);
+      assert.deepEqual(host.waiting.filter(Boolean).length, 1, 'the status bar shows it');
       await page.click('#allow-once');
       await turnEnds(1);
-      assert.equal(await page.textContent('.user'), 'please run echo');
+      assert.equal(await active(), 'input', 'back in the prompt box');
+      assert.deepEqual(await page.locator('.user').allTextContents(), ['please run echo'], '"y" was never a prompt');
+      assert.equal(await page.locator('.queued').count(), 0);
+      assert.ok(!host.posted.some((m) => (m.type === 'user' || m.type === 'queued') && /^(y|yes)$/.test(m.text)));
+      assert.equal(host.waiting.at(-1), undefined, 'the status bar item is gone');
       assert.match((await page.textContent('.assistant')) ?? '', /The command printed garuda-ok\./);
       const tool1 = page.locator('details.tool').first();
       assert.match((await tool1.locator('summary').textContent()) ?? '', /✓ bash: echo garuda-ok · done · exit 0/);
@@ -107,7 +131,7 @@ test('the chat webview in headless Chromium', { skip: !existsSync(CHROMIUM) && `
       assert.equal(await page.inputValue('#input'), '');
     });
 
-    await t.test('an edit: the diff in the approval, y approves, the edit goes through the editor host', async () => {
+    await t.test('an edit: the diff in the approval; keys elsewhere answer nothing; Tab moves to it and y approves', async () => {
       writeFileSync(join(ws, 'notes.txt'), 'alpha\nbeta\n');
       model = cassette([tool('r1', 'read_file', { path: 'notes.txt' }), tool('e1', 'edit_file', { path: 'notes.txt', old_string: 'beta', new_string: 'gamma' }), text('Edited.')]);
       await page.click('#new');
@@ -116,13 +140,64 @@ test('the chat webview in headless Chromium', { skip: !existsSync(CHROMIUM) && `
       await page.waitForSelector('#approval:not([hidden])');
       assert.equal(await page.textContent('#approval .del'), '-beta\n');
       assert.equal(await page.textContent('#approval .add'), '+gamma\n');
+      assert.equal(await page.isVisible('#save-allow'), false, 'nothing unsaved');
       await page.click('#log');
+      for (const k of ['y', 'a', 'n', 'Enter']) await page.keyboard.press(k);
+      assert.equal(await page.isVisible('#approval'), true, 'keys outside the approval answer nothing');
+      await page.focus('#input');
+      await page.keyboard.press('Tab');
+      assert.equal(await page.evaluate(() => document.activeElement?.id), 'approval');
       await page.keyboard.press('Enter');
       assert.equal(await page.isVisible('#approval'), true);
       await page.keyboard.press('y');
       await turnEnds(1);
       assert.equal(readFileSync(join(ws, 'notes.txt'), 'utf8'), 'alpha\ngamma\n');
       assert.equal(host.open.get(join(ws, 'notes.txt'))?.undo.length, 1);
+    });
+
+    await t.test('an edit of a document with unsaved changes: said up front, a diff of its text, save first', async () => {
+      const f = join(ws, 'dirty.txt');
+      writeFileSync(f, 'one\ntwo\n');
+      host.open.set(f, { text: 'one\ntwo\nmine, unsaved\n', undo: [], dirty: true });
+      const edit2 = tool('d1', 'edit_file', { path: 'dirty.txt', old_string: 'two', new_string: 'TWO' });
+      model = cassette([
+        tool('r1', 'read_file', { path: 'dirty.txt' }),
+        edit2,
+        // Saved first: the server says the file changed since it was read; the model reads again.
+        tool('r2', 'read_file', { path: 'dirty.txt' }),
+        { ...edit2, response: { ...(edit2.response as object), content: [{ type: 'tool_use', id: 'd2', name: 'edit_file', input: { path: 'dirty.txt', old_string: 'two', new_string: 'TWO' } }] } },
+        text('Done.'),
+        tool('d3', 'edit_file', { path: 'dirty.txt', old_string: 'one', new_string: 'ONE' }),
+        text('Refused, it says.'),
+      ]);
+      await page.click('#new');
+      await page.waitForFunction(() => document.querySelectorAll('.turn-end').length === 0);
+      await send('change two');
+      await page.waitForSelector('#approval:not([hidden])');
+      assert.match((await page.textContent('#approval-warning')) ?? '', /dirty\.txt has unsaved changes in VS Code.*Save first/);
+      assert.equal(await page.isVisible('#save-allow'), true);
+      const body = (await page.textContent('#approval-body')) ?? '';
+      assert.match(body, /^\+TWO$/m);
+      assert.match(body, /^ mine, unsaved$/m, 'the diff is of the editor\'s text');
+      await page.click('#approval');
+      await page.keyboard.press('s');
+      await page.waitForSelector('details.tool.error');
+      assert.match((await page.textContent('details.tool.error summary')) ?? '', /changed on disk since you read it/);
+      await page.waitForSelector('#approval:not([hidden])');
+      assert.equal(await page.isVisible('#save-allow'), false, 'saved: nothing unsaved now');
+      await page.click('#approval');
+      await page.keyboard.press('y');
+      await turnEnds(1);
+      assert.equal(readFileSync(f, 'utf8'), 'one\nTWO\nmine, unsaved\n', 'saved, then edited: nothing of the person\'s lost');
+      // Allowed without saving: refused, and the tool line says why.
+      host.open.get(f)!.text += 'more\n';
+      host.open.get(f)!.dirty = true;
+      await send('change one');
+      await page.waitForSelector('#approval:not([hidden])');
+      await page.click('#allow-once');
+      await turnEnds(2);
+      assert.match((await page.locator('details.tool').last().locator('summary').textContent()) ?? '', /✗ edit_file: dirty\.txt · failed: .*unsaved changes/);
+      assert.equal(readFileSync(f, 'utf8'), 'one\nTWO\nmine, unsaved\n');
     });
 
     await t.test('text sent during a turn is queued, not lost', async () => {
@@ -160,6 +235,7 @@ test('the chat webview in headless Chromium', { skip: !existsSync(CHROMIUM) && `
       await page.waitForSelector('.compaction');
       assert.match((await page.textContent('.compaction')) ?? '', /Context compacted \(manual, summary\): 20\.0k → [\d.]+k tokens/);
       assert.equal(await page.locator('.compaction').count(), 1);
+      assert.equal(await page.locator('.compaction a').count(), 1, 'a compaction that happened has its summary');
       await page.click('.compaction a');
       await host.settle();
       for (let i = 0; i < 100 && !host.shown.length; i++) await page.waitForTimeout(20);
