@@ -660,7 +660,7 @@ the setting; the turn does not start."
       (should-not garuda--running)
       (should-not garuda--session-id)
       (let ((text (buffer-string)))
-        (should (string-match-p "\\[error: Garuda: session/new: unknown provider `antropic` (did you mean `anthropic'\\?)" text))
+        (should (string-match-p "\\[error: Garuda: session/new: unknown provider `antropic`.*[Dd]id you mean `anthropic['`]\\?" text))
         (should (string-match-p "the value of .garuda-model." text))
         (should (= 1 (garuda-test--count "unknown provider" text)))))))
 

@@ -503,7 +503,7 @@ impl AcpFront {
                 to_value(acp::PromptResponse::new(acp::StopReason::EndTurn))
             }));
         }
-        if live.message_count() == 0
+        if !live.has_user_words()
             && let Some(title) = title_of(&text)
         {
             send_update(&ctx.client, &id, session_info(title));

@@ -237,6 +237,8 @@ pub struct LiveSession {
     model_note: std::sync::atomic::AtomicBool,
     /// The tools now: `setup.tools` until a compaction installs a changed MCP tool list.
     tools: Mutex<Arc<ToolRegistry>>,
+    /// The transcript holds a message of the user's own.
+    user_words: std::sync::atomic::AtomicBool,
 }
 
 /// The tool registry a compaction would install, and the MCP list behind it.
@@ -290,6 +292,10 @@ impl LiveSession {
         let message_count = Arc::new(AtomicU64::new(count as u64));
         let setup_tools = setup.tools.clone();
         let todos = super::todo::replay(&records, &setup.tools);
+        let user_words = records
+            .iter()
+            .filter_map(Record::as_message)
+            .any(|m| m.role == crate::message::Role::User && m.meta.is_none());
         LiveSession {
             message_count: message_count.clone(),
             id: header.session_id.clone(),
@@ -328,6 +334,7 @@ impl LiveSession {
             always_allow: Mutex::new(HashSet::new()),
             running: Mutex::new(None),
             tools: Mutex::new(Arc::new(setup_tools)),
+            user_words: std::sync::atomic::AtomicBool::new(user_words),
         }
     }
 
@@ -478,6 +485,17 @@ impl LiveSession {
     /// Message records in its transcript, also while an operation runs.
     pub fn message_count(&self) -> u64 {
         self.message_count.load(Ordering::Relaxed)
+    }
+
+    /// True once the user said something in this session (notes such as the session-start
+    /// note do not count): a session without it has no title yet.
+    pub fn has_user_words(&self) -> bool {
+        self.user_words.load(Ordering::Relaxed)
+    }
+
+    /// Marks that the user's first message is in the transcript.
+    pub(crate) fn heard_user(&self) {
+        self.user_words.store(true, Ordering::Relaxed);
     }
 
     /// The system prompt now.

@@ -203,6 +203,7 @@ async fn run_locked(
     let user = MessageRecord::new(Role::User, input, state.last_message_id());
     outcome.message_ids.push(user.uuid.clone());
     state.append(vec![Record::Message(user)])?;
+    session.heard_user();
 
     let ctx = ToolContext {
         root: session.setup.workspace.root.clone(),
