@@ -278,18 +278,15 @@ enum SummaryError {
 /// is summarized in chunks, each with the summary so far. A prompt-too-long answer teaches the
 /// limit and the work is split again, smaller. A summary over its size target is asked once
 /// to shrink. Returns the text and the path that produced it.
-#[allow(clippy::too_many_arguments)]
 async fn summarize(
-    session: &LiveSession,
-    state: &mut SessionState,
-    host: &dyn TurnHost,
-    cancel: &CancellationToken,
-    trigger: CompactTrigger,
+    c: &mut Compaction<'_>,
     older: Older<'_>,
     focus: Option<&str>,
     usage: &mut Usage,
     worker: &mut Option<WorkerOutcome>,
 ) -> Result<(String, Summarizer), SummaryError> {
+    let (session, host, cancel, trigger) = (c.session, c.host, c.cancel, c.trigger);
+    let state = &mut *c.state;
     let Older {
         plain: older,
         as_viewed,
@@ -503,6 +500,60 @@ async fn shrink(
     }
 }
 
+/// One compaction while it runs: what its phases share, so none of them takes the session,
+/// its state, the host and the cancel token one by one.
+struct Compaction<'a> {
+    session: &'a Arc<LiveSession>,
+    state: &'a mut SessionState,
+    host: &'a dyn TurnHost,
+    cancel: &'a CancellationToken,
+    trigger: CompactTrigger,
+    progress: ProgressFn<'a>,
+    policy: compact::CompactPolicy,
+    budgets: compact::Budgets,
+    /// The context before, as the decision counts it.
+    tokens_before: u64,
+    now: u64,
+}
+
+/// How a phase ended: go on with its product, or stop with the outcome to answer.
+enum Phase<T> {
+    Go(T),
+    Done(CompactOutcome),
+}
+
+/// What an installation holds besides its summary, planned before the model is asked.
+struct Prepared {
+    relief: Relief,
+    /// The view when the compaction started (the fork repeats its prefix).
+    view: crate::session::view::View,
+    /// The system prompt rebuilt from disk, and the tools that come with it.
+    assembled: Arc<crate::prompt::Assembled>,
+    next_tools: super::live::NextTools,
+    /// Tokens of that prompt and those tools.
+    fixed: u64,
+    /// The view's messages without what an installation writes afresh.
+    messages: Vec<ViewMessage>,
+    todo: Vec<compact::TodoEntry>,
+    reattach: Option<super::scoped::Reattachment>,
+    kept: compact::KeptPlan,
+    pinned: compact::Pinned,
+}
+
+impl Prepared {
+    /// The part the summary covers.
+    fn older(&self) -> &[ViewMessage] {
+        &self.messages[..self.kept.split]
+    }
+}
+
+/// The summary to install and the path that wrote it.
+struct Written {
+    summary: SummaryText,
+    summarizer: Summarizer,
+    worker: Option<WorkerOutcome>,
+}
+
 /// Compacts the session now. `Auto` and `Reactive` pick the cheapest relief that works
 /// (trim, summary, or a reinstall without the model right after a compaction); `Manual`
 /// always summarizes. Nothing changes unless the installation is written whole. A manual
@@ -516,376 +567,463 @@ pub async fn compact_session(
     req: CompactRequest<'_>,
     progress: ProgressFn<'_>,
 ) -> Result<CompactOutcome, TurnError> {
-    let policy = session.setup.compact.clone();
-    let trigger = req.trigger;
-    let b = budgets(session, state);
-    let mut tokens_before = context_tokens(session, state)?;
-    if trigger == CompactTrigger::Reactive {
-        // The provider counted more than its limit, whatever our estimate says.
-        tokens_before = tokens_before
-            .max(req.refused_tokens.unwrap_or(0))
-            .max(b.window + 1);
+    let mut c = Compaction::start(session, state, host, cancel, &req, progress)?;
+    let relief = match c.choose()? {
+        Phase::Go(r) => r,
+        Phase::Done(out) => return Ok(out),
+    };
+    let prep = match c.prepare(relief)? {
+        Phase::Go(p) => p,
+        Phase::Done(out) => return Ok(out),
+    };
+    c.event(CompactionPhase::Started, None, None);
+    let mut usage = Usage::default();
+    let written = match c.write(&prep, req.focus, &mut usage).await? {
+        Phase::Go(w) => w,
+        Phase::Done(out) => return Ok(out),
+    };
+    c.install(prep, written, usage)
+}
+
+impl<'a> Compaction<'a> {
+    /// Measures the context the decision counts (a reactive one: at least what the
+    /// provider refused).
+    fn start(
+        session: &'a Arc<LiveSession>,
+        state: &'a mut SessionState,
+        host: &'a dyn TurnHost,
+        cancel: &'a CancellationToken,
+        req: &CompactRequest<'_>,
+        progress: ProgressFn<'a>,
+    ) -> Result<Compaction<'a>, TurnError> {
+        let b = budgets(session, state);
+        let mut tokens_before = context_tokens(session, state)?;
+        if req.trigger == CompactTrigger::Reactive {
+            // The provider counted more than its limit, whatever our estimate says.
+            tokens_before = tokens_before
+                .max(req.refused_tokens.unwrap_or(0))
+                .max(b.window + 1);
+        }
+        Ok(Compaction {
+            session,
+            state,
+            host,
+            cancel,
+            trigger: req.trigger,
+            progress,
+            policy: session.setup.compact.clone(),
+            budgets: b,
+            tokens_before,
+            now: now_ms(),
+        })
     }
-    let view = current_view(state, &session.setup.view_policy)?.clone();
-    let est = state.tracker.estimator;
-    let event = |phase: CompactionPhase, after: Option<u64>, detail: Option<String>| {
-        progress(phase, Some(tokens_before), after);
-        host.event(
-            &session.id,
+
+    /// Reports one phase to the client (turn events and `$/progress`).
+    fn event(&self, phase: CompactionPhase, after: Option<u64>, detail: Option<String>) {
+        (self.progress)(phase, Some(self.tokens_before), after);
+        self.host.event(
+            &self.session.id,
             TurnEvent::Compaction {
                 phase,
-                trigger,
-                tokens_before: Some(tokens_before),
+                trigger: self.trigger,
+                tokens_before: Some(self.tokens_before),
                 tokens_after: after,
                 message: detail,
             },
         );
-    };
-    let now = now_ms();
-    let relief = if trigger == CompactTrigger::Manual {
-        Relief::Summary
-    } else {
+    }
+
+    /// After repeated failures, auto-compaction pauses (a prompt-too-long still compacts
+    /// reactively, so nothing is ever stuck); the client hears of it.
+    fn count_failure(&mut self) {
+        if self.trigger == CompactTrigger::Auto && self.state.failures.failed(&self.policy) {
+            self.event(
+                CompactionPhase::Paused,
+                None,
+                Some(format!(
+                    "auto-compaction paused after {} consecutive failures; run session/compact to retry",
+                    self.policy.max_failures
+                )),
+            );
+        }
+    }
+
+    /// A cancel: the session is unchanged; a manual compaction answers an error.
+    fn cancelled(&self, usage: Usage) -> Result<Phase<Written>, TurnError> {
+        self.event(CompactionPhase::Failed, None, Some("cancelled".into()));
+        if self.trigger == CompactTrigger::Manual {
+            return Err(TurnError::Cancelled);
+        }
+        Ok(Phase::Done(CompactOutcome {
+            usage,
+            ..cancelled(self.tokens_before)
+        }))
+    }
+
+    /// The relief: a manual compaction summarizes; the others take the cheapest that works,
+    /// and a trim is installed here and then.
+    fn choose(&mut self) -> Result<Phase<Relief>, TurnError> {
+        if self.trigger == CompactTrigger::Manual {
+            return Ok(Phase::Go(Relief::Summary));
+        }
+        let (policy, b, now) = (&self.policy, self.budgets, self.now);
+        let est = self.state.tracker.estimator;
+        let view = current_view(self.state, &self.session.setup.view_policy)?;
         let s1 = split_index(&view.messages, policy.keep_steps)
-            .map(|s| stage1(&view.messages, s, &policy, now));
-        let deep = split_index(&view.messages, 1).map(|s| stage1(&view.messages, s, &policy, now));
+            .map(|s| stage1(&view.messages, s, policy, now));
+        let deep = split_index(&view.messages, 1).map(|s| stage1(&view.messages, s, policy, now));
         let saves =
             |s: &Option<compact::Stage1>| s.as_ref().map_or(0, |s| est.estimate(s.saved_chars));
         let pressure = Pressure {
-            tokens: tokens_before,
+            tokens: self.tokens_before,
             threshold: b.threshold,
             target: b.target,
             stage1_saves: saves(&s1),
             deep_saves: saves(&deep),
-            steps_since: steps_since_compaction(&state.records),
-            last_poor: last_progress_poor(&state.records, b.threshold),
+            steps_since: steps_since_compaction(&self.state.records),
+            last_poor: last_progress_poor(&self.state.records, b.threshold),
         };
-        match choose_relief(&pressure, policy.min_summary_gap) {
+        let record = match choose_relief(&pressure, policy.min_summary_gap) {
             None => {
-                return Ok(CompactOutcome::nothing(
-                    tokens_before,
+                return Ok(Phase::Done(CompactOutcome::nothing(
+                    self.tokens_before,
                     "below the threshold",
-                ));
+                )));
             }
             Some(Relief::Trim { deep: d }) => {
                 let s = if d { deep.or(s1) } else { s1 };
-                if let Some(record) = s.and_then(|s| s.record) {
-                    event(CompactionPhase::Started, None, None);
-                    if cancel.is_cancelled() {
-                        event(CompactionPhase::Failed, None, Some("cancelled".into()));
-                        return Ok(cancelled(tokens_before));
-                    }
-                    state.append(vec![Record::Trim(record)])?;
-                    let after = context_tokens(session, state)?;
-                    state.failures.succeeded();
-                    forget_reads_out_of_view(session, state)?;
-                    event(CompactionPhase::Stage1, Some(after), None);
-                    event(CompactionPhase::Finished, Some(after), Some("trim".into()));
-                    return Ok(CompactOutcome {
-                        compacted: true,
-                        tokens_before,
-                        tokens_after: after,
-                        kind: Some("trim".into()),
-                        message: None,
-                        cancelled: false,
-                        usage: Usage::default(),
-                    });
+                match s.and_then(|s| s.record) {
+                    Some(record) => record,
+                    None => return Ok(Phase::Go(Relief::Reinstall)),
                 }
-                Relief::Reinstall
             }
-            Some(r) => r,
+            Some(r) => return Ok(Phase::Go(r)),
+        };
+        self.event(CompactionPhase::Started, None, None);
+        if self.cancel.is_cancelled() {
+            self.event(CompactionPhase::Failed, None, Some("cancelled".into()));
+            return Ok(Phase::Done(cancelled(self.tokens_before)));
         }
-    };
-
-    // The instructions come back as they are on disk now: the system prompt is rebuilt.
-    let ws = &session.setup.workspace;
-    ws.invalidate();
-    // A changed MCP tool list comes in with the rebuilt prompt, never mid-phase.
-    let next_tools = session.next_tools();
-    let assembled = ws.assemble(
-        &session
-            .setup
-            .prompt_options(&session.header.model, &next_tools.registry),
-    );
-    let fixed = est.estimate(
-        assembled.system.chars().count() + tokens::tool_chars(&next_tools.registry.specs()),
-    );
-    let messages = without_regenerated(&view.messages, &state.records);
-    let todo = super::todo::entries(session);
-    let todo_t = est.estimate(compact::render_todo(&todo).len() + 64);
-    // Nested instructions and rules in force come back, re-read from disk, within a quarter
-    // of the target.
-    let cpt = est.chars_per_token();
-    let reattach = super::scoped::reattach(session, state, ((b.target / 4) as f64 * cpt) as usize);
-    let instr_t = reattach
-        .as_ref()
-        .map_or(0, |r| est.estimate(r.plan.text.chars().count()));
-    let keep_steps = match relief {
-        Relief::Reinstall => (policy.keep_steps / 2).max(1),
-        _ => policy.keep_steps,
-    };
-    if trigger == CompactTrigger::Manual && split_index(&messages, policy.keep_steps).is_none() {
-        let why = format!(
-            "nothing to compact: the session has at most {} assistant turns",
-            policy.keep_steps
-        );
-        return Ok(CompactOutcome::nothing(tokens_before, why));
+        self.state.append(vec![Record::Trim(record)])?;
+        let after = context_tokens(self.session, self.state)?;
+        self.state.failures.succeeded();
+        forget_reads_out_of_view(self.session, self.state)?;
+        self.event(CompactionPhase::Stage1, Some(after), None);
+        self.event(CompactionPhase::Finished, Some(after), Some("trim".into()));
+        Ok(Phase::Done(CompactOutcome {
+            compacted: true,
+            tokens_before: self.tokens_before,
+            tokens_after: after,
+            kind: Some("trim".into()),
+            message: None,
+            cancelled: false,
+            usage: Usage::default(),
+        }))
     }
-    let room = b
-        .target
-        .saturating_sub(fixed + b.summary + b.user_words + todo_t + instr_t);
-    let Some(kept) = plan_kept(
-        &messages,
-        keep_steps,
-        policy.trim_to,
-        (room as f64 * cpt) as usize,
-    ) else {
-        let why = "nothing to compact: the session has a single assistant turn";
-        return Ok(CompactOutcome::nothing(tokens_before, why));
-    };
-    let origin = origins(&state.records);
-    let present: HashSet<String> = messages[kept.split..]
-        .iter()
-        .flat_map(|m| m.source_ids.iter())
-        .map(|id| origin.get(id).cloned().unwrap_or_else(|| id.clone()))
-        .collect();
-    let pinned = pin(
-        &user_messages(&state.records),
-        &present,
-        (b.user_words as f64 * cpt) as usize,
-    );
-    let older = &messages[..kept.split];
-    event(CompactionPhase::Started, None, None);
-    let mut usage = Usage::default();
-    let mut worker: Option<WorkerOutcome> = None;
-    let runs_commands = |name: &str| {
-        session
-            .setup
-            .tools
-            .get(name)
-            .is_some_and(|e| e.class == ToolClass::Exec)
-    };
-    let handoff = |older: &[ViewMessage]| {
+
+    /// Everything but the summary: the prompt rebuilt from disk, the kept steps that fit the
+    /// room the target leaves, the user's words to carry, the instructions to re-attach.
+    fn prepare(&mut self, relief: Relief) -> Result<Phase<Prepared>, TurnError> {
+        let (session, b) = (self.session, self.budgets);
+        let policy = &self.policy;
+        let view = current_view(self.state, &session.setup.view_policy)?.clone();
+        let est = self.state.tracker.estimator;
+        // The instructions come back as they are on disk now: the system prompt is rebuilt.
+        let ws = &session.setup.workspace;
+        ws.invalidate();
+        // A changed MCP tool list comes in with the rebuilt prompt, never mid-phase.
+        let next_tools = session.next_tools();
+        let assembled = ws.assemble(
+            &session
+                .setup
+                .prompt_options(&session.header.model, &next_tools.registry),
+        );
+        let fixed = est.estimate(
+            assembled.system.chars().count() + tokens::tool_chars(&next_tools.registry.specs()),
+        );
+        let messages = without_regenerated(&view.messages, &self.state.records);
+        let todo = super::todo::entries(session);
+        let todo_t = est.estimate(compact::render_todo(&todo).len() + 64);
+        // Nested instructions and rules in force come back, re-read from disk, within a
+        // quarter of the target.
+        let cpt = est.chars_per_token();
+        let reattach =
+            super::scoped::reattach(session, self.state, ((b.target / 4) as f64 * cpt) as usize);
+        let instr_t = reattach
+            .as_ref()
+            .map_or(0, |r| est.estimate(r.plan.text.chars().count()));
+        let keep_steps = match relief {
+            Relief::Reinstall => (policy.keep_steps / 2).max(1),
+            _ => policy.keep_steps,
+        };
+        let nothing = |why: String| {
+            Ok(Phase::Done(CompactOutcome::nothing(
+                self.tokens_before,
+                why,
+            )))
+        };
+        if self.trigger == CompactTrigger::Manual
+            && split_index(&messages, policy.keep_steps).is_none()
+        {
+            return nothing(format!(
+                "nothing to compact: the session has at most {} assistant turns",
+                policy.keep_steps
+            ));
+        }
+        let room = b
+            .target
+            .saturating_sub(fixed + b.summary + b.user_words + todo_t + instr_t);
+        let Some(kept) = plan_kept(
+            &messages,
+            keep_steps,
+            policy.trim_to,
+            (room as f64 * cpt) as usize,
+        ) else {
+            return nothing("nothing to compact: the session has a single assistant turn".into());
+        };
+        let origin = origins(&self.state.records);
+        let present: HashSet<String> = messages[kept.split..]
+            .iter()
+            .flat_map(|m| m.source_ids.iter())
+            .map(|id| origin.get(id).cloned().unwrap_or_else(|| id.clone()))
+            .collect();
+        let pinned = pin(
+            &user_messages(&self.state.records),
+            &present,
+            (b.user_words as f64 * cpt) as usize,
+        );
+        Ok(Phase::Go(Prepared {
+            relief,
+            view,
+            assembled,
+            next_tools,
+            fixed,
+            messages,
+            todo,
+            reattach,
+            kept,
+            pinned,
+        }))
+    }
+
+    /// The extractive handoff of the older part: no model, the facts from the transcript.
+    fn handoff(&self, prep: &Prepared) -> SummaryText {
+        let older = prep.older();
         let rest = &older[usize::from(prefix_end(older).is_some())..];
+        let tools = &self.session.setup.tools;
+        let runs_commands =
+            |name: &str| tools.get(name).is_some_and(|e| e.class == ToolClass::Exec);
         SummaryText::Extractive(extractive_handoff(
             rest,
-            &todo,
+            &prep.todo,
             previous_summary(older).as_deref(),
             &runs_commands,
         ))
-    };
-    let (summary, summarizer) = match relief {
-        Relief::Summary => {
-            event(CompactionPhase::Summary, None, None);
+    }
+
+    /// The summary: asked of the model for a summary relief (every path in turn), the
+    /// extractive handoff otherwise or when an automatic one cannot get one.
+    async fn write(
+        &mut self,
+        prep: &Prepared,
+        focus: Option<&str>,
+        usage: &mut Usage,
+    ) -> Result<Phase<Written>, TurnError> {
+        let mut worker: Option<WorkerOutcome> = None;
+        let extractive = |summary| Written {
+            summary,
+            summarizer: Summarizer::Extractive,
+            worker: None,
+        };
+        let written = if prep.relief == Relief::Summary {
+            self.event(CompactionPhase::Summary, None, None);
+            let older = prep.older();
             // The same span of the view, as the main request carries it.
             let as_viewed = older
                 .last()
-                .and_then(|last| view.messages.iter().position(|m| m.id == last.id))
-                .map_or(older, |i| &view.messages[..=i]);
+                .and_then(|last| prep.view.messages.iter().position(|m| m.id == last.id))
+                .map_or(older, |i| &prep.view.messages[..=i]);
             let parts = Older {
                 plain: older,
                 as_viewed,
             };
-            match summarize(
-                session,
-                state,
-                host,
-                cancel,
-                trigger,
-                parts,
-                req.focus,
-                &mut usage,
-                &mut worker,
-            )
-            .await
-            {
-                Ok((t, path)) if !t.trim().is_empty() => (SummaryText::Model(t), path),
-                Ok(_) if trigger == CompactTrigger::Manual => {
+            match summarize(self, parts, focus, usage, &mut worker).await {
+                Ok((t, path)) if !t.trim().is_empty() => Written {
+                    summary: SummaryText::Model(t),
+                    summarizer: path,
+                    worker,
+                },
+                Ok(_) if self.trigger == CompactTrigger::Manual => {
                     let why = "every summary path failed: the model gave no summary";
-                    event(CompactionPhase::Failed, None, Some(why.into()));
+                    self.event(CompactionPhase::Failed, None, Some(why.into()));
                     return Err(TurnError::Invalid(format!(
                         "{why}; the session is unchanged"
                     )));
                 }
-                Ok(_) => (handoff(older), Summarizer::Extractive),
-                Err(SummaryError::Cancelled) => {
-                    event(CompactionPhase::Failed, None, Some("cancelled".into()));
-                    if trigger == CompactTrigger::Manual {
-                        return Err(TurnError::Cancelled);
-                    }
-                    return Ok(CompactOutcome {
-                        usage,
-                        ..cancelled(tokens_before)
-                    });
-                }
+                Ok(_) => extractive(self.handoff(prep)),
+                Err(SummaryError::Cancelled) => return self.cancelled(*usage),
                 Err(SummaryError::Failed(e)) => {
-                    event(CompactionPhase::Failed, None, Some(e.to_string()));
-                    if trigger == CompactTrigger::Manual {
-                        return Err(TurnError::Provider(e));
-                    }
-                    if trigger == CompactTrigger::Auto {
-                        // Nothing changes; after repeated failures auto-compaction pauses (a
-                        // prompt-too-long then still compacts reactively, never stuck).
-                        if state.failures.failed(&policy) {
-                            pause_event(&event, &policy);
+                    self.event(CompactionPhase::Failed, None, Some(e.to_string()));
+                    match self.trigger {
+                        CompactTrigger::Manual => return Err(TurnError::Provider(e)),
+                        // Nothing changes; failures are counted.
+                        CompactTrigger::Auto => {
+                            self.count_failure();
+                            return Ok(Phase::Done(CompactOutcome {
+                                usage: *usage,
+                                ..CompactOutcome::nothing(self.tokens_before, e.to_string())
+                            }));
                         }
-                        return Ok(CompactOutcome {
-                            usage,
-                            ..CompactOutcome::nothing(tokens_before, e.to_string())
-                        });
+                        // Reactive: the extractive handoff stands in.
+                        CompactTrigger::Reactive => extractive(self.handoff(prep)),
                     }
-                    // Reactive: the extractive handoff stands in.
-                    (handoff(older), Summarizer::Extractive)
+                }
+            }
+        } else {
+            extractive(self.handoff(prep))
+        };
+        if self.cancel.is_cancelled() {
+            return self.cancelled(*usage);
+        }
+        Ok(Phase::Go(written))
+    }
+
+    /// Plans the installation (the summary cut to fit when it would leave the context over
+    /// the threshold), writes it in one batch, and brings the live session in line: the
+    /// rebuilt prompt and tools, the counters, the reads whose content survived.
+    fn install(
+        mut self,
+        prep: Prepared,
+        written: Written,
+        usage: Usage,
+    ) -> Result<CompactOutcome, TurnError> {
+        let (session, b) = (self.session, self.budgets);
+        let est = self.state.tracker.estimator;
+        let cpt = est.chars_per_token();
+        let worker = written.worker.as_ref();
+        // The worker's nominations replace the choice by recency.
+        let snaps = match worker.filter(|w| !w.nominated.is_empty()) {
+            Some(w) => w
+                .nominated
+                .iter()
+                .filter_map(|p| snapshot(session, p))
+                .collect(),
+            None => snapshots(session, &self.state.records),
+        };
+        let references = worker.map_or(&[][..], |w| &w.references[..]);
+        let files: Vec<FileSnapshot> = snaps.iter().map(|s| s.file.clone()).collect();
+        let transcript = self.state.file.path().display().to_string();
+        let edited = edited_paths(session, &self.state.records);
+        // The start note comes back with today's date when the day changed.
+        let git = git_note(&self.state.records)
+            .map(|n| crate::workspace::restate_date(&n, &crate::workspace::today()));
+        let plan = |summary: SummaryText| {
+            compact::plan_installation(&InstallInput {
+                messages: &prep.messages,
+                kept: &prep.kept,
+                summary,
+                pinned: &prep.pinned,
+                trigger: self.trigger,
+                tokens_before: self.tokens_before,
+                fixed_tokens: prep.fixed,
+                transcript_path: &transcript,
+                files: &files,
+                todo: &prep.todo,
+                git_state: git.as_deref(),
+                instructions: prep.reattach.as_ref().map(|r| &r.plan),
+                budgets: &b,
+                trim_to: self.policy.trim_to,
+                estimator: &est,
+                now_ms: self.now,
+                summarizer: written.summarizer,
+                summary_usage: (usage != Usage::default()).then_some(usage),
+                references,
+                edited: &edited,
+            })
+        };
+        let summary = &written.summary;
+        let mut inst = plan(summary.clone());
+        if inst.tokens_after > b.threshold {
+            // A summary far over its target would leave the context over the threshold: it
+            // is cut, visibly, to what fits.
+            let over = inst.tokens_after - b.threshold;
+            let text = summary.text();
+            let keep_t = est
+                .estimate(text.chars().count())
+                .saturating_sub(over + b.window / 20);
+            let cut = cut_with_marker(text, (keep_t as f64 * cpt) as usize);
+            inst = plan(match summary {
+                SummaryText::Model(_) => SummaryText::Model(cut),
+                SummaryText::Extractive(_) => SummaryText::Extractive(cut),
+            });
+        }
+        if !compact::worth_installing(self.tokens_before, inst.tokens_after) {
+            let why = "the compaction would not reduce the context";
+            self.event(CompactionPhase::Failed, None, Some(why.into()));
+            self.count_failure();
+            return Ok(CompactOutcome {
+                usage,
+                ..CompactOutcome::nothing(self.tokens_before, why)
+            });
+        }
+        let state = &mut *self.state;
+        state.append_batch(inst.records)?;
+        super::scoped::installed(state, prep.reattach, inst.instructions_id.as_deref());
+        state.view_cache.clear();
+        state.tracker.reset();
+        state.failures.succeeded();
+        // The rebuilt prompt carries the instruction files as they are now; earlier notes went.
+        state.root_note = None;
+        session.set_prompt(prep.assembled.clone());
+        session.renew_model_note();
+        session.install_tools(prep.next_tools);
+        // Reads survive where their content does: kept steps and restored files.
+        let restored_at: std::collections::HashMap<&str, &str> = inst
+            .restored
+            .iter()
+            .map(|(p, id)| (p.as_str(), id.as_str()))
+            .collect();
+        {
+            let view = current_view(state, &session.setup.view_policy)?;
+            let anchors = view_anchors(view);
+            let mut files = session.files.lock().unwrap_or_else(|p| p.into_inner());
+            files.keep_in(&anchors);
+            for s in &snaps {
+                if let Some(id) = restored_at.get(s.file.path.as_str()) {
+                    files.record_read(
+                        &s.rel,
+                        ReadMark {
+                            offset: None,
+                            limit: None,
+                            whole: true,
+                            stamp: s.stamp,
+                            anchor: Anchor::Message(id.to_string()),
+                        },
+                    );
                 }
             }
         }
-        _ => (handoff(older), Summarizer::Extractive),
-    };
-    if cancel.is_cancelled() {
-        event(CompactionPhase::Failed, None, Some("cancelled".into()));
-        if trigger == CompactTrigger::Manual {
-            return Err(TurnError::Cancelled);
-        }
-        return Ok(CompactOutcome {
+        let tokens_after = context_tokens(session, state)?;
+        let kind = match (summary, prep.relief) {
+            (SummaryText::Model(_), _) => "summary",
+            (SummaryText::Extractive(_), Relief::Reinstall) => "reinstall",
+            (SummaryText::Extractive(_), _) => "handoff",
+        };
+        self.event(
+            CompactionPhase::Finished,
+            Some(tokens_after),
+            Some(kind.into()),
+        );
+        Ok(CompactOutcome {
+            compacted: true,
+            tokens_before: self.tokens_before,
+            tokens_after,
+            kind: Some(kind.into()),
+            message: None,
+            cancelled: false,
             usage,
-            ..cancelled(tokens_before)
-        });
-    }
-    // The worker's nominations replace the choice by recency.
-    let snaps = match worker.as_ref().filter(|w| !w.nominated.is_empty()) {
-        Some(w) => w
-            .nominated
-            .iter()
-            .filter_map(|p| snapshot(session, p))
-            .collect(),
-        None => snapshots(session, &state.records),
-    };
-    let references = worker.as_ref().map_or(&[][..], |w| &w.references[..]);
-    let files: Vec<FileSnapshot> = snaps.iter().map(|s| s.file.clone()).collect();
-    let transcript = state.file.path().display().to_string();
-    let edited = edited_paths(session, &state.records);
-    // The start note comes back with today's date when the day changed.
-    let git = git_note(&state.records)
-        .map(|n| crate::workspace::restate_date(&n, &crate::workspace::today()));
-    let plan = |summary: SummaryText| {
-        compact::plan_installation(&InstallInput {
-            messages: &messages,
-            kept: &kept,
-            summary,
-            pinned: &pinned,
-            trigger,
-            tokens_before,
-            fixed_tokens: fixed,
-            transcript_path: &transcript,
-            files: &files,
-            todo: &todo,
-            git_state: git.as_deref(),
-            instructions: reattach.as_ref().map(|r| &r.plan),
-            budgets: &b,
-            trim_to: policy.trim_to,
-            estimator: &est,
-            now_ms: now,
-            summarizer,
-            summary_usage: (usage != Usage::default()).then_some(usage),
-            references,
-            edited: &edited,
         })
-    };
-    let mut inst = plan(summary.clone());
-    if inst.tokens_after > b.threshold {
-        // A summary far over its target would leave the context over the threshold: it is
-        // cut, visibly, to what fits.
-        let over = inst.tokens_after - b.threshold;
-        let text = summary.text();
-        let keep_t = est
-            .estimate(text.chars().count())
-            .saturating_sub(over + b.window / 20);
-        let cut = cut_with_marker(text, (keep_t as f64 * cpt) as usize);
-        inst = plan(match &summary {
-            SummaryText::Model(_) => SummaryText::Model(cut),
-            SummaryText::Extractive(_) => SummaryText::Extractive(cut),
-        });
     }
-    if !compact::worth_installing(tokens_before, inst.tokens_after) {
-        let why = "the compaction would not reduce the context";
-        event(CompactionPhase::Failed, None, Some(why.into()));
-        if trigger == CompactTrigger::Auto && state.failures.failed(&policy) {
-            pause_event(&event, &policy);
-        }
-        return Ok(CompactOutcome {
-            usage,
-            ..CompactOutcome::nothing(tokens_before, why)
-        });
-    }
-    state.append_batch(inst.records)?;
-    super::scoped::installed(state, reattach, inst.instructions_id.as_deref());
-    state.view_cache.clear();
-    state.tracker.reset();
-    state.failures.succeeded();
-    // The rebuilt prompt carries the instruction files as they are now; earlier notes went.
-    state.root_note = None;
-    session.set_prompt(assembled.clone());
-    session.renew_model_note();
-    session.install_tools(next_tools);
-    // Reads survive where their content does: kept steps and restored files.
-    let restored_at: std::collections::HashMap<&str, &str> = inst
-        .restored
-        .iter()
-        .map(|(p, id)| (p.as_str(), id.as_str()))
-        .collect();
-    {
-        let view = current_view(state, &session.setup.view_policy)?;
-        let anchors = view_anchors(view);
-        let mut files = session.files.lock().unwrap_or_else(|p| p.into_inner());
-        files.keep_in(&anchors);
-        for s in &snaps {
-            if let Some(id) = restored_at.get(s.file.path.as_str()) {
-                files.record_read(
-                    &s.rel,
-                    ReadMark {
-                        offset: None,
-                        limit: None,
-                        whole: true,
-                        stamp: s.stamp,
-                        anchor: Anchor::Message(id.to_string()),
-                    },
-                );
-            }
-        }
-    }
-    let tokens_after = context_tokens(session, state)?;
-    let kind = match (&summary, relief) {
-        (SummaryText::Model(_), _) => "summary",
-        (SummaryText::Extractive(_), Relief::Reinstall) => "reinstall",
-        (SummaryText::Extractive(_), _) => "handoff",
-    };
-    event(
-        CompactionPhase::Finished,
-        Some(tokens_after),
-        Some(kind.into()),
-    );
-    Ok(CompactOutcome {
-        compacted: true,
-        tokens_before,
-        tokens_after,
-        kind: Some(kind.into()),
-        message: None,
-        cancelled: false,
-        usage,
-    })
-}
-
-/// Emits one compaction event: phase, tokens after, detail.
-type EventFn<'a> = &'a dyn Fn(CompactionPhase, Option<u64>, Option<String>);
-
-fn pause_event(event: EventFn<'_>, policy: &compact::CompactPolicy) {
-    event(
-        CompactionPhase::Paused,
-        None,
-        Some(format!(
-            "auto-compaction paused after {} consecutive failures; run session/compact to retry",
-            policy.max_failures
-        )),
-    );
 }
 
 fn cancelled(tokens: u64) -> CompactOutcome {
