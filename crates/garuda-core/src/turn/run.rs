@@ -15,7 +15,7 @@ use super::side::request_chars;
 use super::view::forget_reads_out_of_view;
 use super::view::step_view;
 use crate::message::{Block, Role, StopReason, Usage};
-use crate::provider::{ModelRequest, ProviderError, StreamEvent};
+use crate::provider::{ModelRequest, ModelResponse, ProviderError, StreamEvent};
 use crate::session::compact::{nudge_due, nudge_text, result_budget_chars};
 use crate::session::records::CompactTrigger;
 use crate::session::records::{MediaRefusedRecord, MessageMeta, UsageRecord, new_id, now_ms};
@@ -168,6 +168,38 @@ fn check_blocking(
     Ok(())
 }
 
+/// One turn while it runs: what its phases share, so none of them takes the session, its
+/// state, the host and the cancel token one by one.
+struct Turn<'a> {
+    session: &'a Arc<LiveSession>,
+    state: &'a mut SessionState,
+    host: &'a dyn TurnHost,
+    cancel: &'a CancellationToken,
+    outcome: TurnOutcome,
+    /// What the tools of this turn run with.
+    ctx: ToolContext,
+    /// Reactive compactions left for this step: the first teaches the limit; a second one
+    /// covers an estimate that was still off.
+    reactive_left: u32,
+    /// Media refusals left for this turn: each strips what the provider named and runs the
+    /// step again.
+    media_left: u32,
+}
+
+/// What the accounting of a sent request needs.
+struct Sent {
+    request_chars: u64,
+    view_chars: usize,
+}
+
+/// How a failed model call ends the step.
+enum Answer {
+    /// A relief ran (media stripped, a reactive compaction): run the step again.
+    Again,
+    /// The turn ends here (cancelled).
+    Stop,
+}
+
 async fn run_locked(
     session: &Arc<LiveSession>,
     state: &mut SessionState,
@@ -176,68 +208,118 @@ async fn run_locked(
     cancel: &CancellationToken,
     max_steps: u32,
 ) -> Result<TurnOutcome, TurnError> {
-    let mut outcome = TurnOutcome {
-        stop_reason: StopReason::EndTurn,
-        usage: Usage::default(),
-        message_ids: Vec::new(),
-        error: None,
-    };
-    check_fits(session, state, &input)?;
-    let note = super::instructions::current_note(session, state)?;
-    state.append(note)?;
-    if let Some(spec) = session.take_model_note() {
-        let mut note = MessageRecord::new(
-            Role::User,
-            vec![Block::text(model_note(&spec))],
-            state.last_message_id(),
-        );
-        note.meta = Some(MessageMeta::ModelNote);
-        state.append(vec![Record::Message(note)])?;
-    }
-    if let Some(note) = mcp_note(session, state).await {
-        state.append(vec![Record::Message(note)])?;
-    }
-    // Nested instructions changed on disk since the last turn.
-    let scoped = super::scoped::scoped_note(session, state)?;
-    state.append(scoped)?;
-    let user = MessageRecord::new(Role::User, input, state.last_message_id());
-    outcome.message_ids.push(user.uuid.clone());
-    state.append(vec![Record::Message(user)])?;
-    session.heard_user();
-
-    let ctx = ToolContext {
-        root: session.setup.workspace.root.clone(),
-        files: session.files.clone(),
-        todos: session.todos.clone(),
-        limits: ToolLimits::default().within(result_budget_chars(
-            super::budget::window(session, state),
-            session.setup.compact.result_share,
-        )),
-        cancel: cancel.clone(),
-        state_dir: Some(session.setup.view_policy.tool_results_dir.clone()),
-        call_id: None,
-        commands: session.setup.commands.clone(),
-    };
-    // Reactive compactions of one step: the first teaches the limit; a second one covers an
-    // estimate that was still off.
-    let mut reactive_left = 2u32;
-    // Media refusals of one turn: each strips what the provider named and runs the step again.
-    let mut media_left = 4u32;
+    let mut t = Turn::open(session, state, input, host, cancel).await?;
     for step in 1..=max_steps {
-        if cancel.is_cancelled() {
-            outcome.stop_reason = StopReason::Cancelled;
-            return Ok(outcome);
+        if t.cancel.is_cancelled() {
+            return Ok(t.end(StopReason::Cancelled));
         }
-        host.event(&session.id, TurnEvent::StepStarted { step });
+        t.host.event(&t.session.id, TurnEvent::StepStarted { step });
+        if !t.relieve().await? {
+            return Ok(t.end(StopReason::Cancelled));
+        }
+        let (request, sent) = t.request()?;
+        let response = match t.call(request).await {
+            Ok(r) => r,
+            Err(e) => match t.failed(e, &sent).await? {
+                Answer::Again => continue,
+                Answer::Stop => return Ok(t.outcome),
+            },
+        };
+        let calls = t.record(&response, &sent)?;
+        if calls.is_empty() {
+            return Ok(t.end(response.stop_reason));
+        }
+        t.run_calls(calls, &response).await?;
+        if t.cancel.is_cancelled() {
+            return Ok(t.end(StopReason::Cancelled));
+        }
+    }
+    Ok(t.end(StopReason::MaxSteps))
+}
+
+impl<'a> Turn<'a> {
+    /// Opens the turn: refuses a message that cannot fit, appends the notes the model has
+    /// not heard (instruction files, a model switch, MCP events, nested instructions) and
+    /// the user's message.
+    async fn open(
+        session: &'a Arc<LiveSession>,
+        state: &'a mut SessionState,
+        input: Vec<Block>,
+        host: &'a dyn TurnHost,
+        cancel: &'a CancellationToken,
+    ) -> Result<Turn<'a>, TurnError> {
+        let mut outcome = TurnOutcome {
+            stop_reason: StopReason::EndTurn,
+            usage: Usage::default(),
+            message_ids: Vec::new(),
+            error: None,
+        };
+        check_fits(session, state, &input)?;
+        let note = super::instructions::current_note(session, state)?;
+        state.append(note)?;
+        if let Some(spec) = session.take_model_note() {
+            let mut note = MessageRecord::new(
+                Role::User,
+                vec![Block::text(model_note(&spec))],
+                state.last_message_id(),
+            );
+            note.meta = Some(MessageMeta::ModelNote);
+            state.append(vec![Record::Message(note)])?;
+        }
+        if let Some(note) = mcp_note(session, state).await {
+            state.append(vec![Record::Message(note)])?;
+        }
+        // Nested instructions changed on disk since the last turn.
+        let scoped = super::scoped::scoped_note(session, state)?;
+        state.append(scoped)?;
+        let user = MessageRecord::new(Role::User, input, state.last_message_id());
+        outcome.message_ids.push(user.uuid.clone());
+        state.append(vec![Record::Message(user)])?;
+        session.heard_user();
+        let ctx = ToolContext {
+            root: session.setup.workspace.root.clone(),
+            files: session.files.clone(),
+            todos: session.todos.clone(),
+            limits: ToolLimits::default().within(result_budget_chars(
+                super::budget::window(session, state),
+                session.setup.compact.result_share,
+            )),
+            cancel: cancel.clone(),
+            state_dir: Some(session.setup.view_policy.tool_results_dir.clone()),
+            call_id: None,
+            commands: session.setup.commands.clone(),
+        };
+        Ok(Turn {
+            session,
+            state,
+            host,
+            cancel,
+            outcome,
+            ctx,
+            reactive_left: 2,
+            media_left: 4,
+        })
+    }
+
+    /// The outcome, with how the turn stopped.
+    fn end(mut self, stop: StopReason) -> TurnOutcome {
+        self.outcome.stop_reason = stop;
+        self.outcome
+    }
+
+    /// Before a request: the relief the context needs, then the notes every request must
+    /// carry, the blocking limit and the snip nudge. False when the turn was cancelled.
+    async fn relieve(&mut self) -> Result<bool, TurnError> {
+        let (session, host, cancel) = (self.session, self.host, self.cancel);
+        let state = &mut *self.state;
         if let Some(c) = compact_if_needed(session, state, host, cancel).await? {
-            outcome.usage.add(&c.usage);
+            self.outcome.usage.add(&c.usage);
         }
         if cancel.is_cancelled() {
-            outcome.stop_reason = StopReason::Cancelled;
-            return Ok(outcome);
+            return Ok(false);
         }
         // Whatever relief ran (or a file changed mid-turn), the request carries the
-        // instruction files' current text.
+        // instruction files' current text and the todo list.
         let note = super::instructions::current_note(session, state)?;
         state.append(note)?;
         let todo = super::todo::kept_in_view(session, state)?;
@@ -245,8 +327,15 @@ async fn run_locked(
         let before = super::budget::context_tokens(session, state)?;
         check_blocking(session, state, before)?;
         nudge_if_due(session, state)?;
+        Ok(true)
+    }
+
+    /// The step's request: the view, the session's system prompt and tools, and no more
+    /// output than the window has left (providers count it into the window).
+    fn request(&mut self) -> Result<(ModelRequest, Sent), TurnError> {
+        let session = self.session;
+        let state = &mut *self.state;
         let tokens = super::budget::context_tokens(session, state)?;
-        // Providers count the output room into the window: ask for no more than is left.
         let room = super::budget::window(session, state).saturating_sub(tokens);
         let max_tokens = (session.model().info.max_output as u64).min(room.max(MIN_OUTPUT));
         let sv = step_view(state, &session.setup.view_policy)?;
@@ -260,90 +349,99 @@ async fn run_locked(
             cache: sv.cache,
             thinking_budget: None,
         };
-        let request_chars = request_chars(&request) as u64;
+        let sent = Sent {
+            request_chars: request_chars(&request) as u64,
+            view_chars: sv.view_chars,
+        };
+        Ok((request, sent))
+    }
+
+    /// Streams the model's answer, forwarding its events to the client.
+    async fn call(&self, request: ModelRequest) -> Result<ModelResponse, ProviderError> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
-        let call = session
+        let call = self
+            .session
             .model()
             .provider
-            .complete(request, tx, cancel.clone());
+            .complete(request, tx, self.cancel.clone());
         let forward = async {
             while let Some(ev) = rx.recv().await {
-                forward_event(host, &session.id, ev);
+                forward_event(self.host, &self.session.id, ev);
             }
         };
         let (result, ()) = tokio::join!(call, forward);
-        let response = match result {
-            Ok(r) => r,
-            Err(e) => {
-                let cancelled = matches!(e, ProviderError::Cancelled { .. });
-                let partial = e.partial().to_vec();
-                let had_partial = !partial.is_empty();
-                if had_partial {
-                    let ids = append_assistant_and_close(state, partial, INTERRUPTED)?;
-                    outcome.message_ids.extend(ids);
-                }
-                if cancelled {
-                    outcome.stop_reason = StopReason::Cancelled;
-                    return Ok(outcome);
-                }
-                if e.is_media_refused()
-                    && !had_partial
-                    && media_left > 0
-                    && refuse_media(session, state, &e)?
-                {
-                    media_left -= 1;
-                    continue;
-                }
-                if e.is_prompt_too_long() && !session.setup.compact.auto_compact {
-                    // Nothing compacts by itself: keep the limit, so the next request is
-                    // refused before it is sent, and report the refusal.
-                    learn_limit(
-                        session,
-                        state,
-                        &e,
-                        Some(request_chars as usize),
-                        Some(sv.view_chars),
-                    )?;
-                }
-                if e.is_prompt_too_long()
-                    && session.setup.compact.auto_compact
-                    && !had_partial
-                    && reactive_left > 0
-                {
-                    // The provider counted more than its limit: learn the limit, compact
-                    // under it, and run the step again.
-                    reactive_left -= 1;
-                    let refused = learn_limit(
-                        session,
-                        state,
-                        &e,
-                        Some(request_chars as usize),
-                        Some(sv.view_chars),
-                    )?;
-                    let done = compact_session(
-                        session,
-                        state,
-                        host,
-                        cancel,
-                        CompactRequest {
-                            trigger: CompactTrigger::Reactive,
-                            focus: None,
-                            refused_tokens: refused,
-                        },
-                        &|_, _, _| {},
-                    )
-                    .await?;
-                    outcome.usage.add(&done.usage);
-                    if done.compacted {
-                        continue;
-                    }
-                }
-                return Err(TurnError::Provider(e));
+        result
+    }
+
+    /// A failed call: what arrived is kept; a cancel ends the turn; a media refusal or a
+    /// prompt-too-long gets its relief and the step runs again; anything else fails the turn.
+    async fn failed(&mut self, e: ProviderError, sent: &Sent) -> Result<Answer, TurnError> {
+        let (session, host, cancel) = (self.session, self.host, self.cancel);
+        let state = &mut *self.state;
+        let cancelled = matches!(e, ProviderError::Cancelled { .. });
+        let partial = e.partial().to_vec();
+        let had_partial = !partial.is_empty();
+        if had_partial {
+            let ids = append_assistant_and_close(state, partial, INTERRUPTED)?;
+            self.outcome.message_ids.extend(ids);
+        }
+        if cancelled {
+            self.outcome.stop_reason = StopReason::Cancelled;
+            return Ok(Answer::Stop);
+        }
+        if e.is_media_refused()
+            && !had_partial
+            && self.media_left > 0
+            && refuse_media(session, state, &e)?
+        {
+            self.media_left -= 1;
+            return Ok(Answer::Again);
+        }
+        let auto_compact = session.setup.compact.auto_compact;
+        let chars = Some(sent.request_chars as usize);
+        if e.is_prompt_too_long() && !auto_compact {
+            // Nothing compacts by itself: keep the limit, so the next request is refused
+            // before it is sent, and report the refusal.
+            learn_limit(session, state, &e, chars, Some(sent.view_chars))?;
+        }
+        if e.is_prompt_too_long() && auto_compact && !had_partial && self.reactive_left > 0 {
+            // The provider counted more than its limit: learn the limit, compact under it,
+            // and run the step again.
+            self.reactive_left -= 1;
+            let refused = learn_limit(session, state, &e, chars, Some(sent.view_chars))?;
+            let done = compact_session(
+                session,
+                state,
+                host,
+                cancel,
+                CompactRequest {
+                    trigger: CompactTrigger::Reactive,
+                    focus: None,
+                    refused_tokens: refused,
+                },
+                &|_, _, _| {},
+            )
+            .await?;
+            self.outcome.usage.add(&done.usage);
+            if done.compacted {
+                return Ok(Answer::Again);
             }
-        };
-        outcome.usage.add(&response.usage);
+        }
+        Err(TurnError::Provider(e))
+    }
+
+    /// Records the answer and its usage (the client hears the usage and the cost); returns
+    /// the tool calls to run.
+    fn record(
+        &mut self,
+        response: &ModelResponse,
+        sent: &Sent,
+    ) -> Result<Vec<(String, String, Value)>, TurnError> {
+        let session = self.session;
+        let state = &mut *self.state;
+        self.outcome.usage.add(&response.usage);
         state.last_usage = Some(response.usage);
-        host.event(
+        self.host.event(
             &session.id,
             TurnEvent::Usage {
                 usage: response.usage,
@@ -357,25 +455,26 @@ async fn run_locked(
             state.last_message_id(),
         );
         let assistant_id = assistant.uuid.clone();
-        outcome.message_ids.push(assistant_id.clone());
-        let view_chars = sv.view_chars + message_chars(&assistant.to_message());
+        self.outcome.message_ids.push(assistant_id.clone());
+        let view_chars = sent.view_chars + message_chars(&assistant.to_message());
         state.append(vec![
             Record::Message(assistant),
             Record::Usage(UsageRecord {
                 uuid: new_id(),
                 time: now_ms(),
                 message_id: assistant_id,
-                request_chars: Some(request_chars),
+                request_chars: Some(sent.request_chars),
                 view_chars: Some(view_chars as u64),
                 usage: response.usage,
                 purpose: None,
             }),
         ])?;
-        state
-            .tracker
-            .on_usage(&response.usage, Some(request_chars as usize), view_chars);
-
-        let calls: Vec<(String, String, Value)> = response
+        state.tracker.on_usage(
+            &response.usage,
+            Some(sent.request_chars as usize),
+            view_chars,
+        );
+        Ok(response
             .content
             .iter()
             .filter_map(|b| match b {
@@ -384,11 +483,18 @@ async fn run_locked(
                 }
                 _ => None,
             })
-            .collect();
-        if calls.is_empty() {
-            outcome.stop_reason = response.stop_reason;
-            return Ok(outcome);
-        }
+            .collect())
+    }
+
+    /// Runs the step's tool calls in order (asking where policy says so) and appends their
+    /// results, with the instructions of the folders they worked in.
+    async fn run_calls(
+        &mut self,
+        calls: Vec<(String, String, Value)>,
+        response: &ModelResponse,
+    ) -> Result<(), TurnError> {
+        let (session, host, cancel) = (self.session, self.host, self.cancel);
+        let state = &mut *self.state;
         let tools = session.tools();
         let reads = |name: &str| {
             tools
@@ -420,7 +526,8 @@ async fn run_locked(
                     // Bad arguments: the model hears why, nothing runs, nothing is asked.
                     Some(e) => (ToolOutput::error(e.message.clone()), Vec::new()),
                     None => {
-                        run_tool(session, state, host, &ctx.for_call(&id), &id, &name, input).await
+                        let ctx = self.ctx.for_call(&id);
+                        run_tool(session, state, host, &ctx, &id, &name, input).await
                     }
                 };
                 extra = blocks;
@@ -463,18 +570,13 @@ async fn run_locked(
                 tracing::warn!("cannot write {}: {e}", side.path.display());
             }
         }
-        outcome.message_ids.push(user.uuid.clone());
+        self.outcome.message_ids.push(user.uuid.clone());
         state.append(vec![Record::Message(user)])?;
         // Instructions of the folders the tools just worked in join the results' message.
         let scoped = super::scoped::scoped_note(session, state)?;
         state.append(scoped)?;
-        if cancel.is_cancelled() {
-            outcome.stop_reason = StopReason::Cancelled;
-            return Ok(outcome);
-        }
+        Ok(())
     }
-    outcome.stop_reason = StopReason::MaxSteps;
-    Ok(outcome)
 }
 
 /// The context_efficiency nudge: when the context grew by `nudge_share` of the window since
