@@ -5,7 +5,9 @@
 use std::ffi::OsString;
 
 /// Variables every command gets from the server's environment when they are set.
-pub const ENV_ALLOW_LIST: &[&str] = &["PATH", "HOME", "LANG", "TERM"];
+/// `GARUDA_OWNER` is the marker an editor client gives the server so it can find and stop the
+/// commands a killed server left behind; it names the client, it is no secret.
+pub const ENV_ALLOW_LIST: &[&str] = &["PATH", "HOME", "LANG", "TERM", "GARUDA_OWNER"];
 
 /// Which variables a command sees.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +93,9 @@ mod tests {
     #[test]
     fn user_additions_extend_the_list_once() {
         let p = EnvPolicy::with_extra(&["CC".into(), "PATH".into()]);
-        assert_eq!(p.pass, vec!["PATH", "HOME", "LANG", "TERM", "CC"]);
+        assert_eq!(
+            p.pass,
+            vec!["PATH", "HOME", "LANG", "TERM", "GARUDA_OWNER", "CC"]
+        );
     }
 }

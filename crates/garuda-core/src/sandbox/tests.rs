@@ -353,7 +353,16 @@ async fn environment_is_the_allow_list() {
     assert_eq!(code, Some(0), "{out}");
     // bash itself adds PWD, SHLVL and `_`; TMPDIR is the sandbox's private /tmp.
     let allowed = [
-        "PATH", "HOME", "LANG", "TERM", "PAGER", "TMPDIR", "PWD", "SHLVL", "_",
+        "PATH",
+        "HOME",
+        "LANG",
+        "TERM",
+        "GARUDA_OWNER",
+        "PAGER",
+        "TMPDIR",
+        "PWD",
+        "SHLVL",
+        "_",
     ];
     for name in out.lines().filter(|l| !l.is_empty()) {
         assert!(
