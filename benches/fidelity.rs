@@ -19,9 +19,6 @@ mod mock_model;
 #[path = "../tests/it/sim_provider.rs"]
 mod sim_provider;
 
-/// User turns of the full form (the whole plan).
-const TURNS: u32 = 44;
-
 fn main() {
     let filter: Vec<String> = std::env::args()
         .skip(1)
@@ -33,7 +30,7 @@ fn main() {
             continue;
         }
         eprintln!("running {} ({})", s.name, s.what);
-        let (sess, hooks) = fidelity::run(&s, TURNS);
+        let (sess, hooks) = fidelity::run(&s, fidelity::full_turns(&s));
         let f = fidelity::figures(&sess, &hooks);
         rows.push((s, f));
     }

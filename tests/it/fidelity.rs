@@ -1119,22 +1119,31 @@ fn contains(r: &SimRecord, tag: &str) -> bool {
 /// Runs one fidelity scenario with `turns` user turns (the plan's prefix).
 pub fn run(s: &Scenario, turns: u32) -> (Session, Fidelity) {
     // Above 16 000 tokens the client's compactions would keep the context below the
-    // threshold: there the context's own growth brings the summaries and trims.
-    let plan = if s.config_window > 16_000 {
-        Plan {
+    // threshold: there the context's own growth brings the summaries and trims, and the run
+    // is longer (`full_turns`), with the client's reliefs spread over it.
+    let plan = match s.config_window {
+        ..=16_000 => PLAN,
+        16_001..=40_000 => Plan {
             compact: &[],
+            pause: &[24, 29, 34, 39, 43, 60, 80, 100, 120],
+            resume: &[4, 9, 14, 19, 24, 29, 34, 39, 43, 60, 80, 100, 120],
+            collapse: &[7, 15, 22, 30, 36, 50, 70, 90, 110],
             ptl_after_main: &[40, 85, 130, 175, 215],
             ..PLAN
-        }
-    } else {
-        PLAN
+        },
+        _ => Plan {
+            compact: &[],
+            pause: &[24, 29, 34, 39, 43, 50],
+            resume: &[4, 9, 14, 19, 24, 29, 34, 39, 43, 50],
+            collapse: &[7, 15, 22, 30, 36, 48],
+            ptl_after_main: &[40, 85, 130, 175, 215],
+            ..PLAN
+        },
     };
     let mut hooks = Fidelity::new(plan);
-    if s.config_window <= 16_000 {
-        // The automatic collapse at 70 % of the window would pre-empt every stage-1 trim;
-        // the client collapses here, so every relief gets its turns.
-        hooks.config = "[context]\nauto_collapse = false\n".into();
-    }
+    // The automatic collapse at 70 % of the window would pre-empt every stage-1 trim; the
+    // client collapses here, so every relief gets its turns.
+    hooks.config = "[context]\nauto_collapse = false\n".into();
     let s = Scenario { turns, ..s.clone() };
     let sess = long_session::run_with(&s, &mut hooks);
     (sess, hooks)
@@ -1264,6 +1273,16 @@ fn fidelity_bounded() {
     assert_fidelity("f-16k", 26, 1);
 }
 
+/// Turns of a scenario's full run: the plan's 44 at 16 000 tokens; above, the context needs
+/// longer to pass the threshold five times by its own growth (a trim each time it can).
+pub fn full_turns(s: &Scenario) -> u32 {
+    match s.config_window {
+        ..=16_000 => 44,
+        16_001..=40_000 => 88,
+        _ => 280,
+    }
+}
+
 /// The full form: every scenario over the whole plan, the table printed
 /// (`cargo test --test it fidelity_full -- --ignored --nocapture`).
 #[test]
@@ -1271,7 +1290,7 @@ fn fidelity_bounded() {
 fn fidelity_full() {
     let mut rows = Vec::new();
     for s in scenarios() {
-        let (sess, hooks) = run(&s, 44);
+        let (sess, hooks) = run(&s, full_turns(&s));
         rows.push((s.clone(), figures(&sess, &hooks)));
     }
     println!("{}", table(&rows));
