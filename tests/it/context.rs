@@ -111,21 +111,8 @@ fn all_text(v: &Value) -> String {
 }
 
 /// The transcript file of session `sid` under the test's isolated state directory.
-fn transcript_path(home: &Path, sid: &str) -> std::path::PathBuf {
-    fn find(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
-        for e in std::fs::read_dir(dir).ok()?.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                if let Some(f) = find(&p, name) {
-                    return Some(f);
-                }
-            } else if p.file_name().is_some_and(|n| n == name) {
-                return Some(p);
-            }
-        }
-        None
-    }
-    find(&home.join("state"), &format!("{sid}.jsonl")).expect("transcript file")
+pub(crate) fn transcript_path(home: &Path, sid: &str) -> std::path::PathBuf {
+    find_file(&home.join("state"), &format!("{sid}.jsonl")).expect("transcript file")
 }
 
 fn view_messages(g: &mut Garuda, sid: &str) -> Vec<Value> {
@@ -745,7 +732,8 @@ fn kill_during_a_turn_and_during_a_compaction_then_resume() {
     assert_eq!(v[0]["role"], "user");
 }
 
-fn find_file(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
+/// The first file named `name` below `dir`.
+pub(crate) fn find_file(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
     for e in std::fs::read_dir(dir).ok()?.flatten() {
         let p = e.path();
         if p.is_dir() {

@@ -10,7 +10,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::client::{Framing, Garuda};
-use crate::context::{WINDOW_100K, history, new_session, read, run_history, text, turn};
+use crate::context::{
+    WINDOW_100K, history, new_session, read, run_history, text, transcript_path, turn,
+};
 use crate::mock_model::MockReply;
 use crate::turns::{Mock, setup};
 
@@ -80,26 +82,11 @@ fn transcript_messages(home: &Path, sid: &str) -> Vec<(String, String, String, S
 }
 
 fn transcript(home: &Path, sid: &str) -> Vec<Value> {
-    let path = find(&home.join("state"), &format!("{sid}.jsonl")).expect("transcript");
-    std::fs::read_to_string(path)
+    std::fs::read_to_string(transcript_path(home, sid))
         .expect("read")
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
-}
-
-fn find(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            if let Some(f) = find(&p, name) {
-                return Some(f);
-            }
-        } else if p.file_name().is_some_and(|n| n == name) {
-            return Some(p);
-        }
-    }
-    None
 }
 
 /// The id of the newest note about instruction files.

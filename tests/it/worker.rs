@@ -2,7 +2,7 @@
 //! its summary, nominated file and references are installed, it falls back to the regular
 //! summary request without write_summary, and cancelling it changes nothing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -93,23 +93,8 @@ fn view_texts(g: &mut crate::client::Garuda, sid: &str) -> Vec<String> {
         .collect()
 }
 
-fn find(dir: &Path, name: &str) -> Option<PathBuf> {
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            if let Some(f) = find(&p, name) {
-                return Some(f);
-            }
-        } else if p.file_name().is_some_and(|n| n == name) {
-            return Some(p);
-        }
-    }
-    None
-}
-
 fn records(home: &Path, sid: &str) -> Vec<Value> {
-    let path = find(&home.join("state"), &format!("{sid}.jsonl")).expect("transcript");
-    std::fs::read_to_string(path)
+    std::fs::read_to_string(crate::context::transcript_path(home, sid))
         .expect("read")
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())

@@ -376,16 +376,7 @@ async fn summarize(
         let n = chunks.len();
         for (k, chunk) in chunks.iter().enumerate() {
             if n > 1 {
-                host.event(
-                    &session.id,
-                    TurnEvent::Compaction {
-                        phase: CompactionPhase::Summary,
-                        trigger,
-                        tokens_before: None,
-                        tokens_after: None,
-                        message: Some(format!("part {} of {n}", k + 1)),
-                    },
-                );
+                summary_event(session, host, trigger, format!("part {} of {n}", k + 1));
             }
             let mut req = request.clone();
             req.messages = chunk_messages(chunk, so_far.as_deref(), &instruction);
@@ -405,7 +396,7 @@ async fn summarize(
                             "the fork gave no text"
                         };
                         fork_ok = false;
-                        fallback_event(session, host, trigger, why);
+                        summary_event(session, host, trigger, fallback(why));
                         continue 'outer;
                     }
                     if !text.trim().is_empty() {
@@ -424,7 +415,8 @@ async fn summarize(
                 }
                 Err(e) if forking => {
                     fork_ok = false;
-                    fallback_event(session, host, trigger, &format!("the fork failed: {e}"));
+                    let why = format!("the fork failed: {e}");
+                    summary_event(session, host, trigger, fallback(&why));
                     continue 'outer;
                 }
                 Err(e) => return Err(SummaryError::Failed(e)),
@@ -444,8 +436,18 @@ async fn summarize(
     Ok((text, path))
 }
 
-/// Tells the client the summary goes on by the regular request, and why.
-fn fallback_event(session: &LiveSession, host: &dyn TurnHost, trigger: CompactTrigger, why: &str) {
+/// Why the summary goes on by the regular request, for the client.
+fn fallback(why: &str) -> String {
+    format!("{why}; asking again with the summary prompt")
+}
+
+/// A progress line of the summary phase (a chunk, a fallback).
+fn summary_event(
+    session: &LiveSession,
+    host: &dyn TurnHost,
+    trigger: CompactTrigger,
+    message: String,
+) {
     host.event(
         &session.id,
         TurnEvent::Compaction {
@@ -453,7 +455,7 @@ fn fallback_event(session: &LiveSession, host: &dyn TurnHost, trigger: CompactTr
             trigger,
             tokens_before: None,
             tokens_after: None,
-            message: Some(format!("{why}; asking again with the summary prompt")),
+            message: Some(message),
         },
     );
 }

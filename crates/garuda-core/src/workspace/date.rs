@@ -32,9 +32,16 @@ pub fn local_date(unix_secs: i64) -> String {
     utc_date(unix_secs)
 }
 
-/// The UTC date of a Unix time (days to civil date, proleptic Gregorian).
+/// The UTC date of a Unix time.
 fn utc_date(unix_secs: i64) -> String {
-    let z = unix_secs.div_euclid(86_400) + 719_468;
+    let (y, m, d) = civil_date(unix_secs.div_euclid(86_400));
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The proleptic Gregorian (year, month, day) of a day count since 1970-01-01 (Howard
+/// Hinnant's algorithm), for dates without a time-zone database.
+pub fn civil_date(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
     let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
@@ -42,8 +49,7 @@ fn utc_date(unix_secs: i64) -> String {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// The session-start context note: the date, then the git state note's body when there is

@@ -4,7 +4,7 @@ mod date;
 mod git;
 mod watch;
 
-pub use date::{local_date, restate_date, start_note, today};
+pub use date::{civil_date, local_date, restate_date, start_note, today};
 pub use git::{GitState, git_note, read_git_state};
 
 pub use watch::{DEBOUNCE, WatchHandle};
