@@ -246,29 +246,37 @@ fn stage2_summary_shares_prefix_and_installs_in_order() {
     assert!(summary["copyOf"].is_null());
 }
 
-#[test]
-fn stage1_alone_when_trimming_reaches_the_target() {
+/// Five turns, the first reading a ~30 000-character file, in a 10 000-token window where one
+/// result may fill it (so the read comes back whole): the next step's compaction trims that
+/// result. Returns the mock (its seventh answer is "six"), the server, its home, the
+/// workspace and the session.
+pub(crate) fn ready_to_trim() -> (Mock, Garuda, tempfile::TempDir, tempfile::TempDir, String) {
     let big: String = (0..300)
         .map(|i| format!("line {i:04} {}\n", "x".repeat(90)))
         .collect();
-    let mut replies = vec![
+    let replies = vec![
         read("toolu_big", "big.txt"),
         text("read it", 100),
         text("two", 120),
         text("three", 140),
         text("four", 160),
         text("five", 8_500),
+        text("six", 200),
     ];
-    replies.push(text("six", 200));
     let mock = Mock::start(replies);
-    // One result may take the whole (tiny) window here, so the read comes back whole.
-    let (mut g, _h, ws, wid) = setup(
+    let (mut g, home, ws, wid) = setup(
         &mock,
         "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 10000\n[context]\nresult_share = 1.0\n",
     );
     std::fs::write(ws.path().join("big.txt"), &big).expect("write");
     let sid = new_session(&mut g, &wid);
     run_history(&mut g, &sid);
+    (mock, g, home, ws, sid)
+}
+
+#[test]
+fn stage1_alone_when_trimming_reaches_the_target() {
+    let (mock, mut g, _h, _ws, sid) = ready_to_trim();
     turn(&mut g, &sid, "question 6");
     let bodies = mock.rec.bodies();
     assert_eq!(bodies.len(), 7, "no summary call");

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::client::{Framing, Garuda};
 use crate::context::{
-    WINDOW_100K, history, new_session, read, run_history, text, transcript_path, turn,
+    WINDOW_100K, history, new_session, ready_to_trim, run_history, text, transcript_path, turn,
 };
 use crate::mock_model::MockReply;
 use crate::turns::{Mock, setup};
@@ -329,26 +329,7 @@ fn a_resumed_session_drops_its_stale_notes_and_hears_of_changes_made_while_it_wa
 
 #[test]
 fn a_note_survives_a_stage1_trim() {
-    let big: String = (0..300)
-        .map(|i| format!("line {i:04} {}\n", "x".repeat(90)))
-        .collect();
-    let mut replies = vec![
-        read("toolu_big", "big.txt"),
-        text("read it", 100),
-        text("two", 120),
-        text("three", 140),
-        text("four", 160),
-        text("five", 8_500),
-    ];
-    replies.push(text("six", 200));
-    let mock = Mock::start(replies);
-    let (mut g, _h, ws, wid) = setup(
-        &mock,
-        "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 10000\n[context]\nresult_share = 1.0\n",
-    );
-    std::fs::write(ws.path().join("big.txt"), &big).expect("write");
-    let sid = new_session(&mut g, &wid);
-    run_history(&mut g, &sid);
+    let (mock, mut g, _h, ws, sid) = ready_to_trim();
     change(
         &mut g,
         ws.path(),

@@ -74,6 +74,17 @@ pub enum Block {
     },
 }
 
+/// The tool calls among `content`, in order: (id, name, input).
+pub fn tool_calls(content: &[Block]) -> Vec<(String, String, Value)> {
+    content
+        .iter()
+        .filter_map(|b| match b {
+            Block::ToolUse { id, name, input } => Some((id.clone(), name.clone(), input.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 impl Block {
     /// A text block.
     pub fn text(text: impl Into<String>) -> Self {

@@ -474,16 +474,7 @@ impl<'a> Turn<'a> {
             Some(sent.request_chars as usize),
             view_chars,
         );
-        Ok(response
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                Block::ToolUse { id, name, input } => {
-                    Some((id.clone(), name.clone(), input.clone()))
-                }
-                _ => None,
-            })
-            .collect())
+        Ok(crate::message::tool_calls(&response.content))
     }
 
     /// Runs the step's tool calls in order (asking where policy says so) and appends their

@@ -114,16 +114,7 @@ pub(crate) async fn run_worker(
         };
         usage.add(&resp.usage);
         run.step_done(resp.usage.context_tokens() + resp.usage.output_tokens);
-        let calls: Vec<(String, String, serde_json::Value)> = resp
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                Block::ToolUse { id, name, input } => {
-                    Some((id.clone(), name.clone(), input.clone()))
-                }
-                _ => None,
-            })
-            .collect();
+        let calls = crate::message::tool_calls(&resp.content);
         if calls.is_empty() {
             break;
         }
