@@ -735,3 +735,55 @@ fn incremental_view_redoes_only_the_tail() {
     assert_eq!(v, build_view(&recs, &policy, 0));
     assert_eq!(cache.full_builds(), 2);
 }
+
+/// Microcompact and stage-1 trims cut tool results only: a note between them (an instruction
+/// note) stays in the view, so it is not sent again.
+#[test]
+fn microcompact_and_trims_leave_notes_in_the_view() {
+    let mut recs = vec![text("u", Role::User, "go")];
+    for k in 0..8 {
+        recs.push(msg(
+            &format!("a{k}"),
+            Role::Assistant,
+            vec![use_block(&format!("t{k}"), "read_file")],
+            1_000,
+        ));
+        recs.push(msg(
+            &format!("r{k}"),
+            Role::User,
+            vec![result_block(&format!("t{k}"), &"body ".repeat(400))],
+            1_000,
+        ));
+        if k == 1 {
+            let mut note = MessageRecord::new(
+                Role::User,
+                vec![Block::text(
+                    "<garuda_note>The project's instruction files changed</garuda_note>",
+                )],
+                Some("r1".into()),
+            );
+            note.uuid = "note".into();
+            note.meta = Some(MessageMeta::InstructionNote);
+            recs.push(Record::Message(note));
+        }
+    }
+    recs.push(Record::Microcompact(MicrocompactRecord {
+        uuid: "mc".into(),
+        time: 2_000,
+        cleared_tool_use_ids: vec!["t0".into(), "t1".into(), "t2".into()],
+    }));
+    recs.push(Record::Trim(crate::session::records::TrimRecord {
+        uuid: "trim".into(),
+        time: 2_000,
+        tool_use_ids: vec!["t3".into(), "t4".into()],
+        keep_chars: 10,
+    }));
+    let v = build_view(&recs, &no_mc(), 3_000);
+    let carries = |id: &str| {
+        v.messages
+            .iter()
+            .any(|m| m.source_ids.iter().any(|s| s == id))
+    };
+    assert!(carries("note"), "{:?}", ids(&v));
+    assert!(v.chars() < recs.len() * 2_000, "the results were cut");
+}
