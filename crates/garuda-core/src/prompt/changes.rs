@@ -53,6 +53,16 @@ pub struct InstructionText {
     pub files: Vec<String>,
 }
 
+impl InstructionText {
+    /// The instruction and memory text of a prompt, and its files.
+    pub fn of(a: &Assembled) -> InstructionText {
+        InstructionText {
+            text: instruction_text(a),
+            files: instruction_files(a),
+        }
+    }
+}
+
 /// Rule lines (non-empty, headings left out) of `text`, trimmed.
 fn rule_lines(text: &str) -> impl Iterator<Item = &str> {
     text.lines()

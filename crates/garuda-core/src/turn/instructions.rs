@@ -10,7 +10,7 @@
 use super::live::{LiveSession, SessionState, TurnError};
 use super::view::current_view;
 use crate::message::{Block, Role};
-use crate::prompt::changes::{InstructionText, instruction_files, instruction_text, render_note};
+use crate::prompt::changes::{InstructionText, render_note};
 use crate::session::records::{
     InstructionChangeRecord, MessageMeta, MessageRecord, Record, SnipRecord, new_id, now_ms,
 };
@@ -60,10 +60,7 @@ pub(crate) fn current_note(
     if !state.stale_notes.is_empty() {
         let stale = std::mem::take(&mut state.stale_notes);
         let view = current_view(state, &session.setup.view_policy)?;
-        let ids: Vec<String> = stale
-            .into_iter()
-            .filter(|id| view.messages.iter().any(|m| m.source_ids.contains(id)))
-            .collect();
+        let ids: Vec<String> = stale.into_iter().filter(|id| view.holds(id)).collect();
         if !ids.is_empty() {
             state.append(vec![Record::Snip(SnipRecord {
                 uuid: new_id(),
@@ -77,22 +74,11 @@ pub(crate) fn current_note(
             .setup
             .prompt_options(&session.header.model, &session.tools()),
     );
-    let current = InstructionText {
-        text: instruction_text(&now),
-        files: instruction_files(&now),
-    };
-    let prompt = session.prompt();
-    let base = InstructionText {
-        text: instruction_text(&prompt),
-        files: instruction_files(&prompt),
-    };
+    let current = InstructionText::of(&now);
+    let base = InstructionText::of(&session.prompt());
     let noted = state.root_note.clone();
     let view = current_view(state, &session.setup.view_policy)?;
-    let in_view = noted.as_ref().filter(|n| {
-        view.messages
-            .iter()
-            .any(|m| m.source_ids.contains(&n.message_id))
-    });
+    let in_view = noted.as_ref().filter(|n| view.holds(&n.message_id));
     let has = in_view.map_or(&base, |n| &n.text);
     if has.text == current.text {
         return Ok(Vec::new());

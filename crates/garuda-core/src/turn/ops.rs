@@ -263,16 +263,19 @@ async fn collapse_with(
     let mut usage = Usage::default();
     let view = current_view(state, &session.setup.view_policy)?.clone();
     let span = collapse_span(&view, from, to).map_err(|e| TurnError::Invalid(e.to_string()))?;
+    let in_span: HashSet<&str> = span.iter().map(String::as_str).collect();
+    // The view's messages the span covers: what the summary is asked of, and whose tools'
+    // files the collapse lists.
+    let span_msgs: Vec<&Message> = view
+        .messages
+        .iter()
+        .filter(|m| m.source_ids.iter().any(|s| in_span.contains(s.as_str())))
+        .map(|m| &m.message)
+        .collect();
     let summary = match summary.filter(|s| !s.trim().is_empty()) {
         Some(s) => s,
         None => {
-            let in_span: HashSet<&str> = span.iter().map(String::as_str).collect();
-            let msgs: Vec<Message> = view
-                .messages
-                .iter()
-                .filter(|m| m.source_ids.iter().any(|s| in_span.contains(s.as_str())))
-                .map(|m| m.message.clone())
-                .collect();
+            let msgs: Vec<Message> = span_msgs.iter().map(|m| (*m).clone()).collect();
             let mut msgs = rewrite_for_summary(&msgs);
             // Providers want the user first and roles alternating; a span usually starts with
             // the model's answer and may end with the user's message.
@@ -337,13 +340,7 @@ async fn collapse_with(
     };
     // And the files its tools worked on, so which files were touched never depends on the
     // summary either.
-    let in_span: HashSet<&str> = span.iter().map(String::as_str).collect();
-    let files = crate::session::compact::files_touched(
-        view.messages
-            .iter()
-            .filter(|m| m.source_ids.iter().any(|s| in_span.contains(s.as_str())))
-            .map(|m| &m.message),
-    );
+    let files = crate::session::compact::files_touched(span_msgs.iter().copied());
     if !files.is_empty() {
         summary.push_str("\n\n");
         summary.push_str(&crate::session::compact::render_files_touched(&files));

@@ -90,11 +90,7 @@ pub(crate) fn kept_in_view(
         return Ok(Vec::new());
     };
     let view = current_view(state, &session.setup.view_policy)?;
-    if view
-        .messages
-        .iter()
-        .any(|m| m.source_ids.contains(&carrier))
-    {
+    if view.holds(&carrier) {
         return Ok(Vec::new());
     }
     let mut message =

@@ -132,6 +132,13 @@ impl View {
         self.messages.iter().map(|m| m.message.clone()).collect()
     }
 
+    /// True when the message record `id` is in the view (alone or merged with neighbours).
+    pub fn holds(&self, id: &str) -> bool {
+        self.messages
+            .iter()
+            .any(|m| m.source_ids.iter().any(|s| s == id))
+    }
+
     /// Total characters the messages carry (for estimates).
     pub fn chars(&self) -> usize {
         self.messages
