@@ -9,7 +9,9 @@ use serde_json::Value;
 use garuda_core::engine::HistoryEntry;
 use garuda_core::message::{Block, ImageSource, Role, StopReason};
 use garuda_core::session::records::MessageMeta;
-use garuda_core::tools::{EditPreview, Policy, TodoItem, TodoStatus, ToolClass, ToolRegistry};
+use garuda_core::tools::{
+    EditPreview, Policy, TodoItem, TodoStatus, ToolClass, ToolKind, ToolRegistry,
+};
 use garuda_core::turn::{CompactionPhase, TurnEvent};
 
 /// What the client said it can do (`initialize`), as far as Garuda uses it.
@@ -39,13 +41,13 @@ impl ClientCaps {
 
 /// The ACP tool kind of a session's tool, for the editor's icon.
 pub fn tool_kind(tools: &ToolRegistry, name: &str) -> acp::ToolKind {
-    match tools.get(name).map(|e| e.class) {
-        Some(ToolClass::Read) => acp::ToolKind::Read,
-        Some(ToolClass::Search) => acp::ToolKind::Search,
-        Some(ToolClass::Edit) => acp::ToolKind::Edit,
-        Some(ToolClass::Exec) => acp::ToolKind::Execute,
-        Some(ToolClass::Todo) => acp::ToolKind::Think,
-        _ => acp::ToolKind::Other,
+    match tools.get(name).map(|e| e.kind) {
+        Some(ToolKind::Read) => acp::ToolKind::Read,
+        Some(ToolKind::Search) => acp::ToolKind::Search,
+        Some(ToolKind::Edit) => acp::ToolKind::Edit,
+        Some(ToolKind::Execute) => acp::ToolKind::Execute,
+        Some(ToolKind::Think) => acp::ToolKind::Think,
+        Some(ToolKind::Other) | None => acp::ToolKind::Other,
     }
 }
 
@@ -61,10 +63,13 @@ pub fn locations(
     if let Some(p) = preview {
         return vec![acp::ToolCallLocation::new(root.join(&p.rel_path)).line(p.line)];
     }
-    let Some(path) = tools.get(name).and_then(|e| e.path_in(input)) else {
+    let Some(entry) = tools.get(name) else {
         return Vec::new();
     };
-    let line = garuda_core::tools::call_line(name, input);
+    let Some(path) = entry.path_in(input) else {
+        return Vec::new();
+    };
+    let line = entry.line(input);
     vec![acp::ToolCallLocation::new(root.join(path.trim())).line(line)]
 }
 
@@ -85,15 +90,12 @@ pub fn tool_call(
     preview: Option<&EditPreview>,
     status: acp::ToolCallStatus,
 ) -> acp::ToolCall {
-    acp::ToolCall::new(
-        id.to_string(),
-        garuda_core::tools::describe_call(name, input),
-    )
-    .kind(tool_kind(tools, name))
-    .status(status)
-    .locations(locations(tools, root, name, input, preview))
-    .content(preview.map(|p| diff(root, p)).into_iter().collect())
-    .raw_input(input.clone())
+    acp::ToolCall::new(id.to_string(), tools.describe(name, input))
+        .kind(tool_kind(tools, name))
+        .status(status)
+        .locations(locations(tools, root, name, input, preview))
+        .content(preview.map(|p| diff(root, p)).into_iter().collect())
+        .raw_input(input.clone())
 }
 
 /// The same call as the `toolCall` of a permission request.

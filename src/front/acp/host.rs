@@ -15,7 +15,7 @@ use super::convert::{self, ClientCaps};
 use crate::front::acp_permission_answer as permission_answer;
 use crate::rpc::{Client, RpcError};
 use garuda_core::fsroot::Root;
-use garuda_core::tools::{ToolClass, ToolRegistry};
+use garuda_core::tools::ToolRegistry;
 use garuda_core::turn::{
     ClientToolResult, CommandRun, PermissionAnswer, PermissionRequest, TurnEvent, TurnHost,
 };
@@ -129,10 +129,7 @@ impl AcpHost {
     }
 
     fn announce(&self, session_id: &str, id: String, name: &str, input: &Value) {
-        let preview = match self.tools.get(name).map(|e| e.class) {
-            Some(ToolClass::Edit) => garuda_core::tools::preview_edit(name, input, &self.root),
-            _ => None,
-        };
+        let preview = self.tools.preview(name, input, &self.root);
         let call = convert::tool_call(
             &self.tools,
             self.root.path(),

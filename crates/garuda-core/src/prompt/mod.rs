@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 use crate::fsroot::{FsError, Root};
 use crate::message::estimate_tokens;
 
-pub use features::{CodeIndex, Features, SessionFacts, UnknownFeature};
+pub use features::{CodeIndex, Features, Offer, SessionFacts, UnknownFeature};
 pub use instructions::split_budget;
 pub use profiles::{Probe, Profile, detect as detect_profiles};
 pub use sources::{Applies, InstructionSettings, Rule, Source};

@@ -6,6 +6,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::prompt::Offer;
 
 struct Ws {
     _dir: tempfile::TempDir,
@@ -155,7 +156,7 @@ fn opts() -> PromptOptions {
             sandboxed: false,
             network: false,
             commands_ask: true,
-            tools: crate::tools::builtin_names().map(String::from).collect(),
+            offers: crate::tools::ToolRegistry::builtins().offers(),
         },
         ..PromptOptions::default()
     }
@@ -583,7 +584,7 @@ fn same_inputs_same_bytes() {
     assert_eq!(a, b);
     assert_eq!(a.sha256, b.sha256);
     let mut other = opts();
-    other.facts.tools.push("web_fetch".into());
+    other.facts.offers.push(crate::prompt::Offer::WebFetch);
     let c = assemble(&ws.gather(), &other);
     assert_ne!(a.sha256, c.sha256);
     let expect: String = Sha256::digest(a.system.as_bytes())
@@ -650,9 +651,13 @@ fn snapshot_full_workspace() {
     o.features = Features::parse(&["codeIndex=all", "web"]).unwrap();
     o.facts.sandboxed = true;
     o.facts.commands_ask = false;
-    o.facts
-        .tools
-        .extend(["mcp__git__log", "explore", "web_search", "agent", "skill"].map(String::from));
+    o.facts.offers.extend([
+        Offer::Mcp,
+        Offer::Explore,
+        Offer::WebSearch,
+        Offer::Agents,
+        Offer::Skills,
+    ]);
     let a = assemble(&ws.gather(), &o);
     insta::assert_snapshot!("full", a.system);
 }

@@ -7,17 +7,13 @@
 
 #![warn(missing_docs)]
 
-mod bash;
-mod edit;
-mod grep;
-mod list;
-mod memory;
+mod builtin;
+mod handler;
 mod policy;
-mod read;
 mod registry;
-mod schema;
-mod todo;
 mod util;
+mod walk;
+mod write;
 
 #[cfg(test)]
 mod tests;
@@ -31,19 +27,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::fsroot::{FileStamp, Root};
 
-pub use edit::{
-    EditPreview, PlannedWrite, call_line, commit_write, finish_write, plan_edit, preview_edit,
+pub use builtin::{TodoItem, TodoStatus, todos_in};
+pub use handler::{
+    ClientToolResult, CommandRun, Handler, NoWorkbench, Risk, Tool, ToolKind, Workbench,
 };
 pub use policy::{
     Policy, RISKY_DIRS, RISKY_FILES, UnknownPolicy, approval_needed, needs_approval, risky_path,
     risky_target,
 };
 pub use registry::{ToolClash, ToolEntry, ToolRegistry, ToolSource, Touch, Touched};
-pub use schema::builtin_specs;
-pub use todo::{TodoItem, TodoStatus, todos_in};
-
-/// The built-in tool that reads one file (its result may carry an editor's unsaved text).
-pub const READ_TOOL: &str = "read_file";
+pub use write::{EditPreview, PlannedWrite, commit_write, finish_write};
 
 /// Name of the file `remember` appends to, relative to the workspace root.
 pub const MEMORY_FILE: &str = ".garuda/memory.md";
@@ -416,117 +409,9 @@ pub enum ToolClass {
     Other,
 }
 
-/// The built-in tools, in the order the model sees them: name, class, the input field
-/// naming a workspace file, and whether it needs a prior read of that file.
-const BUILTINS: &[(&str, ToolClass, Option<&str>, bool)] = &[
-    ("read_file", ToolClass::Read, Some("path"), false),
-    ("list_files", ToolClass::Read, None, false),
-    ("glob", ToolClass::Search, None, false),
-    ("grep", ToolClass::Search, None, false),
-    ("edit_file", ToolClass::Edit, Some("path"), true),
-    ("write_file", ToolClass::Edit, Some("path"), true),
-    ("bash", ToolClass::Exec, None, false),
-    ("remember", ToolClass::Memory, None, false),
-    ("todo_write", ToolClass::Todo, None, false),
-];
-
-/// Names of the built-in tools, in the order the model sees them.
-pub fn builtin_names() -> impl Iterator<Item = &'static str> {
-    BUILTINS.iter().map(|b| b.0)
-}
-
-/// Class, file input and read requirement of a built-in tool (`Other` for other names).
-pub(crate) fn builtin_traits(name: &str) -> (ToolClass, Option<&'static str>, bool) {
-    BUILTINS
-        .iter()
-        .find(|b| b.0 == name)
-        .map_or((ToolClass::Other, None, false), |b| (b.1, b.2, b.3))
-}
-
-/// Where a built-in tool works, from its input: the file read or edited, the folder listed,
-/// the file or folder searched.
-pub(crate) fn builtin_touch(name: &str) -> Option<Touch> {
-    match name {
-        "read_file" | "edit_file" | "write_file" => Some(Touch::File("path")),
-        "list_files" => Some(Touch::Folder("path")),
-        "glob" | "grep" => Some(Touch::Either("path")),
-        _ => None,
-    }
-}
-
-/// One line describing a call, for approval prompts: e.g. `bash: cargo test`.
-pub fn describe_call(name: &str, input: &Value) -> String {
-    let s = |k: &str| input.get(k).and_then(Value::as_str).unwrap_or("");
-    let detail = match name {
-        "read_file" | "list_files" | "edit_file" => {
-            let p = s("path");
-            if p.is_empty() {
-                ".".to_string()
-            } else {
-                p.to_string()
-            }
-        }
-        "write_file" => {
-            format!("{} ({} bytes)", s("path"), s("content").len())
-        }
-        "glob" => with_path(s("pattern"), s("path")),
-        "grep" => with_path(s("pattern"), s("path")),
-        "bash" => s("command").to_string(),
-        "remember" => s("fact").to_string(),
-        "todo_write" => {
-            let n = input
-                .get("todos")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
-            format!("{n} items")
-        }
-        _ => input.to_string(),
-    };
-    let line = format!("{name}: {}", one_line(&detail));
-    util::cut_chars(&line, 200)
-}
-
-/// The title of an approval request: like [`describe_call`], but a command is given whole, so
-/// the dangerous part is never cut away. It stays one line a terminal cannot be tricked by:
-/// line breaks show as ` ⏎ `, tabs as spaces, other control characters (escape sequences that
-/// could erase what precedes them) as `\u{..}`. `risk` (why the path matters, see
-/// [`risky_target`]) follows an edit's path.
-pub fn approval_title(name: &str, input: &Value, risk: Option<&str>) -> String {
-    let base = match (name, input.get("command").and_then(Value::as_str)) {
-        ("bash", Some(command)) => format!("bash: {}", visible_line(command)),
-        _ => describe_call(name, input),
-    };
-    match risk {
-        Some(why) => format!("{base} ({why})"),
-        None => base,
-    }
-}
-
-/// `s` on one line with every character visible.
-fn visible_line(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\n' => out.push_str(" ⏎ "),
-            '\r' => {}
-            '\t' => out.push(' '),
-            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-fn with_path(pattern: &str, path: &str) -> String {
-    if path.is_empty() {
-        pattern.to_string()
-    } else {
-        format!("{pattern} in {path}")
-    }
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+/// The built-in tools' specs, in the order the model sees them.
+pub fn builtin_specs() -> Vec<crate::message::ToolSpec> {
+    builtin::all().iter().map(|h| h.spec()).collect()
 }
 
 /// What a session with these tools, policy and command sandbox really has, for the prompt.
@@ -539,53 +424,44 @@ pub fn session_facts(
         sandboxed: sandbox.confined(),
         network: sandbox.network,
         commands_ask: approval_needed(policy, ToolClass::Exec, sandbox, false),
-        tools: tools
-            .entries()
-            .iter()
-            .map(|e| e.spec.name.clone())
-            .collect(),
+        offers: tools.offers(),
     }
 }
 
-/// Runs a built-in tool. Never panics; unknown tools and bad input are error outputs.
+/// One line describing a call of a built-in tool, for logs and notes (other tools show their
+/// input); a front that holds the session's registry asks [`ToolRegistry::describe`].
+pub fn describe_call(name: &str, input: &Value) -> String {
+    ToolRegistry::builtins().describe(name, input)
+}
+
+/// Runs the built-in tool `name` with nothing lent by a client. Never panics; unknown tools
+/// and bad input are error outputs.
 pub async fn run(name: &str, input: Value, ctx: &ToolContext) -> ToolOutput {
+    let tools = ToolRegistry::builtins();
+    match tools.get(name).and_then(ToolEntry::handler) {
+        Some(h) => run_handler(h, input, ctx, &NoWorkbench).await,
+        None => ToolOutput::error(format!(
+            "unknown tool `{name}`; available tools: {}",
+            builtin_specs()
+                .into_iter()
+                .map(|s| s.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// Runs a built-in tool's handler, unless the turn was cancelled before it started.
+pub async fn run_handler(
+    h: &Handler,
+    input: Value,
+    ctx: &ToolContext,
+    bench: &dyn Workbench,
+) -> ToolOutput {
     if ctx.cancel.is_cancelled() {
         let mut out = ToolOutput::error("cancelled before it started");
         out.meta.cancelled = true;
         return out;
     }
-    match name {
-        "bash" => bash::run(input, ctx).await,
-        "todo_write" => todo::run(input, ctx),
-        "read_file" | "list_files" | "glob" | "grep" | "edit_file" | "write_file" | "remember" => {
-            // Filesystem work blocks; keep it off the async workers.
-            let ctx2 = ctx.clone();
-            let name2 = name.to_string();
-            let job = tokio::task::spawn_blocking(move || run_blocking(&name2, input, &ctx2));
-            match job.await {
-                Ok(out) => out,
-                Err(e) => ToolOutput::error(format!("{name} failed internally: {e}")),
-            }
-        }
-        _ => ToolOutput::error(format!(
-            "unknown tool `{name}`; available tools: {}",
-            builtin_names().collect::<Vec<_>>().join(", ")
-        )),
-    }
-}
-
-/// The synchronous tools, run on a blocking thread.
-fn run_blocking(name: &str, input: Value, ctx: &ToolContext) -> ToolOutput {
-    match name {
-        "read_file" => read::run(input, ctx),
-        "list_files" => list::run_list(input, ctx),
-        "glob" => list::run_glob(input, ctx),
-        "grep" => grep::run(input, ctx),
-        "edit_file" | "write_file" => match plan_edit(name, &input, ctx) {
-            Ok(plan) => commit_write(&plan, ctx),
-            Err(out) => out,
-        },
-        "remember" => memory::run(input, ctx),
-        _ => ToolOutput::error(format!("unknown tool `{name}`")),
-    }
+    h.run(input, ctx, bench).await
 }

@@ -1,16 +1,23 @@
 //! The tools of a session, each registered once with what the rest of Garuda needs to know
 //! about it: its spec, its class (approval policy, compaction, the fronts' display), where
-//! it runs, and which input names a workspace file. Built-in tools, the session tool `snip`,
-//! client tools and MCP tools register the same way; nothing else matches tool names.
+//! it runs, and which input names a workspace file. Built-in tools (their handlers), the
+//! session tool `snip`, client tools and MCP tools register the same way; nothing outside
+//! `tools/` matches tool names.
 
-use super::ToolClass;
+use serde_json::Value;
+
+use super::handler::{Handler, Risk, ToolKind};
+use super::write::EditPreview;
+use super::{ToolClass, util};
+use crate::fsroot::Root;
 use crate::message::ToolSpec;
+use crate::prompt::Offer;
 
 /// Where a tool runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolSource {
-    /// One of Garuda's built-in tools.
-    Builtin,
+    /// One of Garuda's built-in tools, run by its handler.
+    Builtin(Handler),
     /// An operation on the session itself (`snip`).
     Session,
     /// A tool the client registered; it runs in the client (`tool/call`).
@@ -67,6 +74,10 @@ pub struct ToolEntry {
     pub deferred: bool,
     /// Which input names the place it reads, lists, searches or edits.
     pub touch: Option<Touch>,
+    /// The editor's icon for its calls.
+    pub kind: ToolKind,
+    /// The prompt line it makes true.
+    pub offer: Option<Offer>,
 }
 
 impl ToolEntry {
@@ -84,6 +95,111 @@ impl ToolEntry {
     pub fn path_in<'a>(&self, input: &'a serde_json::Value) -> Option<&'a str> {
         input.get(self.path_arg?)?.as_str()
     }
+
+    /// The handler of a built-in tool.
+    pub fn handler(&self) -> Option<&Handler> {
+        match &self.source {
+            ToolSource::Builtin(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// True for one of Garuda's built-in tools.
+    pub fn is_builtin(&self) -> bool {
+        self.handler().is_some()
+    }
+
+    /// One line describing a call, for titles and logs: e.g. `bash: cargo test`.
+    pub fn describe(&self, input: &Value) -> String {
+        let detail = match self.handler() {
+            Some(h) => h.describe(input),
+            None => input.to_string(),
+        };
+        let line = format!("{}: {}", self.spec.name, one_line(&detail));
+        util::cut_chars(&line, 200)
+    }
+
+    /// The title of an approval request: like [`ToolEntry::describe`], but a command is
+    /// given whole and on one line a terminal cannot be tricked by. `risk` (why the path
+    /// matters) follows an edit's path.
+    pub fn approval_title(&self, input: &Value, risk: Option<&str>) -> String {
+        let base = self
+            .handler()
+            .and_then(|h| h.title(input))
+            .unwrap_or_else(|| self.describe(input));
+        match risk {
+            Some(why) => format!("{base} ({why})"),
+            None => base,
+        }
+    }
+
+    /// The path a call would change that needs a second look, and why.
+    pub fn risk(&self, input: &Value, root: &Root) -> Option<Risk> {
+        self.handler()?.risk(input, root)
+    }
+
+    /// What a call would change, for an editor to draw before it runs.
+    pub fn preview(&self, input: &Value, root: &Root) -> Option<EditPreview> {
+        self.handler()?.preview(input, root)
+    }
+
+    /// The 1-based line a call starts at, when its input names one.
+    pub fn line(&self, input: &Value) -> Option<u32> {
+        self.handler()?.line(input)
+    }
+
+    fn plain(spec: ToolSpec, class: ToolClass, source: ToolSource) -> ToolEntry {
+        ToolEntry {
+            offer: offer_of(&spec.name, &source),
+            kind: ToolKind::of(class),
+            spec,
+            class,
+            source,
+            path_arg: None,
+            needs_read: false,
+            deferred: false,
+            touch: None,
+        }
+    }
+
+    fn builtin(h: Handler) -> ToolEntry {
+        ToolEntry {
+            spec: h.spec(),
+            class: h.class(),
+            kind: h.kind(),
+            offer: h.offer(),
+            path_arg: h.path_arg(),
+            needs_read: h.needs_read(),
+            touch: h.touch(),
+            deferred: false,
+            source: ToolSource::Builtin(h),
+        }
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The prompt line a tool Garuda does not implement makes true, by the name editors and MCP
+/// servers give such tools (code index, web, explore, agents, skills).
+fn offer_of(name: &str, source: &ToolSource) -> Option<Offer> {
+    match source {
+        ToolSource::Mcp { .. } => return Some(Offer::Mcp),
+        ToolSource::McpSearch => return Some(Offer::McpSearch),
+        _ => {}
+    }
+    Some(match name {
+        "find_symbol" => Offer::FindSymbol,
+        "find_references" => Offer::FindReferences,
+        "repo_map" => Offer::RepoMap,
+        "web_fetch" => Offer::WebFetch,
+        "web_search" => Offer::WebSearch,
+        "explore" => Offer::Explore,
+        "agent" => Offer::Agents,
+        "skill" => Offer::Skills,
+        _ => return None,
+    })
 }
 
 /// Why a registry cannot be built.
@@ -100,6 +216,16 @@ pub struct ToolRegistry {
 }
 
 impl ToolRegistry {
+    /// Garuda's built-in tools alone.
+    pub fn builtins() -> ToolRegistry {
+        ToolRegistry {
+            entries: super::builtin::all()
+                .into_iter()
+                .map(ToolEntry::builtin)
+                .collect(),
+        }
+    }
+
     /// The built-in and session tools plus `client` tools.
     pub fn for_session(client: Vec<ToolSpec>) -> Result<ToolRegistry, ToolClash> {
         Self::with_options(client, true)
@@ -108,44 +234,21 @@ impl ToolRegistry {
     /// The built-in tools, the session tool `snip` when `snip` is on (`[context] snip`), and
     /// `client` tools.
     pub fn with_options(client: Vec<ToolSpec>, snip: bool) -> Result<ToolRegistry, ToolClash> {
-        let mut r = ToolRegistry::default();
-        for spec in super::builtin_specs() {
-            let (class, path_arg, needs_read) = super::builtin_traits(&spec.name);
-            r.entries.push(ToolEntry {
-                class,
-                source: ToolSource::Builtin,
-                path_arg,
-                needs_read,
-                deferred: false,
-                touch: super::builtin_touch(&spec.name),
-                spec,
-            });
-        }
+        let mut r = ToolRegistry::builtins();
         if snip {
-            r.entries.push(ToolEntry {
-                spec: crate::turn::snip_tool_spec(),
-                class: ToolClass::Session,
-                source: ToolSource::Session,
-                path_arg: None,
-                needs_read: false,
-                deferred: false,
-                touch: None,
-            });
+            r.entries.push(ToolEntry::plain(
+                crate::turn::snip_tool_spec(),
+                ToolClass::Session,
+                ToolSource::Session,
+            ));
         }
         for spec in client {
             // `snip` stays reserved when it is off, so turning it on never breaks a client.
             if r.get(&spec.name).is_some() || spec.name == crate::turn::SNIP_TOOL {
                 return Err(ToolClash(spec.name));
             }
-            r.entries.push(ToolEntry {
-                spec,
-                class: ToolClass::Other,
-                source: ToolSource::Client,
-                path_arg: None,
-                needs_read: false,
-                deferred: false,
-                touch: None,
-            });
+            r.entries
+                .push(ToolEntry::plain(spec, ToolClass::Other, ToolSource::Client));
         }
         Ok(r)
     }
@@ -162,36 +265,28 @@ impl ToolRegistry {
             if self.get(&t.name).is_some() {
                 return Err(ToolClash(t.name.clone()));
             }
-            self.entries.push(ToolEntry {
-                spec: t.spec.clone(),
-                class: if t.read_only {
-                    ToolClass::Read
-                } else {
-                    ToolClass::Exec
-                },
-                source: ToolSource::Mcp {
-                    server: t.server.clone(),
-                    tool: t.tool.clone(),
-                },
-                path_arg: None,
-                needs_read: false,
-                deferred: plan.is_deferred(),
-                touch: None,
-            });
+            let class = if t.read_only {
+                ToolClass::Read
+            } else {
+                ToolClass::Exec
+            };
+            let source = ToolSource::Mcp {
+                server: t.server.clone(),
+                tool: t.tool.clone(),
+            };
+            let mut entry = ToolEntry::plain(t.spec.clone(), class, source);
+            entry.deferred = plan.is_deferred();
+            self.entries.push(entry);
         }
         if let Some(search) = &plan.search_tool {
             if self.get(&search.name).is_some() {
                 return Err(ToolClash(search.name.clone()));
             }
-            self.entries.push(ToolEntry {
-                spec: search.clone(),
-                class: ToolClass::Search,
-                source: ToolSource::McpSearch,
-                path_arg: None,
-                needs_read: false,
-                deferred: false,
-                touch: None,
-            });
+            self.entries.push(ToolEntry::plain(
+                search.clone(),
+                ToolClass::Search,
+                ToolSource::McpSearch,
+            ));
         }
         Ok(self)
     }
@@ -241,12 +336,34 @@ impl ToolRegistry {
     pub fn file_reader(&self) -> Option<&ToolSpec> {
         self.entries
             .iter()
-            .find(|e| {
-                e.source == ToolSource::Builtin
-                    && e.class == ToolClass::Read
-                    && e.path_arg.is_some()
-            })
+            .find(|e| e.is_builtin() && e.class == ToolClass::Read && e.path_arg.is_some())
             .map(|e| &e.spec)
+    }
+
+    /// The prompt lines the session's tools make true, sorted.
+    pub fn offers(&self) -> Vec<Offer> {
+        let mut v: Vec<Offer> = self.entries.iter().filter_map(|e| e.offer).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// True when the model has the session tool `snip`.
+    pub fn offers_snip(&self) -> bool {
+        self.entries.iter().any(|e| e.source == ToolSource::Session)
+    }
+
+    /// One line describing a call of the tool `name` (unknown tools show their input).
+    pub fn describe(&self, name: &str, input: &Value) -> String {
+        match self.get(name) {
+            Some(e) => e.describe(input),
+            None => util::cut_chars(&format!("{name}: {}", one_line(&input.to_string())), 200),
+        }
+    }
+
+    /// What a call of `name` would change, for an editor to draw before it runs.
+    pub fn preview(&self, name: &str, input: &Value, root: &Root) -> Option<EditPreview> {
+        self.get(name)?.preview(input, root)
     }
 
     /// Every tool, in order.
@@ -284,7 +401,7 @@ impl ToolRegistry {
                 matches!(
                     e.class,
                     ToolClass::Read | ToolClass::Search | ToolClass::Exec
-                ) && e.source == ToolSource::Builtin
+                ) && e.is_builtin()
             })
             .map(|e| e.spec.name.clone())
             .collect()

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::fsroot::Root;
+use crate::prompt::Offer;
 
 /// A temp folder with `ws/` (the workspace) and `outside/secret.txt` beside it.
 struct Fx {
@@ -47,6 +48,25 @@ impl Fx {
     async fn call(&self, name: &str, input: Value) -> ToolOutput {
         run(name, input, &self.ctx).await
     }
+}
+
+fn plan_edit(name: &str, input: &Value, ctx: &ToolContext) -> Result<PlannedWrite, ToolOutput> {
+    let tools = ToolRegistry::builtins();
+    let handler = tools.get(name).and_then(ToolEntry::handler).unwrap();
+    handler.plan(input, ctx).unwrap()
+}
+
+fn preview_edit(name: &str, input: &Value, root: &Root) -> Option<EditPreview> {
+    ToolRegistry::builtins().preview(name, input, root)
+}
+
+fn call_line(name: &str, input: &Value) -> Option<u32> {
+    ToolRegistry::builtins().get(name)?.line(input)
+}
+
+fn approval_title(name: &str, input: &Value, risk: Option<&str>) -> String {
+    let tools = ToolRegistry::builtins();
+    tools.get(name).unwrap().approval_title(input, risk)
 }
 
 fn assert_err(out: &ToolOutput, needle: &str) {
@@ -943,14 +963,23 @@ fn schema_snapshot() {
 
 #[test]
 fn specs_names_and_classes_agree() {
+    let tools = ToolRegistry::builtins();
     let names: Vec<String> = builtin_specs().into_iter().map(|s| s.name).collect();
-    assert_eq!(names, builtin_names().collect::<Vec<_>>());
-    for n in builtin_names() {
-        assert_ne!(builtin_traits(n).0, ToolClass::Other, "{n}");
+    let handlers: Vec<&str> = tools
+        .entries()
+        .iter()
+        .filter_map(|e| e.handler().map(|h| h.name()))
+        .collect();
+    assert_eq!(names, handlers, "each handler's name is its spec's");
+    for e in tools.entries() {
+        assert_ne!(e.class, ToolClass::Other, "{}", e.spec.name);
     }
-    assert_eq!(builtin_traits("bash").0, ToolClass::Exec);
-    assert_eq!(builtin_traits("edit_file").0, ToolClass::Edit);
-    assert_eq!(builtin_traits("client_tool").0, ToolClass::Other);
+    let kind = |n: &str| tools.get(n).map(|e| (e.class, e.kind));
+    assert_eq!(kind("bash"), Some((ToolClass::Exec, ToolKind::Execute)));
+    assert_eq!(kind("edit_file"), Some((ToolClass::Edit, ToolKind::Edit)));
+    assert_eq!(kind("todo_write"), Some((ToolClass::Todo, ToolKind::Think)));
+    assert_eq!(kind("client_tool"), None);
+    assert_eq!(tools.offers(), [Offer::Commands, Offer::Todos]);
     // Same bytes every time.
     let a = serde_json::to_string(&builtin_specs()).unwrap();
     let b = serde_json::to_string(&builtin_specs()).unwrap();

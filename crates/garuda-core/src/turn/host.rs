@@ -7,31 +7,7 @@ use serde_json::Value;
 
 use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
 
-/// What a client-side tool returned.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ClientToolResult {
-    /// Text for the model.
-    pub content: String,
-    /// True on failure.
-    pub is_error: bool,
-}
-
-/// A `bash` call the client runs in a terminal of its own (ACP `terminal/*`).
-#[derive(Debug, Clone)]
-pub struct CommandRun {
-    /// The tool call.
-    pub tool_call_id: String,
-    /// The command line, run by `bash -c`.
-    pub command: String,
-    /// The workspace root, where it runs.
-    pub cwd: PathBuf,
-    /// Milliseconds before it is killed.
-    pub timeout_ms: u64,
-    /// Largest output kept, in bytes.
-    pub output_limit: u64,
-    /// Cancelled with the turn: the host kills the command.
-    pub cancel: tokio_util::sync::CancellationToken,
-}
+pub use crate::tools::{ClientToolResult, CommandRun};
 
 /// The turn loop's view of its client; the native and ACP fronts implement it.
 pub trait TurnHost: Send + Sync {

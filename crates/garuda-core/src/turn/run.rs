@@ -575,7 +575,7 @@ impl<'a> Turn<'a> {
 /// joins the next user message.
 fn nudge_if_due(session: &LiveSession, state: &mut SessionState) -> Result<(), TurnError> {
     let share = session.setup.compact.nudge_share;
-    if share <= 0.0 || session.setup.tools.get(super::ops::SNIP_TOOL).is_none() {
+    if share <= 0.0 || !session.setup.tools.offers_snip() {
         return Ok(());
     }
     let tokens = super::budget::context_tokens(session, state)?;
@@ -771,14 +771,7 @@ async fn run_tool_inner(
         .into();
     }
     // Risk follows the path an edit changes (links resolved), not the tool's name.
-    let risk = match (entry.class, entry.path_in(&input)) {
-        (ToolClass::Edit, Some(p)) => ctx
-            .root
-            .relative(std::path::Path::new(p))
-            .ok()
-            .and_then(|rel| tools::risky_target(ctx.root.path(), &rel).map(|why| (rel, why))),
-        _ => None,
-    };
+    let risk = entry.risk(&input, &ctx.root);
     let needs = tools::approval_needed(
         session.policy(),
         entry.class,
@@ -799,7 +792,7 @@ async fn run_tool_inner(
                 session_id: session.id.clone(),
                 tool_call_id: id.to_string(),
                 tool_name: name.to_string(),
-                title: tools::approval_title(name, &input, risk.as_ref().map(|(_, w)| w.as_str())),
+                title: entry.approval_title(&input, risk.as_ref().map(|(_, w)| w.as_str())),
                 input: input.clone(),
                 options: PermissionRequest::standard_options(),
             };
@@ -905,127 +898,53 @@ async fn execute(
         }
         .into();
     }
-    if entry.class == ToolClass::Edit {
-        let plan = match tools::plan_edit(name, &input, ctx) {
-            Ok(p) => p,
-            Err(refusal) => return refusal.into(),
-        };
-        let abs = ctx.root.path().join(&plan.rel_path);
-        // An editor buffer with unsaved changes would be overwritten with text planned from
-        // the file on disk: refuse instead of losing the user's changes.
-        if let (Some(old), Some(read)) = (&plan.old_text, host.read_text(abs.clone()))
-            && let Ok(buffer) = read.await
-            && buffer != *old
-        {
-            return ToolOutput::error(format!(
-                "{} has unsaved changes in the editor, so the edit was not made (it would \
-                 overwrite them). Ask the user to save or discard them, then read the file again.",
-                plan.rel_path.display()
-            ))
-            .into();
-        }
-        if let Some(apply) = host.apply_edit(abs, plan.old_text.clone(), plan.new_text.clone()) {
-            return match apply.await {
-                Ok(()) => tools::finish_write(&plan, ctx),
-                Err(e) => ToolOutput::error(format!("the editor did not apply the edit: {e}")),
-            }
-            .into();
-        }
-        return tools::commit_write(&plan, ctx).into();
-    }
-    // An editor terminal runs outside Garuda's sandbox, so commands go there only when the
-    // session has no sandbox (and then they were asked for like any unconfined command).
-    if entry.class == ToolClass::Exec
-        && session.setup.sandbox.unconfined.is_some()
-        && let Some(run) = client_command(&input, ctx, id)
-        && let Some(fut) = host.run_command(&session.id, run)
-    {
-        let r = fut.await;
-        return if ctx.cancel.is_cancelled() {
-            ToolOutput::error(r.content).with_meta(ToolMeta {
-                cancelled: true,
-                ..Default::default()
-            })
-        } else if r.is_error {
-            ToolOutput::error(r.content)
-        } else {
-            ToolOutput::ok(r.content)
-        }
-        .into();
-    }
-    let read_path = (name == tools::READ_TOOL)
-        .then(|| entry.path_in(&input).map(str::to_string))
-        .flatten();
-    let out = tools::run(name, input, ctx).await;
-    match read_path {
-        Some(path) if !out.is_error => with_unsaved_changes(host, ctx, &path, out).await.into(),
-        _ => out.into(),
-    }
+    let Some(handler) = entry.handler() else {
+        return ToolOutput::error(format!("{name} cannot be run here")).into();
+    };
+    let bench = HostBench {
+        host,
+        session_id: &session.id,
+        // An editor terminal runs outside Garuda's sandbox, so commands go there only when
+        // the session has no sandbox (and then they were asked for like any unconfined
+        // command).
+        terminal: session.setup.sandbox.unconfined.is_some(),
+    };
+    tools::run_handler(handler, input, ctx, &bench).await.into()
 }
 
-/// A read of a file the editor holds with unsaved changes: the model also gets the buffer's
-/// text (reads went through Garuda's checks first; only their text differs).
-async fn with_unsaved_changes(
-    host: &dyn TurnHost,
-    ctx: &ToolContext,
-    path: &str,
-    out: ToolOutput,
-) -> ToolOutput {
-    let Ok(rel) = ctx.root.relative(std::path::Path::new(path)) else {
-        return out;
-    };
-    let Some(read) = host.read_text(ctx.root.path().join(&rel)) else {
-        return out;
-    };
-    let buffer = match read.await {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::debug!("fs/read_text_file {path}: {e}; the file on disk stands");
-            return out;
-        }
-    };
-    let max = ctx.limits.read_max_bytes;
-    let Ok(disk) = ctx.root.read_text(&rel, max) else {
-        return out;
-    };
-    if disk.text == buffer {
-        return out;
-    }
-    let shown: String = buffer.chars().take(max).collect();
-    let numbered: String = shown
-        .lines()
-        .enumerate()
-        .map(|(i, l)| format!("{:>6}\t{l}\n", i + 1))
-        .collect();
-    let mut out = out;
-    out.content = format!(
-        "{}\n\n<garuda_note>The editor has unsaved changes in {path}; its buffer reads (edits of \
-         this file are refused until the buffer is saved):\n{numbered}</garuda_note>",
-        out.content
-    );
-    out
+/// What the turn's host lends the built-in tools: the editor's buffers, edits and terminal.
+struct HostBench<'a> {
+    host: &'a dyn TurnHost,
+    session_id: &'a str,
+    terminal: bool,
 }
 
-/// A `bash` call as the client would run it; `None` when the input has no command (the
-/// built-in tool then answers with its own error).
-fn client_command(input: &Value, ctx: &ToolContext, id: &str) -> Option<CommandRun> {
-    let command = input.get("command")?.as_str()?.trim();
-    if command.is_empty() {
-        return None;
+impl tools::Workbench for HostBench<'_> {
+    fn read_text(
+        &self,
+        path: std::path::PathBuf,
+    ) -> Option<futures_util::future::BoxFuture<'static, Result<String, String>>> {
+        self.host.read_text(path)
     }
-    let timeout_ms = input
-        .get("timeout_ms")
-        .and_then(Value::as_u64)
-        .unwrap_or(ctx.limits.bash_timeout_ms)
-        .clamp(1, ctx.limits.bash_max_timeout_ms.max(1));
-    Some(CommandRun {
-        tool_call_id: id.to_string(),
-        command: command.to_string(),
-        cwd: ctx.root.path().to_path_buf(),
-        timeout_ms,
-        output_limit: ctx.limits.output_max_chars as u64,
-        cancel: ctx.cancel.clone(),
-    })
+
+    fn apply_edit(
+        &self,
+        path: std::path::PathBuf,
+        old_text: Option<String>,
+        new_text: String,
+    ) -> Option<futures_util::future::BoxFuture<'static, Result<(), String>>> {
+        self.host.apply_edit(path, old_text, new_text)
+    }
+
+    fn run_command(
+        &self,
+        run: CommandRun,
+    ) -> Option<futures_util::future::BoxFuture<'static, tools::ClientToolResult>> {
+        if !self.terminal {
+            return None;
+        }
+        self.host.run_command(self.session_id, run)
+    }
 }
 
 /// The session's cost so far in US dollars, `latest` included (not yet recorded): every

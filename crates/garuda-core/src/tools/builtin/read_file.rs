@@ -4,10 +4,14 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::util::{self, lenient_u64};
-use super::{Anchor, ReadMark, ToolContext, ToolMeta, ToolOutput};
+use crate::message::ToolSpec;
+use crate::tools::handler::{self, Tool, Workbench};
+use crate::tools::util::{self, lenient_u64};
+use crate::tools::{Anchor, ReadMark, ToolContext, ToolMeta, ToolOutput};
+use crate::tools::{ToolClass, Touch};
+use futures_util::future::BoxFuture;
 
 /// Most bytes read from disk to find a line range; lines beyond are reachable with `bash`.
 const SCAN_CAP: u64 = 32 * 1024 * 1024;
@@ -198,4 +202,112 @@ fn render(
     }
     let whole = first == 1 && !more_after;
     (ToolOutput::ok(out).with_meta(meta), whole)
+}
+
+/// `read_file`: one file's text, with the editor's unsaved changes beside it.
+pub(super) struct ReadFile;
+
+impl Tool for ReadFile {
+    fn name(&self) -> &'static str {
+        "read_file"
+    }
+    fn spec(&self) -> ToolSpec {
+        handler::spec(
+            "read_file",
+            "Read a text file in the workspace. Output is line-numbered like `cat -n` \
+             (number, tab, line). Reads up to 2000 lines from `offset` (1-based, default 1); \
+             a note at the end says how to read further. Binary files are refused. You must \
+             read a file in this session before editing or overwriting it. Paths are relative \
+             to the workspace root (absolute paths inside it work too).",
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File path, relative to the workspace root."},
+                    "offset": {"type": "integer", "minimum": 1, "description": "First line to read, 1-based. Default 1."},
+                    "limit": {"type": "integer", "minimum": 1, "description": "Most lines to return. Default and maximum 2000."}
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+        )
+    }
+    fn class(&self) -> ToolClass {
+        ToolClass::Read
+    }
+    fn path_arg(&self) -> Option<&'static str> {
+        Some("path")
+    }
+    fn touch(&self) -> Option<Touch> {
+        Some(Touch::File("path"))
+    }
+    fn describe(&self, input: &Value) -> String {
+        handler::path_or_root(input)
+    }
+    fn line(&self, input: &Value) -> Option<u32> {
+        input
+            .get("offset")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+    }
+    fn run<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        bench: &'a dyn Workbench,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let path = input
+                .get("path")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            let out = handler::blocking("read_file", input, ctx, run).await;
+            match path {
+                Some(path) if !out.is_error => with_unsaved_changes(bench, ctx, &path, out).await,
+                _ => out,
+            }
+        })
+    }
+}
+
+/// A read of a file the editor holds with unsaved changes: the model also gets the buffer's
+/// text (the read went through Garuda's checks first; only its text differs).
+async fn with_unsaved_changes(
+    bench: &dyn Workbench,
+    ctx: &ToolContext,
+    path: &str,
+    out: ToolOutput,
+) -> ToolOutput {
+    let Ok(rel) = ctx.root.relative(Path::new(path)) else {
+        return out;
+    };
+    let Some(read) = bench.read_text(ctx.root.path().join(&rel)) else {
+        return out;
+    };
+    let buffer = match read.await {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::debug!("fs/read_text_file {path}: {e}; the file on disk stands");
+            return out;
+        }
+    };
+    let max = ctx.limits.read_max_bytes;
+    let Ok(disk) = ctx.root.read_text(&rel, max) else {
+        return out;
+    };
+    if disk.text == buffer {
+        return out;
+    }
+    let shown: String = buffer.chars().take(max).collect();
+    let numbered: String = shown
+        .lines()
+        .enumerate()
+        .map(|(i, l)| format!("{:>6}\t{l}\n", i + 1))
+        .collect();
+    let mut out = out;
+    out.content = format!(
+        "{}\n\n<garuda_note>The editor has unsaved changes in {path}; its buffer reads (edits of \
+         this file are refused until the buffer is saved):\n{numbered}</garuda_note>",
+        out.content
+    );
+    out
 }

@@ -3,10 +3,14 @@
 use std::path::Path;
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::util;
-use super::{MEMORY_FILE, ToolContext, ToolMeta, ToolOutput};
+use crate::message::ToolSpec;
+use crate::tools::ToolClass;
+use crate::tools::handler::{self, Tool, Workbench};
+use crate::tools::util;
+use crate::tools::{MEMORY_FILE, ToolContext, ToolMeta, ToolOutput};
+use futures_util::future::BoxFuture;
 
 /// Longest fact accepted, in characters.
 const MAX_FACT_CHARS: usize = 1000;
@@ -16,7 +20,7 @@ struct Input {
     fact: String,
 }
 
-pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
+fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
     let input: Input = match util::parse("remember", input) {
         Ok(i) => i,
         Err(e) => return e,
@@ -54,4 +58,43 @@ pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
         ..ToolMeta::default()
     };
     ToolOutput::ok(format!("remembered in {MEMORY_FILE}: {fact}")).with_meta(meta)
+}
+
+/// `remember`.
+pub(super) struct Remember;
+
+impl Tool for Remember {
+    fn name(&self) -> &'static str {
+        "remember"
+    }
+    fn spec(&self) -> ToolSpec {
+        handler::spec(
+            "remember",
+            "Save one durable fact about this project (a convention, a command, a preference the \
+             user stated) to the workspace memory file `.garuda/memory.md`, which is shown to \
+             you in later sessions. One short sentence; no secrets.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "fact": {"type": "string", "description": "The fact, one sentence."}
+                },
+                "required": ["fact"],
+                "additionalProperties": false
+            }),
+        )
+    }
+    fn class(&self) -> ToolClass {
+        ToolClass::Memory
+    }
+    fn describe(&self, input: &Value) -> String {
+        handler::field(input, "fact").to_string()
+    }
+    fn run<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        _bench: &'a dyn Workbench,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(handler::blocking("remember", input, ctx, run))
+    }
 }

@@ -5,12 +5,16 @@ use std::path::PathBuf;
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::list::{compile_glob, files_under};
-use super::util::{self, lenient_bool, lenient_u64};
-use super::{ToolContext, ToolMeta, ToolOutput};
 use crate::fsroot::EntryKind;
+use crate::message::ToolSpec;
+use crate::tools::handler::{self, Tool, Workbench};
+use crate::tools::util::{self, lenient_bool, lenient_u64};
+use crate::tools::walk::{compile_glob, files_under};
+use crate::tools::{ToolClass, Touch};
+use crate::tools::{ToolContext, ToolMeta, ToolOutput};
+use futures_util::future::BoxFuture;
 
 /// Most bytes of one file searched; the rest of a larger file is not searched.
 const FILE_CAP: u64 = 8 * 1024 * 1024;
@@ -74,7 +78,7 @@ impl Sink for Collect<'_> {
     }
 }
 
-pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
+fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
     let input: Input = match util::parse("grep", input) {
         Ok(i) => i,
         Err(e) => return e,
@@ -189,4 +193,53 @@ pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
         body.push_str(&format!("[{matches} matching lines in {files_with} files]"));
     }
     ToolOutput::ok(body).with_meta(meta)
+}
+
+/// `grep`.
+pub(super) struct Grep;
+
+impl Tool for Grep {
+    fn name(&self) -> &'static str {
+        "grep"
+    }
+    fn spec(&self) -> ToolSpec {
+        handler::spec(
+            "grep",
+            "Search file contents with a regular expression (Rust regex syntax, like ripgrep). \
+             Output lines are `path:line:text`; context lines are `path-line-text`. Honours \
+             .gitignore and skips binary files. Use `glob` to restrict which files are searched.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "Regular expression to search for."},
+                    "path": {"type": "string", "description": "File or folder to search, relative to the workspace root. Default: the root."},
+                    "glob": {"type": "string", "description": "Only search files matching this glob, e.g. `*.rs` or `src/**/*.ts`."},
+                    "ignore_case": {"type": "boolean", "description": "Match case-insensitively. Default false."},
+                    "context": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Lines of context before and after each match. Default 0."}
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+        )
+    }
+    fn class(&self) -> ToolClass {
+        ToolClass::Search
+    }
+    fn touch(&self) -> Option<Touch> {
+        Some(Touch::Either("path"))
+    }
+    fn describe(&self, input: &Value) -> String {
+        handler::with_path(
+            handler::field(input, "pattern"),
+            handler::field(input, "path"),
+        )
+    }
+    fn run<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        _bench: &'a dyn Workbench,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(handler::blocking("grep", input, ctx, run))
+    }
 }

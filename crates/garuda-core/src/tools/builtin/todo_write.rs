@@ -1,10 +1,15 @@
 //! `todo_write`: replaces the session's task list.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::util;
-use super::{ToolContext, ToolMeta, ToolOutput};
+use crate::message::ToolSpec;
+use crate::prompt::Offer;
+use crate::tools::ToolClass;
+use crate::tools::handler::{self, Tool, Workbench};
+use crate::tools::util;
+use crate::tools::{ToolContext, ToolMeta, ToolOutput};
+use futures_util::future::BoxFuture;
 
 /// Most items in a list.
 const MAX_ITEMS: usize = 100;
@@ -63,7 +68,7 @@ pub(super) fn render(items: &[TodoItem]) -> String {
     out
 }
 
-pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
+fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
     let input: Input = match util::parse("todo_write", input) {
         Ok(i) => i,
         Err(e) => return e,
@@ -94,4 +99,63 @@ pub(super) fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
         ..ToolMeta::default()
     };
     ToolOutput::ok(text).with_meta(meta)
+}
+
+/// `todo_write`.
+pub(super) struct TodoWrite;
+
+impl Tool for TodoWrite {
+    fn name(&self) -> &'static str {
+        "todo_write"
+    }
+    fn spec(&self) -> ToolSpec {
+        handler::spec(
+            "todo_write",
+            "Replace the session's task list (shown to the user). Use it for work with several \
+             steps: list the steps, mark one `in_progress` before starting it and `completed` as \
+             soon as it is done. At most one item may be `in_progress`. Send the whole list \
+             each time.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "todos": {
+                        "type": "array",
+                        "description": "The complete task list, in order.",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "content": {"type": "string", "description": "What to do."},
+                                "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]}
+                            },
+                            "required": ["content", "status"],
+                            "additionalProperties": false
+                        }
+                    }
+                },
+                "required": ["todos"],
+                "additionalProperties": false
+            }),
+        )
+    }
+    fn class(&self) -> ToolClass {
+        ToolClass::Todo
+    }
+    fn offer(&self) -> Option<Offer> {
+        Some(Offer::Todos)
+    }
+    fn describe(&self, input: &Value) -> String {
+        let n = input
+            .get("todos")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        format!("{n} items")
+    }
+    fn run<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        _bench: &'a dyn Workbench,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move { run(input, ctx) })
+    }
 }

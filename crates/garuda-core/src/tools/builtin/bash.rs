@@ -14,11 +14,17 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 
-use super::util::{self, lenient_u64};
-use super::{ToolContext, ToolMeta, ToolOutput};
+use crate::message::ToolSpec;
+use crate::prompt::Offer;
+use crate::tools::ToolClass;
+use crate::tools::handler::CommandRun;
+use crate::tools::handler::{self, Tool, Workbench};
+use crate::tools::util::{self, lenient_u64};
+use crate::tools::{ToolContext, ToolMeta, ToolOutput};
+use futures_util::future::BoxFuture;
 
 /// How long output is still collected after the shell exited while something else holds the
 /// pipes open.
@@ -89,7 +95,7 @@ enum End {
     Cancelled,
 }
 
-pub(super) async fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
+async fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
     let input: Input = match util::parse("bash", input) {
         Ok(i) => i,
         Err(e) => return e,
@@ -228,6 +234,95 @@ async fn read_some<R: tokio::io::AsyncRead + Unpin>(
         Ok(0) | Err(_) => None,
         Ok(n) => Some(n),
     }
+}
+
+/// `bash`: in the client's terminal where the workbench offers one, else through the
+/// session's runner.
+pub(super) struct Bash;
+
+impl Tool for Bash {
+    fn name(&self) -> &'static str {
+        "bash"
+    }
+    fn spec(&self) -> ToolSpec {
+        handler::spec(
+            "bash",
+            "Run a shell command with `bash -c` in the workspace root. Stdin is empty; stdout \
+             and stderr are captured together and long output keeps only its beginning and end. \
+             The command is killed after `timeout_ms` (default 120000, maximum 600000), and \
+             processes it leaves in the background are stopped when it ends. Output ends with \
+             the exit code. Use read_file, grep, glob and list_files rather than cat, grep or \
+             find.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The command line to run."},
+                    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 600000, "description": "Timeout in milliseconds. Default 120000."}
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        )
+    }
+    fn class(&self) -> ToolClass {
+        ToolClass::Exec
+    }
+    fn offer(&self) -> Option<Offer> {
+        Some(Offer::Commands)
+    }
+    fn describe(&self, input: &Value) -> String {
+        handler::field(input, "command").to_string()
+    }
+    fn title(&self, input: &Value) -> Option<String> {
+        // The whole command, so the dangerous part is never cut away.
+        let command = input.get("command").and_then(Value::as_str)?;
+        Some(format!("bash: {}", handler::visible_line(command)))
+    }
+    fn run<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        bench: &'a dyn Workbench,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let Some(fut) = client_command(&input, ctx).and_then(|c| bench.run_command(c)) else {
+                return run(input, ctx).await;
+            };
+            let r = fut.await;
+            if ctx.cancel.is_cancelled() {
+                ToolOutput::error(r.content).with_meta(ToolMeta {
+                    cancelled: true,
+                    ..Default::default()
+                })
+            } else if r.is_error {
+                ToolOutput::error(r.content)
+            } else {
+                ToolOutput::ok(r.content)
+            }
+        })
+    }
+}
+
+/// A call as the client would run it; `None` when the input has no command (the tool then
+/// answers with its own error).
+fn client_command(input: &Value, ctx: &ToolContext) -> Option<CommandRun> {
+    let command = input.get("command")?.as_str()?.trim();
+    if command.is_empty() {
+        return None;
+    }
+    let timeout_ms = input
+        .get("timeout_ms")
+        .and_then(Value::as_u64)
+        .unwrap_or(ctx.limits.bash_timeout_ms)
+        .clamp(1, ctx.limits.bash_max_timeout_ms.max(1));
+    Some(CommandRun {
+        tool_call_id: ctx.call_id.clone().unwrap_or_default(),
+        command: command.to_string(),
+        cwd: ctx.root.path().to_path_buf(),
+        timeout_ms,
+        output_limit: ctx.limits.output_max_chars as u64,
+        cancel: ctx.cancel.clone(),
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,31 @@
+//! The built-in tools, one file each. Adding a tool means one new file here and one line in
+//! [`all`].
+
+mod bash;
+mod edit_file;
+mod glob;
+mod grep;
+mod list_files;
+mod read_file;
+mod remember;
+mod todo_write;
+mod write_file;
+
+pub use todo_write::{TodoItem, TodoStatus, todos_in};
+
+use super::handler::Handler;
+
+/// The built-in tools, in the order the model sees them.
+pub fn all() -> Vec<Handler> {
+    vec![
+        Handler::new(read_file::ReadFile),
+        Handler::new(list_files::ListFiles),
+        Handler::new(glob::Glob),
+        Handler::new(grep::Grep),
+        Handler::new(edit_file::EditFile),
+        Handler::new(write_file::WriteFile),
+        Handler::new(bash::Bash),
+        Handler::new(remember::Remember),
+        Handler::new(todo_write::TodoWrite),
+    ]
+}

@@ -1,0 +1,130 @@
+//! `write_file`: creates a file or replaces its whole text.
+
+use std::path::Path;
+
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::fsroot::EntryKind;
+use crate::fsroot::Root;
+use crate::message::ToolSpec;
+use crate::tools::handler::{self, Risk, Tool, Workbench};
+use crate::tools::util;
+use crate::tools::write::{self, EditPreview, PlannedWrite};
+use crate::tools::{ToolClass, ToolContext, ToolOutput, Touch};
+
+#[derive(Deserialize)]
+struct WriteInput {
+    path: String,
+    content: String,
+}
+
+/// `write_file`.
+pub(super) struct WriteFile;
+
+impl Tool for WriteFile {
+    fn name(&self) -> &'static str {
+        "write_file"
+    }
+    fn spec(&self) -> ToolSpec {
+        handler::spec(
+            "write_file",
+            "Create a file, or replace a file's whole content. Parent folders are created. \
+             Replacing an existing file requires having read it in this session; prefer \
+             edit_file for changes to existing files.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File to write, relative to the workspace root."},
+                    "content": {"type": "string", "description": "The complete new content of the file."}
+                },
+                "required": ["path", "content"],
+                "additionalProperties": false
+            }),
+        )
+    }
+    fn class(&self) -> ToolClass {
+        ToolClass::Edit
+    }
+    fn path_arg(&self) -> Option<&'static str> {
+        Some("path")
+    }
+    fn needs_read(&self) -> bool {
+        true
+    }
+    fn touch(&self) -> Option<Touch> {
+        Some(Touch::File("path"))
+    }
+    fn risk(&self, input: &Value, root: &Root) -> Option<Risk> {
+        write::risk(input, root)
+    }
+    fn plan(&self, input: &Value, ctx: &ToolContext) -> Option<Result<PlannedWrite, ToolOutput>> {
+        Some(util::parse("write_file", input.clone()).and_then(|i| plan(i, ctx)))
+    }
+    fn run<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        bench: &'a dyn Workbench,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let plan = util::parse("write_file", input).and_then(|i| plan(i, ctx));
+            write::apply(plan, ctx, bench).await
+        })
+    }
+    fn describe(&self, input: &Value) -> String {
+        format!(
+            "{} ({} bytes)",
+            handler::field(input, "path"),
+            handler::field(input, "content").len()
+        )
+    }
+    fn preview(&self, input: &Value, root: &Root) -> Option<EditPreview> {
+        let i: WriteInput = serde_json::from_value(input.clone()).ok()?;
+        let rel = root.relative(Path::new(i.path.trim())).ok()?;
+        let old_text = write::current_text(root, &rel)?;
+        Some(EditPreview {
+            rel_path: rel,
+            old_text,
+            new_text: i.content,
+            line: 1,
+        })
+    }
+}
+
+fn plan(input: WriteInput, ctx: &ToolContext) -> Result<PlannedWrite, ToolOutput> {
+    let rel = util::resolve(ctx, &input.path)?;
+    let shown = util::show(&rel);
+    if rel == Path::new(".") {
+        return Err(ToolOutput::error(
+            "write_file needs a file path, not the workspace root",
+        ));
+    }
+    match ctx.root.kind(&rel).map_err(|e| util::fs_error(&shown, e))? {
+        None => Ok(PlannedWrite {
+            rel_path: rel,
+            old_text: None,
+            summary: format!("created {shown} ({} bytes)", input.content.len()),
+            new_text: input.content,
+            base: None,
+        }),
+        Some(EntryKind::File) => {
+            let stamp = write::check_fresh(ctx, &rel, &shown, "overwrite")?;
+            let old = ctx
+                .root
+                .read_text(&rel, write::EDIT_MAX_CHARS)
+                .map(|r| r.text)
+                .map_err(|e| util::fs_error(&shown, e))?;
+            Ok(PlannedWrite {
+                rel_path: rel,
+                old_text: Some(old),
+                summary: format!("wrote {shown} ({} bytes)", input.content.len()),
+                new_text: input.content,
+                base: Some(stamp),
+            })
+        }
+        Some(EntryKind::Dir) => Err(ToolOutput::error(format!("{shown} is a folder"))),
+        Some(EntryKind::Other) => Err(ToolOutput::error(format!("{shown} is not a regular file"))),
+    }
+}

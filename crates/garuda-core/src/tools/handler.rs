@@ -1,0 +1,260 @@
+//! What a built-in tool is: one type per tool (in `builtin/`) that declares everything the rest
+//! of Garuda asks about it (name, spec, class, editor kind, the paths it touches, its risk) and
+//! runs it. The registry holds these handlers; nothing outside `tools/` matches a tool by name.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use super::registry::Touch;
+use super::write::{EditPreview, PlannedWrite};
+use super::{ToolClass, ToolContext, ToolOutput};
+use crate::fsroot::Root;
+use crate::message::ToolSpec;
+use crate::prompt::Offer;
+
+/// What a client-side tool (or a command in the client's terminal) returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientToolResult {
+    /// Text for the model.
+    pub content: String,
+    /// True on failure.
+    pub is_error: bool,
+}
+
+/// A `bash` call the client runs in a terminal of its own (ACP `terminal/*`).
+#[derive(Debug, Clone)]
+pub struct CommandRun {
+    /// The tool call.
+    pub tool_call_id: String,
+    /// The command line, run by `bash -c`.
+    pub command: String,
+    /// The workspace root, where it runs.
+    pub cwd: PathBuf,
+    /// Milliseconds before it is killed.
+    pub timeout_ms: u64,
+    /// Largest output kept, in bytes.
+    pub output_limit: u64,
+    /// Cancelled with the turn: the host kills the command.
+    pub cancel: tokio_util::sync::CancellationToken,
+}
+
+/// What the client lends a running tool: its buffers, its edits, its terminals. Each answers
+/// `None` when the client does not offer it (the tool then does the work itself).
+pub trait Workbench: Send + Sync {
+    /// The text of `path` as the editor holds it, unsaved changes included.
+    fn read_text(&self, _path: PathBuf) -> Option<BoxFuture<'static, Result<String, String>>> {
+        None
+    }
+    /// Replaces the whole text of `path` in the editor; answers whether it was applied.
+    fn apply_edit(
+        &self,
+        _path: PathBuf,
+        _old_text: Option<String>,
+        _new_text: String,
+    ) -> Option<BoxFuture<'static, Result<(), String>>> {
+        None
+    }
+    /// Runs a command in the client's terminal (offered only where that is no weaker than
+    /// Garuda's own runner: a session without a sandbox).
+    fn run_command(&self, _run: CommandRun) -> Option<BoxFuture<'static, ClientToolResult>> {
+        None
+    }
+}
+
+/// A workbench that lends nothing: every tool does its own work.
+pub struct NoWorkbench;
+
+impl Workbench for NoWorkbench {}
+
+/// The editor's icon for a call (the ACP tool kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolKind {
+    /// Reads files or data.
+    Read,
+    /// Changes files.
+    Edit,
+    /// Searches.
+    Search,
+    /// Runs commands.
+    Execute,
+    /// Thinks or plans.
+    Think,
+    /// Anything else.
+    Other,
+}
+
+impl ToolKind {
+    /// The kind a tool of `class` shows when it declares none (client and MCP tools).
+    pub fn of(class: ToolClass) -> ToolKind {
+        match class {
+            ToolClass::Read => ToolKind::Read,
+            ToolClass::Search => ToolKind::Search,
+            ToolClass::Edit => ToolKind::Edit,
+            ToolClass::Exec => ToolKind::Execute,
+            ToolClass::Todo => ToolKind::Think,
+            ToolClass::Memory | ToolClass::Session | ToolClass::Other => ToolKind::Other,
+        }
+    }
+}
+
+/// A path an edit would change that deserves a second look, and why.
+pub type Risk = (PathBuf, String);
+
+/// One built-in tool. Defaults describe a tool that reads nothing in particular and has no
+/// editor-side form; each tool overrides what it has.
+pub trait Tool: Send + Sync + 'static {
+    /// The name the model calls it by.
+    fn name(&self) -> &'static str;
+    /// What the model sees (bytes fixed: they sit in the cached prompt prefix).
+    fn spec(&self) -> ToolSpec;
+    /// What it does, for the approval policy and compaction.
+    fn class(&self) -> ToolClass;
+    /// The editor's icon.
+    fn kind(&self) -> ToolKind {
+        ToolKind::of(self.class())
+    }
+    /// The input field naming the one workspace file it reads or writes.
+    fn path_arg(&self) -> Option<&'static str> {
+        None
+    }
+    /// It refuses to change a file the model has not read.
+    fn needs_read(&self) -> bool {
+        false
+    }
+    /// Which input names the place it works in (nested instructions, rules).
+    fn touch(&self) -> Option<Touch> {
+        None
+    }
+    /// The prompt line it makes true.
+    fn offer(&self) -> Option<Offer> {
+        None
+    }
+    /// A short account of a call's input, for titles and logs (`name: ` is added).
+    fn describe(&self, input: &Value) -> String;
+    /// The approval title, where it must differ from the cut description (a command is
+    /// shown whole, so the dangerous part is never cut away).
+    fn title(&self, _input: &Value) -> Option<String> {
+        None
+    }
+    /// The path a call would change that needs a second look (links resolved).
+    fn risk(&self, _input: &Value, _root: &Root) -> Option<Risk> {
+        None
+    }
+    /// What the call would change, for an editor to draw before it runs.
+    fn preview(&self, _input: &Value, _root: &Root) -> Option<EditPreview> {
+        None
+    }
+    /// The 1-based line the call starts at, when its input names one.
+    fn line(&self, _input: &Value) -> Option<u32> {
+        None
+    }
+    /// The write a call would make, planned without writing (tools that change one file).
+    fn plan(&self, _input: &Value, _ctx: &ToolContext) -> Option<Result<PlannedWrite, ToolOutput>> {
+        None
+    }
+    /// Runs the call. Never panics: bad input and refusals are error outputs.
+    fn run<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        bench: &'a dyn Workbench,
+    ) -> BoxFuture<'a, ToolOutput>;
+}
+
+/// A registered built-in tool: shared, compared and shown by name.
+#[derive(Clone)]
+pub struct Handler(Arc<dyn Tool>);
+
+impl Handler {
+    /// Wraps a tool.
+    pub fn new(tool: impl Tool) -> Handler {
+        Handler(Arc::new(tool))
+    }
+}
+
+impl std::ops::Deref for Handler {
+    type Target = dyn Tool;
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
+impl fmt::Debug for Handler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Handler({})", self.0.name())
+    }
+}
+
+impl PartialEq for Handler {
+    fn eq(&self, other: &Handler) -> bool {
+        self.0.name() == other.0.name()
+    }
+}
+
+impl Eq for Handler {}
+
+/// Runs blocking filesystem work off the async workers.
+pub(crate) async fn blocking(
+    name: &'static str,
+    input: Value,
+    ctx: &ToolContext,
+    work: fn(Value, &ToolContext) -> ToolOutput,
+) -> ToolOutput {
+    let ctx = ctx.clone();
+    match tokio::task::spawn_blocking(move || work(input, &ctx)).await {
+        Ok(out) => out,
+        Err(e) => ToolOutput::error(format!("{name} failed internally: {e}")),
+    }
+}
+
+/// A spec from its parts.
+pub(crate) fn spec(name: &str, description: &str, input_schema: Value) -> ToolSpec {
+    ToolSpec {
+        name: name.to_string(),
+        description: description.to_string(),
+        input_schema,
+    }
+}
+
+/// The string field `k` of a call's input (empty when absent).
+pub(crate) fn field<'a>(input: &'a Value, k: &str) -> &'a str {
+    input.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The `path` of a call, or `.` for the root.
+pub(crate) fn path_or_root(input: &Value) -> String {
+    match field(input, "path") {
+        "" => ".".to_string(),
+        p => p.to_string(),
+    }
+}
+
+/// A search pattern and where it looks.
+pub(crate) fn with_path(pattern: &str, path: &str) -> String {
+    if path.is_empty() {
+        pattern.to_string()
+    } else {
+        format!("{pattern} in {path}")
+    }
+}
+
+/// `s` on one line with every character visible: line breaks show as ` ⏎ `, tabs as spaces,
+/// other control characters (escape sequences that could erase what precedes them) as
+/// `\u{..}`, so a terminal cannot be tricked by it.
+pub(crate) fn visible_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str(" ⏎ "),
+            '\r' => {}
+            '\t' => out.push(' '),
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    out
+}

@@ -1,0 +1,96 @@
+//! Ignore-aware walks beneath the root that never follow links, shared by `list_files`,
+//! `glob` and `grep`.
+
+use std::path::{Path, PathBuf};
+
+use globset::{GlobBuilder, GlobMatcher};
+use ignore::WalkBuilder;
+
+use super::util;
+use super::{ToolContext, ToolMeta, ToolOutput};
+
+/// A walker over `base` that honours .gitignore, .ignore and git excludes (even outside a git
+/// repository), shows hidden files but never descends into `.git`, and never follows links.
+pub(crate) fn walker(base: &Path, max_depth: Option<usize>) -> WalkBuilder {
+    let mut b = WalkBuilder::new(base);
+    b.follow_links(false)
+        .hidden(false)
+        .require_git(false)
+        .max_depth(max_depth)
+        .filter_entry(|e| e.file_name() != ".git");
+    b
+}
+
+/// A glob over paths relative to the search folder; a pattern without `/` matches file names
+/// at any depth, as in .gitignore.
+pub(crate) fn compile_glob(pattern: &str) -> Result<GlobMatcher, String> {
+    let p = pattern.trim().trim_start_matches("./");
+    let p = if p.contains('/') {
+        p.to_string()
+    } else {
+        format!("**/{p}")
+    };
+    GlobBuilder::new(&p)
+        .literal_separator(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| format!("invalid glob pattern {pattern:?}: {e}"))
+}
+
+pub(crate) fn cancelled() -> ToolOutput {
+    let mut out = ToolOutput::error("cancelled");
+    out.meta.cancelled = true;
+    out
+}
+
+/// Joins sorted entries, capped by count and characters, with a note when cut.
+pub(crate) fn finish(
+    entries: Vec<String>,
+    ctx: &ToolContext,
+    empty: &str,
+    narrower: &str,
+) -> ToolOutput {
+    if entries.is_empty() {
+        return ToolOutput::ok(empty.to_string());
+    }
+    let total = entries.len();
+    let mut out = String::new();
+    let mut shown = 0;
+    for e in &entries {
+        if shown >= ctx.limits.max_results || out.len() + e.len() + 1 > ctx.limits.output_max_chars
+        {
+            break;
+        }
+        out.push_str(e);
+        out.push('\n');
+        shown += 1;
+    }
+    let mut meta = ToolMeta::default();
+    if shown < total {
+        meta.truncated = true;
+        out.push_str(&format!(
+            "[{shown} of {total} entries shown; use {narrower} to see the rest]"
+        ));
+    }
+    ToolOutput::ok(out).with_meta(meta)
+}
+
+/// Root-relative paths of the files beneath `base` (already checked to lie in the root).
+pub(crate) fn files_under(ctx: &ToolContext, base: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    let mut within = ctx.root.within();
+    for item in walker(base, None).build() {
+        if ctx.cancel.is_cancelled() {
+            break;
+        }
+        let Ok(entry) = item else { continue };
+        if entry.file_type().is_some_and(|t| t.is_file())
+            && let Some(r) = util::rel_of(ctx, entry.path())
+            && within.contains(&r)
+        {
+            v.push(r);
+        }
+    }
+    v.sort();
+    v
+}
