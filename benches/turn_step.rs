@@ -87,6 +87,8 @@ fn bench(c: &mut Criterion) {
         commands: None,
         sandbox: garuda_core::sandbox::session_runner(&Default::default(), ws_dir.path()).1,
         mcp: None,
+        skills: Default::default(),
+        skill_dirs: None,
     };
     let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
     let host: Arc<dyn garuda_core::turn::TurnHost> = Arc::new(NullHost);

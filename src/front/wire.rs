@@ -269,6 +269,8 @@ pub fn meta_name(m: MessageMeta) -> &'static str {
         MessageMeta::ModelNote => "model_note",
         MessageMeta::GitState => "git_state",
         MessageMeta::Nudge => "nudge",
+        MessageMeta::RestoredSkill => "restored_skill",
+        MessageMeta::SkillNote => "skill_note",
         MessageMeta::Unknown => "unknown",
     }
 }

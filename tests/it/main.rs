@@ -20,5 +20,6 @@ mod pipeline;
 mod sandbox;
 mod server;
 mod sim_provider;
+mod skills;
 mod turns;
 mod worker;

@@ -85,6 +85,8 @@ pub struct Config {
     pub mcp_servers: BTreeMap<String, crate::mcp::McpServerConfig>,
     /// MCP settings for all servers (`[mcp]`).
     pub mcp: crate::mcp::McpSettings,
+    /// Skills (`[skills]`, user config only: it may read the user's `~/.claude/skills`).
+    pub skills: crate::skills::SkillSettings,
 }
 
 /// Context pipeline and compaction settings (`[context]`).

@@ -14,6 +14,7 @@ pub mod prompt;
 pub mod provider;
 pub mod sandbox;
 pub mod session;
+pub mod skills;
 pub mod tools;
 pub mod turn;
 pub mod workspace;

@@ -169,6 +169,24 @@ impl Engine {
         let mut tools =
             crate::tools::ToolRegistry::with_options(client_tools, self.config.context.snip)
                 .map_err(|e| EngineError::Invalid(e.to_string()))?;
+        let skill_dirs = self.config.skills.enabled.then(|| {
+            let config_dir = crate::config::Config::user_path();
+            let config_dir = config_dir.as_deref().and_then(std::path::Path::parent);
+            crate::skills::SkillDirs::of_user(config_dir, self.config.skills.claude_user)
+        });
+        let skills = std::sync::Arc::new(match &skill_dirs {
+            Some(dirs) => crate::skills::discover(&ws.root, dirs),
+            None => crate::skills::SkillSet::default(),
+        });
+        warnings.extend(skills.warnings.iter().cloned());
+        if !skills.skills.is_empty() && tools.get(crate::tools::SKILL_TOOL).is_some() {
+            warnings.push(format!(
+                "a client tool is called {}: the workspace's skills are not offered",
+                crate::tools::SKILL_TOOL
+            ));
+        } else {
+            tools = tools.with_skills(skills.clone());
+        }
         let (commands, sandbox) =
             crate::sandbox::session_runner(&self.config.sandbox, ws.root.path());
         if let Some(crate::sandbox::Unconfined::Unavailable(why)) = &sandbox.unconfined {
@@ -209,6 +227,8 @@ impl Engine {
                 view_policy: Default::default(),
                 compact: self.config.context.compact_policy(),
                 mcp,
+                skills,
+                skill_dirs,
             },
             warnings,
         ))

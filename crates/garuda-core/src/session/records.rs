@@ -44,6 +44,10 @@ pub enum MessageMeta {
     GitState,
     /// The `<garuda_note>` suggesting `snip` after the context grew (context_efficiency).
     Nudge,
+    /// A skill the model had loaded, restored after compaction.
+    RestoredSkill,
+    /// A `<garuda_note>` saying the skills on disk changed since the session started.
+    SkillNote,
     /// A meta value written by a newer Garuda; treated like an ordinary message.
     #[serde(other)]
     Unknown,

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::fsroot::{FileStamp, Root};
 
-pub use builtin::{TodoItem, TodoStatus, todos_in};
+pub use builtin::{SKILL_TOOL, SkillTool, TodoItem, TodoStatus, skill_text, todos_in};
 pub use handler::{
     ClientToolResult, CommandRun, Handler, NoWorkbench, Risk, Tool, ToolKind, Workbench,
 };
@@ -268,6 +268,9 @@ pub struct ToolContext {
     pub call_id: Option<String>,
     /// How `bash` runs commands (`None`: this root cannot run commands, e.g. `/`).
     pub commands: Option<Arc<crate::sandbox::CommandRunner>>,
+    /// Folders outside the root that `read_file` may read by absolute path: those of the
+    /// user's skills the model loaded.
+    pub readable: Arc<Mutex<Vec<PathBuf>>>,
 }
 
 impl ToolContext {
@@ -286,6 +289,7 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             state_dir: None,
             call_id: None,
+            readable: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -294,6 +298,14 @@ impl ToolContext {
         ToolContext {
             call_id: Some(id.to_string()),
             ..self.clone()
+        }
+    }
+
+    /// Lets `read_file` read files beneath `folder` (a loaded skill of the user's).
+    pub fn allow_reads_in(&self, folder: &Path) {
+        let mut r = self.readable.lock().unwrap_or_else(|e| e.into_inner());
+        if !r.iter().any(|f| f == folder) {
+            r.push(folder.to_path_buf());
         }
     }
 

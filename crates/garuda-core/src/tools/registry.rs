@@ -291,6 +291,30 @@ impl ToolRegistry {
         Ok(self)
     }
 
+    /// This registry with the `skill` tool over `set` (replacing an earlier one), after the
+    /// built-in tools; without it when `set` holds no skill.
+    pub fn with_skills(mut self, set: std::sync::Arc<crate::skills::SkillSet>) -> ToolRegistry {
+        self.entries
+            .retain(|e| e.offer != Some(Offer::Skills) || !e.is_builtin());
+        if set.skills.is_empty() {
+            return self;
+        }
+        let at = self
+            .entries
+            .iter()
+            .rposition(ToolEntry::is_builtin)
+            .map_or(0, |i| i + 1);
+        let tool = Handler::new(super::SkillTool::new(set));
+        self.entries.insert(at, ToolEntry::builtin(tool));
+        self
+    }
+
+    /// True when `name` is the session's `skill` tool.
+    pub fn is_skill(&self, name: &str) -> bool {
+        self.get(name)
+            .is_some_and(|e| e.is_builtin() && e.offer == Some(Offer::Skills))
+    }
+
     /// This registry without its MCP tools and search tool (to add a changed list).
     pub fn without_mcp(&self) -> ToolRegistry {
         ToolRegistry {

@@ -916,6 +916,7 @@ impl<'a> Compaction<'a> {
         let files: Vec<FileSnapshot> = snaps.iter().map(|s| s.file.clone()).collect();
         let transcript = self.state.file.path().display().to_string();
         let edited = edited_paths(session, &self.state.records);
+        let skills = super::skills::snapshots(session, &self.state.records);
         // The start note comes back with today's date when the day changed.
         let git = git_note(&self.state.records)
             .map(|n| crate::workspace::restate_date(&n, &crate::workspace::today()));
@@ -941,6 +942,7 @@ impl<'a> Compaction<'a> {
                 summary_usage: (usage != Usage::default()).then_some(usage),
                 references,
                 edited: &edited,
+                skills: &skills,
             })
         };
         let summary = &written.summary;

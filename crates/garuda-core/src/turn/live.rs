@@ -111,6 +111,10 @@ pub struct SessionSetup {
     pub sandbox: crate::sandbox::CommandSandbox,
     /// The session's MCP servers, started before its tools were fixed (None: no servers).
     pub mcp: Option<crate::mcp::McpHub>,
+    /// The skills found at its start (listed in the `skill` tool).
+    pub skills: Arc<crate::skills::SkillSet>,
+    /// Where skills are looked for (None: skills are off).
+    pub skill_dirs: Option<crate::skills::SkillDirs>,
 }
 
 impl SessionSetup {
@@ -168,6 +172,8 @@ pub struct SessionState {
     /// Nested instruction files and path-scoped rules: touched paths, what is in force and
     /// what the model has.
     pub scope: super::scoped::ScopeState,
+    /// The skills on disk when a change was last noted (so one change is noted once).
+    pub skills_noted: Option<Vec<crate::skills::SkillStamp>>,
     /// Message records in `records`, published for readers that must not wait.
     message_count: Arc<AtomicU64>,
 }
@@ -237,16 +243,22 @@ pub struct LiveSession {
     model_note: std::sync::atomic::AtomicBool,
     /// The tools now: `setup.tools` until a compaction installs a changed MCP tool list.
     tools: Mutex<Arc<ToolRegistry>>,
+    /// The skills now: `setup.skills` until a compaction installs the list on disk.
+    skills: Mutex<Arc<crate::skills::SkillSet>>,
+    /// Folders outside the root `read_file` may read: loaded skills of the user's.
+    pub readable: Arc<Mutex<Vec<std::path::PathBuf>>>,
     /// The transcript holds a message of the user's own.
     user_words: std::sync::atomic::AtomicBool,
 }
 
-/// The tool registry a compaction would install, and the MCP list behind it.
+/// The tool registry a compaction would install, and the MCP list and skills behind it.
 pub(crate) struct NextTools {
     /// The registry.
     pub(crate) registry: Arc<ToolRegistry>,
     /// The MCP tools to install in the hub with it (None: unchanged).
     pub(crate) mcp: Option<Vec<crate::mcp::McpTool>>,
+    /// The skills on disk now (None: unchanged).
+    pub(crate) skills: Option<Arc<crate::skills::SkillSet>>,
 }
 
 /// The running operation of a session: the session's state, exclusively, until it drops.
@@ -292,6 +304,8 @@ impl LiveSession {
         let message_count = Arc::new(AtomicU64::new(count as u64));
         let setup_tools = setup.tools.clone();
         let todos = super::todo::replay(&records, &setup.tools);
+        let readable = super::skills::readable(&records, &setup.tools, &setup.skills);
+        let skills = setup.skills.clone();
         let user_words = records
             .iter()
             .filter_map(Record::as_message)
@@ -312,6 +326,7 @@ impl LiveSession {
                 learned_limit: crate::session::tokens::learned_limit(&records),
                 nudge_since: None,
                 collapse_failures: 0,
+                skills_noted: None,
                 scope: super::scoped::ScopeState::replay(
                     &records,
                     &setup.tools,
@@ -334,6 +349,8 @@ impl LiveSession {
             always_allow: Mutex::new(HashSet::new()),
             running: Mutex::new(None),
             tools: Mutex::new(Arc::new(setup_tools)),
+            skills: Mutex::new(skills),
+            readable: Arc::new(Mutex::new(readable)),
             user_words: std::sync::atomic::AtomicBool::new(user_words),
         }
     }
@@ -542,43 +559,71 @@ impl LiveSession {
         self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// The skills the session lists now.
+    pub fn skills(&self) -> Arc<crate::skills::SkillSet> {
+        self.skills
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// The registry a compaction would install: the current one, or one with the MCP tools
-    /// the servers list now when a `tools/list_changed` changed them.
+    /// the servers list now when a `tools/list_changed` changed them, and with the skills on
+    /// disk now when they changed.
     pub(crate) fn next_tools(&self) -> NextTools {
-        let current = self.tools();
-        let unchanged = |registry| NextTools {
-            registry,
+        let mut next = NextTools {
+            registry: self.tools(),
             mcp: None,
+            skills: None,
         };
-        let Some(hub) = &self.setup.mcp else {
-            return unchanged(current);
-        };
-        if !hub.has_tool_changes() {
-            return unchanged(current);
-        }
-        let fresh = hub.current_tools();
-        let specs: Vec<ToolSpec> = fresh.iter().map(|t| t.spec.clone()).collect();
-        let plan = crate::mcp::defer::plan(
-            &specs,
-            self.setup.model_info.context_window,
-            hub.defer_share(),
-        );
-        match current.without_mcp().with_mcp(&fresh, &plan) {
-            Ok(r) => NextTools {
-                registry: Arc::new(r),
-                mcp: Some(fresh),
-            },
-            Err(e) => {
-                tracing::warn!(target: "garuda::mcp", "changed MCP tools not installed: {e}");
-                unchanged(current)
+        if let Some(hub) = &self.setup.mcp
+            && hub.has_tool_changes()
+        {
+            let fresh = hub.current_tools();
+            let specs: Vec<ToolSpec> = fresh.iter().map(|t| t.spec.clone()).collect();
+            let plan = crate::mcp::defer::plan(
+                &specs,
+                self.setup.model_info.context_window,
+                hub.defer_share(),
+            );
+            match next.registry.without_mcp().with_mcp(&fresh, &plan) {
+                Ok(r) => {
+                    next.registry = Arc::new(r);
+                    next.mcp = Some(fresh);
+                }
+                Err(e) => {
+                    tracing::warn!(target: "garuda::mcp", "changed MCP tools not installed: {e}");
+                }
             }
         }
+        if let Some(dirs) = &self.setup.skill_dirs {
+            let root = &self.setup.workspace.root;
+            let offered = next.registry.get(crate::tools::SKILL_TOOL);
+            let ours = offered.is_none_or(|e| next.registry.is_skill(&e.spec.name));
+            if ours
+                && !self
+                    .skills()
+                    .changes(&crate::skills::scan(root, dirs))
+                    .is_empty()
+            {
+                let fresh = Arc::new(crate::skills::discover(root, dirs));
+                next.registry = Arc::new((*next.registry).clone().with_skills(fresh.clone()));
+                next.skills = Some(fresh);
+            }
+        }
+        next
     }
 
     /// Installs what [`Self::next_tools`] gave, with the rebuilt prompt (a compaction).
     pub(crate) fn install_tools(&self, next: NextTools) {
+        let changed = next.mcp.is_some() || next.skills.is_some();
         if let (Some(list), Some(hub)) = (next.mcp, &self.setup.mcp) {
             hub.install_tools(list);
+        }
+        if let Some(skills) = next.skills {
+            *self.skills.lock().unwrap_or_else(|p| p.into_inner()) = skills;
+        }
+        if changed {
             *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = next.registry;
         }
     }

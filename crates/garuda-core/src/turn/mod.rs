@@ -11,6 +11,7 @@ mod ops;
 mod run;
 mod scoped;
 mod side;
+mod skills;
 mod todo;
 mod view;
 mod worker;

@@ -272,6 +272,7 @@ impl<'a> Turn<'a> {
         // Nested instructions changed on disk since the last turn.
         let scoped = super::scoped::scoped_note(session, state)?;
         state.append(scoped)?;
+        super::skills::change_note(session, state)?;
         let user = MessageRecord::new(Role::User, input, state.last_message_id());
         outcome.message_ids.push(user.uuid.clone());
         state.append(vec![Record::Message(user)])?;
@@ -288,6 +289,7 @@ impl<'a> Turn<'a> {
             state_dir: Some(session.setup.view_policy.tool_results_dir.clone()),
             call_id: None,
             commands: session.setup.commands.clone(),
+            readable: session.readable.clone(),
         };
         Ok(Turn {
             session,

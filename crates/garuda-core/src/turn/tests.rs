@@ -181,6 +181,8 @@ fn fixture(policy: Policy, window: u64, answers: Vec<Answer>) -> Fixture {
         commands: workspace_runner.0,
         sandbox: workspace_runner.1,
         mcp: None,
+        skills: Default::default(),
+        skill_dirs: None,
     };
     Fixture {
         _state: state,

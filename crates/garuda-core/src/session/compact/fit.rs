@@ -21,8 +21,8 @@ pub struct KeptPlan {
     pub chars: usize,
 }
 
-/// Metas of messages an installation writes afresh (restored files, the todo list,
-/// instruction and model notes, the git state) or drops (snip nudges): earlier copies of them
+/// Metas of messages an installation writes afresh (restored files and skills, the todo list,
+/// instruction and model notes, the git state) or drops (snip nudges, skill-change notes): earlier copies of them
 /// are left out of a new installation.
 fn regenerated(meta: Option<MessageMeta>) -> bool {
     matches!(
@@ -34,6 +34,8 @@ fn regenerated(meta: Option<MessageMeta>) -> bool {
                 | MessageMeta::ModelNote
                 | MessageMeta::GitState
                 | MessageMeta::Nudge
+                | MessageMeta::RestoredSkill
+                | MessageMeta::SkillNote
         )
     )
 }

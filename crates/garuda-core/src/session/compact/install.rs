@@ -34,6 +34,15 @@ pub struct FileSnapshot {
     pub content: String,
 }
 
+/// A skill the model loaded, re-read from disk for restoration (most recent first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillSnapshot {
+    /// Its name.
+    pub name: String,
+    /// Its text as the `skill` tool gives it.
+    pub text: String,
+}
+
 /// A restoration decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Restored {
@@ -89,6 +98,62 @@ pub fn select_restored_files(
             path: f.path.clone(),
             content: fits.then(|| f.content.clone()),
         });
+    }
+    out
+}
+
+/// The restored skills' messages: most recent first, skipping those the kept part still
+/// holds, each cut to the per-skill budget and all within the skills' budget (seed 001:
+/// 5 000 and 25 000 tokens at 200 000, scaled with the window).
+pub fn select_restored_skills(
+    skills: &[SkillSnapshot],
+    kept: &[ViewMessage],
+    estimator: &TokenEstimator,
+    b: &super::Budgets,
+) -> Vec<String> {
+    let present: HashSet<&str> = kept
+        .iter()
+        .flat_map(|m| m.message.content.iter())
+        .filter_map(|blk| match blk {
+            Block::ToolUse { input, .. } => input.get("name").and_then(|v| v.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut total = 0u64;
+    let mut out = Vec::new();
+    for s in skills {
+        if present.contains(s.name.as_str()) {
+            continue;
+        }
+        let room = b
+            .restore_skill
+            .min(b.restore_skills_total.saturating_sub(total));
+        if room == 0 {
+            break;
+        }
+        let mut text = format!(
+            "<restored_skill name=\"{}\">\nYou loaded this skill before the compaction; keep \
+             following it:\n{}\n</restored_skill>",
+            s.name, s.text
+        );
+        let mut t = estimator.estimate(text.chars().count());
+        if t > room {
+            let cut = |head: &str| {
+                format!(
+                    "<restored_skill name=\"{}\">\nYou loaded this skill before the compaction; \
+                     keep following it. Its text is cut here: load it again with the skill tool \
+                     for the rest.\n{head}\n</restored_skill>",
+                    s.name
+                )
+            };
+            let room_chars = (room as f64 * estimator.chars_per_token()) as usize;
+            let chars = room_chars.saturating_sub(cut("").chars().count() + 1);
+            let head: String = s.text.chars().take(chars).collect();
+            text = cut(&head);
+            t = estimator.estimate(text.chars().count());
+        }
+        total += t;
+        out.push(text);
     }
     out
 }
@@ -273,6 +338,8 @@ pub struct InstallInput<'a> {
     pub references: &'a [(String, String)],
     /// Every file the session's tools created or changed, oldest first (from the transcript).
     pub edited: &'a [String],
+    /// The skills the model loaded, re-read from disk, most recent first.
+    pub skills: &'a [SkillSnapshot],
 }
 
 /// A planned installation.
@@ -392,6 +459,16 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
         if r.content.is_some() {
             restored.push((r.path.clone(), msgs[i].uuid.clone()));
         }
+    }
+    for text in select_restored_skills(input.skills, kept, input.estimator, b) {
+        push(
+            &mut msgs,
+            Role::User,
+            vec![Block::text(text)],
+            Some(MessageMeta::RestoredSkill),
+            now,
+            None,
+        );
     }
     if let Some(t) = todo_text {
         push(

@@ -28,9 +28,9 @@ pub use handoff::{
     todo_note,
 };
 pub use install::{
-    FileSnapshot, InstallInput, Installation, REFERENCES_OPEN, Reattach, Restored, SummaryText,
-    TodoEntry, plan_installation, previous_summary, restored_file_text, select_restored_files,
-    summary_intro, with_references,
+    FileSnapshot, InstallInput, Installation, REFERENCES_OPEN, Reattach, Restored, SkillSnapshot,
+    SummaryText, TodoEntry, plan_installation, previous_summary, restored_file_text,
+    select_restored_files, select_restored_skills, summary_intro, with_references,
 };
 pub use pinned::{Pinned, UserWords, cut_with_marker, origins, pin, user_messages};
 pub use relief::{auto_collapse_span, collapse_start, nudge_due, nudge_text, span_user_words};
@@ -197,7 +197,16 @@ pub struct Budgets {
     pub restore_file: u64,
     /// Most tokens of all restored files.
     pub restore_total: u64,
+    /// Most tokens of one restored skill.
+    pub restore_skill: u64,
+    /// Most tokens of all restored skills.
+    pub restore_skills_total: u64,
 }
+
+/// Most tokens of one skill restored after compaction (seed 001), at large windows.
+pub const SKILL_TOKENS: u64 = 5_000;
+/// Most tokens of all restored skills (seed 001), at large windows.
+pub const SKILLS_TOTAL_TOKENS: u64 = 25_000;
 
 /// The budgets at `window`. Restoration scales with the window: a quarter of it in all and
 /// a fortieth per file, which at 200 000 tokens are the seed's 50 000 and 5 000; the
@@ -215,6 +224,8 @@ pub fn budgets(window: u64, max_output: u64, policy: &CompactPolicy) -> Budgets 
         restore_files: policy.restore_files,
         restore_file: policy.restore_file_tokens.min(window / 40),
         restore_total: policy.restore_total_tokens.min(window / 4),
+        restore_skill: SKILL_TOKENS.min(window / 40),
+        restore_skills_total: SKILLS_TOTAL_TOKENS.min(window / 8),
     }
 }
 

@@ -378,7 +378,40 @@ fn install(
         summary_usage: None,
         references: &[],
         edited: &[],
+        skills: &[],
     })
+}
+
+#[test]
+fn loaded_skills_come_back_within_their_budgets_most_recent_first() {
+    let e = TokenEstimator::default();
+    let b = budgets(200_000, 8_000, &CompactPolicy::default());
+    assert_eq!((b.restore_skill, b.restore_skills_total), (5_000, 25_000));
+    let small = budgets(40_000, 8_000, &CompactPolicy::default());
+    assert_eq!(
+        (small.restore_skill, small.restore_skills_total),
+        (1_000, 5_000)
+    );
+    let skill = |name: &str, chars: usize| SkillSnapshot {
+        name: name.into(),
+        text: format!("<skill name=\"{name}\">{}</skill>", "s".repeat(chars)),
+    };
+    let skills = [
+        skill("recent", 100),
+        skill("huge", 100_000),
+        skill("old", 100),
+    ];
+    let out = select_restored_skills(&skills, &[], &e, &b);
+    assert_eq!(out.len(), 3);
+    assert!(out[0].starts_with("<restored_skill name=\"recent\">"));
+    // One skill over its budget is cut to it, with a note to load it again.
+    assert!(out[1].contains("load it again") && e.estimate(out[1].chars().count()) <= 5_000);
+    assert!(out[2].contains("name=\"old\""));
+    // Six large skills stop at the total.
+    let many: Vec<SkillSnapshot> = (0..8).map(|i| skill(&format!("s{i}"), 30_000)).collect();
+    let out = select_restored_skills(&many, &[], &e, &b);
+    let total: u64 = out.iter().map(|t| e.estimate(t.chars().count())).sum();
+    assert!(total <= 25_000 && out.len() < 8, "{total} {}", out.len());
 }
 
 fn kept_at(v: &View, steps: usize) -> KeptPlan {

@@ -8,14 +8,17 @@ mod grep;
 mod list_files;
 mod read_file;
 mod remember;
+mod skill;
 mod todo_write;
 mod write_file;
 
+pub use skill::{SKILL_TOOL, SkillTool, skill_text};
 pub use todo_write::{TodoItem, TodoStatus, todos_in};
 
 use super::handler::Handler;
 
-/// The built-in tools, in the order the model sees them.
+/// The built-in tools every session has, in the order the model sees them (tools built from
+/// what a session finds at its start, like `skill`, follow them).
 pub fn all() -> Vec<Handler> {
     vec![
         Handler::new(read_file::ReadFile),

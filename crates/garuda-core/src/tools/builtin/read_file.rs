@@ -101,14 +101,18 @@ fn unchanged_stub(shown: &str, anchor: &Anchor) -> String {
     )
 }
 
-/// Reads an absolute path inside the state folder (tool-result side files), if that is what
-/// the model asked for.
+/// Reads an absolute path outside the root that the session may read: inside the state
+/// folder (tool-result side files) or a loaded skill's folder, if that is what the model asked
+/// for.
 fn read_state_file(input: &Input, ctx: &ToolContext) -> Option<ToolOutput> {
-    let dir = ctx.state_dir.as_ref()?;
     let p = Path::new(input.path.trim());
     if !p.is_absolute() || p.starts_with(ctx.root.path()) {
         return None;
     }
+    if let Some(out) = read_skill_file(p, input, ctx) {
+        return Some(out);
+    }
+    let dir = ctx.state_dir.as_ref()?;
     let dir = std::fs::canonicalize(dir).ok()?;
     let abs = std::fs::canonicalize(p).ok()?;
     if !abs.starts_with(&dir) || !abs.is_file() {
@@ -120,6 +124,26 @@ fn read_state_file(input: &Input, ctx: &ToolContext) -> Option<ToolOutput> {
     };
     let total = bytes.len() as u64;
     Some(render(&bytes, total, input, ctx, &input.path).0)
+}
+
+/// A file beneath a loaded skill's folder, read through a root at that folder (so a link
+/// cannot lead out of it).
+fn read_skill_file(p: &Path, input: &Input, ctx: &ToolContext) -> Option<ToolOutput> {
+    let folders = ctx
+        .readable
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let folder = folders.iter().find(|f| p.starts_with(f))?;
+    let rel = p.strip_prefix(folder).ok()?;
+    let root = match crate::fsroot::Root::open(folder) {
+        Ok(r) => r,
+        Err(e) => return Some(util::fs_error(&input.path, e)),
+    };
+    match root.read_bytes(rel, SCAN_CAP) {
+        Ok((bytes, total)) => Some(render(&bytes, total, input, ctx, &input.path).0),
+        Err(e) => Some(util::fs_error(&input.path, e)),
+    }
 }
 
 /// Formats the requested lines like `cat -n`, within the line and byte caps; also says

@@ -1,0 +1,139 @@
+//! The Agent Skills format, pure: a `SKILL.md` with YAML frontmatter (`name`, `description`,
+//! optional `allowed-tools`) and a body of instructions.
+
+use crate::prompt::sources::{FrontmatterError, split_frontmatter};
+
+/// Longest name kept (the Agent Skills format allows 64 characters).
+const MAX_NAME: usize = 64;
+/// Longest description kept in the tool's list (the format allows 1 024 characters).
+const MAX_DESCRIPTION: usize = 1024;
+
+/// What a `SKILL.md` declares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillHead {
+    /// Its name, as the model calls it.
+    pub name: String,
+    /// When to use it (one entry of the tool's list).
+    pub description: String,
+    /// The tools it expects (informational: Garuda's approvals still decide).
+    pub allowed_tools: Vec<String>,
+}
+
+/// Reads a `SKILL.md`: its head and its body. `folder` (the folder's name) is the name when
+/// the frontmatter gives none.
+pub fn parse_skill(text: &str, folder: &str) -> Result<(SkillHead, String), FrontmatterError> {
+    let Some((yaml, body)) = split_frontmatter(text)? else {
+        return Err(FrontmatterError {
+            line: 1,
+            message: "no frontmatter: a SKILL.md starts with `---`, then `name:` and \
+                      `description:`, then `---`"
+                .into(),
+        });
+    };
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).map_err(|e| {
+        let msg = e.to_string();
+        FrontmatterError {
+            // Lines of the frontmatter start on the file's second line.
+            line: e.location().map_or(1, |l| l.line() + 1),
+            message: msg.split(" at line ").next().unwrap_or(&msg).to_string(),
+        }
+    })?;
+    let serde_yaml_ng::Value::Mapping(map) = value else {
+        return Err(FrontmatterError {
+            line: 2,
+            message: "the frontmatter is not a mapping of keys to values".into(),
+        });
+    };
+    let line_of = |key: &str| {
+        yaml.lines()
+            .position(|l| l.trim_start().starts_with(&format!("{key}:")))
+            .map_or(2, |i| i + 2)
+    };
+    let text_of = |key: &str| -> Result<Option<String>, FrontmatterError> {
+        match map.get(key) {
+            None | Some(serde_yaml_ng::Value::Null) => Ok(None),
+            Some(serde_yaml_ng::Value::String(s)) => Ok(Some(one_line(s))),
+            Some(_) => Err(FrontmatterError {
+                line: line_of(key),
+                message: format!("`{key}` must be a string"),
+            }),
+        }
+    };
+    let name = text_of("name")?.unwrap_or_else(|| folder.to_string());
+    if name.is_empty() || name.chars().count() > MAX_NAME || name.contains(char::is_whitespace) {
+        return Err(FrontmatterError {
+            line: line_of("name"),
+            message: format!(
+                "`name` must be one word of at most {MAX_NAME} characters (lowercase letters, \
+                 digits and hyphens), not {name:?}"
+            ),
+        });
+    }
+    let Some(description) = text_of("description")?.filter(|d| !d.is_empty()) else {
+        return Err(FrontmatterError {
+            line: line_of("description"),
+            message: "`description` is missing: it says when to use the skill".into(),
+        });
+    };
+    let description: String = description.chars().take(MAX_DESCRIPTION).collect();
+    let allowed_tools = match map.get("allowed-tools") {
+        None | Some(serde_yaml_ng::Value::Null) => Vec::new(),
+        Some(serde_yaml_ng::Value::String(s)) => s
+            .split([',', ' '])
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect(),
+        Some(serde_yaml_ng::Value::Sequence(items)) => items
+            .iter()
+            .filter_map(|i| i.as_str().map(str::to_string))
+            .collect(),
+        Some(_) => {
+            return Err(FrontmatterError {
+                line: line_of("allowed-tools"),
+                message: "`allowed-tools` must be a list of tool names".into(),
+            });
+        }
+    };
+    let head = SkillHead {
+        name,
+        description,
+        allowed_tools,
+    };
+    Ok((head, body.trim_start_matches(['\n', '\r']).to_string()))
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_agent_skills_format() {
+        let text = "---\nname: pdf-forms\ndescription: >\n  Fill PDF forms.\n  Use for any PDF.\nallowed-tools: Read, Bash\n---\n\n# Steps\nRun it.\n";
+        let (head, body) = parse_skill(text, "folder").unwrap();
+        assert_eq!(head.name, "pdf-forms");
+        assert_eq!(head.description, "Fill PDF forms. Use for any PDF.");
+        assert_eq!(head.allowed_tools, ["Read", "Bash"]);
+        assert_eq!(body, "# Steps\nRun it.\n");
+        let (head, _) = parse_skill("---\ndescription: d\n---\nbody", "from-folder").unwrap();
+        assert_eq!(head.name, "from-folder");
+    }
+
+    #[test]
+    fn malformed_frontmatter_names_the_line() {
+        let missing = parse_skill("---\nname: x\n---\nbody", "x").unwrap_err();
+        assert!(missing.message.contains("description"), "{missing}");
+        let bad = parse_skill("---\nname: x\ndescription: [unclosed\n---\n", "x").unwrap_err();
+        assert!(bad.line >= 3, "{bad}");
+        let spaced = parse_skill("---\nname: two words\ndescription: d\n---\n", "x").unwrap_err();
+        assert_eq!(spaced.line, 2, "{spaced}");
+        let none = parse_skill("# no frontmatter\n", "x").unwrap_err();
+        assert_eq!(none.line, 1);
+        let open = parse_skill("---\nname: x\n", "x").unwrap_err();
+        assert!(open.message.contains("never closed"), "{open}");
+    }
+}
