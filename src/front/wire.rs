@@ -511,6 +511,9 @@ pub fn event_out(e: TurnEvent) -> w::TurnEvent {
                 kind: f.kind,
                 message: f.message,
             }),
+            cost_usd: None,
+            structured_output: None,
+            steps: None,
         },
     }
 }

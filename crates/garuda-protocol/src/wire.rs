@@ -297,6 +297,27 @@ pub enum Approval {
     rename_all_fields = "camelCase"
 )]
 pub enum TurnEvent {
+    /// `garuda exec --json` only, its first line: what the run is. The native front never
+    /// sends it (`session/new` and `context/inspect` answer the same questions).
+    Init {
+        /// The session the run's turns go to.
+        session_id: String,
+        /// The workspace root.
+        workspace: String,
+        /// The model spec.
+        model: String,
+        /// The tools offered to the model, in the registry's order.
+        tools: Vec<String>,
+        /// Where commands run.
+        sandbox: crate::SandboxReport,
+        /// `ask`, `auto-edit` or `full-auto`.
+        approval_policy: String,
+        /// The session this one was forked from (`--fork`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        forked_from: Option<String>,
+        /// True when the run continues a stored session (`--session`, `--continue`, `--fork`).
+        resumed: bool,
+    },
     /// A model request is about to be sent.
     StepStarted {
         /// 1-based step number within the turn.
@@ -382,9 +403,20 @@ pub enum TurnEvent {
         /// Summed usage of every step.
         usage: Usage,
         /// What went wrong, when `stopReason` is `error` (and, from `garuda exec`, when it
-        /// stopped for an approval no one could give).
+        /// stopped for an approval no one could give or its answer did not match
+        /// `--output-schema`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<TurnFailure>,
+        /// `garuda exec` only: the cost of `usage` in US dollars, when the config names the
+        /// model's prices.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        /// `garuda exec --output-schema` only: the final answer, parsed and valid.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        structured_output: Option<Value>,
+        /// `garuda exec` only: model requests the run made (what `--max-turns` counts).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        steps: Option<u32>,
     },
 }
 
@@ -394,7 +426,8 @@ pub enum TurnEvent {
 pub struct TurnFailure {
     /// A stable name: a provider error's kind (`config`, `auth`, `rateLimited`, `overloaded`,
     /// `server`, `promptTooLong`, `cut`, `timeout`, `http`, `decode`, `replay`), or `store`,
-    /// `invalid`, `messageTooLarge`, `cancelled`; from `garuda exec` also `approvalRequired`.
+    /// `invalid`, `messageTooLarge`, `cancelled`; from `garuda exec` also `approvalRequired`,
+    /// `schema` (the answer did not match `--output-schema`), `maxTurns`, `maxBudget`.
     pub kind: String,
     /// What happened, for a person.
     pub message: String,
