@@ -64,7 +64,9 @@ enum Command {
     ///
     /// Exit codes: 0 done, 1 the turn failed (provider error), 2 usage or configuration error,
     /// 3 stopped because a tool call needed approval and no one could be asked (no terminal;
-    /// use --policy), 130 cancelled (Ctrl-C).
+    /// use --policy), 4 the answer did not match --output-schema (after one repair request),
+    /// 5 the step limit was reached (--max-turns, or the built-in 50), 6 --max-budget-usd was
+    /// reached, 130 cancelled (Ctrl-C, SIGINT), 143 ended by SIGTERM.
     Exec {
         /// Model spec, e.g. anthropic/claude-sonnet-4-5, ollama/qwen3-coder, replay:PATH (default: `model` in config.toml).
         #[arg(long, value_name = "SPEC")]
@@ -84,6 +86,21 @@ enum Command {
         /// Continue the workspace's latest session.
         #[arg(long = "continue", short = 'c', conflicts_with = "session")]
         continue_latest: bool,
+        /// Start a new session from a copy of this session's history; the original stays as it is.
+        #[arg(long, value_name = "ID", conflicts_with_all = ["session", "continue_latest"])]
+        fork: Option<String>,
+        /// A JSON Schema file: the final answer is asked for in that shape, validated (one repair request), and printed alone on stdout (with --json: `finished.structuredOutput`).
+        #[arg(long, value_name = "FILE")]
+        output_schema: Option<PathBuf>,
+        /// Most model requests in this run; reaching it stops with stop reason `max_turns` (exit 5).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        max_turns: Option<u32>,
+        /// No further model request once the run's cost reaches this many US dollars (exit 6); needs the model's prices in config.toml.
+        #[arg(long, value_name = "USD")]
+        max_budget_usd: Option<f64>,
+        /// `text` (the prompt) or `stream-json`: one user message per line on stdin, each a turn of the same session (needs --json).
+        #[arg(long, value_name = "FORMAT", default_value = "text")]
+        input_format: InputFormat,
         /// The workspace folder (default: current folder) followed by the prompt; a single argument is the prompt.
         #[arg(num_args = 0..=2, value_name = "[DIR] [PROMPT|-]")]
         args: Vec<String>,
@@ -106,6 +123,15 @@ enum Command {
         #[arg(long)]
         methods: bool,
     },
+}
+
+/// How `garuda exec` reads its user messages.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum InputFormat {
+    /// The PROMPT argument (or stdin), one turn.
+    Text,
+    /// JSON lines on stdin, one turn each.
+    StreamJson,
 }
 
 fn init_logs(cli: &Cli) -> anyhow::Result<()> {
@@ -212,6 +238,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             record,
             session,
             continue_latest,
+            fork,
+            output_schema,
+            max_turns,
+            max_budget_usd,
+            input_format,
             args,
         } => exec(
             load_config(&cli)?,
@@ -222,6 +253,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 record: record.clone(),
                 session: session.clone(),
                 continue_latest: *continue_latest,
+                fork: fork.clone(),
+                output_schema: output_schema.clone(),
+                max_turns: *max_turns,
+                max_budget_usd: *max_budget_usd,
+                input_format: *input_format,
                 args: args.clone(),
                 config: cli.config.clone(),
             },
@@ -364,6 +400,11 @@ struct ExecArgs {
     record: Option<PathBuf>,
     session: Option<String>,
     continue_latest: bool,
+    fork: Option<String>,
+    output_schema: Option<PathBuf>,
+    max_turns: Option<u32>,
+    max_budget_usd: Option<f64>,
+    input_format: InputFormat,
     args: Vec<String>,
     /// `--config`, to name the file in messages.
     config: Option<PathBuf>,
@@ -396,19 +437,33 @@ fn exec_stdin(prompt_arg: Option<&str>) -> anyhow::Result<Option<String>> {
 }
 
 fn exec(cfg: Config, a: ExecArgs) -> anyhow::Result<u8> {
-    use garuda::front::exec::{self as fx, EXIT_TURN_FAILED, EXIT_USAGE, ExecHost};
-    use garuda_core::engine::{Engine, EngineError, NewSession, ResumeSession};
-    use garuda_core::message::Block;
+    use garuda::front::exec::{self as fx, EXIT_USAGE, OutputSchema};
+    use garuda_core::engine::{Engine, EngineError, ResumeSession};
+    // Bubblewrap's probe (or its cache check) runs beside the config, workspace, git state
+    // and prompt work below instead of in front of the first request.
+    probe_sandbox_early();
     let usage = |m: String| {
         eprintln!("garuda exec: {m}");
         Ok(EXIT_USAGE)
     };
-    let (dir, prompt_arg) = match a.args.as_slice() {
-        [] => (None, None),
-        [prompt] => (None, Some(prompt.as_str())),
-        [dir, prompt] => (Some(PathBuf::from(dir)), Some(prompt.as_str())),
+    let stream = a.input_format == InputFormat::StreamJson;
+    let (dir, prompt_arg) = match (a.args.as_slice(), stream) {
+        ([], _) => (None, None),
+        ([dir], true) => (Some(PathBuf::from(dir)), None),
+        ([prompt], false) => (None, Some(prompt.as_str())),
+        ([dir, prompt], false) => (Some(PathBuf::from(dir)), Some(prompt.as_str())),
+        (_, true) => {
+            return usage(
+                "--input-format stream-json reads the messages from stdin: usage: garuda exec --json --input-format stream-json [DIR]".into(),
+            );
+        }
         _ => return usage("usage: garuda exec [DIR] PROMPT".into()),
     };
+    if stream && !a.json {
+        return usage(
+            "--input-format stream-json needs --json (each message's events end with its `finished` line)".into(),
+        );
+    }
     let policy = match a
         .policy
         .as_deref()
@@ -418,24 +473,57 @@ fn exec(cfg: Config, a: ExecArgs) -> anyhow::Result<u8> {
         Ok(p) => p,
         Err(e) => return usage(format!("--policy: {e} (config key: approval.policy)")),
     };
-    let prompt = match fx::compose_prompt(prompt_arg, exec_stdin(prompt_arg)?.as_deref()) {
-        Ok(p) => p,
+    if let Some(b) = a.max_budget_usd
+        && !(b.is_finite() && b > 0.0)
+    {
+        return usage(format!(
+            "--max-budget-usd {b}: give a positive amount of US dollars"
+        ));
+    }
+    let schema = match a
+        .output_schema
+        .as_deref()
+        .map(OutputSchema::load)
+        .transpose()
+    {
+        Ok(s) => s,
         Err(m) => return usage(m),
+    };
+    let prompt = if stream {
+        None
+    } else {
+        match fx::compose_prompt(prompt_arg, exec_stdin(prompt_arg)?.as_deref()) {
+            Ok(p) => Some(p),
+            Err(m) => return usage(m),
+        }
     };
     let config_file = a.config.clone().or_else(Config::user_path).map_or_else(
         || "$XDG_CONFIG_HOME/garuda/config.toml".to_string(),
         |p| p.display().to_string(),
     );
     let rt = runtime()?;
-    rt.block_on(async move {
+    let code = rt.block_on(async move {
         let engine = Engine::new(cfg, config::state_dir(), Arc::new(|_| {}), false);
-        let config_error = |e: EngineError, source: &str| {
-            eprintln!("garuda exec: {source}{e}");
-            Ok(EXIT_USAGE)
+        let not_found = |id: &str, flag: &str| {
+            format!(
+                "{flag}: no session {id} (sessions are kept in {})",
+                config::state_dir().join("sessions").display()
+            )
         };
-        let resume = match (&a.session, a.continue_latest) {
-            (Some(id), _) => Some(id.clone()),
-            (None, true) => {
+        let resume = match (&a.session, &a.fork, a.continue_latest) {
+            (Some(id), _, _) => Some(id.clone()),
+            (None, Some(id), _) => match engine.fork_session(id, None) {
+                Ok(new_id) => Some(new_id),
+                Err(
+                    EngineError::SessionNotFound(_)
+                    | EngineError::Store(
+                        garuda_core::session::StoreError::InvalidId(_)
+                        | garuda_core::session::StoreError::NotFound(_),
+                    ),
+                ) => return usage(not_found(id, "--fork")),
+                Err(e) => return Err(e.into()),
+            },
+            (None, None, true) => {
                 let ws = engine.open_workspace(dir.as_deref().unwrap_or(Path::new(".")))?;
                 match engine.latest_session(&ws.id)? {
                     Some(id) => Some(id),
@@ -447,8 +535,9 @@ fn exec(cfg: Config, a: ExecArgs) -> anyhow::Result<u8> {
                     }
                 }
             }
-            (None, false) => None,
+            (None, None, false) => None,
         };
+        let flag = if a.fork.is_some() { "--fork" } else { "--session" };
         let (live, warnings) = match resume {
             Some(id) => {
                 let req = ResumeSession {
@@ -464,14 +553,10 @@ fn exec(cfg: Config, a: ExecArgs) -> anyhow::Result<u8> {
                             garuda_core::session::StoreError::InvalidId(_)
                             | garuda_core::session::StoreError::NotFound(_),
                         ),
-                    ) => {
-                        return usage(format!(
-                            "--session: no session {id} (sessions are kept in {})",
-                            config::state_dir().join("sessions").display()
-                        ));
-                    }
+                    ) => return usage(not_found(&id, flag)),
                     Err(e @ (EngineError::Config(_) | EngineError::NoModel | EngineError::Provider(_))) => {
-                        return config_error(e, "");
+                        eprintln!("garuda exec: {e}");
+                        return Ok(EXIT_USAGE);
                     }
                     Err(e) => return Err(e.into()),
                 };
@@ -479,7 +564,7 @@ fn exec(cfg: Config, a: ExecArgs) -> anyhow::Result<u8> {
                     && m != live.model_spec()
                 {
                     return usage(format!(
-                        "--model {m}: session {id} uses {}; a session keeps its model (start a new one without --session/--continue)",
+                        "--model {m}: session {id} uses {}; a session keeps its model (start a new one without {flag}/--continue)",
                         live.model_spec()
                     ));
                 }
@@ -495,63 +580,83 @@ fn exec(cfg: Config, a: ExecArgs) -> anyhow::Result<u8> {
                 }
                 (live, warnings)
             }
-            None => {
-                let ws = engine.open_workspace(dir.as_deref().unwrap_or(Path::new(".")))?;
-                let (model, source) = match (a.model.clone(), engine.configured_model(&ws)) {
-                    (Some(m), _) => {
-                        let source = format!("--model {m}: ");
-                        (m, source)
-                    }
-                    (None, Some(m)) => {
-                        let source = format!("`model = \"{m}\"` in {config_file}: ");
-                        (m, source)
-                    }
-                    (None, None) => {
-                        return usage(format!(
-                            "no model: pass --model SPEC (e.g. anthropic/claude-sonnet-4-5, ollama/qwen3-coder, or replay:PATH to play a recorded cassette offline) or set `model = \"...\"` in {config_file}"
-                        ));
-                    }
-                };
-                let req = NewSession {
-                    model: Some(model),
-                    policy,
-                    record: a.record.clone(),
-                    origin: garuda_core::session::SessionOrigin::Exec,
-                    ..Default::default()
-                };
-                match engine.new_session(&ws.id, req) {
-                    Ok(s) => s,
-                    Err(e @ (EngineError::Config(_) | EngineError::NoModel | EngineError::Provider(_))) => {
-                        return config_error(e, &source);
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
+            None => match new_exec_session(&engine, dir.as_deref(), &a, policy, &config_file) {
+                Ok(s) => s,
+                Err(m) => return usage(m),
+            },
         };
         for w in warnings {
             eprintln!("warning: {w}");
         }
-        if !a.json {
-            eprintln!("[session {}]", live.id());
+        if a.max_budget_usd.is_some() && live.model().info.prices.is_none() {
+            return usage(format!(
+                "--max-budget-usd needs the prices of {m}: set input_price and output_price (US dollars per million tokens) under [models.\"{m}\"] in {config_file}",
+                m = live.model_spec()
+            ));
         }
-        let cancel = tokio_util::sync::CancellationToken::new();
-        let on_signal = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                on_signal.cancel();
-            }
-        });
-        let host = ExecHost::new(a.json, cancel.clone());
-        match engine
-            .run_turn(live.id(), vec![Block::text(prompt)], host.clone(), cancel)
-            .await
-        {
-            Ok(out) => Ok(host.exit_code(out.stop_reason)),
-            Err(e) => {
-                eprintln!("garuda exec: {e}");
-                Ok(EXIT_TURN_FAILED)
-            }
+        let run = fx::ExecRun {
+            engine: &engine,
+            live: &live,
+            json: a.json,
+            schema: schema.as_ref(),
+            max_turns: a.max_turns,
+            max_budget_usd: a.max_budget_usd,
+            forked_from: a.fork.clone(),
+            resumed: a.session.is_some() || a.continue_latest || a.fork.is_some(),
+        };
+        let inputs = match prompt {
+            Some(p) => fx::Inputs::one(p),
+            None => fx::Inputs::stdin_lines(),
+        };
+        Ok(run.run(inputs, terminated()).await)
+    });
+    // Whatever ended the run, no command outlives it.
+    garuda_core::sandbox::kill_all();
+    // A blocked stdin reader (stream-json) must not keep the process alive.
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    code
+}
+
+/// The session a plain `garuda exec` starts: the folder's workspace, `--model` or the
+/// configured model. `Err`: a usage or configuration error, worded for the person.
+fn new_exec_session(
+    engine: &garuda_core::engine::Engine,
+    dir: Option<&Path>,
+    a: &ExecArgs,
+    policy: Option<garuda_core::tools::Policy>,
+    config_file: &str,
+) -> Result<(Arc<garuda_core::turn::LiveSession>, Vec<String>), String> {
+    use garuda_core::engine::{EngineError, NewSession};
+    let ws = engine
+        .open_workspace(dir.unwrap_or(Path::new(".")))
+        .map_err(|e| e.to_string())?;
+    let (model, source) = match (a.model.clone(), engine.configured_model(&ws)) {
+        (Some(m), _) => {
+            let source = format!("--model {m}: ");
+            (m, source)
         }
+        (None, Some(m)) => {
+            let source = format!("`model = \"{m}\"` in {config_file}: ");
+            (m, source)
+        }
+        (None, None) => {
+            return Err(format!(
+                "no model: pass --model SPEC (e.g. anthropic/claude-sonnet-4-5, ollama/qwen3-coder, or replay:PATH to play a recorded cassette offline) or set `model = \"...\"` in {config_file}"
+            ));
+        }
+    };
+    let req = NewSession {
+        model: Some(model),
+        policy,
+        record: a.record.clone(),
+        origin: garuda_core::session::SessionOrigin::Exec,
+        ..Default::default()
+    };
+    engine.new_session(&ws.id, req).map_err(|e| match e {
+        e @ (EngineError::Config(_) | EngineError::NoModel | EngineError::Provider(_)) => {
+            format!("{source}{e}")
+        }
+        e => e.to_string(),
     })
 }
 

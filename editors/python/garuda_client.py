@@ -33,7 +33,7 @@ from urllib.parse import unquote, urlparse
 __all__ = [
     "GarudaClient", "GarudaError", "METHOD_NOT_FOUND", "ConsoleApprover", "parse_answer",
     "apply_workspace_edit", "proposed_change", "unified_diff", "selection_block",
-    "render_history", "explain", "reap_orphans",
+    "render_history", "explain", "reap_orphans", "run_exec", "ExecResult",
 ]
 
 METHOD_NOT_FOUND = -32601
@@ -490,6 +490,14 @@ class GarudaClient:
         """`turn/run` -> {stopReason, usage, messageIds}."""
         return self.run_turn_async(session_id, text, context).result(timeout)
 
+    def fork_session(self, session_id: str, at_message_id: Optional[str] = None) -> str:
+        """`session/fork`: a new session with a copy of this one's history (up to and
+        including at_message_id, else all of it); the original stays as it is. -> the new id."""
+        p: dict = {"sessionId": session_id}
+        if at_message_id:
+            p["atMessageId"] = at_message_id
+        return self.request("session/fork", p)["sessionId"]
+
     def cancel(self, session_id: str) -> dict:
         """`turn/cancel` -> {ok}."""
         return self.request("turn/cancel", {"sessionId": session_id})
@@ -541,6 +549,70 @@ class GarudaClient:
         if self._stderr is None and self.proc.stderr:
             self.proc.stderr.close()
         return code
+
+
+class ExecResult:
+    """One `garuda exec --json` run: `init` (sessionId, workspace, model, tools, sandbox,
+    approvalPolicy, forkedFrom, resumed), every event, the last `finished` (stopReason, usage,
+    costUsd, steps, error, structuredOutput) and the exit code (README: exit codes)."""
+
+    def __init__(self, code: int, events: list, stderr: str):
+        self.code = code
+        self.events = events
+        self.stderr = stderr
+        kinds = [e.get("event", {}) for e in events]
+        self.init = next((e for e in kinds if e.get("kind") == "init"), None)
+        self.finished = next((e for e in reversed(kinds) if e.get("kind") == "finished"), None)
+
+    @property
+    def session_id(self) -> Optional[str]:
+        return self.init["sessionId"] if self.init else None
+
+    @property
+    def structured_output(self) -> Any:
+        return (self.finished or {}).get("structuredOutput")
+
+    @property
+    def text(self) -> str:
+        """The answer text of every step, joined."""
+        return "".join(e["event"]["text"] for e in self.events
+                       if e.get("event", {}).get("kind") == "textDelta")
+
+
+def run_exec(prompt: str, root: str = ".", model: Optional[str] = None,
+             policy: Optional[str] = None, session: Optional[str] = None,
+             continue_latest: bool = False, fork: Optional[str] = None,
+             output_schema: Optional[dict] = None, max_turns: Optional[int] = None,
+             max_budget_usd: Optional[float] = None, bin: Optional[str] = None,
+             env: Optional[dict] = None, timeout: Optional[float] = None) -> ExecResult:
+    """Runs one headless turn with `garuda exec --json` (what `turn/run` has no parameters
+    for: an output schema validated with one repair request, a step limit, a spending limit,
+    forking; `GarudaClient.fork_session` forks natively). output_schema is a JSON Schema
+    (a dict); the parsed answer is `result.structured_output`."""
+    import tempfile
+    argv = [bin or _default_bin(), "exec", "--json"]
+    for flag, value in (("--model", model), ("--policy", policy), ("--session", session),
+                        ("--fork", fork), ("--max-turns", max_turns),
+                        ("--max-budget-usd", max_budget_usd)):
+        if value is not None:
+            argv += [flag, str(value)]
+    if continue_latest:
+        argv.append("--continue")
+    schema_file = None
+    try:
+        if output_schema is not None:
+            fd, schema_file = tempfile.mkstemp(prefix="garuda-schema-", suffix=".json")
+            with os.fdopen(fd, "w") as f:
+                json.dump(output_schema, f)
+            argv += ["--output-schema", schema_file]
+        argv += ["--", root, prompt]
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=env,
+                           timeout=timeout)
+    finally:
+        if schema_file:
+            os.unlink(schema_file)
+    events = [json.loads(line) for line in p.stdout.decode().splitlines() if line.strip()]
+    return ExecResult(p.returncode, events, p.stderr.decode(errors="replace"))
 
 
 def _takes_two(fn) -> bool:

@@ -635,7 +635,7 @@ class RevokePermissionResult(TypedDict):
 
 
 class SandboxReport(TypedDict):
-    """What a session's commands run in (`context/inspect`)."""
+    """What a session's commands run in (`context/inspect`, `garuda exec`'s `init`)."""
 
     # Each command waits for the user's approval.
     commandsAsk: bool
@@ -802,6 +802,31 @@ class ToolSpec(TypedDict):
     name: str
 
 
+class _TurnEventInitRequired(TypedDict):
+    # `ask`, `auto-edit` or `full-auto`.
+    approvalPolicy: str
+    kind: Literal["init"]
+    # The model spec.
+    model: str
+    # True when the run continues a stored session (`--session`, `--continue`, `--fork`).
+    resumed: bool
+    # Where commands run.
+    sandbox: SandboxReport
+    # The session the run's turns go to.
+    sessionId: str
+    # The tools offered to the model, in the registry's order.
+    tools: List[str]
+    # The workspace root.
+    workspace: str
+
+
+class TurnEventInit(_TurnEventInitRequired, total=False):
+    """`garuda exec --json` only, its first line: what the run is. The native front never sends it (`session/new` and `context/inspect` answer the same questions)."""
+
+    # The session this one was forked from (`--fork`).
+    forkedFrom: Optional[str]
+
+
 class TurnEventStepStarted(TypedDict):
     """A model request is about to be sent."""
 
@@ -919,14 +944,20 @@ class _TurnEventFinishedRequired(TypedDict):
 class TurnEventFinished(_TurnEventFinishedRequired, total=False):
     """The turn ended."""
 
-    # What went wrong, when `stopReason` is `error` (and, from `garuda exec`, when it stopped for an approval no one could give).
+    # `garuda exec` only: the cost of `usage` in US dollars, when the config names the model's prices.
+    costUsd: Optional[float]
+    # What went wrong, when `stopReason` is `error` (and, from `garuda exec`, when it stopped for an approval no one could give or its answer did not match `--output-schema`).
     error: Union[TurnFailure, None]
+    # `garuda exec` only: model requests the run made (what `--max-turns` counts).
+    steps: Optional[int]
+    # `garuda exec --output-schema` only: the final answer, parsed and valid.
+    structuredOutput: Any
 
 
 class TurnFailure(TypedDict):
     """Why a turn failed, in its `finished` event."""
 
-    # A stable name: a provider error's kind (`config`, `auth`, `rateLimited`, `overloaded`, `server`, `promptTooLong`, `cut`, `timeout`, `http`, `decode`, `replay`), or `store`, `invalid`, `messageTooLarge`, `cancelled`; from `garuda exec` also `approvalRequired`.
+    # A stable name: a provider error's kind (`config`, `auth`, `rateLimited`, `overloaded`, `server`, `promptTooLong`, `cut`, `timeout`, `http`, `decode`, `replay`), or `store`, `invalid`, `messageTooLarge`, `cancelled`; from `garuda exec` also `approvalRequired`, `schema` (the answer did not match `--output-schema`), `maxTurns`, `maxBudget`.
     kind: str
     # What happened, for a person.
     message: str
@@ -1020,6 +1051,6 @@ McpServerState = Union[Literal["disabled"], Literal["starting"], Literal["ready"
 Policy = Union[Literal["ask"], Literal["auto-edit"], Literal["full-auto"]]
 Role = Union[Literal["user"], Literal["assistant"]]
 SessionOrigin = Union[Literal["serve"], Literal["acp"], Literal["exec"]]
-StopReason = Union[Literal["end_turn"], Literal["tool_use"], Literal["max_tokens"], Literal["stop_sequence"], Literal["refusal"], Literal["cancelled"], Literal["max_steps"], Literal["error"]]
+StopReason = Union[Literal["end_turn"], Literal["tool_use"], Literal["max_tokens"], Literal["stop_sequence"], Literal["refusal"], Literal["cancelled"], Literal["max_steps"], Literal["max_turns"], Literal["max_budget"], Literal["error"]]
 TodoStatus = Union[Literal["pending"], Literal["in_progress"], Literal["completed"]]
-TurnEvent = Union[TurnEventStepStarted, TurnEventTextDelta, TurnEventThinkingDelta, TurnEventToolCallStarted, TurnEventToolCallFinished, TurnEventUsage, TurnEventRetry, TurnEventTodos, TurnEventCompaction, TurnEventFinished]
+TurnEvent = Union[TurnEventInit, TurnEventStepStarted, TurnEventTextDelta, TurnEventThinkingDelta, TurnEventToolCallStarted, TurnEventToolCallFinished, TurnEventUsage, TurnEventRetry, TurnEventTodos, TurnEventCompaction, TurnEventFinished]

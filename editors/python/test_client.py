@@ -483,6 +483,36 @@ class ClientTest(unittest.TestCase):
         self.assertGreaterEqual(raw[0]["updated"], raw[0]["created"])
         self.assertEqual(self.g.list_sessions(ws), [], "headless runs are left out")
 
+    def test_fork_and_exec_runs_with_init_schema_and_max_turns(self):
+        ws, sid = self.session(text_line("first answer"), text_line("forked answer"))
+        self.g.run_turn(sid, "first question")
+        before = len(self.g.all_messages(sid))
+        fork = self.g.fork_session(sid)
+        self.assertNotEqual(fork, sid)
+        self.g.load_session(fork)
+        self.g.run_turn(fork, "in the fork")
+        self.assertEqual(len(self.g.all_messages(sid)), before)
+        self.assertGreater(len(self.g.all_messages(fork)), before)
+
+        schema = {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                  "required": ["ok"]}
+        model = self.cassette(text_line('{"ok": true}'))
+        r = garuda_client.run_exec("check", root=self.ws, model=model, output_schema=schema,
+                                   bin=BIN, env=self.env, timeout=60)
+        self.assertEqual(r.code, 0, r.stderr)
+        self.assertEqual(r.init["model"], model)
+        self.assertIn("read_file", r.init["tools"])
+        self.assertEqual(r.structured_output, {"ok": True})
+
+        model = self.cassette(tool_line("t1", "list_files", {}), text_line("never"))
+        r = garuda_client.run_exec("list", root=self.ws, model=model, max_turns=1, bin=BIN,
+                                   env=self.env, timeout=60)
+        self.assertEqual(r.code, 5, r.stderr)
+        self.assertEqual(r.finished["stopReason"], "max_turns")
+        r2 = garuda_client.run_exec("again", root=self.ws, fork=r.session_id, bin=BIN,
+                                    env=self.env, timeout=60, model=None)
+        self.assertEqual(r2.init["forkedFrom"], r.session_id)
+
     def test_generated_types_are_current(self):
         with open(gen_types.OUT, encoding="utf-8") as f:
             self.assertEqual(f.read(), gen_types.generate(), "run python3 gen_types.py")

@@ -112,6 +112,8 @@ pub fn stop_out(s: core::StopReason) -> w::StopReason {
         S::Refusal => w::StopReason::Refusal,
         S::Cancelled => w::StopReason::Cancelled,
         S::MaxSteps => w::StopReason::MaxSteps,
+        S::MaxTurns => w::StopReason::MaxTurns,
+        S::MaxBudget => w::StopReason::MaxBudget,
         S::Error => w::StopReason::Error,
     }
 }
@@ -511,6 +513,9 @@ pub fn event_out(e: TurnEvent) -> w::TurnEvent {
                 kind: f.kind,
                 message: f.message,
             }),
+            cost_usd: None,
+            structured_output: None,
+            steps: None,
         },
     }
 }

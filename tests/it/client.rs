@@ -40,6 +40,7 @@ pub struct Garuda {
 pub fn isolated_env(cmd: &mut Command, home: &Path) {
     cmd.env("XDG_CONFIG_HOME", home.join("config"))
         .env("XDG_STATE_HOME", home.join("state"))
+        .env("XDG_CACHE_HOME", home.join("cache"))
         .env("HOME", home)
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("OPENAI_API_KEY")

@@ -469,3 +469,520 @@ fn exec_takes_a_prompt_that_looks_like_a_flag_after_double_dash() {
     );
     assert_eq!(out.status.code(), Some(2));
 }
+
+const PRICES: &str =
+    "[models.\"anthropic/claude-sonnet-4-5\"]\ninput_price = 3.0\noutput_price = 15.0\n";
+
+/// Stored transcript lines of a session.
+fn transcript_lines(home: &Path, id: &str) -> usize {
+    let p = home
+        .join("state/garuda/sessions")
+        .join(format!("{id}.jsonl"));
+    std::fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .lines()
+        .count()
+}
+
+#[test]
+fn exec_json_starts_with_init_and_finishes_with_usage_and_cost() {
+    let usage = MockUsage {
+        input: 1000,
+        output: 100,
+        cache_creation: 200,
+        cache_read: 3000,
+    };
+    let mock = Mock::start(vec![MockReply::Sse(anthropic_text("Hi.", usage))]);
+    let home = tempfile::tempdir().expect("home");
+    crate::turns::write_config(home.path(), PRICES);
+    let ws = tempfile::tempdir().expect("ws");
+    let dir = ws.path().to_str().expect("utf8");
+    let out = run(
+        home.path(),
+        &mock.env(),
+        &["exec", "--json", "--policy", "auto-edit", dir, "hi"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let evs = events(&out);
+    let init = &evs[0]["event"];
+    assert_eq!(init["kind"], "init", "{init}");
+    assert_eq!(init["sessionId"], evs[0]["sessionId"]);
+    assert_eq!(init["model"], MODEL);
+    assert_eq!(init["approvalPolicy"], "auto-edit");
+    assert_eq!(init["resumed"], false);
+    let root = std::fs::canonicalize(ws.path()).expect("canon");
+    assert_eq!(init["workspace"], root.to_str().expect("utf8"));
+    let tools: Vec<&str> = init["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        tools.contains(&"read_file") && tools.contains(&"bash"),
+        "{tools:?}"
+    );
+    assert!(init["sandbox"]["mode"].is_string(), "{init}");
+    let fin = &evs.last().expect("events")["event"];
+    assert_eq!(fin["kind"], "finished");
+    assert_eq!(fin["stopReason"], "end_turn");
+    assert_eq!(fin["steps"], 1);
+    assert_eq!(fin["usage"]["inputTokens"], 1000, "{fin}");
+    assert_eq!(fin["usage"]["outputTokens"], 100);
+    assert_eq!(fin["usage"]["cacheCreationInputTokens"], 200);
+    assert_eq!(fin["usage"]["cacheReadInputTokens"], 3000);
+    // 1000 × 3 + 100 × 15 + 200 × 3.75 + 3000 × 0.3, per million tokens.
+    let cost = fin["costUsd"].as_f64().expect("cost");
+    assert!((cost - 0.00615).abs() < 1e-9, "{cost}");
+    // Exactly one finished line: the core's own is folded into the run's.
+    let finished = evs
+        .iter()
+        .filter(|e| e["event"]["kind"] == "finished")
+        .count();
+    assert_eq!(finished, 1);
+}
+
+fn schema_file(dir: &Path) -> String {
+    let p = dir.join("schema.json");
+    std::fs::write(
+        &p,
+        r#"{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",
+            "properties":{"ok":{"type":"boolean"},"files":{"type":"array","items":{"type":"string"}}},
+            "required":["ok"],"additionalProperties":false}"#,
+    )
+    .expect("schema");
+    p.display().to_string()
+}
+
+#[test]
+fn exec_output_schema_validates_repairs_once_then_fails() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_text("Sure, it is fine.", MockUsage::new(10, 2))),
+        MockReply::Sse(anthropic_text(
+            r#"{"ok": true, "files": ["a.rs"]}"#,
+            MockUsage::new(10, 2),
+        )),
+        MockReply::Sse(anthropic_text(r#"{"ok": "yes"}"#, MockUsage::new(10, 2))),
+        MockReply::Sse(anthropic_text("still prose", MockUsage::new(10, 2))),
+    ]);
+    let home = tempfile::tempdir().expect("home");
+    let ws = tempfile::tempdir().expect("ws");
+    let dir = ws.path().to_str().expect("utf8");
+    let schema = schema_file(home.path());
+    let env = mock.env();
+
+    // Prose first, then a valid answer after the repair request: stdout is the object alone.
+    let out = run(
+        home.path(),
+        &env,
+        &[
+            "exec",
+            "--model",
+            MODEL,
+            "--output-schema",
+            &schema,
+            dir,
+            "check it",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "{\"ok\":true,\"files\":[\"a.rs\"]}\n");
+    let bodies = mock.rec.bodies();
+    // The provider's structured output carries the schema, and so does the message.
+    assert_eq!(bodies[0]["output_format"]["type"], "json_schema");
+    assert_eq!(
+        bodies[0]["output_format"]["schema"]["required"][0], "ok",
+        "{}",
+        bodies[0]
+    );
+    assert!(bodies[0].to_string().contains("<output_format>"));
+    let headers = mock.rec.headers();
+    assert!(
+        headers[0]
+            .iter()
+            .any(|(k, v)| k == "anthropic-beta" && v.contains("structured-outputs")),
+        "{:?}",
+        headers[0]
+    );
+    assert!(
+        bodies[1].to_string().contains("cannot be used"),
+        "{}",
+        bodies[1]
+    );
+
+    // Two answers that do not match: exit 4, kind `schema`, nothing on stdout.
+    let out = run(
+        home.path(),
+        &env,
+        &[
+            "exec",
+            "--json",
+            "--model",
+            MODEL,
+            "--output-schema",
+            &schema,
+            dir,
+            "check it",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let evs = events(&out);
+    let fin = &evs.last().expect("events")["event"];
+    assert_eq!(fin["error"]["kind"], "schema", "{fin}");
+    assert!(fin.get("structuredOutput").is_none());
+    assert_eq!(mock.rec.count(), 4);
+
+    // A schema that is not one: a usage error before any request.
+    let bad = home.path().join("bad.json");
+    std::fs::write(&bad, r#"{"type": 12}"#).expect("bad");
+    let out = run(
+        home.path(),
+        &env,
+        &[
+            "exec",
+            "--model",
+            MODEL,
+            "--output-schema",
+            bad.to_str().expect("utf8"),
+            dir,
+            "x",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--output-schema"), "{}", stderr(&out));
+    assert_eq!(mock.rec.count(), 4);
+}
+
+#[test]
+fn exec_output_schema_with_json_puts_the_object_in_finished() {
+    let mock = Mock::start(vec![MockReply::Sse(anthropic_text(
+        "```json\n{\"ok\": false}\n```",
+        MockUsage::new(10, 2),
+    ))]);
+    let home = tempfile::tempdir().expect("home");
+    let ws = tempfile::tempdir().expect("ws");
+    let dir = ws.path().to_str().expect("utf8");
+    let schema = schema_file(home.path());
+    let out = run(
+        home.path(),
+        &mock.env(),
+        &[
+            "exec",
+            "--json",
+            "--model",
+            MODEL,
+            "--output-schema",
+            &schema,
+            dir,
+            "check",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let evs = events(&out);
+    let fin = &evs.last().expect("events")["event"];
+    assert_eq!(fin["structuredOutput"], serde_json::json!({"ok": false}));
+}
+
+#[test]
+fn exec_max_turns_stops_cleanly_and_the_session_continues() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use("toolu_1", "list_files", &["{}"])),
+        MockReply::Sse(anthropic_tool_use("toolu_2", "list_files", &["{}"])),
+        MockReply::Sse(anthropic_text("Listed.", MockUsage::new(10, 2))),
+    ]);
+    let home = tempfile::tempdir().expect("home");
+    let ws = tempfile::tempdir().expect("ws");
+    let dir = ws.path().to_str().expect("utf8");
+    let env = mock.env();
+    let out = run(
+        home.path(),
+        &env,
+        &[
+            "exec",
+            "--json",
+            "--model",
+            MODEL,
+            "--max-turns",
+            "1",
+            dir,
+            "list",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let evs = events(&out);
+    let fin = &evs.last().expect("events")["event"];
+    assert_eq!(fin["stopReason"], "max_turns", "{fin}");
+    assert_eq!(fin["error"]["kind"], "maxTurns");
+    assert_eq!(fin["steps"], 1);
+    assert_eq!(mock.rec.count(), 1);
+    // The call ran and has its result before the stop.
+    assert!(
+        evs.iter()
+            .any(|e| e["event"]["kind"] == "toolCallFinished" && e["event"]["id"] == "toolu_1")
+    );
+
+    // Continued: the next request answers toolu_1 and the turn ends normally.
+    let out = run(
+        home.path(),
+        &env,
+        &["exec", "--continue", dir, "go on"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let body = mock.rec.bodies()[1].to_string();
+    assert!(
+        body.contains(r#""tool_use_id":"toolu_1""#) && body.contains("go on"),
+        "{body}"
+    );
+    assert_eq!(stdout(&out), "Listed.\n");
+}
+
+#[test]
+fn exec_max_budget_needs_prices_and_stops_at_the_limit() {
+    let big = AnthropicSse::new(MockUsage::new(100_000, 1000))
+        .tool_use("toolu_1", "list_files", &["{}"])
+        .finish("tool_use");
+    let mock = Mock::start(vec![
+        MockReply::Sse(big),
+        MockReply::Sse(anthropic_text("never", MockUsage::new(10, 2))),
+    ]);
+    let home = tempfile::tempdir().expect("home");
+    let ws = tempfile::tempdir().expect("ws");
+    let dir = ws.path().to_str().expect("utf8");
+    let env = mock.env();
+    let args = [
+        "exec",
+        "--json",
+        "--model",
+        MODEL,
+        "--max-budget-usd",
+        "0.10",
+        dir,
+        "spend",
+    ];
+    // No prices configured: a usage error naming the config keys, no request.
+    let out = run(home.path(), &env, &args, None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("input_price") && stderr(&out).contains("output_price"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(mock.rec.count(), 0);
+
+    // With prices: the first step costs $0.315, over the budget, so no second request.
+    crate::turns::write_config(home.path(), PRICES);
+    let out = run(home.path(), &env, &args, None);
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+    let evs = events(&out);
+    let fin = &evs.last().expect("events")["event"];
+    assert_eq!(fin["stopReason"], "max_budget", "{fin}");
+    assert_eq!(fin["error"]["kind"], "maxBudget");
+    assert!(fin["costUsd"].as_f64().expect("cost") > 0.1);
+    assert_eq!(mock.rec.count(), 1);
+}
+
+#[test]
+fn exec_fork_starts_a_new_session_from_the_history() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_text("First answer.", MockUsage::new(10, 2))),
+        MockReply::Sse(anthropic_text("Forked answer.", MockUsage::new(10, 2))),
+        MockReply::Sse(anthropic_text("Original again.", MockUsage::new(10, 2))),
+    ]);
+    let home = tempfile::tempdir().expect("home");
+    let ws = tempfile::tempdir().expect("ws");
+    let dir = ws.path().to_str().expect("utf8");
+    let env = mock.env();
+    let out = run(
+        home.path(),
+        &env,
+        &["exec", "--json", "--model", MODEL, dir, "first question"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let sid = events(&out)[0]["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let before = transcript_lines(home.path(), &sid);
+
+    let out = run(
+        home.path(),
+        &env,
+        &["exec", "--json", "--fork", &sid, "forked question"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let evs = events(&out);
+    let init = &evs[0]["event"];
+    let fork = init["sessionId"].as_str().expect("id").to_string();
+    assert_ne!(fork, sid);
+    assert_eq!(init["forkedFrom"], sid.as_str());
+    assert_eq!(init["resumed"], true);
+    let body = mock.rec.bodies()[1].to_string();
+    assert!(
+        body.contains("first question") && body.contains("forked question"),
+        "{body}"
+    );
+    // The original is unchanged and goes on without the fork's messages.
+    assert_eq!(transcript_lines(home.path(), &sid), before);
+    let out = run(
+        home.path(),
+        &env,
+        &["exec", "--session", &sid, "again"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let body = mock.rec.bodies()[2].to_string();
+    assert!(!body.contains("forked question"), "{body}");
+
+    let out = run(home.path(), &env, &["exec", "--fork", "nope", "x"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--fork"), "{}", stderr(&out));
+}
+
+#[test]
+fn exec_stream_json_runs_a_turn_per_line() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_text("One.", MockUsage::new(10, 2))),
+        MockReply::Sse(anthropic_text("Two.", MockUsage::new(10, 2))),
+    ]);
+    let home = tempfile::tempdir().expect("home");
+    let ws = tempfile::tempdir().expect("ws");
+    let dir = ws.path().to_str().expect("utf8");
+    let input = concat!(
+        r#"{"type":"user","message":{"role":"user","content":"first line"}}"#,
+        "\n\n",
+        r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"second line"}]}}"#,
+        "\n"
+    );
+    let out = run(
+        home.path(),
+        &mock.env(),
+        &[
+            "exec",
+            "--json",
+            "--input-format",
+            "stream-json",
+            "--model",
+            MODEL,
+            dir,
+        ],
+        Some(input),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let evs = events(&out);
+    let kinds: Vec<&str> = evs
+        .iter()
+        .filter_map(|e| e["event"]["kind"].as_str())
+        .filter(|k| matches!(*k, "init" | "finished"))
+        .collect();
+    assert_eq!(kinds, ["init", "finished", "finished"]);
+    let ids: std::collections::BTreeSet<&str> =
+        evs.iter().filter_map(|e| e["sessionId"].as_str()).collect();
+    assert_eq!(ids.len(), 1, "one session");
+    let second = mock.rec.bodies()[1].to_string();
+    assert!(
+        second.contains("first line") && second.contains("One.") && second.contains("second line"),
+        "{second}"
+    );
+    // Without --json it is a usage error.
+    let out = run(
+        home.path(),
+        &mock.env(),
+        &[
+            "exec",
+            "--input-format",
+            "stream-json",
+            "--model",
+            MODEL,
+            dir,
+        ],
+        Some(input),
+    );
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// Starts `garuda exec --json` that runs a long command, waits for the command to start,
+/// sends `signal` and returns the exit code and the output lines.
+fn signalled_exec(signal: &str) -> (Option<i32>, Vec<Value>, String) {
+    use std::io::BufRead;
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "toolu_1",
+            "bash",
+            &[r#"{"command":"sleep 30"}"#],
+        )),
+        MockReply::Sse(anthropic_text("never", MockUsage::new(10, 2))),
+    ]);
+    let home = tempfile::tempdir().expect("home");
+    let ws = tempfile::tempdir().expect("ws");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_garuda"));
+    crate::client::isolated_env(&mut c, home.path());
+    for (k, v) in mock.env() {
+        c.env(k, v);
+    }
+    c.args([
+        "exec",
+        "--json",
+        "--policy",
+        "full-auto",
+        "--model",
+        MODEL,
+        ws.path().to_str().expect("utf8"),
+        "sleep",
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    let mut child = c.spawn().expect("spawn");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let v: Value = serde_json::from_str(&line.expect("line")).expect("json");
+        let started = v["event"]["kind"] == "toolCallStarted";
+        seen.push(v);
+        if started {
+            break;
+        }
+    }
+    let sid = seen[0]["sessionId"].as_str().expect("id").to_string();
+    let st = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    for line in lines {
+        seen.push(serde_json::from_str(&line.expect("line")).expect("json"));
+    }
+    let code = child.wait().expect("wait").code();
+    let transcript = std::fs::read_to_string(
+        home.path()
+            .join("state/garuda/sessions")
+            .join(format!("{sid}.jsonl")),
+    )
+    .expect("transcript");
+    (code, seen, transcript)
+}
+
+#[test]
+fn exec_sigterm_exits_143_and_sigint_130_with_the_transcript_written() {
+    for (signal, code) in [("-TERM", 143), ("-INT", 130)] {
+        let (status, evs, transcript) = signalled_exec(signal);
+        assert_eq!(status, Some(code), "{signal}: {evs:?}");
+        let fin = &evs.last().expect("events")["event"];
+        assert_eq!(fin["kind"], "finished", "{signal}: {fin}");
+        assert_eq!(fin["stopReason"], "cancelled");
+        // The interrupted call has its result in the transcript: nothing dangles.
+        assert!(
+            transcript.contains("toolu_1") && transcript.contains("tool_result"),
+            "{transcript}"
+        );
+    }
+}

@@ -97,6 +97,7 @@ async fn mock_model_speaks_what_the_providers_parse() {
             base_delay: Duration::from_millis(1),
             max_delay: Duration::from_millis(20),
         },
+        structured_output: true,
     };
     let req = || ModelRequest {
         model: "m".into(),

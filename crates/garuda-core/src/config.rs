@@ -528,6 +528,16 @@ pub fn state_dir() -> PathBuf {
         .join("garuda")
 }
 
+/// Where Garuda keeps what it can recompute (the sandbox probe's answer):
+/// `$XDG_CACHE_HOME/garuda`, else `~/.cache/garuda`.
+pub fn cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|d| d.join("garuda"))
+}
+
 /// toml errors span several lines with a source excerpt; protocol errors want one line.
 fn one_line(e: &toml::de::Error, text: &str) -> String {
     let msg = e.message().trim().replace('\n', " ");

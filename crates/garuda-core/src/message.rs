@@ -183,8 +183,12 @@ pub enum StopReason {
     Refusal,
     /// The client or user cancelled.
     Cancelled,
-    /// The turn hit its step limit.
+    /// The turn hit Garuda's built-in step limit.
     MaxSteps,
+    /// The turn hit the step limit its caller set (`garuda exec --max-turns`).
+    MaxTurns,
+    /// The turn's cost reached the limit its caller set (`garuda exec --max-budget-usd`).
+    MaxBudget,
     /// The turn ended with an error.
     Error,
 }

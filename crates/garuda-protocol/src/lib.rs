@@ -681,8 +681,8 @@ pub struct LastCompaction {
     pub tokens_after: u64,
 }
 
-/// What a session's commands run in (`context/inspect`).
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+/// What a session's commands run in (`context/inspect`, `garuda exec`'s `init`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxReport {
     /// `bubblewrap`, or `none`.

@@ -110,8 +110,12 @@ pub enum StopReason {
     Refusal,
     /// The client or user cancelled.
     Cancelled,
-    /// The turn hit its step limit.
+    /// The turn hit Garuda's built-in step limit.
     MaxSteps,
+    /// The turn hit the step limit its caller set (`garuda exec --max-turns`).
+    MaxTurns,
+    /// The turn's cost reached the limit its caller set (`garuda exec --max-budget-usd`).
+    MaxBudget,
     /// The turn ended with an error.
     Error,
 }
@@ -293,6 +297,27 @@ pub enum Approval {
     rename_all_fields = "camelCase"
 )]
 pub enum TurnEvent {
+    /// `garuda exec --json` only, its first line: what the run is. The native front never
+    /// sends it (`session/new` and `context/inspect` answer the same questions).
+    Init {
+        /// The session the run's turns go to.
+        session_id: String,
+        /// The workspace root.
+        workspace: String,
+        /// The model spec.
+        model: String,
+        /// The tools offered to the model, in the registry's order.
+        tools: Vec<String>,
+        /// Where commands run.
+        sandbox: crate::SandboxReport,
+        /// `ask`, `auto-edit` or `full-auto`.
+        approval_policy: String,
+        /// The session this one was forked from (`--fork`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        forked_from: Option<String>,
+        /// True when the run continues a stored session (`--session`, `--continue`, `--fork`).
+        resumed: bool,
+    },
     /// A model request is about to be sent.
     StepStarted {
         /// 1-based step number within the turn.
@@ -378,9 +403,20 @@ pub enum TurnEvent {
         /// Summed usage of every step.
         usage: Usage,
         /// What went wrong, when `stopReason` is `error` (and, from `garuda exec`, when it
-        /// stopped for an approval no one could give).
+        /// stopped for an approval no one could give or its answer did not match
+        /// `--output-schema`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<TurnFailure>,
+        /// `garuda exec` only: the cost of `usage` in US dollars, when the config names the
+        /// model's prices.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        /// `garuda exec --output-schema` only: the final answer, parsed and valid.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        structured_output: Option<Value>,
+        /// `garuda exec` only: model requests the run made (what `--max-turns` counts).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        steps: Option<u32>,
     },
 }
 
@@ -390,7 +426,8 @@ pub enum TurnEvent {
 pub struct TurnFailure {
     /// A stable name: a provider error's kind (`config`, `auth`, `rateLimited`, `overloaded`,
     /// `server`, `promptTooLong`, `cut`, `timeout`, `http`, `decode`, `replay`), or `store`,
-    /// `invalid`, `messageTooLarge`, `cancelled`; from `garuda exec` also `approvalRequired`.
+    /// `invalid`, `messageTooLarge`, `cancelled`; from `garuda exec` also `approvalRequired`,
+    /// `schema` (the answer did not match `--output-schema`), `maxTurns`, `maxBudget`.
     pub kind: String,
     /// What happened, for a person.
     pub message: String,

@@ -540,7 +540,7 @@ export type RevokePermissionResult = {
 /** Who wrote a message. */
 export type Role = "user" | "assistant";
 
-/** What a session's commands run in (`context/inspect`). */
+/** What a session's commands run in (`context/inspect`, `garuda exec`'s `init`). */
 export type SandboxReport = {
   /** Each command waits for the user's approval. */
   commandsAsk: boolean;
@@ -637,7 +637,7 @@ export type SnipResult = {
 };
 
 /** Why the model (or Garuda) ended a response or turn. */
-export type StopReason = "end_turn" | "tool_use" | "max_tokens" | "stop_sequence" | "refusal" | "cancelled" | "max_steps" | "error";
+export type StopReason = "end_turn" | "tool_use" | "max_tokens" | "stop_sequence" | "refusal" | "cancelled" | "max_steps" | "max_turns" | "max_budget" | "error";
 
 /** One task of the session's list. */
 export type TodoItem = {
@@ -700,6 +700,24 @@ export type ToolSpec = {
 
 /** One streamed event of a turn (`turn/update` notification payload). */
 export type TurnEvent = {
+  /** `ask`, `auto-edit` or `full-auto`. */
+  approvalPolicy: string;
+  /** The session this one was forked from (`--fork`). */
+  forkedFrom?: string | null;
+  kind: "init";
+  /** The model spec. */
+  model: string;
+  /** True when the run continues a stored session (`--session`, `--continue`, `--fork`). */
+  resumed: boolean;
+  /** Where commands run. */
+  sandbox: SandboxReport;
+  /** The session the run's turns go to. */
+  sessionId: string;
+  /** The tools offered to the model, in the registry's order. */
+  tools: string[];
+  /** The workspace root. */
+  workspace: string;
+} | {
   kind: "stepStarted";
   /** 1-based step number within the turn. */
   step: number;
@@ -768,13 +786,23 @@ export type TurnEvent = {
   trigger: string;
 } | {
   /**
+   * `garuda exec` only: the cost of `usage` in US dollars, when the config names the
+   * model's prices.
+   */
+  costUsd?: number | null;
+  /**
    * What went wrong, when `stopReason` is `error` (and, from `garuda exec`, when it
-   * stopped for an approval no one could give).
+   * stopped for an approval no one could give or its answer did not match
+   * `--output-schema`).
    */
   error?: TurnFailure | null;
   kind: "finished";
+  /** `garuda exec` only: model requests the run made (what `--max-turns` counts). */
+  steps?: number | null;
   /** Why. */
   stopReason: StopReason;
+  /** `garuda exec --output-schema` only: the final answer, parsed and valid. */
+  structuredOutput?: unknown;
   /** Summed usage of every step. */
   usage: Usage;
 };
@@ -784,7 +812,8 @@ export type TurnFailure = {
   /**
    * A stable name: a provider error's kind (`config`, `auth`, `rateLimited`, `overloaded`,
    * `server`, `promptTooLong`, `cut`, `timeout`, `http`, `decode`, `replay`), or `store`,
-   * `invalid`, `messageTooLarge`, `cancelled`; from `garuda exec` also `approvalRequired`.
+   * `invalid`, `messageTooLarge`, `cancelled`; from `garuda exec` also `approvalRequired`,
+   * `schema` (the answer did not match `--output-schema`), `maxTurns`, `maxBudget`.
    */
   kind: string;
   /** What happened, for a person. */

@@ -232,7 +232,10 @@ pub fn stop_reason(r: StopReason) -> Option<acp::StopReason> {
             acp::StopReason::EndTurn
         }
         StopReason::MaxTokens => acp::StopReason::MaxTokens,
-        StopReason::MaxSteps => acp::StopReason::MaxTurnRequests,
+        // ACP has no budget stop; both are limits the turn ran into.
+        StopReason::MaxSteps | StopReason::MaxTurns | StopReason::MaxBudget => {
+            acp::StopReason::MaxTurnRequests
+        }
         StopReason::Refusal => acp::StopReason::Refusal,
         StopReason::Cancelled => acp::StopReason::Cancelled,
         StopReason::Error => return None,

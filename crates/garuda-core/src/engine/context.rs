@@ -219,6 +219,7 @@ impl Engine {
             max_tokens: live.model().info.max_output,
             cache: sv.cache,
             thinking_budget: None,
+            output_schema: None,
         };
         let message_count = request.messages.len() as u64;
         let cache_markers = request.cache.messages.len() as u64 + u64::from(request.cache.system);

@@ -656,8 +656,21 @@ impl Engine {
         host: Arc<dyn TurnHost>,
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, EngineError> {
+        self.run_turn_with(id, input, host, cancel, turn::TurnOptions::default())
+            .await
+    }
+
+    /// [`Engine::run_turn`] with a caller's step and cost limits and output schema.
+    pub async fn run_turn_with(
+        &self,
+        id: &str,
+        input: Vec<Block>,
+        host: Arc<dyn TurnHost>,
+        cancel: CancellationToken,
+        opts: turn::TurnOptions,
+    ) -> Result<TurnOutcome, EngineError> {
         let live = self.session(id)?;
-        Ok(turn::run_turn(&live, input, host, cancel, turn::DEFAULT_MAX_STEPS).await?)
+        Ok(turn::run_turn_with(&live, input, host, cancel, turn::DEFAULT_MAX_STEPS, opts).await?)
     }
 }
 

@@ -17,6 +17,8 @@ use crate::message::{Block, Role, StopReason, Usage};
 
 /// The API version header value.
 pub const API_VERSION: &str = "2023-06-01";
+/// The beta that enables `output_format` (structured outputs).
+pub const STRUCTURED_OUTPUTS: &str = "structured-outputs-2025-11-13";
 
 /// A provider speaking the Anthropic Messages API.
 pub struct AnthropicProvider {
@@ -56,6 +58,16 @@ impl Provider for AnthropicProvider {
                 }
                 Err(_) => bad_key = true,
             }
+        }
+        let mut req = req;
+        if !self.ep.structured_output {
+            req.output_schema = None;
+        }
+        if req.output_schema.is_some() {
+            headers.insert(
+                "anthropic-beta",
+                HeaderValue::from_static(STRUCTURED_OUTPUTS),
+            );
         }
         let body = serde_json::to_vec(&request_body(&req)).unwrap_or_default();
         let call = sse::Call {
@@ -128,6 +140,12 @@ pub fn request_body(req: &ModelRequest) -> Value {
         body.insert(
             "thinking".into(),
             json!({"type": "enabled", "budget_tokens": budget}),
+        );
+    }
+    if let Some(schema) = &req.output_schema {
+        body.insert(
+            "output_format".into(),
+            json!({"type": "json_schema", "schema": schema}),
         );
     }
     body.insert("stream".into(), json!(true));

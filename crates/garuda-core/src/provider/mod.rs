@@ -52,6 +52,9 @@ pub struct ModelRequest {
     pub cache: CachePlan,
     /// Extended-thinking budget in tokens, when thinking is wanted.
     pub thinking_budget: Option<u32>,
+    /// A JSON Schema for the answer's text, sent as the provider's structured output when
+    /// its endpoint has it (`structured_output`); the turn's caller validates the answer.
+    pub output_schema: Option<serde_json::Value>,
 }
 
 pub use crate::message::{CachePlan, MAX_CACHE_MARKERS};
@@ -397,6 +400,10 @@ pub struct ProviderEntry {
     /// Retry count override.
     #[serde(alias = "maxRetries")]
     pub max_retries: Option<u32>,
+    /// Whether a requested output schema goes to the server as structured output
+    /// (default: true for `anthropic` and `openai`; false elsewhere, since local servers
+    /// constrain every token to the schema, which rules out tool calls).
+    pub structured_output: Option<bool>,
 }
 
 /// Limits for one model, overriding the built-in table.
@@ -453,6 +460,8 @@ pub struct Endpoint {
     pub idle_timeout: Duration,
     /// Retry policy.
     pub retry: retry::RetryPolicy,
+    /// A request's `output_schema` is sent as the API's structured output.
+    pub structured_output: bool,
 }
 
 /// Built-in defaults for a provider name.
@@ -468,6 +477,7 @@ fn builtin(name: &str) -> Option<ProviderEntry> {
             base_url: Some("https://api.anthropic.com".into()),
             base_url_env: Some("ANTHROPIC_BASE_URL".into()),
             api_key_env: Some("ANTHROPIC_API_KEY".into()),
+            structured_output: Some(true),
             ..ProviderEntry::default()
         },
         "openai" => ProviderEntry {
@@ -476,6 +486,7 @@ fn builtin(name: &str) -> Option<ProviderEntry> {
             base_url_env: Some("OPENAI_BASE_URL".into()),
             api_key_env: Some("OPENAI_API_KEY".into()),
             max_tokens_field: Some("max_completion_tokens".into()),
+            structured_output: Some(true),
             ..ProviderEntry::default()
         },
         "ollama" => local("http://127.0.0.1:11434/v1"),
@@ -582,6 +593,10 @@ pub fn resolve_endpoint(
             base_delay: Duration::from_millis(cfg.retry_base_delay_ms),
             max_delay: Duration::from_millis(cfg.retry_max_delay_ms),
         },
+        structured_output: user
+            .structured_output
+            .or(base.structured_output)
+            .unwrap_or(false),
     })
 }
 

@@ -52,6 +52,10 @@ impl Provider for OpenAiProvider {
                 Err(_) => bad_key = true,
             }
         }
+        let mut req = req;
+        if !self.ep.structured_output {
+            req.output_schema = None;
+        }
         let body =
             serde_json::to_vec(&request_body(&req, &self.ep.max_tokens_field)).unwrap_or_default();
         let call = sse::Call {
@@ -99,6 +103,14 @@ pub fn request_body(req: &ModelRequest, max_tokens_field: &str) -> Value {
         body.insert("tools".into(), Value::Array(tools));
     }
     body.insert(max_tokens_field.to_string(), json!(req.max_tokens));
+    if let Some(schema) = &req.output_schema {
+        // Not strict: strict mode accepts only schemas that close every object and require
+        // every property, and the answer is validated by the caller anyway.
+        body.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {"name": "final_answer", "schema": schema, "strict": false}}),
+        );
+    }
     body.insert("stream".into(), json!(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));
     Value::Object(body)

@@ -32,6 +32,7 @@ fn endpoint(kind: ProviderKind, base: &str, key: Option<&str>) -> Endpoint {
             base_delay: Duration::from_millis(1),
             max_delay: Duration::from_millis(50),
         },
+        structured_output: true,
     }
 }
 
@@ -738,6 +739,7 @@ fn rich_request() -> ModelRequest {
             messages: vec![0, 1, 2, 4],
         },
         thinking_budget: None,
+        output_schema: None,
     }
 }
 
@@ -1576,4 +1578,32 @@ fn misspelled_names_get_the_closest_known_one() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("Did you mean `anthropic`?"), "{err}");
+}
+
+#[test]
+fn an_output_schema_is_each_apis_structured_output() {
+    let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
+    let req = ModelRequest {
+        output_schema: Some(schema.clone()),
+        ..request()
+    };
+    let body = anthropic::request_body(&req);
+    assert_eq!(
+        body["output_format"],
+        json!({"type": "json_schema", "schema": schema})
+    );
+    let body = openai::request_body(&req, "max_tokens");
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    assert_eq!(body["response_format"]["json_schema"]["schema"], schema);
+    // Without a schema neither field is sent, so other requests' bytes stay as they were.
+    assert!(
+        anthropic::request_body(&request())
+            .get("output_format")
+            .is_none()
+    );
+    assert!(
+        openai::request_body(&request(), "max_tokens")
+            .get("response_format")
+            .is_none()
+    );
 }

@@ -1,5 +1,8 @@
 //! What the machine offers: bubblewrap and whether it can create the namespaces commands
-//! need, plus the Landlock ABI for the report. Probed once per process.
+//! need, plus the Landlock ABI for the report. Probed once per process, and a working
+//! sandbox is remembered in the user's cache folder (`sandbox-probe`), keyed by the bwrap
+//! binary, the kernel and the user-namespace settings, so a short-lived process
+//! (`garuda exec`) does not spend two bubblewrap runs before its first request.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -71,10 +74,115 @@ impl SandboxState {
 }
 
 /// The machine's sandbox, probed on first use (about one sandboxed `true`, a few
-/// milliseconds) and cached for the process's life.
+/// milliseconds, unless the cache file answers) and kept for the process's life.
 pub fn probe() -> &'static SandboxState {
     static STATE: OnceLock<SandboxState> = OnceLock::new();
-    STATE.get_or_init(probe_uncached)
+    STATE.get_or_init(|| probe_cached(crate::config::cache_dir().map(|d| d.join(CACHE_FILE))))
+}
+
+/// The cache file's name in [`crate::config::cache_dir`].
+pub const CACHE_FILE: &str = "sandbox-probe";
+const CACHE_HEAD: &str = "garuda sandbox probe 1";
+
+/// The probe through the cache file `file`: an entry whose key matches this machine's is the
+/// answer; otherwise the probe runs and a working sandbox is written down. Only success is
+/// kept: a failure may be passing (a full process table), and it costs no more than a probe.
+pub fn probe_cached(file: Option<PathBuf>) -> SandboxState {
+    let found = find_bwrap();
+    let key = found.as_deref().and_then(cache_key);
+    if let (Some(file), Some(key), Some(path)) = (&file, &key, &found)
+        && let Some(info) = read_cache(file, key, path)
+    {
+        return SandboxState {
+            mode: SandboxMode::Bubblewrap,
+            bwrap: Some(info),
+            landlock_abi: landlock_abi(),
+            reason: None,
+        };
+    }
+    let state = probe_uncached();
+    if let (Some(file), Some(key), Some(info)) = (&file, &key, &state.bwrap)
+        && state.mode == SandboxMode::Bubblewrap
+        && found.as_deref() == Some(info.path.as_path())
+    {
+        // A cache that cannot be written costs the next process a probe, nothing more.
+        let _ = write_cache(file, key, info);
+    }
+    state
+}
+
+/// What the probe's answer depends on: the bwrap binary (path, size, change time, inode),
+/// the kernel release, the user (root probes without a user namespace), and the sysctls
+/// that allow or block unprivileged user namespaces.
+fn cache_key(bwrap: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(bwrap).ok()?;
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "-".into())
+    };
+    Some(format!(
+        "bwrap={:?} size={} mtime={}.{} ctime={}.{} ino={} dev={} kernel={} uid={} userns={},{},{}",
+        bwrap,
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+        m.ino(),
+        m.dev(),
+        read("/proc/sys/kernel/osrelease"),
+        rustix::process::getuid().as_raw(),
+        read("/proc/sys/kernel/unprivileged_userns_clone"),
+        read("/proc/sys/user/max_user_namespaces"),
+        read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"),
+    ))
+}
+
+/// The cached bwrap facts when the file's key is `key`.
+fn read_cache(file: &Path, key: &str, path: &Path) -> Option<BwrapInfo> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let mut lines = text.lines();
+    if lines.next()? != CACHE_HEAD || lines.next()? != key {
+        return None;
+    }
+    let version = lines.next()?.to_string();
+    let flag = |l: Option<&str>| match l? {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    };
+    Some(BwrapInfo {
+        path: path.to_path_buf(),
+        version,
+        user_namespace: flag(lines.next())?,
+        disable_userns: flag(lines.next())?,
+    })
+}
+
+/// Writes the entry beside the file and renames it over, so a reader never sees half of it.
+fn write_cache(file: &Path, key: &str, info: &BwrapInfo) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = file.parent().ok_or(std::io::ErrorKind::InvalidInput)?;
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".{CACHE_FILE}.{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    writeln!(
+        f,
+        "{CACHE_HEAD}\n{key}\n{}\n{}\n{}",
+        info.version.replace('\n', " "),
+        info.user_namespace,
+        info.disable_userns
+    )?;
+    drop(f);
+    std::fs::rename(&tmp, file)
 }
 
 /// Probes again, without the cache (tests, or after the user installed bubblewrap).
@@ -244,6 +352,31 @@ fn landlock_abi() -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cache_answers_for_the_same_machine_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c").join(CACHE_FILE);
+        let bwrap = dir.path().join("bwrap");
+        std::fs::write(&bwrap, "#!/bin/sh\n").unwrap();
+        let key = cache_key(&bwrap).unwrap();
+        let info = BwrapInfo {
+            path: bwrap.clone(),
+            version: "0.9.0".into(),
+            user_namespace: true,
+            disable_userns: true,
+        };
+        write_cache(&file, &key, &info).unwrap();
+        assert_eq!(read_cache(&file, &key, &bwrap), Some(info));
+        // Another binary (here: the same path, rewritten) is another key.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::fs::write(&bwrap, "#!/bin/sh\n# changed\n").unwrap();
+        let changed = cache_key(&bwrap).unwrap();
+        assert_ne!(changed, key);
+        assert_eq!(read_cache(&file, &changed, &bwrap), None);
+        std::fs::write(&file, "garbage").unwrap();
+        assert_eq!(read_cache(&file, &key, &bwrap), None);
+    }
 
     #[test]
     fn versions_compare() {

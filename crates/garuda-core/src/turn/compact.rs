@@ -323,6 +323,7 @@ async fn summarize(
             max_tokens: max_tokens as u32,
             cache,
             thinking_budget: None,
+            output_schema: None,
         };
         // The fork shares the session's system prompt and tools (read from cache); it is
         // tried first, while nothing says it is too large and it has not failed.
@@ -485,6 +486,7 @@ async fn shrink(
         max_tokens: (session.model().info.max_output as u64).min(b.summary * 2 + 1_024) as u32,
         cache: crate::provider::CachePlan::default(),
         thinking_budget: None,
+        output_schema: None,
     };
     match side_call(session, state, host, req, UsagePurpose::Summary, cancel).await {
         Ok(resp) => {

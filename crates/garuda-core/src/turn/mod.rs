@@ -25,7 +25,7 @@ pub use host::{ClientToolResult, CommandRun, NullHost, Progress, TurnHost};
 pub use instructions::RootNoted;
 pub use live::{LiveSession, ModelBinding, Operation, SessionSetup, SessionState, TurnError};
 pub use ops::{CollapseOutcome, SNIP_TOOL, SnipOutcome, collapse, snip_ids, snip_tool_spec};
-pub use run::{TurnOutcome, model_in_note, model_note, run_turn};
+pub use run::{TurnOptions, TurnOutcome, model_in_note, model_note, run_turn, run_turn_with};
 pub use scoped::{Attached, ScopeState, scoped_sources};
 pub use view::{StepView, current_view, request_messages, step_view, view_anchors};
 

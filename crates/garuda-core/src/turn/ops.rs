@@ -299,6 +299,7 @@ async fn collapse_with(
                     messages: Vec::new(),
                 },
                 thinking_budget: None,
+                output_schema: None,
             };
             let resp = super::side::side_call(
                 session,

@@ -45,6 +45,22 @@ const UNASKED: &str = "This tool call needs the user's approval and no one could
 const DENIED: &str = "The user denied this tool call. Do not retry it as is; ask the user what to do instead, or take another approach.";
 const APPROVAL_FAILED: &str = "The approval request for this tool call could not be completed (the client failed to answer), so it was not run. Do not retry it as is; take another approach, or end your turn saying what you need approved.";
 
+/// What a caller may bound or ask of one turn beyond the defaults (`garuda exec`'s
+/// `--max-turns`, `--max-budget-usd`, `--output-schema`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnOptions {
+    /// Most model requests in this turn, replacing the built-in limit; reaching it stops
+    /// with [`StopReason::MaxTurns`].
+    pub max_turns: Option<u32>,
+    /// No further request once this turn's cost (its usage at the model's configured
+    /// prices) reaches this many US dollars: it stops with [`StopReason::MaxBudget`].
+    /// Refused as invalid when the model has no prices.
+    pub max_cost_usd: Option<f64>,
+    /// A JSON Schema the final answer should follow, sent as the provider's structured
+    /// output where it has one (the caller validates; the core does not).
+    pub output_schema: Option<Value>,
+}
+
 /// Runs one user turn to its end: steps until the model stops, the step limit, an error or
 /// cancellation. Every message is persisted as it happens.
 pub async fn run_turn(
@@ -54,8 +70,34 @@ pub async fn run_turn(
     cancel: CancellationToken,
     max_steps: u32,
 ) -> Result<TurnOutcome, TurnError> {
+    run_turn_with(
+        session,
+        input,
+        host,
+        cancel,
+        max_steps,
+        TurnOptions::default(),
+    )
+    .await
+}
+
+/// [`run_turn`] with a caller's limits and output schema.
+pub async fn run_turn_with(
+    session: &Arc<LiveSession>,
+    input: Vec<Block>,
+    host: Arc<dyn TurnHost>,
+    cancel: CancellationToken,
+    max_steps: u32,
+    opts: TurnOptions,
+) -> Result<TurnOutcome, TurnError> {
     if input.is_empty() {
         return Err(TurnError::Invalid("turn input is empty".into()));
+    }
+    if opts.max_cost_usd.is_some() && session.model().info.prices.is_none() {
+        return Err(TurnError::Invalid(format!(
+            "a cost limit needs the prices of {} (prices in its [models] table of config.toml)",
+            session.model_spec()
+        )));
     }
     let mut state = session.begin(&cancel)?;
     let result = run_locked(
@@ -65,6 +107,7 @@ pub async fn run_turn(
         host.as_ref(),
         &cancel,
         max_steps,
+        &opts,
     )
     .await;
     drop(state);
@@ -184,6 +227,8 @@ struct Turn<'a> {
     /// Media refusals left for this turn: each strips what the provider named and runs the
     /// step again.
     media_left: u32,
+    /// The caller's schema for the final answer, sent with every main request.
+    output_schema: Option<Value>,
 }
 
 /// What the accounting of a sent request needs.
@@ -207,9 +252,15 @@ async fn run_locked(
     host: &dyn TurnHost,
     cancel: &CancellationToken,
     max_steps: u32,
+    opts: &TurnOptions,
 ) -> Result<TurnOutcome, TurnError> {
     let mut t = Turn::open(session, state, input, host, cancel).await?;
-    for step in 1..=max_steps {
+    t.output_schema = opts.output_schema.clone();
+    let (limit, at_limit) = match opts.max_turns {
+        Some(n) => (n, StopReason::MaxTurns),
+        None => (max_steps, StopReason::MaxSteps),
+    };
+    for step in 1..=limit {
         if t.cancel.is_cancelled() {
             return Ok(t.end(StopReason::Cancelled));
         }
@@ -233,8 +284,15 @@ async fn run_locked(
         if t.cancel.is_cancelled() {
             return Ok(t.end(StopReason::Cancelled));
         }
+        // Checked once the step's calls have their results, so the transcript ends
+        // consistent and the session can be continued.
+        if let (Some(max), Some(prices)) = (opts.max_cost_usd, session.model().info.prices)
+            && prices.cost(&t.outcome.usage) >= max
+        {
+            return Ok(t.end(StopReason::MaxBudget));
+        }
     }
-    Ok(t.end(StopReason::MaxSteps))
+    Ok(t.end(at_limit))
 }
 
 impl<'a> Turn<'a> {
@@ -300,6 +358,7 @@ impl<'a> Turn<'a> {
             ctx,
             reactive_left: 2,
             media_left: 4,
+            output_schema: None,
         })
     }
 
@@ -350,6 +409,7 @@ impl<'a> Turn<'a> {
             max_tokens: max_tokens as u32,
             cache: sv.cache,
             thinking_budget: None,
+            output_schema: self.output_schema.clone(),
         };
         let sent = Sent {
             request_chars: request_chars(&request) as u64,

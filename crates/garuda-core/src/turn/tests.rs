@@ -442,6 +442,73 @@ async fn the_step_limit_stops_a_turn_that_keeps_calling_tools() {
 }
 
 #[tokio::test]
+async fn a_callers_step_limit_stops_with_max_turns_and_a_consistent_transcript() {
+    let answers = (0..5)
+        .map(|i| call(&format!("t{i}"), "list_files", json!({})))
+        .collect();
+    let f = fixture(Policy::FullAuto, 100_000, answers);
+    let schema = json!({"type": "object"});
+    let opts = TurnOptions {
+        max_turns: Some(2),
+        output_schema: Some(schema.clone()),
+        ..TurnOptions::default()
+    };
+    let host = Recorder::new(PermissionAnswer::Reject);
+    let out = run_turn_with(
+        &f.live,
+        vec![Block::text("go")],
+        host,
+        CancellationToken::new(),
+        DEFAULT_MAX_STEPS,
+        opts,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.stop_reason, StopReason::MaxTurns);
+    let requests = f.script.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.output_schema == Some(schema.clone()))
+    );
+    // Every call of the last step has its result: the session can be continued.
+    assert_eq!(results(&f).len(), 2);
+    let state = f.live.try_state().unwrap();
+    let last = state
+        .records
+        .iter()
+        .rev()
+        .find_map(Record::as_message)
+        .unwrap();
+    assert!(
+        matches!(last.content[0], Block::ToolResult { .. }),
+        "{last:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_cost_limit_needs_prices() {
+    let f = fixture(Policy::FullAuto, 100_000, Vec::new());
+    let opts = TurnOptions {
+        max_cost_usd: Some(0.01),
+        ..TurnOptions::default()
+    };
+    let host = Recorder::new(PermissionAnswer::Reject);
+    let err = run_turn_with(
+        &f.live,
+        vec![Block::text("go")],
+        host,
+        CancellationToken::new(),
+        DEFAULT_MAX_STEPS,
+        opts,
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("prices"), "{err}");
+}
+
+#[tokio::test]
 async fn a_cancel_keeps_the_partial_answer_and_frees_the_session() {
     let f = fixture(
         Policy::FullAuto,

@@ -106,6 +106,7 @@ pub(crate) async fn run_worker(
                 messages: if last > 0 { vec![0, last] } else { vec![0] },
             },
             thinking_budget: None,
+            output_schema: None,
         };
         let resp = match side_call(session, state, host, req, UsagePurpose::Worker, cancel).await {
             Ok(r) => r,
