@@ -15,6 +15,7 @@ use crate::session::view::Removal;
 use crate::session::{Record, SessionHeader, SessionStore};
 use crate::tools::Policy;
 use crate::turn::{self, LiveSession, ModelBinding, SessionSetup, TurnHost, TurnOutcome};
+use crate::workspace::GitState;
 use crate::workspace::Workspace;
 
 /// Most sessions kept in memory; past it the least recently used idle ones are dropped (their
@@ -393,6 +394,9 @@ impl Engine {
             None => self.default_model(&ws)?,
         };
         let policy = req.policy.unwrap_or_else(|| self.default_policy());
+        // git answers while the session is set up (the sandbox probe, MCP, skills, the
+        // prompt), so nothing waits on it before the first request.
+        let git = self.start_git(&ws);
         let (mut setup, warnings) = self.setup(
             ws.clone(),
             &model,
@@ -409,7 +413,7 @@ impl Engine {
         let mut file = self.store().create(&header)?;
         setup.view_policy = self.view_policy(&header.session_id, &setup.model_info, &setup.tools);
         let mut records = Vec::new();
-        let note = self.start_note(&ws);
+        let note = start_note(git.and_then(|h| h.join().ok()).flatten());
         file.append(&note)?;
         records.push(note);
         let live = Arc::new(LiveSession::new(header, setup, file, records));
@@ -417,24 +421,19 @@ impl Engine {
         Ok((live, warnings))
     }
 
-    /// The session-start context as the session's first record: today's date and, in a
-    /// repository, its git state (a note the first request carries, so the system prompt
-    /// stays byte-stable). The git part is left out when off (`[context] git_state = false`),
-    /// outside a repository, or when git did not answer in time.
-    fn start_note(&self, ws: &Workspace) -> Record {
+    /// Starts reading the repository's git state for the session-start note, on its own
+    /// thread; None when off (`[context] git_state = false`).
+    fn start_git(&self, ws: &Workspace) -> Option<std::thread::JoinHandle<Option<GitState>>> {
         let ctx = &self.config.context;
-        let git = ctx
-            .git_state
-            .then(|| {
-                let timeout = std::time::Duration::from_millis(ctx.git_timeout_ms);
-                crate::workspace::read_git_state(ws.root.path(), timeout)
-            })
-            .flatten()
-            .map(|s| crate::workspace::git_note(&s));
-        let text = crate::workspace::start_note(&crate::workspace::today(), git.as_deref());
-        let mut m = MessageRecord::new(crate::message::Role::User, vec![Block::text(text)], None);
-        m.meta = Some(crate::session::records::MessageMeta::GitState);
-        Record::Message(m)
+        if !ctx.git_state {
+            return None;
+        }
+        let timeout = std::time::Duration::from_millis(ctx.git_timeout_ms);
+        let root = ws.root.path().to_path_buf();
+        std::thread::Builder::new()
+            .name("garuda-git".into())
+            .spawn(move || crate::workspace::read_git_state(&root, timeout))
+            .ok()
     }
 
     /// The live session with this id, loading it from disk (after a restart) when needed.
@@ -729,4 +728,16 @@ fn now_ms_plain() -> u64 {
 /// The wire name of a policy.
 pub fn policy_name(p: Policy) -> String {
     p.name().to_string()
+}
+
+/// The session-start context as the session's first record: today's date and, in a
+/// repository, its git state (a note the first request carries, so the system prompt stays
+/// byte-stable). The git part is left out when off, outside a repository, or when git did not
+/// answer in time.
+fn start_note(git: Option<GitState>) -> Record {
+    let git = git.map(|s| crate::workspace::git_note(&s));
+    let text = crate::workspace::start_note(&crate::workspace::today(), git.as_deref());
+    let mut m = MessageRecord::new(crate::message::Role::User, vec![Block::text(text)], None);
+    m.meta = Some(crate::session::records::MessageMeta::GitState);
+    Record::Message(m)
 }
