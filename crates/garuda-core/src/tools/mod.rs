@@ -443,6 +443,31 @@ pub(crate) fn builtin_traits(name: &str) -> (ToolClass, Option<&'static str>, bo
         .map_or((ToolClass::Other, None, false), |b| (b.1, b.2, b.3))
 }
 
+/// Claude Code's names for a built-in tool, so hooks and settings written for Claude Code
+/// match Garuda's tools (`MultiEdit` edits like `edit_file`); empty for tools Claude Code has
+/// no equivalent of. MCP tools are `mcp__SERVER__TOOL` in both and need no alias.
+pub fn claude_aliases(name: &str) -> &'static [&'static str] {
+    match name {
+        "bash" => &["Bash"],
+        "read_file" => &["Read"],
+        "edit_file" => &["Edit", "MultiEdit"],
+        "write_file" => &["Write"],
+        "grep" => &["Grep"],
+        "glob" => &["Glob"],
+        "list_files" => &["LS"],
+        "todo_write" => &["TodoWrite"],
+        "web_fetch" => &["WebFetch"],
+        "web_search" => &["WebSearch"],
+        _ => &[],
+    }
+}
+
+/// The input field Claude Code names `file_path` (an absolute path) where Garuda's tool has a
+/// root-relative `path`, for hooks written for Claude Code.
+pub fn claude_file_path_field(name: &str) -> Option<&'static str> {
+    matches!(name, "read_file" | "edit_file" | "write_file").then_some("path")
+}
+
 /// Where a built-in tool works, from its input: the file read or edited, the folder listed,
 /// the file or folder searched.
 pub(crate) fn builtin_touch(name: &str) -> Option<Touch> {
