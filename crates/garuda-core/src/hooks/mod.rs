@@ -29,6 +29,10 @@ mod trust;
 #[cfg(test)]
 mod tests;
 
+/// How many times a turn continues because a Stop hook blocked, before it ends anyway (so a
+/// hook that always blocks cannot keep a turn running forever).
+pub const STOP_CONTINUATIONS_MAX: u32 = 3;
+
 pub use config::{DEFAULT_TIMEOUT_SECS, HandlerConfig, HooksSettings, ImportSource, MatcherGroup};
 pub use event::{CLAUDE_ONLY_EVENTS, HookEvent};
 pub use input::{CompactTrigger, EventData, HookInput, SessionSource};
