@@ -28,6 +28,15 @@ impl SessionSource {
     }
 }
 
+/// The approval policy in Claude Code's words, for `permission_mode`.
+pub fn permission_mode(policy: crate::tools::Policy) -> &'static str {
+    match policy {
+        crate::tools::Policy::Ask => "default",
+        crate::tools::Policy::AutoEdit => "acceptEdits",
+        crate::tools::Policy::FullAuto => "bypassPermissions",
+    }
+}
+
 /// What started a compaction (PreCompact's and PostCompact's `trigger`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompactTrigger {

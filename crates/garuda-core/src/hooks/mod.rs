@@ -35,7 +35,7 @@ pub const STOP_CONTINUATIONS_MAX: u32 = 3;
 
 pub use config::{DEFAULT_TIMEOUT_SECS, HandlerConfig, HooksSettings, ImportSource, MatcherGroup};
 pub use event::{CLAUDE_ONLY_EVENTS, HookEvent};
-pub use input::{CompactTrigger, EventData, HookInput, SessionSource};
+pub use input::{CompactTrigger, EventData, HookInput, SessionSource, permission_mode};
 pub use matcher::{Matcher, MatcherError, tool_match_names};
 pub use output::{
     HookExit, HookOutcome, HookReport, HookResult, HookRun, PermissionDecision, interpret,

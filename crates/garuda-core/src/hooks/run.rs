@@ -91,7 +91,16 @@ pub async fn run_hooks(
         .iter()
         .zip(runs)
         .map(|(h, run)| {
-            let result = interpret(event, &run, &label(&h.command));
+            let mut result = interpret(event, &run, &label(&h.command));
+            // A hook written for Claude Code answers in Claude Code's shape (`file_path`).
+            if h.origin.is_claude()
+                && let (Some(updated), super::EventData::PreToolUse { tool_name, .. }) =
+                    (&result.updated_input, &input.data)
+            {
+                result.updated_input = Some(super::claude::garuda_tool_input(
+                    tool_name, updated, &input.cwd,
+                ));
+            }
             let report = HookReport {
                 command: h.command.clone(),
                 origin: h.origin.clone(),

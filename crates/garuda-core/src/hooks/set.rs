@@ -354,6 +354,21 @@ fn build(
     opts: &ResolveOptions,
     default_timeout: f64,
 ) -> Result<Hook, SkipReason> {
+    if !opts.enabled {
+        return Err(SkipReason::Disabled);
+    }
+    if origin.is_claude()
+        && let Some(p) = &opts.claude_disabled_by
+    {
+        return Err(SkipReason::DisabledByClaude(p.clone()));
+    }
+    // Trust before anything about the hook itself: an untrusted workspace's hooks are listed
+    // as untrusted even when they also have other problems.
+    if origin.is_workspace() && !opts.trusted {
+        return Err(SkipReason::Untrusted {
+            root: opts.root.clone(),
+        });
+    }
     let Some(event) = HookEvent::parse(name) else {
         if CLAUDE_ONLY_EVENTS.contains(&name) {
             return Err(SkipReason::UnsupportedEvent);
@@ -374,21 +389,6 @@ fn build(
             .map(|(_, n)| n);
         return Err(SkipReason::UnknownEvent { suggestion });
     };
-    if !opts.enabled {
-        return Err(SkipReason::Disabled);
-    }
-    if origin.is_claude()
-        && let Some(p) = &opts.claude_disabled_by
-    {
-        return Err(SkipReason::DisabledByClaude(p.clone()));
-    }
-    // Trust before anything else about the hook: an untrusted workspace's hooks are listed as
-    // untrusted even when they also have other problems.
-    if origin.is_workspace() && !opts.trusted {
-        return Err(SkipReason::Untrusted {
-            root: opts.root.clone(),
-        });
-    }
     let kind = h.kind.as_deref().unwrap_or("command");
     if kind != "command" {
         return Err(SkipReason::UnsupportedType(kind.to_string()));

@@ -625,3 +625,141 @@ async fn an_untrusted_workspace_hook_never_runs() {
     run(&set, &f.bash_call("ls")).await;
     assert!(ran.exists());
 }
+
+#[tokio::test]
+async fn every_event_reaches_its_hooks_with_its_fields() {
+    let f = fx();
+    let log = f.root.join("log");
+    let record = f.script(
+        "record.sh",
+        &format!("cat >> '{}'; echo >> '{}'", log.display(), log.display()),
+    );
+    let hooks: Vec<(HookEvent, Option<&str>, &str, f64)> = HookEvent::ALL
+        .iter()
+        .map(|e| (*e, None, record.as_str(), 10.0))
+        .collect();
+    let set = f.set(&hooks, HookOrigin::UserConfig);
+    let trigger = CompactTrigger::Manual;
+    let events = vec![
+        (
+            EventData::SessionStart {
+                source: SessionSource::Resume,
+                model: Some("a/b".into()),
+            },
+            "source",
+            json!("resume"),
+        ),
+        (
+            EventData::UserPromptSubmit {
+                prompt: "fix it".into(),
+            },
+            "prompt",
+            json!("fix it"),
+        ),
+        (
+            EventData::PreToolUse {
+                tool_name: "grep".into(),
+                tool_input: json!({"pattern": "x"}),
+                tool_use_id: "1".into(),
+            },
+            "tool_use_id",
+            json!("1"),
+        ),
+        (
+            EventData::PostToolUse {
+                tool_name: "grep".into(),
+                tool_input: json!({}),
+                tool_response: json!("3 matches"),
+                tool_use_id: "1".into(),
+            },
+            "tool_response",
+            json!("3 matches"),
+        ),
+        (
+            EventData::PreCompact {
+                trigger,
+                custom_instructions: "keep tests".into(),
+            },
+            "custom_instructions",
+            json!("keep tests"),
+        ),
+        (
+            EventData::PostCompact {
+                trigger,
+                compact_summary: "we fixed x".into(),
+            },
+            "compact_summary",
+            json!("we fixed x"),
+        ),
+        (
+            EventData::Stop {
+                stop_hook_active: false,
+                last_assistant_message: Some("done".into()),
+            },
+            "last_assistant_message",
+            json!("done"),
+        ),
+        (
+            EventData::SessionEnd {
+                reason: "close".into(),
+            },
+            "reason",
+            json!("close"),
+        ),
+        (
+            EventData::Notification {
+                message: "approve bash?".into(),
+                notification_type: "permission_prompt".into(),
+            },
+            "notification_type",
+            json!("permission_prompt"),
+        ),
+        (
+            EventData::InstructionsLoaded {
+                file_path: f.root.join("AGENTS.md"),
+                memory_type: "Project".into(),
+                load_reason: "session_start".into(),
+            },
+            "load_reason",
+            json!("session_start"),
+        ),
+    ];
+    assert_eq!(events.len(), HookEvent::ALL.len());
+    for (data, field, value) in events {
+        let event = data.event();
+        std::fs::write(&log, "").unwrap();
+        let o = run(&set, &f.input(data)).await;
+        assert_eq!(o.reports.len(), 1, "{event}");
+        assert_eq!(o.reports[0].exit, HookExit::Code(0), "{event}");
+        let seen: Value =
+            serde_json::from_str(std::fs::read_to_string(&log).unwrap().trim()).unwrap();
+        assert_eq!(seen["hook_event_name"], event.name());
+        assert_eq!(seen[field], value, "{event}: {seen}");
+    }
+}
+
+#[tokio::test]
+async fn a_claude_hook_rewrites_a_file_path_in_claude_terms() {
+    let f = fx();
+    let redirect = f.script(
+        "redirect.sh",
+        &format!(
+            r#"echo '{{"hookSpecificOutput": {{"hookEventName": "PreToolUse", "permissionDecision": "allow", "updatedInput": {{"file_path": "{}/src/b.rs", "content": "x"}}}}}}'"#,
+            f.root.display()
+        ),
+    );
+    let set = f.set(
+        &[(HookEvent::PreToolUse, Some("Write"), &redirect, 10.0)],
+        HookOrigin::ClaudeUser("/h/.claude/settings.json".into()),
+    );
+    let write = f.input(EventData::PreToolUse {
+        tool_name: "write_file".into(),
+        tool_input: json!({"path": "src/a.rs", "content": "x"}),
+        tool_use_id: "c".into(),
+    });
+    let o = run(&set, &write).await;
+    assert_eq!(
+        o.updated_input,
+        Some(json!({"path": "src/b.rs", "content": "x"}))
+    );
+}
