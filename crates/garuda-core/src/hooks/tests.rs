@@ -441,7 +441,7 @@ async fn a_hook_that_hangs_is_killed_with_its_background_child() {
         ),
     );
     let set = f.set(
-        &[(HookEvent::PreToolUse, None, &hang, 0.5)],
+        &[(HookEvent::PreToolUse, None, &hang, 2.0)],
         HookOrigin::UserConfig,
     );
     let o = run(&set, &f.bash_call("ls")).await;
