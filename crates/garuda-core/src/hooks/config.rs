@@ -19,8 +19,8 @@ pub enum ImportSource {
 }
 
 /// `[hooks]`: e.g. `import = ["claude"]`, then `[[hooks.PreToolUse]]` tables.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub struct HooksSettings {
     /// Run hooks at all (off: every hook is listed as skipped).
     pub enabled: bool,
@@ -51,6 +51,56 @@ impl Default for HooksSettings {
             trust_file: None,
             events: BTreeMap::new(),
         }
+    }
+}
+
+/// The switches `[hooks]` knows besides event names.
+const SWITCHES: &[&str] = &["enabled", "import", "trusted", "timeout"];
+
+/// By hand rather than with `#[serde(flatten)]`: flattening buffers the table, which loses the
+/// line and column of errors and turns a misspelt switch into a puzzling "expected struct
+/// MatcherGroup". Event names start with a capital letter (as Claude Code spells them); any
+/// other unknown key is an error naming the switches.
+impl<'de> Deserialize<'de> for HooksSettings {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = HooksSettings;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a [hooks] table")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<HooksSettings, A::Error> {
+                let mut s = HooksSettings::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "enabled" => s.enabled = map.next_value()?,
+                        "import" => s.import = map.next_value()?,
+                        "trusted" => s.trusted = map.next_value()?,
+                        "timeout" => s.timeout = map.next_value()?,
+                        k if k.starts_with(|c: char| c.is_ascii_uppercase()) => {
+                            let groups: Vec<MatcherGroup> = map.next_value()?;
+                            s.events.entry(key).or_default().extend(groups);
+                        }
+                        _ => {
+                            let event = super::HookEvent::ALL
+                                .iter()
+                                .find(|e| e.name().eq_ignore_ascii_case(&key))
+                                .map_or(String::new(), |e| format!(" (did you mean {e}?)"));
+                            return Err(serde::de::Error::custom(format!(
+                                "unknown key `{key}` in [hooks]{event}: expected one of {}, or \
+                                 an event such as PreToolUse",
+                                SWITCHES.join(", ")
+                            )));
+                        }
+                    }
+                }
+                Ok(s)
+            }
+        }
+        d.deserialize_map(Visit)
     }
 }
 
@@ -143,5 +193,14 @@ hooks = [{ type = "command", command = "echo hi" }]
             Some("echo hi")
         );
         assert!(toml::from_str::<HooksSettings>("import = [\"cursor\"]").is_err());
+        let e = toml::from_str::<HooksSettings>("imprt = [\"claude\"]").unwrap_err();
+        assert!(e.to_string().contains("unknown key `imprt`"), "{e}");
+        let e = toml::from_str::<HooksSettings>("[[pretooluse]]\nhooks = []").unwrap_err();
+        assert!(e.to_string().contains("did you mean PreToolUse?"), "{e}");
+        let e = toml::from_str::<HooksSettings>(
+            "[[Stop]]\nhooks = [{ command = \"x\", timeout = \"5\" }]",
+        )
+        .unwrap_err();
+        assert!(e.span().is_some(), "{e}");
     }
 }

@@ -16,6 +16,8 @@
 //! The turn loop decides what an outcome does (a denied call, context for the model, a
 //! blocked compaction); this module only says what the hooks asked for.
 
+#![warn(missing_docs)]
+
 pub mod claude;
 mod config;
 mod event;
