@@ -117,6 +117,19 @@ enum Command {
     ///
     /// Sessions use `$GARUDA_MODEL` when set, else the configured `model`.
     Acp,
+    /// Let a workspace's own hooks run: its `.garuda/config.toml` `[hooks]` and, with
+    /// `[hooks] import = ["claude"]`, its `.claude/settings.json` and `.claude/settings.local.json`.
+    ///
+    /// Hooks run outside the command sandbox with your rights: trust only a folder whose hooks
+    /// you have read. The list is `trusted.toml` beside the config file (protocol/HOOKS.md).
+    Trust {
+        /// The workspace folder (exactly this folder, not the ones below it).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Print the trusted folders instead (the trust file's and `[hooks] trusted`).
+        #[arg(long)]
+        list: bool,
+    },
     /// Print the JSON Schema of the native protocol (protocol/schema.json).
     Schema {
         /// Print the method table as Markdown instead (the list in protocol/README.md).
@@ -264,6 +277,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         ),
         Command::Demo { dir } => demo::run(dir),
         Command::Acp => acp(load_config(&cli)?),
+        Command::Trust { dir, list } => trust(&cli, dir, *list),
         Command::Schema { methods: true } => {
             print!("{}", garuda_protocol::methods::methods_markdown());
             Ok(0)
@@ -276,6 +290,75 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(0)
         }
     }
+}
+
+/// `garuda trust DIR` (and `--list`): the trust file beside the config file in use.
+fn trust(cli: &Cli, dir: &Path, list: bool) -> anyhow::Result<u8> {
+    use garuda_core::hooks::{HookSet, TrustList};
+    let cfg = load_config(cli)?;
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    if list {
+        let trusted = TrustList::for_settings(&cfg.hooks, home.as_deref())?;
+        for e in trusted.entries() {
+            println!("{}", e.display());
+        }
+        return Ok(0);
+    }
+    let file = cfg
+        .hooks
+        .trust_file
+        .clone()
+        .context("no config folder (set XDG_CONFIG_HOME or HOME, or pass --config)")?;
+    let (root, added) = TrustList::add(&file, dir)?;
+    if added {
+        eprintln!("trusted {} (in {})", root.display(), file.display());
+    } else {
+        eprintln!(
+            "{} was trusted already ({})",
+            root.display(),
+            file.display()
+        );
+    }
+    // Say what now runs, so trusting is never blind.
+    let fs = garuda_core::fsroot::Root::open(&root)?;
+    let ws_cfg = match fs.read_text(
+        Path::new(garuda_core::workspace::WORKSPACE_CONFIG),
+        256 * 1024,
+    ) {
+        Ok(read) => {
+            let path = root.join(garuda_core::workspace::WORKSPACE_CONFIG);
+            cfg.with_workspace(&read.text, &path)?.0
+        }
+        Err(_) => cfg.clone(),
+    };
+    let trusted = TrustList::for_settings(&ws_cfg.hooks, home.as_deref())?;
+    let set = HookSet::load(&ws_cfg, &fs, &trusted, home.as_deref());
+    let mine: Vec<_> = set
+        .hooks()
+        .iter()
+        .filter(|h| h.origin.is_workspace())
+        .collect();
+    if mine.is_empty() {
+        eprintln!("the workspace defines no hooks that run now");
+    }
+    for h in mine {
+        let matcher = h.matcher_text.as_deref().unwrap_or("*");
+        eprintln!("  {} [{matcher}] {}  ({})", h.event, h.command, h.origin);
+    }
+    for s in set.skipped().iter().filter(|s| s.origin.is_workspace()) {
+        eprintln!(
+            "  skipped: {} {}: {}",
+            s.event,
+            s.command.as_deref().unwrap_or("-"),
+            s.reason
+        );
+    }
+    for p in set.problems() {
+        eprintln!("  {p}");
+    }
+    Ok(0)
 }
 
 /// One thread drives all IO: every request is async or hands its blocking work to the blocking

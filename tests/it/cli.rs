@@ -311,3 +311,55 @@ fn logs_to_a_pipe_carry_no_colour_codes() {
     assert!(!err.trim().is_empty(), "a log line is expected");
     assert!(!err.contains('\u{1b}'), "{err:?}");
 }
+
+#[test]
+fn trust_adds_a_workspace_once_lists_it_and_shows_its_hooks() {
+    let home = tempfile::tempdir().expect("home");
+    let ws = tempfile::tempdir().expect("ws");
+    std::fs::create_dir_all(ws.path().join(".garuda")).expect("mkdir");
+    std::fs::write(
+        ws.path().join(".garuda/config.toml"),
+        "[[hooks.PostToolUse]]\nmatcher = \"Edit|Write\"\nhooks = [{ command = \"cargo fmt\" }]\n",
+    )
+    .expect("write");
+    let out = garuda(home.path())
+        .arg("trust")
+        .arg(ws.path())
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("trusted ") && stderr.contains("cargo fmt"),
+        "{stderr}"
+    );
+    let file = home.path().join("config/garuda/trusted.toml");
+    let text = std::fs::read_to_string(&file).expect("trust file");
+    let canon = ws.path().canonicalize().expect("canon");
+    assert!(text.contains(&*canon.to_string_lossy()), "{text}");
+    let out = garuda(home.path())
+        .arg("trust")
+        .arg(ws.path())
+        .output()
+        .expect("run");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already"));
+    let out = garuda(home.path())
+        .args(["trust", "--list"])
+        .output()
+        .expect("run");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        listed.lines().collect::<Vec<_>>(),
+        [&*canon.to_string_lossy()]
+    );
+    let out = garuda(home.path())
+        .arg("trust")
+        .arg(home.path().join("missing"))
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -87,6 +87,12 @@ pub struct Config {
     pub mcp: crate::mcp::McpSettings,
     /// Skills (`[skills]`, user config only: it may read the user's `~/.claude/skills`).
     pub skills: crate::skills::SkillSettings,
+    /// Hooks (`[hooks]`, `[[hooks.EVENT]]`): the user's own, and which others to import.
+    pub hooks: crate::hooks::HooksSettings,
+    /// The workspace's own `[hooks]` with the file they came from (set by
+    /// [`Config::with_workspace`]; they run only in a trusted workspace).
+    #[serde(skip)]
+    pub workspace_hooks: Option<(PathBuf, crate::hooks::HooksSettings)>,
 }
 
 /// Context pipeline and compaction settings (`[context]`).
@@ -372,6 +378,7 @@ struct WorkspaceFile {
     features: Option<Features>,
     limits: Option<Limits>,
     instructions: Option<InstructionSettings>,
+    hooks: Option<crate::hooks::HooksSettings>,
     #[serde(flatten)]
     rest: toml::Table,
 }
@@ -405,6 +412,7 @@ impl Config {
     pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
         let mut cfg = Self::load_file_only(path)?;
         cfg.global_instructions = Self::global_instructions_path();
+        cfg.hooks.trust_file = Some(crate::hooks::TrustList::path_beside(path));
         Ok(cfg)
     }
 
@@ -505,6 +513,11 @@ impl Config {
                 ..i
             };
         }
+        // Only the workspace's matcher groups count; they run once the user trusts it.
+        merged.workspace_hooks = file.hooks.map(|h| {
+            warnings.extend(h.workspace_warnings(path));
+            (path.to_owned(), h)
+        });
         warnings.extend(file
             .rest
             .keys()
@@ -763,6 +776,28 @@ mod tests {
             let e = ContextSettings::default().apply_env(env(w, t)).unwrap_err();
             assert!(e.to_string().contains("GARUDA_"), "{e}");
         }
+    }
+
+    #[test]
+    fn hook_tables_load_and_a_workspace_cannot_trust_itself() {
+        let text = "[features]\nhooks = true\n[hooks]\nimport = [\"claude\"]\n\
+                    [[hooks.PreToolUse]]\nmatcher = \"Bash\"\n\
+                    hooks = [{ type = \"command\", command = \"policy.sh\", timeout = 5 }]\n";
+        let c = Config::parse(text, Path::new("c.toml")).unwrap();
+        assert!(c.features.hooks, "the old switch still reads");
+        assert_eq!(c.hooks.import, [crate::hooks::ImportSource::Claude]);
+        assert_eq!(c.hooks.events["PreToolUse"][0].hooks[0].timeout, Some(5.0));
+        let e = Config::parse("[hooks]\nimport = [\"cursor\"]\n", Path::new("c.toml")).unwrap_err();
+        assert!(e.to_string().contains("cursor"), "{e}");
+        let ws = "[hooks]\ntrusted = [\"/w\"]\nimport = [\"claude\"]\n[[hooks.Stop]]\nhooks = [{ command = \"x\" }]\n";
+        let (merged, warnings) = c
+            .with_workspace(ws, Path::new("/w/.garuda/config.toml"))
+            .unwrap();
+        assert_eq!(merged.hooks, c.hooks, "the user's hooks stay the user's");
+        let (path, h) = merged.workspace_hooks.unwrap();
+        assert_eq!(path, Path::new("/w/.garuda/config.toml"));
+        assert!(h.events.contains_key("Stop"));
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
     }
 
     #[test]

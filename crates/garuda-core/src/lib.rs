@@ -8,6 +8,7 @@
 pub mod config;
 pub mod engine;
 pub mod fsroot;
+pub mod hooks;
 pub mod mcp;
 pub mod message;
 pub mod prompt;

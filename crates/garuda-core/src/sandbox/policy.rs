@@ -7,8 +7,15 @@ use super::env::EnvPolicy;
 
 /// Paths inside the root that stay read-only: they run code or steer Garuda outside the
 /// sandbox later (git hooks, `core.hooksPath`/`core.fsmonitor`/aliases in `.git/config`,
-/// Garuda's own workspace config and memory).
-pub const PROTECTED_IN_ROOT: &[&str] = &[".git/hooks", ".git/config", ".garuda"];
+/// Garuda's own workspace config and memory, the Claude Code settings whose hooks a trusted
+/// workspace runs unsandboxed).
+pub const PROTECTED_IN_ROOT: &[&str] = &[
+    ".git/hooks",
+    ".git/config",
+    ".garuda",
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+];
 
 /// Secrets under the user's home that commands cannot read: keys, cloud and registry
 /// credentials, password stores, browser profiles (cookies), and Garuda's own config and
@@ -234,7 +241,9 @@ mod tests {
             vec![
                 p.root.join(".git/hooks"),
                 p.root.join(".git/config"),
-                p.root.join(".garuda")
+                p.root.join(".garuda"),
+                p.root.join(".claude/settings.json"),
+                p.root.join(".claude/settings.local.json")
             ]
         );
     }

@@ -57,6 +57,7 @@ fn fixture() -> Fixture {
         root.join(".git/hooks"),
         root.join(".git/objects"),
         root.join(".garuda"),
+        root.join(".claude"),
         home.join(".ssh"),
         home.join(".aws"),
         other_home.clone(),
@@ -67,6 +68,7 @@ fn fixture() -> Fixture {
     write(root.join(".git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n");
     write(root.join(".git/config"), "[core]\n\tbare = false\n");
     write(root.join(".garuda/memory.md"), "memory\n");
+    write(root.join(".claude/settings.json"), "{}\n");
     write(
         root.join("main.c"),
         "#include <stdio.h>\nint main(void){puts(\"hello-built\");return 0;}\n",
@@ -276,7 +278,8 @@ async fn protected_paths_stay_read_only_and_new_ones_are_reported() {
     let script = "echo evil > .git/hooks/pre-commit; echo evil > .git/hooks/post-checkout; \
                   echo '[alias] x = !evil' >> .git/config; mv .git/config .git/config.old; \
                   rm -rf .git/hooks; echo evil > .garuda/memory.md; touch .garuda/config.toml; \
-                  rm -rf .garuda; echo done";
+                  rm -rf .garuda; echo evil > .claude/settings.json; rm -f .claude/settings.json; \
+                  echo done";
     let (code, out) = run(&f.policy(), script).await;
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("done"), "{out}");
@@ -295,6 +298,11 @@ async fn protected_paths_stay_read_only_and_new_ones_are_reported() {
         "memory\n"
     );
     assert!(!f.root.join(".garuda/config.toml").exists());
+    assert_eq!(
+        std::fs::read_to_string(f.root.join(".claude/settings.json")).unwrap(),
+        "{}\n",
+        "hooks a trusted workspace runs unsandboxed"
+    );
 
     // A protected path missing at the start can be created; the handle says so.
     std::fs::remove_dir_all(f.root.join(".garuda")).unwrap();

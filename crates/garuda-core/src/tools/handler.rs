@@ -152,6 +152,14 @@ pub trait Tool: Send + Sync + 'static {
     fn line(&self, _input: &Value) -> Option<u32> {
         None
     }
+    /// Claude Code's names for this tool (hooks and settings written for Claude Code).
+    fn claude_names(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Claude Code's input names this tool's file `file_path`, an absolute path.
+    fn claude_file_path(&self) -> bool {
+        false
+    }
     /// The write a call would make, planned without writing (tools that change one file).
     fn plan(&self, _input: &Value, _ctx: &ToolContext) -> Option<Result<PlannedWrite, ToolOutput>> {
         None

@@ -426,6 +426,32 @@ pub fn builtin_specs() -> Vec<crate::message::ToolSpec> {
     builtin::all().iter().map(|h| h.spec()).collect()
 }
 
+/// Claude Code's names for a tool, so hooks and settings written for Claude Code match
+/// Garuda's tools (`MultiEdit` edits like `edit_file`); empty for tools Claude Code has no
+/// equivalent of. MCP tools are `mcp__SERVER__TOOL` in both and need no alias.
+pub fn claude_aliases(name: &str) -> &'static [&'static str] {
+    if let Some(h) = ToolRegistry::builtins()
+        .get(name)
+        .and_then(ToolEntry::handler)
+    {
+        return h.claude_names();
+    }
+    // Tools a client may register under the names Claude Code's own tools have.
+    match name {
+        "web_fetch" => &["WebFetch"],
+        "web_search" => &["WebSearch"],
+        _ => &[],
+    }
+}
+
+/// The input field Claude Code names `file_path` (an absolute path) where Garuda's tool has a
+/// root-relative `path`, for hooks written for Claude Code.
+pub fn claude_file_path_field(name: &str) -> Option<&'static str> {
+    let tools = ToolRegistry::builtins();
+    let h = tools.get(name).and_then(ToolEntry::handler)?;
+    h.claude_file_path().then_some(h.path_arg()).flatten()
+}
+
 /// What a session with these tools, policy and command sandbox really has, for the prompt.
 pub fn session_facts(
     policy: Policy,

@@ -113,11 +113,12 @@ pub const RISKY_FILES: &[&str] = &[
 ];
 
 /// Folders anywhere in the workspace whose files run code or steer tools: git's own folder
-/// (hooks, config), Garuda's, CI configs, git hook managers, editor tasks and settings, cargo's
-/// config.
+/// (hooks, config), Garuda's, Claude Code's (settings with hooks), CI configs, git hook
+/// managers, editor tasks and settings, cargo's config.
 pub const RISKY_DIRS: &[&str] = &[
     ".git",
     ".garuda",
+    ".claude",
     ".github",
     ".circleci",
     ".buildkite",

@@ -244,6 +244,9 @@ impl Tool for Bash {
     fn name(&self) -> &'static str {
         "bash"
     }
+    fn claude_names(&self) -> &'static [&'static str] {
+        &["Bash"]
+    }
     fn spec(&self) -> ToolSpec {
         handler::spec(
             "bash",

@@ -28,6 +28,12 @@ impl Tool for EditFile {
     fn name(&self) -> &'static str {
         "edit_file"
     }
+    fn claude_names(&self) -> &'static [&'static str] {
+        &["Edit", "MultiEdit"]
+    }
+    fn claude_file_path(&self) -> bool {
+        true
+    }
     fn spec(&self) -> ToolSpec {
         handler::spec(
             "edit_file",

@@ -79,6 +79,9 @@ impl Tool for Glob {
     fn name(&self) -> &'static str {
         "glob"
     }
+    fn claude_names(&self) -> &'static [&'static str] {
+        &["Glob"]
+    }
     fn spec(&self) -> ToolSpec {
         handler::spec(
             "glob",

@@ -202,6 +202,9 @@ impl Tool for Grep {
     fn name(&self) -> &'static str {
         "grep"
     }
+    fn claude_names(&self) -> &'static [&'static str] {
+        &["Grep"]
+    }
     fn spec(&self) -> ToolSpec {
         handler::spec(
             "grep",

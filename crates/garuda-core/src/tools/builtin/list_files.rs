@@ -82,6 +82,9 @@ impl Tool for ListFiles {
     fn name(&self) -> &'static str {
         "list_files"
     }
+    fn claude_names(&self) -> &'static [&'static str] {
+        &["LS"]
+    }
     fn spec(&self) -> ToolSpec {
         handler::spec(
             "list_files",

@@ -235,6 +235,12 @@ impl Tool for ReadFile {
     fn name(&self) -> &'static str {
         "read_file"
     }
+    fn claude_names(&self) -> &'static [&'static str] {
+        &["Read"]
+    }
+    fn claude_file_path(&self) -> bool {
+        true
+    }
     fn spec(&self) -> ToolSpec {
         handler::spec(
             "read_file",

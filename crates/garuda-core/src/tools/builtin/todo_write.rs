@@ -108,6 +108,9 @@ impl Tool for TodoWrite {
     fn name(&self) -> &'static str {
         "todo_write"
     }
+    fn claude_names(&self) -> &'static [&'static str] {
+        &["TodoWrite"]
+    }
     fn spec(&self) -> ToolSpec {
         handler::spec(
             "todo_write",

@@ -27,6 +27,12 @@ impl Tool for WriteFile {
     fn name(&self) -> &'static str {
         "write_file"
     }
+    fn claude_names(&self) -> &'static [&'static str] {
+        &["Write"]
+    }
+    fn claude_file_path(&self) -> bool {
+        true
+    }
     fn spec(&self) -> ToolSpec {
         handler::spec(
             "write_file",
