@@ -89,6 +89,7 @@ fn bench(c: &mut Criterion) {
         mcp: None,
         skills: Default::default(),
         skill_dirs: None,
+        hooks: Default::default(),
     };
     let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
     let host: Arc<dyn garuda_core::turn::TurnHost> = Arc::new(NullHost);

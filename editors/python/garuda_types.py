@@ -318,6 +318,42 @@ class HistoryMessage(_HistoryMessageRequired, total=False):
     removed: Optional[str]
 
 
+class _HookInForceRequired(TypedDict):
+    # The command line.
+    command: str
+    # The event (`PreToolUse`, …).
+    event: str
+    # Where it was defined: `user config` or the settings file's path.
+    origin: str
+    # Seconds it may run.
+    timeoutSecs: float
+
+
+class HookInForce(_HookInForceRequired, total=False):
+    """A hook in force for a session (`context/inspect`)."""
+
+    # The matcher as written (absent: every subject).
+    matcher: Optional[str]
+
+
+class _HookSkippedRequired(TypedDict):
+    # The event as written.
+    event: str
+    # Where it was defined.
+    origin: str
+    # Why it does not run.
+    reason: str
+
+
+class HookSkipped(_HookSkippedRequired, total=False):
+    """A configured hook that does not run (`context/inspect`)."""
+
+    # The command, when it has one.
+    command: Optional[str]
+    # The matcher as written.
+    matcher: Optional[str]
+
+
 class ImageSourceBase64(TypedDict):
     """Inline base64 data."""
 
@@ -389,6 +425,10 @@ class InspectResult(_InspectResultRequired, total=False):
     collapses: int
     # Tokens of the git state note (captured at session start) in the view; 0 when none.
     gitStateTokens: int
+    # The session's hooks in force (protocol/HOOKS.md).
+    hooks: List[HookInForce]
+    # Configured hooks that do not run, each with why (an untrusted workspace, an unknown event, an unsupported type, …).
+    hooksSkipped: List[HookSkipped]
     # The newest compaction that installed a summary or a handoff, if any.
     lastCompaction: Union[LastCompaction, None]
     # The limit learned from the provider, when one was (kept in the transcript).
@@ -775,6 +815,8 @@ class ToolMeta(TypedDict, total=False):
 
     # How the approval went, when the policy asked for one (absent: no approval needed).
     approval: Union[Approval, None]
+    # A PreToolUse hook blocked the call: it did not run, and the output gives the reason.
+    blockedByHook: bool
     # True when the call was cancelled.
     cancelled: bool
     # Exit code of a `bash` command (None when killed or not started).
@@ -892,6 +934,23 @@ class TurnEventUsage(_TurnEventUsageRequired, total=False):
 
     # The session's cost so far in US dollars (every response, summaries included, at the current model's prices); absent when the config names no prices for the model.
     costUsd: Optional[float]
+
+
+class _TurnEventHookRequired(TypedDict):
+    # The hook event (`PreToolUse`, `Stop`, …).
+    event: str
+    kind: Literal["hook"]
+    # `started`, `finished`, `blocked` or `failed`.
+    phase: str
+
+
+class TurnEventHook(_TurnEventHookRequired, total=False):
+    """A hook event: its hooks `started`, `finished`, `blocked` what the event is about, or one `failed` (a warning for the user); see protocol/HOOKS.md."""
+
+    # The reason, warning or message, for the user.
+    message: Optional[str]
+    # What it was about (the tool name, the source, the trigger).
+    subject: Optional[str]
 
 
 class TurnEventRetry(TypedDict):
@@ -1053,4 +1112,4 @@ Role = Union[Literal["user"], Literal["assistant"]]
 SessionOrigin = Union[Literal["serve"], Literal["acp"], Literal["exec"]]
 StopReason = Union[Literal["end_turn"], Literal["tool_use"], Literal["max_tokens"], Literal["stop_sequence"], Literal["refusal"], Literal["cancelled"], Literal["max_steps"], Literal["max_turns"], Literal["max_budget"], Literal["error"]]
 TodoStatus = Union[Literal["pending"], Literal["in_progress"], Literal["completed"]]
-TurnEvent = Union[TurnEventInit, TurnEventStepStarted, TurnEventTextDelta, TurnEventThinkingDelta, TurnEventToolCallStarted, TurnEventToolCallFinished, TurnEventUsage, TurnEventRetry, TurnEventTodos, TurnEventCompaction, TurnEventFinished]
+TurnEvent = Union[TurnEventInit, TurnEventStepStarted, TurnEventTextDelta, TurnEventThinkingDelta, TurnEventToolCallStarted, TurnEventToolCallFinished, TurnEventUsage, TurnEventHook, TurnEventRetry, TurnEventTodos, TurnEventCompaction, TurnEventFinished]

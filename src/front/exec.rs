@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use garuda_core::message::{StopReason, Usage};
-use garuda_core::turn::{PermissionAnswer, PermissionRequest, TurnEvent, TurnFailure, TurnHost};
+use garuda_core::turn::{
+    HookPhase, PermissionAnswer, PermissionRequest, TurnEvent, TurnFailure, TurnHost,
+};
 
 /// The turn ended normally.
 pub const EXIT_OK: u8 = 0;
@@ -324,6 +326,19 @@ impl TurnHost for ExecHost {
                     line.push_str(&format!(" {m}"));
                 }
                 self.note(&line);
+            }
+            TurnEvent::Hook {
+                event,
+                phase,
+                subject,
+                message,
+            } if matches!(phase, HookPhase::Blocked | HookPhase::Failed) => {
+                let subject = subject.map(|s| format!(" {s}")).unwrap_or_default();
+                self.note(&format!(
+                    "[hook {event}{subject} {}] {}",
+                    phase.name(),
+                    message.unwrap_or_default()
+                ));
             }
             _ => {}
         }

@@ -479,6 +479,11 @@ pub fn engine_error(e: EngineError) -> RpcError {
         ),
         EngineError::Turn(T::Invalid(m)) | EngineError::Invalid(m) => RpcError::invalid_params(m),
         EngineError::Turn(T::Cancelled) => RpcError::request_cancelled(),
+        EngineError::Turn(T::Blocked(reason)) => RpcError {
+            code: codes::BLOCKED_BY_HOOK,
+            message: T::Blocked(reason.clone()).to_string(),
+            data: Some(json!({"kind": "hook", "reason": reason})),
+        },
         EngineError::Turn(T::TooLarge {
             message_tokens,
             fixed_tokens,

@@ -273,6 +273,7 @@ pub fn meta_name(m: MessageMeta) -> &'static str {
         MessageMeta::Nudge => "nudge",
         MessageMeta::RestoredSkill => "restored_skill",
         MessageMeta::SkillNote => "skill_note",
+        MessageMeta::HookContext => "hook_context",
         MessageMeta::Unknown => "unknown",
     }
 }
@@ -407,6 +408,30 @@ pub fn inspect_out(r: ContextReport) -> w::InspectResult {
             tokens_before: c.tokens_before,
             tokens_after: c.tokens_after,
         }),
+        hooks: r
+            .hooks
+            .hooks()
+            .iter()
+            .map(|h| w::HookInForce {
+                event: h.event.name().to_string(),
+                matcher: h.matcher_text.clone(),
+                command: h.command.clone(),
+                timeout_secs: h.timeout.as_secs_f64(),
+                origin: h.origin.to_string(),
+            })
+            .collect(),
+        hooks_skipped: r
+            .hooks
+            .skipped()
+            .iter()
+            .map(|h| w::HookSkipped {
+                event: h.event.clone(),
+                matcher: h.matcher.clone(),
+                command: h.command.clone(),
+                origin: h.origin.to_string(),
+                reason: h.reason.to_string(),
+            })
+            .collect(),
     }
 }
 
@@ -420,6 +445,7 @@ fn meta_out(m: ToolMeta) -> w::ToolMeta {
         timed_out: m.timed_out,
         cancelled: m.cancelled,
         approval: m.approval.map(approval_out),
+        blocked_by_hook: m.blocked_by_hook,
     }
 }
 
@@ -485,6 +511,17 @@ pub fn event_out(e: TurnEvent) -> w::TurnEvent {
             attempt,
             delay_ms,
             reason,
+        },
+        TurnEvent::Hook {
+            event,
+            phase,
+            subject,
+            message,
+        } => w::TurnEvent::Hook {
+            event,
+            phase: phase.name().to_string(),
+            subject,
+            message,
         },
         TurnEvent::Todos { todos } => w::TurnEvent::Todos {
             todos: todos.into_iter().map(todo_out).collect(),

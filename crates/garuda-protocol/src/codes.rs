@@ -30,6 +30,8 @@ pub const TOOL_ERROR: i64 = -32059;
 pub const PROMPT_TOO_LONG: i64 = -32060;
 /// The provider rejected the credentials (missing or invalid key).
 pub const AUTH_ERROR: i64 = -32061;
+/// A hook of the user's refused the request (a prompt, a manual compaction); `data.reason`.
+pub const BLOCKED_BY_HOOK: i64 = -32062;
 
 /// Whether `code` lies in Garuda's own range.
 pub fn is_garuda_code(code: i64) -> bool {
@@ -55,6 +57,7 @@ mod tests {
             TOOL_ERROR,
             PROMPT_TOO_LONG,
             AUTH_ERROR,
+            BLOCKED_BY_HOOK,
         ] {
             assert!(is_garuda_code(c), "{c}");
         }

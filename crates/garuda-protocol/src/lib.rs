@@ -659,6 +659,48 @@ pub struct InspectResult {
     /// The newest compaction that installed a summary or a handoff, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_compaction: Option<LastCompaction>,
+    /// The session's hooks in force (protocol/HOOKS.md).
+    #[serde(default)]
+    pub hooks: Vec<HookInForce>,
+    /// Configured hooks that do not run, each with why (an untrusted workspace, an unknown
+    /// event, an unsupported type, …).
+    #[serde(default)]
+    pub hooks_skipped: Vec<HookSkipped>,
+}
+
+/// A hook in force for a session (`context/inspect`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookInForce {
+    /// The event (`PreToolUse`, …).
+    pub event: String,
+    /// The matcher as written (absent: every subject).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matcher: Option<String>,
+    /// The command line.
+    pub command: String,
+    /// Seconds it may run.
+    pub timeout_secs: f64,
+    /// Where it was defined: `user config` or the settings file's path.
+    pub origin: String,
+}
+
+/// A configured hook that does not run (`context/inspect`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookSkipped {
+    /// The event as written.
+    pub event: String,
+    /// The matcher as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matcher: Option<String>,
+    /// The command, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Where it was defined.
+    pub origin: String,
+    /// Why it does not run.
+    pub reason: String,
 }
 
 /// The newest installed compaction of a session (`context/inspect`).

@@ -269,6 +269,9 @@ pub struct ToolMeta {
     /// How the approval went, when the policy asked for one (absent: no approval needed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<Approval>,
+    /// A PreToolUse hook blocked the call: it did not run, and the output gives the reason.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub blocked_by_hook: bool,
 }
 
 /// The outcome of a tool call's approval (`toolCallFinished`'s `meta.approval`).
@@ -365,6 +368,20 @@ pub enum TurnEvent {
         /// the current model's prices); absent when the config names no prices for the model.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
+    },
+    /// A hook event: its hooks `started`, `finished`, `blocked` what the event is about,
+    /// or one `failed` (a warning for the user); see protocol/HOOKS.md.
+    Hook {
+        /// The hook event (`PreToolUse`, `Stop`, …).
+        event: String,
+        /// `started`, `finished`, `blocked` or `failed`.
+        phase: String,
+        /// What it was about (the tool name, the source, the trigger).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        subject: Option<String>,
+        /// The reason, warning or message, for the user.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
     },
     /// The provider call is retried after an error.
     Retry {

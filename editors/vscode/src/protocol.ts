@@ -235,6 +235,34 @@ export type HistoryMessage = {
   time: number;
 };
 
+/** A hook in force for a session (`context/inspect`). */
+export type HookInForce = {
+  /** The command line. */
+  command: string;
+  /** The event (`PreToolUse`, …). */
+  event: string;
+  /** The matcher as written (absent: every subject). */
+  matcher?: string | null;
+  /** Where it was defined: `user config` or the settings file's path. */
+  origin: string;
+  /** Seconds it may run. */
+  timeoutSecs: number;
+};
+
+/** A configured hook that does not run (`context/inspect`). */
+export type HookSkipped = {
+  /** The command, when it has one. */
+  command?: string | null;
+  /** The event as written. */
+  event: string;
+  /** The matcher as written. */
+  matcher?: string | null;
+  /** Where it was defined. */
+  origin: string;
+  /** Why it does not run. */
+  reason: string;
+};
+
 /** Where an image's bytes come from. */
 export type ImageSource = {
   /** Base64-encoded bytes. */
@@ -279,6 +307,13 @@ export type InspectResult = {
   free: number;
   /** Tokens of the git state note (captured at session start) in the view; 0 when none. */
   gitStateTokens?: number;
+  /** The session's hooks in force (protocol/HOOKS.md). */
+  hooks?: HookInForce[];
+  /**
+   * Configured hooks that do not run, each with why (an untrusted workspace, an unknown
+   * event, an unsupported type, …).
+   */
+  hooksSkipped?: HookSkipped[];
   /** Project instructions. */
   instructions: number;
   /** The newest compaction that installed a summary or a handoff, if any. */
@@ -672,6 +707,8 @@ export type ToolCallResult = {
 export type ToolMeta = {
   /** How the approval went, when the policy asked for one (absent: no approval needed). */
   approval?: Approval | null;
+  /** A PreToolUse hook blocked the call: it did not run, and the output gives the reason. */
+  blockedByHook?: boolean;
   /** True when the call was cancelled. */
   cancelled?: boolean;
   /** Exit code of a `bash` command (None when killed or not started). */
@@ -760,6 +797,16 @@ export type TurnEvent = {
   kind: "usage";
   /** As reported by the provider. */
   usage: Usage;
+} | {
+  /** The hook event (`PreToolUse`, `Stop`, …). */
+  event: string;
+  kind: "hook";
+  /** The reason, warning or message, for the user. */
+  message?: string | null;
+  /** `started`, `finished`, `blocked` or `failed`. */
+  phase: string;
+  /** What it was about (the tool name, the source, the trigger). */
+  subject?: string | null;
 } | {
   /** Retry number, from 1. */
   attempt: number;

@@ -12,7 +12,7 @@ use garuda_core::session::records::MessageMeta;
 use garuda_core::tools::{
     EditPreview, Policy, TodoItem, TodoStatus, ToolClass, ToolKind, ToolRegistry,
 };
-use garuda_core::turn::{CompactionPhase, TurnEvent};
+use garuda_core::turn::{CompactionPhase, HookPhase, TurnEvent};
 
 /// What the client said it can do (`initialize`), as far as Garuda uses it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -221,8 +221,23 @@ pub fn event_update(event: TurnEvent, context_window: u64) -> Option<acp::Sessio
             acp::UsageUpdate::new(context_tokens, context_window)
                 .cost(cost_usd.map(|c| acp::Cost::new(c, "USD"))),
         ),
+        // What a hook blocked or why one failed reaches the user as a thought line; started
+        // and finished hooks leave no trace.
+        TurnEvent::Hook {
+            event,
+            phase: HookPhase::Blocked | HookPhase::Failed,
+            subject,
+            message,
+            ..
+        } => thought(hook_line(&event, subject.as_deref(), message.as_deref())),
         _ => return None,
     })
+}
+
+/// One line about a hook that blocked or failed: `[hook PreToolUse bash] blocked: reason`.
+pub fn hook_line(event: &str, subject: Option<&str>, message: Option<&str>) -> String {
+    let subject = subject.map(|s| format!(" {s}")).unwrap_or_default();
+    format!("\n[hook {event}{subject}] {}\n", message.unwrap_or(""))
 }
 
 /// The ACP stop reason of a Garuda turn (`None`: the turn failed).

@@ -28,7 +28,7 @@ pub struct NextRequest {
 }
 
 /// The context by part (`context/inspect`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ContextReport {
     /// Tokens by part, at the window in use (`tools` without the MCP definitions).
     pub parts: tokens::ContextParts,
@@ -62,6 +62,8 @@ pub struct ContextReport {
     pub prompt_warnings: Vec<String>,
     /// The newest compaction that installed a summary or handoff, if any.
     pub last_compaction: Option<LastCompaction>,
+    /// The session's hooks: those in force and those skipped, with why.
+    pub hooks: std::sync::Arc<crate::hooks::HookSet>,
 }
 
 /// The newest installed compaction, from its boundary record.
@@ -347,6 +349,7 @@ impl Engine {
             sources,
             prompt_warnings: prompt.warnings.clone(),
             last_compaction: last,
+            hooks: live.setup.hooks.clone(),
         })
     }
 }

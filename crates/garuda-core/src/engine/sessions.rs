@@ -112,7 +112,9 @@ impl Sessions {
             idle.sort_unstable();
             let excess = map.len() - self.max;
             for (_, id) in idle.into_iter().take(excess) {
-                map.remove(&id);
+                if let Some(e) = map.remove(&id) {
+                    e.session.ended("evicted");
+                }
             }
         }
         kept
@@ -188,6 +190,7 @@ impl Engine {
         } else {
             tools = tools.with_skills(skills.clone());
         }
+        let hooks = std::sync::Arc::new(self.hook_set(&ws, &mut warnings));
         let (commands, sandbox) =
             crate::sandbox::session_runner(&self.config.sandbox, ws.root.path());
         if let Some(crate::sandbox::Unconfined::Unavailable(why)) = &sandbox.unconfined {
@@ -230,9 +233,26 @@ impl Engine {
                 mcp,
                 skills,
                 skill_dirs,
+                hooks,
             },
             warnings,
         ))
+    }
+
+    /// The hooks in force for a session of `ws`: the user's, imported ones, and the
+    /// workspace's own once it is trusted; problems become warnings.
+    fn hook_set(&self, ws: &Workspace, warnings: &mut Vec<String>) -> crate::hooks::HookSet {
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(std::path::PathBuf::from);
+        let trust = crate::hooks::TrustList::for_settings(&ws.config.hooks, home.as_deref())
+            .unwrap_or_else(|e| {
+                warnings.push(format!("hooks: {e}; no workspace is trusted"));
+                crate::hooks::TrustList::default()
+            });
+        let set = crate::hooks::HookSet::load(&ws.config, &ws.root, &trust, home.as_deref());
+        warnings.extend(set.problems().iter().map(|p| format!("hooks: {p}")));
+        set
     }
 
     /// The provider and limits for a model spec, with a warning when the model is unknown.
@@ -599,6 +619,7 @@ impl Engine {
         match self.sessions.remove(id) {
             Some(live) => {
                 live.cancel();
+                live.ended("close");
                 true
             }
             None => false,
@@ -609,6 +630,7 @@ impl Engine {
     pub fn delete_session(&self, id: &str) -> Result<(), EngineError> {
         if let Some(live) = self.sessions.remove(id) {
             live.cancel();
+            live.ended("delete");
         }
         self.store().delete(id).map_err(|e| match e {
             crate::session::StoreError::NotFound(_) => EngineError::SessionNotFound(id.to_string()),

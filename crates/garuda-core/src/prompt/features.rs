@@ -19,6 +19,8 @@ pub struct SessionFacts {
     pub commands_ask: bool,
     /// The prompt lines the session's tools make true (the tool registry decides which).
     pub offers: Vec<Offer>,
+    /// A hook is in force (the session's hook set has one).
+    pub hooks: bool,
 }
 
 impl SessionFacts {
@@ -228,6 +230,14 @@ pub(crate) fn feature_lines(facts: &SessionFacts) -> Vec<String> {
             lines.push(crate::mcp::defer::DEFERRED_PROMPT_LINE.into());
         }
     }
+    if facts.hooks {
+        lines.push(
+            "\"Blocked by a hook\" means the user's own rules forbid the call: do not retry it \
+             or reach the same result another way. <hook_feedback> reports problems found after \
+             a call: fix them."
+                .into(),
+        );
+    }
     if facts.has(Offer::Explore) {
         lines.push(
             "For open questions that need several searches, call explore; several can run at \
@@ -355,6 +365,7 @@ mod tests {
             network: false,
             commands_ask: ask,
             offers: offers.to_vec(),
+            hooks: false,
         }
     }
 
@@ -426,6 +437,12 @@ mod tests {
             assert!(lines.contains(needle), "{needle}");
         }
         assert!(!lines.contains("hook"));
+        let hooked = SessionFacts {
+            hooks: true,
+            ..SessionFacts::default()
+        };
+        let line = feature_lines(&hooked).join("\n");
+        assert!(line.contains("Blocked by a hook") && line.contains("<hook_feedback>"));
     }
 
     #[test]

@@ -157,6 +157,7 @@ fn opts() -> PromptOptions {
             network: false,
             commands_ask: true,
             offers: crate::tools::ToolRegistry::builtins().offers(),
+            hooks: false,
         },
         ..PromptOptions::default()
     }

@@ -48,6 +48,9 @@ pub enum MessageMeta {
     RestoredSkill,
     /// A `<garuda_note>` saying the skills on disk changed since the session started.
     SkillNote,
+    /// A `<garuda_note>` with what a user's hook gave for the model (SessionStart, a Stop
+    /// hook's reason to go on).
+    HookContext,
     /// A meta value written by a newer Garuda; treated like an ordinary message.
     #[serde(other)]
     Unknown,

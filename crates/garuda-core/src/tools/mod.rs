@@ -335,6 +335,8 @@ pub struct ToolMeta {
     pub cancelled: bool,
     /// How the call's approval went, when the policy asked for one.
     pub approval: Option<Approval>,
+    /// A PreToolUse hook of the user's blocked the call; it did not run.
+    pub blocked_by_hook: bool,
 }
 
 /// The outcome of a tool call's approval.
@@ -463,6 +465,7 @@ pub fn session_facts(
         network: sandbox.network,
         commands_ask: approval_needed(policy, ToolClass::Exec, sandbox, false),
         offers: tools.offers(),
+        hooks: false,
     }
 }
 

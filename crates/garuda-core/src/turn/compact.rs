@@ -20,6 +20,7 @@ use crate::message::{Block, Message, Usage};
 use crate::prompt::PartKind;
 use crate::provider::{ModelRequest, ModelResponse, ProviderError};
 use crate::session::Record;
+use crate::session::compact::blocking_limit;
 use crate::session::compact::{
     self, FileSnapshot, InstallInput, Pressure, Relief, SUMMARY_SYSTEM, SummaryText, WorkerOutcome,
     choose_relief, chunk_messages, chunk_rounds, cut_with_marker, extractive_handoff,
@@ -580,13 +581,73 @@ pub async fn compact_session(
         Phase::Go(p) => p,
         Phase::Done(out) => return Ok(out),
     };
+    // PreCompact hooks run before a summary: they may refuse it, and what they print joins
+    // the summary instructions after the user's own.
+    let mut focus = req.focus.map(str::to_string);
+    if prep.relief == Relief::Summary {
+        match c.pre_compact(req.focus).await? {
+            Phase::Go(extra) => {
+                if let Some(extra) = extra {
+                    focus = Some(match focus {
+                        Some(f) if !f.trim().is_empty() => format!("{f}\n\n{extra}"),
+                        _ => extra,
+                    });
+                }
+            }
+            Phase::Done(out) => return Ok(out),
+        }
+    }
     c.event(CompactionPhase::Started, None, None);
     let mut usage = Usage::default();
-    let written = match c.write(&prep, req.focus, &mut usage).await? {
+    let written = match c.write(&prep, focus.as_deref(), &mut usage).await? {
         Phase::Go(w) => w,
         Phase::Done(out) => return Ok(out),
     };
-    c.install(prep, written, usage)
+    let summary = written.summary.text().to_string();
+    let trigger = hook_trigger(req.trigger);
+    let out = c.install(prep, written, usage)?;
+    if out.compacted {
+        after_compaction(session, state, host, cancel, trigger, summary).await?;
+    }
+    Ok(out)
+}
+
+/// The hooks' word for a trigger (a reactive compaction is an automatic one).
+fn hook_trigger(t: CompactTrigger) -> crate::hooks::CompactTrigger {
+    match t {
+        CompactTrigger::Manual => crate::hooks::CompactTrigger::Manual,
+        CompactTrigger::Auto | CompactTrigger::Reactive => crate::hooks::CompactTrigger::Auto,
+    }
+}
+
+/// After an installation: PostCompact gets the summary (its output is for the user), then the
+/// SessionStart(compact) hooks' context is installed last, after the attachments (seed 001),
+/// and the instruction files in force are announced to InstructionsLoaded.
+async fn after_compaction(
+    session: &Arc<LiveSession>,
+    state: &mut SessionState,
+    host: &dyn TurnHost,
+    cancel: &CancellationToken,
+    trigger: crate::hooks::CompactTrigger,
+    summary: String,
+) -> Result<(), TurnError> {
+    use crate::hooks::{EventData, HookEvent, SessionSource};
+    let transcript = Some(state.file.path().to_path_buf());
+    let data = EventData::PostCompact {
+        trigger,
+        compact_summary: summary,
+    };
+    let _ = super::hooks::fire(session, host, transcript.clone(), data, cancel).await;
+    let data = EventData::SessionStart {
+        source: SessionSource::Compact,
+        model: Some(session.model_spec()),
+    };
+    let out = super::hooks::fire(session, host, transcript, data, cancel).await;
+    if let Some(text) = out.context_text() {
+        super::hooks::append_context(state, HookEvent::SessionStart, &text)?;
+    }
+    super::hooks::instructions_loaded(session, "compact");
+    Ok(())
 }
 
 impl<'a> Compaction<'a> {
@@ -622,6 +683,43 @@ impl<'a> Compaction<'a> {
         })
     }
 
+    /// The PreCompact hooks: their instructions for the summary, or the compaction refused.
+    /// A manual one answers the reason as an error; an automatic one is skipped while the
+    /// request still fits, and runs anyway (saying why) once it would not.
+    async fn pre_compact(
+        &mut self,
+        focus: Option<&str>,
+    ) -> Result<Phase<Option<String>>, TurnError> {
+        let data = crate::hooks::EventData::PreCompact {
+            trigger: hook_trigger(self.trigger),
+            custom_instructions: focus.unwrap_or("").to_string(),
+        };
+        let transcript = Some(self.state.file.path().to_path_buf());
+        let out = super::hooks::fire(self.session, self.host, transcript, data, self.cancel).await;
+        if out.cancelled {
+            return self.cancelled(Usage::default());
+        }
+        let Some(reason) = out.block.clone() else {
+            return Ok(Phase::Go(out.context_text()));
+        };
+        let fits = self.tokens_before < blocking_limit(self.budgets.window);
+        match self.trigger {
+            CompactTrigger::Manual => Err(TurnError::Blocked(reason)),
+            CompactTrigger::Auto if fits => Ok(Phase::Done(CompactOutcome::nothing(
+                self.tokens_before,
+                format!("a PreCompact hook blocked the compaction: {reason}"),
+            ))),
+            _ => {
+                let why = format!(
+                    "compacting although a PreCompact hook blocked it, since the request would \
+                     no longer fit the window: {reason}"
+                );
+                self.event(CompactionPhase::Summary, None, Some(why));
+                Ok(Phase::Go(out.context_text()))
+            }
+        }
+    }
+
     /// Reports one phase to the client (turn events and `$/progress`).
     fn event(&self, phase: CompactionPhase, after: Option<u64>, detail: Option<String>) {
         (self.progress)(phase, Some(self.tokens_before), after);
@@ -653,7 +751,7 @@ impl<'a> Compaction<'a> {
     }
 
     /// A cancel: the session is unchanged; a manual compaction answers an error.
-    fn cancelled(&self, usage: Usage) -> Result<Phase<Written>, TurnError> {
+    fn cancelled<T>(&self, usage: Usage) -> Result<Phase<T>, TurnError> {
         self.event(CompactionPhase::Failed, None, Some("cancelled".into()));
         if self.trigger == CompactTrigger::Manual {
             return Err(TurnError::Cancelled);

@@ -82,6 +82,17 @@ pub enum TurnEvent {
         /// Human-readable detail.
         message: Option<String>,
     },
+    /// A hook event: its hooks started, finished, blocked something or failed.
+    Hook {
+        /// The hook event (`PreToolUse`, `Stop`, …).
+        event: String,
+        /// What happened.
+        phase: HookPhase,
+        /// What it was about (the tool name, the source, the trigger), when it has one.
+        subject: Option<String>,
+        /// The reason, warning or message, for the user.
+        message: Option<String>,
+    },
     /// The turn ended.
     Finished {
         /// Why.
@@ -101,6 +112,31 @@ pub struct TurnFailure {
     pub kind: String,
     /// What happened, for a person.
     pub message: String,
+}
+
+/// What a hook event's hooks did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookPhase {
+    /// They started.
+    Started,
+    /// They finished without effect on the flow (context and messages may have come).
+    Finished,
+    /// They blocked or denied what the event is about.
+    Blocked,
+    /// One failed (a warning for the user: exit code, timeout, bad output).
+    Failed,
+}
+
+impl HookPhase {
+    /// The phase's wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            HookPhase::Started => "started",
+            HookPhase::Finished => "finished",
+            HookPhase::Blocked => "blocked",
+            HookPhase::Failed => "failed",
+        }
+    }
 }
 
 /// Where a compaction is.

@@ -35,6 +35,9 @@ pub enum TurnError {
     /// The operation was cancelled; the session is as it was.
     #[error("cancelled")]
     Cancelled,
+    /// A hook of the user's refused it (a prompt, a manual compaction), with its reason.
+    #[error("blocked by a hook: {0}")]
+    Blocked(String),
     /// A user message that cannot fit the model's window whatever is compacted.
     #[error(
         "the message is about {message_tokens} tokens; with the system prompt and tools \
@@ -77,6 +80,7 @@ impl TurnError {
             TurnError::Busy(_) => "busy",
             TurnError::Invalid(_) => "invalid",
             TurnError::Cancelled => "cancelled",
+            TurnError::Blocked(_) => "hook",
             TurnError::TooLarge { .. } => "messageTooLarge",
             TurnError::OverLimit { .. } => "blockingLimit",
         }
@@ -115,6 +119,8 @@ pub struct SessionSetup {
     pub skills: Arc<crate::skills::SkillSet>,
     /// Where skills are looked for (None: skills are off).
     pub skill_dirs: Option<crate::skills::SkillDirs>,
+    /// The hooks in force for the session (and the ones skipped), fixed at its start.
+    pub hooks: Arc<crate::hooks::HookSet>,
 }
 
 impl SessionSetup {
@@ -127,6 +133,7 @@ impl SessionSetup {
     ) -> crate::prompt::PromptOptions {
         let mut o = self.workspace.default_options(Some(model));
         o.facts = crate::tools::session_facts(self.policy, &self.sandbox, tools);
+        o.facts.hooks = self.hooks.any();
         o
     }
 }
@@ -247,6 +254,9 @@ pub struct LiveSession {
     skills: Mutex<Arc<crate::skills::SkillSet>>,
     /// Folders outside the root `read_file` may read: loaded skills of the user's.
     pub readable: Arc<Mutex<Vec<std::path::PathBuf>>>,
+    /// The SessionStart hooks still to run before the next turn (`startup` for a new
+    /// session, `resume` for one loaded from disk), taken once.
+    start_hooks: Mutex<Option<crate::hooks::SessionSource>>,
     /// The transcript holds a message of the user's own.
     user_words: std::sync::atomic::AtomicBool,
 }
@@ -350,6 +360,11 @@ impl LiveSession {
             running: Mutex::new(None),
             tools: Mutex::new(Arc::new(setup_tools)),
             skills: Mutex::new(skills),
+            start_hooks: Mutex::new(Some(if user_words {
+                crate::hooks::SessionSource::Resume
+            } else {
+                crate::hooks::SessionSource::Startup
+            })),
             readable: Arc::new(Mutex::new(readable)),
             user_words: std::sync::atomic::AtomicBool::new(user_words),
         }
@@ -557,6 +572,25 @@ impl LiveSession {
     /// The session's tool registry now (fixed between compactions).
     pub fn tools(&self) -> Arc<ToolRegistry> {
         self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The session leaves memory (`close`, `delete`, `evicted`): its SessionEnd hooks run,
+    /// without holding up the caller.
+    pub fn ended(self: &Arc<Self>, reason: &str) {
+        super::hooks::fire_and_forget(
+            self,
+            crate::hooks::EventData::SessionEnd {
+                reason: reason.to_string(),
+            },
+        );
+    }
+
+    /// The SessionStart source still to fire, once.
+    pub(crate) fn take_start_hooks(&self) -> Option<crate::hooks::SessionSource> {
+        self.start_hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     /// The skills the session lists now.

@@ -4,6 +4,7 @@
 mod budget;
 mod compact;
 mod events;
+mod hooks;
 mod host;
 mod instructions;
 mod live;
@@ -19,7 +20,8 @@ mod worker;
 pub use budget::{budgets, context_tokens, fixed_chars, window};
 pub use compact::{CompactOutcome, CompactRequest, ProgressFn, compact_session};
 pub use events::{
-    CompactionPhase, PermissionAnswer, PermissionOption, PermissionRequest, TurnEvent, TurnFailure,
+    CompactionPhase, HookPhase, PermissionAnswer, PermissionOption, PermissionRequest, TurnEvent,
+    TurnFailure,
 };
 pub use host::{ClientToolResult, CommandRun, NullHost, Progress, TurnHost};
 pub use instructions::RootNoted;

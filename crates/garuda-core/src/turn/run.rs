@@ -14,6 +14,7 @@ use super::live::{LiveSession, SessionState, TurnError};
 use super::side::request_chars;
 use super::view::forget_reads_out_of_view;
 use super::view::step_view;
+use crate::hooks::{EventData, PermissionDecision};
 use crate::message::{Block, Role, StopReason, Usage};
 use crate::provider::{ModelRequest, ModelResponse, ProviderError, StreamEvent};
 use crate::session::compact::{nudge_due, nudge_text, result_budget_chars};
@@ -260,6 +261,7 @@ async fn run_locked(
         Some(n) => (n, StopReason::MaxTurns),
         None => (max_steps, StopReason::MaxSteps),
     };
+    let mut stop_continuations = 0;
     for step in 1..=limit {
         if t.cancel.is_cancelled() {
             return Ok(t.end(StopReason::Cancelled));
@@ -278,6 +280,22 @@ async fn run_locked(
         };
         let calls = t.record(&response, &sent)?;
         if calls.is_empty() {
+            // A Stop hook may send the model back to work, a bounded number of times.
+            if response.stop_reason == StopReason::EndTurn
+                && stop_continuations < crate::hooks::STOP_CONTINUATIONS_MAX
+                && super::hooks::stop_blocks(
+                    t.session,
+                    t.state,
+                    t.host,
+                    t.cancel,
+                    &response,
+                    stop_continuations > 0,
+                )
+                .await?
+            {
+                stop_continuations += 1;
+                continue;
+            }
             return Ok(t.end(response.stop_reason));
         }
         t.run_calls(calls, &response).await?;
@@ -313,6 +331,7 @@ impl<'a> Turn<'a> {
             error: None,
         };
         check_fits(session, state, &input)?;
+        let input = super::hooks::before_prompt(session, state, host, cancel, input).await?;
         let note = super::instructions::current_note(session, state)?;
         state.append(note)?;
         if let Some(spec) = session.take_model_note() {
@@ -783,10 +802,63 @@ async fn run_tool(
     name: &str,
     input: Value,
 ) -> (ToolOutput, Vec<Block>) {
-    match run_tool_inner(session, state, host, ctx, id, name, input).await {
+    let transcript = Some(state.file.path().to_path_buf());
+    let pre = super::hooks::fire(
+        session,
+        host,
+        transcript.clone(),
+        EventData::PreToolUse {
+            tool_name: name.to_string(),
+            tool_input: input.clone(),
+            tool_use_id: id.to_string(),
+        },
+        &ctx.cancel,
+    )
+    .await;
+    if pre.cancelled {
+        return (interrupted(), Vec::new());
+    }
+    if let Some(reason) = super::hooks::denied(&pre) {
+        let out = ToolOutput::error(format!("Blocked by a hook: {reason}")).with_meta(ToolMeta {
+            blocked_by_hook: true,
+            ..Default::default()
+        });
+        return (out, Vec::new());
+    }
+    // The updated input replaces the call's before the policy looks at it.
+    let input = pre.updated_input.clone().unwrap_or(input);
+    let (mut out, blocks) = match run_tool_inner(
+        session,
+        state,
+        host,
+        ctx,
+        id,
+        name,
+        input.clone(),
+        pre.permission,
+    )
+    .await
+    {
         Ran::Text(out) => (out, Vec::new()),
         Ran::Blocks(out, blocks) => (out, blocks),
+    };
+    if super::hooks::ran(&out) {
+        let post = super::hooks::fire(
+            session,
+            host,
+            transcript,
+            EventData::PostToolUse {
+                tool_name: name.to_string(),
+                tool_input: input,
+                tool_response: serde_json::json!({"content": out.content, "isError": out.is_error}),
+                tool_use_id: id.to_string(),
+            },
+            &ctx.cancel,
+        )
+        .await;
+        super::hooks::add_feedback(&mut out, &post);
     }
+    (out, blocks)
 }
 
 /// A tool's answer: text alone, or text with further blocks (an MCP tool's images).
@@ -801,6 +873,7 @@ impl From<ToolOutput> for Ran {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_tool_inner(
     session: &Arc<LiveSession>,
     state: &mut SessionState,
@@ -809,6 +882,7 @@ async fn run_tool_inner(
     id: &str,
     name: &str,
     input: Value,
+    hook: Option<PermissionDecision>,
 ) -> Ran {
     let tools = session.tools();
     let Some(entry) = tools.get(name) else {
@@ -834,12 +908,28 @@ async fn run_tool_inner(
     }
     // Risk follows the path an edit changes (links resolved), not the tool's name.
     let risk = entry.risk(&input, &ctx.root);
-    let needs = tools::approval_needed(
+    let policy_needs = tools::approval_needed(
         session.policy(),
         entry.class,
         &session.setup.sandbox,
         risk.is_some(),
     );
+    let needs = match hook {
+        // `ask` asks even under full-auto; `allow` skips what the policy would ask, but not
+        // the rule that an unsandboxed machine asks for every command.
+        Some(PermissionDecision::Ask) => true,
+        Some(PermissionDecision::Allow) => {
+            policy_needs
+                && tools::approval_needed(
+                    tools::Policy::FullAuto,
+                    entry.class,
+                    &session.setup.sandbox,
+                    false,
+                )
+        }
+        _ => policy_needs,
+    };
+    let hook_asks = hook == Some(PermissionDecision::Ask);
     // "Allow always" on a risky edit allows that path, not every edit.
     let always_key = match &risk {
         Some((rel, _)) => format!("{name}:{}", rel.display()),
@@ -847,9 +937,19 @@ async fn run_tool_inner(
     };
     let mut approval = None;
     if needs {
-        if session.is_always_allowed(&always_key) {
+        if session.is_always_allowed(&always_key) && !hook_asks {
             approval = Some(Approval::AllowedAlways);
         } else {
+            super::hooks::fire_and_forget(
+                session,
+                EventData::Notification {
+                    message: format!(
+                        "Garuda needs your permission: {}",
+                        entry.approval_title(&input, risk.as_ref().map(|(_, w)| w.as_str()))
+                    ),
+                    notification_type: "permission_prompt".into(),
+                },
+            );
             let req = PermissionRequest {
                 session_id: session.id.clone(),
                 tool_call_id: id.to_string(),

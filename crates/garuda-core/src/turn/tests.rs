@@ -183,6 +183,7 @@ fn fixture(policy: Policy, window: u64, answers: Vec<Answer>) -> Fixture {
         mcp: None,
         skills: Default::default(),
         skill_dirs: None,
+        hooks: Default::default(),
     };
     Fixture {
         _state: state,

@@ -36,6 +36,7 @@ fn regenerated(meta: Option<MessageMeta>) -> bool {
                 | MessageMeta::Nudge
                 | MessageMeta::RestoredSkill
                 | MessageMeta::SkillNote
+                | MessageMeta::HookContext
         )
     )
 }

@@ -1,0 +1,259 @@
+//! Hook events of a live session: the input a hook reads, the `turn/update` events that show
+//! them, and the notes their output becomes. What each outcome does to the flow (a denied
+//! call, a refused prompt, a continued turn) is decided where the event happens.
+
+use std::path::PathBuf;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::hooks::{EventData, HookEvent, HookInput, HookOutcome, PermissionDecision};
+use crate::message::{Block, Role};
+use crate::session::records::{MessageMeta, MessageRecord, Record};
+
+use super::TurnError;
+use super::events::{HookPhase, TurnEvent};
+use super::host::TurnHost;
+use super::live::{LiveSession, SessionState};
+
+/// Runs the session's hooks for `data` (nothing when none matches), telling the client when
+/// they start and how they end.
+pub(crate) async fn fire(
+    session: &LiveSession,
+    host: &dyn TurnHost,
+    transcript: Option<PathBuf>,
+    data: EventData,
+    cancel: &CancellationToken,
+) -> HookOutcome {
+    let hooks = &session.setup.hooks;
+    let event = data.event();
+    let input = HookInput {
+        session_id: session.id.clone(),
+        transcript_path: transcript,
+        cwd: session.setup.workspace.root.path().to_path_buf(),
+        permission_mode: Some(crate::hooks::permission_mode(session.policy()).to_string()),
+        data,
+    };
+    let subject = input.subject().map(str::to_string);
+    if hooks.matching(event, subject.as_deref()).is_empty() {
+        return HookOutcome::none(event);
+    }
+    let say = |phase: HookPhase, message: Option<String>| {
+        host.event(
+            &session.id,
+            TurnEvent::Hook {
+                event: event.name().to_string(),
+                phase,
+                subject: subject.clone(),
+                message,
+            },
+        );
+    };
+    say(HookPhase::Started, None);
+    let outcome = hooks.run(&input, cancel).await;
+    for w in &outcome.warnings {
+        tracing::warn!(target: "garuda::hooks", "{} hook: {w}", event.name());
+        say(HookPhase::Failed, Some(w.clone()));
+    }
+    let denied = outcome.permission == Some(PermissionDecision::Deny);
+    let messages = outcome.system_messages.join("\n");
+    match (&outcome.block, denied) {
+        (Some(reason), _) => say(HookPhase::Blocked, Some(reason.clone())),
+        (None, true) => say(HookPhase::Blocked, outcome.permission_reason.clone()),
+        _ => say(
+            HookPhase::Finished,
+            (!messages.is_empty()).then_some(messages),
+        ),
+    }
+    outcome
+}
+
+/// Runs hooks whose outcome changes nothing (SessionEnd, Notification, InstructionsLoaded)
+/// without holding up the caller.
+pub(crate) fn fire_and_forget(session: &std::sync::Arc<LiveSession>, data: EventData) {
+    let event = data.event();
+    if !session.setup.hooks.has(event) {
+        return;
+    }
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        tracing::debug!(target: "garuda::hooks", "no runtime: {} hooks not run", event.name());
+        return;
+    };
+    let session = session.clone();
+    rt.spawn(async move {
+        let host = super::host::NullHost;
+        let cancel = CancellationToken::new();
+        let _ = fire(&session, &host, None, data, &cancel).await;
+    });
+}
+
+/// The text of a hook's context for the model, marked as coming from the user's hooks.
+pub(crate) fn context_note(event: HookEvent, text: &str) -> String {
+    format!(
+        "<garuda_note>Context from the user's {} hook:\n{text}</garuda_note>",
+        event.name()
+    )
+}
+
+/// Appends a hook's context as a note of its own (meta `hook_context`).
+pub(crate) fn append_context(
+    state: &mut SessionState,
+    event: HookEvent,
+    text: &str,
+) -> Result<(), TurnError> {
+    let mut note = MessageRecord::new(
+        Role::User,
+        vec![Block::text(context_note(event, text))],
+        state.last_message_id(),
+    );
+    note.meta = Some(MessageMeta::HookContext);
+    state.append(vec![Record::Message(note)])?;
+    Ok(())
+}
+
+/// Before a prompt reaches the model: the SessionStart hooks a live session has not run yet
+/// (their context becomes a note), then UserPromptSubmit (a block refuses the prompt, which is
+/// not recorded; context joins the prompt).
+pub(crate) async fn before_prompt(
+    session: &std::sync::Arc<LiveSession>,
+    state: &mut SessionState,
+    host: &dyn TurnHost,
+    cancel: &CancellationToken,
+    mut input: Vec<Block>,
+) -> Result<Vec<Block>, TurnError> {
+    let transcript = Some(state.file.path().to_path_buf());
+    if let Some(source) = session.take_start_hooks() {
+        let data = EventData::SessionStart {
+            source,
+            model: Some(session.model_spec()),
+        };
+        let out = fire(session, host, transcript.clone(), data, cancel).await;
+        if let Some(text) = out.context_text() {
+            append_context(state, HookEvent::SessionStart, &text)?;
+        }
+        instructions_loaded(session, "session_start");
+    }
+    if !session.setup.hooks.has(HookEvent::UserPromptSubmit) {
+        return Ok(input);
+    }
+    let prompt: Vec<&str> = input
+        .iter()
+        .filter_map(|b| match b {
+            Block::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let data = EventData::UserPromptSubmit {
+        prompt: prompt.join("\n"),
+    };
+    let out = fire(session, host, transcript, data, cancel).await;
+    if let Some(reason) = out.block.clone().or(out.stop.clone()) {
+        return Err(TurnError::Blocked(reason));
+    }
+    if let Some(text) = out.context_text() {
+        input.push(Block::text(context_note(
+            HookEvent::UserPromptSubmit,
+            &text,
+        )));
+    }
+    Ok(input)
+}
+
+/// InstructionsLoaded for every instruction file of the system prompt (`session_start`,
+/// `compact`), without waiting.
+pub(crate) fn instructions_loaded(session: &std::sync::Arc<LiveSession>, reason: &str) {
+    if !session.setup.hooks.has(HookEvent::InstructionsLoaded) {
+        return;
+    }
+    let root = session.setup.workspace.root.path().to_path_buf();
+    for s in session.prompt().sources.iter().filter(|s| s.in_force) {
+        let global = std::path::Path::new(&s.path).is_absolute();
+        fire_and_forget(
+            session,
+            EventData::InstructionsLoaded {
+                file_path: root.join(&s.path),
+                memory_type: if global { "User" } else { "Project" }.to_string(),
+                load_reason: reason.to_string(),
+            },
+        );
+    }
+}
+
+/// Why a PreToolUse outcome stops the call (a block or a deny), when it does.
+pub(crate) fn denied(out: &HookOutcome) -> Option<String> {
+    if let Some(reason) = &out.block {
+        return Some(reason.clone());
+    }
+    (out.permission == Some(PermissionDecision::Deny)).then(|| {
+        out.permission_reason
+            .clone()
+            .unwrap_or_else(|| "the user's rules forbid this call".to_string())
+    })
+}
+
+/// True when a call really ran (PostToolUse is about calls that ran, not refused ones).
+pub(crate) fn ran(out: &crate::tools::ToolOutput) -> bool {
+    use crate::tools::Approval;
+    !out.meta.blocked_by_hook
+        && !out.meta.cancelled
+        && !matches!(
+            out.meta.approval,
+            Some(
+                Approval::Rejected | Approval::TimedOut | Approval::Failed | Approval::Unavailable
+            )
+        )
+}
+
+/// A PostToolUse outcome for the model: a block's reason as `<hook_feedback>`, context as a
+/// note, both after the tool's own result.
+pub(crate) fn add_feedback(out: &mut crate::tools::ToolOutput, post: &HookOutcome) {
+    if let Some(reason) = &post.block {
+        out.content
+            .push_str(&format!("\n\n<hook_feedback>{reason}</hook_feedback>"));
+    }
+    if let Some(text) = post.context_text() {
+        out.content.push_str(&format!(
+            "\n\n{}",
+            context_note(HookEvent::PostToolUse, &text)
+        ));
+    }
+}
+
+/// The Stop hooks at the end of a turn: true when one blocked, after its reason was appended
+/// as a note for the model to act on.
+pub(crate) async fn stop_blocks(
+    session: &std::sync::Arc<LiveSession>,
+    state: &mut SessionState,
+    host: &dyn TurnHost,
+    cancel: &CancellationToken,
+    response: &crate::provider::ModelResponse,
+    active: bool,
+) -> Result<bool, TurnError> {
+    if !session.setup.hooks.has(HookEvent::Stop) {
+        return Ok(false);
+    }
+    let last: Vec<&str> = response
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            Block::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let data = EventData::Stop {
+        stop_hook_active: active,
+        last_assistant_message: (!last.is_empty()).then(|| last.join("\n")),
+    };
+    let transcript = Some(state.file.path().to_path_buf());
+    let out = fire(session, host, transcript, data, cancel).await;
+    let Some(reason) = out.block else {
+        return Ok(false);
+    };
+    let text = format!(
+        "<garuda_note>A Stop hook of the user's asks you to go on before ending your turn:\n\
+         {reason}</garuda_note>"
+    );
+    let mut note = MessageRecord::new(Role::User, vec![Block::text(text)], state.last_message_id());
+    note.meta = Some(MessageMeta::HookContext);
+    state.append(vec![Record::Message(note)])?;
+    Ok(true)
+}
