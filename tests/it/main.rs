@@ -10,6 +10,7 @@ mod context;
 mod exec;
 mod fidelity;
 mod hardening;
+mod hooks;
 mod instruction_notes;
 mod instructions;
 mod long_session;
