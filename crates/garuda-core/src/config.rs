@@ -343,6 +343,10 @@ impl Default for ServerSettings {
         ServerSettings {
             max_frame_bytes: 64 << 20,
             max_in_flight: 64,
+            max_long_in_flight: 32,
+            max_waiting: 10_000,
+            max_waiting_bytes: 64 << 20,
+            provider_max_in_flight: 16,
         }
     }
 }
@@ -449,6 +453,7 @@ impl Config {
             connect_timeout_ms: self.network.connect_timeout_ms,
             idle_timeout_ms: self.network.idle_timeout_ms,
             max_retries: self.network.max_retries,
+            max_in_flight: self.server.provider_max_in_flight,
             ..ProviderConfig::default()
         })
     }
