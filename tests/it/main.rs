@@ -12,6 +12,7 @@ mod fidelity;
 mod hardening;
 mod instruction_notes;
 mod instructions;
+mod load;
 mod long_session;
 mod mcp;
 mod mock_model;
