@@ -165,6 +165,22 @@ fn two_hundred_turns_and_a_thousand_quick_requests_none_refused() {
         quick_before > 0,
         "no quick request answered while turns ran"
     );
+    // Memory stays bounded: a buffer that grew with the load would fail this (200 sessions
+    // and their turns measure about 80 MiB in a debug build; benches/load.py has the figures).
+    let rss = rss_kib(g.child.id());
+    eprintln!("server RSS after 200 turns: {rss} KiB");
+    assert!(rss < 256 * 1024, "server RSS {rss} KiB after 200 turns");
+}
+
+/// The resident set of a process, from /proc.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
 }
 
 /// A turn beyond the long-work limit waits; cancelling it answers -32800 at once without
