@@ -406,6 +406,9 @@ fn serve(cfg: Config, max_frame_bytes: Option<usize>) -> anyhow::Result<u8> {
     let server_config = ServerConfig {
         max_frame_bytes: max_frame_bytes.unwrap_or(cfg.server.max_frame_bytes),
         max_in_flight: cfg.server.max_in_flight,
+        max_long_in_flight: cfg.server.max_long_in_flight,
+        max_waiting: cfg.server.max_waiting,
+        max_waiting_bytes: cfg.server.max_waiting_bytes,
         overloaded: garuda::rpc::RpcError::new(
             garuda_protocol::codes::OVERLOADED,
             "overloaded, retry",

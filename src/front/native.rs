@@ -4,6 +4,8 @@
 //! which also says where each runs: the inline ones see only [`Inline`], a view of the
 //! engine's in-memory state, so they cannot stall the read loop on disk; the blocking ones
 //! run on the blocking pool; the spawned ones (model calls, approvals) as tasks of their own.
+//! The transport runs quick and long work under separate limits: the spawned methods, and a
+//! blocking one that may start MCP servers, are long ([`Dispatch::Long`]); the rest is quick.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -156,6 +158,32 @@ impl NativeFront {
         }
     }
 
+    /// Whether a blocking request may start the user's MCP servers (seconds, not
+    /// milliseconds): a new session, or one brought back from disk, when the config names any.
+    fn starts_mcp(&self, req: &BlockingRequest) -> bool {
+        if self.engine.config.mcp_servers.is_empty() {
+            return false;
+        }
+        let session = match req {
+            BlockingRequest::NewSession(_) => return true,
+            BlockingRequest::LoadSession(p) => &p.session_id,
+            BlockingRequest::ReadMessages(p) => &p.session_id,
+            BlockingRequest::Configure(p) => &p.session_id,
+            BlockingRequest::Snip(p) => &p.session_id,
+            BlockingRequest::ViewRequest(p) => &p.session_id,
+            BlockingRequest::InspectContext(p) => &p.session_id,
+            // Never bring a session back: they work on the store, or on live sessions only.
+            BlockingRequest::Initialize(_)
+            | BlockingRequest::OpenWorkspace(_)
+            | BlockingRequest::ListSessions(_)
+            | BlockingRequest::ForkSession(_)
+            | BlockingRequest::DeleteSession(_)
+            | BlockingRequest::RevokePermission(_) => return false,
+        };
+        // A live session has its servers already.
+        self.engine.inline().mcp_servers(session).is_none()
+    }
+
     /// Runs `f` on the blocking pool and answers with its result.
     fn on_pool(
         &self,
@@ -280,7 +308,7 @@ impl NativeFront {
         let engine = self.engine.clone();
         let host = self.host(&ctx);
         let cancel = ctx.cancel.clone();
-        Dispatch::Spawn(Box::pin(async move {
+        Dispatch::Long(Box::pin(async move {
             match req {
                 SpawnedRequest::RunTurn(p) => {
                     let input = p.input.into_iter().map(cv::block_in).collect();
@@ -619,6 +647,7 @@ impl Handler for NativeFront {
             Request::Inline(r) => Dispatch::Reply(self.inline(&self.engine.inline(), r)),
             Request::Cached(r) => self.cached(r),
             Request::Blocking(r) => {
+                let long = self.starts_mcp(&r);
                 let facts = FrontFacts {
                     state: self.state.clone(),
                     facts: self.facts.clone(),
@@ -629,6 +658,7 @@ impl Handler for NativeFront {
                     // Initialize runs off the loop, but the loop reads on only after it has
                     // answered: a script may send its next request without waiting.
                     Dispatch::Spawn(fut) if is_initialize => Dispatch::Ordered(fut),
+                    Dispatch::Spawn(fut) if long => Dispatch::Long(fut),
                     other => other,
                 }
             }

@@ -8,7 +8,8 @@
 //!   `"jsonrpc":"2.0"`. Batch arrays are not supported: they are answered with -32600.
 //! - [`error`]: [`RpcError`] and the error [`codes`].
 //! - [`server`]: [`serve`] drives a [`Handler`]: inline or spawned requests, `$/cancelRequest`,
-//!   server-to-client requests through [`Client`], ordered output, overload refusal.
+//!   server-to-client requests through [`Client`], ordered output, quick and long lanes with
+//!   their own running limits and a bounded wait queue (refusal only when it is full).
 //!
 //! See `protocol/TRANSPORT.md` for the wire-level contract.
 

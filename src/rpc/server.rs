@@ -2,9 +2,11 @@
 //!
 //! One writer task owns the output and drains one ordered queue, so notifications and
 //! responses reach the client in the order they were queued. Spawned requests run as tokio
-//! tasks with a cancellation token; server-to-client requests have their own id space.
+//! tasks with a cancellation token, each in a lane (quick or long) with a running limit of
+//! its own; beyond the limit a request waits in its lane's queue, in arrival order, and only
+//! a full queue refuses. Server-to-client requests have their own id space.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -37,8 +39,12 @@ pub trait Handler: Send + Sync + 'static {
 pub enum Dispatch {
     /// Answer now.
     Reply(Result<Value, RpcError>),
-    /// Run this future as a task and answer with its output; counts towards `max_in_flight`.
+    /// Run this future as a task and answer with its output: quick work (a disk read, a
+    /// cache miss) under `max_in_flight`; beyond that it waits in the quick queue.
     Spawn(BoxFuture<'static, Result<Value, RpcError>>),
+    /// Like [`Dispatch::Spawn`], for long work (a model turn, starting MCP servers) under
+    /// `max_long_in_flight`, so long work never holds a slot quick work needs.
+    Long(BoxFuture<'static, Result<Value, RpcError>>),
     /// Run this future (off the read loop's thread, e.g. on the blocking pool) and answer
     /// with its output before the next message is read: for a request later ones depend on,
     /// such as LSP `initialize`.
@@ -62,7 +68,8 @@ pub enum Flow {
 pub struct RequestCtx {
     /// The client's id for this request.
     pub id: Id,
-    /// Cancelled by `$/cancelRequest` for this id and at end of input (spawned requests only).
+    /// Cancelled by `$/cancelRequest` for this id and at end of input (spawned requests only;
+    /// a request still waiting in its queue is dropped unpolled and answered -32800 instead).
     pub cancel: CancellationToken,
     /// The connection, for notifications and server-to-client requests.
     pub client: Client,
@@ -73,10 +80,18 @@ pub struct RequestCtx {
 pub struct ServerConfig {
     /// Largest frame body accepted; larger frames are skipped and answered with -32600.
     pub max_frame_bytes: usize,
-    /// Most spawned requests running at once; more are answered with `overloaded`.
+    /// Most quick spawned requests ([`Dispatch::Spawn`]) running at once; more wait.
     pub max_in_flight: usize,
-    /// The error answered when `max_in_flight` requests are running (an application's own
-    /// code; JSON-RPC's generic server error by default).
+    /// Most long spawned requests ([`Dispatch::Long`]) running at once; more wait.
+    pub max_long_in_flight: usize,
+    /// Most requests waiting for a running slot, both lanes together; one more is refused
+    /// with `overloaded`.
+    pub max_waiting: usize,
+    /// Most frame bytes of the requests waiting, both lanes together; a request that would
+    /// pass it is refused with `overloaded`.
+    pub max_waiting_bytes: usize,
+    /// The error answered when the wait queue is full (an application's own code;
+    /// JSON-RPC's generic server error by default).
     pub overloaded: RpcError,
     /// Most bytes of output waiting to be written before the read loop stops reading input:
     /// a client that does not read its answers gets no more of its requests read.
@@ -88,6 +103,9 @@ impl Default for ServerConfig {
         Self {
             max_frame_bytes: 64 * 1024 * 1024,
             max_in_flight: 64,
+            max_long_in_flight: 32,
+            max_waiting: 10_000,
+            max_waiting_bytes: 64 * 1024 * 1024,
             overloaded: RpcError::new(-32000, "overloaded, retry"),
             max_queued_bytes: 8 * 1024 * 1024,
         }
@@ -371,12 +389,255 @@ where
     }
 }
 
-struct Running {
-    cancel: CancellationToken,
-    abort: AbortHandle,
+/// The queue a spawned request waits in and the limit it runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    Quick,
+    Long,
 }
 
-type InFlight = Arc<Mutex<HashMap<Id, Running>>>;
+type Work = BoxFuture<'static, Result<Value, RpcError>>;
+
+/// A spawned request the client may still cancel: waiting for a slot, or running.
+struct Entry {
+    cancel: CancellationToken,
+    lane: Lane,
+    /// Set once the request runs.
+    abort: Option<AbortHandle>,
+}
+
+/// A request waiting for a running slot in its lane.
+struct Waiting {
+    id: Id,
+    work: Work,
+    /// Its frame's size, counted against `max_waiting_bytes`.
+    bytes: usize,
+}
+
+/// One lane's running count and queue.
+struct LaneState {
+    running: usize,
+    limit: usize,
+    queue: VecDeque<Waiting>,
+}
+
+impl LaneState {
+    fn new(limit: usize) -> Self {
+        Self {
+            running: 0,
+            // A zero limit would park every request forever.
+            limit: limit.max(1),
+            queue: VecDeque::new(),
+        }
+    }
+}
+
+struct SchedState {
+    /// Every spawned request not yet answered, by id (the duplicate-id check reads it too).
+    entries: HashMap<Id, Entry>,
+    quick: LaneState,
+    long: LaneState,
+    waiting_bytes: usize,
+}
+
+impl SchedState {
+    fn lane(&mut self, lane: Lane) -> &mut LaneState {
+        match lane {
+            Lane::Quick => &mut self.quick,
+            Lane::Long => &mut self.long,
+        }
+    }
+
+    fn waiting(&self) -> usize {
+        self.quick.queue.len() + self.long.queue.len()
+    }
+}
+
+/// Runs spawned requests under their lane's limit and queues the rest.
+struct Sched {
+    state: Mutex<SchedState>,
+    client: Client,
+    tracker: TaskTracker,
+    max_waiting: usize,
+    max_waiting_bytes: usize,
+    overloaded: RpcError,
+}
+
+impl Sched {
+    fn new(config: &ServerConfig, client: Client) -> Self {
+        Self {
+            state: Mutex::new(SchedState {
+                entries: HashMap::new(),
+                quick: LaneState::new(config.max_in_flight),
+                long: LaneState::new(config.max_long_in_flight),
+                waiting_bytes: 0,
+            }),
+            client,
+            tracker: TaskTracker::new(),
+            max_waiting: config.max_waiting,
+            max_waiting_bytes: config.max_waiting_bytes,
+            overloaded: config.overloaded.clone(),
+        }
+    }
+
+    fn contains(&self, id: &Id) -> bool {
+        lock(&self.state).entries.contains_key(id)
+    }
+
+    /// Runs the request now if its lane has a free slot, else queues it; refuses it only
+    /// when the queue is full.
+    fn admit(
+        self: &Arc<Self>,
+        id: Id,
+        cancel: CancellationToken,
+        lane: Lane,
+        work: Work,
+        bytes: usize,
+    ) {
+        let mut state = lock(&self.state);
+        let entry = Entry {
+            cancel,
+            lane,
+            abort: None,
+        };
+        if state.lane(lane).running < state.lane(lane).limit {
+            state.lane(lane).running += 1;
+            state.entries.insert(id.clone(), entry);
+            self.run(&mut state, id, work);
+            return;
+        }
+        let (waiting, waiting_bytes) = (state.waiting(), state.waiting_bytes);
+        if waiting >= self.max_waiting
+            || waiting_bytes.saturating_add(bytes) > self.max_waiting_bytes
+        {
+            drop(state);
+            tracing::warn!(
+                "request {id} refused: {waiting} requests ({waiting_bytes} bytes) already waiting"
+            );
+            self.client
+                .respond(Some(&id), &Err(self.overloaded.clone()));
+            return;
+        }
+        state.waiting_bytes += bytes;
+        state.entries.insert(id.clone(), entry);
+        state
+            .lane(lane)
+            .queue
+            .push_back(Waiting { id, work, bytes });
+    }
+
+    /// Starts a request whose slot is already counted.
+    fn run(self: &Arc<Self>, state: &mut SchedState, id: Id, work: Work) {
+        // An inner task so that a panic becomes an error answer instead of a silent loss.
+        let task = tokio::spawn(work);
+        if let Some(entry) = state.entries.get_mut(&id) {
+            entry.abort = Some(task.abort_handle());
+        }
+        let sched = self.clone();
+        self.tracker.spawn(async move {
+            let result = match task.await {
+                Ok(result) => result,
+                Err(e) if e.is_panic() => {
+                    tracing::error!("request {id} panicked");
+                    Err(RpcError::internal("handler panicked"))
+                }
+                Err(_) => return, // aborted at shutdown
+            };
+            sched.finished(&id);
+            sched.client.respond(Some(&id), &result);
+        });
+    }
+
+    /// Frees a finished request's slot and starts the next waiting request of its lane.
+    /// Done before answering, so the client may reuse the id once it has the answer.
+    fn finished(self: &Arc<Self>, id: &Id) {
+        let mut state = lock(&self.state);
+        let Some(entry) = state.entries.remove(id) else {
+            return;
+        };
+        let lane = state.lane(entry.lane);
+        lane.running = lane.running.saturating_sub(1);
+        self.start_waiting(&mut state, entry.lane);
+    }
+
+    /// Starts waiting requests of `lane`, oldest first, while it has free slots.
+    fn start_waiting(self: &Arc<Self>, state: &mut SchedState, lane: Lane) {
+        loop {
+            let l = state.lane(lane);
+            if l.running >= l.limit {
+                return;
+            }
+            let Some(next) = l.queue.pop_front() else {
+                return;
+            };
+            l.running += 1;
+            state.waiting_bytes = state.waiting_bytes.saturating_sub(next.bytes);
+            self.run(state, next.id, next.work);
+        }
+    }
+
+    /// `$/cancelRequest`: a waiting request leaves its queue unrun and is answered -32800;
+    /// a running one has its token cancelled and answers itself.
+    fn cancel(&self, id: &Id) {
+        let mut state = lock(&self.state);
+        let Some(entry) = state.entries.get(id) else {
+            tracing::debug!("$/cancelRequest for {id}, which is not in flight");
+            return;
+        };
+        if entry.abort.is_some() {
+            entry.cancel.cancel();
+            return;
+        }
+        let lane = entry.lane;
+        let queue = &mut state.lane(lane).queue;
+        let Some(at) = queue.iter().position(|w| &w.id == id) else {
+            return;
+        };
+        let waiting = queue.remove(at);
+        state.entries.remove(id);
+        if let Some(w) = waiting {
+            state.waiting_bytes = state.waiting_bytes.saturating_sub(w.bytes);
+        }
+        drop(state);
+        self.client
+            .respond(Some(id), &Err(RpcError::request_cancelled()));
+    }
+
+    /// End of input: waiting requests are answered -32800 unrun, running ones cancelled.
+    fn cancel_all(&self) {
+        let mut guard = lock(&self.state);
+        let state = &mut *guard;
+        let waiting: Vec<Waiting> = state
+            .quick
+            .queue
+            .drain(..)
+            .chain(state.long.queue.drain(..))
+            .collect();
+        for w in &waiting {
+            state.entries.remove(&w.id);
+        }
+        state.waiting_bytes = 0;
+        for entry in state.entries.values() {
+            entry.cancel.cancel();
+        }
+        drop(guard);
+        for w in waiting {
+            self.client
+                .respond(Some(&w.id), &Err(RpcError::request_cancelled()));
+        }
+    }
+
+    /// Aborts what still runs after the drain timeout; answers how many there were.
+    fn abort_all(&self) -> usize {
+        let left: Vec<Entry> = lock(&self.state).entries.drain().map(|(_, e)| e).collect();
+        for entry in &left {
+            if let Some(abort) = &entry.abort {
+                abort.abort();
+            }
+        }
+        left.len()
+    }
+}
 
 /// Serves one connection until end of input or [`Flow::Exit`], then cancels in-flight requests,
 /// waits up to [`DRAIN_TIMEOUT`] for their answers, flushes the output and returns.
@@ -396,13 +657,13 @@ where
     let writer = tokio::spawn(write_loop(output, rx, framing.clone(), backlog.clone()));
     let mut reader = FrameReader::new(input, config.max_frame_bytes);
     let max_queued = config.max_queued_bytes;
+    let client = Client::new(tx.clone(), backlog.clone());
     let conn = Conn {
         handler,
+        sched: Arc::new(Sched::new(&config, client.clone())),
         config,
-        client: Client::new(tx.clone(), backlog.clone()),
-        in_flight: Arc::default(),
+        client,
         ordered: Mutex::new(None),
-        tracker: TaskTracker::new(),
     };
 
     let end = loop {
@@ -440,8 +701,7 @@ struct Conn {
     handler: Arc<dyn Handler>,
     config: ServerConfig,
     client: Client,
-    in_flight: InFlight,
-    tracker: TaskTracker,
+    sched: Arc<Sched>,
     ordered: Mutex<Ordered>,
 }
 
@@ -486,7 +746,7 @@ impl Conn {
             }
             Ok(Incoming::Notification { method, params }) => self.on_notification(&method, params),
             Ok(Incoming::Request { id, method, params }) => {
-                self.on_request(id, &method, params);
+                self.on_request(id, &method, params, frame.len());
                 None
             }
         }
@@ -510,8 +770,9 @@ impl Conn {
         }
     }
 
-    fn on_request(&self, id: Id, method: &str, params: Value) {
-        if lock(&self.in_flight).contains_key(&id) {
+    /// `bytes` is the request's frame size, what it costs while it waits.
+    fn on_request(&self, id: Id, method: &str, params: Value, bytes: usize) {
+        if self.sched.contains(&id) {
             let msg = format!("request id {id} is already in flight");
             self.client
                 .respond(Some(&id), &Err(RpcError::invalid_request(msg)));
@@ -532,7 +793,8 @@ impl Conn {
                 self.client.respond(Some(&id), &result);
                 then(&self.client);
             }
-            Ok(Dispatch::Spawn(fut)) => self.spawn_request(id, cancel, fut),
+            Ok(Dispatch::Spawn(fut)) => self.sched.admit(id, cancel, Lane::Quick, fut, bytes),
+            Ok(Dispatch::Long(fut)) => self.sched.admit(id, cancel, Lane::Long, fut, bytes),
             Ok(Dispatch::Ordered(fut)) => *lock(&self.ordered) = Some((id, fut)),
             Err(_) => {
                 tracing::error!("request handler for {method} panicked");
@@ -562,75 +824,21 @@ impl Conn {
             tracing::warn!("$/cancelRequest without a valid id");
             return;
         };
-        match lock(&self.in_flight).get(&id) {
-            Some(running) => running.cancel.cancel(),
-            None => tracing::debug!("$/cancelRequest for {id}, which is not in flight"),
-        }
-    }
-
-    fn spawn_request(
-        &self,
-        id: Id,
-        cancel: CancellationToken,
-        fut: BoxFuture<'static, Result<Value, RpcError>>,
-    ) {
-        let mut running = lock(&self.in_flight);
-        if running.len() >= self.config.max_in_flight {
-            drop(running);
-            tracing::warn!(
-                "request {id} refused: {} requests in flight",
-                self.config.max_in_flight
-            );
-            self.client
-                .respond(Some(&id), &Err(self.config.overloaded.clone()));
-            return;
-        }
-        // An inner task so that a panic becomes an error answer instead of a silent loss.
-        let task = tokio::spawn(fut);
-        running.insert(
-            id.clone(),
-            Running {
-                cancel,
-                abort: task.abort_handle(),
-            },
-        );
-        drop(running);
-        let in_flight = self.in_flight.clone();
-        let client = self.client.clone();
-        self.tracker.spawn(async move {
-            let result = match task.await {
-                Ok(result) => result,
-                Err(e) if e.is_panic() => {
-                    tracing::error!("request {id} panicked");
-                    Err(RpcError::internal("handler panicked"))
-                }
-                Err(_) => return, // aborted at shutdown
-            };
-            // Removed before answering, so the client may reuse the id once it has the answer.
-            lock(&in_flight).remove(&id);
-            client.respond(Some(&id), &result);
-        });
+        self.sched.cancel(&id);
     }
 
     /// Fails pending client requests, cancels in-flight requests and waits for their answers.
     async fn drain(&self) {
         self.client.close();
-        for running in lock(&self.in_flight).values() {
-            running.cancel.cancel();
-        }
-        self.tracker.close();
-        if tokio::time::timeout(DRAIN_TIMEOUT, self.tracker.wait())
+        self.sched.cancel_all();
+        let tracker = &self.sched.tracker;
+        tracker.close();
+        if tokio::time::timeout(DRAIN_TIMEOUT, tracker.wait())
             .await
             .is_err()
         {
-            let left: Vec<_> = lock(&self.in_flight).drain().collect();
-            tracing::warn!(
-                "{} request(s) did not finish after cancellation; dropped",
-                left.len()
-            );
-            for (_, running) in left {
-                running.abort.abort();
-            }
+            let left = self.sched.abort_all();
+            tracing::warn!("{left} request(s) did not finish after cancellation; dropped");
         }
     }
 }

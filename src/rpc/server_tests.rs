@@ -9,6 +9,8 @@ use tokio::task::JoinHandle;
 
 struct TestHandler {
     counter: Arc<Mutex<u64>>,
+    /// The params of each `started` request, in the order they began to run.
+    started: Arc<Mutex<Vec<Value>>>,
 }
 
 impl Handler for TestHandler {
@@ -27,6 +29,26 @@ impl Handler for TestHandler {
                 }
                 .boxed(),
             ),
+            "long_wait" => Dispatch::Long(
+                async move {
+                    ctx.cancel.cancelled().await;
+                    Ok(json!("stopped"))
+                }
+                .boxed(),
+            ),
+            "quick" => Dispatch::Spawn(async move { Ok(params) }.boxed()),
+            // Records that it began, then waits to be cancelled and answers the record.
+            "started" => {
+                let started = self.started.clone();
+                Dispatch::Spawn(
+                    async move {
+                        lock(&started).push(params);
+                        ctx.cancel.cancelled().await;
+                        Ok(Value::Array(lock(&started).clone()))
+                    }
+                    .boxed(),
+                )
+            }
             "sleep" => Dispatch::Spawn(cancellable(ctx.cancel, std::future::pending()).boxed()),
             "hang" => Dispatch::Spawn(std::future::pending().boxed()),
             "ask" => Dispatch::Spawn(
@@ -100,6 +122,7 @@ impl Peer {
         let (server_out, r) = duplex(out_capacity);
         let handler = Arc::new(TestHandler {
             counter: Arc::default(),
+            started: Arc::default(),
         });
         let serve = tokio::spawn(serve(server_in, server_out, handler, config));
         Self {
@@ -491,30 +514,85 @@ async fn exit_notification_ends_serving_after_flushing() {
     assert_eq!(p.r.next().await, None, "nothing after exit is served");
 }
 
+/// Defect (issue 27): a request beyond `max_in_flight` was refused with `overloaded` at once.
+/// Now it waits in its lane's queue, in arrival order, and runs when a slot frees.
 #[tokio::test]
-async fn too_many_in_flight_requests_are_refused() {
+async fn requests_beyond_the_limit_wait_and_run_in_arrival_order() {
     let config = ServerConfig {
-        max_in_flight: 2,
+        max_in_flight: 1,
+        ..ServerConfig::default()
+    };
+    let mut p = Peer::start(Framing::Newline, config);
+    for id in 1..=4 {
+        p.send(req(id, "started", json!({ "n": id }))).await;
+    }
+    // The duplicate-id check covers waiting requests too.
+    p.send(req(3, "echo", json!(0))).await;
+    let got = p.recv().await;
+    assert_eq!(
+        (got["id"].clone(), code(&got)),
+        (json!(3), codes::INVALID_REQUEST)
+    );
+    // Inline requests are not limited.
+    p.send(req(9, "echo", json!(9))).await;
+    assert_eq!(p.recv().await["result"], 9);
+    for id in 1..=4 {
+        p.send(note("$/cancelRequest", json!({ "id": id }))).await;
+        let got = p.recv().await;
+        assert_eq!(got["id"], id);
+        let order: Vec<_> = (1..=id).map(|n| json!({ "n": n })).collect();
+        assert_eq!(
+            got["result"],
+            json!(order),
+            "ran in arrival order, one at a time"
+        );
+    }
+    assert_eq!(p.finish().await, (ServeEnd::Eof, vec![]));
+}
+
+#[tokio::test]
+async fn cancelling_a_waiting_request_removes_it_unrun() {
+    let config = ServerConfig {
+        max_in_flight: 1,
         ..ServerConfig::default()
     };
     let mut p = Peer::start(Framing::Newline, config);
     for id in 1..=3 {
+        p.send(req(id, "started", json!({ "n": id }))).await;
+    }
+    p.send(note("$/cancelRequest", json!({"id": 2}))).await;
+    let got = p.recv().await;
+    assert_eq!(
+        (got["id"].clone(), code(&got)),
+        (json!(2), codes::REQUEST_CANCELLED)
+    );
+    p.send(note("$/cancelRequest", json!({"id": 1}))).await;
+    assert_eq!(p.recv().await["result"], json!([{ "n": 1 }]));
+    p.send(note("$/cancelRequest", json!({"id": 3}))).await;
+    // 2 never ran: 3 followed 1.
+    assert_eq!(p.recv().await["result"], json!([{ "n": 1 }, { "n": 3 }]));
+    // A cancelled id may be used again.
+    p.send(req(2, "quick", json!({"again": true}))).await;
+    assert_eq!(p.recv().await["result"], json!({"again": true}));
+    assert_eq!(p.finish().await, (ServeEnd::Eof, vec![]));
+}
+
+/// Only a full queue refuses: the bound counts requests, and frame bytes.
+#[tokio::test]
+async fn a_full_wait_queue_refuses_with_overloaded() {
+    let config = ServerConfig {
+        max_in_flight: 1,
+        max_waiting: 2,
+        ..ServerConfig::default()
+    };
+    let overloaded = config.overloaded.code;
+    let mut p = Peer::start(Framing::Newline, config);
+    for id in 1..=4 {
         p.send(req(id, "wait", json!({}))).await;
     }
     let got = p.recv().await;
-    assert_eq!(
-        (got["id"].clone(), code(&got)),
-        (json!(3), ServerConfig::default().overloaded.code)
-    );
-    p.send(req(1, "wait", json!({}))).await;
-    let got = p.recv().await;
-    assert_eq!(
-        (got["id"].clone(), code(&got)),
-        (json!(1), codes::INVALID_REQUEST)
-    );
-    // Inline requests are not limited.
-    p.send(req(4, "echo", json!(4))).await;
-    assert_eq!(p.recv().await["result"], 4);
+    assert_eq!((got["id"].clone(), code(&got)), (json!(4), overloaded));
+    // A slot frees, a waiting request runs, and the queue has room again.
     p.send(note("$/cancelRequest", json!({"id": 1}))).await;
     assert_eq!(p.recv().await["id"], 1);
     p.send(req(5, "wait", json!({}))).await;
@@ -522,8 +600,58 @@ async fn too_many_in_flight_requests_are_refused() {
     assert_eq!(end, ServeEnd::Eof);
     rest.sort_by_key(|v| v["id"].as_i64());
     let ids: Vec<_> = rest.iter().map(|v| v["id"].clone()).collect();
-    assert_eq!(ids, vec![json!(2), json!(5)]);
-    assert!(rest.iter().all(|v| v["result"] == "stopped"));
+    assert_eq!(ids, vec![json!(2), json!(3), json!(5)]);
+
+    let config = ServerConfig {
+        max_in_flight: 1,
+        max_waiting_bytes: 200,
+        ..ServerConfig::default()
+    };
+    let mut p = Peer::start(Framing::Newline, config);
+    p.send(req(1, "wait", json!({}))).await;
+    p.send(req(2, "wait", json!({"pad": "x".repeat(100)})))
+        .await;
+    p.send(req(3, "wait", json!({"pad": "x".repeat(100)})))
+        .await;
+    let got = p.recv().await;
+    assert_eq!((got["id"].clone(), code(&got)), (json!(3), overloaded));
+    let (_, rest) = p.finish().await;
+    assert_eq!(rest.len(), 2);
+}
+
+/// Issue 27: long work (turns) runs under a limit of its own, so however many long requests
+/// run or wait, a quick one is answered.
+#[tokio::test]
+async fn long_requests_do_not_hold_quick_slots() {
+    let config = ServerConfig {
+        max_in_flight: 1,
+        max_long_in_flight: 2,
+        ..ServerConfig::default()
+    };
+    let mut p = Peer::start(Framing::Newline, config);
+    for id in 1..=50 {
+        p.send(req(id, "long_wait", json!({}))).await;
+    }
+    for id in 100..110 {
+        p.send(req(id, "quick", json!({ "n": id }))).await;
+        assert_eq!(p.recv().await["result"], json!({ "n": id }));
+    }
+    // Cancelling a running long request starts the next waiting one (3), not a later one.
+    p.send(note("$/cancelRequest", json!({"id": 1}))).await;
+    assert_eq!(p.recv().await["result"], "stopped");
+    p.send(note("$/cancelRequest", json!({"id": 3}))).await;
+    assert_eq!(p.recv().await["result"], "stopped");
+    // End of input: the running ones answer, the waiting ones are cancelled unrun.
+    let (end, rest) = p.finish().await;
+    assert_eq!(end, ServeEnd::Eof);
+    assert_eq!(rest.len(), 48);
+    let running: Vec<_> = rest.iter().filter(|v| v["result"] == "stopped").collect();
+    assert_eq!(running.len(), 2, "two ran: {running:?}");
+    assert!(
+        rest.iter()
+            .filter(|v| v.get("error").is_some())
+            .all(|v| code(v) == codes::REQUEST_CANCELLED)
+    );
 }
 
 #[tokio::test]

@@ -13,6 +13,7 @@ mod hardening;
 mod hooks;
 mod instruction_notes;
 mod instructions;
+mod load;
 mod long_session;
 mod mcp;
 mod mock_model;

@@ -330,8 +330,18 @@ impl Default for NetworkSettings {
 pub struct ServerSettings {
     /// Largest accepted frame in bytes (64 MiB).
     pub max_frame_bytes: usize,
-    /// Most requests running at once before `overloaded` errors.
+    /// Most quick requests (disk reads, cache misses) running at once; more wait.
     pub max_in_flight: usize,
+    /// Most long requests (turns, compactions, collapses, MCP starts) running at once; more
+    /// wait, so long work never takes the slots quick work needs.
+    pub max_long_in_flight: usize,
+    /// Most requests waiting for a slot (both kinds together) before `overloaded` errors.
+    pub max_waiting: usize,
+    /// Most bytes of waiting requests (their frames) before `overloaded` errors.
+    pub max_waiting_bytes: usize,
+    /// Most model requests in flight per provider, unless `[providers.NAME] max_in_flight`
+    /// says otherwise: more wait for a slot instead of hammering the provider's rate limit.
+    pub provider_max_in_flight: usize,
 }
 
 impl Default for ServerSettings {
@@ -339,6 +349,10 @@ impl Default for ServerSettings {
         ServerSettings {
             max_frame_bytes: 64 << 20,
             max_in_flight: 64,
+            max_long_in_flight: 32,
+            max_waiting: 10_000,
+            max_waiting_bytes: 64 << 20,
+            provider_max_in_flight: 16,
         }
     }
 }
@@ -447,6 +461,7 @@ impl Config {
             connect_timeout_ms: self.network.connect_timeout_ms,
             idle_timeout_ms: self.network.idle_timeout_ms,
             max_retries: self.network.max_retries,
+            max_in_flight: self.server.provider_max_in_flight,
             ..ProviderConfig::default()
         })
     }

@@ -23,14 +23,15 @@ pub const STRUCTURED_OUTPUTS: &str = "structured-outputs-2025-11-13";
 /// A provider speaking the Anthropic Messages API.
 pub struct AnthropicProvider {
     ep: Endpoint,
-    client: reqwest::Client,
+    /// The HTTP client and request slots every session on this endpoint shares.
+    shared: std::sync::Arc<super::pool::Shared>,
 }
 
 impl AnthropicProvider {
-    /// Creates the provider and its HTTP client.
+    /// Creates the provider on the endpoint's shared HTTP client and request slots.
     pub fn new(ep: Endpoint) -> Result<Self, ProviderError> {
-        let client = sse::http_client(&ep)?;
-        Ok(AnthropicProvider { ep, client })
+        let shared = super::pool::shared(&ep)?;
+        Ok(AnthropicProvider { ep, shared })
     }
 }
 
@@ -71,7 +72,8 @@ impl Provider for AnthropicProvider {
         }
         let body = serde_json::to_vec(&request_body(&req)).unwrap_or_default();
         let call = sse::Call {
-            client: self.client.clone(),
+            client: self.shared.client.clone(),
+            slots: self.shared.slots.clone(),
             url: format!("{}/v1/messages", self.ep.base_url),
             headers,
             body,

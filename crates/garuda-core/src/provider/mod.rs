@@ -11,6 +11,7 @@ pub mod limit;
 pub mod models;
 pub mod normalize;
 pub mod openai;
+mod pool;
 pub mod replay;
 pub mod retry;
 pub mod spec;
@@ -353,6 +354,9 @@ pub struct ProviderConfig {
     /// Largest backoff delay, also the cap on a provider's `retry-after`, in milliseconds.
     #[serde(alias = "retryMaxDelayMs")]
     pub retry_max_delay_ms: u64,
+    /// Most requests in flight per provider, for providers without their own
+    /// `max_in_flight` (`[server] provider_max_in_flight`).
+    pub max_in_flight: usize,
 }
 
 impl Default for ProviderConfig {
@@ -365,6 +369,7 @@ impl Default for ProviderConfig {
             max_retries: 4,
             retry_base_delay_ms: 500,
             retry_max_delay_ms: 60_000,
+            max_in_flight: 16,
         }
     }
 }
@@ -400,6 +405,10 @@ pub struct ProviderEntry {
     /// Retry count override.
     #[serde(alias = "maxRetries")]
     pub max_retries: Option<u32>,
+    /// Most requests in flight to this provider, all sessions together (more wait for a
+    /// slot); overrides `[server] provider_max_in_flight`.
+    #[serde(alias = "maxInFlight")]
+    pub max_in_flight: Option<usize>,
     /// Whether a requested output schema goes to the server as structured output
     /// (default: true for `anthropic` and `openai`; false elsewhere, since local servers
     /// constrain every token to the schema, which rules out tool calls).
@@ -462,6 +471,8 @@ pub struct Endpoint {
     pub retry: retry::RetryPolicy,
     /// A request's `output_schema` is sent as the API's structured output.
     pub structured_output: bool,
+    /// Most requests in flight to this endpoint, every session together.
+    pub max_in_flight: usize,
 }
 
 /// Built-in defaults for a provider name.
@@ -597,6 +608,7 @@ pub fn resolve_endpoint(
             .structured_output
             .or(base.structured_output)
             .unwrap_or(false),
+        max_in_flight: user.max_in_flight.unwrap_or(cfg.max_in_flight).max(1),
     })
 }
 

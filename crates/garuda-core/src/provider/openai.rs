@@ -17,14 +17,15 @@ use crate::message::{Block, ImageSource, Message, Role, StopReason, Usage};
 /// A provider speaking OpenAI-compatible Chat Completions.
 pub struct OpenAiProvider {
     ep: Endpoint,
-    client: reqwest::Client,
+    /// The HTTP client and request slots every session on this endpoint shares.
+    shared: std::sync::Arc<super::pool::Shared>,
 }
 
 impl OpenAiProvider {
-    /// Creates the provider and its HTTP client.
+    /// Creates the provider on the endpoint's shared HTTP client and request slots.
     pub fn new(ep: Endpoint) -> Result<Self, ProviderError> {
-        let client = sse::http_client(&ep)?;
-        Ok(OpenAiProvider { ep, client })
+        let shared = super::pool::shared(&ep)?;
+        Ok(OpenAiProvider { ep, shared })
     }
 }
 
@@ -59,7 +60,8 @@ impl Provider for OpenAiProvider {
         let body =
             serde_json::to_vec(&request_body(&req, &self.ep.max_tokens_field)).unwrap_or_default();
         let call = sse::Call {
-            client: self.client.clone(),
+            client: self.shared.client.clone(),
+            slots: self.shared.slots.clone(),
             url: format!("{}/chat/completions", self.ep.base_url),
             headers,
             body,

@@ -46,6 +46,9 @@ pub(crate) trait Decoder: Send {
 /// A prepared HTTP call.
 pub(crate) struct Call {
     pub client: reqwest::Client,
+    /// The provider's request slots: each attempt holds one from the send to the stream's
+    /// end, none during a backoff.
+    pub slots: std::sync::Arc<tokio::sync::Semaphore>,
     pub url: String,
     pub headers: HeaderMap,
     pub body: Vec<u8>,
@@ -74,7 +77,15 @@ pub(crate) async fn run<D: Decoder>(
     let mut attempt = 0u32;
     loop {
         let mut dec = new_decoder();
-        let outcome = match attempt_once(&call, &mut dec, &events, &cancel).await {
+        let slot = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(ProviderError::Cancelled { partial: Vec::new() }),
+            // The semaphore is never closed; were it, the call would go on without a slot.
+            slot = call.slots.clone().acquire_owned() => slot.ok(),
+        };
+        let result = attempt_once(&call, &mut dec, &events, &cancel).await;
+        drop(slot);
+        let outcome = match result {
             Ok(resp) => {
                 let _ = events.send(StreamEvent::Usage(resp.usage));
                 return Ok(resp.normalized(&mut call.taken.clone()));
@@ -323,13 +334,4 @@ fn transport_error(url: &str, e: &reqwest::Error) -> ProviderError {
     } else {
         ProviderError::Http(text)
     }
-}
-
-/// An HTTP client with the endpoint's connect timeout.
-pub(crate) fn http_client(ep: &super::Endpoint) -> Result<reqwest::Client, ProviderError> {
-    reqwest::Client::builder()
-        .connect_timeout(ep.connect_timeout)
-        .user_agent(concat!("garuda/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| ProviderError::Config(format!("cannot build the HTTP client: {e}")))
 }

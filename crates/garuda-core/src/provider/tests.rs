@@ -33,6 +33,7 @@ fn endpoint(kind: ProviderKind, base: &str, key: Option<&str>) -> Endpoint {
             max_delay: Duration::from_millis(50),
         },
         structured_output: true,
+        max_in_flight: 16,
     }
 }
 
@@ -1606,4 +1607,108 @@ fn an_output_schema_is_each_apis_structured_output() {
             .get("response_format")
             .is_none()
     );
+}
+
+/// Reads one HTTP request (headers and a `content-length` body); false at end of stream.
+async fn read_request(sock: &mut tokio::net::TcpStream) -> bool {
+    let mut seen = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    loop {
+        if let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if seen.len() >= end + 4 + len {
+                return true;
+            }
+        }
+        let n = sock.read(&mut buf).await.unwrap();
+        if n == 0 {
+            return false;
+        }
+        seen.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Issue 27: the providers of every session on one endpoint share its HTTP client and its
+/// request slots, so with `max_in_flight = 1` a second session's request is sent only once
+/// the first has its answer, on the same connection.
+#[tokio::test]
+async fn requests_in_flight_are_bounded_per_endpoint_across_sessions() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let received = Arc::new(AtomicUsize::new(0));
+    let connections = Arc::new(AtomicUsize::new(0));
+    // The test releases each held answer by adding a permit.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (arrived_tx, mut arrived) = mpsc::unbounded_channel::<()>();
+    let server = {
+        let (received, connections, gate) = (received.clone(), connections.clone(), gate.clone());
+        tokio::spawn(async move {
+            loop {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                connections.fetch_add(1, Ordering::SeqCst);
+                let (received, gate, arrived_tx) =
+                    (received.clone(), gate.clone(), arrived_tx.clone());
+                tokio::spawn(async move {
+                    while read_request(&mut sock).await {
+                        received.fetch_add(1, Ordering::SeqCst);
+                        let _ = arrived_tx.send(());
+                        gate.acquire().await.unwrap().forget();
+                        let body = a_text_body(&["hi"]);
+                        let resp = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        sock.write_all(resp.as_bytes()).await.unwrap();
+                    }
+                });
+            }
+        })
+    };
+    let mut ep = endpoint(ProviderKind::Anthropic, &base, Some(KEY));
+    ep.max_in_flight = 1;
+    let shared = pool::shared(&ep).unwrap();
+    assert!(Arc::ptr_eq(&shared, &pool::shared(&ep).unwrap()));
+    let (one, two) = (
+        build_endpoint(ep.clone()).unwrap(),
+        build_endpoint(ep).unwrap(),
+    );
+    let a = tokio::spawn(async move { run(&one, request()).await.0 });
+    arrived.recv().await.unwrap();
+    let b = tokio::spawn(async move { run(&two, request()).await.0 });
+    // However long the first answer takes, the second request waits for its slot.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(received.load(Ordering::SeqCst), 1);
+    assert_eq!(shared.slots.available_permits(), 0);
+    gate.add_permits(1);
+    assert_eq!(text_of_response(&a.await.unwrap()), "hi");
+    arrived.recv().await.unwrap();
+    gate.add_permits(1);
+    assert_eq!(text_of_response(&b.await.unwrap()), "hi");
+    assert_eq!(received.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        1,
+        "the second session reused the first one's connection"
+    );
+    assert_eq!(shared.slots.available_permits(), 1);
+    server.abort();
+}
+
+fn text_of_response(r: &Result<ModelResponse, ProviderError>) -> String {
+    match r {
+        Ok(resp) => resp
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                Block::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect(),
+        Err(e) => panic!("{e}"),
+    }
 }
