@@ -46,8 +46,14 @@ pub enum Dispatch {
     /// Answer now, then run this on the read loop: notifications it queues reach the client
     /// after the answer (ACP's `available_commands_update` names the session the answer
     /// created).
-    ReplyThen(Result<Value, RpcError>, Box<dyn FnOnce(&Client) + Send>),
+    ReplyThen(Result<Value, RpcError>, Then),
+    /// Run this future as a task, answer with its result, then run its follow-up: a spawned
+    /// [`Dispatch::ReplyThen`], for an answer that needs IO before it (ACP `session/new`).
+    SpawnThen(BoxFuture<'static, (Result<Value, RpcError>, Option<Then>)>),
 }
+
+/// Work run right after an answer is queued, so what it sends follows the answer.
+pub type Then = Box<dyn FnOnce(&Client) + Send>;
 
 /// Whether the read loop goes on after a notification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -532,7 +538,10 @@ impl Conn {
                 self.client.respond(Some(&id), &result);
                 then(&self.client);
             }
-            Ok(Dispatch::Spawn(fut)) => self.spawn_request(id, cancel, fut),
+            Ok(Dispatch::Spawn(fut)) => {
+                self.spawn_request(id, cancel, Box::pin(async move { (fut.await, None) }))
+            }
+            Ok(Dispatch::SpawnThen(fut)) => self.spawn_request(id, cancel, fut),
             Ok(Dispatch::Ordered(fut)) => *lock(&self.ordered) = Some((id, fut)),
             Err(_) => {
                 tracing::error!("request handler for {method} panicked");
@@ -572,7 +581,7 @@ impl Conn {
         &self,
         id: Id,
         cancel: CancellationToken,
-        fut: BoxFuture<'static, Result<Value, RpcError>>,
+        fut: BoxFuture<'static, (Result<Value, RpcError>, Option<Then>)>,
     ) {
         let mut running = lock(&self.in_flight);
         if running.len() >= self.config.max_in_flight {
@@ -598,17 +607,20 @@ impl Conn {
         let in_flight = self.in_flight.clone();
         let client = self.client.clone();
         self.tracker.spawn(async move {
-            let result = match task.await {
-                Ok(result) => result,
+            let (result, then) = match task.await {
+                Ok(answer) => answer,
                 Err(e) if e.is_panic() => {
                     tracing::error!("request {id} panicked");
-                    Err(RpcError::internal("handler panicked"))
+                    (Err(RpcError::internal("handler panicked")), None)
                 }
                 Err(_) => return, // aborted at shutdown
             };
             // Removed before answering, so the client may reuse the id once it has the answer.
             lock(&in_flight).remove(&id);
             client.respond(Some(&id), &result);
+            if let Some(then) = then {
+                then(&client);
+            }
         });
     }
 
