@@ -20,7 +20,8 @@ use garuda_core::fsroot::FsError;
 use garuda_core::turn::TurnHost;
 use garuda_core::workspace::WorkspaceError;
 use garuda_protocol::methods::{
-    self as m, BlockingRequest, CachedRequest, InlineRequest, Method, Null, Request, SpawnedRequest,
+    self as m, BlockingRequest, CachedRequest, ClientMethod, InlineRequest, Method, Null, Request,
+    SpawnedRequest,
 };
 use garuda_protocol::{self as protocol, codes};
 
@@ -64,7 +65,7 @@ impl NativeFront {
             if let Some(c) = sink_client.get() {
                 match ev {
                     EngineEvent::ContextChanged(cc) => c.notify(
-                        "workspace/contextChanged",
+                        m::client::ContextChanged::NAME,
                         serde_json::to_value(cv::context_changed_out(cc)).unwrap_or(Value::Null),
                     ),
                 }
