@@ -502,3 +502,132 @@ fn lifecycle_is_enforced() {
     assert!(new["sessionId"].is_string());
     acp.finish();
 }
+
+/// Conformance: `initialize` takes any `protocolVersion` the official `ProtocolVersion`
+/// reads as unknown (a string, a fraction, a number it does not know) and answers the latest
+/// version Garuda speaks; the connection goes on.
+#[test]
+fn initialize_answers_the_latest_version_to_any_asked_one() {
+    let home = tempfile::tempdir().unwrap();
+    let tape = cassette(home.path(), &[]);
+    for asked in [
+        json!("1"),
+        json!("v1.2"),
+        json!(1.5),
+        json!(7),
+        json!(99_999_999),
+        json!(null),
+    ] {
+        let mut acp = Acp::spawn(home.path(), &tape);
+        let init = acp.call(
+            "initialize",
+            json!({"protocolVersion": asked, "clientCapabilities": {}}),
+        );
+        assert_eq!(init["protocolVersion"], 1, "{asked}");
+        let caps = &init["agentCapabilities"];
+        assert_eq!(caps["mcpCapabilities"]["http"], true);
+        assert_eq!(caps["mcpCapabilities"]["sse"], false);
+        assert_eq!(caps["auth"]["logout"], json!({}));
+        assert_eq!(caps["sessionCapabilities"]["delete"], json!({}));
+        let list = acp.call("session/list", json!({}));
+        assert!(list["sessions"].is_array(), "{asked}: {list}");
+        acp.finish();
+    }
+}
+
+/// `logout` answers success (keys come from the environment or config: nothing to forget);
+/// `session/delete` closes a live session and removes its transcript; a second delete, and a
+/// load of the deleted session, are "resource not found".
+#[test]
+fn logout_and_session_delete() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(home.path(), &[]);
+    let (mut acp, sid) = start(home.path(), &tape, ws.path());
+    assert_eq!(acp.call("logout", json!({})), json!({}));
+    let transcripts = home.path().join("state/garuda/sessions");
+    let files = || -> Vec<String> {
+        std::fs::read_dir(&transcripts)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.contains(&sid))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(!files().is_empty(), "no transcript for {sid}");
+    let listed = acp.call("session/list", json!({"cwd": ws.path()}));
+    assert_eq!(listed["sessions"][0]["sessionId"], sid.as_str());
+    assert_eq!(
+        acp.call("session/delete", json!({"sessionId": sid})),
+        json!({})
+    );
+    assert!(files().is_empty(), "{:?}", files());
+    let listed = acp.call("session/list", json!({"cwd": ws.path()}));
+    assert_eq!(listed["sessions"], json!([]));
+    for (method, params) in [
+        ("session/delete", json!({"sessionId": sid})),
+        (
+            "session/set_mode",
+            json!({"sessionId": sid, "modeId": "ask"}),
+        ),
+        (
+            "session/load",
+            json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}),
+        ),
+    ] {
+        let id = acp.send_request(method, params);
+        assert_eq!(acp.wait_response(id)["error"]["code"], -32002, "{method}");
+    }
+    acp.finish();
+}
+
+/// A session's warnings (here an MCP server that cannot start) are `notice` updates after the
+/// answer when the client advertises `session.notices`, and never sent when it does not.
+#[test]
+fn warnings_are_notices_only_for_clients_that_show_them() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(home.path(), &[]);
+    let broken =
+        json!([{"name": "broken", "command": "/nonexistent/mcp-server", "args": [], "env": []}]);
+    for notices in [true, false] {
+        let mut acp = Acp::spawn(home.path(), &tape);
+        let caps = if notices {
+            json!({"session": {"notices": {}}})
+        } else {
+            json!({})
+        };
+        acp.call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": caps}),
+        );
+        acp.call(
+            "session/new",
+            json!({"cwd": ws.path(), "mcpServers": broken}),
+        );
+        // A round trip after the answer: whatever followed it has arrived.
+        acp.call("session/list", json!({}));
+        let found: Vec<&Value> = acp
+            .updates
+            .iter()
+            .filter(|u| u["update"]["sessionUpdate"] == "notice")
+            .collect();
+        if notices {
+            let n = found
+                .iter()
+                .find(|u| {
+                    u["update"]["title"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("broken")
+                })
+                .unwrap_or_else(|| panic!("no notice for the MCP server: {:?}", acp.updates));
+            assert_eq!(n["update"]["severity"], "warning");
+        } else {
+            assert!(found.is_empty(), "{found:?}");
+        }
+        acp.finish();
+    }
+}

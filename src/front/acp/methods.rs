@@ -48,6 +48,20 @@ pub trait AcpNotification {
     type Params: DeserializeOwned;
 }
 
+/// `initialize` params with a `protocolVersion` the schema's `ProtocolVersion` cannot read (a
+/// string such as `"1"`, a fraction, a number above `u16`) set to the latest version Garuda
+/// speaks: the spec lets the agent answer its own latest and the client decide, so such a
+/// client gets an answer instead of -32602.
+pub fn tolerant_version(mut params: Value) -> Value {
+    if let Some(v) = params.get_mut("protocolVersion")
+        && serde_json::from_value::<agent_client_protocol_schema::ProtocolVersion>(v.clone())
+            .is_err()
+    {
+        *v = serde_json::json!(agent_client_protocol_schema::ProtocolVersion::LATEST);
+    }
+    params
+}
+
 /// A method's result as the wire value, typed by the table.
 pub fn ok<M: AcpMethod>(r: M::Result) -> Result<Value, RpcError> {
     serde_json::to_value(r).map_err(|e| RpcError::internal(e.to_string()))
@@ -159,6 +173,9 @@ acp_methods! {
         Initialize = AGENT_METHOD_NAMES.initialize, Inline, acp::InitializeRequest => acp::InitializeResponse;
         /// No auth methods are offered, so every method id is refused.
         Authenticate = AGENT_METHOD_NAMES.authenticate, Inline, acp::AuthenticateRequest => acp::AuthenticateResponse;
+        /// Nothing to forget: keys come from the environment or the config file, never from
+        /// the client, so it answers success and changes nothing.
+        Logout = AGENT_METHOD_NAMES.logout, Inline, acp::LogoutRequest => acp::LogoutResponse;
         /// Opens `cwd` as a workspace and starts a session (MCP servers included).
         NewSession = AGENT_METHOD_NAMES.session_new, Blocking, acp::NewSessionRequest => acp::NewSessionResponse;
         /// Loads a stored session and replays its history.
@@ -167,6 +184,8 @@ acp_methods! {
         ResumeSession = AGENT_METHOD_NAMES.session_resume, Blocking, acp::ResumeSessionRequest => acp::ResumeSessionResponse;
         /// The stored sessions, newest first.
         ListSessions = AGENT_METHOD_NAMES.session_list, Blocking, acp::ListSessionsRequest => acp::ListSessionsResponse;
+        /// Closes a live session and removes its transcript and side files (no trash).
+        DeleteSession = AGENT_METHOD_NAMES.session_delete, Blocking, acp::DeleteSessionRequest => acp::DeleteSessionResponse;
         /// Cancels a session's work and frees it from memory.
         CloseSession = AGENT_METHOD_NAMES.session_close, Inline, acp::CloseSessionRequest => acp::CloseSessionResponse;
         /// Runs one turn.

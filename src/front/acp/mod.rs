@@ -178,6 +178,7 @@ impl Front {
             InlineRequest::Authenticate(_) => Err(RpcError::invalid_params(
                 "authenticate: this agent offers no authentication methods (authMethods is empty)",
             )),
+            InlineRequest::Logout(_) => ok::<m::Logout>(acp::LogoutResponse::new()),
             InlineRequest::CloseSession(p) => {
                 let id = p.session_id.0.to_string();
                 let known = lock(&self.sessions).remove(&id).is_some();
@@ -212,6 +213,16 @@ impl Front {
             BlockingRequest::LoadSession(p) => (self.session_load(p, client), None),
             BlockingRequest::ResumeSession(p) => (self.session_resume(p, client), None),
             BlockingRequest::ListSessions(p) => (list_sessions(&self.engine, p), None),
+            BlockingRequest::DeleteSession(p) => {
+                let id = p.session_id.0.to_string();
+                lock(&self.sessions).remove(&id);
+                let deleted = self.engine.delete_session(&id).map_err(acp_error);
+                (
+                    deleted
+                        .and_then(|()| ok::<m::DeleteSession>(acp::DeleteSessionResponse::new())),
+                    None,
+                )
+            }
             BlockingRequest::SetConfigOption(p) => (self.set_config_option(p, client), None),
         }
     }
@@ -233,6 +244,7 @@ impl Front {
             .list(acp::SessionListCapabilities::new())
             .resume(acp::SessionResumeCapabilities::new())
             .close(acp::SessionCloseCapabilities::new())
+            .delete(acp::SessionDeleteCapabilities::new())
             .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new());
         let caps = acp::AgentCapabilities::new()
             .load_session(true)
@@ -242,8 +254,12 @@ impl Front {
                     .audio(false)
                     .embedded_context(true),
             )
-            .session_capabilities(session);
-        // Garuda speaks v1 whatever the client asks for; a client without v1 disconnects.
+            .session_capabilities(session)
+            // Streamable HTTP servers start like stdio ones; the older SSE transport does not.
+            .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(false))
+            .auth(acp::AgentAuthCapabilities::new().logout(acp::LogoutCapabilities::new()));
+        // Garuda speaks v1 whatever the client asks for (the latest it knows, as the spec
+        // says); a client without v1 disconnects.
         ok::<m::Initialize>(
             acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
                 .agent_capabilities(caps)
@@ -287,12 +303,12 @@ impl Front {
                     },
                 )
                 .map_err(engine_error)?;
-            for w in warnings {
+            for w in &warnings {
                 tracing::warn!("{w}");
             }
-            Ok::<_, RpcError>((live, extra))
+            Ok::<_, RpcError>((live, extra, warnings))
         })();
-        let (live, extra) = match result {
+        let (live, extra, warnings) = match result {
             Ok(r) => r,
             Err(e) => return (Err(e), None),
         };
@@ -305,8 +321,18 @@ impl Front {
                 .config_options(options),
         );
         // The client learns the session id from the answer: the commands follow it.
-        let then: Then =
-            Box::new(move |client: &Client| send_update(client, &id, convert::commands()));
+        let notices = self.caps().notices;
+        let then: Then = Box::new(move |client: &Client| {
+            send_update(client, &id, convert::commands());
+            // No sandbox, an MCP server that failed, an unknown model: shown when the client
+            // can show them, else only logged (above).
+            if notices {
+                for w in warnings {
+                    let n = convert::notice(acp::NoticeSeverity::Warning, &w, None);
+                    send_update(client, &id, n);
+                }
+            }
+        });
         (answer, Some(then))
     }
 
@@ -579,6 +605,11 @@ impl Handler for AcpFront {
                 format!("{method} before initialize; send initialize first"),
             )));
         }
+        let params = if method == m::Initialize::NAME {
+            methods::tolerant_version(params)
+        } else {
+            params
+        };
         let req = match AcpRequest::parse(method, params) {
             Ok(Some(r)) => r,
             Ok(None) => {
