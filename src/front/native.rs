@@ -49,6 +49,8 @@ pub struct NativeFront {
     facts: Arc<OnceLock<ClientFacts>>,
     /// Cancelled when the server should stop on its own (the client's process died).
     pub stop: CancellationToken,
+    /// Folder changes waiting for the task that applies them (made on first use).
+    folder_changes: OnceLock<tokio::sync::mpsc::UnboundedSender<Value>>,
 }
 
 /// A method's result as the wire value, typed by the method table.
@@ -78,6 +80,7 @@ impl NativeFront {
             client,
             facts: Arc::new(OnceLock::new()),
             stop: CancellationToken::new(),
+            folder_changes: OnceLock::new(),
         })
     }
 
@@ -404,29 +407,54 @@ fn prompt_overrides(o: Option<protocol::AssembleOptions>) -> PromptOverrides {
 }
 
 impl NativeFront {
-    fn folders_changed(&self, params: Value) {
-        let event = params.get("event").cloned().unwrap_or(Value::Null);
-        let uris = |key: &str| -> Vec<PathBuf> {
-            event
-                .get(key)
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|f| f.get("uri")?.as_str().and_then(uri_to_path))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        for path in uris("removed") {
-            let id = std::fs::canonicalize(&path).map(|c| garuda_core::workspace::workspace_id(&c));
-            if let Ok(id) = id {
-                self.engine.inline().close_workspace(&id);
-            }
+    /// Queues a `workspace/didChangeWorkspaceFolders`: canonicalizing and opening folders reads
+    /// the disk, so one task applies the changes on the blocking pool, one at a time in arrival
+    /// order, and the read loop goes on.
+    fn queue_folder_change(&self, params: Value) {
+        let tx = self.folder_changes.get_or_init(|| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+            let engine = self.engine.clone();
+            tokio::spawn(async move {
+                while let Some(params) = rx.recv().await {
+                    let engine = engine.clone();
+                    let applied =
+                        tokio::task::spawn_blocking(move || folders_changed(&engine, params));
+                    if let Err(e) = applied.await {
+                        tracing::error!("workspace folder change failed: {e}");
+                    }
+                }
+            });
+            tx
+        });
+        if tx.send(params).is_err() {
+            tracing::warn!("workspace folder change dropped: the server is stopping");
         }
-        for path in uris("added") {
-            if let Err(e) = self.engine.open_workspace(&path) {
-                tracing::warn!("workspace folder {} not opened: {e}", path.display());
-            }
+    }
+}
+
+/// Closes the removed folders' workspaces, then opens the added ones (blocking pool).
+fn folders_changed(engine: &Engine, params: Value) {
+    let event = params.get("event").cloned().unwrap_or(Value::Null);
+    let uris = |key: &str| -> Vec<PathBuf> {
+        event
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|f| f.get("uri")?.as_str().and_then(uri_to_path))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for path in uris("removed") {
+        let id = std::fs::canonicalize(&path).map(|c| garuda_core::workspace::workspace_id(&c));
+        if let Ok(id) = id {
+            engine.inline().close_workspace(&id);
+        }
+    }
+    for path in uris("added") {
+        if let Err(e) = engine.open_workspace(&path) {
+            tracing::warn!("workspace folder {} not opened: {e}", path.display());
         }
     }
 }
@@ -646,7 +674,7 @@ impl Handler for NativeFront {
             }
             "initialized" => Flow::Continue,
             "workspace/didChangeWorkspaceFolders" => {
-                self.folders_changed(params);
+                self.queue_folder_change(params);
                 Flow::Continue
             }
             _ => {

@@ -631,3 +631,64 @@ fn warnings_are_notices_only_for_clients_that_show_them() {
         acp.finish();
     }
 }
+
+/// `session/new` with an MCP server that is slow to start runs off the read loop: other
+/// requests on the connection (`session/list`, `session/set_mode` and `session/cancel` for
+/// another session) are answered while the server is still starting. The server
+/// (tests/mcp/slow_server.py) answers nothing until the test creates its gate file, so the
+/// order is certain without a timer. Its tool then works in the session's first prompt.
+#[test]
+fn a_slow_mcp_server_does_not_hold_up_the_connection() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(
+        home.path(),
+        &[
+            json!({"response": {"content": [{"type": "tool_use", "id": "toolu_p", "name": "mcp__slow__ping", "input": {}}], "stopReason": "tool_use"}}),
+            json!({"response": {"content": [{"type": "text", "text": "Pinged."}], "stopReason": "end_turn"}}),
+        ],
+    );
+    let (mut acp, first) = start(home.path(), &tape, ws.path());
+    let gate = home.path().join("gate");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/slow_server.py");
+    let slow = acp.send_request(
+        "session/new",
+        json!({"cwd": ws.path(), "mcpServers": [{"name": "slow", "command": "python3",
+            "args": [script, gate], "env": []}]}),
+    );
+    let list = acp.send_request("session/list", json!({"cwd": ws.path()}));
+    acp.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": first}}));
+    let mode = acp.send_request(
+        "session/set_mode",
+        json!({"sessionId": first, "modeId": "auto-edit"}),
+    );
+    let mut answered = Vec::new();
+    while !(answered.contains(&list) && answered.contains(&mode)) {
+        let m = acp.pump();
+        if m.get("method").is_none() {
+            assert!(m.get("result").is_some(), "{m}");
+            answered.push(m["id"].as_i64().expect("id"));
+        }
+    }
+    assert!(
+        !answered.contains(&slow),
+        "session/new answered before its server started"
+    );
+    std::fs::write(&gate, "").unwrap();
+    let new = acp.wait_response(slow);
+    let sid = new["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{new}"))
+        .to_string();
+    let r = acp.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "ping"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let all = serde_json::to_string(&acp.updates).unwrap();
+    assert!(
+        all.contains("pong"),
+        "the slow server's tool did not answer: {all}"
+    );
+    acp.finish();
+}
