@@ -692,3 +692,57 @@ fn a_slow_mcp_server_does_not_hold_up_the_connection() {
     );
     acp.finish();
 }
+
+/// A broken config file leaves `garuda acp` up: `initialize` answers with the problems in
+/// `_meta`, `session/new` fails with `kind: config` in its error data, and fixing the file is
+/// enough. With a session open, a file broken again reaches it as an `error` notice.
+#[test]
+fn a_config_error_leaves_the_agent_up_and_a_fixed_file_is_enough() {
+    use crate::config_errors::{BROKEN, assert_broken_problems, write_config};
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(home.path(), &[]);
+    let path = write_config(home.path(), BROKEN);
+    let mut acp = Acp::spawn(home.path(), &tape);
+    let init = acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}}),
+    );
+    assert_broken_problems(&init["_meta"]["garuda"]["configProblems"]);
+    let id = acp.send_request("session/new", json!({"cwd": ws.path(), "mcpServers": []}));
+    let r = acp.wait_response(id);
+    assert_eq!(r["error"]["code"], -32057, "{r}");
+    assert_eq!(r["error"]["data"]["kind"], "config", "{r}");
+    assert_broken_problems(&r["error"]["data"]["problems"]);
+    // The watch starts off the read loop; writing again until it is seen keeps the test
+    // free of a timing guess.
+    let deadline = std::time::Instant::now() + crate::client::WAIT;
+    let sid = loop {
+        std::fs::write(&path, "[approval]\npolicy = \"ask\"\n").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let id = acp.send_request("session/new", json!({"cwd": ws.path(), "mcpServers": []}));
+        let r = acp.wait_response(id);
+        if let Some(sid) = r["result"]["sessionId"].as_str() {
+            break sid.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "never reloaded: {r}");
+    };
+    std::fs::write(&path, "[approval]\npolicy = 5\n").unwrap();
+    let notice = loop {
+        acp.pump();
+        let found = acp.updates.iter().find(|u| {
+            u["sessionId"] == sid.as_str()
+                && u["update"]["sessionUpdate"] == "notice"
+                && u["update"]["severity"] == "error"
+        });
+        if let Some(n) = found {
+            break n.clone();
+        }
+    };
+    let title = notice["update"]["title"].as_str().unwrap();
+    assert!(
+        title.contains("config.toml: line 2") && title.contains("approval.policy"),
+        "{title}"
+    );
+    acp.finish();
+}

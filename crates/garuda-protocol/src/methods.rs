@@ -433,6 +433,8 @@ client_methods! {
     ContextChanged = "workspace/contextChanged", notification crate::ContextChanged;
     /// What a running turn does.
     TurnUpdate = "turn/update", notification crate::TurnUpdate;
+    /// A problem of the user's config file (or the file in force again), for the user.
+    ShowMessage = "window/showMessage", notification crate::ShowMessageParams;
     /// Asks the user to approve a tool call.
     PermissionRequest = "permission/request", request crate::PermissionRequest => crate::PermissionResult;
     /// Runs a tool the client registered.

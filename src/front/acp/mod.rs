@@ -45,7 +45,7 @@ pub use host::{AcpHost, send_update};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
@@ -53,7 +53,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::native::engine_error;
 use crate::rpc::{Client, Dispatch, Flow, Handler, Id, RequestCtx, RpcError, Then, codes};
-use garuda_core::engine::{Engine, EngineError, NewSession};
+use garuda_core::config::{ConfigProblem, Severity};
+use garuda_core::engine::{Engine, EngineError, EngineEvent, NewSession};
 use garuda_core::message::Block;
 use garuda_core::tools::Policy;
 use garuda_core::turn::{LiveSession, TurnHost};
@@ -94,6 +95,10 @@ struct Front {
     model: Option<String>,
     /// `initialize` was answered: sessions may be made.
     initialized: AtomicBool,
+    /// The connection, for notices about the config file.
+    client: OnceLock<Client>,
+    /// The user's config file, watched from `initialize` on.
+    config_path: Option<PathBuf>,
 }
 
 /// A blocking request's answer and what follows it on the wire.
@@ -145,18 +150,47 @@ impl AcpFront {
         state_dir: PathBuf,
         model: Option<String>,
     ) -> Arc<AcpFront> {
-        // ACP has no notification for changed instruction files; the next prompt picks them up.
-        let engine = Arc::new(Engine::new(config, state_dir, Arc::new(|_| {}), true));
-        Arc::new(AcpFront {
-            front: Arc::new(Front {
-                engine,
-                caps: Mutex::new(ClientCaps::default()),
-                sessions: Mutex::new(HashMap::new()),
-                prompts: Mutex::new(HashMap::new()),
-                model,
-                initialized: AtomicBool::new(false),
-            }),
-        })
+        let checked = garuda_core::config::Checked {
+            config: Some(config),
+            problems: Vec::new(),
+        };
+        Self::checked(checked, state_dir, model, None)
+    }
+
+    /// A front over a checked config file: its problems go in `initialize`'s `_meta` and the
+    /// log, and to every open session as a `notice` when the watched file changes.
+    pub fn checked(
+        checked: garuda_core::config::Checked,
+        state_dir: PathBuf,
+        model: Option<String>,
+        config_path: Option<PathBuf>,
+    ) -> Arc<AcpFront> {
+        // The engine's events need the front, which needs the engine: a late link.
+        let link: Arc<OnceLock<Weak<Front>>> = Arc::new(OnceLock::new());
+        let sink_link = link.clone();
+        let events = Arc::new(move |ev: EngineEvent| match ev {
+            // ACP has no notification for changed instruction files; the next prompt picks
+            // them up.
+            EngineEvent::ContextChanged(_) => {}
+            EngineEvent::ConfigChanged(problems) => {
+                if let Some(front) = sink_link.get().and_then(Weak::upgrade) {
+                    front.config_changed(problems);
+                }
+            }
+        });
+        let engine = Arc::new(Engine::checked(checked, state_dir, events, true));
+        let front = Arc::new(Front {
+            engine,
+            caps: Mutex::new(ClientCaps::default()),
+            sessions: Mutex::new(HashMap::new()),
+            prompts: Mutex::new(HashMap::new()),
+            model,
+            initialized: AtomicBool::new(false),
+            client: OnceLock::new(),
+            config_path,
+        });
+        let _ = link.set(Arc::downgrade(&front));
+        Arc::new(AcpFront { front })
     }
 
     /// The engine behind this front.
@@ -239,7 +273,6 @@ impl Front {
 
     fn initialize(&self, p: acp::InitializeRequest) -> Result<Value, RpcError> {
         *lock(&self.caps) = ClientCaps::of(&p.client_capabilities);
-        self.initialized.store(true, Ordering::Release);
         let session = acp::SessionCapabilities::new()
             .list(acp::SessionListCapabilities::new())
             .resume(acp::SessionResumeCapabilities::new())
@@ -258,6 +291,29 @@ impl Front {
             // Streamable HTTP servers start like stdio ones; the older SSE transport does not.
             .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(false))
             .auth(acp::AgentAuthCapabilities::new().logout(acp::LogoutCapabilities::new()));
+        let first = !self.initialized.swap(true, Ordering::AcqRel);
+        if let Some(path) = self.config_path.clone()
+            && first
+        {
+            // Watching starts with a look at the disk: off the read loop.
+            let engine = self.engine.clone();
+            tokio::task::spawn_blocking(move || engine.watch_config(path));
+        }
+        // ACP has no connection-level notice: the config file's problems ride in `_meta`
+        // (and the log); sessions get them as notices when the file changes.
+        let problems = self.engine.config_problems();
+        let meta = (!problems.is_empty()).then(|| {
+            let list: Vec<_> = problems
+                .into_iter()
+                .map(crate::front::wire::config_problem_out)
+                .collect();
+            let mut meta = acp::Meta::new();
+            meta.insert(
+                "garuda".into(),
+                serde_json::json!({ "configProblems": list }),
+            );
+            meta
+        });
         // Garuda speaks v1 whatever the client asks for (the latest it knows, as the spec
         // says); a client without v1 disconnects.
         ok::<m::Initialize>(
@@ -266,7 +322,8 @@ impl Front {
                 .agent_info(acp::Implementation::new(
                     "garuda",
                     env!("CARGO_PKG_VERSION"),
-                )),
+                ))
+                .meta(meta),
         )
     }
 
@@ -306,6 +363,9 @@ impl Front {
             for w in &warnings {
                 tracing::warn!("{w}");
             }
+            // The config file's warnings (unknown keys) are in force for this session too.
+            let mut warnings = warnings;
+            warnings.extend(engine.config_problems().iter().map(ToString::to_string));
             Ok::<_, RpcError>((live, extra, warnings))
         })();
         let (live, extra, warnings) = match result {
@@ -520,6 +580,38 @@ impl Front {
         }
     }
 
+    /// The watched config file changed: the log always hears of it, every open session as a
+    /// `notice` when the client shows them.
+    fn config_changed(&self, problems: Vec<ConfigProblem>) {
+        if problems.is_empty() {
+            tracing::info!("config file reloaded: no problems; new sessions use it");
+        }
+        for p in &problems {
+            tracing::warn!("config: {p}");
+        }
+        let Some(client) = self.client.get().filter(|_| self.caps().notices) else {
+            return;
+        };
+        let ids: Vec<String> = lock(&self.sessions).keys().cloned().collect();
+        for id in ids {
+            if problems.is_empty() {
+                let n = convert::notice(
+                    acp::NoticeSeverity::Info,
+                    "Garuda config reloaded: no problems",
+                    Some("New sessions use it; this one keeps its settings.".into()),
+                );
+                send_update(client, &id, n);
+            }
+            for p in &problems {
+                let severity = match p.severity {
+                    Severity::Warning => acp::NoticeSeverity::Warning,
+                    Severity::Error => acp::NoticeSeverity::Error,
+                };
+                send_update(client, &id, convert::notice(severity, &p.to_string(), None));
+            }
+        }
+    }
+
     fn notification(&self, notice: AcpNotice) {
         match notice {
             AcpNotice::Cancel(p) => {
@@ -599,6 +691,7 @@ fn list_sessions(engine: &Engine, p: acp::ListSessionsRequest) -> Result<Value, 
 impl Handler for AcpFront {
     fn request(&self, method: &str, params: Value, ctx: RequestCtx) -> Dispatch {
         let front = &self.front;
+        let _ = front.client.set(ctx.client.clone());
         if method != m::Initialize::NAME && !front.initialized.load(Ordering::Acquire) {
             return Dispatch::Reply(Err(RpcError::new(
                 codes::SERVER_NOT_INITIALIZED,
