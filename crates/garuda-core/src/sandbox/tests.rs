@@ -358,6 +358,8 @@ async fn environment_is_the_allow_list() {
         "LANG",
         "TERM",
         "GARUDA_OWNER",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
         "PAGER",
         "TMPDIR",
         "PWD",
