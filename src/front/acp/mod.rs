@@ -4,17 +4,20 @@
 //! `garuda acp` and exchange newline-delimited JSON-RPC; the transport is [`crate::rpc`] (it
 //! detects the framing). The messages are the types of the official
 //! `agent-client-protocol-schema` crate (pinned in `Cargo.toml`), so the wire follows the
-//! protocol's own definitions. Each method maps onto the same [`Engine`] calls as the native
-//! front:
+//! protocol's own definitions. Each method is a row of the table in [`methods`], whose
+//! schedule says where it runs (nothing that reads the disk or waits runs on the read loop),
+//! and maps onto the same [`Engine`] calls as the native front:
 //!
 //! | ACP | Garuda |
 //! | --- | --- |
-//! | `initialize` | protocol version 1; remembers the client's `fs`, `terminal` and `session.compaction` |
+//! | `initialize` | protocol version 1 to any asked version; remembers the client's `fs`, `terminal`, `session.compaction` and `session.notices`; the config file's problems in `_meta` |
+//! | `logout` | nothing to forget (keys come from the environment or config): success |
 //! | `session/new` | opens `cwd` as a workspace, `Engine::new_session`; modes and config options |
 //! | `session/load` | replays the visible history as `session/update`s |
 //! | `session/resume` | the session without a replay |
 //! | `session/list` | the workspace's stored sessions, newest first, with titles |
 //! | `session/close` | cancels its work and frees it from memory |
+//! | `session/delete` | closes it and removes its transcript (`Engine::delete_session`) |
 //! | `session/prompt` | `Engine::run_turn`; turn events become `session/update` |
 //! | `session/set_mode` | the approval policy (`ask`, `auto-edit`, `full-auto`) |
 //! | `session/set_config_option` | `model` (category `model`) or `mode` |
