@@ -81,6 +81,8 @@ pub struct Engine {
     config: RwLock<Arc<Config>>,
     /// What is wrong with the user's config file; an error keeps new sessions from starting.
     problems: RwLock<Vec<ConfigProblem>>,
+    /// The user's config file, once watched: read again while it has errors.
+    config_path: Mutex<Option<PathBuf>>,
     /// The watch on the user's config file, when one runs.
     config_watch: Mutex<Option<crate::workspace::watch::WatchHandle>>,
     /// Open workspaces.
@@ -133,6 +135,7 @@ impl Engine {
         Engine {
             config: RwLock::new(Arc::new(config)),
             problems: RwLock::new(Vec::new()),
+            config_path: Mutex::new(None),
             config_watch: Mutex::new(None),
             workspaces: Workspaces::default(),
             state_dir,
@@ -161,10 +164,23 @@ impl Engine {
         read(&self.problems).clone()
     }
 
-    /// `Err` while the config file has errors: for everything that needs the config.
+    /// `Err` while the config file has errors: for everything that needs the config. With
+    /// errors standing, the file is read again first (it may have been fixed a moment ago,
+    /// before the watcher's debounce ran), so a fix never waits for the watcher.
     pub fn config_ready(&self) -> Result<(), EngineError> {
+        let has_errors = |p: &[ConfigProblem]| p.iter().any(|p| p.severity == Severity::Error);
+        if !has_errors(&read(&self.problems)) {
+            return Ok(());
+        }
+        let path = lock(&self.config_path).clone();
+        if let Some(path) = path {
+            let checked = Config::check_file(&path);
+            if checked.problems != *read(&self.problems) {
+                self.reload_config(checked);
+            }
+        }
         let problems = read(&self.problems);
-        if problems.iter().any(|p| p.severity == Severity::Error) {
+        if has_errors(&problems) {
             return Err(EngineError::ConfigFile(problems.clone()));
         }
         Ok(())
@@ -185,19 +201,25 @@ impl Engine {
     /// Watches the user's config file (its folder; the file may not exist yet) and reloads it
     /// on the blocking pool after each burst of changes. Needs a tokio runtime.
     pub fn watch_config(self: &Arc<Self>, path: PathBuf) {
+        *lock(&self.config_path) = Some(path.clone());
         let weak = Arc::downgrade(self);
         let file = path.clone();
-        let res = workspace::watch::watch_file(path, workspace::watch::DEBOUNCE, move || {
-            let weak = weak.clone();
-            let file = file.clone();
-            tokio::task::spawn_blocking(move || {
-                if let Some(engine) = weak.upgrade() {
-                    engine.reload_config(Config::check_file(&file));
-                }
+        let res =
+            workspace::watch::watch_file(path.clone(), workspace::watch::DEBOUNCE, move || {
+                let weak = weak.clone();
+                let file = file.clone();
+                tokio::task::spawn_blocking(move || {
+                    if let Some(engine) = weak.upgrade() {
+                        engine.reload_config(Config::check_file(&file));
+                    }
+                });
             });
-        });
         match res {
             Ok(handle) => *lock(&self.config_watch) = Some(handle),
+            // No config folder is the usual case without a config: nothing to watch.
+            Err(e) if path.parent().is_some_and(|d| !d.is_dir()) => {
+                tracing::debug!("config file not watched: {e}")
+            }
             Err(e) => tracing::warn!("cannot watch the config file: {e}"),
         }
     }
