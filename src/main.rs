@@ -181,6 +181,24 @@ fn stderr_wants_colour(is_terminal: bool, no_color: Option<std::ffi::OsString>) 
     is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
+/// The config file a server reads, checked: it never stops the server. Each problem goes to
+/// the log now and to the client at `initialize`.
+fn check_config(cli: &Cli) -> (config::Checked, Option<PathBuf>) {
+    let (checked, path) = match &cli.config {
+        Some(p) => (Config::check_file(p), Some(p.clone())),
+        None => Config::check_user(),
+    };
+    for p in &checked.problems {
+        match p.severity {
+            config::Severity::Warning => tracing::warn!("config: {p}"),
+            config::Severity::Error => tracing::error!(
+                "config: {p} (the server runs; sessions start once the file is fixed)"
+            ),
+        }
+    }
+    (checked, path)
+}
+
 fn load_config(cli: &Cli) -> anyhow::Result<Config> {
     let cfg = match &cli.config {
         Some(p) => Config::load_file(p)?,
@@ -237,7 +255,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         }
     };
     match command {
-        Command::Serve { max_frame_bytes } => serve(load_config(&cli)?, *max_frame_bytes),
+        Command::Serve { max_frame_bytes } => serve(check_config(&cli), *max_frame_bytes),
         Command::Prompt {
             dir,
             json,
@@ -276,7 +294,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             },
         ),
         Command::Demo { dir } => demo::run(dir),
-        Command::Acp => acp(load_config(&cli)?),
+        Command::Acp => acp(check_config(&cli)),
         Command::Trust { dir, list } => trust(&cli, dir, *list),
         Command::Schema { methods: true } => {
             print!("{}", garuda_protocol::methods::methods_markdown());
@@ -400,8 +418,13 @@ fn probe_sandbox_early() {
         });
 }
 
-fn serve(cfg: Config, max_frame_bytes: Option<usize>) -> anyhow::Result<u8> {
+fn serve(
+    (checked, path): (config::Checked, Option<PathBuf>),
+    max_frame_bytes: Option<usize>,
+) -> anyhow::Result<u8> {
     probe_sandbox_early();
+    // Transport limits are read once: a file with errors leaves the defaults.
+    let cfg = checked.config.clone().unwrap_or_default();
     let rt = runtime()?;
     let server_config = ServerConfig {
         max_frame_bytes: max_frame_bytes.unwrap_or(cfg.server.max_frame_bytes),
@@ -415,7 +438,7 @@ fn serve(cfg: Config, max_frame_bytes: Option<usize>) -> anyhow::Result<u8> {
         ),
         ..ServerConfig::default()
     };
-    let front = NativeFront::new(cfg, config::state_dir());
+    let front = NativeFront::checked(checked, config::state_dir(), path);
     let code = rt.block_on(async move {
         let (input, output) = stdio();
         let stop = front.stop.clone();
@@ -455,13 +478,13 @@ async fn terminated() -> i32 {
     }
 }
 
-fn acp(cfg: Config) -> anyhow::Result<u8> {
+fn acp((checked, path): (config::Checked, Option<PathBuf>)) -> anyhow::Result<u8> {
     probe_sandbox_early();
     let rt = runtime()?;
     let model = std::env::var(garuda::front::acp::MODEL_ENV)
         .ok()
         .filter(|m| !m.is_empty());
-    let front = garuda::front::acp::AcpFront::new(cfg, config::state_dir(), model);
+    let front = garuda::front::acp::AcpFront::checked(checked, config::state_dir(), model, path);
     let code = rt.block_on(async move {
         let (input, output) = stdio();
         tokio::select! {

@@ -306,11 +306,13 @@ at once (a bad config.toml) signals a `user-error' in the server's words."
                 :on-shutdown on-shutdown)))
     (process-put (jsonrpc--process conn) 'garuda-stderr pipe)
     (condition-case err
-        (jsonrpc-request conn 'initialize
-                         (list :processId (emacs-pid)
-                               :clientInfo (list :name "garuda.el")
-                               :capabilities (list :workspace (list :applyEdit t)))
-                         :timeout garuda-request-timeout)
+        ;; Kept for `garuda-doctor': the config file's problems are in it.
+        (process-put (jsonrpc--process conn) 'garuda-init
+                     (jsonrpc-request conn 'initialize
+                                      (list :processId (emacs-pid)
+                                            :clientInfo (list :name "garuda.el")
+                                            :capabilities (list :workspace (list :applyEdit t)))
+                                      :timeout garuda-request-timeout))
       ;; A jsonrpc-error ("Server died"), or a plain error when it died before the request was written.
       ((jsonrpc-error error)
        (let ((proc (jsonrpc--process conn)))
@@ -397,7 +399,20 @@ answer) unparsed until more output comes; run the filter again to parse it."
        (when a (garuda--approval-timed-out a))))
     ('workspace/contextChanged
      (message "Garuda: context files changed: %s"
-              (mapconcat #'identity (plist-get params :changed) ", ")))))
+              (mapconcat #'identity (plist-get params :changed) ", ")))
+    ;; The config file's problems (and "in force again" once fixed), in the server's words.
+    ('window/showMessage
+     (message "Garuda: %s" (plist-get params :message)))))
+
+(defun garuda--problem-text (p)
+  "One line for config problem P: file, line and column, key, what was expected."
+  (concat (plist-get p :file)
+          (if (plist-get p :line)
+              (format ": line %s%s" (plist-get p :line)
+                      (if (plist-get p :column) (format ", column %s" (plist-get p :column)) ""))
+            "")
+          (if (plist-get p :key) (format ": `%s'" (plist-get p :key)) "")
+          ": " (plist-get p :message)))
 
 (defun garuda--request (_conn method params)
   "Answer request METHOD with PARAMS."
@@ -1641,6 +1656,13 @@ Returns a list of (LEVEL . TEXT), LEVEL being ok, warn or error."
                 (unwind-protect
                     (progn
                       (add 'ok "server: starts and answers initialize")
+                      ;; An unknown key is a warning; an invalid value an error (no session
+                      ;; starts until the file is fixed; the server reloads it when saved).
+                      (seq-doseq (p (plist-get (plist-get (process-get (jsonrpc--process conn) 'garuda-init)
+                                                          :garuda)
+                                               :configProblems))
+                        (add (if (equal (plist-get p :severity) "error") 'error 'warn)
+                             "server: config: %s" (garuda--problem-text p)))
                       (let ((root (garuda--root)))
                         (condition-case err
                             (let ((ws (jsonrpc-request conn 'workspace/open (list :root root)

@@ -33,6 +33,7 @@ METHODS = {
     'turn/cancel': 'request',
     'turn/run': 'request',
     'turn/update': 'notification (server to client)',
+    'window/showMessage': 'notification (server to client)',
     'workspace/close': 'request',
     'workspace/contextChanged': 'notification (server to client)',
     'workspace/list': 'request',
@@ -208,6 +209,26 @@ class CompactResult(_CompactResultRequired, total=False):
     message: Optional[str]
 
 
+class _ConfigProblemRequired(TypedDict):
+    # The file (`environment` for an environment variable).
+    file: str
+    # What is wrong and what was expected (with a "did you mean" for a misspelt key).
+    message: str
+    # Warning or error.
+    severity: ConfigSeverity
+
+
+class ConfigProblem(_ConfigProblemRequired, total=False):
+    """One problem of the user's config file."""
+
+    # 1-based column, when known.
+    column: Optional[int]
+    # The dotted key (`approval.policy`), or the table (`approvals`), when known.
+    key: Optional[str]
+    # 1-based line, when known.
+    line: Optional[int]
+
+
 class _ConfigureParamsRequired(TypedDict):
     # The session.
     sessionId: str
@@ -283,15 +304,20 @@ class ForkParams(_ForkParamsRequired, total=False):
     atMessageId: Optional[str]
 
 
-class GarudaCapabilities(TypedDict):
-    """What Garuda tells the client in its `initialize` result, beside the LSP fields."""
-
+class _GarudaCapabilitiesRequired(TypedDict):
     # Methods this server answers.
     methods: List[str]
     # Protocol version of the native surface.
     protocolVersion: int
     # Workspaces opened from `rootUri` / `workspaceFolders`.
     workspaces: List[WorkspaceInfo]
+
+
+class GarudaCapabilities(_GarudaCapabilitiesRequired, total=False):
+    """What Garuda tells the client in its `initialize` result, beside the LSP fields."""
+
+    # Problems of the user's config file (also sent as `window/showMessage`); an error keeps sessions from starting until the file is fixed.
+    configProblems: List[ConfigProblem]
 
 
 class _HistoryMessageRequired(TypedDict):
@@ -760,6 +786,20 @@ class SessionRef(TypedDict):
     sessionId: str
 
 
+class _ShowMessageParamsRequired(TypedDict):
+    # One line for the user: file, line, key and what was expected.
+    message: str
+    # LSP's `MessageType`: 1 error, 2 warning, 3 info.
+    type: int
+
+
+class ShowMessageParams(_ShowMessageParamsRequired, total=False):
+    """`window/showMessage` notification (LSP's, with Garuda's config problem beside it): sent during `initialize` for each problem of the config file and whenever the watched file changes."""
+
+    # The problem the message is about (none: the file is in force again).
+    configProblem: Union[ConfigProblem, None]
+
+
 class SnipParams(TypedDict):
     """`session/snip` parameters."""
 
@@ -1103,6 +1143,7 @@ class WorkspaceRef(TypedDict):
 Approval = Union[Literal["allowed"], Literal["allowedAlways"], Literal["rejected"], Literal["timedOut"], Literal["failed"], Literal["unavailable"]]
 Block = Union[BlockText, BlockImage, BlockThinking, BlockToolUse, BlockToolResult]
 CodeIndex = Union[Literal["lookup"], Literal["all"]]
+ConfigSeverity = Union[Literal["warning"], Literal["error"]]
 ImageSource = Union[ImageSourceBase64, ImageSourceUrl]
 InstructionPlacement = Union[Literal["system"], Literal["note"]]
 InstructionSourceKind = Union[Literal["root"], Literal["global"], Literal["nested"], Literal["rule"]]

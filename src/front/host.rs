@@ -9,7 +9,11 @@ use crate::rpc::Client;
 use garuda_core::turn::{
     ClientToolResult, PermissionAnswer, PermissionRequest, Progress, TurnEvent, TurnHost,
 };
+use garuda_protocol::methods::{ClientMethod, client};
 use garuda_protocol::{ToolCallParams, ToolCallResult, TurnUpdate};
+
+/// LSP's own request for edits (not in Garuda's table: its types are LSP's).
+const APPLY_EDIT: &str = "workspace/applyEdit";
 
 /// Relays a turn to a JSON-RPC client.
 pub struct RpcHost {
@@ -82,8 +86,10 @@ impl TurnHost for RpcHost {
             Progress::Report { message } => json!({"kind": "report", "message": message}),
             Progress::End { message } => json!({"kind": "end", "message": message}),
         };
-        self.client
-            .notify("$/progress", json!({"token": token, "value": value}));
+        self.client.notify(
+            client::Progress::NAME,
+            json!({"token": token, "value": value}),
+        );
     }
 
     fn event(&self, session_id: &str, event: TurnEvent) {
@@ -92,7 +98,7 @@ impl TurnHost for RpcHost {
             event: super::wire::event_out(event),
         };
         self.client.notify(
-            "turn/update",
+            client::TurnUpdate::NAME,
             serde_json::to_value(update).unwrap_or(Value::Null),
         );
     }
@@ -104,7 +110,7 @@ impl TurnHost for RpcHost {
             let params =
                 serde_json::to_value(super::wire::permission_out(req)).unwrap_or(Value::Null);
             match client
-                .request_within("permission/request", params, timeout)
+                .request_within(client::PermissionRequest::NAME, params, timeout)
                 .await
             {
                 Ok(Ok(v)) => permission_answer(&v),
@@ -137,7 +143,7 @@ impl TurnHost for RpcHost {
         };
         Box::pin(async move {
             let params = serde_json::to_value(params).unwrap_or(Value::Null);
-            match client.request("tool/call", params).await {
+            match client.request(client::ToolCall::NAME, params).await {
                 Ok(v) => match serde_json::from_value::<ToolCallResult>(v) {
                     Ok(r) => ClientToolResult {
                         content: r.content,
@@ -177,7 +183,7 @@ impl TurnHost for RpcHost {
                     "newText": new_text,
                 }]}}
             });
-            match client.request("workspace/applyEdit", edit).await {
+            match client.request(APPLY_EDIT, edit).await {
                 Ok(v) if v.get("applied").and_then(Value::as_bool) == Some(true) => Ok(()),
                 Ok(v) => Err(v
                     .get("failureReason")

@@ -22,7 +22,8 @@ use garuda_core::fsroot::FsError;
 use garuda_core::turn::TurnHost;
 use garuda_core::workspace::WorkspaceError;
 use garuda_protocol::methods::{
-    self as m, BlockingRequest, CachedRequest, InlineRequest, Method, Null, Request, SpawnedRequest,
+    self as m, BlockingRequest, CachedRequest, ClientMethod, InlineRequest, Method, Null, Request,
+    SpawnedRequest,
 };
 use garuda_protocol::{self as protocol, codes};
 
@@ -50,6 +51,10 @@ pub struct NativeFront {
     facts: Arc<OnceLock<ClientFacts>>,
     /// Cancelled when the server should stop on its own (the client's process died).
     pub stop: CancellationToken,
+    /// The user's config file, watched once the client has sent `initialize`.
+    config_path: Option<PathBuf>,
+    /// Folder changes waiting for the task that applies them (made on first use).
+    folder_changes: OnceLock<tokio::sync::mpsc::UnboundedSender<Value>>,
 }
 
 /// A method's result as the wire value, typed by the method table.
@@ -60,25 +65,42 @@ fn ok<M: Method>(r: M::Result) -> Result<Value, RpcError> {
 impl NativeFront {
     /// A front over a fresh engine; engine events become notifications to the client.
     pub fn new(config: garuda_core::config::Config, state_dir: PathBuf) -> Arc<NativeFront> {
+        let checked = garuda_core::config::Checked {
+            config: Some(config),
+            problems: Vec::new(),
+        };
+        Self::checked(checked, state_dir, None)
+    }
+
+    /// A front over a checked config file (its problems reported at `initialize`, its errors
+    /// in every request that needs the config); `config_path` is watched from `initialize` on.
+    pub fn checked(
+        checked: garuda_core::config::Checked,
+        state_dir: PathBuf,
+        config_path: Option<PathBuf>,
+    ) -> Arc<NativeFront> {
         let client: Arc<OnceLock<Client>> = Arc::new(OnceLock::new());
         let sink_client = client.clone();
         let events = Arc::new(move |ev: EngineEvent| {
             if let Some(c) = sink_client.get() {
                 match ev {
                     EngineEvent::ContextChanged(cc) => c.notify(
-                        "workspace/contextChanged",
+                        m::client::ContextChanged::NAME,
                         serde_json::to_value(cv::context_changed_out(cc)).unwrap_or(Value::Null),
                     ),
+                    EngineEvent::ConfigChanged(problems) => show_config(c, problems, true),
                 }
             }
         });
-        let engine = Arc::new(Engine::new(config, state_dir, events, true));
+        let engine = Arc::new(Engine::checked(checked, state_dir, events, true));
         Arc::new(NativeFront {
+            config_path,
             engine,
             state: Arc::new(AtomicU8::new(UNINITIALIZED)),
             client,
             facts: Arc::new(OnceLock::new()),
             stop: CancellationToken::new(),
+            folder_changes: OnceLock::new(),
         })
     }
 
@@ -93,7 +115,7 @@ impl NativeFront {
             client: ctx.client.clone(),
             apply_edit: self.facts.get().is_some_and(|f| f.apply_edit),
             approval_timeout: std::time::Duration::from_secs(
-                self.engine.config.approval.timeout_secs.max(1),
+                self.engine.config().approval.timeout_secs.max(1),
             ),
         })
     }
@@ -161,7 +183,7 @@ impl NativeFront {
     /// Whether a blocking request may start the user's MCP servers (seconds, not
     /// milliseconds): a new session, or one brought back from disk, when the config names any.
     fn starts_mcp(&self, req: &BlockingRequest) -> bool {
-        if self.engine.config.mcp_servers.is_empty() {
+        if self.engine.config().mcp_servers.is_empty() {
             return false;
         }
         let session = match req {
@@ -347,6 +369,9 @@ struct FrontFacts {
     state: Arc<AtomicU8>,
     facts: Arc<OnceLock<ClientFacts>>,
     stop: CancellationToken,
+    client: Arc<OnceLock<Client>>,
+    /// The engine and the config file to watch, for `initialize`.
+    watch: Option<(Arc<Engine>, PathBuf)>,
 }
 
 impl FrontFacts {
@@ -405,6 +430,14 @@ impl FrontFacts {
         if let Some(pid) = facts.process_id {
             watch_parent(pid, self.stop.clone());
         }
+        if let Some((engine, path)) = &self.watch {
+            engine.watch_config(path.clone());
+        }
+        // LSP lets a server show messages while it answers `initialize`.
+        let problems = engine.config_problems();
+        if let Some(client) = self.client.get() {
+            show_config(client, problems.clone(), false);
+        }
         let _ = self.facts.set(facts);
         ok::<m::Initialize>(protocol::InitializeResult {
             capabilities: json!({ "experimental": { "garuda": { "protocolVersion": protocol::PROTOCOL_VERSION } } }),
@@ -416,6 +449,7 @@ impl FrontFacts {
                 protocol_version: protocol::PROTOCOL_VERSION,
                 methods: protocol::METHODS.iter().map(|m| m.to_string()).collect(),
                 workspaces,
+                config_problems: problems.into_iter().map(cv::config_problem_out).collect(),
             },
         })
     }
@@ -431,30 +465,76 @@ fn prompt_overrides(o: Option<protocol::AssembleOptions>) -> PromptOverrides {
 }
 
 impl NativeFront {
-    fn folders_changed(&self, params: Value) {
-        let event = params.get("event").cloned().unwrap_or(Value::Null);
-        let uris = |key: &str| -> Vec<PathBuf> {
-            event
-                .get(key)
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|f| f.get("uri")?.as_str().and_then(uri_to_path))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        for path in uris("removed") {
-            let id = std::fs::canonicalize(&path).map(|c| garuda_core::workspace::workspace_id(&c));
-            if let Ok(id) = id {
-                self.engine.inline().close_workspace(&id);
-            }
+    /// Queues a `workspace/didChangeWorkspaceFolders`: canonicalizing and opening folders reads
+    /// the disk, so one task applies the changes on the blocking pool, one at a time in arrival
+    /// order, and the read loop goes on.
+    fn queue_folder_change(&self, params: Value) {
+        let tx = self.folder_changes.get_or_init(|| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+            let engine = self.engine.clone();
+            tokio::spawn(async move {
+                while let Some(params) = rx.recv().await {
+                    let engine = engine.clone();
+                    let applied =
+                        tokio::task::spawn_blocking(move || folders_changed(&engine, params));
+                    if let Err(e) = applied.await {
+                        tracing::error!("workspace folder change failed: {e}");
+                    }
+                }
+            });
+            tx
+        });
+        if tx.send(params).is_err() {
+            tracing::warn!("workspace folder change dropped: the server is stopping");
         }
-        for path in uris("added") {
-            if let Err(e) = self.engine.open_workspace(&path) {
-                tracing::warn!("workspace folder {} not opened: {e}", path.display());
-            }
+    }
+}
+
+/// Closes the removed folders' workspaces, then opens the added ones (blocking pool).
+fn folders_changed(engine: &Engine, params: Value) {
+    let event = params.get("event").cloned().unwrap_or(Value::Null);
+    let uris = |key: &str| -> Vec<PathBuf> {
+        event
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|f| f.get("uri")?.as_str().and_then(uri_to_path))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for path in uris("removed") {
+        let id = std::fs::canonicalize(&path).map(|c| garuda_core::workspace::workspace_id(&c));
+        if let Ok(id) = id {
+            engine.inline().close_workspace(&id);
         }
+    }
+    for path in uris("added") {
+        if let Err(e) = engine.open_workspace(&path) {
+            tracing::warn!("workspace folder {} not opened: {e}", path.display());
+        }
+    }
+}
+
+/// Tells the user about the config file's problems, one `window/showMessage` each; after a
+/// reload (`reloaded`) a file without problems is announced as in force.
+fn show_config(client: &Client, problems: Vec<garuda_core::config::ConfigProblem>, reloaded: bool) {
+    let notify = |p: protocol::ShowMessageParams| {
+        client.notify(
+            m::client::ShowMessage::NAME,
+            serde_json::to_value(p).unwrap_or(Value::Null),
+        )
+    };
+    if problems.is_empty() && reloaded {
+        notify(protocol::ShowMessageParams {
+            kind: 3,
+            message: "Garuda config reloaded: no problems; new sessions use it".into(),
+            config_problem: None,
+        });
+    }
+    for p in problems {
+        notify(cv::show_problem(p));
     }
 }
 
@@ -551,6 +631,15 @@ pub fn engine_error(e: EngineError) -> RpcError {
             })),
         },
         EngineError::Config(m) => RpcError::new(codes::CONFIG_ERROR, m),
+        EngineError::ConfigFile(problems) => {
+            let message = EngineError::ConfigFile(problems.clone()).to_string();
+            let problems: Vec<_> = problems.into_iter().map(cv::config_problem_out).collect();
+            RpcError {
+                code: codes::CONFIG_ERROR,
+                message,
+                data: Some(json!({"kind": "config", "reason": "configFile", "problems": problems})),
+            }
+        }
         e @ EngineError::NoModel => RpcError {
             code: codes::CONFIG_ERROR,
             message: e.to_string(),
@@ -652,6 +741,10 @@ impl Handler for NativeFront {
                     state: self.state.clone(),
                     facts: self.facts.clone(),
                     stop: self.stop.clone(),
+                    client: self.client.clone(),
+                    watch: is_initialize
+                        .then(|| self.config_path.clone().map(|p| (self.engine.clone(), p)))
+                        .flatten(),
                 };
                 let work = self.on_pool(move |engine| Self::blocking(engine, &facts, r));
                 match work {
@@ -680,7 +773,7 @@ impl Handler for NativeFront {
             }
             "initialized" => Flow::Continue,
             "workspace/didChangeWorkspaceFolders" => {
-                self.folders_changed(params);
+                self.queue_folder_change(params);
                 Flow::Continue
             }
             _ => {

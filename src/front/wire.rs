@@ -584,3 +584,32 @@ pub fn permission_out(r: PermissionRequest) -> w::PermissionRequest {
         options: r.options.into_iter().map(option_out).collect(),
     }
 }
+
+/// A config file problem as the wire carries it.
+pub fn config_problem_out(p: garuda_core::config::ConfigProblem) -> w::ConfigProblem {
+    use garuda_core::config::Severity;
+    w::ConfigProblem {
+        severity: match p.severity {
+            Severity::Warning => w::ConfigSeverity::Warning,
+            Severity::Error => w::ConfigSeverity::Error,
+        },
+        file: p.path.display().to_string(),
+        line: p.line.map(|l| l as u32),
+        column: p.column.map(|c| c as u32),
+        key: p.key,
+        message: p.message,
+    }
+}
+
+/// The `window/showMessage` of one config problem (LSP: 1 error, 2 warning).
+pub fn show_problem(p: garuda_core::config::ConfigProblem) -> w::ShowMessageParams {
+    let kind = match p.severity {
+        garuda_core::config::Severity::Error => 1,
+        garuda_core::config::Severity::Warning => 2,
+    };
+    w::ShowMessageParams {
+        kind,
+        message: format!("Garuda config: {p}"),
+        config_problem: Some(config_problem_out(p)),
+    }
+}

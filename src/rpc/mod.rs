@@ -24,5 +24,5 @@ pub use error::{RpcError, codes};
 pub use framing::{Framing, encode};
 pub use message::{Id, Incoming};
 pub use server::{
-    Client, Dispatch, Flow, Handler, RequestCtx, ServeEnd, ServerConfig, cancellable, serve,
+    Client, Dispatch, Flow, Handler, RequestCtx, ServeEnd, ServerConfig, Then, cancellable, serve,
 };

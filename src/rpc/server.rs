@@ -52,8 +52,16 @@ pub enum Dispatch {
     /// Answer now, then run this on the read loop: notifications it queues reach the client
     /// after the answer (ACP's `available_commands_update` names the session the answer
     /// created).
-    ReplyThen(Result<Value, RpcError>, Box<dyn FnOnce(&Client) + Send>),
+    ReplyThen(Result<Value, RpcError>, Then),
+    /// Run this future as a task, answer with its result, then run its follow-up: a spawned
+    /// [`Dispatch::ReplyThen`], for an answer that needs IO before it (ACP `session/new`).
+    SpawnThen(BoxFuture<'static, (Result<Value, RpcError>, Option<Then>)>),
+    /// [`Dispatch::SpawnThen`] for long work (a session that may start MCP servers).
+    LongThen(BoxFuture<'static, (Result<Value, RpcError>, Option<Then>)>),
 }
+
+/// Work run right after an answer is queued, so what it sends follows the answer.
+pub type Then = Box<dyn FnOnce(&Client) + Send>;
 
 /// Whether the read loop goes on after a notification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -396,7 +404,12 @@ enum Lane {
     Long,
 }
 
-type Work = BoxFuture<'static, Result<Value, RpcError>>;
+type Work = BoxFuture<'static, (Result<Value, RpcError>, Option<Then>)>;
+
+/// A spawned request without a follow-up.
+fn plain(fut: BoxFuture<'static, Result<Value, RpcError>>) -> Work {
+    Box::pin(async move { (fut.await, None) })
+}
 
 /// A spawned request the client may still cancel: waiting for a slot, or running.
 struct Entry {
@@ -535,16 +548,19 @@ impl Sched {
         }
         let sched = self.clone();
         self.tracker.spawn(async move {
-            let result = match task.await {
-                Ok(result) => result,
+            let (result, then) = match task.await {
+                Ok(answer) => answer,
                 Err(e) if e.is_panic() => {
                     tracing::error!("request {id} panicked");
-                    Err(RpcError::internal("handler panicked"))
+                    (Err(RpcError::internal("handler panicked")), None)
                 }
                 Err(_) => return, // aborted at shutdown
             };
             sched.finished(&id);
             sched.client.respond(Some(&id), &result);
+            if let Some(then) = then {
+                then(&sched.client);
+            }
         });
     }
 
@@ -793,8 +809,12 @@ impl Conn {
                 self.client.respond(Some(&id), &result);
                 then(&self.client);
             }
-            Ok(Dispatch::Spawn(fut)) => self.sched.admit(id, cancel, Lane::Quick, fut, bytes),
-            Ok(Dispatch::Long(fut)) => self.sched.admit(id, cancel, Lane::Long, fut, bytes),
+            Ok(Dispatch::Spawn(fut)) => {
+                self.sched.admit(id, cancel, Lane::Quick, plain(fut), bytes)
+            }
+            Ok(Dispatch::Long(fut)) => self.sched.admit(id, cancel, Lane::Long, plain(fut), bytes),
+            Ok(Dispatch::SpawnThen(fut)) => self.sched.admit(id, cancel, Lane::Quick, fut, bytes),
+            Ok(Dispatch::LongThen(fut)) => self.sched.admit(id, cancel, Lane::Long, fut, bytes),
             Ok(Dispatch::Ordered(fut)) => *lock(&self.ordered) = Some((id, fut)),
             Err(_) => {
                 tracing::error!("request handler for {method} panicked");

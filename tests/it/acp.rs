@@ -502,3 +502,247 @@ fn lifecycle_is_enforced() {
     assert!(new["sessionId"].is_string());
     acp.finish();
 }
+
+/// Conformance: `initialize` takes any `protocolVersion` the official `ProtocolVersion`
+/// reads as unknown (a string, a fraction, a number it does not know) and answers the latest
+/// version Garuda speaks; the connection goes on.
+#[test]
+fn initialize_answers_the_latest_version_to_any_asked_one() {
+    let home = tempfile::tempdir().unwrap();
+    let tape = cassette(home.path(), &[]);
+    for asked in [
+        json!("1"),
+        json!("v1.2"),
+        json!(1.5),
+        json!(7),
+        json!(99_999_999),
+        json!(null),
+    ] {
+        let mut acp = Acp::spawn(home.path(), &tape);
+        let init = acp.call(
+            "initialize",
+            json!({"protocolVersion": asked, "clientCapabilities": {}}),
+        );
+        assert_eq!(init["protocolVersion"], 1, "{asked}");
+        let caps = &init["agentCapabilities"];
+        assert_eq!(caps["mcpCapabilities"]["http"], true);
+        assert_eq!(caps["mcpCapabilities"]["sse"], false);
+        assert_eq!(caps["auth"]["logout"], json!({}));
+        assert_eq!(caps["sessionCapabilities"]["delete"], json!({}));
+        let list = acp.call("session/list", json!({}));
+        assert!(list["sessions"].is_array(), "{asked}: {list}");
+        acp.finish();
+    }
+}
+
+/// `logout` answers success (keys come from the environment or config: nothing to forget);
+/// `session/delete` closes a live session and removes its transcript; a second delete, and a
+/// load of the deleted session, are "resource not found".
+#[test]
+fn logout_and_session_delete() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(home.path(), &[]);
+    let (mut acp, sid) = start(home.path(), &tape, ws.path());
+    assert_eq!(acp.call("logout", json!({})), json!({}));
+    let transcripts = home.path().join("state/garuda/sessions");
+    let files = || -> Vec<String> {
+        std::fs::read_dir(&transcripts)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.contains(&sid))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(!files().is_empty(), "no transcript for {sid}");
+    let listed = acp.call("session/list", json!({"cwd": ws.path()}));
+    assert_eq!(listed["sessions"][0]["sessionId"], sid.as_str());
+    assert_eq!(
+        acp.call("session/delete", json!({"sessionId": sid})),
+        json!({})
+    );
+    assert!(files().is_empty(), "{:?}", files());
+    let listed = acp.call("session/list", json!({"cwd": ws.path()}));
+    assert_eq!(listed["sessions"], json!([]));
+    for (method, params) in [
+        ("session/delete", json!({"sessionId": sid})),
+        (
+            "session/set_mode",
+            json!({"sessionId": sid, "modeId": "ask"}),
+        ),
+        (
+            "session/load",
+            json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}),
+        ),
+    ] {
+        let id = acp.send_request(method, params);
+        assert_eq!(acp.wait_response(id)["error"]["code"], -32002, "{method}");
+    }
+    acp.finish();
+}
+
+/// A session's warnings (here an MCP server that cannot start) are `notice` updates after the
+/// answer when the client advertises `session.notices`, and never sent when it does not.
+#[test]
+fn warnings_are_notices_only_for_clients_that_show_them() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(home.path(), &[]);
+    let broken =
+        json!([{"name": "broken", "command": "/nonexistent/mcp-server", "args": [], "env": []}]);
+    for notices in [true, false] {
+        let mut acp = Acp::spawn(home.path(), &tape);
+        let caps = if notices {
+            json!({"session": {"notices": {}}})
+        } else {
+            json!({})
+        };
+        acp.call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": caps}),
+        );
+        acp.call(
+            "session/new",
+            json!({"cwd": ws.path(), "mcpServers": broken}),
+        );
+        // A round trip after the answer: whatever followed it has arrived.
+        acp.call("session/list", json!({}));
+        let found: Vec<&Value> = acp
+            .updates
+            .iter()
+            .filter(|u| u["update"]["sessionUpdate"] == "notice")
+            .collect();
+        if notices {
+            let n = found
+                .iter()
+                .find(|u| {
+                    u["update"]["title"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("broken")
+                })
+                .unwrap_or_else(|| panic!("no notice for the MCP server: {:?}", acp.updates));
+            assert_eq!(n["update"]["severity"], "warning");
+        } else {
+            assert!(found.is_empty(), "{found:?}");
+        }
+        acp.finish();
+    }
+}
+
+/// `session/new` with an MCP server that is slow to start runs off the read loop: other
+/// requests on the connection (`session/list`, `session/set_mode` and `session/cancel` for
+/// another session) are answered while the server is still starting. The server
+/// (tests/mcp/slow_server.py) answers nothing until the test creates its gate file, so the
+/// order is certain without a timer. Its tool then works in the session's first prompt.
+#[test]
+fn a_slow_mcp_server_does_not_hold_up_the_connection() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(
+        home.path(),
+        &[
+            json!({"response": {"content": [{"type": "tool_use", "id": "toolu_p", "name": "mcp__slow__ping", "input": {}}], "stopReason": "tool_use"}}),
+            json!({"response": {"content": [{"type": "text", "text": "Pinged."}], "stopReason": "end_turn"}}),
+        ],
+    );
+    let (mut acp, first) = start(home.path(), &tape, ws.path());
+    let gate = home.path().join("gate");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/slow_server.py");
+    let slow = acp.send_request(
+        "session/new",
+        json!({"cwd": ws.path(), "mcpServers": [{"name": "slow", "command": "python3",
+            "args": [script, gate], "env": []}]}),
+    );
+    let list = acp.send_request("session/list", json!({"cwd": ws.path()}));
+    acp.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": first}}));
+    let mode = acp.send_request(
+        "session/set_mode",
+        json!({"sessionId": first, "modeId": "auto-edit"}),
+    );
+    let mut answered = Vec::new();
+    while !(answered.contains(&list) && answered.contains(&mode)) {
+        let m = acp.pump();
+        if m.get("method").is_none() {
+            assert!(m.get("result").is_some(), "{m}");
+            answered.push(m["id"].as_i64().expect("id"));
+        }
+    }
+    assert!(
+        !answered.contains(&slow),
+        "session/new answered before its server started"
+    );
+    std::fs::write(&gate, "").unwrap();
+    let new = acp.wait_response(slow);
+    let sid = new["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{new}"))
+        .to_string();
+    let r = acp.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "ping"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let all = serde_json::to_string(&acp.updates).unwrap();
+    assert!(
+        all.contains("pong"),
+        "the slow server's tool did not answer: {all}"
+    );
+    acp.finish();
+}
+
+/// A broken config file leaves `garuda acp` up: `initialize` answers with the problems in
+/// `_meta`, `session/new` fails with `kind: config` in its error data, and fixing the file is
+/// enough. With a session open, a file broken again reaches it as an `error` notice.
+#[test]
+fn a_config_error_leaves_the_agent_up_and_a_fixed_file_is_enough() {
+    use crate::config_errors::{BROKEN, assert_broken_problems, write_config};
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(home.path(), &[]);
+    let path = write_config(home.path(), BROKEN);
+    let mut acp = Acp::spawn(home.path(), &tape);
+    let init = acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}}),
+    );
+    assert_broken_problems(&init["_meta"]["garuda"]["configProblems"]);
+    let id = acp.send_request("session/new", json!({"cwd": ws.path(), "mcpServers": []}));
+    let r = acp.wait_response(id);
+    assert_eq!(r["error"]["code"], -32057, "{r}");
+    assert_eq!(r["error"]["data"]["kind"], "config", "{r}");
+    assert_broken_problems(&r["error"]["data"]["problems"]);
+    // The watch starts off the read loop; writing again until it is seen keeps the test
+    // free of a timing guess.
+    let deadline = std::time::Instant::now() + crate::client::WAIT;
+    let sid = loop {
+        std::fs::write(&path, "[approval]\npolicy = \"ask\"\n").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let id = acp.send_request("session/new", json!({"cwd": ws.path(), "mcpServers": []}));
+        let r = acp.wait_response(id);
+        if let Some(sid) = r["result"]["sessionId"].as_str() {
+            break sid.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "never reloaded: {r}");
+    };
+    std::fs::write(&path, "[approval]\npolicy = 5\n").unwrap();
+    let notice = loop {
+        acp.pump();
+        let found = acp.updates.iter().find(|u| {
+            u["sessionId"] == sid.as_str()
+                && u["update"]["sessionUpdate"] == "notice"
+                && u["update"]["severity"] == "error"
+        });
+        if let Some(n) = found {
+            break n.clone();
+        }
+    };
+    let title = notice["update"]["title"].as_str().unwrap();
+    assert!(
+        title.contains("config.toml: line 2") && title.contains("approval.policy"),
+        "{title}"
+    );
+    acp.finish();
+}

@@ -5,6 +5,7 @@
 mod acp;
 mod cli;
 mod client;
+mod config_errors;
 mod configure;
 mod context;
 mod exec;

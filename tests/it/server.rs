@@ -125,24 +125,24 @@ fn initialize_opens_workspace_folders() {
         "workspace/didChangeWorkspaceFolders",
         json!({"event": {"added": [{"uri": other_uri, "name": "o"}], "removed": [{"uri": uri, "name": "w"}]}}),
     );
-    let list = g.call("workspace/list", json!({}));
-    let roots: Vec<&str> = list["workspaces"]
-        .as_array()
-        .expect("array")
-        .iter()
-        .filter_map(|w| w["root"].as_str())
-        .collect();
-    assert_eq!(
-        roots,
-        vec![
-            other
-                .path()
-                .canonicalize()
-                .expect("canon")
-                .to_str()
-                .expect("utf8")
-        ]
-    );
+    // The change is applied off the read loop (it reads the disk): workspace/list shows it
+    // once applied.
+    let want = other.path().canonicalize().expect("canon");
+    let deadline = std::time::Instant::now() + crate::client::WAIT;
+    loop {
+        let list = g.call("workspace/list", json!({}));
+        let roots: Vec<String> = list["workspaces"]
+            .as_array()
+            .expect("array")
+            .iter()
+            .filter_map(|w| w["root"].as_str().map(str::to_string))
+            .collect();
+        if roots == [want.to_str().expect("utf8")] {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{roots:?}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 #[test]

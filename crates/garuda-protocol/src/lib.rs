@@ -179,6 +179,53 @@ pub struct ContextChanged {
     pub sha256: String,
 }
 
+/// How bad a configuration problem is.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum ConfigSeverity {
+    /// An unknown key: ignored, the rest of the file applies.
+    Warning,
+    /// An invalid value or broken TOML: the file is not used until it is fixed.
+    Error,
+}
+
+/// One problem of the user's config file.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigProblem {
+    /// Warning or error.
+    pub severity: ConfigSeverity,
+    /// The file (`environment` for an environment variable).
+    pub file: String,
+    /// 1-based line, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// 1-based column, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+    /// The dotted key (`approval.policy`), or the table (`approvals`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// What is wrong and what was expected (with a "did you mean" for a misspelt key).
+    pub message: String,
+}
+
+/// `window/showMessage` notification (LSP's, with Garuda's config problem beside it): sent
+/// during `initialize` for each problem of the config file and whenever the watched file
+/// changes.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ShowMessageParams {
+    /// LSP's `MessageType`: 1 error, 2 warning, 3 info.
+    #[serde(rename = "type")]
+    pub kind: u8,
+    /// One line for the user: file, line, key and what was expected.
+    pub message: String,
+    /// The problem the message is about (none: the file is in force again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_problem: Option<ConfigProblem>,
+}
+
 /// What Garuda tells the client in its `initialize` result, beside the LSP fields.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -189,6 +236,10 @@ pub struct GarudaCapabilities {
     pub methods: Vec<String>,
     /// Workspaces opened from `rootUri` / `workspaceFolders`.
     pub workspaces: Vec<WorkspaceInfo>,
+    /// Problems of the user's config file (also sent as `window/showMessage`); an error
+    /// keeps sessions from starting until the file is fixed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_problems: Vec<ConfigProblem>,
 }
 
 /// Name and version, as in LSP's `serverInfo`.

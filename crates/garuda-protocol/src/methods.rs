@@ -352,3 +352,91 @@ methods! {
     /// The MCP servers of a live session, with their state and tool counts.
     McpServers = "mcp/servers", Inline, SessionRef -> McpServersResult;
 }
+
+/// What a server-to-client method is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// A notification: no answer.
+    Notification,
+    /// A request: the client answers.
+    Request,
+}
+
+/// A method the server calls or notifies on the client.
+pub trait ClientMethod {
+    /// The wire name.
+    const NAME: &'static str;
+    /// Notification or request.
+    const DIRECTION: Direction;
+    /// Its params.
+    type Params: Serialize;
+    /// Its result (`Value` for a notification, which has none).
+    type Result: DeserializeOwned;
+}
+
+/// One server-to-client row, for the schema.
+pub struct ClientMethodInfo {
+    /// The wire name.
+    pub name: &'static str,
+    /// Notification or request.
+    pub direction: Direction,
+    /// Its params' schema.
+    pub params: fn(&mut SchemaGenerator) -> Option<Value>,
+    /// Its result's schema (None: a notification).
+    pub result: fn(&mut SchemaGenerator) -> Option<Value>,
+}
+
+/// Declares the server-to-client table: `Type = "name", notification Params;` or
+/// `Type = "name", request Params -> Result;`. Generates the marker types in [`client`] and
+/// [`client_method_infos`]; types are written as `crate::` paths, since the marker types
+/// share their names.
+macro_rules! client_methods {
+    ($( $(#[doc = $doc:literal])* $ty:ident = $name:literal, $dir:ident $p:ty $(=> $r:ty)?; )*) => {
+        /// The methods the server calls or notifies on the client, one marker type each.
+        pub mod client {
+            use super::*;
+            $(
+                $(#[doc = $doc])*
+                #[derive(Debug, Clone, Copy)]
+                pub struct $ty;
+                impl ClientMethod for $ty {
+                    const NAME: &'static str = $name;
+                    const DIRECTION: Direction = client_methods!(@dir $dir);
+                    type Params = $p;
+                    type Result = client_methods!(@rtype $($r)?);
+                }
+            )*
+        }
+
+        /// The server-to-client rows, in documentation order.
+        pub fn client_method_infos() -> Vec<ClientMethodInfo> {
+            vec![$(ClientMethodInfo {
+                name: $name,
+                direction: client_methods!(@dir $dir),
+                params: schema_of::<$p>,
+                result: client_methods!(@rschema $($r)?),
+            }),*]
+        }
+    };
+    (@dir notification) => { Direction::Notification };
+    (@dir request) => { Direction::Request };
+    (@rtype) => { Value };
+    (@rtype $r:ty) => { $r };
+    (@rschema) => { no_schema };
+    (@rschema $r:ty) => { schema_of::<$r> };
+}
+
+client_methods! {
+    /// LSP work-done progress of `session/compact`.
+    Progress = "$/progress", notification crate::ProgressParams;
+    /// Instruction or memory files of a workspace changed on disk.
+    ContextChanged = "workspace/contextChanged", notification crate::ContextChanged;
+    /// What a running turn does.
+    TurnUpdate = "turn/update", notification crate::TurnUpdate;
+    /// A problem of the user's config file (or the file in force again), for the user.
+    ShowMessage = "window/showMessage", notification crate::ShowMessageParams;
+    /// Asks the user to approve a tool call.
+    PermissionRequest = "permission/request", request crate::PermissionRequest => crate::PermissionResult;
+    /// Runs a tool the client registered.
+    ToolCall = "tool/call", request crate::ToolCallParams => crate::ToolCallResult;
+}

@@ -1,62 +1,9 @@
 //! JSON Schema generation for the native protocol.
 
-use schemars::{JsonSchema, SchemaGenerator};
+use schemars::SchemaGenerator;
 use serde_json::{Map, Value, json};
 
-use super::*;
-use crate::methods::method_infos;
-
-/// A client-bound method: (name, direction, params type, result type) as schema generators.
-type Entry = (
-    &'static str,
-    &'static str,
-    fn(&mut SchemaGenerator) -> Value,
-    fn(&mut SchemaGenerator) -> Value,
-);
-
-fn s<T: JsonSchema>(g: &mut SchemaGenerator) -> Value {
-    g.subschema_for::<T>().to_value()
-}
-
-fn none(_: &mut SchemaGenerator) -> Value {
-    Value::Null
-}
-
-/// Methods the server calls or notifies on the client (not dispatched, so not in the table).
-fn client_bound() -> Vec<Entry> {
-    vec![
-        (
-            "$/progress",
-            "notification (server to client)",
-            s::<ProgressParams>,
-            none,
-        ),
-        (
-            "workspace/contextChanged",
-            "notification (server to client)",
-            s::<ContextChanged>,
-            none,
-        ),
-        (
-            "turn/update",
-            "notification (server to client)",
-            s::<TurnUpdate>,
-            none,
-        ),
-        (
-            "permission/request",
-            "request (server to client)",
-            s::<PermissionRequest>,
-            s::<PermissionResult>,
-        ),
-        (
-            "tool/call",
-            "request (server to client)",
-            s::<ToolCallParams>,
-            s::<ToolCallResult>,
-        ),
-    ]
-}
+use crate::methods::{Direction, client_method_infos, method_infos};
 
 /// The whole protocol as one JSON Schema document with shared definitions.
 pub fn generate_schema() -> Value {
@@ -73,24 +20,26 @@ pub fn generate_schema() -> Value {
         }
         methods.insert(m.name.into(), Value::Object(e));
     }
-    for (name, direction, params, result) in client_bound() {
+    for c in client_method_infos() {
         let mut m = Map::new();
+        let direction = match c.direction {
+            Direction::Notification => "notification (server to client)",
+            Direction::Request => "request (server to client)",
+        };
         m.insert("direction".into(), json!(direction));
-        let p = params(&mut g);
-        if !p.is_null() {
+        if let Some(p) = (c.params)(&mut g) {
             m.insert("params".into(), p);
         }
-        let r = result(&mut g);
-        if !r.is_null() {
+        if let Some(r) = (c.result)(&mut g) {
             m.insert("result".into(), r);
         }
-        methods.insert(name.into(), Value::Object(m));
+        methods.insert(c.name.into(), Value::Object(m));
     }
     let defs = g.take_definitions(true);
     let mut schema = json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Garuda native protocol",
-        "protocolVersion": PROTOCOL_VERSION,
+        "protocolVersion": crate::PROTOCOL_VERSION,
         "methods": methods,
         "$defs": defs,
     });

@@ -665,8 +665,10 @@ the setting; the turn does not start."
         (should (= 1 (garuda-test--count "unknown provider" text)))))))
 
 (ert-deftest garuda-test-c2-broken-config ()
-  "A typo in config.toml: the doctor and the chat show the server's own words (file,
-line, key) once, the turn does not stay running, and once fixed the next prompt works."
+  "A problem in config.toml: the doctor shows the server's own words (file, line, key), an
+unknown key as a warning and a bad value as an error; the chat says why no session starts,
+once, the turn does not stay running, the server stays up, and once fixed the next prompt
+works without a restart."
   (let* ((cfg (expand-file-name "garuda/config.toml" (getenv "XDG_CONFIG_HOME")))
          (chat (garuda-test--fresh (list (garuda-test--text "Works again.")))))
     (garuda-shutdown)
@@ -674,21 +676,31 @@ line, key) once, the turn does not stay running, and once fixed the next prompt 
     (with-temp-file cfg (insert "[approval]\ntimeout_sec = 3\n"))
     (unwind-protect
         (progn
+          (let* ((report (garuda-doctor))
+                 (warn (cdr (cl-find-if (lambda (r) (and (eq (car r) 'warn)
+                                                         (string-match-p "config:" (cdr r))))
+                                        report))))
+            (should warn)
+            (should (string-match-p (regexp-quote cfg) warn))
+            (should (string-match-p "line 2" warn))
+            (should (string-match-p "did you mean `timeout_secs`" warn))
+            (should-not (cl-find-if (lambda (r) (eq (car r) 'error)) report)))
+          (with-temp-file cfg (insert "[approval]\ntimeout_secs = \"soon\"\n"))
           (let ((err (cdr (cl-find-if (lambda (r) (and (eq (car r) 'error)
-                                                       (string-match-p "server" (cdr r))))
+                                                       (string-match-p "config:" (cdr r))))
                                       (garuda-doctor)))))
             (should err)
             (should (string-match-p (regexp-quote cfg) err))
             (should (string-match-p "line 2" err))
-            (should (string-match-p "timeout_sec" err)))
+            (should (string-match-p "approval.timeout_secs" err)))
           (with-current-buffer chat
             (garuda-send "hello")
             (should-not garuda--running)
             (let ((text (buffer-string)))
-              (should (string-match-p "\\[error: Garuda: the server did not start (exit code 2):\ngaruda: invalid config [^\n]*line 2[^\n]*timeout_sec" text))
-              (should (= 1 (garuda-test--count "unknown field" text)))
+              (should (string-match-p "\\[error: Garuda: [^\n]*the config file has errors[^\n]*line 2[^\n]*approval.timeout_secs" text))
+              (should (= 1 (garuda-test--count "the config file has errors" text)))
               (should-not (string-match-p "Server died\\|jsonrpc-error" text))))
-          (should-not (garuda--live-p))
+          (should (garuda--live-p))
           (delete-file cfg)
           (with-current-buffer chat
             (garuda-send "hello again")

@@ -255,6 +255,7 @@ export class ChatController {
     this.client = c;
     for (const p of this.projects.values()) p.workspaceId = undefined;
     c.onUpdate((u) => this.onEvent(u.sessionId, u.event));
+    c.onMessage((m) => this.onServerMessage(m.type, m.message));
     await c.initialize(this.current?.root);
     return c;
   }
@@ -275,6 +276,14 @@ export class ChatController {
       this.header(p);
     }
     if (!reported && !(c as unknown as { stopping: boolean }).stopping) this.notify(message);
+  }
+
+  /** The server's `window/showMessage` (config file problems): in the current chat, and an
+   * error also as a notification. */
+  private onServerMessage(type: number, message: string) {
+    const p = this.current;
+    if (p) this.emit(p, { type: 'note', text: type <= 2 ? `⚠ ${message}` : message, level: type === 1 ? 'error' : 'info' });
+    if (type === 1) this.notify(message);
   }
 
   private lastNotified?: { client?: GarudaClient; message: string };

@@ -26,6 +26,8 @@ import type {
   LoadResult,
   MessagesPage,
   Block,
+  ConfigProblem,
+  ShowMessageParams,
 } from './protocol';
 
 /** Decides a `permission/request`: returns the chosen optionId. The token is cancelled when
@@ -146,9 +148,16 @@ export function exitSentence(code: number | null, signal: string | null, tail: s
 }
 
 /** A running `garuda serve` child and its connection. */
+/** A config file problem in one line: file, line and column, key, what was expected. */
+export function problemText(p: ConfigProblem): string {
+  const at = p.line ? `: line ${p.line}${p.column ? `, column ${p.column}` : ''}` : '';
+  return `${p.file}${at}${p.key ? `: \`${p.key}\`` : ''}: ${p.message}`;
+}
+
 export class GarudaClient {
   private readonly listeners = new Map<string, Set<(e: TurnEvent) => void>>();
   private readonly anyListeners = new Set<(u: TurnUpdate) => void>();
+  private readonly messageListeners = new Set<(m: ShowMessageParams) => void>();
   private exited: Promise<number | null>;
   private spawned: Promise<boolean>;
   private stderrLines: string[] = [];
@@ -190,6 +199,10 @@ export class GarudaClient {
       proc.once('error', (e) => finish(null, null, e as NodeJS.ErrnoException));
       // 'close' comes after stdout and stderr are drained, so the last log lines are in.
       proc.once('close', (code, signal) => finish(code, signal));
+    });
+    // The server's config file problems (and "in force again" after a fix), as LSP's message.
+    conn.onNotification('window/showMessage', (m: ShowMessageParams) => {
+      for (const l of this.messageListeners) l(m);
     });
     conn.onNotification('turn/update', (u: TurnUpdate) => {
       for (const l of this.anyListeners) l(u);
@@ -330,6 +343,12 @@ export class GarudaClient {
   }
 
   /** Subscribes to every `turn/update`; returns an unsubscribe function. */
+  /** `window/showMessage` from the server (config file problems). */
+  onMessage(fn: (m: ShowMessageParams) => void): () => void {
+    this.messageListeners.add(fn);
+    return () => this.messageListeners.delete(fn);
+  }
+
   onUpdate(fn: (u: TurnUpdate) => void): () => void {
     this.anyListeners.add(fn);
     return () => this.anyListeners.delete(fn);

@@ -4,7 +4,7 @@
 import { execFileSync } from 'node:child_process';
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { GarudaClient } from './client';
+import { GarudaClient, problemText } from './client';
 
 export interface Check {
   level: 'ok' | 'warn' | 'error';
@@ -98,6 +98,11 @@ export async function checkServer(path: string, env: NodeJS.ProcessEnv = process
   try {
     const init = await c.initialize(root);
     out.push({ level: 'ok', text: `the server starts and answers initialize (${init.serverInfo.name} ${init.serverInfo.version ?? ''})`.replace(' )', ')') });
+    // An unknown key is a warning (the rest applies); an invalid value an error (no session
+    // starts until the file is fixed; the server reloads it when saved).
+    for (const p of init.garuda.configProblems ?? []) {
+      out.push({ level: p.severity === 'error' ? 'error' : 'warn', text: `config: ${problemText(p)}` });
+    }
     if (root) {
       const ws = await c.openWorkspace(root);
       out.push({ level: 'ok', text: `workspace ${root}: ${ws.contextFiles.length ? 'reads ' + ws.contextFiles.join(', ') : 'no instruction files'}` });

@@ -135,6 +135,25 @@ export type CompactResult = {
   tokensBefore: number;
 };
 
+/** One problem of the user's config file. */
+export type ConfigProblem = {
+  /** 1-based column, when known. */
+  column?: number | null;
+  /** The file (`environment` for an environment variable). */
+  file: string;
+  /** The dotted key (`approval.policy`), or the table (`approvals`), when known. */
+  key?: string | null;
+  /** 1-based line, when known. */
+  line?: number | null;
+  /** What is wrong and what was expected (with a "did you mean" for a misspelt key). */
+  message: string;
+  /** Warning or error. */
+  severity: ConfigSeverity;
+};
+
+/** How bad a configuration problem is. */
+export type ConfigSeverity = "warning" | "error";
+
 /** `session/configure` params: switch a running session's model or approval policy. */
 export type ConfigureParams = {
   /**
@@ -204,6 +223,11 @@ export type ForkParams = {
 
 /** What Garuda tells the client in its `initialize` result, beside the LSP fields. */
 export type GarudaCapabilities = {
+  /**
+   * Problems of the user's config file (also sent as `window/showMessage`); an error
+   * keeps sessions from starting until the file is fixed.
+   */
+  configProblems?: ConfigProblem[];
   /** Methods this server answers. */
   methods: string[];
   /** Protocol version of the native surface. */
@@ -655,6 +679,20 @@ export type SessionRef = {
   sessionId: string;
 };
 
+/**
+ * `window/showMessage` notification (LSP's, with Garuda's config problem beside it): sent
+ * during `initialize` for each problem of the config file and whenever the watched file
+ * changes.
+ */
+export type ShowMessageParams = {
+  /** The problem the message is about (none: the file is in force again). */
+  configProblem?: ConfigProblem | null;
+  /** One line for the user: file, line, key and what was expected. */
+  message: string;
+  /** LSP's `MessageType`: 1 error, 2 warning, 3 info. */
+  type: number;
+};
+
 /** `session/snip` parameters. */
 export type SnipParams = {
   /** Transcript message ids to drop from the model's view. */
@@ -983,6 +1021,8 @@ export interface Methods {
   "turn/run": { params: TurnParams; result: TurnResult };
   /** notification (server to client). */
   "turn/update": { params: TurnUpdate; result: null };
+  /** notification (server to client). */
+  "window/showMessage": { params: ShowMessageParams; result: null };
   /** request. */
   "workspace/close": { params: WorkspaceRef; result: CloseResult };
   /** notification (server to client). */

@@ -92,16 +92,17 @@ test('the host: buffer text and dirtiness, the diff editor, the picker, notifica
   assert.match(contextTable({ window: 1000, system: 100, tools: 0, instructions: 0, memory: 0, messages: 0, reserved: 0, free: 900, contextTokens: 100, threshold: 800 }), /\| system \| 100 \| 10\.0% \|/);
 });
 
-test('Check Setup: the server run, a broken config named, the report shown', async () => {
+test('Check Setup: the server runs with a broken config, which is named; the report shown', async () => {
   const e = env();
   mkdirSync(join(e.XDG_CONFIG_HOME!, 'garuda'), { recursive: true });
   writeFileSync(join(e.XDG_CONFIG_HOME!, 'garuda', 'config.toml'), 'model = "replay:/dev/null"\n[limits\n');
   const api = fakeEditor();
   const checks = await checkSetupCommand(api, { path: BIN, policy: 'ask', env: e }, project('setup'));
-  assert.ok(checks.some((c) => c.level === 'error' && /invalid config .*config\.toml: line 2/.test(c.text)));
+  assert.ok(checks.some((c) => c.level === 'error' && /^config: .*config\.toml: line 2, column \d+: unclosed table/.test(c.text)));
   const notify = api.calls.find((c) => c[0] === 'notify')!;
   assert.equal(notify[1], 'error');
   const md = api.calls.find((c) => c[0] === 'showMarkdown')![1] as string;
   assert.match(md, /^# Garuda setup\n\n✓ binary: /);
-  assert.match(md, /✗ garuda did not start: invalid config/);
+  assert.match(md, /✓ the server starts and answers initialize/);
+  assert.match(md, /✗ config: .*config\.toml: line 2/);
 });

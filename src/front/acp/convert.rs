@@ -25,6 +25,9 @@ pub struct ClientCaps {
     pub terminal: bool,
     /// `session.compaction`: `compaction_update` instead of a thought chunk.
     pub compaction: bool,
+    /// `session.notices`: warnings (no sandbox, an MCP server failed, a config problem) as
+    /// `notice` updates; without it they only go to the log.
+    pub notices: bool,
 }
 
 impl ClientCaps {
@@ -35,8 +38,18 @@ impl ClientCaps {
             write: c.fs.write_text_file,
             terminal: c.terminal,
             compaction: c.session.as_ref().is_some_and(|s| s.compaction.is_some()),
+            notices: c.session.as_ref().is_some_and(|s| s.notices.is_some()),
         }
     }
+}
+
+/// A `notice` update: `title` stands alone, `description` adds detail.
+pub fn notice(
+    severity: acp::NoticeSeverity,
+    title: &str,
+    description: Option<String>,
+) -> acp::SessionUpdate {
+    acp::SessionUpdate::Notice(acp::Notice::new(severity, title).description(description))
 }
 
 /// The ACP tool kind of a session's tool, for the editor's icon.

@@ -12,6 +12,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::convert::{self, ClientCaps};
+use super::methods::{self, ClientMethod};
 use crate::front::acp_permission_answer as permission_answer;
 use crate::rpc::{Client, RpcError};
 use garuda_core::fsroot::Root;
@@ -52,7 +53,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub fn send_update(client: &Client, session_id: &str, update: acp::SessionUpdate) {
     let n = acp::SessionNotification::new(session_id.to_string(), update);
     match serde_json::to_value(n) {
-        Ok(v) => client.notify("session/update", v),
+        Ok(v) => client.notify(methods::SessionUpdate::NAME, v),
         Err(e) => tracing::error!("session/update not serialized: {e}"),
     }
 }
@@ -230,8 +231,11 @@ impl TurnHost for AcpHost {
         let params = permission_params(&req.session_id, call);
         Box::pin(async move {
             // A turn cancelled meanwhile drops this future: the client hears `$/cancel_request`.
-            let asked =
-                client.request_or_cancel("session/request_permission", params, "$/cancel_request");
+            let asked = client.request_or_cancel(
+                methods::RequestPermission::NAME,
+                params,
+                methods::CANCEL_REQUEST,
+            );
             match asked.await {
                 // `{outcome: {outcome: "cancelled"}}` and unknown ids count as a rejection.
                 Ok(v) => permission_answer(&v),
@@ -271,9 +275,7 @@ impl TurnHost for AcpHost {
         let session_id = self.session_id.clone();
         Some(Box::pin(async move {
             let req = acp::WriteTextFileRequest::new(session_id, path, new_text);
-            let params = serde_json::to_value(req).map_err(|e| e.to_string())?;
-            client
-                .request("fs/write_text_file", params)
+            request::<methods::WriteTextFile>(&client, req)
                 .await
                 .map(|_| ())
                 .map_err(|e| e.message)
@@ -288,14 +290,10 @@ impl TurnHost for AcpHost {
         let session_id = self.session_id.clone();
         Some(Box::pin(async move {
             let req = acp::ReadTextFileRequest::new(session_id, path);
-            let params = serde_json::to_value(req).map_err(|e| e.to_string())?;
-            let v = client
-                .request("fs/read_text_file", params)
+            request::<methods::ReadTextFile>(&client, req)
                 .await
-                .map_err(|e| e.message)?;
-            serde_json::from_value::<acp::ReadTextFileResponse>(v)
                 .map(|r| r.content)
-                .map_err(|e| format!("fs/read_text_file answer: {e}"))
+                .map_err(|e| e.message)
         }))
     }
 
@@ -340,11 +338,10 @@ async fn run_in_terminal(
         .env(env)
         .cwd(run.cwd.clone())
         .output_byte_limit(run.output_limit);
-    let created =
-        match request::<acp::CreateTerminalResponse>(&client, "terminal/create", create).await {
-            Ok(r) => r,
-            Err(e) => return fail("terminal/create", e),
-        };
+    let created = match request::<methods::CreateTerminal>(&client, create).await {
+        Ok(r) => r,
+        Err(e) => return fail(methods::CreateTerminal::NAME, e),
+    };
     let terminal = created.terminal_id;
     // The terminal joins the call's card, after the diff or text it already shows.
     let content = {
@@ -367,9 +364,8 @@ async fn run_in_terminal(
             acp::ToolCallUpdateFields::new().content(content),
         )),
     );
-    let wait = request::<acp::WaitForTerminalExitResponse>(
+    let wait = request::<methods::WaitForTerminalExit>(
         &client,
-        "terminal/wait_for_exit",
         acp::WaitForTerminalExitRequest::new(session_id.clone(), terminal.clone()),
     );
     let ended = tokio::select! {
@@ -379,23 +375,22 @@ async fn run_in_terminal(
     };
     if !matches!(ended, Ended::Exited(_)) {
         let kill = acp::KillTerminalRequest::new(session_id.clone(), terminal.clone());
-        if let Err(e) = request::<Value>(&client, "terminal/kill", kill).await {
+        if let Err(e) = request::<methods::KillTerminal>(&client, kill).await {
             tracing::info!("terminal/kill failed: {}", e.message);
         }
     }
-    let output = request::<acp::TerminalOutputResponse>(
+    let output = request::<methods::TerminalOutput>(
         &client,
-        "terminal/output",
         acp::TerminalOutputRequest::new(session_id.clone(), terminal.clone()),
     )
     .await;
     let release = acp::ReleaseTerminalRequest::new(session_id.clone(), terminal);
-    if let Err(e) = request::<Value>(&client, "terminal/release", release).await {
+    if let Err(e) = request::<methods::ReleaseTerminal>(&client, release).await {
         tracing::info!("terminal/release failed: {}", e.message);
     }
     let output = match output {
         Ok(o) => o,
-        Err(e) => return fail("terminal/output", e),
+        Err(e) => return fail(methods::TerminalOutput::NAME, e),
     };
     let mut text = output.output;
     if output.truncated {
@@ -403,7 +398,7 @@ async fn run_in_terminal(
     }
     let status = match ended {
         Ended::Exited(Ok(s)) => Some(s),
-        Ended::Exited(Err(e)) => return fail("terminal/wait_for_exit", e),
+        Ended::Exited(Err(e)) => return fail(methods::WaitForTerminalExit::NAME, e),
         Ended::Cancelled => {
             return ClientToolResult {
                 content: format!(
@@ -445,15 +440,18 @@ enum Ended {
     TimedOut,
 }
 
-/// A typed request to the client.
-async fn request<R: serde::de::DeserializeOwned>(
+/// A request to the client, typed by the client-method table. A `null` answer reads as `{}`:
+/// clients answer an empty result either way.
+async fn request<M: ClientMethod>(
     client: &Client,
-    method: &str,
-    params: impl serde::Serialize,
-) -> Result<R, RpcError> {
+    params: M::Params,
+) -> Result<M::Result, RpcError> {
     let params = serde_json::to_value(params).map_err(|e| RpcError::internal(e.to_string()))?;
-    let v = client.request(method, params).await?;
-    serde_json::from_value(v).map_err(|e| RpcError::internal(format!("{method} answer: {e}")))
+    let v = match client.request(M::NAME, params).await? {
+        Value::Null => Value::Object(Default::default()),
+        v => v,
+    };
+    serde_json::from_value(v).map_err(|e| RpcError::internal(format!("{} answer: {e}", M::NAME)))
 }
 
 #[cfg(test)]

@@ -4,17 +4,20 @@
 //! `garuda acp` and exchange newline-delimited JSON-RPC; the transport is [`crate::rpc`] (it
 //! detects the framing). The messages are the types of the official
 //! `agent-client-protocol-schema` crate (pinned in `Cargo.toml`), so the wire follows the
-//! protocol's own definitions. Each method maps onto the same [`Engine`] calls as the native
-//! front:
+//! protocol's own definitions. Each method is a row of the table in [`methods`], whose
+//! schedule says where it runs (nothing that reads the disk or waits runs on the read loop),
+//! and maps onto the same [`Engine`] calls as the native front:
 //!
 //! | ACP | Garuda |
 //! | --- | --- |
-//! | `initialize` | protocol version 1; remembers the client's `fs`, `terminal` and `session.compaction` |
+//! | `initialize` | protocol version 1 to any asked version; remembers the client's `fs`, `terminal`, `session.compaction` and `session.notices`; the config file's problems in `_meta` |
+//! | `logout` | nothing to forget (keys come from the environment or config): success |
 //! | `session/new` | opens `cwd` as a workspace, `Engine::new_session`; modes and config options |
 //! | `session/load` | replays the visible history as `session/update`s |
 //! | `session/resume` | the session without a replay |
 //! | `session/list` | the workspace's stored sessions, newest first, with titles |
 //! | `session/close` | cancels its work and frees it from memory |
+//! | `session/delete` | closes it and removes its transcript (`Engine::delete_session`) |
 //! | `session/prompt` | `Engine::run_turn`; turn events become `session/update` |
 //! | `session/set_mode` | the approval policy (`ask`, `auto-edit`, `full-auto`) |
 //! | `session/set_config_option` | `model` (category `model`) or `mode` |
@@ -36,6 +39,7 @@
 
 mod convert;
 mod host;
+pub mod methods;
 mod slash;
 
 pub use convert::ClientCaps;
@@ -44,19 +48,23 @@ pub use host::{AcpHost, send_update};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use agent_client_protocol_schema::v1 as acp;
+use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::native::engine_error;
-use super::parse_params;
-use crate::rpc::{Client, Dispatch, Flow, Handler, Id, RequestCtx, RpcError, codes};
-use garuda_core::engine::{Engine, EngineError, NewSession};
+use crate::rpc::{Client, Dispatch, Flow, Handler, Id, RequestCtx, RpcError, Then, codes};
+use garuda_core::config::{ConfigProblem, Severity};
+use garuda_core::engine::{Engine, EngineError, EngineEvent, NewSession};
 use garuda_core::message::Block;
 use garuda_core::tools::Policy;
 use garuda_core::turn::{LiveSession, TurnHost};
+use methods::{
+    self as m, AcpMethod, AcpNotice, AcpRequest, BlockingRequest, InlineRequest, SpawnedRequest, ok,
+};
 
 /// The environment variable that picks the model of ACP sessions.
 pub const MODEL_ENV: &str = "GARUDA_MODEL";
@@ -76,25 +84,33 @@ struct AcpSession {
 
 /// The ACP handler.
 pub struct AcpFront {
+    front: Arc<Front>,
+}
+
+/// The front's state, shared with the requests that run off the read loop.
+struct Front {
     engine: Arc<Engine>,
     /// What the client offered in `initialize`.
     caps: Mutex<ClientCaps>,
-    sessions: Arc<Mutex<HashMap<String, AcpSession>>>,
+    sessions: Mutex<HashMap<String, AcpSession>>,
     /// Running `session/prompt` requests by id, for `$/cancel_request`.
-    prompts: Arc<Mutex<HashMap<Id, CancellationToken>>>,
+    prompts: Mutex<HashMap<Id, CancellationToken>>,
     /// The model of new sessions (`$GARUDA_MODEL`); `None`: the configured one.
     model: Option<String>,
     /// `initialize` was answered: sessions may be made.
     initialized: AtomicBool,
+    /// The connection, for notices about the config file.
+    client: OnceLock<Client>,
+    /// The user's config file, watched from `initialize` on.
+    config_path: Option<PathBuf>,
 }
+
+/// A blocking request's answer and what follows it on the wire.
+type Answer = (Result<Value, RpcError>, Option<Then>);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // The maps stay consistent even if a holder panicked.
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn to_value<T: serde::Serialize>(v: T) -> Result<Value, RpcError> {
-    serde_json::to_value(v).map_err(|e| RpcError::internal(e.to_string()))
 }
 
 /// An engine error as ACP expects it: an unknown session is "resource not found".
@@ -105,6 +121,10 @@ fn acp_error(e: EngineError) -> RpcError {
         }
         other => engine_error(other),
     }
+}
+
+fn not_open(id: &str) -> RpcError {
+    RpcError::new(RESOURCE_NOT_FOUND, format!("session {id} is not open"))
 }
 
 /// ISO 8601 (UTC, seconds) of unix milliseconds, for `updatedAt`.
@@ -134,35 +154,134 @@ impl AcpFront {
         state_dir: PathBuf,
         model: Option<String>,
     ) -> Arc<AcpFront> {
-        // ACP has no notification for changed instruction files; the next prompt picks them up.
-        let engine = Arc::new(Engine::new(config, state_dir, Arc::new(|_| {}), true));
-        Arc::new(AcpFront {
+        let checked = garuda_core::config::Checked {
+            config: Some(config),
+            problems: Vec::new(),
+        };
+        Self::checked(checked, state_dir, model, None)
+    }
+
+    /// A front over a checked config file: its problems go in `initialize`'s `_meta` and the
+    /// log, and to every open session as a `notice` when the watched file changes.
+    pub fn checked(
+        checked: garuda_core::config::Checked,
+        state_dir: PathBuf,
+        model: Option<String>,
+        config_path: Option<PathBuf>,
+    ) -> Arc<AcpFront> {
+        // The engine's events need the front, which needs the engine: a late link.
+        let link: Arc<OnceLock<Weak<Front>>> = Arc::new(OnceLock::new());
+        let sink_link = link.clone();
+        let events = Arc::new(move |ev: EngineEvent| match ev {
+            // ACP has no notification for changed instruction files; the next prompt picks
+            // them up.
+            EngineEvent::ContextChanged(_) => {}
+            EngineEvent::ConfigChanged(problems) => {
+                if let Some(front) = sink_link.get().and_then(Weak::upgrade) {
+                    front.config_changed(problems);
+                }
+            }
+        });
+        let engine = Arc::new(Engine::checked(checked, state_dir, events, true));
+        let front = Arc::new(Front {
             engine,
             caps: Mutex::new(ClientCaps::default()),
-            sessions: Arc::new(Mutex::new(HashMap::new())),
-            prompts: Arc::new(Mutex::new(HashMap::new())),
+            sessions: Mutex::new(HashMap::new()),
+            prompts: Mutex::new(HashMap::new()),
             model,
             initialized: AtomicBool::new(false),
-        })
+            client: OnceLock::new(),
+            config_path,
+        });
+        let _ = link.set(Arc::downgrade(&front));
+        Arc::new(AcpFront { front })
     }
 
     /// The engine behind this front.
     pub fn engine(&self) -> &Arc<Engine> {
-        &self.engine
+        &self.front.engine
     }
+}
 
+impl Front {
     fn caps(&self) -> ClientCaps {
         *lock(&self.caps)
     }
 
-    fn initialize(&self, params: Value) -> Result<Value, RpcError> {
-        let p: acp::InitializeRequest = parse_params(params)?;
+    /// Requests answered on the read loop, from memory only.
+    fn inline(&self, req: InlineRequest) -> Result<Value, RpcError> {
+        match req {
+            InlineRequest::Initialize(p) => self.initialize(p),
+            // `initialize` offers no auth methods, so no method id can be valid.
+            InlineRequest::Authenticate(_) => Err(RpcError::invalid_params(
+                "authenticate: this agent offers no authentication methods (authMethods is empty)",
+            )),
+            InlineRequest::Logout(_) => ok::<m::Logout>(acp::LogoutResponse::new()),
+            InlineRequest::CloseSession(p) => {
+                let id = p.session_id.0.to_string();
+                let known = lock(&self.sessions).remove(&id).is_some();
+                let freed = self.engine.close_session(&id);
+                if !known && !freed {
+                    return Err(not_open(&id));
+                }
+                ok::<m::CloseSession>(acp::CloseSessionResponse::new())
+            }
+            InlineRequest::SetMode(p) => {
+                let policy: Policy = p
+                    .mode_id
+                    .0
+                    .parse()
+                    .map_err(|e| RpcError::invalid_params(format!("{e}")))?;
+                let id = p.session_id.0.to_string();
+                let live = self
+                    .engine
+                    .sessions
+                    .live(&id)
+                    .ok_or_else(|| not_open(&id))?;
+                live.set_policy(policy);
+                ok::<m::SetMode>(acp::SetSessionModeResponse::new())
+            }
+        }
+    }
+
+    /// Requests that read or write files or wait for MCP servers, on the blocking pool.
+    fn blocking(&self, req: BlockingRequest, client: &Client) -> Answer {
+        match req {
+            BlockingRequest::NewSession(p) => self.session_new(p),
+            BlockingRequest::LoadSession(p) => (self.session_load(p, client), None),
+            BlockingRequest::ResumeSession(p) => (self.session_resume(p, client), None),
+            BlockingRequest::ListSessions(p) => (list_sessions(&self.engine, p), None),
+            BlockingRequest::DeleteSession(p) => {
+                let id = p.session_id.0.to_string();
+                lock(&self.sessions).remove(&id);
+                let deleted = self.engine.delete_session(&id).map_err(acp_error);
+                (
+                    deleted
+                        .and_then(|()| ok::<m::DeleteSession>(acp::DeleteSessionResponse::new())),
+                    None,
+                )
+            }
+            BlockingRequest::SetConfigOption(p) => (self.set_config_option(p, client), None),
+        }
+    }
+
+    /// Long requests, each a task of its own; `$/cancel_request` cancels `ctx.cancel`.
+    fn spawned(self: &Arc<Self>, req: SpawnedRequest, ctx: RequestCtx) -> Dispatch {
+        match req {
+            SpawnedRequest::Prompt(p) => {
+                let front = self.clone();
+                Dispatch::Long(Box::pin(async move { front.session_prompt(p, ctx).await }))
+            }
+        }
+    }
+
+    fn initialize(&self, p: acp::InitializeRequest) -> Result<Value, RpcError> {
         *lock(&self.caps) = ClientCaps::of(&p.client_capabilities);
-        self.initialized.store(true, Ordering::Release);
         let session = acp::SessionCapabilities::new()
             .list(acp::SessionListCapabilities::new())
             .resume(acp::SessionResumeCapabilities::new())
             .close(acp::SessionCloseCapabilities::new())
+            .delete(acp::SessionDeleteCapabilities::new())
             .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new());
         let caps = acp::AgentCapabilities::new()
             .load_session(true)
@@ -172,47 +291,56 @@ impl AcpFront {
                     .audio(false)
                     .embedded_context(true),
             )
-            .session_capabilities(session);
-        // Garuda speaks v1 whatever the client asks for; a client without v1 disconnects.
-        to_value(
+            .session_capabilities(session)
+            // Streamable HTTP servers start like stdio ones; the older SSE transport does not.
+            .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(false))
+            .auth(acp::AgentAuthCapabilities::new().logout(acp::LogoutCapabilities::new()));
+        let first = !self.initialized.swap(true, Ordering::AcqRel);
+        if let Some(path) = self.config_path.clone()
+            && first
+        {
+            // Watching starts with a look at the disk: off the read loop.
+            let engine = self.engine.clone();
+            tokio::task::spawn_blocking(move || engine.watch_config(path));
+        }
+        // ACP has no connection-level notice: the config file's problems ride in `_meta`
+        // (and the log); sessions get them as notices when the file changes.
+        let problems = self.engine.config_problems();
+        let meta = (!problems.is_empty()).then(|| {
+            let list: Vec<_> = problems
+                .into_iter()
+                .map(crate::front::wire::config_problem_out)
+                .collect();
+            let mut meta = acp::Meta::new();
+            meta.insert(
+                "garuda".into(),
+                serde_json::json!({ "configProblems": list }),
+            );
+            meta
+        });
+        // Garuda speaks v1 whatever the client asks for (the latest it knows, as the spec
+        // says); a client without v1 disconnects.
+        ok::<m::Initialize>(
             acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
                 .agent_capabilities(caps)
                 .agent_info(acp::Implementation::new(
                     "garuda",
                     env!("CARGO_PKG_VERSION"),
-                )),
+                ))
+                .meta(meta),
         )
     }
 
-    /// The modes and config options of a session, as `session/new|load|resume` answer them.
-    fn settings(
-        &self,
-        live: &LiveSession,
-    ) -> (acp::SessionModeState, Vec<acp::SessionConfigOption>) {
-        let policy = live.policy();
-        (
-            convert::modes(policy),
-            convert::config_options(&live.model_spec(), &self.engine.known_models(), policy),
-        )
-    }
-
-    fn session_new(&self, params: Value) -> Dispatch {
-        let p: acp::NewSessionRequest = match parse_params(params) {
-            Ok(p) => p,
-            Err(e) => return Dispatch::Reply(Err(e)),
-        };
-        if !p.cwd.is_absolute() {
-            return Dispatch::Reply(Err(RpcError::invalid_params(format!(
-                "cwd {} must be an absolute path",
-                p.cwd.display()
-            ))));
-        }
-        let mcp_servers = match mcp_servers_of(&p.mcp_servers) {
-            Ok(s) => s,
-            Err(e) => return Dispatch::Reply(Err(e)),
-        };
-        let engine = self.engine.clone();
+    fn session_new(&self, p: acp::NewSessionRequest) -> Answer {
         let result = (|| {
+            if !p.cwd.is_absolute() {
+                return Err(RpcError::invalid_params(format!(
+                    "cwd {} must be an absolute path",
+                    p.cwd.display()
+                )));
+            }
+            let mcp_servers = mcp_servers_of(&p.mcp_servers)?;
+            let engine = &self.engine;
             let ws = engine
                 .open_workspace(&p.cwd)
                 .map_err(super::native::ws_error)?;
@@ -236,247 +364,180 @@ impl AcpFront {
                     },
                 )
                 .map_err(engine_error)?;
-            for w in warnings {
+            for w in &warnings {
                 tracing::warn!("{w}");
             }
-            Ok::<_, RpcError>((live, extra))
+            // The config file's warnings (unknown keys) are in force for this session too.
+            let mut warnings = warnings;
+            warnings.extend(engine.config_problems().iter().map(ToString::to_string));
+            Ok::<_, RpcError>((live, extra, warnings))
         })();
-        let (live, extra) = match result {
+        let (live, extra, warnings) = match result {
             Ok(r) => r,
-            Err(e) => return Dispatch::Reply(Err(e)),
+            Err(e) => return (Err(e), None),
         };
         let id = live.id().to_string();
         lock(&self.sessions).insert(id.clone(), AcpSession { extra_dirs: extra });
         let (modes, options) = self.settings(&live);
-        let answer = to_value(
+        let answer = ok::<m::NewSession>(
             acp::NewSessionResponse::new(id.clone())
                 .modes(modes)
                 .config_options(options),
         );
         // The client learns the session id from the answer: the commands follow it.
-        Dispatch::ReplyThen(
-            answer,
-            Box::new(move |client: &Client| send_update(client, &id, convert::commands())),
+        let notices = self.caps().notices;
+        let then: Then = Box::new(move |client: &Client| {
+            send_update(client, &id, convert::commands());
+            // No sandbox, an MCP server that failed, an unknown model: shown when the client
+            // can show them, else only logged (above).
+            if notices {
+                for w in warnings {
+                    let n = convert::notice(acp::NoticeSeverity::Warning, &w, None);
+                    send_update(client, &id, n);
+                }
+            }
+        });
+        (answer, Some(then))
+    }
+
+    /// The modes and config options of a session, as `session/new|load|resume` answer them.
+    fn settings(
+        &self,
+        live: &LiveSession,
+    ) -> (acp::SessionModeState, Vec<acp::SessionConfigOption>) {
+        let policy = live.policy();
+        (
+            convert::modes(policy),
+            convert::config_options(&live.model_spec(), &self.engine.known_models(), policy),
         )
     }
 
-    fn session_load(&self, params: Value, client: Client) -> Dispatch {
-        let p: acp::LoadSessionRequest = match parse_params(params) {
-            Ok(p) => p,
-            Err(e) => return Dispatch::Reply(Err(e)),
-        };
-        let mcp_servers = match mcp_servers_of(&p.mcp_servers) {
-            Ok(s) => s,
-            Err(e) => return Dispatch::Reply(Err(e)),
-        };
-        let engine = self.engine.clone();
+    fn session_load(&self, p: acp::LoadSessionRequest, client: &Client) -> Result<Value, RpcError> {
+        let mcp_servers = mcp_servers_of(&p.mcp_servers)?;
+        let engine = &self.engine;
         let id = p.session_id.0.to_string();
         let caps = self.caps();
-        let front_sessions = self.sessions.clone();
-        Dispatch::Spawn(Box::pin(async move {
-            let (updates, live) = {
-                let id = id.clone();
-                let engine = engine.clone();
-                tokio::task::spawn_blocking(move || {
-                    let live = engine.load_session(&id, mcp_servers)?;
-                    let root = live.workspace().root.path().to_path_buf();
-                    let tools = live.setup().tools.clone();
-                    let mut entries = Vec::new();
-                    let mut cursor = None;
-                    loop {
-                        let page = engine.messages(&id, cursor, Some(500))?;
-                        let empty = page.messages.is_empty();
-                        entries.extend(page.messages);
-                        match page.next_cursor {
-                            Some(c) if !empty => cursor = Some(c),
-                            _ => break,
-                        }
-                    }
-                    let updates = convert::history(&entries, &tools, &root, caps);
-                    Ok::<_, EngineError>((updates, live))
-                })
-                .await
-                .map_err(|e| RpcError::internal(e.to_string()))?
-                .map_err(acp_error)?
-            };
-            let root = live.workspace().root.path();
-            if std::fs::canonicalize(&p.cwd).ok().as_deref() != Some(root) {
-                tracing::info!(
-                    "session/load: cwd {} differs from the session's workspace {}; keeping the session's",
-                    p.cwd.display(),
-                    root.display()
-                );
+        let live = engine.load_session(&id, mcp_servers).map_err(acp_error)?;
+        let root = live.workspace().root.path().to_path_buf();
+        let tools = live.setup().tools.clone();
+        let mut entries = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = engine.messages(&id, cursor, Some(500)).map_err(acp_error)?;
+            let empty = page.messages.is_empty();
+            entries.extend(page.messages);
+            match page.next_cursor {
+                Some(c) if !empty => cursor = Some(c),
+                _ => break,
             }
-            lock(&front_sessions).entry(id.clone()).or_default();
-            for u in updates {
-                send_update(&client, &id, u);
-            }
-            send_update(&client, &id, convert::commands());
-            if let Some(title) = stored_title(&engine, &live) {
-                send_update(&client, &id, session_info(title));
-            }
-            let policy = live.policy();
-            let options =
-                convert::config_options(&live.model_spec(), &engine.known_models(), policy);
-            to_value(
-                acp::LoadSessionResponse::new()
-                    .modes(convert::modes(policy))
-                    .config_options(options),
-            )
-        }))
+        }
+        let updates = convert::history(&entries, &tools, &root, caps);
+        if std::fs::canonicalize(&p.cwd).ok().as_deref() != Some(root.as_path()) {
+            tracing::info!(
+                "session/load: cwd {} differs from the session's workspace {}; keeping the session's",
+                p.cwd.display(),
+                root.display()
+            );
+        }
+        lock(&self.sessions).entry(id.clone()).or_default();
+        for u in updates {
+            send_update(client, &id, u);
+        }
+        send_update(client, &id, convert::commands());
+        if let Some(title) = stored_title(engine, &live) {
+            send_update(client, &id, session_info(title));
+        }
+        let (modes, options) = self.settings(&live);
+        ok::<m::LoadSession>(
+            acp::LoadSessionResponse::new()
+                .modes(modes)
+                .config_options(options),
+        )
     }
 
-    fn session_resume(&self, params: Value, client: Client) -> Dispatch {
-        let p: acp::ResumeSessionRequest = match parse_params(params) {
-            Ok(p) => p,
-            Err(e) => return Dispatch::Reply(Err(e)),
-        };
-        let engine = self.engine.clone();
+    fn session_resume(
+        &self,
+        p: acp::ResumeSessionRequest,
+        client: &Client,
+    ) -> Result<Value, RpcError> {
         let id = p.session_id.0.to_string();
         lock(&self.sessions).entry(id.clone()).or_default();
-        Dispatch::Spawn(Box::pin(async move {
-            let live = {
-                let engine = engine.clone();
-                let id = id.clone();
+        let live = self.engine.session(&id).map_err(acp_error)?;
+        send_update(client, &id, convert::commands());
+        let (modes, options) = self.settings(&live);
+        ok::<m::ResumeSession>(
+            acp::ResumeSessionResponse::new()
+                .modes(modes)
+                .config_options(options),
+        )
+    }
+
+    fn set_config_option(
+        &self,
+        p: acp::SetSessionConfigOptionRequest,
+        client: &Client,
+    ) -> Result<Value, RpcError> {
+        let id = p.session_id.0.to_string();
+        let engine = &self.engine;
+        let live = engine.sessions.live(&id).ok_or_else(|| not_open(&id))?;
+        let Some(value) = p.value.as_value_id().map(|v| v.0.to_string()) else {
+            return Err(RpcError::invalid_params(format!(
+                "{} takes one of its listed values, not a boolean",
+                p.config_id.0
+            )));
+        };
+        match &*p.config_id.0 {
+            convert::MODEL_OPTION => {
+                for w in engine.set_model(&id, &value).map_err(|e| match e {
+                    EngineError::SessionNotFound(_) => acp_error(e),
+                    other => {
+                        RpcError::invalid_params(format!("model {value} cannot be used: {other}"))
+                    }
+                })? {
+                    tracing::warn!("{w}");
+                }
+            }
+            convert::MODE_OPTION => {
+                let policy: Policy = value
+                    .parse()
+                    .map_err(|e| RpcError::invalid_params(format!("{e}")))?;
+                live.set_policy(policy);
+                send_update(
+                    client,
+                    &id,
+                    acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(
+                        policy.name(),
+                    )),
+                );
+            }
+            other => {
+                return Err(RpcError::invalid_params(format!(
+                    "unknown config option {other}: Garuda has `model` and `mode`"
+                )));
+            }
+        }
+        let options =
+            convert::config_options(&live.model_spec(), &engine.known_models(), live.policy());
+        ok::<m::SetConfigOption>(acp::SetSessionConfigOptionResponse::new(options))
+    }
+
+    /// `session/prompt`: a session not in memory is loaded on the blocking pool first.
+    async fn session_prompt(
+        &self,
+        p: acp::PromptRequest,
+        ctx: RequestCtx,
+    ) -> Result<Value, RpcError> {
+        let id = p.session_id.0.to_string();
+        let engine = self.engine.clone();
+        let live = match engine.sessions.live(&id) {
+            Some(live) => live,
+            None => {
+                let (engine, id) = (engine.clone(), id.clone());
                 tokio::task::spawn_blocking(move || engine.session(&id))
                     .await
                     .map_err(|e| RpcError::internal(e.to_string()))?
                     .map_err(acp_error)?
-            };
-            send_update(&client, &id, convert::commands());
-            let policy = live.policy();
-            let options =
-                convert::config_options(&live.model_spec(), &engine.known_models(), policy);
-            to_value(
-                acp::ResumeSessionResponse::new()
-                    .modes(convert::modes(policy))
-                    .config_options(options),
-            )
-        }))
-    }
-
-    fn session_list(&self, params: Value) -> Dispatch {
-        let p: acp::ListSessionsRequest = match parse_params(params) {
-            Ok(p) => p,
-            Err(e) => return Dispatch::Reply(Err(e)),
-        };
-        let engine = self.engine.clone();
-        Dispatch::Spawn(Box::pin(async move {
-            tokio::task::spawn_blocking(move || list_sessions(&engine, p))
-                .await
-                .map_err(|e| RpcError::internal(e.to_string()))?
-        }))
-    }
-
-    fn session_close(&self, params: Value) -> Dispatch {
-        let p: acp::CloseSessionRequest = match parse_params(params) {
-            Ok(p) => p,
-            Err(e) => return Dispatch::Reply(Err(e)),
-        };
-        let id = p.session_id.0.to_string();
-        let known = lock(&self.sessions).remove(&id).is_some();
-        let freed = self.engine.close_session(&id);
-        if !known && !freed {
-            return Dispatch::Reply(Err(RpcError::new(
-                RESOURCE_NOT_FOUND,
-                format!("session {id} is not open"),
-            )));
-        }
-        Dispatch::Reply(to_value(acp::CloseSessionResponse::new()))
-    }
-
-    fn set_mode(&self, params: Value) -> Dispatch {
-        let p: acp::SetSessionModeRequest = match parse_params(params) {
-            Ok(p) => p,
-            Err(e) => return Dispatch::Reply(Err(e)),
-        };
-        let policy: Policy = match p.mode_id.0.parse() {
-            Ok(p) => p,
-            Err(e) => return Dispatch::Reply(Err(RpcError::invalid_params(format!("{e}")))),
-        };
-        let id = p.session_id.0.to_string();
-        match self.engine.sessions.live(&id) {
-            Some(live) => live.set_policy(policy),
-            None => {
-                return Dispatch::Reply(Err(RpcError::new(
-                    RESOURCE_NOT_FOUND,
-                    format!("session {id} is not open"),
-                )));
             }
-        }
-        Dispatch::Reply(to_value(acp::SetSessionModeResponse::new()))
-    }
-
-    fn set_config_option(&self, params: Value, client: Client) -> Dispatch {
-        let p: acp::SetSessionConfigOptionRequest = match parse_params(params) {
-            Ok(p) => p,
-            Err(e) => return Dispatch::Reply(Err(e)),
-        };
-        let id = p.session_id.0.to_string();
-        let engine = self.engine.clone();
-        Dispatch::Spawn(Box::pin(async move {
-            tokio::task::spawn_blocking(move || {
-                let live = engine.sessions.live(&id).ok_or_else(|| {
-                    RpcError::new(RESOURCE_NOT_FOUND, format!("session {id} is not open"))
-                })?;
-                let Some(value) = p.value.as_value_id().map(|v| v.0.to_string()) else {
-                    return Err(RpcError::invalid_params(format!(
-                        "{} takes one of its listed values, not a boolean",
-                        p.config_id.0
-                    )));
-                };
-                match &*p.config_id.0 {
-                    convert::MODEL_OPTION => {
-                        for w in engine.set_model(&id, &value).map_err(|e| match e {
-                            EngineError::SessionNotFound(_) => acp_error(e),
-                            other => RpcError::invalid_params(format!(
-                                "model {value} cannot be used: {other}"
-                            )),
-                        })? {
-                            tracing::warn!("{w}");
-                        }
-                    }
-                    convert::MODE_OPTION => {
-                        let policy: Policy = value
-                            .parse()
-                            .map_err(|e| RpcError::invalid_params(format!("{e}")))?;
-                        live.set_policy(policy);
-                        send_update(
-                            &client,
-                            &id,
-                            acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(
-                                policy.name(),
-                            )),
-                        );
-                    }
-                    other => {
-                        return Err(RpcError::invalid_params(format!(
-                            "unknown config option {other}: Garuda has `model` and `mode`"
-                        )));
-                    }
-                }
-                let options = convert::config_options(
-                    &live.model_spec(),
-                    &engine.known_models(),
-                    live.policy(),
-                );
-                to_value(acp::SetSessionConfigOptionResponse::new(options))
-            })
-            .await
-            .map_err(|e| RpcError::internal(e.to_string()))?
-        }))
-    }
-
-    fn session_prompt(&self, params: Value, ctx: RequestCtx) -> Dispatch {
-        let p: acp::PromptRequest = match parse_params(params) {
-            Ok(p) => p,
-            Err(e) => return Dispatch::Reply(Err(e)),
-        };
-        let id = p.session_id.0.to_string();
-        let engine = self.engine.clone();
-        let live = match engine.session(&id) {
-            Ok(l) => l,
-            Err(e) => return Dispatch::Reply(Err(acp_error(e))),
         };
         let host = Arc::new(AcpHost::new(
             ctx.client.clone(),
@@ -488,11 +549,9 @@ impl AcpFront {
         ));
         let text = convert::prompt_text(&p.prompt);
         if let Some(cmd) = slash::parse(&text) {
-            return Dispatch::Spawn(Box::pin(async move {
-                let host: Arc<dyn TurnHost> = host;
-                slash::run(&engine, &id, cmd, host, ctx.cancel.clone()).await;
-                to_value(acp::PromptResponse::new(acp::StopReason::EndTurn))
-            }));
+            let host: Arc<dyn TurnHost> = host;
+            slash::run(&engine, &id, cmd, host, ctx.cancel.clone()).await;
+            return ok::<m::Prompt>(acp::PromptResponse::new(acp::StopReason::EndTurn));
         }
         if !live.has_user_words()
             && let Some(title) = title_of(&text)
@@ -512,41 +571,67 @@ impl AcpFront {
             )));
         }
         input.extend(convert::prompt_blocks(p.prompt));
-        let prompts = self.prompts.clone();
-        lock(&prompts).insert(ctx.id.clone(), ctx.cancel.clone());
-        let req_id = ctx.id.clone();
-        Dispatch::Spawn(Box::pin(async move {
-            let out = engine.run_turn(&id, input, host, ctx.cancel.clone()).await;
-            lock(&prompts).remove(&req_id);
-            let out = out.map_err(acp_error)?;
-            match convert::stop_reason(out.stop_reason) {
-                Some(r) => to_value(acp::PromptResponse::new(r)),
-                None => Err(RpcError::new(
-                    garuda_protocol::codes::PROVIDER_ERROR,
-                    out.error.unwrap_or_else(|| "the turn failed".into()),
-                )),
-            }
-        }))
-    }
-
-    fn cancel_session(&self, params: Value) {
-        let Ok(p) = parse_params::<acp::CancelNotification>(params) else {
-            tracing::warn!("session/cancel without a valid sessionId");
-            return;
-        };
-        if let Some(live) = self.engine.sessions.live(&p.session_id.0) {
-            live.cancel();
+        lock(&self.prompts).insert(ctx.id.clone(), ctx.cancel.clone());
+        let out = engine.run_turn(&id, input, host, ctx.cancel.clone()).await;
+        lock(&self.prompts).remove(&ctx.id);
+        let out = out.map_err(acp_error)?;
+        match convert::stop_reason(out.stop_reason) {
+            Some(r) => ok::<m::Prompt>(acp::PromptResponse::new(r)),
+            None => Err(RpcError::new(
+                garuda_protocol::codes::PROVIDER_ERROR,
+                out.error.unwrap_or_else(|| "the turn failed".into()),
+            )),
         }
     }
 
-    fn cancel_request(&self, params: Value) {
-        let id = params
-            .get("requestId")
-            .cloned()
-            .and_then(|v| serde_json::from_value::<Id>(v).ok());
-        match id.and_then(|id| lock(&self.prompts).get(&id).cloned()) {
-            Some(t) => t.cancel(),
-            None => tracing::debug!("$/cancel_request for a request not in flight"),
+    /// The watched config file changed: the log always hears of it, every open session as a
+    /// `notice` when the client shows them.
+    fn config_changed(&self, problems: Vec<ConfigProblem>) {
+        if problems.is_empty() {
+            tracing::info!("config file reloaded: no problems; new sessions use it");
+        }
+        for p in &problems {
+            tracing::warn!("config: {p}");
+        }
+        let Some(client) = self.client.get().filter(|_| self.caps().notices) else {
+            return;
+        };
+        let ids: Vec<String> = lock(&self.sessions).keys().cloned().collect();
+        for id in ids {
+            if problems.is_empty() {
+                let n = convert::notice(
+                    acp::NoticeSeverity::Info,
+                    "Garuda config reloaded: no problems",
+                    Some("New sessions use it; this one keeps its settings.".into()),
+                );
+                send_update(client, &id, n);
+            }
+            for p in &problems {
+                let severity = match p.severity {
+                    Severity::Warning => acp::NoticeSeverity::Warning,
+                    Severity::Error => acp::NoticeSeverity::Error,
+                };
+                send_update(client, &id, convert::notice(severity, &p.to_string(), None));
+            }
+        }
+    }
+
+    fn notification(&self, notice: AcpNotice) {
+        match notice {
+            AcpNotice::Cancel(p) => {
+                if let Some(live) = self.engine.sessions.live(&p.session_id.0) {
+                    live.cancel();
+                }
+            }
+            AcpNotice::CancelRequest(p) => {
+                let id = serde_json::to_value(&p.request_id)
+                    .ok()
+                    .and_then(|v| serde_json::from_value::<Id>(v).ok());
+                match id.and_then(|id| lock(&self.prompts).get(&id).cloned()) {
+                    Some(t) => t.cancel(),
+                    None => tracing::debug!("$/cancel_request for a request not in flight"),
+                }
+            }
         }
     }
 }
@@ -604,41 +689,67 @@ fn list_sessions(engine: &Engine, p: acp::ListSessionsRequest) -> Result<Value, 
         })
         .collect();
     let next = (end < list.len()).then(|| end.to_string());
-    to_value(acp::ListSessionsResponse::new(sessions).next_cursor(next))
+    ok::<m::ListSessions>(acp::ListSessionsResponse::new(sessions).next_cursor(next))
 }
 
 impl Handler for AcpFront {
     fn request(&self, method: &str, params: Value, ctx: RequestCtx) -> Dispatch {
-        match method {
-            "initialize" => Dispatch::Reply(self.initialize(params)),
-            _ if !self.initialized.load(Ordering::Acquire) => Dispatch::Reply(Err(RpcError::new(
+        let front = &self.front;
+        let _ = front.client.set(ctx.client.clone());
+        if method != m::Initialize::NAME && !front.initialized.load(Ordering::Acquire) {
+            return Dispatch::Reply(Err(RpcError::new(
                 codes::SERVER_NOT_INITIALIZED,
                 format!("{method} before initialize; send initialize first"),
-            ))),
-            // `initialize` offers no auth methods, so no method id can be valid.
-            "authenticate" => Dispatch::Reply(Err(RpcError::invalid_params(
-                "authenticate: this agent offers no authentication methods (authMethods is empty)",
-            ))),
-            "session/new" => self.session_new(params),
-            "session/load" => self.session_load(params, ctx.client),
-            "session/resume" => self.session_resume(params, ctx.client),
-            "session/list" => self.session_list(params),
-            "session/close" => self.session_close(params),
-            "session/prompt" => self.session_prompt(params, ctx),
-            "session/set_mode" => self.set_mode(params),
-            "session/set_config_option" => self.set_config_option(params, ctx.client),
-            _ => Dispatch::Reply(Err(RpcError::new(
-                codes::METHOD_NOT_FOUND,
-                format!("unknown method {method}"),
-            ))),
+            )));
+        }
+        let params = if method == m::Initialize::NAME {
+            methods::tolerant_version(params)
+        } else {
+            params
+        };
+        let req = match AcpRequest::parse(method, params) {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                return Dispatch::Reply(Err(RpcError::new(
+                    codes::METHOD_NOT_FOUND,
+                    format!("unknown method {method}"),
+                )));
+            }
+            Err(e) => return Dispatch::Reply(Err(e)),
+        };
+        match req {
+            AcpRequest::Inline(r) => Dispatch::Reply(front.inline(r)),
+            AcpRequest::Blocking(r) => {
+                // A session that starts (new, load, resume) may start MCP servers: long work,
+                // so a slow server never holds a slot quick requests need.
+                let long = matches!(
+                    r,
+                    BlockingRequest::NewSession(_)
+                        | BlockingRequest::LoadSession(_)
+                        | BlockingRequest::ResumeSession(_)
+                );
+                let front = front.clone();
+                let client = ctx.client;
+                let work: BoxFuture<'static, Answer> = Box::pin(async move {
+                    tokio::task::spawn_blocking(move || front.blocking(r, &client))
+                        .await
+                        .unwrap_or_else(|e| (Err(RpcError::internal(e.to_string())), None))
+                });
+                if long {
+                    Dispatch::LongThen(work)
+                } else {
+                    Dispatch::SpawnThen(work)
+                }
+            }
+            AcpRequest::Spawned(r) => front.spawned(r, ctx),
         }
     }
 
     fn notification(&self, method: &str, params: Value, _client: &Client) -> Flow {
-        match method {
-            "session/cancel" => self.cancel_session(params),
-            "$/cancel_request" => self.cancel_request(params),
-            _ => tracing::debug!("notification {method} ignored"),
+        match AcpNotice::parse(method, params) {
+            Ok(Some(n)) => self.front.notification(n),
+            Ok(None) => tracing::debug!("notification {method} ignored"),
+            Err(e) => tracing::warn!("{method}: {}", e.message),
         }
         Flow::Continue
     }

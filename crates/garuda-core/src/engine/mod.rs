@@ -9,9 +9,9 @@ pub use inline::Inline;
 pub use sessions::{HistoryEntry, HistoryPage, NewSession, ResumeSession, Sessions, policy_name};
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::config::Config;
+use crate::config::{Checked, Config, ConfigProblem, Severity};
 use crate::prompt::{Assembled, Features, Limits};
 use crate::workspace::{self, Workspace, WorkspaceError, Workspaces};
 
@@ -31,6 +31,8 @@ pub struct ContextChange {
 pub enum EngineEvent {
     /// Instruction or memory files of a workspace changed on disk.
     ContextChanged(ContextChange),
+    /// The user's config file changed; these are its problems now (none: it is in force).
+    ConfigChanged(Vec<ConfigProblem>),
 }
 
 /// A workspace as a client sees it.
@@ -57,13 +59,32 @@ pub struct PromptOverrides {
     pub limits: Option<Limits>,
 }
 
+// A holder that panicked leaves these values whole (each is replaced in one assignment).
+fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Receives engine events; the front turns them into notifications.
 pub type EventSink = Arc<dyn Fn(EngineEvent) + Send + Sync>;
 
 /// One Garuda engine: config, open workspaces, state directory.
 pub struct Engine {
-    /// The user's configuration.
-    pub config: Config,
+    /// The user's configuration in force: replaced when a watched config file is fixed.
+    config: RwLock<Arc<Config>>,
+    /// What is wrong with the user's config file; an error keeps new sessions from starting.
+    problems: RwLock<Vec<ConfigProblem>>,
+    /// The user's config file, once watched: read again while it has errors.
+    config_path: Mutex<Option<PathBuf>>,
+    /// The watch on the user's config file, when one runs.
+    config_watch: Mutex<Option<crate::workspace::watch::WatchHandle>>,
     /// Open workspaces.
     pub workspaces: Workspaces,
     /// Where transcripts and side files live.
@@ -95,6 +116,9 @@ pub enum EngineError {
     /// Configuration is missing or wrong.
     #[error("{0}")]
     Config(String),
+    /// The user's config file has errors: nothing that needs the config runs until it is fixed.
+    #[error("the config file has errors, fix it (it is reloaded when saved): {}", .0.iter().filter(|p| p.severity == Severity::Error).map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    ConfigFile(Vec<ConfigProblem>),
     /// No model was given and none is configured.
     #[error(
         "no model configured: pass `model` (e.g. \"anthropic/claude-sonnet-4-5\", \"ollama/qwen3-coder\", or \"replay:PATH\" to play a recorded cassette offline) or set `model = \"...\"` in $XDG_CONFIG_HOME/garuda/config.toml"
@@ -109,7 +133,10 @@ impl Engine {
     /// An engine with `config`; `watch` starts file watchers (needs a tokio runtime).
     pub fn new(config: Config, state_dir: PathBuf, events: EventSink, watch: bool) -> Engine {
         Engine {
-            config,
+            config: RwLock::new(Arc::new(config)),
+            problems: RwLock::new(Vec::new()),
+            config_path: Mutex::new(None),
+            config_watch: Mutex::new(None),
             workspaces: Workspaces::default(),
             state_dir,
             sessions: Sessions::default(),
@@ -118,14 +145,112 @@ impl Engine {
         }
     }
 
+    /// An engine over a checked config file: its problems are kept (an error stops what
+    /// needs the config until the file is fixed), and the defaults stand in for a file with
+    /// errors.
+    pub fn checked(checked: Checked, state_dir: PathBuf, events: EventSink, watch: bool) -> Engine {
+        let engine = Engine::new(checked.config.unwrap_or_default(), state_dir, events, watch);
+        *write(&engine.problems) = checked.problems;
+        engine
+    }
+
+    /// The user's configuration in force.
+    pub fn config(&self) -> Arc<Config> {
+        read(&self.config).clone()
+    }
+
+    /// What is wrong with the user's config file now (warnings and errors).
+    pub fn config_problems(&self) -> Vec<ConfigProblem> {
+        read(&self.problems).clone()
+    }
+
+    /// `Err` while the config file has errors: for everything that needs the config. With
+    /// errors standing, the file is read again first (it may have been fixed a moment ago,
+    /// before the watcher's debounce ran), so a fix never waits for the watcher.
+    pub fn config_ready(&self) -> Result<(), EngineError> {
+        let has_errors = |p: &[ConfigProblem]| p.iter().any(|p| p.severity == Severity::Error);
+        if !has_errors(&read(&self.problems)) {
+            return Ok(());
+        }
+        let path = lock(&self.config_path).clone();
+        if let Some(path) = path {
+            let checked = Config::check_file(&path);
+            if checked.problems != *read(&self.problems) {
+                self.reload_config(checked);
+            }
+        }
+        let problems = read(&self.problems);
+        if has_errors(&problems) {
+            return Err(EngineError::ConfigFile(problems.clone()));
+        }
+        Ok(())
+    }
+
+    /// Takes a config file read again: a file without errors is in force from now on (new
+    /// sessions and workspaces opened again get it; live sessions keep theirs), a file with
+    /// errors leaves the config in force as it was. Reports the problems as an event.
+    pub fn reload_config(&self, checked: Checked) {
+        if let Some(cfg) = checked.config {
+            *write(&self.config) = Arc::new(cfg);
+            self.reopen_workspaces();
+        }
+        *write(&self.problems) = checked.problems.clone();
+        (self.events)(EngineEvent::ConfigChanged(checked.problems));
+    }
+
+    /// Watches the user's config file (its folder; the file may not exist yet) and reloads it
+    /// on the blocking pool after each burst of changes. Needs a tokio runtime.
+    pub fn watch_config(self: &Arc<Self>, path: PathBuf) {
+        *lock(&self.config_path) = Some(path.clone());
+        let weak = Arc::downgrade(self);
+        let file = path.clone();
+        let res =
+            workspace::watch::watch_file(path.clone(), workspace::watch::DEBOUNCE, move || {
+                let weak = weak.clone();
+                let file = file.clone();
+                tokio::task::spawn_blocking(move || {
+                    if let Some(engine) = weak.upgrade() {
+                        engine.reload_config(Config::check_file(&file));
+                    }
+                });
+            });
+        match res {
+            Ok(handle) => *lock(&self.config_watch) = Some(handle),
+            // No config folder is the usual case without a config: nothing to watch.
+            Err(e) if path.parent().is_some_and(|d| !d.is_dir()) => {
+                tracing::debug!("config file not watched: {e}")
+            }
+            Err(e) => tracing::warn!("cannot watch the config file: {e}"),
+        }
+    }
+
+    /// Opens every open workspace again on the config in force, so its merged config is the
+    /// new one; a workspace that cannot be opened now keeps its old state.
+    fn reopen_workspaces(&self) {
+        let cfg = self.config();
+        for old in self.workspaces.list() {
+            match workspace::Workspace::open(old.root.path(), &cfg) {
+                Ok(ws) => {
+                    let ws = Arc::new(ws);
+                    self.workspaces.replace(ws.clone());
+                    old.set_watcher(None);
+                    if self.watch {
+                        self.start_watch(&ws);
+                    }
+                }
+                Err(e) => tracing::warn!("{} keeps its old config: {e}", old.root.path().display()),
+            }
+        }
+    }
+
     /// The provider settings from the user's config.
     pub fn provider_config(&self) -> Result<crate::provider::ProviderConfig, EngineError> {
-        self.config.provider_config().map_err(EngineError::Config)
+        self.config().provider_config().map_err(EngineError::Config)
     }
 
     /// Opens (or finds) the workspace at `root` and starts watching it.
     pub fn open_workspace(&self, root: &Path) -> Result<Arc<Workspace>, WorkspaceError> {
-        let (ws, is_new) = self.workspaces.open(root, &self.config)?;
+        let (ws, is_new) = self.workspaces.open(root, &self.config())?;
         if is_new && self.watch {
             self.start_watch(&ws);
         }

@@ -170,12 +170,12 @@ impl Engine {
     ) -> Result<(SessionSetup, Vec<String>), EngineError> {
         let (binding, mut warnings) = self.binding(model)?;
         let mut tools =
-            crate::tools::ToolRegistry::with_options(client_tools, self.config.context.snip)
+            crate::tools::ToolRegistry::with_options(client_tools, self.config().context.snip)
                 .map_err(|e| EngineError::Invalid(e.to_string()))?;
-        let skill_dirs = self.config.skills.enabled.then(|| {
+        let skill_dirs = self.config().skills.enabled.then(|| {
             let config_dir = crate::config::Config::user_path();
             let config_dir = config_dir.as_deref().and_then(std::path::Path::parent);
-            crate::skills::SkillDirs::of_user(config_dir, self.config.skills.claude_user)
+            crate::skills::SkillDirs::of_user(config_dir, self.config().skills.claude_user)
         });
         let skills = std::sync::Arc::new(match &skill_dirs {
             Some(dirs) => crate::skills::discover(&ws.root, dirs),
@@ -192,7 +192,7 @@ impl Engine {
         }
         let hooks = std::sync::Arc::new(self.hook_set(&ws, &mut warnings));
         let (commands, sandbox) =
-            crate::sandbox::session_runner(&self.config.sandbox, ws.root.path());
+            crate::sandbox::session_runner(&self.config().sandbox, ws.root.path());
         if let Some(crate::sandbox::Unconfined::Unavailable(why)) = &sandbox.unconfined {
             warnings.push(format!(
                 "commands are not sandboxed ({why}): every command asks for approval"
@@ -205,7 +205,7 @@ impl Engine {
             let plan = crate::mcp::defer::plan(
                 &specs,
                 binding.info.context_window,
-                self.config.mcp.defer_share,
+                self.config().mcp.defer_share,
             );
             if plan.is_deferred() {
                 tracing::info!(target: "garuda::mcp",
@@ -227,9 +227,9 @@ impl Engine {
                 model_info: binding.info,
                 policy,
                 tools,
-                approval_timeout_secs: self.config.approval.timeout_secs,
+                approval_timeout_secs: self.config().approval.timeout_secs,
                 view_policy: Default::default(),
-                compact: self.config.context.compact_policy(),
+                compact: self.config().context.compact_policy(),
                 mcp,
                 skills,
                 skill_dirs,
@@ -257,6 +257,8 @@ impl Engine {
 
     /// The provider and limits for a model spec, with a warning when the model is unknown.
     fn binding(&self, model: &str) -> Result<(ModelBinding, Vec<String>), EngineError> {
+        // Every session start, load and model switch binds a model: one check for all.
+        self.config_ready()?;
         let cfg = self.provider_config()?;
         let spec = ModelSpec::parse(model)?;
         let id = match &spec {
@@ -266,7 +268,7 @@ impl Engine {
         let provider = provider::build(model, &cfg)?;
         let mut info = provider::model_info(model, &cfg);
         // `GARUDA_CONTEXT_WINDOW` lowers every model's window for this run.
-        info.context_window = self.config.context.window(info.context_window);
+        info.context_window = self.config().context.window(info.context_window);
         let mut warnings = Vec::new();
         if !info.known {
             let mut known: Vec<&str> = crate::provider::models::table_ids().collect();
@@ -315,13 +317,9 @@ impl Engine {
     /// config names, then the built-in table; each once, in that order.
     pub fn known_models(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        let configured = self.config.model.iter().cloned();
-        let named = self
-            .config
-            .models
-            .keys()
-            .filter(|k| k.contains('/'))
-            .cloned();
+        let cfg = self.config();
+        let configured = cfg.model.iter().cloned();
+        let named = cfg.models.keys().filter(|k| k.contains('/')).cloned();
         for m in configured
             .chain(named)
             .chain(crate::provider::models::builtin_specs())
@@ -343,7 +341,7 @@ impl Engine {
         warnings: &mut Vec<String>,
     ) -> Option<McpHub> {
         let servers: Vec<(String, McpServerConfig)> = self
-            .config
+            .config()
             .mcp_servers
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
@@ -355,7 +353,7 @@ impl Engine {
         let hub = McpHub::new(
             servers,
             Some(ws.root.path().to_path_buf()),
-            self.config.mcp.defer_share,
+            self.config().mcp.defer_share,
         );
         hub.start_blocking();
         for s in hub.servers() {
@@ -375,11 +373,11 @@ impl Engine {
         tools: &crate::tools::ToolRegistry,
     ) -> crate::session::view::ViewPolicy {
         let mut p = self.store().view_policy(id);
-        self.config.context.apply_view(&mut p);
+        self.config().context.apply_view(&mut p);
         p.compactable_tools = tools.compactable();
         let budget = crate::session::compact::result_budget_chars(
             info.context_window,
-            self.config.context.result_share,
+            self.config().context.result_share,
         );
         p.tool_result_max_chars = p.tool_result_max_chars.min(budget.max(4_096));
         p.tool_result_preview_chars = p.tool_result_preview_chars.min(p.tool_result_max_chars);
@@ -391,7 +389,7 @@ impl Engine {
         ws.config
             .model
             .clone()
-            .or_else(|| self.config.model.clone())
+            .or_else(|| self.config().model.clone())
     }
 
     fn default_model(&self, ws: &Workspace) -> Result<String, EngineError> {
@@ -399,7 +397,7 @@ impl Engine {
     }
 
     fn default_policy(&self) -> Policy {
-        self.config.approval.policy
+        self.config().approval.policy
     }
 
     /// Creates a session in an open workspace.
@@ -444,11 +442,11 @@ impl Engine {
     /// Starts reading the repository's git state for the session-start note, on its own
     /// thread; None when off (`[context] git_state = false`).
     fn start_git(&self, ws: &Workspace) -> Option<std::thread::JoinHandle<Option<GitState>>> {
-        let ctx = &self.config.context;
-        if !ctx.git_state {
+        let cfg = self.config();
+        if !cfg.context.git_state {
             return None;
         }
-        let timeout = std::time::Duration::from_millis(ctx.git_timeout_ms);
+        let timeout = std::time::Duration::from_millis(cfg.context.git_timeout_ms);
         let root = ws.root.path().to_path_buf();
         std::thread::Builder::new()
             .name("garuda-git".into())

@@ -206,6 +206,7 @@ async fn run_one(
         writable: Vec::new(),
         read_only: Vec::new(),
         deny_read: Vec::new(),
+        visible: Vec::new(),
         network: true,
         env: env_policy(root, hook.origin.is_claude()),
     };

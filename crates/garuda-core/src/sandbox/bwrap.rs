@@ -48,9 +48,9 @@ pub(crate) const LIFELINE_FD: i32 = 3;
 /// setup would otherwise leave the sandbox running on its own.
 pub(crate) const LIFELINE_SCRIPT: &str = "(read _ <&3; while kill -s KILL -- -1; do :; done) </dev/null >/dev/null 2>&1 & exec 3<&- \"$@\"";
 
-/// Mount points the sandbox replaces with its own (fresh, empty or private) file systems, so
-/// host paths under them are invisible unless a bind brings them back.
-const REPLACED: &[&str] = &["/tmp", "/run", "/dev", "/proc"];
+// Mount points the sandbox replaces with its own file systems: host paths under them are
+// invisible unless a bind brings them back.
+use super::policy::REPLACED;
 
 /// A bubblewrap invocation: its arguments (after the program path) and the protected paths
 /// that did not exist when it was planned.
@@ -113,7 +113,18 @@ pub(crate) fn plan(
         .filter(|(_, k)| *k == Kind::Dir)
         .map(|(p, _)| p)
         .collect();
-    let exposed = |p: &Path| p.starts_with(&root) || writable.iter().any(|w| p.starts_with(w));
+    let visible: Vec<PathBuf> = policy
+        .visible
+        .iter()
+        .filter_map(|v| fs.resolve(v))
+        .filter(|(_, k)| *k == Kind::Dir)
+        .map(|(p, _)| p)
+        .collect();
+    let exposed = |p: &Path| {
+        p.starts_with(&root)
+            || writable.iter().any(|w| p.starts_with(w))
+            || visible.iter().any(|v| p.starts_with(v))
+    };
 
     // Denied paths, existing, canonical, without duplicates.
     let mut denied: Vec<(PathBuf, Kind)> = policy
@@ -126,7 +137,10 @@ pub(crate) fn plan(
     // A denied folder that holds the root (the root is in another user's home) is masked
     // before the root is bound, so the root shows through and the rest stays hidden.
     let (before, after): (Vec<_>, Vec<_>) = denied.into_iter().partition(|(d, k)| {
-        *k == Kind::Dir && (root.starts_with(d) || writable.iter().any(|w| w.starts_with(d)))
+        *k == Kind::Dir
+            && (root.starts_with(d)
+                || writable.iter().any(|w| w.starts_with(d))
+                || visible.iter().any(|v| v.starts_with(d)))
     });
     let hidden_by_before = |p: &Path| before.iter().any(|(b, _)| p.starts_with(b)) && !exposed(p);
     let under_replaced = |p: &Path| REPLACED.iter().any(|r| p.starts_with(r)) && !exposed(p);
@@ -164,6 +178,10 @@ pub(crate) fn plan(
     match &policy.temp_dir {
         Some(t) => push(&[s("--bind"), t.as_os_str(), s("/tmp")]),
         None => push(&[s("--tmpfs"), s("/tmp")]),
+    }
+    // Read-only first, so the root or a writable folder inside one is writable again.
+    for v in &visible {
+        push(&[s("--ro-bind"), v.as_os_str(), v.as_os_str()]);
     }
     push(&[s("--bind"), root.as_os_str(), root.as_os_str()]);
     for w in &writable {
@@ -242,6 +260,7 @@ mod tests {
             root: root.into(),
             temp_dir: None,
             writable: Vec::new(),
+            visible: Vec::new(),
             read_only: vec![".git/hooks".into(), ".git/config".into(), ".garuda".into()],
             deny_read: deny.iter().map(PathBuf::from).collect(),
             network: false,
@@ -340,6 +359,43 @@ mod tests {
         let t = text(&plan(&info(), &p, OsStr::new("sh"), &[], &fs));
         assert!(
             t.contains("--bind /home/me /home/me --tmpfs /home/me/.aws"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_home_under_tmp_and_the_toolchain_show_read_only_with_their_secrets_hidden() {
+        use Kind::*;
+        let fs = fake(&[
+            ("/tmp/h", Dir),
+            ("/tmp/h/.ssh", Dir),
+            ("/tmp/x", Dir),
+            ("/root", Dir),
+            ("/root/.cargo", Dir),
+            ("/root/.cargo/credentials.toml", Other),
+            ("/root/.rustup", Dir),
+        ]);
+        let mut p = policy(
+            "/tmp/x",
+            &["/tmp/h/.ssh", "/root", "/root/.cargo/credentials.toml"],
+        );
+        p.visible = vec![
+            "/tmp/h".into(),
+            "/root/.cargo".into(),
+            "/root/.rustup".into(),
+        ];
+        let t = text(&plan(&info(), &p, OsStr::new("sh"), &[], &fs));
+        assert!(
+            t.contains(
+                "--tmpfs /root --tmpfs /tmp --ro-bind /tmp/h /tmp/h \
+                 --ro-bind /root/.cargo /root/.cargo --ro-bind /root/.rustup /root/.rustup \
+                 --bind /tmp/x /tmp/x \
+                 --ro-bind /dev/null /root/.cargo/credentials.toml --tmpfs /tmp/h/.ssh"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("--remount-ro /root --remount-ro /tmp/h/.ssh"),
             "{t}"
         );
     }

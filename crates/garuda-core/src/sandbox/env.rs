@@ -7,7 +7,16 @@ use std::ffi::OsString;
 /// Variables every command gets from the server's environment when they are set.
 /// `GARUDA_OWNER` is the marker an editor client gives the server so it can find and stop the
 /// commands a killed server left behind; it names the client, it is no secret.
-pub const ENV_ALLOW_LIST: &[&str] = &["PATH", "HOME", "LANG", "TERM", "GARUDA_OWNER"];
+pub const ENV_ALLOW_LIST: &[&str] = &[
+    "PATH",
+    "HOME",
+    "LANG",
+    "TERM",
+    "GARUDA_OWNER",
+    // Where the Rust toolchain is (paths, no secrets; the sandbox shows these folders).
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+];
 
 /// Which variables a command sees.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +104,16 @@ mod tests {
         let p = EnvPolicy::with_extra(&["CC".into(), "PATH".into()]);
         assert_eq!(
             p.pass,
-            vec!["PATH", "HOME", "LANG", "TERM", "GARUDA_OWNER", "CC"]
+            vec![
+                "PATH",
+                "HOME",
+                "LANG",
+                "TERM",
+                "GARUDA_OWNER",
+                "CARGO_HOME",
+                "RUSTUP_HOME",
+                "CC"
+            ]
         );
     }
 }

@@ -81,6 +81,11 @@ pub struct SandboxPolicy {
     pub read_only: Vec<PathBuf>,
     /// Paths the command cannot read (they appear empty); missing ones are skipped.
     pub deny_read: Vec<PathBuf>,
+    /// Folders shown read-only although a mask would hide them: a home under `/tmp` (the
+    /// sandbox's own `/tmp` hides it) and the toolchain folders (`$CARGO_HOME`,
+    /// `$RUSTUP_HOME`, which may sit in a home the sandbox denies). Secrets in them stay
+    /// hidden; missing ones are skipped.
+    pub visible: Vec<PathBuf>,
     /// Whether the command reaches the network (host loopback included).
     pub network: bool,
     /// The command's environment.
@@ -109,12 +114,24 @@ impl SandboxPolicy {
         extra_secrets: &[PathBuf],
     ) -> Result<Self, SandboxError> {
         let root = canonical_root(root)?;
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let toolchain = [
+            var("CARGO_HOME").map(PathBuf::from),
+            var("RUSTUP_HOME").map(PathBuf::from),
+        ];
+        let visible = visible_folders(home, &toolchain);
+        let mut deny_read = default_denied_reads(home, extra_secrets);
+        // cargo's registry tokens live in its home, wherever `CARGO_HOME` puts it.
+        if let Some(cargo) = &toolchain[0] {
+            deny_read.extend(CARGO_SECRETS.iter().map(|f| cargo.join(f)));
+        }
         Ok(SandboxPolicy {
             root,
             temp_dir: None,
             writable: Vec::new(),
             read_only: PROTECTED_IN_ROOT.iter().map(PathBuf::from).collect(),
-            deny_read: default_denied_reads(home, extra_secrets),
+            deny_read,
+            visible,
             network: false,
             env: EnvPolicy::default(),
         })
@@ -166,6 +183,37 @@ fn canonical_root(root: &Path) -> Result<PathBuf, SandboxError> {
         return Err(bad("the filesystem root cannot be a workspace root".into()));
     }
     Ok(canon)
+}
+
+/// The files of a cargo home that hold registry tokens.
+const CARGO_SECRETS: &[&str] = &["credentials", "credentials.toml"];
+
+/// Where the sandbox puts file systems of its own: a host folder under one is hidden.
+pub(crate) const REPLACED: &[&str] = &["/tmp", "/run", "/dev", "/proc"];
+
+/// The folders to show read-only ([`SandboxPolicy::visible`]): `home` when the sandbox's own
+/// `/tmp` (or `/run`) would hide it, and the toolchain folders (`toolchain`, else `.cargo`
+/// and `.rustup` in `home`), so commands find `cargo` and `rustc` from a checkout with its
+/// home under `/tmp`.
+pub fn visible_folders(home: Option<&Path>, toolchain: &[Option<PathBuf>]) -> Vec<PathBuf> {
+    let hidden = |p: &Path| REPLACED.iter().any(|r| p.starts_with(r));
+    let mut out = Vec::new();
+    if let Some(h) = home.and_then(|h| h.canonicalize().ok())
+        && hidden(&h)
+    {
+        out.push(h);
+    }
+    let defaults = [".cargo", ".rustup"].map(|d| home.map(|h| h.join(d)));
+    for (given, default) in toolchain.iter().zip(defaults) {
+        if let Some(dir) = given.clone().or(default)
+            && let Ok(dir) = dir.canonicalize()
+            && dir.is_dir()
+            && !out.iter().any(|o| dir.starts_with(o))
+        {
+            out.push(dir);
+        }
+    }
+    out
 }
 
 /// The default unreadable paths: [`HOME_SECRETS`] under `home`, `extra`, every other user's

@@ -95,6 +95,11 @@ impl Fixture {
         // the fixture's folders would show through anyway; keep the test about its own paths.
         p.deny_read.retain(|d| !self.base.starts_with(d));
         p.deny_read.push(self.other_home.clone());
+        // A checkout under /tmp: the private /tmp would hide the fixture's folder around the
+        // root, which a checkout elsewhere reads; show it read-only, as a home there is.
+        if self.base.starts_with("/tmp") {
+            p.visible.push(self.base.clone());
+        }
         p
     }
 }
@@ -366,6 +371,8 @@ async fn environment_is_the_allow_list() {
         "LANG",
         "TERM",
         "GARUDA_OWNER",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
         "PAGER",
         "TMPDIR",
         "PWD",

@@ -1119,6 +1119,8 @@ async fn bash_environment_is_the_allow_list() {
         "HOME",
         "LANG",
         "TERM",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
         "TMPDIR",
         "GARUDA",
         "PAGER",

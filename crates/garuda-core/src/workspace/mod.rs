@@ -2,7 +2,7 @@
 
 mod date;
 mod git;
-mod watch;
+pub mod watch;
 
 pub use date::{civil_date, local_date, restate_date, start_note, today};
 pub use git::{GitState, git_note, read_git_state};
@@ -269,6 +269,12 @@ impl Workspaces {
         let entry = open.entry(ws.id.clone()).or_insert_with(|| ws.clone());
         let is_new = Arc::ptr_eq(entry, &ws);
         Ok((entry.clone(), is_new))
+    }
+
+    /// Puts `ws` in place of the open workspace with its id (opened again on a new config).
+    pub fn replace(&self, ws: Arc<Workspace>) {
+        let mut open = self.open.write().unwrap_or_else(|p| p.into_inner());
+        open.insert(ws.id.clone(), ws);
     }
 
     /// The open workspace with this id.

@@ -352,6 +352,50 @@ pub fn watch(
     })
 }
 
+/// Watches one file (the user's config): its folder is held in the hub and `on_burst` runs
+/// once per burst of changes to that path (written, replaced by a rename, created, removed).
+/// Must be called inside a tokio runtime; fails when the folder cannot be watched.
+pub fn watch_file(
+    path: PathBuf,
+    timing: Debounce,
+    on_burst: impl Fn() + Send + Sync + 'static,
+) -> notify::Result<WatchHandle> {
+    let hub = hub()?;
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(notify::Error::generic("not a file path"));
+    };
+    // Events name the canonical folder; a path through a link would never match.
+    let dir = std::fs::canonicalize(dir).map_err(notify::Error::io)?;
+    let path = dir.join(name);
+    lock(&hub.watched).hold(&dir)?;
+    let held = Arc::new(Mutex::new(HashSet::from([dir.clone()])));
+    let (tx, mut rx) = mpsc::unbounded_channel::<PathBuf>();
+    let id = {
+        let mut routes = lock(&hub.routes);
+        routes.next += 1;
+        let id = routes.next;
+        routes
+            .by_global
+            .entry(path.clone())
+            .or_default()
+            .push(Route { id, tx });
+        id
+    };
+    let task = tokio::spawn(async move {
+        while let Some(first) = rx.recv().await {
+            burst(&mut rx, first, timing).await;
+            on_burst();
+        }
+    });
+    Ok(WatchHandle {
+        root: dir,
+        id,
+        global: Some(path),
+        task,
+        held,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

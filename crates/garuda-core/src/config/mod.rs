@@ -10,7 +10,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::prompt::{Features, InstructionSettings, Limits};
+
+pub mod check;
 use crate::provider::{ModelOverride, ProviderConfig, ProviderEntry};
+pub use check::{Checked, ConfigProblem, Severity};
 
 /// A configuration file could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +33,12 @@ pub enum ConfigError {
         path: PathBuf,
         /// The parser's message, with line and column.
         message: String,
+    },
+    /// The file has errors (invalid values, broken TOML), each named with its line and key.
+    #[error("{}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Invalid {
+        /// The errors (warnings too, for the full picture).
+        problems: Vec<ConfigProblem>,
     },
     /// An environment override has a value that cannot be used.
     #[error("invalid environment variable {var}={value:?}: {message}")]
@@ -423,26 +432,81 @@ impl Config {
     /// Loads one config file (a missing file gives the defaults), then the environment
     /// overrides of `[context]` (`GARUDA_CONTEXT_WINDOW`, `GARUDA_COMPACT_THRESHOLD`), with the
     /// user-global instruction file of this user.
+    /// Unknown keys are warnings (logged; the rest applies); an invalid value is an error.
     pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
-        let mut cfg = Self::load_file_only(path)?;
-        cfg.global_instructions = Self::global_instructions_path();
-        cfg.hooks.trust_file = Some(crate::hooks::TrustList::path_beside(path));
-        Ok(cfg)
+        let checked = Self::check_file(path);
+        for p in checked
+            .problems
+            .iter()
+            .filter(|p| p.severity == Severity::Warning)
+        {
+            tracing::warn!("{p}");
+        }
+        match checked.config {
+            Some(cfg) => Ok(cfg),
+            None => Err(ConfigError::Invalid {
+                problems: checked.problems,
+            }),
+        }
     }
 
-    fn load_file_only(path: &Path) -> Result<Config, ConfigError> {
-        let mut cfg = match std::fs::read_to_string(path) {
-            Ok(t) => Self::parse(&t, path)?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
-            Err(e) => {
-                return Err(ConfigError::Read {
+    /// Reads one config file the way a server does: never fails, names every problem. A
+    /// missing file is the defaults; the environment overrides and the user-global
+    /// instruction file apply as in [`Config::load_file`].
+    pub fn check_file(path: &Path) -> Checked {
+        let mut checked = match std::fs::read_to_string(path) {
+            Ok(t) => check::check_text(&t, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Checked {
+                config: Some(Config::default()),
+                problems: Vec::new(),
+            },
+            Err(e) => Checked {
+                config: None,
+                problems: vec![ConfigProblem {
+                    severity: Severity::Error,
                     path: path.to_owned(),
+                    line: None,
+                    column: None,
+                    key: None,
+                    message: format!("cannot read it: {e}"),
+                }],
+            },
+        };
+        if let Some(cfg) = &mut checked.config {
+            cfg.global_instructions = Self::global_instructions_path();
+            cfg.hooks.trust_file = Some(crate::hooks::TrustList::path_beside(path));
+            if let Err(e) = cfg.context.apply_env(|k| std::env::var(k).ok()) {
+                let key = match &e {
+                    ConfigError::Env { var, .. } => Some(var.clone()),
+                    _ => None,
+                };
+                checked.problems.push(ConfigProblem {
+                    severity: Severity::Error,
+                    path: PathBuf::from("environment"),
+                    line: None,
+                    column: None,
+                    key,
                     message: e.to_string(),
                 });
+                checked.config = None;
             }
-        };
-        cfg.context.apply_env(|k| std::env::var(k).ok())?;
-        Ok(cfg)
+        }
+        checked
+    }
+
+    /// The user's config file checked ([`Config::check_file`]) and its path; without a
+    /// config folder (no `$XDG_CONFIG_HOME`, no `$HOME`), the defaults.
+    pub fn check_user() -> (Checked, Option<PathBuf>) {
+        match Self::user_path() {
+            Some(p) => (Self::check_file(&p), Some(p)),
+            None => (
+                Checked {
+                    config: Some(Config::default()),
+                    problems: Vec::new(),
+                },
+                None,
+            ),
+        }
     }
 
     /// Parses config text; `path` only names the source in errors.

@@ -1,0 +1,251 @@
+//! The ACP method table: every method the ACP front answers, declared once with its name
+//! (the schema crate's own constant), its params and result (the schema crate's types) and
+//! where it runs; and the methods Garuda calls on the client, typed the same way.
+//!
+//! The table generates one marker type per method and one request enum per schedule; the
+//! front handles each schedule in a function of its own with an exhaustive `match`, so a
+//! method added here does not compile until it is handled.
+
+use agent_client_protocol_schema::v1::{
+    self as acp, AGENT_METHOD_NAMES, CLIENT_METHOD_NAMES, PROTOCOL_LEVEL_METHOD_NAMES,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::front::parse_params;
+use crate::rpc::RpcError;
+
+/// Where an ACP request runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    /// On the read loop, from memory only: answered in order, never waits.
+    Inline,
+    /// On the blocking pool: it reads or writes files or waits for MCP servers; the read loop
+    /// goes on meanwhile.
+    Blocking,
+    /// As a task of its own: a turn (model calls, approvals), cancellable.
+    Spawned,
+}
+
+/// One request of the table.
+pub trait AcpMethod {
+    /// The wire name.
+    const NAME: &'static str;
+    /// Where it runs.
+    const SCHEDULE: Schedule;
+    /// Its params.
+    type Params: DeserializeOwned + Send + 'static;
+    /// Its result.
+    type Result: Serialize + Send + 'static;
+}
+
+/// One notification the client sends; all run on the read loop (they only flip tokens).
+pub trait AcpNotification {
+    /// The wire name.
+    const NAME: &'static str;
+    /// Its params.
+    type Params: DeserializeOwned;
+}
+
+/// `initialize` params with a `protocolVersion` the schema's `ProtocolVersion` cannot read (a
+/// string such as `"1"`, a fraction, a number above `u16`) set to the latest version Garuda
+/// speaks: the spec lets the agent answer its own latest and the client decide, so such a
+/// client gets an answer instead of -32602.
+pub fn tolerant_version(mut params: Value) -> Value {
+    if let Some(v) = params.get_mut("protocolVersion")
+        && serde_json::from_value::<agent_client_protocol_schema::ProtocolVersion>(v.clone())
+            .is_err()
+    {
+        *v = serde_json::json!(agent_client_protocol_schema::ProtocolVersion::LATEST);
+    }
+    params
+}
+
+/// A method's result as the wire value, typed by the table.
+pub fn ok<M: AcpMethod>(r: M::Result) -> Result<Value, RpcError> {
+    serde_json::to_value(r).map_err(|e| RpcError::internal(e.to_string()))
+}
+
+macro_rules! acp_methods {
+    (
+        requests { $( $(#[doc = $doc:literal])* $ty:ident = $name:expr, $sched:ident, $p:ty => $r:ty; )* }
+        notifications { $( $(#[doc = $ndoc:literal])* $nty:ident = $nname:expr, $np:ty; )* }
+    ) => {
+        $(
+            $(#[doc = $doc])*
+            #[derive(Debug, Clone, Copy)]
+            pub struct $ty;
+            impl AcpMethod for $ty {
+                const NAME: &'static str = $name;
+                const SCHEDULE: Schedule = Schedule::$sched;
+                type Params = $p;
+                type Result = $r;
+            }
+        )*
+        $(
+            $(#[doc = $ndoc])*
+            #[derive(Debug, Clone, Copy)]
+            pub struct $nty;
+            impl AcpNotification for $nty {
+                const NAME: &'static str = $nname;
+                type Params = $np;
+            }
+        )*
+
+        /// The names of the requests the ACP front answers, in table order.
+        pub const METHODS: &[&str] = &[$($name),*];
+
+        acp_methods!(@split [] [] [] $($ty $sched,)*);
+
+        /// A notification of the table with its params decoded.
+        #[derive(Debug)]
+        #[allow(missing_docs)]
+        pub enum AcpNotice { $($nty(<$nty as AcpNotification>::Params)),* }
+
+        impl AcpNotice {
+            /// Decodes a notification; `Ok(None)` for one not in the table.
+            pub fn parse(method: &str, params: Value) -> Result<Option<AcpNotice>, RpcError> {
+                $(if method == <$nty as AcpNotification>::NAME {
+                    return Ok(Some(AcpNotice::$nty(parse_params(params)?)));
+                })*
+                Ok(None)
+            }
+        }
+    };
+    (@split [$($i:ident)*] [$($b:ident)*] [$($s:ident)*] $ty:ident Inline, $($rest:tt)*) => {
+        acp_methods!(@split [$($i)* $ty] [$($b)*] [$($s)*] $($rest)*);
+    };
+    (@split [$($i:ident)*] [$($b:ident)*] [$($s:ident)*] $ty:ident Blocking, $($rest:tt)*) => {
+        acp_methods!(@split [$($i)*] [$($b)* $ty] [$($s)*] $($rest)*);
+    };
+    (@split [$($i:ident)*] [$($b:ident)*] [$($s:ident)*] $ty:ident Spawned, $($rest:tt)*) => {
+        acp_methods!(@split [$($i)*] [$($b)*] [$($s)* $ty] $($rest)*);
+    };
+    (@split [$($i:ident)*] [$($b:ident)*] [$($s:ident)*]) => {
+        /// A parsed request that runs on the read loop.
+        #[derive(Debug)]
+        // `initialize`'s params are large; a request is decoded once and moved, not stored.
+        #[allow(missing_docs, clippy::large_enum_variant)]
+        pub enum InlineRequest { $($i(<$i as AcpMethod>::Params)),* }
+        /// A parsed request that runs on the blocking pool.
+        #[derive(Debug)]
+        #[allow(missing_docs)]
+        pub enum BlockingRequest { $($b(<$b as AcpMethod>::Params)),* }
+        /// A parsed request that runs as a task of its own.
+        #[derive(Debug)]
+        #[allow(missing_docs)]
+        pub enum SpawnedRequest { $($s(<$s as AcpMethod>::Params)),* }
+
+        /// A request of the table with its params decoded, by schedule.
+        #[derive(Debug)]
+        #[allow(clippy::large_enum_variant)]
+        pub enum AcpRequest {
+            /// Runs on the read loop.
+            Inline(InlineRequest),
+            /// On the blocking pool.
+            Blocking(BlockingRequest),
+            /// As a task.
+            Spawned(SpawnedRequest),
+        }
+
+        impl AcpRequest {
+            /// Decodes a request; `Ok(None)` for a method not in the table.
+            pub fn parse(method: &str, params: Value) -> Result<Option<AcpRequest>, RpcError> {
+                $(if method == <$i as AcpMethod>::NAME {
+                    return Ok(Some(AcpRequest::Inline(InlineRequest::$i(parse_params(params)?))));
+                })*
+                $(if method == <$b as AcpMethod>::NAME {
+                    return Ok(Some(AcpRequest::Blocking(BlockingRequest::$b(parse_params(params)?))));
+                })*
+                $(if method == <$s as AcpMethod>::NAME {
+                    return Ok(Some(AcpRequest::Spawned(SpawnedRequest::$s(parse_params(params)?))));
+                })*
+                Ok(None)
+            }
+        }
+    };
+}
+
+acp_methods! {
+    requests {
+        /// Remembers the client's capabilities, answers Garuda's.
+        Initialize = AGENT_METHOD_NAMES.initialize, Inline, acp::InitializeRequest => acp::InitializeResponse;
+        /// No auth methods are offered, so every method id is refused.
+        Authenticate = AGENT_METHOD_NAMES.authenticate, Inline, acp::AuthenticateRequest => acp::AuthenticateResponse;
+        /// Nothing to forget: keys come from the environment or the config file, never from
+        /// the client, so it answers success and changes nothing.
+        Logout = AGENT_METHOD_NAMES.logout, Inline, acp::LogoutRequest => acp::LogoutResponse;
+        /// Opens `cwd` as a workspace and starts a session (MCP servers included).
+        NewSession = AGENT_METHOD_NAMES.session_new, Blocking, acp::NewSessionRequest => acp::NewSessionResponse;
+        /// Loads a stored session and replays its history.
+        LoadSession = AGENT_METHOD_NAMES.session_load, Blocking, acp::LoadSessionRequest => acp::LoadSessionResponse;
+        /// A session without a replay.
+        ResumeSession = AGENT_METHOD_NAMES.session_resume, Blocking, acp::ResumeSessionRequest => acp::ResumeSessionResponse;
+        /// The stored sessions, newest first.
+        ListSessions = AGENT_METHOD_NAMES.session_list, Blocking, acp::ListSessionsRequest => acp::ListSessionsResponse;
+        /// Closes a live session and removes its transcript and side files (no trash).
+        DeleteSession = AGENT_METHOD_NAMES.session_delete, Blocking, acp::DeleteSessionRequest => acp::DeleteSessionResponse;
+        /// Cancels a session's work and frees it from memory.
+        CloseSession = AGENT_METHOD_NAMES.session_close, Inline, acp::CloseSessionRequest => acp::CloseSessionResponse;
+        /// Runs one turn.
+        Prompt = AGENT_METHOD_NAMES.session_prompt, Spawned, acp::PromptRequest => acp::PromptResponse;
+        /// Sets the approval policy.
+        SetMode = AGENT_METHOD_NAMES.session_set_mode, Inline, acp::SetSessionModeRequest => acp::SetSessionModeResponse;
+        /// Sets `model` or `mode`.
+        SetConfigOption = AGENT_METHOD_NAMES.session_set_config_option, Blocking, acp::SetSessionConfigOptionRequest => acp::SetSessionConfigOptionResponse;
+    }
+    notifications {
+        /// Cancels a session's running turn.
+        Cancel = AGENT_METHOD_NAMES.session_cancel, acp::CancelNotification;
+        /// Cancels one request in flight.
+        CancelRequest = PROTOCOL_LEVEL_METHOD_NAMES.cancel_request, acp::CancelRequestNotification;
+    }
+}
+
+/// A method Garuda calls on the client.
+pub trait ClientMethod {
+    /// The wire name.
+    const NAME: &'static str;
+    /// Its params.
+    type Params: Serialize;
+    /// Its result.
+    type Result: DeserializeOwned;
+}
+
+macro_rules! client_methods {
+    ($( $(#[doc = $doc:literal])* $ty:ident = $name:expr, $p:ty => $r:ty; )*) => {$(
+        $(#[doc = $doc])*
+        #[derive(Debug, Clone, Copy)]
+        pub struct $ty;
+        impl ClientMethod for $ty {
+            const NAME: &'static str = $name;
+            type Params = $p;
+            type Result = $r;
+        }
+    )*};
+}
+
+client_methods! {
+    /// A notification (no result): what a session does.
+    SessionUpdate = CLIENT_METHOD_NAMES.session_update, acp::SessionNotification => ();
+    /// Asks the user to approve a tool call.
+    RequestPermission = CLIENT_METHOD_NAMES.session_request_permission, acp::RequestPermissionRequest => acp::RequestPermissionResponse;
+    /// Writes a file through the editor.
+    WriteTextFile = CLIENT_METHOD_NAMES.fs_write_text_file, acp::WriteTextFileRequest => acp::WriteTextFileResponse;
+    /// Reads a file through the editor (unsaved buffers included).
+    ReadTextFile = CLIENT_METHOD_NAMES.fs_read_text_file, acp::ReadTextFileRequest => acp::ReadTextFileResponse;
+    /// Starts a command in the editor's terminal.
+    CreateTerminal = CLIENT_METHOD_NAMES.terminal_create, acp::CreateTerminalRequest => acp::CreateTerminalResponse;
+    /// A terminal's output so far.
+    TerminalOutput = CLIENT_METHOD_NAMES.terminal_output, acp::TerminalOutputRequest => acp::TerminalOutputResponse;
+    /// Frees a terminal.
+    ReleaseTerminal = CLIENT_METHOD_NAMES.terminal_release, acp::ReleaseTerminalRequest => acp::ReleaseTerminalResponse;
+    /// Waits for a terminal's command to exit.
+    WaitForTerminalExit = CLIENT_METHOD_NAMES.terminal_wait_for_exit, acp::WaitForTerminalExitRequest => acp::WaitForTerminalExitResponse;
+    /// Kills a terminal's command.
+    KillTerminal = CLIENT_METHOD_NAMES.terminal_kill, acp::KillTerminalRequest => acp::KillTerminalResponse;
+}
+
+/// What the client is told when Garuda gives up on a request it sent.
+pub const CANCEL_REQUEST: &str = PROTOCOL_LEVEL_METHOD_NAMES.cancel_request;
