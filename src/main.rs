@@ -423,22 +423,10 @@ fn serve(
     max_frame_bytes: Option<usize>,
 ) -> anyhow::Result<u8> {
     probe_sandbox_early();
-    // Transport limits are read once: a file with errors leaves the defaults.
-    let cfg = checked.config.clone().unwrap_or_default();
+    let server_config = server_config(&checked, max_frame_bytes);
     let rt = runtime()?;
-    let server_config = ServerConfig {
-        max_frame_bytes: max_frame_bytes.unwrap_or(cfg.server.max_frame_bytes),
-        max_in_flight: cfg.server.max_in_flight,
-        max_long_in_flight: cfg.server.max_long_in_flight,
-        max_waiting: cfg.server.max_waiting,
-        max_waiting_bytes: cfg.server.max_waiting_bytes,
-        overloaded: garuda::rpc::RpcError::new(
-            garuda_protocol::codes::OVERLOADED,
-            "overloaded, retry",
-        ),
-        ..ServerConfig::default()
-    };
     let front = NativeFront::checked(checked, config::state_dir(), path);
+    let engine = front.engine().clone();
     let code = rt.block_on(async move {
         let (input, output) = stdio();
         let stop = front.stop.clone();
@@ -452,11 +440,34 @@ fn serve(
             code = terminated() => code,
         }
     });
+    rt.block_on(engine.end_sessions_at_exit());
     // Whatever ended the server, no command outlives it.
     garuda_core::sandbox::kill_all();
     // Blocking stdin reads and watcher threads must not keep the process alive.
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     Ok(code.clamp(0, 255) as u8)
+}
+
+/// The transport's limits from the user's config, read once (a file with errors leaves the
+/// defaults); the same for `serve` and `acp`.
+fn server_config(checked: &config::Checked, max_frame_bytes: Option<usize>) -> ServerConfig {
+    let server = checked
+        .config
+        .as_ref()
+        .map(|c| c.server.clone())
+        .unwrap_or_default();
+    ServerConfig {
+        max_frame_bytes: max_frame_bytes.unwrap_or(server.max_frame_bytes),
+        max_in_flight: server.max_in_flight,
+        max_long_in_flight: server.max_long_in_flight,
+        max_waiting: server.max_waiting,
+        max_waiting_bytes: server.max_waiting_bytes,
+        overloaded: garuda::rpc::RpcError::new(
+            garuda_protocol::codes::OVERLOADED,
+            "overloaded, retry",
+        ),
+        ..ServerConfig::default()
+    }
 }
 
 /// Resolves when SIGTERM, SIGINT or SIGHUP arrives, with the exit code a shell would report.
@@ -484,17 +495,20 @@ fn acp((checked, path): (config::Checked, Option<PathBuf>)) -> anyhow::Result<u8
     let model = std::env::var(garuda::front::acp::MODEL_ENV)
         .ok()
         .filter(|m| !m.is_empty());
+    let server_config = server_config(&checked, None);
     let front = garuda::front::acp::AcpFront::checked(checked, config::state_dir(), model, path);
+    let engine = front.engine().clone();
     let code = rt.block_on(async move {
         let (input, output) = stdio();
         tokio::select! {
-            end = rpc::serve(input, output, front, ServerConfig::default()) => match end {
+            end = rpc::serve(input, output, front, server_config) => match end {
                 ServeEnd::Eof => 0,
                 ServeEnd::Exit(code) => code,
             },
             code = terminated() => code,
         }
     });
+    rt.block_on(engine.end_sessions_at_exit());
     garuda_core::sandbox::kill_all();
     // Blocking stdin reads and watcher threads must not keep the process alive.
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
@@ -717,7 +731,9 @@ fn exec(cfg: Config, a: ExecArgs) -> anyhow::Result<u8> {
             Some(p) => fx::Inputs::one(p),
             None => fx::Inputs::stdin_lines(),
         };
-        Ok(run.run(inputs, terminated()).await)
+        let code = run.run(inputs, terminated()).await;
+        engine.end_sessions_at_exit().await;
+        Ok(code)
     });
     // Whatever ended the run, no command outlives it.
     garuda_core::sandbox::kill_all();

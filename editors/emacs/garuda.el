@@ -985,6 +985,13 @@ output, also when another window is selected."
                        (format "⏱ not run: the approval timed out%s"
                                (if timed (format " after %d s" timed) "")))
                       ((eq (plist-get meta :cancelled) t) "✗ interrupted")
+                      ;; The user's own hook refused it: not a failure, and the reason shown.
+                      ((eq (plist-get meta :blockedByHook) t)
+                       (let ((why (replace-regexp-in-string
+                                   "\\`Blocked by a hook:[ \t]*" ""
+                                   (car (split-string (string-trim out) "\n")))))
+                         (if (string-empty-p why) "⛔ blocked by a hook"
+                           (format "⛔ blocked by a hook: %s" why))))
                       ;; Why it failed is said on the line, not only in the folded output.
                       ((eq (plist-get event :isError) t)
                        (format "✗ failed: %s" (car (split-string (string-trim out) "\n"))))
@@ -1009,8 +1016,25 @@ output, also when another window is selected."
                          (plist-get event :todos) ""))
       'garuda-note-face)
      (setq garuda--mode 'tool))
-    ("compaction" (garuda--show-compaction event)))
+    ("compaction" (garuda--show-compaction event))
+    ("hook" (garuda--show-hook event)))
   (force-mode-line-update))
+
+(defun garuda--show-hook (event)
+  "A line for hook EVENT that blocked, failed or has a message; the rest is quiet.
+A blocked tool call says so on its own status line, so PreToolUse's
+block is not repeated."
+  (let* ((what (concat (plist-get event :event)
+                       (if (plist-get event :subject) (format " (%s)" (plist-get event :subject)) "")))
+         (msg (plist-get event :message))
+         (line (pcase (plist-get event :phase)
+                 ("blocked" (unless (equal (plist-get event :event) "PreToolUse")
+                              (concat "⛔ hook " what " blocked" (if msg (concat ": " msg) ""))))
+                 ("failed" (format "⚠ hook %s failed: %s" what (or msg "?")))
+                 ("finished" (and msg (format "⚓ hook %s: %s" what msg))))))
+    (when line
+      (garuda--insert (concat "\n" line) 'garuda-note-face)
+      (setq garuda--mode 'tool))))
 
 (defun garuda--show-compaction (event)
   "One line for a finished, failed or paused compaction EVENT."

@@ -432,3 +432,31 @@ fn a_workspace_hook_runs_only_once_the_user_trusts_the_workspace() {
     assert_eq!(r["stopReason"], "end_turn", "{r}");
     assert!(ws.path().join("ws-hook-ran").exists(), "trusted: it runs");
 }
+
+/// A session still in memory when the client closes stdin: its SessionEnd hook runs with
+/// reason `exit` and the server waits for it before exiting.
+#[test]
+fn session_end_runs_at_exit_and_is_waited_for() {
+    let home = tempfile::tempdir().expect("home");
+    let log = home.path().join("end.log");
+    let mut cfg = String::from(NO_SANDBOX);
+    cfg.push_str(&format!(
+        "[[hooks.SessionEnd]]\nhooks = [{{ type = \"command\", command = \"sleep 0.5; cat > {}\" }}]\n",
+        log.display()
+    ));
+    write_config(home.path(), &cfg);
+    let mock = Mock::start(vec![text("hi", 10)]);
+    let (mut g, _ws, wid) = start(home.path(), &mock);
+    let sid = new_session(&mut g, &wid);
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": [{"type": "text", "text": "hello"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    g.close_stdin();
+    assert_eq!(g.wait_exit(), Some(0));
+    // Written before the server exited: no waiting here.
+    let end = std::fs::read_to_string(&log).expect("the SessionEnd hook ran before the exit");
+    assert!(end.contains("\"reason\":\"exit\""), "{end}");
+    assert!(end.contains(&sid), "{end}");
+}

@@ -708,6 +708,38 @@ works without a restart."
             (should (string-match-p "Works again\\." (buffer-string)))))
       (when (file-exists-p cfg) (delete-file cfg)))))
 
+(ert-deftest garuda-test-c4-blocked-by-a-hook ()
+  "A call the user's PreToolUse hook blocked says so and why, is not shown as a failure and
+asks nothing; a hook that fails is a warning line."
+  (let* ((cfg (expand-file-name "garuda/config.toml" (getenv "XDG_CONFIG_HOME")))
+         (garuda-test-auto nil)
+         chat)
+    (garuda-shutdown)
+    (make-directory (file-name-directory cfg) t)
+    (with-temp-file cfg
+      (insert "[[hooks.PreToolUse]]\nmatcher = \"Bash\"\n"
+              "hooks = [{ type = \"command\", command = \"echo 'rm is not allowed here' >&2; exit 2\" }]\n"
+              "[[hooks.UserPromptSubmit]]\nhooks = [{ type = \"command\", command = \"exit 7\" }]\n"))
+    (unwind-protect
+        (progn
+          (setq chat (garuda-test--fresh
+                      (list (garuda-test--tool "h1" "bash" '(:command "rm -rf build"))
+                            (garuda-test--text "Understood."))))
+          (with-current-buffer chat
+            (garuda-send "clean up")
+            (garuda-test--wait (garuda-test--done chat))
+            (should-not garuda--approvals)
+            (let ((text (garuda-test--text-of chat)))
+              (should (string-match-p "▸ bash: rm -rf build\n  ⛔ blocked by a hook: rm is not allowed here" text))
+              (should-not (string-match-p "✗ failed" text))
+              ;; Said on the call's line, not again as a hook line.
+              (should-not (string-match-p "⛔ hook PreToolUse" text))
+              (should (string-match-p "⚠ hook UserPromptSubmit failed" text))
+              (should-not (string-match-p "approval waiting" text))
+              (should (string-match-p "Understood\\." text)))))
+      (when (file-exists-p cfg) (delete-file cfg))
+      (garuda-shutdown))))
+
 (ert-deftest garuda-test-c3-broken-project-config ()
   "A typo in the project's .garuda/config.toml: the doctor names the file and line, and the
 chat shows it once and does not stay running."

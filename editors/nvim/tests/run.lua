@@ -872,6 +872,32 @@ test('a refused edit shows its reason on its status line', function()
   vim.cmd('silent! bwipeout!')
 end)
 
+test('a call a hook blocked says "blocked by a hook" and why; a failing hook is a warning line', function()
+  local cfg = env.XDG_CONFIG_HOME .. '/garuda/config.toml'
+  vim.fn.mkdir(env.XDG_CONFIG_HOME .. '/garuda', 'p')
+  vim.fn.writefile({
+    '[[hooks.PreToolUse]]',
+    'matcher = "Bash"',
+    [[hooks = [{ type = "command", command = "echo 'rm is not allowed here' >&2; exit 2" }] ]],
+    '[[hooks.UserPromptSubmit]]',
+    [[hooks = [{ type = "command", command = "exit 7" }] ]],
+  }, cfg)
+  garuda.stop({ keep_sessions = true })
+  fresh({ bash('h1', 'rm -rf build'), text('Understood.') })
+  vim.cmd('Garuda clean up')
+  wait_for('end of turn', turn_done(1))
+  vim.fn.delete(cfg)
+  garuda.stop({ keep_sessions = true })
+  local t = chat_text()
+  local status = t:match('\n(  ⛔ blocked by a hook[^\n]*)')
+  assert(status, t)
+  has(status, 'rm is not allowed here', 'the hook\'s reason on the status line')
+  assert(not t:find('✗ failed', 1, true), 'a blocked call is not shown as a failure')
+  assert(not t:find('⛔ hook PreToolUse', 1, true), 'said on the call\'s line, not again as a hook line')
+  has(t, '⚠ hook UserPromptSubmit failed', 'a failing hook warns')
+  assert(not t:find('approval waiting', 1, true), 'nothing was asked')
+end)
+
 test('any other tool is asked with its arguments as readable lines', function()
   local d = require('garuda.edits').describe_call('mcp__docs__search', { query = 'yes', limit = 3, opts = { deep = true } }, project)
   eq(table.concat(d.body, '|'), 'limit: 3|opts: {"deep":true}|query: yes', 'key: value lines')

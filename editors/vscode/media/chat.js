@@ -106,7 +106,7 @@
       }
       d.classList.remove('running');
       d.classList.add(m.status);
-      const mark = m.status === 'ok' ? '✓' : m.status === 'timeout' ? '⏱' : '✗';
+      const mark = m.status === 'ok' ? '✓' : m.status === 'timeout' ? '⏱' : m.status === 'blocked' ? '⛔' : '✗';
       d.querySelector('summary').textContent = mark + ' ' + d.dataset.title + ' · ' + m.summary;
       d.querySelector('pre').textContent = m.output;
     },

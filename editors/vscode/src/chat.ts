@@ -15,7 +15,7 @@ export type ToView =
   | { type: 'text'; text: string }
   | { type: 'thinking'; text: string }
   | { type: 'toolStart'; id: string; title: string }
-  | { type: 'toolEnd'; id: string; status: 'ok' | 'error' | 'cancelled' | 'timeout'; summary: string; output: string }
+  | { type: 'toolEnd'; id: string; status: 'ok' | 'error' | 'cancelled' | 'timeout' | 'blocked'; summary: string; output: string }
   | { type: 'approval'; id: number; title: string; body: string; bodyKind: 'diff' | 'command' | 'json'; warning?: string; saveFirst?: boolean }
   | { type: 'approvalClosed'; id: number }
   | { type: 'focusApproval' }
@@ -435,7 +435,7 @@ export class ChatController {
         const meta = (ev.meta ?? {}) as Record<string, unknown>;
         const timed = p.timedOut.get(ev.id);
         const lines = ev.output ? ev.output.replace(/\n+$/, '').split('\n').length : 0;
-        let status: 'ok' | 'error' | 'cancelled' | 'timeout' = ev.isError ? 'error' : 'ok';
+        let status: 'ok' | 'error' | 'cancelled' | 'timeout' | 'blocked' = ev.isError ? 'error' : 'ok';
         let summary = ev.isError ? 'failed' : 'done';
         if (timed !== undefined || meta.approval === 'timedOut' || meta.approvalTimedOut === true) {
           status = 'timeout';
@@ -443,6 +443,11 @@ export class ChatController {
         } else if (meta.cancelled) {
           status = 'cancelled';
           summary = 'interrupted';
+        } else if (meta.blockedByHook) {
+          // The user's own hook refused it: not a failure, and the reason where it is seen.
+          status = 'blocked';
+          const why = (ev.output ?? '').trim().split('\n')[0].replace(/^Blocked by a hook:\s*/, '');
+          summary = why ? `blocked by a hook: ${why}` : 'blocked by a hook';
         }
         if (meta.exitCode !== undefined) summary += ` · exit ${meta.exitCode}`;
         else if (status === 'error' && ev.output.trim()) {
@@ -469,6 +474,17 @@ export class ChatController {
       case 'compaction':
         this.onCompaction(p, ev);
         break;
+      case 'hook': {
+        // A hook that blocked, failed or has a message gets a line; the rest is quiet. A
+        // blocked tool call says so on its own line, so PreToolUse's block is not repeated.
+        const what = `${ev.event}${ev.subject ? ` (${ev.subject})` : ''}`;
+        let text: string | undefined;
+        if (ev.phase === 'blocked' && ev.event !== 'PreToolUse') text = `⛔ hook ${what} blocked${ev.message ? `: ${ev.message}` : ''}`;
+        else if (ev.phase === 'failed') text = `⚠ hook ${what} failed: ${ev.message ?? '?'}`;
+        else if (ev.phase === 'finished' && ev.message) text = `⚓ hook ${what}: ${ev.message}`;
+        if (text) this.emit(p, { type: 'note', text });
+        break;
+      }
       default:
         break;
     }

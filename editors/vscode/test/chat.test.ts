@@ -284,6 +284,34 @@ test('a misspelled provider in garuda.model names the setting and the likely spe
   await chat.dispose();
 });
 
+test('a call the user\'s hook blocked says "blocked by a hook" and why, asks nothing, is no failure; a failing hook is a warning note', async () => {
+  const { e, host, chat, approvals, setModel } = setup(null);
+  mkdirSync(join(e.XDG_CONFIG_HOME!, 'garuda'), { recursive: true });
+  writeFileSync(
+    join(e.XDG_CONFIG_HOME!, 'garuda', 'config.toml'),
+    [
+      '[[hooks.PreToolUse]]',
+      'matcher = "Bash"',
+      `hooks = [{ type = "command", command = "echo 'rm is not allowed here' >&2; exit 2" }]`,
+      '[[hooks.UserPromptSubmit]]',
+      'hooks = [{ type = "command", command = "exit 7" }]',
+      '',
+    ].join('\n'),
+  );
+  setModel(cassette([tool('h1', 'bash', { command: 'rm -rf build' }), text('Understood.')]));
+  chat.setRoot(project('hooked'));
+  await chat.send('clean up');
+  assert.equal(approvals.length, 0, 'nothing was asked');
+  const end = host.posted.find((m) => m.type === 'toolEnd') as Extract<ToView, { type: 'toolEnd' }>;
+  assert.equal(end.status, 'blocked');
+  assert.match(end.summary, /^blocked by a hook: rm is not allowed here/);
+  const notes = host.texts('note');
+  assert.ok(notes.some((t) => /^⚠ hook UserPromptSubmit failed/.test(t)), notes.join(' | '));
+  assert.ok(!notes.some((t) => t.includes('rm is not allowed here')), 'the reason is on the tool line, once');
+  assert.match(said(host), /Understood\./);
+  await chat.dispose();
+});
+
 test('cancel says the queued prompt was dropped', async () => {
   const { host, chat, setModel } = setup();
   setModel(cassette([tool('c1', 'bash', { command: 'sleep 30' }), text('never'), text('never either')]));

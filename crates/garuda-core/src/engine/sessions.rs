@@ -18,6 +18,9 @@ use crate::turn::{self, LiveSession, ModelBinding, SessionSetup, TurnHost, TurnO
 use crate::workspace::GitState;
 use crate::workspace::Workspace;
 
+/// How long the process waits at exit for the sessions' SessionEnd hooks.
+pub const EXIT_HOOKS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Most sessions kept in memory; past it the least recently used idle ones are dropped (their
 /// transcripts are on disk, and the next request for one loads it again).
 pub const MAX_LIVE_SESSIONS: usize = 256;
@@ -118,6 +121,11 @@ impl Sessions {
             }
         }
         kept
+    }
+
+    /// Every session in memory.
+    pub(crate) fn all(&self) -> Vec<Arc<LiveSession>> {
+        self.map().values().map(|e| e.session.clone()).collect()
     }
 
     fn remove(&self, id: &str) -> Option<Arc<LiveSession>> {
@@ -609,6 +617,28 @@ impl Engine {
             next_cursor: (end < all.len()).then_some(end as u64),
             total: all.len() as u64,
         })
+    }
+
+    /// The process is exiting: the SessionEnd hooks (reason `exit`) of every session still
+    /// in memory run together, and this waits for them up to [`EXIT_HOOKS_WAIT`].
+    pub async fn end_sessions_at_exit(&self) {
+        let ends: Vec<_> = self
+            .sessions
+            .all()
+            .into_iter()
+            .map(|s| async move { s.end_at_exit().await })
+            .collect();
+        if ends.is_empty() {
+            return;
+        }
+        let all = futures_util::future::join_all(ends);
+        if tokio::time::timeout(EXIT_HOOKS_WAIT, all).await.is_err() {
+            tracing::warn!(
+                target: "garuda::hooks",
+                "SessionEnd hooks still running after {} s at exit: left behind",
+                EXIT_HOOKS_WAIT.as_secs()
+            );
+        }
     }
 
     /// Stops a session's running operation and frees it from memory; its transcript stays

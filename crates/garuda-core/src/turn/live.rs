@@ -585,6 +585,19 @@ impl LiveSession {
         );
     }
 
+    /// The process exits with the session in memory: its SessionEnd hooks run (reason
+    /// `exit`) and the caller waits for them, so a cleanup hook is not cut off by the exit.
+    pub async fn end_at_exit(self: &Arc<Self>) {
+        let data = crate::hooks::EventData::SessionEnd {
+            reason: "exit".to_string(),
+        };
+        if !self.setup.hooks.has(data.event()) {
+            return;
+        }
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let _ = super::hooks::fire(self, &super::host::NullHost, None, data, &cancel).await;
+    }
+
     /// The SessionStart source still to fire, once.
     pub(crate) fn take_start_hooks(&self) -> Option<crate::hooks::SessionSource> {
         self.start_hooks

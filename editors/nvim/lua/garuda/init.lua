@@ -374,6 +374,11 @@ local function tool_finished(p, ev)
     status = ('  ⏱ not run: the approval timed out%s'):format(timed and (' after ' .. timed .. ' s') or '')
   elseif meta.cancelled then
     status = '  ✗ interrupted'
+  elseif meta.blockedByHook then
+    -- The user's own hook refused it: say so, and why, so it is not taken for a failure.
+    local why = vim.trim(vim.split(ev.output or '', '\n', { plain = true })[1] or '')
+    why = why:gsub('^Blocked by a hook:%s*', '')
+    status = '  ⛔ blocked by a hook' .. (why ~= '' and (': ' .. why) or '')
   elseif meta.approval == 'rejected' then
     status = '  ✗ not run: rejected'
   elseif ev.isError then
@@ -398,6 +403,25 @@ local function tool_finished(p, ev)
   close_fold_later(b, at)
   p.mode = 'tool'
 end
+
+-- A hook that blocked, failed or has a message for the user gets a line; the rest is quiet.
+-- A blocked tool call says so on its own status line, so PreToolUse's block is not repeated.
+local function on_hook(p, ev)
+  local what = ev.event .. (ev.subject and (' (' .. ev.subject .. ')') or '')
+  local line
+  if ev.phase == 'blocked' and ev.event ~= 'PreToolUse' then
+    line = '⛔ hook ' .. what .. ' blocked' .. (ev.message and (': ' .. ev.message) or '')
+  elseif ev.phase == 'failed' then
+    line = '⚠ hook ' .. what .. ' failed: ' .. (ev.message or '?')
+  elseif ev.phase == 'finished' and ev.message then
+    line = '⚓ hook ' .. what .. ': ' .. ev.message
+  end
+  if line then
+    append_block(line, p.root)
+    p.mode = 'tool'
+  end
+end
+M.on_hook = on_hook
 
 local function on_compaction(p, ev)
   local phase = ev.phase
@@ -470,6 +494,8 @@ local function on_update(params)
     p.mode = 'tool'
   elseif k == 'compaction' then
     on_compaction(p, ev)
+  elseif k == 'hook' then
+    on_hook(p, ev)
   end
   redraw_status()
 end
