@@ -305,8 +305,8 @@ test('a call the user\'s hook blocked says "blocked by a hook" and why, asks not
   const end = host.posted.find((m) => m.type === 'toolEnd') as Extract<ToView, { type: 'toolEnd' }>;
   assert.equal(end.status, 'blocked');
   assert.match(end.summary, /^blocked by a hook: rm is not allowed here/);
-  const notes = host.texts('note');
-  assert.ok(notes.some((t) => /^⚠ hook UserPromptSubmit failed/.test(t)), notes.join(' | '));
+  const notes = host.posted.filter((m) => m.type === 'note').map((m) => (m as { text: string }).text);
+  assert.ok(notes.some((t) => /^⚠ hook UserPromptSubmit failed: hook `exit 7` exited with 7/.test(t)), notes.join(' | '));
   assert.ok(!notes.some((t) => t.includes('rm is not allowed here')), 'the reason is on the tool line, once');
   assert.match(said(host), /Understood\./);
   await chat.dispose();
