@@ -746,3 +746,80 @@ fn a_config_error_leaves_the_agent_up_and_a_fixed_file_is_enough() {
     );
     acp.finish();
 }
+
+/// A PreToolUse hook that blocks a command: the call fails with the hook's reason, no
+/// permission is asked, and the block reaches the user as a `notice` for clients that show
+/// notices, else as a thought line.
+#[test]
+fn a_blocked_call_is_a_notice_or_a_thought() {
+    for notices in [true, false] {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let dir = home.path().join("config/garuda");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("config.toml"),
+            "[[hooks.PreToolUse]]\nmatcher = \"Bash\"\n\
+             hooks = [{ type = \"command\", command = \"echo 'no rm here' >&2; exit 2\" }]\n",
+        )
+        .unwrap();
+        let tape = cassette(
+            home.path(),
+            &[
+                bash_call("toolu_h", "rm -rf build"),
+                json!({"response": {"content": [{"type": "text", "text": "Understood."}],
+                    "stopReason": "end_turn"}}),
+            ],
+        );
+        let mut acp = Acp::spawn(home.path(), &tape);
+        let caps = if notices {
+            json!({"session": {"notices": {}}})
+        } else {
+            json!({})
+        };
+        acp.call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": caps}),
+        );
+        let sid = acp.call("session/new", json!({"cwd": ws.path(), "mcpServers": []}))["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let r = acp.call(
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "clean"}]}),
+        );
+        assert_eq!(r["stopReason"], "end_turn");
+        assert!(acp.permissions.is_empty(), "{:?}", acp.permissions);
+        let failed = acp
+            .updates
+            .iter()
+            .find(|u| {
+                u["update"]["sessionUpdate"] == "tool_call_update"
+                    && u["update"]["status"] == "failed"
+            })
+            .unwrap_or_else(|| panic!("no failed call: {:?}", acp.updates));
+        assert!(
+            failed.to_string().contains("Blocked by a hook: no rm here"),
+            "{failed}"
+        );
+        let notice = acp
+            .updates
+            .iter()
+            .find(|u| u["update"]["sessionUpdate"] == "notice");
+        let thought = acp.updates.iter().any(|u| {
+            u["update"]["sessionUpdate"] == "agent_thought_chunk"
+                && u.to_string().contains("[hook PreToolUse bash] no rm here")
+        });
+        if notices {
+            let n = notice.unwrap_or_else(|| panic!("no notice: {:?}", acp.updates));
+            assert_eq!(n["update"]["title"], "hook PreToolUse (bash) blocked");
+            assert_eq!(n["update"]["description"], "no rm here");
+            assert!(!thought);
+        } else {
+            assert!(notice.is_none());
+            assert!(thought, "{:?}", acp.updates);
+        }
+        acp.finish();
+    }
+}

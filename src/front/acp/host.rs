@@ -18,7 +18,8 @@ use crate::rpc::{Client, RpcError};
 use garuda_core::fsroot::Root;
 use garuda_core::tools::ToolRegistry;
 use garuda_core::turn::{
-    ClientToolResult, CommandRun, PermissionAnswer, PermissionRequest, TurnEvent, TurnHost,
+    ClientToolResult, CommandRun, HookPhase, PermissionAnswer, PermissionRequest, TurnEvent,
+    TurnHost,
 };
 
 /// Relays a turn to an ACP client.
@@ -203,6 +204,26 @@ impl TurnHost for AcpHost {
             } => self.finish(session_id, &id, &output, is_error),
             TurnEvent::Compaction { phase, message, .. } => {
                 self.compaction(session_id, phase, message)
+            }
+            // A client that shows notices gets a hook that blocked or failed as one (a
+            // warning for a failure); others get the thought line of `event_update`.
+            TurnEvent::Hook {
+                event,
+                phase: phase @ (HookPhase::Blocked | HookPhase::Failed),
+                subject,
+                message,
+            } if self.caps.notices => {
+                let severity = match phase {
+                    HookPhase::Failed => acp::NoticeSeverity::Warning,
+                    _ => acp::NoticeSeverity::Info,
+                };
+                let what = subject.map(|s| format!(" ({s})")).unwrap_or_default();
+                let title = format!("hook {event}{what} {}", phase.name());
+                send_update(
+                    &self.client,
+                    session_id,
+                    convert::notice(severity, &title, message),
+                );
             }
             other => {
                 if let Some(u) = convert::event_update(other, self.context_window) {
