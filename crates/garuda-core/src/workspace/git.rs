@@ -29,7 +29,9 @@ pub struct GitState {
 /// failure.
 pub fn read_git_state(root: &Path, timeout: Duration) -> Option<GitState> {
     let deadline = Instant::now() + timeout;
-    let status = run_git(
+    // Both run at once: the first request waits for this note, so the two git processes
+    // cost one start, not two.
+    let status = start_git(
         root,
         &[
             "status",
@@ -38,13 +40,8 @@ pub fn read_git_state(root: &Path, timeout: Duration) -> Option<GitState> {
             "--untracked-files=normal",
             "--ignore-submodules=dirty",
         ],
-        deadline,
-    )?;
-    let mut lines = status.lines();
-    let branch = lines.next()?.strip_prefix("## ")?.trim().to_string();
-    let status: Vec<String> = lines.map(str::to_string).collect();
-    // An empty repository has no log; that is not a failure.
-    let commits = run_git(
+    );
+    let log = start_git(
         root,
         &[
             "log",
@@ -53,10 +50,17 @@ pub fn read_git_state(root: &Path, timeout: Duration) -> Option<GitState> {
             "--no-color",
             &format!("-n{RECENT_COMMITS}"),
         ],
-        deadline,
-    )
-    .map(|l| l.lines().map(str::to_string).collect())
-    .unwrap_or_default();
+    );
+    let status = status.and_then(|g| g.finish(deadline));
+    // An empty repository has no log; that is not a failure.
+    let commits: Vec<String> = log
+        .and_then(|g| g.finish(deadline))
+        .map(|l| l.lines().map(str::to_string).collect())
+        .unwrap_or_default();
+    let status = status?;
+    let mut lines = status.lines();
+    let branch = lines.next()?.strip_prefix("## ")?.trim().to_string();
+    let status: Vec<String> = lines.map(str::to_string).collect();
     Some(GitState {
         branch,
         status,
@@ -64,8 +68,14 @@ pub fn read_git_state(root: &Path, timeout: Duration) -> Option<GitState> {
     })
 }
 
-/// Runs one read-only git command in `root`; its stdout when it exits 0 before `deadline`.
-fn run_git(root: &Path, args: &[&str], deadline: Instant) -> Option<String> {
+/// A read-only git command started, its stdout drained on a thread.
+struct RunningGit {
+    child: std::process::Child,
+    out: std::sync::mpsc::Receiver<Vec<u8>>,
+}
+
+/// Starts one read-only git command in `root`.
+fn start_git(root: &Path, args: &[&str]) -> Option<RunningGit> {
     let mut child = Command::new("git")
         .arg("-C")
         .arg(root)
@@ -87,7 +97,11 @@ fn run_git(root: &Path, args: &[&str], deadline: Instant) -> Option<String> {
         .stderr(Stdio::null())
         .spawn()
         .ok()?;
-    let mut out = child.stdout.take()?;
+    let Some(mut out) = child.stdout.take() else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return None;
+    };
     let (tx, rx) = std::sync::mpsc::channel();
     // The pipe is drained on a thread so a large output never stalls git past the deadline.
     std::thread::spawn(move || {
@@ -96,27 +110,43 @@ fn run_git(root: &Path, args: &[&str], deadline: Instant) -> Option<String> {
         let _ = std::io::copy(&mut out, &mut std::io::sink());
         let _ = tx.send(buf);
     });
-    let buf = match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-        Ok(b) => b,
-        Err(_) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-    };
-    loop {
-        match child.try_wait() {
-            Ok(Some(s)) if s.success() => break,
-            Ok(Some(_)) | Err(_) => return None,
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
+    Some(RunningGit { child, out: rx })
+}
+
+impl RunningGit {
+    /// Its stdout when it exits 0 before `deadline`; killed past it.
+    fn finish(mut self, deadline: Instant) -> Option<String> {
+        let buf = match self
+            .out
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            Ok(b) => b,
+            Err(_) => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
                 return None;
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+        };
+        // Its stdout has closed, so it is exiting: poll from a fraction of a millisecond
+        // up, not a fixed sleep that the first request would wait out.
+        let mut pause = Duration::from_micros(100);
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(s)) if s.success() => break,
+                Ok(Some(_)) | Err(_) => return None,
+                Ok(None) if Instant::now() >= deadline => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    return None;
+                }
+                Ok(None) => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(5));
+                }
+            }
         }
+        Some(String::from_utf8_lossy(&buf).into_owned())
     }
-    Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
 /// The `<garuda_note>` the model gets with its first message (pure).
