@@ -210,3 +210,33 @@ fn a_waiting_turn_is_cancelled_unrun() {
         "{r}"
     );
 }
+
+/// A turn sent the moment the previous one answered never fails as busy because a client
+/// was reading the session (`context/inspect` holds its state for a moment): the turn waits
+/// the read out (benches/load.py's prober used to make a few turns fail with -32056).
+#[test]
+fn a_read_of_the_session_never_makes_a_turn_busy() {
+    let model = SlowModel::answering_after(Duration::ZERO);
+    let (mut g, _home, _ws, wid) = model.spawn("");
+    let sid = g.call("session/new", json!({"workspaceId": wid}))["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_string();
+    for i in 0..60 {
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            ids.push(g.send_request("context/inspect", json!({"sessionId": sid})));
+        }
+        let turn = g.send_request(
+            "turn/run",
+            json!({"sessionId": sid, "input": text(&format!("turn {i}"))}),
+        );
+        for _ in 0..3 {
+            ids.push(g.send_request("context/inspect", json!({"sessionId": sid})));
+        }
+        ids.push(turn);
+        for (id, m) in answers(&mut g, &ids) {
+            assert!(m.get("error").is_none(), "request {id} of round {i}: {m}");
+        }
+    }
+}

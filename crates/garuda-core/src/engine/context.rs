@@ -106,7 +106,7 @@ impl Engine {
         cancel: CancellationToken,
     ) -> Result<turn::CompactOutcome, EngineError> {
         let live = self.session(id)?;
-        let mut state = live.begin(&cancel)?;
+        let mut state = live.begin(&cancel).await?;
         let token = format!("garuda/compact/{}", new_id());
         host.progress(
             &token,
@@ -163,7 +163,7 @@ impl Engine {
         message_ids: Vec<String>,
     ) -> Result<turn::SnipOutcome, EngineError> {
         let live = self.session(id)?;
-        let mut state = live.begin(&CancellationToken::new())?;
+        let mut state = live.try_begin(&CancellationToken::new())?;
         Ok(turn::snip_ids(&live, &mut state, message_ids)?)
     }
 
@@ -177,7 +177,7 @@ impl Engine {
         cancel: CancellationToken,
     ) -> Result<turn::CollapseOutcome, EngineError> {
         let live = self.session(id)?;
-        let mut state = live.begin(&cancel)?;
+        let mut state = live.begin(&cancel).await?;
         Ok(turn::collapse(&live, &mut state, from, to, summary, &cancel).await?)
     }
 

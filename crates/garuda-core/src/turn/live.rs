@@ -273,8 +273,19 @@ pub(crate) struct NextTools {
 
 /// The running operation of a session: the session's state, exclusively, until it drops.
 pub struct Operation<'a> {
-    session: &'a LiveSession,
     state: tokio::sync::MutexGuard<'a, SessionState>,
+    /// Dropped after `state`: the session stays claimed until its state is free.
+    _claim: Claim<'a>,
+}
+
+/// A session's claim to run the one operation it may run; cleared when dropped, also when
+/// the operation never got the state (its caller went away while it waited).
+struct Claim<'a>(&'a LiveSession);
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        *self.0.running.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
 }
 
 impl Deref for Operation<'_> {
@@ -287,16 +298,6 @@ impl Deref for Operation<'_> {
 impl DerefMut for Operation<'_> {
     fn deref_mut(&mut self) -> &mut SessionState {
         &mut self.state
-    }
-}
-
-impl Drop for Operation<'_> {
-    fn drop(&mut self) {
-        *self
-            .session
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = None;
     }
 }
 
@@ -371,17 +372,40 @@ impl LiveSession {
     }
 
     /// Starts an operation; `Busy` while another one runs. `cancel` is what `cancel()`
-    /// cancels until the operation ends.
-    pub fn begin(&self, cancel: &CancellationToken) -> Result<Operation<'_>, TurnError> {
+    /// cancels until the operation ends. A read that holds the state for a moment
+    /// (`context/inspect`, a fork's copy) is waited out, so a turn sent right after another
+    /// one answered never fails because a client was looking at the session.
+    pub async fn begin(&self, cancel: &CancellationToken) -> Result<Operation<'_>, TurnError> {
+        let claim = self.claim(cancel)?;
+        let state = self.state.lock().await;
+        Ok(Operation {
+            state,
+            _claim: claim,
+        })
+    }
+
+    /// [`Self::begin`] for a caller that cannot wait: `Busy` also while a read holds the
+    /// state.
+    pub fn try_begin(&self, cancel: &CancellationToken) -> Result<Operation<'_>, TurnError> {
+        let claim = self.claim(cancel)?;
         let state = self
             .state
             .try_lock()
             .map_err(|_| TurnError::Busy(self.id.clone()))?;
-        *self.running.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
         Ok(Operation {
-            session: self,
             state,
+            _claim: claim,
         })
+    }
+
+    /// Claims the session for one operation; `Busy` while another holds it.
+    fn claim(&self, cancel: &CancellationToken) -> Result<Claim<'_>, TurnError> {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if running.is_some() {
+            return Err(TurnError::Busy(self.id.clone()));
+        }
+        *running = Some(cancel.clone());
+        Ok(Claim(self))
     }
 
     /// The state when no operation runs, for a read that must not wait (None: busy).

@@ -100,7 +100,7 @@ pub async fn run_turn_with(
             session.model_spec()
         )));
     }
-    let mut state = session.begin(&cancel)?;
+    let mut state = session.begin(&cancel).await?;
     let result = run_locked(
         session,
         &mut state,

@@ -534,7 +534,7 @@ async fn a_cancel_keeps_the_partial_answer_and_frees_the_session() {
     }
     // Busy while it runs; cancel() reaches the running operation.
     assert!(matches!(
-        f.live.begin(&CancellationToken::new()).err(),
+        f.live.try_begin(&CancellationToken::new()).err(),
         Some(TurnError::Busy(_))
     ));
     assert!(f.live.cancel());
