@@ -116,6 +116,11 @@ fn start_git(root: &Path, args: &[&str]) -> Option<RunningGit> {
 impl RunningGit {
     /// Its stdout when it exits 0 before `deadline`; killed past it.
     fn finish(mut self, deadline: Instant) -> Option<String> {
+        if Instant::now() >= deadline {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            return None;
+        }
         let buf = match self
             .out
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
