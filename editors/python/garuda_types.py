@@ -651,7 +651,7 @@ class PermissionRequest(TypedDict):
 
     # Arguments.
     input: Any
-    # The choices: `allow_once`, `allow_always`, `reject`.
+    # The choices: `allow_once`, `allow_always` (not offered for a `bash` call with `outside_sandbox`, which is asked for every time), `reject`.
     options: List[PermissionOption]
     # The session.
     sessionId: str

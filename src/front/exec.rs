@@ -361,14 +361,21 @@ impl TurnHost for ExecHost {
             let mut state = self.lock();
             self.end_line(&mut state);
         }
+        // A call that leaves the sandbox is asked for every time: no "always".
+        let always = req.options.iter().any(|o| o.option_id == "allow_always");
         Box::pin(async move {
             let answer = tokio::task::spawn_blocking(move || {
-                eprint!("Allow {}? [y]es / [a]lways / [N]o: ", req.title);
+                let choices = if always {
+                    "[y]es / [a]lways / [N]o"
+                } else {
+                    "[y]es / [N]o"
+                };
+                eprint!("Allow {}? {choices}: ", req.title);
                 let mut line = String::new();
                 let _ = std::io::stdin().read_line(&mut line);
                 match line.trim() {
                     "y" | "Y" | "yes" => PermissionAnswer::AllowOnce,
-                    "a" | "A" | "always" => PermissionAnswer::AllowAlways,
+                    "a" | "A" | "always" if always => PermissionAnswer::AllowAlways,
                     _ => PermissionAnswer::Reject,
                 }
             })

@@ -22,6 +22,9 @@ import * as acp from "@agentclientprotocol/sdk";
 // Not exported by the package: the generated zod schemas of the stable v1 surface, the same
 // ones the SDK validates incoming params with. Pinned SDK version, so the path is stable.
 import * as zs from "./node_modules/@agentclientprotocol/sdk/dist/v1/schema/zod.gen.js";
+// The unstable surface, for `session/fork` (which Garuda offers in ACP's unstable form).
+import { methods as unstableMethods } from "@agentclientprotocol/sdk/unstable";
+import * as zu from "./node_modules/@agentclientprotocol/sdk/dist/v1/unstable/schema/zod.gen.js";
 
 const BIN = process.env.GARUDA_BIN;
 if (!BIN) throw new Error("set GARUDA_BIN to the garuda binary");
@@ -1073,4 +1076,46 @@ test("a command runs in the client's terminal when it offers terminal/*", async 
     },
   );
   assert.equal(code, 0);
+});
+
+test("session/fork (unstable): a new session with the history; the source stays as it was", async () => {
+  const fx = fixture([
+    answer("Noted: apple.", { match: "remember apple" }),
+    answer("The word was apple.", { match: "which word" }),
+  ]);
+  let source, forked;
+  const a = await withAgent(fx, async (ctx, rec) => {
+    const r = await init(ctx);
+    zu.zInitializeResponse.parse(r);
+    assert.deepEqual(r.agentCapabilities.sessionCapabilities.fork, {});
+    source = await newSession(ctx, fx.ws);
+    await prompt(ctx, source, "remember apple");
+    rec.updates.length = 0;
+    const f = await ctx.request(unstableMethods.agent.session.fork, { sessionId: source, cwd: fx.ws, mcpServers: [] });
+    zu.zForkSessionResponse.parse(f);
+    forked = f.sessionId;
+    assert.notEqual(forked, source);
+    assert.equal(f.modes.currentModeId, "ask");
+    const info = await nextOf(rec, "session_info_update");
+    assert.equal(info.title, "remember apple");
+    const p = await prompt(ctx, forked, "which word was it?");
+    assert.equal(p.stopReason, "end_turn");
+    assert.equal(text(rec.updates.filter((u) => u.sessionId === forked)), "The word was apple.");
+    const unknown = await rpcError(
+      ctx.request(unstableMethods.agent.session.fork, { sessionId: "no-such-session", cwd: fx.ws, mcpServers: [] }),
+    );
+    assert.equal(unknown.code, -32002);
+  });
+  assert.equal(a.code, 0);
+  const prompts = async (ctx, rec, sessionId) => {
+    rec.updates.length = 0;
+    await ctx.request(methods.agent.session.load, { sessionId, cwd: fx.ws, mcpServers: [] });
+    return ofKind(rec.updates, "user_message_chunk").map((u) => u.update.content.text);
+  };
+  const b = await withAgent(fx, async (ctx, rec) => {
+    await init(ctx);
+    assert.deepEqual(await prompts(ctx, rec, forked), ["remember apple", "which word was it?"]);
+    assert.deepEqual(await prompts(ctx, rec, source), ["remember apple"]);
+  });
+  assert.equal(b.code, 0);
 });

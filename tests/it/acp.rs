@@ -822,4 +822,124 @@ fn a_blocked_call_is_a_notice_or_a_thought() {
         }
         acp.finish();
     }
+
+fn answer_if(needle: &str, text: &str) -> Value {
+    json!({"response": {"content": [{"type": "text", "text": text}],
+        "stopReason": "end_turn", "usage": {"inputTokens": 30, "outputTokens": 5}},
+        "match": needle})
+}
+
+/// The user messages a `session/load` of `sid` replays, in order.
+fn replayed_prompts(acp: &mut Acp, sid: &str, ws: &Path) -> Vec<String> {
+    acp.updates.clear();
+    acp.call(
+        "session/load",
+        json!({"sessionId": sid, "cwd": ws, "mcpServers": []}),
+    );
+    acp.updates
+        .iter()
+        .filter(|u| u["update"]["sessionUpdate"] == "user_message_chunk")
+        .filter_map(|u| u["update"]["content"]["text"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn session_fork_copies_the_history_into_a_new_session_and_leaves_the_source() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(
+        home.path(),
+        &[
+            answer_if("apple", "Noted: apple."),
+            answer_if("which word", "The word was apple."),
+        ],
+    );
+    let mut acp = Acp::spawn(home.path(), &tape);
+    let init = acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    // Advertised in ACP's unstable form only: `sessionCapabilities.fork`.
+    assert_eq!(
+        init["agentCapabilities"]["sessionCapabilities"]["fork"],
+        json!({}),
+        "{init}"
+    );
+    let new = acp.call("session/new", json!({"cwd": ws.path(), "mcpServers": []}));
+    let sid = new["sessionId"].as_str().expect("sessionId").to_string();
+    acp.call(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "full-auto"}),
+    );
+    let r = acp.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "remember apple"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn");
+    acp.updates.clear();
+
+    let fork = acp.call(
+        "session/fork",
+        json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}),
+    );
+    let fid = fork["sessionId"].as_str().expect("sessionId").to_string();
+    assert_ne!(fid, sid);
+    // The source's mode carries over; the commands and the title follow the answer.
+    assert_eq!(fork["modes"]["currentModeId"], "full-auto", "{fork}");
+    assert_eq!(fork["configOptions"][0]["id"], "model", "{fork}");
+    acp.pump();
+    acp.pump();
+    assert_eq!(
+        acp.kinds(),
+        ["available_commands_update", "session_info_update"]
+    );
+    assert!(acp.updates.iter().all(|u| u["sessionId"] == json!(fid)));
+    assert_eq!(acp.updates[1]["update"]["title"], "remember apple");
+
+    // The fork goes on from the history; the source does not see it.
+    let r = acp.call(
+        "session/prompt",
+        json!({"sessionId": fid, "prompt": [{"type": "text", "text": "which word was it?"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let listed = acp.call("session/list", json!({"cwd": ws.path()}));
+    let ids: Vec<&str> = listed["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .filter_map(|s| s["sessionId"].as_str())
+        .collect();
+    assert!(
+        ids.contains(&sid.as_str()) && ids.contains(&fid.as_str()),
+        "{listed}"
+    );
+
+    // Bad requests answer errors and leave the agent up.
+    let id = acp.send_request(
+        "session/fork",
+        json!({"sessionId": "01a22afd-0000-7000-8000-000000000000", "cwd": ws.path()}),
+    );
+    assert_eq!(acp.wait_response(id)["error"]["code"], -32002);
+    let id = acp.send_request(
+        "session/fork",
+        json!({"sessionId": sid, "cwd": "relative/dir"}),
+    );
+    assert_eq!(acp.wait_response(id)["error"]["code"], -32602);
+    acp.finish();
+
+    // A new process: the fork holds both prompts, the source only its own.
+    let mut acp = Acp::spawn(home.path(), &tape);
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    assert_eq!(
+        replayed_prompts(&mut acp, &fid, ws.path()),
+        ["remember apple", "which word was it?"]
+    );
+    assert_eq!(
+        replayed_prompts(&mut acp, &sid, ws.path()),
+        ["remember apple"]
+    );
+    acp.finish();
 }

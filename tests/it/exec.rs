@@ -65,6 +65,7 @@ fn answer_if(needle: &str, text: &str) -> String {
 }
 
 const BASH_TOUCH: &str = r#"{"response":{"content":[{"type":"text","text":"Running it."},{"type":"tool_use","id":"t1","name":"bash","input":{"command":"touch ran.txt"}}],"stopReason":"tool_use"}}"#;
+const BASH_OUTSIDE: &str = r#"{"response":{"content":[{"type":"tool_use","id":"t1","name":"bash","input":{"command":"touch outside.txt","outside_sandbox":true}}],"stopReason":"tool_use"}}"#;
 const DONE: &str =
     r#"{"response":{"content":[{"type":"text","text":"Done."}],"stopReason":"end_turn"}}"#;
 
@@ -290,6 +291,31 @@ fn exec_exit_codes() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(ws.path().join("ran.txt").exists());
     assert_eq!(stdout(&out), "Running it.\nDone.\n");
+
+    // A command that asks to leave the sandbox asks under full-auto too; with no one to ask,
+    // the run stops for approval (and on a machine without a sandbox every command asks).
+    let model = cassette(ws.path(), &[BASH_OUTSIDE, DONE]);
+    let out = run(
+        home.path(),
+        &[],
+        &[
+            "exec",
+            "--model",
+            &model,
+            "--policy",
+            "full-auto",
+            dir,
+            "run",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(!ws.path().join("outside.txt").exists());
+    let err = stderr(&out);
+    assert!(
+        err.contains("[approval needed] bash (outside the sandbox, unconfined): touch outside.txt"),
+        "{err}"
+    );
 
     // The model failing: exit 1.
     let model = cassette(ws.path(), &[]);

@@ -8,6 +8,7 @@ mod client;
 mod config_errors;
 mod configure;
 mod context;
+mod escape;
 mod exec;
 mod fidelity;
 mod hardening;

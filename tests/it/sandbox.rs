@@ -482,12 +482,9 @@ fn the_prompt_follows_the_real_state_not_the_config() {
         "{system}"
     );
     assert!(system.contains("todo_write, with one step"), "{system}");
-    for absent in [
-        "call explore",
-        "agent tool",
-        "skill tool",
-        "outside_sandbox",
-    ] {
+    // The escape hatch is offered where there is a sandbox to leave.
+    assert!(system.contains("outside_sandbox: true"), "{system}");
+    for absent in ["call explore", "agent tool", "skill tool"] {
         assert!(!system.contains(absent), "{absent}:\n{system}");
     }
     assert_eq!(v["sandbox"]["mode"], "bubblewrap");
@@ -517,5 +514,6 @@ fn the_prompt_follows_the_real_state_not_the_config() {
         "{system}"
     );
     assert!(!system.contains("run in a sandbox"), "{system}");
+    assert!(!system.contains("outside_sandbox"), "{system}");
     assert_eq!(v["sandbox"]["confined"], false);
 }

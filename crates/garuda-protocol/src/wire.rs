@@ -464,7 +464,8 @@ pub struct PermissionRequest {
     pub title: String,
     /// Arguments.
     pub input: Value,
-    /// The choices: `allow_once`, `allow_always`, `reject`.
+    /// The choices: `allow_once`, `allow_always` (not offered for a `bash` call with
+    /// `outside_sandbox`, which is asked for every time), `reject`.
     pub options: Vec<PermissionOption>,
 }
 

@@ -551,7 +551,10 @@ export type PermissionOption = {
 export type PermissionRequest = {
   /** Arguments. */
   input: unknown;
-  /** The choices: `allow_once`, `allow_always`, `reject`. */
+  /**
+   * The choices: `allow_once`, `allow_always` (not offered for a `bash` call with
+   * `outside_sandbox`, which is asked for every time), `reject`.
+   */
   options: PermissionOption[];
   /** The session. */
   sessionId: string;

@@ -59,33 +59,36 @@ pub fn send_update(client: &Client, session_id: &str, update: acp::SessionUpdate
     }
 }
 
-/// The three choices of every permission request.
-fn permission_options() -> Vec<acp::PermissionOption> {
-    vec![
-        acp::PermissionOption::new(
-            "allow_once",
-            "Allow once",
-            acp::PermissionOptionKind::AllowOnce,
-        ),
-        acp::PermissionOption::new(
+/// The choices of a permission request: allow once, allow always (unless `always` is false:
+/// a call that leaves the sandbox is asked for every time), reject.
+fn permission_options(always: bool) -> Vec<acp::PermissionOption> {
+    let mut options = vec![acp::PermissionOption::new(
+        "allow_once",
+        "Allow once",
+        acp::PermissionOptionKind::AllowOnce,
+    )];
+    if always {
+        options.push(acp::PermissionOption::new(
             "allow_always",
             "Allow always",
             acp::PermissionOptionKind::AllowAlways,
-        ),
-        acp::PermissionOption::new(
-            "reject_once",
-            "Reject",
-            acp::PermissionOptionKind::RejectOnce,
-        ),
-    ]
+        ));
+    }
+    options.push(acp::PermissionOption::new(
+        "reject_once",
+        "Reject",
+        acp::PermissionOptionKind::RejectOnce,
+    ));
+    options
 }
 
-/// The `session/request_permission` params for a call announced as `call`.
-pub fn permission_params(session_id: &str, call: acp::ToolCall) -> Value {
+/// The `session/request_permission` params for a call announced as `call`; `always` offers
+/// "allow always".
+pub fn permission_params(session_id: &str, call: acp::ToolCall, always: bool) -> Value {
     let req = acp::RequestPermissionRequest::new(
         session_id.to_string(),
         convert::tool_call_fields(call),
-        permission_options(),
+        permission_options(always),
     );
     serde_json::to_value(req).unwrap_or(Value::Null)
 }
@@ -249,7 +252,8 @@ impl TurnHost for AcpHost {
                     acp::ToolCallStatus::Pending,
                 )
             });
-        let params = permission_params(&req.session_id, call);
+        let always = req.options.iter().any(|o| o.option_id == "allow_always");
+        let params = permission_params(&req.session_id, call, always);
         Box::pin(async move {
             // A turn cancelled meanwhile drops this future: the client hears `$/cancel_request`.
             let asked = client.request_or_cancel(

@@ -182,6 +182,9 @@ acp_methods! {
         LoadSession = AGENT_METHOD_NAMES.session_load, Blocking, acp::LoadSessionRequest => acp::LoadSessionResponse;
         /// A session without a replay.
         ResumeSession = AGENT_METHOD_NAMES.session_resume, Blocking, acp::ResumeSessionRequest => acp::ResumeSessionResponse;
+        /// A new session with a stored session's history; the source stays as it was
+        /// (unstable in ACP: the schema crate's `unstable_session_fork` types).
+        ForkSession = AGENT_METHOD_NAMES.session_fork, Blocking, acp::ForkSessionRequest => acp::ForkSessionResponse;
         /// The stored sessions, newest first.
         ListSessions = AGENT_METHOD_NAMES.session_list, Blocking, acp::ListSessionsRequest => acp::ListSessionsResponse;
         /// Closes a live session and removes its transcript and side files (no trash).

@@ -15,6 +15,7 @@
 //! | `session/new` | opens `cwd` as a workspace, `Engine::new_session`; modes and config options |
 //! | `session/load` | replays the visible history as `session/update`s |
 //! | `session/resume` | the session without a replay |
+//! | `session/fork` (unstable) | `Engine::fork_session`: a new session with the history, the source unchanged; no replay |
 //! | `session/list` | the workspace's stored sessions, newest first, with titles |
 //! | `session/close` | cancels its work and frees it from memory |
 //! | `session/delete` | closes it and removes its transcript (`Engine::delete_session`) |
@@ -250,6 +251,7 @@ impl Front {
             BlockingRequest::NewSession(p) => self.session_new(p),
             BlockingRequest::LoadSession(p) => (self.session_load(p, client), None),
             BlockingRequest::ResumeSession(p) => (self.session_resume(p, client), None),
+            BlockingRequest::ForkSession(p) => self.session_fork(p),
             BlockingRequest::ListSessions(p) => (list_sessions(&self.engine, p), None),
             BlockingRequest::DeleteSession(p) => {
                 let id = p.session_id.0.to_string();
@@ -282,6 +284,8 @@ impl Front {
             .resume(acp::SessionResumeCapabilities::new())
             .close(acp::SessionCloseCapabilities::new())
             .delete(acp::SessionDeleteCapabilities::new())
+            // Unstable in ACP: only clients built with the unstable schema read it.
+            .fork(acp::SessionForkCapabilities::new())
             .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new());
         let caps = acp::AgentCapabilities::new()
             .load_session(true)
@@ -344,15 +348,7 @@ impl Front {
             let ws = engine
                 .open_workspace(&p.cwd)
                 .map_err(super::native::ws_error)?;
-            let mut extra = Vec::new();
-            for dir in &p.additional_directories {
-                match engine.open_workspace(dir) {
-                    Ok(w) => extra.push(w.root.path().to_path_buf()),
-                    Err(e) => {
-                        tracing::warn!("additional directory {} not opened: {e}", dir.display())
-                    }
-                }
-            }
+            let extra = open_extra(engine, &p.additional_directories);
             let (live, warnings) = engine
                 .new_session(
                     &ws.id,
@@ -453,6 +449,75 @@ impl Front {
                 .modes(modes)
                 .config_options(options),
         )
+    }
+
+    /// `session/fork`: a new session with the source's stored history (the source is not
+    /// touched), brought into memory without a replay (the client has the history already),
+    /// with the source's approval policy when the source is live.
+    fn session_fork(&self, p: acp::ForkSessionRequest) -> Answer {
+        let result = (|| {
+            if !p.cwd.is_absolute() {
+                return Err(RpcError::invalid_params(format!(
+                    "cwd {} must be an absolute path",
+                    p.cwd.display()
+                )));
+            }
+            let mcp_servers = mcp_servers_of(&p.mcp_servers)?;
+            let engine = &self.engine;
+            let source = p.session_id.0.to_string();
+            let policy = engine.sessions.live(&source).map(|s| s.policy());
+            let id = engine.fork_session(&source, None).map_err(|e| match e {
+                EngineError::Store(
+                    garuda_core::session::StoreError::InvalidId(_)
+                    | garuda_core::session::StoreError::NotFound(_),
+                ) => acp_error(EngineError::SessionNotFound(source.clone())),
+                other => acp_error(other),
+            })?;
+            let (live, warnings) = engine
+                .resume_session(
+                    &id,
+                    garuda_core::engine::ResumeSession {
+                        policy,
+                        mcp_servers,
+                        ..Default::default()
+                    },
+                )
+                .map_err(acp_error)?;
+            let root = live.workspace().root.path().to_path_buf();
+            if std::fs::canonicalize(&p.cwd).ok().as_deref() != Some(root.as_path()) {
+                tracing::info!(
+                    "session/fork: cwd {} differs from the session's workspace {}; keeping the session's",
+                    p.cwd.display(),
+                    root.display()
+                );
+            }
+            for w in &warnings {
+                tracing::warn!("session {id}: {w}");
+            }
+            let extra = open_extra(engine, &p.additional_directories);
+            Ok::<_, RpcError>((live, extra))
+        })();
+        let (live, extra) = match result {
+            Ok(r) => r,
+            Err(e) => return (Err(e), None),
+        };
+        let id = live.id().to_string();
+        lock(&self.sessions).insert(id.clone(), AcpSession { extra_dirs: extra });
+        let (modes, options) = self.settings(&live);
+        let title = stored_title(&self.engine, &live);
+        let answer = ok::<m::ForkSession>(
+            acp::ForkSessionResponse::new(id.clone())
+                .modes(modes)
+                .config_options(options),
+        );
+        // The client learns the new id from the answer: the commands and title follow it.
+        let then: Then = Box::new(move |client: &Client| {
+            send_update(client, &id, convert::commands());
+            if let Some(title) = title {
+                send_update(client, &id, session_info(title));
+            }
+        });
+        (answer, Some(then))
     }
 
     fn session_resume(
@@ -642,6 +707,19 @@ fn session_info(title: String) -> acp::SessionUpdate {
 }
 
 /// The title the store gives a session (an excerpt of its first user text).
+/// Opens `dirs` (ACP's `additionalDirectories`) as extra workspaces; the roots of those that
+/// opened, to be named to the model in the next prompt.
+fn open_extra(engine: &Engine, dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut extra = Vec::new();
+    for dir in dirs {
+        match engine.open_workspace(dir) {
+            Ok(w) => extra.push(w.root.path().to_path_buf()),
+            Err(e) => tracing::warn!("additional directory {} not opened: {e}", dir.display()),
+        }
+    }
+    extra
+}
+
 fn stored_title(engine: &Engine, live: &LiveSession) -> Option<String> {
     let root = live.workspace().root.path().display().to_string();
     let list = engine.store().list_workspace(&root).ok()?;
@@ -720,13 +798,14 @@ impl Handler for AcpFront {
         match req {
             AcpRequest::Inline(r) => Dispatch::Reply(front.inline(r)),
             AcpRequest::Blocking(r) => {
-                // A session that starts (new, load, resume) may start MCP servers: long work,
-                // so a slow server never holds a slot quick requests need.
+                // A session that starts (new, load, resume, fork) may start MCP servers: long
+                // work, so a slow server never holds a slot quick requests need.
                 let long = matches!(
                     r,
                     BlockingRequest::NewSession(_)
                         | BlockingRequest::LoadSession(_)
                         | BlockingRequest::ResumeSession(_)
+                        | BlockingRequest::ForkSession(_)
                 );
                 let front = front.clone();
                 let client = ctx.client;

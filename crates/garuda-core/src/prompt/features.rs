@@ -15,6 +15,8 @@ pub struct SessionFacts {
     pub sandboxed: bool,
     /// Sandboxed commands reach the network.
     pub network: bool,
+    /// Sandboxed commands may write the package caches.
+    pub package_caches: bool,
     /// Each command waits for the user's approval.
     pub commands_ask: bool,
     /// The prompt lines the session's tools make true (the tool registry decides which).
@@ -161,9 +163,14 @@ impl Features {
     }
 }
 
-/// The sandbox the prompt describes, in one place so the docs and tests quote it.
-const SANDBOX_RULES: &str = "writes only in the working root and /tmp (.git/hooks, .git/config \
-     and .garuda/ stay read-only), no access to the user's secrets or other users' files";
+/// What the sandbox protects, in one place so the docs and tests quote it.
+const SANDBOX_RULES: &str = "(.git/hooks, .git/config and .garuda/ stay read-only), no access \
+     to the user's secrets or other users' files";
+
+/// The escape hatch, as the sandboxed lines offer it.
+const OUTSIDE_SANDBOX: &str = "When the sandbox blocks a command the task needs (a package \
+     install that needs the network, a tool that writes outside the root), run it again with \
+     outside_sandbox: true: the user approves that call first, and it runs unconfined.";
 
 /// The line about commands, from what the session really has.
 fn commands_line(f: &SessionFacts) -> String {
@@ -172,14 +179,20 @@ fn commands_line(f: &SessionFacts) -> String {
     } else {
         "no network"
     };
+    let writes = if f.package_caches {
+        "writes only in the working root, /tmp and package caches"
+    } else {
+        "writes only in the working root and /tmp"
+    };
     match (f.sandboxed, f.commands_ask) {
         (true, false) => format!(
-            "Commands run without approval in a sandbox: {SANDBOX_RULES}, {net}. When the \
-             sandbox blocks a command the task needs, say so and ask the user to run it."
+            "Commands run without approval in a sandbox: {writes} {SANDBOX_RULES}, {net}. \
+             {OUTSIDE_SANDBOX}"
         ),
         (true, true) => format!(
             "The user approves each command before it runs, and commands run in a sandbox: \
-             {SANDBOX_RULES}, {net}. Run the commands the task needs, one purpose per command."
+             {writes} {SANDBOX_RULES}, {net}. Run the commands the task needs, one purpose \
+             per command. {OUTSIDE_SANDBOX}"
         ),
         (false, true) => "The user approves each command before it runs, so run the commands \
                           the task needs, one purpose per command."
@@ -363,6 +376,7 @@ mod tests {
         SessionFacts {
             sandboxed,
             network: false,
+            package_caches: true,
             commands_ask: ask,
             offers: offers.to_vec(),
             hooks: false,
@@ -380,12 +394,25 @@ mod tests {
         assert!(!lines[0].contains("sandbox"), "{lines:?}");
         let full_auto = feature_lines(&facts(false, false, &[Offer::Commands]));
         assert!(full_auto[0].contains("without approval and without a sandbox"));
+        assert!(!full_auto[0].contains("outside_sandbox"));
+        assert!(!lines[0].contains("outside_sandbox"));
         let boxed = feature_lines(&facts(true, false, &[Offer::Commands]));
         assert!(boxed[0].contains("without approval in a sandbox"));
         assert!(boxed[0].contains("no network"));
+        assert!(boxed[0].contains("/tmp and package caches"), "{boxed:?}");
+        assert!(
+            boxed[0].contains("run it again with outside_sandbox: true"),
+            "{boxed:?}"
+        );
         let boxed_ask = feature_lines(&facts(true, true, &[Offer::Commands]));
         assert!(boxed_ask[0].contains("approves each command"));
         assert!(boxed_ask[0].contains("sandbox"));
+        assert!(boxed_ask[0].contains("outside_sandbox: true"));
+        let no_caches = SessionFacts {
+            package_caches: false,
+            ..facts(true, false, &[Offer::Commands])
+        };
+        assert!(feature_lines(&no_caches)[0].contains("the working root and /tmp ("));
         assert!(feature_lines(&facts(true, false, &[])).is_empty());
     }
 

@@ -155,6 +155,7 @@ fn opts() -> PromptOptions {
         facts: SessionFacts {
             sandboxed: false,
             network: false,
+            package_caches: false,
             commands_ask: true,
             offers: crate::tools::ToolRegistry::builtins().offers(),
             hooks: false,
@@ -651,6 +652,7 @@ fn snapshot_full_workspace() {
     let mut o = opts();
     o.features = Features::parse(&["codeIndex=all", "web"]).unwrap();
     o.facts.sandboxed = true;
+    o.facts.package_caches = true;
     o.facts.commands_ask = false;
     o.facts.offers.extend([
         Offer::Mcp,

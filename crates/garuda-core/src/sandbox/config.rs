@@ -22,7 +22,10 @@ pub struct SandboxSettings {
     pub auto_run: bool,
     /// Variables passed to commands besides PATH, HOME, LANG and TERM.
     pub env: Vec<String>,
-    /// More writable folders (absolute or `~/…`), e.g. package caches.
+    /// Let commands write the package caches that exist (cargo's registry and git folders,
+    /// `~/.npm`, `~/.cache/pip`, …; see [`super::policy::HOME_CACHES`]).
+    pub package_caches: bool,
+    /// More writable folders (absolute or `~/…`).
     pub writable: Vec<String>,
     /// More paths commands cannot read (absolute or `~/…`).
     pub deny_read: Vec<String>,
@@ -34,6 +37,7 @@ impl Default for SandboxSettings {
             enabled: true,
             network: false,
             auto_run: false,
+            package_caches: true,
             env: Vec::new(),
             writable: Vec::new(),
             deny_read: Vec::new(),
@@ -48,6 +52,9 @@ impl SandboxSettings {
         let mut p = SandboxPolicy::for_root(root)?;
         p.network = self.network;
         p.env = EnvPolicy::with_extra(&self.env);
+        if !self.package_caches {
+            p.writable.clear();
+        }
         for w in &self.writable {
             p.writable.push(expand(w, home.as_deref())?);
         }

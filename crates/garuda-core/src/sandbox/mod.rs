@@ -1,8 +1,10 @@
 //! The sandbox for commands Garuda runs (the `bash` tool today; hooks and stdio MCP servers
-//! later): writes only in the workspace root and a private temp directory, no reads of other
-//! users' homes or the user's secrets, no network unless allowed, `.git/hooks`, `.git/config`
-//! and `.garuda/` read-only, no view of the server's process, an environment by allow-list,
-//! and a process tree that ends with the call, a cancel, or the server's death.
+//! later): writes only in the workspace root, a private temp directory and the package caches
+//! that exist, no reads of other users' homes or the user's secrets, no network unless allowed,
+//! `.git/hooks`, `.git/config` and `.garuda/` read-only, no view of the server's process, an
+//! environment by allow-list, and a process tree that ends with the call, a cancel, or the
+//! server's death. A `bash` call the user approved with `outside_sandbox` runs unconfined
+//! ([`CommandRunner::unconfined_command`]).
 //!
 //! The mechanism is bubblewrap (`bwrap`): a user, mount, PID, network, IPC and UTS namespace
 //! per command. `docs/sandbox.md` says why (and what the Landlock alternative cannot do), what
@@ -33,7 +35,8 @@ use std::path::PathBuf;
 pub use config::SandboxSettings;
 pub use env::{ENV_ALLOW_LIST, EnvPolicy};
 pub use policy::{
-    HOME_SECRETS, PROTECTED_IN_ROOT, SYSTEM_SECRETS, SandboxPolicy, default_denied_reads,
+    CARGO_CACHES, HOME_CACHES, HOME_SECRETS, PROTECTED_IN_ROOT, SYSTEM_SECRETS, SandboxPolicy,
+    XDG_CACHES, default_denied_reads, package_caches,
 };
 pub use probe::{BWRAP_ENV, BwrapInfo, SandboxMode, SandboxState, probe, probe_uncached};
 pub use runner::{CommandRunner, CommandSandbox, Unconfined, session_runner};

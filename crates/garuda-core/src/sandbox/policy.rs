@@ -56,6 +56,30 @@ pub const HOME_SECRETS: &[&str] = &[
     ".local/state/garuda",
 ];
 
+/// Package caches under the user's home that commands may write, where they exist: installs
+/// and builds fill them. None holds a credential (cargo's tokens, maven's `settings.xml` and
+/// gradle's `gradle.properties` sit beside these folders, not in them).
+pub const HOME_CACHES: &[&str] = &[
+    ".npm",
+    ".yarn/berry/cache",
+    ".local/share/pnpm/store",
+    ".bun/install/cache",
+    "go/pkg/mod",
+    ".m2/repository",
+    ".gradle/caches",
+    ".gradle/wrapper/dists",
+];
+
+/// Package and build caches in the user's cache folder (`$XDG_CACHE_HOME`, else `~/.cache`)
+/// that commands may write, where they exist.
+pub const XDG_CACHES: &[&str] = &[
+    "pip", "uv", "pypoetry", "yarn", "pnpm", "go-build", "composer", "sccache",
+];
+
+/// cargo's download caches in its home (`$CARGO_HOME`, else `~/.cargo`) that commands may
+/// write, where they exist; its `credentials*` stay hidden.
+pub const CARGO_CACHES: &[&str] = &["registry", "git"];
+
 /// System files with other users' secrets (password hashes). Host SSH keys
 /// (`/etc/ssh/ssh_host_*_key`) are added by listing `/etc/ssh`.
 pub const SYSTEM_SECRETS: &[&str] = &[
@@ -120,6 +144,8 @@ impl SandboxPolicy {
             var("RUSTUP_HOME").map(PathBuf::from),
         ];
         let visible = visible_folders(home, &toolchain);
+        let cache_home = var("XDG_CACHE_HOME").map(PathBuf::from);
+        let writable = package_caches(home, toolchain[0].as_deref(), cache_home.as_deref());
         let mut deny_read = default_denied_reads(home, extra_secrets);
         // cargo's registry tokens live in its home, wherever `CARGO_HOME` puts it.
         if let Some(cargo) = &toolchain[0] {
@@ -128,7 +154,7 @@ impl SandboxPolicy {
         Ok(SandboxPolicy {
             root,
             temp_dir: None,
-            writable: Vec::new(),
+            writable,
             read_only: PROTECTED_IN_ROOT.iter().map(PathBuf::from).collect(),
             deny_read,
             visible,
@@ -216,6 +242,45 @@ pub fn visible_folders(home: Option<&Path>, toolchain: &[Option<PathBuf>]) -> Ve
     out
 }
 
+/// The package caches that exist ([`HOME_CACHES`] under `home`, [`XDG_CACHES`] under
+/// `cache_home` or `~/.cache`, [`CARGO_CACHES`] under `cargo_home` or `~/.cargo`), canonical.
+/// A cache that is a link leading out of its folder (to `/`, say) is skipped: it would make
+/// that place writable.
+pub fn package_caches(
+    home: Option<&Path>,
+    cargo_home: Option<&Path>,
+    cache_home: Option<&Path>,
+) -> Vec<PathBuf> {
+    let cache_home = cache_home
+        .map(Path::to_path_buf)
+        .or_else(|| home.map(|h| h.join(".cache")));
+    let cargo_home = cargo_home
+        .map(Path::to_path_buf)
+        .or_else(|| home.map(|h| h.join(".cargo")));
+    let groups: [(Option<PathBuf>, &[&str]); 3] = [
+        (home.map(Path::to_path_buf), HOME_CACHES),
+        (cache_home, XDG_CACHES),
+        (cargo_home, CARGO_CACHES),
+    ];
+    let mut out = Vec::new();
+    for (base, names) in groups {
+        let Some(base) = base.and_then(|b| b.canonicalize().ok()) else {
+            continue;
+        };
+        for name in names {
+            if let Ok(dir) = base.join(name).canonicalize()
+                && dir.is_dir()
+                && dir.starts_with(&base)
+                && dir != base
+                && !out.contains(&dir)
+            {
+                out.push(dir);
+            }
+        }
+    }
+    out
+}
+
 /// The default unreadable paths: [`HOME_SECRETS`] under `home`, `extra`, every other user's
 /// home (the folders in `/home` and `/root`, except `home` itself), [`SYSTEM_SECRETS`] and the
 /// host's SSH keys.
@@ -268,6 +333,39 @@ mod tests {
         if Path::new("/root").is_dir() {
             assert!(denied.contains(&PathBuf::from("/root")));
         }
+    }
+
+    #[test]
+    fn existing_package_caches_are_writable_and_links_out_are_not() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path().canonicalize().unwrap();
+        for d in [".npm", ".cache/pip", ".cargo/registry", "go/pkg/mod"] {
+            std::fs::create_dir_all(h.join(d)).unwrap();
+        }
+        std::fs::create_dir_all(h.join(".gradle")).unwrap();
+        std::os::unix::fs::symlink("/", h.join(".gradle/caches")).unwrap();
+        let caches = package_caches(Some(&h), None, None);
+        assert_eq!(
+            caches,
+            vec![
+                h.join(".npm"),
+                h.join("go/pkg/mod"),
+                h.join(".cache/pip"),
+                h.join(".cargo/registry")
+            ]
+        );
+        // Given homes win over the defaults.
+        let cargo = tempfile::tempdir().unwrap();
+        std::fs::create_dir(cargo.path().join("git")).unwrap();
+        let caches = package_caches(Some(&h), Some(cargo.path()), Some(&h.join("nope")));
+        assert!(caches.contains(&cargo.path().canonicalize().unwrap().join("git")));
+        assert!(!caches.contains(&h.join(".cache/pip")));
+        assert!(!caches.contains(&h.join(".cargo/registry")));
+        // The policy writes them, and hides cargo's tokens still.
+        let root = tempfile::tempdir().unwrap();
+        let p = SandboxPolicy::for_root_with(root.path(), Some(&h), &[]).unwrap();
+        assert!(p.writable.contains(&h.join(".npm")), "{:?}", p.writable);
+        assert!(p.deny_read.contains(&h.join(".cargo/credentials.toml")));
     }
 
     #[test]

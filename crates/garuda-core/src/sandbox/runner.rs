@@ -29,6 +29,8 @@ pub struct CommandSandbox {
     pub network: bool,
     /// Sandboxed commands run without asking under `auto-edit`.
     pub auto_run: bool,
+    /// Sandboxed commands may write the package caches (`[sandbox] package_caches`).
+    pub package_caches: bool,
     /// Why commands are not confined, when they are not.
     pub unconfined: Option<Unconfined>,
 }
@@ -43,8 +45,13 @@ impl CommandSandbox {
     pub fn describe(&self) -> String {
         match &self.unconfined {
             None => format!(
-                "bubblewrap: writes only in the workspace root and a private /tmp, no secrets, \
+                "bubblewrap: writes only in the workspace root, a private /tmp{}, no secrets, \
                  {}",
+                if self.package_caches {
+                    " and the package caches"
+                } else {
+                    ""
+                },
                 if self.network {
                     "network allowed"
                 } else {
@@ -78,6 +85,7 @@ pub fn session_runner(
                 mode: SandboxMode::None,
                 network: false,
                 auto_run: false,
+                package_caches: false,
                 unconfined: Some(Unconfined::Unavailable(e.to_string())),
             },
         ),
@@ -124,6 +132,7 @@ impl CommandRunner {
                 },
                 network: confined && policy.network,
                 auto_run: confined && settings.auto_run,
+                package_caches: confined && settings.package_caches,
                 unconfined,
             },
             policy,
@@ -147,6 +156,17 @@ impl CommandRunner {
     /// The policy commands get.
     pub fn policy(&self) -> &SandboxPolicy {
         &self.policy
+    }
+
+    /// `program args` unconfined whatever the session's sandbox, with the same environment
+    /// allow-list and process-group cleanup: for a call the user approved to run outside the
+    /// sandbox.
+    pub fn unconfined_command<S: AsRef<OsStr>>(
+        &self,
+        program: impl AsRef<OsStr>,
+        args: &[S],
+    ) -> Result<SandboxCommand, SandboxError> {
+        SandboxCommand::unconfined(&self.policy, program, args)
     }
 
     /// `program args`, confined when the session's commands are.

@@ -70,8 +70,9 @@ impl SandboxCommand {
     }
 
     /// `program args` in the root with the policy's environment and lifetime rules but no
-    /// confinement: for a session whose user turned the sandbox off, or whose commands all
-    /// ask the user because the machine has no sandbox.
+    /// confinement: for a session whose user turned the sandbox off, whose commands all ask
+    /// the user because the machine has no sandbox, or a call the user approved to run
+    /// outside the sandbox.
     pub fn unconfined<S: AsRef<OsStr>>(
         policy: &SandboxPolicy,
         program: impl AsRef<OsStr>,

@@ -140,6 +140,11 @@ pub trait Tool: Send + Sync + 'static {
     fn title(&self, _input: &Value) -> Option<String> {
         None
     }
+    /// The call asks to run outside the sandbox (`bash`'s `outside_sandbox`): in a sandboxed
+    /// session the user approves it whatever the policy, "allow always" or a hook says.
+    fn leaves_sandbox(&self, _input: &Value) -> bool {
+        false
+    }
     /// The path a call would change that needs a second look (links resolved).
     fn risk(&self, _input: &Value, _root: &Root) -> Option<Risk> {
         None

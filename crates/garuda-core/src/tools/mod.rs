@@ -271,6 +271,9 @@ pub struct ToolContext {
     /// Folders outside the root that `read_file` may read by absolute path: those of the
     /// user's skills the model loaded.
     pub readable: Arc<Mutex<Vec<PathBuf>>>,
+    /// The user approved this call's request to run outside the sandbox (`bash`'s
+    /// `outside_sandbox`); only the turn sets it, for one call.
+    pub outside_sandbox: bool,
 }
 
 impl ToolContext {
@@ -290,6 +293,7 @@ impl ToolContext {
             state_dir: None,
             call_id: None,
             readable: Arc::new(Mutex::new(Vec::new())),
+            outside_sandbox: false,
         }
     }
 
@@ -463,6 +467,7 @@ pub fn session_facts(
     crate::prompt::SessionFacts {
         sandboxed: sandbox.confined(),
         network: sandbox.network,
+        package_caches: sandbox.package_caches,
         commands_ask: approval_needed(policy, ToolClass::Exec, sandbox, false),
         offers: tools.offers(),
         hooks: false,

@@ -224,6 +224,7 @@ mod tests {
             },
             network: false,
             auto_run,
+            package_caches: true,
             unconfined,
         }
     }

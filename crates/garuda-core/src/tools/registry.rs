@@ -133,6 +133,11 @@ impl ToolEntry {
         }
     }
 
+    /// The call asks to run outside the sandbox (see [`crate::tools::Tool::leaves_sandbox`]).
+    pub fn leaves_sandbox(&self, input: &Value) -> bool {
+        self.handler().is_some_and(|h| h.leaves_sandbox(input))
+    }
+
     /// The path a call would change that needs a second look, and why.
     pub fn risk(&self, input: &Value, root: &Root) -> Option<Risk> {
         self.handler()?.risk(input, root)

@@ -183,7 +183,8 @@ pub struct PermissionRequest {
     pub title: String,
     /// Arguments.
     pub input: Value,
-    /// The choices: `allow_once`, `allow_always`, `reject`.
+    /// The choices: `allow_once`, `allow_always` (not for a call that leaves the sandbox),
+    /// `reject`.
     pub options: Vec<PermissionOption>,
 }
 
@@ -215,6 +216,15 @@ pub enum PermissionAnswer {
 }
 
 impl PermissionRequest {
+    /// Allow once or reject: for a call that must be asked for every time (one that leaves
+    /// the sandbox).
+    pub fn once_options() -> Vec<PermissionOption> {
+        Self::standard_options()
+            .into_iter()
+            .filter(|o| o.option_id != "allow_always")
+            .collect()
+    }
+
     /// The standard three options.
     pub fn standard_options() -> Vec<PermissionOption> {
         [

@@ -367,6 +367,7 @@ impl<'a> Turn<'a> {
             call_id: None,
             commands: session.setup.commands.clone(),
             readable: session.readable.clone(),
+            outside_sandbox: false,
         };
         Ok(Turn {
             session,
@@ -914,7 +915,12 @@ async fn run_tool_inner(
         &session.setup.sandbox,
         risk.is_some(),
     );
+    // A call that asks to leave the sandbox always asks the person: no policy, "allow
+    // always" or hook `allow` lets a command out unseen. Where commands run unconfined
+    // anyway the flag changes nothing.
+    let escape = session.setup.sandbox.confined() && entry.leaves_sandbox(&input);
     let needs = match hook {
+        _ if escape => true,
         // `ask` asks even under full-auto; `allow` skips what the policy would ask, but not
         // the rule that an unsandboxed machine asks for every command.
         Some(PermissionDecision::Ask) => true,
@@ -937,7 +943,7 @@ async fn run_tool_inner(
     };
     let mut approval = None;
     if needs {
-        if session.is_always_allowed(&always_key) && !hook_asks {
+        if session.is_always_allowed(&always_key) && !hook_asks && !escape {
             approval = Some(Approval::AllowedAlways);
         } else {
             super::hooks::fire_and_forget(
@@ -956,7 +962,11 @@ async fn run_tool_inner(
                 tool_name: name.to_string(),
                 title: entry.approval_title(&input, risk.as_ref().map(|(_, w)| w.as_str())),
                 input: input.clone(),
-                options: PermissionRequest::standard_options(),
+                options: if escape {
+                    PermissionRequest::once_options()
+                } else {
+                    PermissionRequest::standard_options()
+                },
             };
             // The host enforces the timeout itself (and tells its client); this is a backstop
             // for hosts that never answer.
@@ -968,6 +978,9 @@ async fn run_tool_inner(
             };
             match answer {
                 PermissionAnswer::AllowOnce => approval = Some(Approval::Allowed),
+                // Not offered for a call that leaves the sandbox; a client that answers it
+                // anyway allows this one call.
+                PermissionAnswer::AllowAlways if escape => approval = Some(Approval::Allowed),
                 PermissionAnswer::AllowAlways => {
                     session.allow_always(&always_key);
                     approval = Some(Approval::AllowedAlways);
@@ -987,6 +1000,17 @@ async fn run_tool_inner(
             }
         }
     }
+    // Only an approved call leaves the sandbox.
+    let escaped;
+    let ctx = if escape && approval.is_some() {
+        escaped = ToolContext {
+            outside_sandbox: true,
+            ..ctx.clone()
+        };
+        &escaped
+    } else {
+        ctx
+    };
     let mut ran = execute(session, host, ctx, entry, id, name, input).await;
     match &mut ran {
         Ran::Text(out) | Ran::Blocks(out, _) => out.meta.approval = approval,
@@ -1068,8 +1092,8 @@ async fn execute(
         session_id: &session.id,
         // An editor terminal runs outside Garuda's sandbox, so commands go there only when
         // the session has no sandbox (and then they were asked for like any unconfined
-        // command).
-        terminal: session.setup.sandbox.unconfined.is_some(),
+        // command) or the user approved this call to leave it.
+        terminal: session.setup.sandbox.unconfined.is_some() || ctx.outside_sandbox,
     };
     tools::run_handler(handler, input, ctx, &bench).await.into()
 }

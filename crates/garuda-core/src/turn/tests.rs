@@ -143,6 +143,17 @@ struct Fixture {
 }
 
 fn fixture(policy: Policy, window: u64, answers: Vec<Answer>) -> Fixture {
+    fixture_reporting(policy, window, answers, None)
+}
+
+/// Like [`fixture`], with the session's sandbox reported as `sandbox` (its commands still run
+/// unconfined: the approval rules read the report).
+fn fixture_reporting(
+    policy: Policy,
+    window: u64,
+    answers: Vec<Answer>,
+    sandbox: Option<crate::sandbox::CommandSandbox>,
+) -> Fixture {
     let state = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
@@ -179,7 +190,7 @@ fn fixture(policy: Policy, window: u64, answers: Vec<Answer>) -> Fixture {
         view_policy: Default::default(),
         compact: Default::default(),
         commands: workspace_runner.0,
-        sandbox: workspace_runner.1,
+        sandbox: sandbox.unwrap_or(workspace_runner.1),
         mcp: None,
         skills: Default::default(),
         skill_dirs: None,
@@ -429,6 +440,74 @@ async fn reads_never_ask_and_full_auto_runs_everything() {
     assert!(host.asked.lock().unwrap().is_empty());
     assert!(results(&f)[0].0.contains("alpha"));
     assert!(f.ws.path().join("b.txt").exists());
+}
+
+#[tokio::test]
+async fn a_call_that_leaves_the_sandbox_asks_every_time_under_full_auto() {
+    let confined = crate::sandbox::CommandSandbox {
+        mode: crate::sandbox::SandboxMode::Bubblewrap,
+        network: false,
+        auto_run: false,
+        package_caches: true,
+        unconfined: None,
+    };
+    let out = |id: &str, file: &str| {
+        call(
+            id,
+            "bash",
+            json!({"command": format!("touch {file}"), "outside_sandbox": true}),
+        )
+    };
+    let answers = vec![
+        out("t1", "one"),
+        out("t2", "two"),
+        call("t3", "bash", json!({"command": "touch plain"})),
+        text("done"),
+    ];
+    let f = fixture_reporting(Policy::FullAuto, 100_000, answers, Some(confined.clone()));
+    // "Allow always" from a client that offers it anyway allows one call, not the next.
+    let host = Recorder::new(PermissionAnswer::AllowAlways);
+    assert_eq!(
+        turn(&f, host.clone(), 5).await.stop_reason,
+        StopReason::EndTurn
+    );
+    let asked = host.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    for r in &asked {
+        assert_eq!(
+            r.title.split(": ").next(),
+            Some("bash (outside the sandbox, unconfined)")
+        );
+        let ids: Vec<&str> = r.options.iter().map(|o| o.option_id.as_str()).collect();
+        assert_eq!(ids, ["allow_once", "reject"]);
+    }
+    for file in ["one", "two", "plain"] {
+        assert!(f.ws.path().join(file).exists(), "{file}");
+    }
+
+    // Rejected: it does not run.
+    let f = fixture_reporting(
+        Policy::FullAuto,
+        100_000,
+        vec![out("t1", "one"), text("done")],
+        Some(confined),
+    );
+    let host = Recorder::new(PermissionAnswer::Reject);
+    turn(&f, host.clone(), 5).await;
+    assert_eq!(host.asked.lock().unwrap().len(), 1);
+    assert!(!f.ws.path().join("one").exists());
+
+    // Where commands are unconfined anyway (the user turned the sandbox off), the flag adds
+    // no question.
+    let f = fixture(
+        Policy::FullAuto,
+        100_000,
+        vec![out("t1", "one"), text("done")],
+    );
+    let host = Recorder::new(PermissionAnswer::Reject);
+    turn(&f, host.clone(), 5).await;
+    assert!(host.asked.lock().unwrap().is_empty());
+    assert!(f.ws.path().join("one").exists());
 }
 
 #[tokio::test]

@@ -8,6 +8,11 @@
 //! Processes the command leaves running in the background are killed shortly after the shell
 //! exits: a tool call must not leave orphans behind (nor hold the output pipes open). In the
 //! sandbox the PID namespace ends them all, `setsid` included.
+//!
+//! `outside_sandbox: true` is the escape hatch for a command the sandbox blocks (an install
+//! that needs the network, a tool that writes outside the root): the turn asks the user for
+//! such a call whatever the policy or a hook says, and only an approved call runs unconfined
+//! ([`ToolContext::outside_sandbox`]). Without a sandbox the flag changes nothing.
 
 use std::collections::VecDeque;
 use std::process::Stdio;
@@ -22,7 +27,7 @@ use crate::prompt::Offer;
 use crate::tools::ToolClass;
 use crate::tools::handler::CommandRun;
 use crate::tools::handler::{self, Tool, Workbench};
-use crate::tools::util::{self, lenient_u64};
+use crate::tools::util::{self, lenient_bool, lenient_u64};
 use crate::tools::{ToolContext, ToolMeta, ToolOutput};
 use futures_util::future::BoxFuture;
 
@@ -35,6 +40,22 @@ struct Input {
     command: String,
     #[serde(default, deserialize_with = "lenient_u64")]
     timeout_ms: Option<u64>,
+    /// Asked for; it runs unconfined only once the turn says the user approved it.
+    #[serde(default, deserialize_with = "lenient_bool")]
+    outside_sandbox: bool,
+}
+
+/// What the approval title and the call's description say of a call that leaves the sandbox.
+const OUTSIDE_LABEL: &str = "outside the sandbox, unconfined";
+
+/// True when the call asks to run outside the sandbox (`true` or `"true"`, as the input's
+/// parser accepts).
+fn wants_outside(input: &Value) -> bool {
+    match input.get("outside_sandbox") {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) => s.trim() == "true",
+        _ => false,
+    }
 }
 
 /// Keeps the first and last `half` bytes of a stream and counts what falls between.
@@ -113,7 +134,13 @@ async fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
             "commands cannot run in this workspace (its root is the filesystem root)",
         );
     };
-    let mut cmd = match runner.command("bash", &["-c", input.command.as_str()]) {
+    let args = ["-c", input.command.as_str()];
+    let made = if input.outside_sandbox && ctx.outside_sandbox {
+        runner.unconfined_command("bash", &args)
+    } else {
+        runner.command("bash", &args)
+    };
+    let mut cmd = match made {
         Ok(c) => c,
         Err(e) => return ToolOutput::error(format!("could not start bash: {e}")),
     };
@@ -255,12 +282,15 @@ impl Tool for Bash {
              The command is killed after `timeout_ms` (default 120000, maximum 600000), and \
              processes it leaves in the background are stopped when it ends. Output ends with \
              the exit code. Use read_file, grep, glob and list_files rather than cat, grep or \
-             find.",
+             find. Set `outside_sandbox` to true only for a command the sandbox blocks (a \
+             package install that needs the network, a tool that writes outside the root): \
+             the user approves each such call, and it runs with the user's full permissions.",
             json!({
                 "type": "object",
                 "properties": {
                     "command": {"type": "string", "description": "The command line to run."},
-                    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 600000, "description": "Timeout in milliseconds. Default 120000."}
+                    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 600000, "description": "Timeout in milliseconds. Default 120000."},
+                    "outside_sandbox": {"type": "boolean", "description": "Run outside the sandbox, after the user approves. Only for a command the sandbox blocked. Default false."}
                 },
                 "required": ["command"],
                 "additionalProperties": false
@@ -274,12 +304,26 @@ impl Tool for Bash {
         Some(Offer::Commands)
     }
     fn describe(&self, input: &Value) -> String {
-        handler::field(input, "command").to_string()
+        let command = handler::field(input, "command");
+        if wants_outside(input) {
+            format!("({OUTSIDE_LABEL}) {command}")
+        } else {
+            command.to_string()
+        }
     }
     fn title(&self, input: &Value) -> Option<String> {
-        // The whole command, so the dangerous part is never cut away.
+        // The whole command, so the dangerous part is never cut away; the warning comes
+        // first, where a long command cannot push it out of sight.
         let command = input.get("command").and_then(Value::as_str)?;
-        Some(format!("bash: {}", handler::visible_line(command)))
+        let command = handler::visible_line(command);
+        if wants_outside(input) {
+            Some(format!("bash ({OUTSIDE_LABEL}): {command}"))
+        } else {
+            Some(format!("bash: {command}"))
+        }
+    }
+    fn leaves_sandbox(&self, input: &Value) -> bool {
+        wants_outside(input)
     }
     fn run<'a>(
         &'a self,
