@@ -822,6 +822,7 @@ fn a_blocked_call_is_a_notice_or_a_thought() {
         }
         acp.finish();
     }
+}
 
 fn answer_if(needle: &str, text: &str) -> Value {
     json!({"response": {"content": [{"type": "text", "text": text}],
