@@ -627,6 +627,9 @@ fn exec(cfg: Config, a: ExecArgs) -> anyhow::Result<u8> {
     let rt = runtime()?;
     let code = rt.block_on(async move {
         let engine = Engine::new(cfg, config::state_dir(), Arc::new(|_| {}), false);
+        if a.session.is_none() && a.fork.is_none() && !a.continue_latest {
+            engine.read_git_ahead(dir.as_deref().unwrap_or(Path::new(".")));
+        }
         let not_found = |id: &str, flag: &str| {
             format!(
                 "{flag}: no session {id} (sessions are kept in {})",

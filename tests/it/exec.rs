@@ -1012,3 +1012,29 @@ fn exec_sigterm_exits_143_and_sigint_130_with_the_transcript_written() {
         );
     }
 }
+
+/// The git state `garuda exec` reads before its workspace is open reaches the first request
+/// as the session-start note, also when DIR is given as a relative path with `..` in it.
+#[test]
+fn exec_sends_the_git_state_read_ahead() {
+    let home = tempfile::tempdir().expect("home");
+    let ws = home.path().join("repo");
+    std::fs::create_dir_all(ws.join("sub")).expect("mkdir");
+    std::fs::write(ws.join("a.txt"), "a\n").expect("write");
+    let git = |args: &[&str]| crate::pipeline::git(&ws, args);
+    git(&["init", "-q"]);
+    git(&["symbolic-ref", "HEAD", "refs/heads/ahead"]);
+    git(&["add", "a.txt"]);
+    git(&["commit", "-q", "-m", "AHEAD-COMMIT"]);
+    let mock = Mock::start(vec![crate::context::text("hi", 10)]);
+    let o = run(
+        home.path(),
+        &mock.env(),
+        &["exec", "--model", MODEL, "repo/sub/..", "hello"],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let first = mock.rec.bodies()[0]["messages"].to_string();
+    assert!(first.contains("Branch: ahead"), "{first}");
+    assert!(first.contains("AHEAD-COMMIT"), "{first}");
+}

@@ -242,7 +242,8 @@ fn snip_keeps_the_first_request_and_can_be_turned_off() {
     assert!(!names.contains(&"snip".to_string()), "{names:?}");
 }
 
-fn git(dir: &std::path::Path, args: &[&str]) {
+/// Runs git in `dir` with a test identity; panics when it fails.
+pub(crate) fn git(dir: &std::path::Path, args: &[&str]) {
     let ok = std::process::Command::new("git")
         .arg("-C")
         .arg(dir)

@@ -91,6 +91,9 @@ pub struct Engine {
     pub state_dir: PathBuf,
     /// Sessions loaded in memory.
     pub sessions: Sessions,
+    /// A git state read started before its session exists (`garuda exec`), with the folder
+    /// it reads; the next new session in that folder takes it.
+    git_ahead: Mutex<Option<(PathBuf, sessions::GitRead)>>,
     events: EventSink,
     watch: bool,
 }
@@ -138,6 +141,7 @@ impl Engine {
             config_path: Mutex::new(None),
             config_watch: Mutex::new(None),
             workspaces: Workspaces::default(),
+            git_ahead: Mutex::new(None),
             state_dir,
             sessions: Sessions::default(),
             events,

@@ -18,6 +18,9 @@ use crate::turn::{self, LiveSession, ModelBinding, SessionSetup, TurnHost, TurnO
 use crate::workspace::GitState;
 use crate::workspace::Workspace;
 
+/// A session-start git state being read on its own thread.
+pub(crate) type GitRead = std::thread::JoinHandle<Option<GitState>>;
+
 /// How long the process waits at exit for the sessions' SessionEnd hooks.
 pub const EXIT_HOOKS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -448,14 +451,36 @@ impl Engine {
     }
 
     /// Starts reading the repository's git state for the session-start note, on its own
-    /// thread; None when off (`[context] git_state = false`).
-    fn start_git(&self, ws: &Workspace) -> Option<std::thread::JoinHandle<Option<GitState>>> {
+    /// thread; None when off (`[context] git_state = false`). A read started ahead for this
+    /// root ([`Engine::read_git_ahead`]) is taken instead.
+    fn start_git(&self, ws: &Workspace) -> Option<GitRead> {
+        let ahead = super::lock(&self.git_ahead).take();
+        if let Some((dir, read)) = ahead
+            && dir == ws.root.path()
+        {
+            return Some(read);
+        }
+        self.spawn_git(ws.root.path().to_path_buf())
+    }
+
+    /// Starts the git state read of the session `garuda exec` is about to start in `dir`,
+    /// before the workspace is opened, so the first request waits for git as little as it
+    /// can. Nothing happens when the git note is off or `dir` does not exist.
+    pub fn read_git_ahead(&self, dir: &std::path::Path) {
+        let Ok(dir) = std::fs::canonicalize(dir) else {
+            return;
+        };
+        if let Some(read) = self.spawn_git(dir.clone()) {
+            *super::lock(&self.git_ahead) = Some((dir, read));
+        }
+    }
+
+    fn spawn_git(&self, root: std::path::PathBuf) -> Option<GitRead> {
         let cfg = self.config();
         if !cfg.context.git_state {
             return None;
         }
         let timeout = std::time::Duration::from_millis(cfg.context.git_timeout_ms);
-        let root = ws.root.path().to_path_buf();
         std::thread::Builder::new()
             .name("garuda-git".into())
             .spawn(move || crate::workspace::read_git_state(&root, timeout))
