@@ -272,6 +272,10 @@ pub struct ToolMeta {
     /// A PreToolUse hook blocked the call: it did not run, and the output gives the reason.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub blocked_by_hook: bool,
+    /// An `agent` or `explore` call: the sub-session it ran, whose transcript `session/load`
+    /// and `session/messages` open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_session_id: Option<String>,
 }
 
 /// The outcome of a tool call's approval (`toolCallFinished`'s `meta.approval`).
@@ -466,6 +470,10 @@ pub struct PermissionRequest {
     pub input: Value,
     /// The choices: `allow_once`, `allow_always`, `reject`.
     pub options: Vec<PermissionOption>,
+    /// The agent whose sub-session asks (the title then starts `[agent NAME]`); absent for
+    /// the session's own calls. The answer holds in the calling session too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// One choice offered to the person.

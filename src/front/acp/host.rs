@@ -214,7 +214,7 @@ impl TurnHost for AcpHost {
 
     fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
         let client = self.client.clone();
-        let call = lock(&self.calls)
+        let mut call = lock(&self.calls)
             .get(&req.tool_call_id)
             .cloned()
             .unwrap_or_else(|| {
@@ -228,6 +228,10 @@ impl TurnHost for AcpHost {
                     acp::ToolCallStatus::Pending,
                 )
             });
+        if req.agent.is_some() {
+            // An agent's call was never announced: its title says whose it is.
+            call.title = req.title.clone();
+        }
         let params = permission_params(&req.session_id, call);
         Box::pin(async move {
             // A turn cancelled meanwhile drops this future: the client hears `$/cancel_request`.

@@ -309,6 +309,57 @@ impl ToolRegistry {
         self
     }
 
+    /// This registry with the agent tools, after the built-in tools: `explore` when
+    /// `explore` is on, and `agent` over `set` when it holds an agent. A client tool of the
+    /// same name keeps its place (the answer lists the names left out).
+    pub fn with_agents(
+        mut self,
+        set: std::sync::Arc<crate::agents::AgentSet>,
+        explore: bool,
+    ) -> (ToolRegistry, Vec<String>) {
+        let mut clashes = Vec::new();
+        let mut add = |r: &mut ToolRegistry, tool: Handler| {
+            if r.get(tool.name()).is_some() {
+                clashes.push(tool.name().to_string());
+                return;
+            }
+            let at = r
+                .entries
+                .iter()
+                .rposition(ToolEntry::is_builtin)
+                .map_or(0, |i| i + 1);
+            r.entries.insert(at, ToolEntry::builtin(tool));
+        };
+        if explore {
+            add(&mut self, Handler::new(super::ExploreTool));
+        }
+        if !set.agents.is_empty() {
+            add(&mut self, Handler::new(super::AgentTool::new(set)));
+        }
+        (self, clashes)
+    }
+
+    /// The built-in tools named `names` (Garuda's names), in the registry's order, with the
+    /// agent tools among them when `agents` gives their set; for a sub-session.
+    pub fn only(
+        names: &[String],
+        agents: Option<std::sync::Arc<crate::agents::AgentSet>>,
+    ) -> ToolRegistry {
+        let mut r = ToolRegistry::builtins();
+        r.entries.retain(|e| names.contains(&e.spec.name));
+        if let Some(set) = agents {
+            let explore = names.iter().any(|n| n == crate::agents::EXPLORE);
+            let agent = names.iter().any(|n| n == crate::agents::AGENT_TOOL);
+            let set = if agent {
+                set
+            } else {
+                std::sync::Arc::new(crate::agents::AgentSet::default())
+            };
+            r = r.with_agents(set, explore).0;
+        }
+        r
+    }
+
     /// True when `name` is the session's `skill` tool.
     pub fn is_skill(&self, name: &str) -> bool {
         self.get(name)

@@ -185,6 +185,9 @@ pub struct PermissionRequest {
     pub input: Value,
     /// The choices: `allow_once`, `allow_always`, `reject`.
     pub options: Vec<PermissionOption>,
+    /// The agent whose sub-session asks (its title starts `[agent NAME]`); None for the
+    /// session's own calls.
+    pub agent: Option<String>,
 }
 
 /// One choice offered to the person.

@@ -184,6 +184,10 @@ fn fixture(policy: Policy, window: u64, answers: Vec<Answer>) -> Fixture {
         skills: Default::default(),
         skill_dirs: None,
         hooks: Default::default(),
+        agents: Default::default(),
+        agent_settings: Default::default(),
+        role: None,
+        bind_model: None,
     };
     Fixture {
         _state: state,
