@@ -304,3 +304,33 @@ fn cancelling_the_turn_ends_a_running_agent() {
     assert!(child_msgs.to_string().contains("look around"));
     assert_eq!(mock.rec.count(), 2, "nothing was asked after the cancel");
 }
+
+#[test]
+fn agents_start_agents_only_when_the_user_lets_them() {
+    for (config, want) in [
+        ("", vec!["read_file"]),
+        ("[agents]\nnested = true\n", vec!["read_file", "agent"]),
+    ] {
+        let mock = Mock::start(vec![
+            MockReply::Sse(anthropic_tool_use(
+                "t_lead",
+                "agent",
+                &[r#"{"name": "lead", "task": "plan it"}"#],
+            )),
+            MockReply::Sse(answer("LEAD-REPORT", 3, 1)),
+            MockReply::Sse(answer("done", 3, 1)),
+        ]);
+        let (mut g, _h, ws, wid) = setup(&mock, config);
+        write(
+            ws.path(),
+            ".claude/agents/lead.md",
+            "---\nname: lead\ndescription: Splits work.\ntools: Read, Task\n---\nLead.\n",
+        );
+        let sid = session(&mut g, &wid, "full-auto");
+        let r = g.call("turn/run", json!({"sessionId": sid, "input": input("go")}));
+        assert_eq!(r["stopReason"], "end_turn", "{r}");
+        let bodies = mock.rec.bodies();
+        assert_eq!(tool_names(&bodies[1]), want, "config {config:?}");
+        assert!(bodies[2].to_string().contains("LEAD-REPORT"));
+    }
+}

@@ -22,9 +22,6 @@ pub const EXPLORE: &str = "explore";
 /// The name of the tool that runs custom agents.
 pub const AGENT_TOOL: &str = "agent";
 
-/// The tools of `explore`: reading and searching, nothing that changes or runs anything.
-pub const EXPLORE_TOOLS: [&str; 4] = ["read_file", "list_files", "glob", "grep"];
-
 /// Most model requests of one agent call (its own turn) before it stops.
 pub const DEFAULT_MAX_STEPS: u32 = 50;
 
@@ -198,27 +195,7 @@ pub fn parse_agent(text: &str, stem: &str) -> Result<(AgentHead, String), Frontm
 /// built-in tool declares them; `Task` and `Agent` are the agent tool), and the names no
 /// tool answers to.
 pub fn resolve_tools(listed: &[String]) -> (Vec<String>, Vec<String>) {
-    let builtins = ToolRegistry::builtins();
-    let mut tools: Vec<String> = Vec::new();
-    let mut unknown = Vec::new();
-    for name in listed {
-        let found = match name.as_str() {
-            AGENT_TOOL | "Task" | "Agent" => Some(AGENT_TOOL.to_string()),
-            EXPLORE => Some(EXPLORE.to_string()),
-            n => builtins
-                .entries()
-                .iter()
-                .filter_map(|e| e.handler())
-                .find(|h| h.name() == n || h.claude_names().contains(&n))
-                .map(|h| h.name().to_string()),
-        };
-        match found {
-            Some(t) if !tools.contains(&t) => tools.push(t),
-            Some(_) => {}
-            None => unknown.push(name.clone()),
-        }
-    }
-    (tools, unknown)
+    ToolRegistry::resolve_names(listed)
 }
 
 /// One folder to scan: the root it is read through and the folder beneath it.

@@ -807,12 +807,8 @@ pub struct HistoryPage {
 /// A stored agent's sub-session loads again as that agent: its tools and its prompt, no
 /// MCP servers and no skills.
 fn as_agent(setup: &mut SessionSetup, link: &crate::session::ParentLink) {
-    let nested = link
-        .tools
-        .iter()
-        .any(|t| t == crate::agents::AGENT_TOOL || t == crate::agents::EXPLORE);
-    setup.tools =
-        crate::tools::ToolRegistry::only(&link.tools, nested.then(|| setup.agents.clone()));
+    // The agent tools are in `link.tools` only when nesting gave them.
+    setup.tools = crate::tools::ToolRegistry::only(&link.tools, Some(setup.agents.clone()));
     setup.role = Some(crate::agents::AgentRole {
         name: link.agent.clone(),
         prompt: link.prompt.clone(),

@@ -339,6 +339,40 @@ impl ToolRegistry {
         (self, clashes)
     }
 
+    /// Garuda's names for tools an agent file lists (Garuda's own names or Claude Code's, as
+    /// each handler declares them; `agent` and `explore` included), each once, and the names
+    /// no tool answers to.
+    pub fn resolve_names(listed: &[String]) -> (Vec<String>, Vec<String>) {
+        let set = std::sync::Arc::new(crate::agents::AgentSet::default());
+        let mut handlers: Vec<Handler> = super::builtin::all();
+        handlers.push(Handler::new(super::ExploreTool));
+        handlers.push(Handler::new(super::AgentTool::new(set)));
+        let mut tools: Vec<String> = Vec::new();
+        let mut unknown = Vec::new();
+        for name in listed {
+            let n = name.as_str();
+            match handlers
+                .iter()
+                .find(|h| h.name() == n || h.claude_names().contains(&n))
+            {
+                Some(h) if !tools.iter().any(|t| t == h.name()) => tools.push(h.name().into()),
+                Some(_) => {}
+                None => unknown.push(name.clone()),
+            }
+        }
+        (tools, unknown)
+    }
+
+    /// The built-in tools that only read or search the workspace (`explore`'s tools).
+    pub fn read_only_names() -> Vec<String> {
+        ToolRegistry::builtins()
+            .entries
+            .iter()
+            .filter(|e| matches!(e.class, ToolClass::Read | ToolClass::Search))
+            .map(|e| e.spec.name.clone())
+            .collect()
+    }
+
     /// The built-in tools named `names` (Garuda's names), in the registry's order, with the
     /// agent tools among them when `agents` gives their set; for a sub-session.
     pub fn only(
@@ -551,6 +585,55 @@ mod tests {
         assert_eq!(
             ToolRegistry::with_options(vec![spec("snip")], false),
             Err(ToolClash("snip".into()))
+        );
+    }
+
+    #[test]
+    fn sub_session_tools_come_from_names_and_agent_tools_need_their_set() {
+        assert_eq!(
+            ToolRegistry::read_only_names(),
+            ["read_file", "list_files", "glob", "grep"]
+        );
+        let names: Vec<String> = ["bash", "read_file", "agent", "explore"]
+            .map(String::from)
+            .into();
+        let plain = ToolRegistry::only(&names, None);
+        let listed: Vec<&str> = plain
+            .entries()
+            .iter()
+            .map(|e| e.spec.name.as_str())
+            .collect();
+        assert_eq!(
+            listed,
+            ["read_file", "bash"],
+            "no agent tools without their set"
+        );
+        let set = std::sync::Arc::new(crate::agents::AgentSet {
+            agents: vec![crate::agents::AgentDef {
+                name: "a".into(),
+                description: "d".into(),
+                tools: None,
+                model: None,
+                prompt: "p".into(),
+                file: "a.md".into(),
+            }],
+            warnings: Vec::new(),
+        });
+        let nested = ToolRegistry::only(&names, Some(set.clone()));
+        let listed: Vec<&str> = nested
+            .entries()
+            .iter()
+            .map(|e| e.spec.name.as_str())
+            .collect();
+        assert_eq!(listed, ["read_file", "bash", "explore", "agent"]);
+        let (main, clashes) = ToolRegistry::for_session(vec![spec("explore")])
+            .unwrap()
+            .with_agents(set, true);
+        assert_eq!(clashes, ["explore"], "a client's explore keeps its place");
+        assert!(main.get("agent").is_some_and(ToolEntry::is_builtin));
+        assert_eq!(
+            main.get("explore").map(|e| &e.source),
+            Some(&ToolSource::Client)
         );
     }
 

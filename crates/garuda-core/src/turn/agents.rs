@@ -15,7 +15,7 @@ use futures_util::future::BoxFuture;
 use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
 use super::host::{ClientToolResult, CommandRun, Progress, TurnHost};
 use super::live::{LiveSession, ModelBinding, SessionSetup};
-use crate::agents::{AgentRole, EXPLORE, EXPLORE_PROMPT, EXPLORE_TOOLS, MAX_DEPTH};
+use crate::agents::{AgentRole, EXPLORE, EXPLORE_PROMPT, MAX_DEPTH};
 use crate::message::{Block, Role, StopReason, Usage};
 use crate::session::records::ParentLink;
 use crate::session::{Record, SessionHeader, SessionStore};
@@ -43,7 +43,7 @@ fn plan(parent: &LiveSession, call: &AgentCall, depth: u32) -> Result<Plan, Stri
     if call.agent == EXPLORE {
         return Ok(Plan {
             prompt: EXPLORE_PROMPT.to_string(),
-            tools: EXPLORE_TOOLS.map(String::from).to_vec(),
+            tools: ToolRegistry::read_only_names(),
             model: None,
             nested: false,
         });
@@ -53,14 +53,11 @@ fn plan(parent: &LiveSession, call: &AgentCall, depth: u32) -> Result<Plan, Stri
         .agents
         .get(&call.agent)
         .ok_or_else(|| format!("no agent is called {:?}", call.agent))?;
+    // Without nesting the registry has no agent tools to give, whatever the file lists.
     let nested = settings.nested && depth < MAX_DEPTH;
-    let mut tools = def.tools.clone().unwrap_or_else(every_tool);
-    if !nested {
-        tools.retain(|t| t != crate::agents::AGENT_TOOL && t != EXPLORE);
-    }
     Ok(Plan {
         prompt: def.prompt.clone(),
-        tools,
+        tools: def.tools.clone().unwrap_or_else(every_tool),
         model: def.model.clone(),
         nested,
     })
