@@ -1,7 +1,8 @@
 //! Agents end to end: `explore` calls of one message run at once, a custom agent gets only
 //! its listed tools and its approvals reach the client marked with its name, a cancel ends
-//! a running agent, a sub-session's transcript loads and continues as that agent, and the
-//! calling session's system prompt stays the same bytes throughout.
+//! a running agent, a sub-session's transcript loads and continues as that agent, agents
+//! start agents only when the user lets them, a sub-session compacts in its own window, and
+//! the calling session's system prompt stays the same bytes throughout.
 
 use std::path::Path;
 use std::time::Duration;
@@ -333,4 +334,58 @@ fn agents_start_agents_only_when_the_user_lets_them() {
         assert_eq!(tool_names(&bodies[1]), want, "config {config:?}");
         assert!(bodies[2].to_string().contains("LEAD-REPORT"));
     }
+}
+
+#[test]
+fn an_agent_compacts_in_its_own_window() {
+    let read = |id: &str, input: u64| {
+        MockReply::Sse(
+            AnthropicSse::new(MockUsage::new(input, 5))
+                .tool_use(id, "read_file", &[r#"{"path": "a.txt"}"#])
+                .finish("tool_use"),
+        )
+    };
+    let mut replies = vec![MockReply::Sse(anthropic_tool_use(
+        "t_x",
+        "explore",
+        &[r#"{"task": "read a.txt five times"}"#],
+    ))];
+    for i in 1..=4 {
+        replies.push(read(&format!("r{i}"), 100 * i));
+    }
+    // Past 80 % of the sub-session's 100 000-token window: its next step compacts first.
+    replies.push(read("r5", 85_000));
+    replies.push(MockReply::Sse(answer(
+        "<summary>CHILD-SUMMARY</summary>",
+        500,
+        50,
+    )));
+    replies.push(MockReply::Sse(answer("CHILD-REPORT", 600, 5)));
+    replies.push(MockReply::Sse(answer("parent done", 50, 5)));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _w, wid) = setup(&mock, crate::context::WINDOW_100K);
+    let sid = session(&mut g, &wid, "ask");
+    let r = g.call("turn/run", json!({"sessionId": sid, "input": input("go")}));
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies.len(), 9);
+    let child_system = system(&bodies[1]);
+    // The summary request shares the sub-session's prefix (its prompt, its tools).
+    assert_eq!(system(&bodies[6]), child_system);
+    assert!(
+        bodies[7]["messages"][0]
+            .to_string()
+            .contains("CHILD-SUMMARY"),
+        "the sub-session's view opens with its summary: {}",
+        bodies[7]["messages"][0]
+    );
+    assert_eq!(
+        system(&bodies[7]),
+        child_system,
+        "rebuilt as the same agent"
+    );
+    let parent = &bodies[8];
+    assert_eq!(system(parent), system(&bodies[0]));
+    let text = parent.to_string();
+    assert!(text.contains("CHILD-REPORT") && !text.contains("CHILD-SUMMARY"));
 }
