@@ -389,3 +389,92 @@ fn an_agent_compacts_in_its_own_window() {
     let text = parent.to_string();
     assert!(text.contains("CHILD-REPORT") && !text.contains("CHILD-SUMMARY"));
 }
+
+#[test]
+fn an_agent_runs_on_the_model_it_names() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(
+            AnthropicSse::new(MockUsage::new(10, 10))
+                .tool_use(
+                    "t1",
+                    "agent",
+                    &[r#"{"name": "fast", "task": "quick look"}"#],
+                )
+                .tool_use("t2", "agent", &[r#"{"name": "odd", "task": "anything"}"#])
+                .finish("tool_use"),
+        ),
+        MockReply::Sse(answer("FAST-REPORT", 3, 1)),
+        MockReply::Sse(answer("done", 3, 1)),
+    ]);
+    let (mut g, _h, ws, wid) = setup(&mock, "");
+    write(
+        ws.path(),
+        ".garuda/agents/fast.md",
+        "---\ndescription: Quick looks.\ntools: Read\nmodel: anthropic/claude-haiku-4-5\n---\nBe quick.\n",
+    );
+    write(
+        ws.path(),
+        ".garuda/agents/odd.md",
+        "---\ndescription: Odd one.\nmodel: nowhere\n---\nBe odd.\n",
+    );
+    let sid = session(&mut g, &wid, "full-auto");
+    let r = g.call("turn/run", json!({"sessionId": sid, "input": input("go")}));
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies.len(), 3, "the odd agent sent nothing");
+    assert_eq!(bodies[0]["model"], "claude-sonnet-4-5");
+    assert_eq!(bodies[1]["model"], "claude-haiku-4-5");
+    let last = bodies[2].to_string();
+    assert!(last.contains("FAST-REPORT"), "{last}");
+    assert!(
+        last.contains("names the model nowhere, which cannot be used"),
+        "{last}"
+    );
+}
+
+#[test]
+fn allow_always_in_an_agent_holds_for_its_caller() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "t_a",
+            "agent",
+            &[r#"{"name": "runner", "task": "echo one"}"#],
+        )),
+        MockReply::Sse(anthropic_tool_use(
+            "t_b1",
+            "bash",
+            &[r#"{"command": "echo one"}"#],
+        )),
+        MockReply::Sse(answer("ran one", 3, 1)),
+        MockReply::Sse(anthropic_tool_use(
+            "t_b2",
+            "bash",
+            &[r#"{"command": "echo two"}"#],
+        )),
+        MockReply::Sse(answer("done", 3, 1)),
+    ]);
+    let (mut g, _h, ws, wid) = setup(&mock, "");
+    write(
+        ws.path(),
+        ".garuda/agents/runner.md",
+        "---\ndescription: Runs commands.\ntools: Bash\n---\nRun.\n",
+    );
+    let sid = session(&mut g, &wid, "ask");
+    let mut asked = 0;
+    let r = g.request_serving(
+        "turn/run",
+        json!({"sessionId": sid, "input": input("go")}),
+        |m| {
+            if m["method"] == "permission/request" {
+                asked += 1;
+            }
+            json!({"optionId": "allow_always"})
+        },
+    );
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(
+        asked, 1,
+        "the caller's bash was allowed by the agent's answer"
+    );
+    assert!(mock.rec.bodies()[4].to_string().contains("two"));
+}
