@@ -121,7 +121,8 @@ pub(crate) async fn before_prompt(
     mut input: Vec<Block>,
 ) -> Result<Vec<Block>, TurnError> {
     let transcript = Some(state.file.path().to_path_buf());
-    if let Some(source) = session.take_start_hooks() {
+    // An agent's sub-session, also one loaded again, is part of its caller's session.
+    if let Some(source) = session.take_start_hooks().filter(|_| !session.is_agent()) {
         let data = EventData::SessionStart {
             source,
             model: Some(session.model_spec()),

@@ -606,6 +606,9 @@ impl LiveSession {
     /// The session leaves memory (`close`, `delete`, `evicted`): its SessionEnd hooks run,
     /// without holding up the caller.
     pub fn ended(self: &Arc<Self>, reason: &str) {
+        if self.is_agent() {
+            return;
+        }
         super::hooks::fire_and_forget(
             self,
             crate::hooks::EventData::SessionEnd {
@@ -620,7 +623,7 @@ impl LiveSession {
         let data = crate::hooks::EventData::SessionEnd {
             reason: "exit".to_string(),
         };
-        if !self.setup.hooks.has(data.event()) {
+        if self.is_agent() || !self.setup.hooks.has(data.event()) {
             return;
         }
         let cancel = tokio_util::sync::CancellationToken::new();
