@@ -90,6 +90,10 @@ fn bench(c: &mut Criterion) {
         skills: Default::default(),
         skill_dirs: None,
         hooks: Default::default(),
+        agents: Default::default(),
+        agent_settings: Default::default(),
+        role: None,
+        bind_model: None,
     };
     let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
     let host: Arc<dyn garuda_core::turn::TurnHost> = Arc::new(NullHost);

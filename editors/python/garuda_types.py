@@ -646,9 +646,7 @@ class PermissionOption(TypedDict):
     optionId: str
 
 
-class PermissionRequest(TypedDict):
-    """A tool call that needs the client's approval."""
-
+class _PermissionRequestRequired(TypedDict):
     # Arguments.
     input: Any
     # The choices: `allow_once`, `allow_always` (not offered for a `bash` call with `outside_sandbox`, which is asked for every time), `reject`.
@@ -661,6 +659,13 @@ class PermissionRequest(TypedDict):
     toolCallId: str
     # Tool name.
     toolName: str
+
+
+class PermissionRequest(_PermissionRequestRequired, total=False):
+    """A tool call that needs the client's approval."""
+
+    # The agent whose sub-session asks (the title then starts `[agent NAME]`); absent for the session's own calls. The answer holds in the calling session too.
+    agent: Optional[str]
 
 
 class PermissionResult(TypedDict):
@@ -764,10 +769,16 @@ class _SessionInfoRequired(TypedDict):
 class SessionInfo(_SessionInfoRequired, total=False):
     """A stored session."""
 
+    # For an agent's sub-session: the agent's name.
+    agent: Optional[str]
     # True when the transcript's header line was missing or damaged and was rebuilt: the fields are what could be recovered; the messages are intact.
     damaged: bool
     # The session it was forked from.
     forkedFrom: Optional[str]
+    # For an agent's sub-session: the session whose `agent` or `explore` call started it (pickers may hide or nest these).
+    parentSessionId: Optional[str]
+    # For an agent's sub-session: that tool call's id.
+    parentToolCallId: Optional[str]
     # The first user text, shortened.
     title: Optional[str]
 
@@ -853,6 +864,8 @@ class ToolCallResult(_ToolCallResultRequired, total=False):
 class ToolMeta(TypedDict, total=False):
     """Facts about a tool call beyond its text, for the client and the turn loop."""
 
+    # An `agent` or `explore` call: the sub-session it ran, whose transcript `session/load` and `session/messages` open.
+    agentSessionId: Optional[str]
     # How the approval went, when the policy asked for one (absent: no approval needed).
     approval: Union[Approval, None]
     # A PreToolUse hook blocked the call: it did not run, and the output gives the reason.

@@ -255,6 +255,9 @@ pub fn session_info_out(s: SessionSummary) -> w::SessionInfo {
             SessionOrigin::Exec => w::SessionOrigin::Exec,
         },
         updated: s.updated,
+        parent_session_id: s.parent.as_ref().map(|p| p.session_id.clone()),
+        parent_tool_call_id: s.parent.as_ref().map(|p| p.tool_call_id.clone()),
+        agent: s.parent.map(|p| p.agent),
     }
 }
 
@@ -446,6 +449,7 @@ fn meta_out(m: ToolMeta) -> w::ToolMeta {
         cancelled: m.cancelled,
         approval: m.approval.map(approval_out),
         blocked_by_hook: m.blocked_by_hook,
+        agent_session_id: m.agent.map(|a| a.session_id),
     }
 }
 
@@ -582,6 +586,7 @@ pub fn permission_out(r: PermissionRequest) -> w::PermissionRequest {
         title: r.title,
         input: r.input,
         options: r.options.into_iter().map(option_out).collect(),
+        agent: r.agent,
     }
 }
 

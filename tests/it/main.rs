@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod acp;
+mod agents;
 mod cli;
 mod client;
 mod config_errors;

@@ -300,6 +300,8 @@ pub enum MockReply {
     },
     /// Holds the answer back this long (a hang).
     Hang(Duration),
+    /// 200 with an SSE body, sent no sooner than this long after the request arrived.
+    Slow(String, Duration),
 }
 
 impl MockReply {
@@ -397,6 +399,11 @@ impl MockReply {
                 .insert_header("content-type", "text/event-stream")
                 .set_body_string(String::new())
                 .set_delay(*d),
+            MockReply::Slow(body, d) => ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .insert_header("cache-control", "no-cache")
+                .set_body_string(body.clone())
+                .set_delay(*d),
         }
     }
 }
@@ -409,6 +416,7 @@ pub type Headers = Vec<(String, String)>;
 pub struct Recorder {
     raw: Arc<Mutex<Vec<Vec<u8>>>>,
     headers: Arc<Mutex<Vec<Headers>>>,
+    arrived: Arc<Mutex<Vec<std::time::Instant>>>,
 }
 
 impl Recorder {
@@ -430,6 +438,13 @@ impl Recorder {
         self.headers.lock().unwrap().clone()
     }
 
+    /// When each request arrived. With a [`MockReply::Slow`] answer, the request was in
+    /// flight at least until its arrival plus the delay: a later request that arrived before
+    /// then overlapped it.
+    pub fn arrivals(&self) -> Vec<std::time::Instant> {
+        self.arrived.lock().unwrap().clone()
+    }
+
     /// How many requests arrived.
     pub fn count(&self) -> usize {
         self.raw.lock().unwrap().len()
@@ -444,6 +459,11 @@ struct Script {
 
 impl Respond for Script {
     fn respond(&self, req: &Request) -> ResponseTemplate {
+        self.rec
+            .arrived
+            .lock()
+            .unwrap()
+            .push(std::time::Instant::now());
         self.rec.raw.lock().unwrap().push(req.body.clone());
         let hs = req
             .headers

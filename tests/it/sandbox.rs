@@ -470,9 +470,10 @@ fn the_prompt_follows_the_real_state_not_the_config() {
     )
     .expect("write");
 
-    // Defaults: sandbox on, every command asks.
+    // Defaults: sandbox on, every command asks. The user turned `explore` off, so the claim
+    // of the workspace's switch is all there is for it.
     let home = tempfile::tempdir().expect("home");
-    write_config(home.path(), "");
+    write_config(home.path(), "[agents]\nexplore = false\n");
     let v = prompt_json(home.path(), ws.path());
     let system = v["system"].as_str().expect("system");
     assert!(

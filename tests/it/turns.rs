@@ -211,7 +211,7 @@ fn tool_loop_is_byte_stable_across_steps() {
     });
 }
 
-fn strip_cache_control(v: &mut Value) {
+pub(crate) fn strip_cache_control(v: &mut Value) {
     match v {
         Value::Object(o) => {
             o.remove("cache_control");

@@ -5,6 +5,7 @@
 //! It knows nothing of JSON-RPC: the `garuda` binary's fronts turn protocol messages into
 //! calls of [`engine::Engine`] and its results back into wire types.
 
+pub mod agents;
 pub mod config;
 pub mod engine;
 pub mod fsroot;

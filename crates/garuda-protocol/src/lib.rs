@@ -359,6 +359,16 @@ pub struct SessionInfo {
     pub origin: SessionOrigin,
     /// Time of its last record, unix milliseconds (its last activity).
     pub updated: u64,
+    /// For an agent's sub-session: the session whose `agent` or `explore` call started it
+    /// (pickers may hide or nest these).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session_id: Option<String>,
+    /// For an agent's sub-session: that tool call's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_tool_call_id: Option<String>,
+    /// For an agent's sub-session: the agent's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// The front that created a session.

@@ -272,6 +272,10 @@ pub struct ToolMeta {
     /// A PreToolUse hook blocked the call: it did not run, and the output gives the reason.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub blocked_by_hook: bool,
+    /// An `agent` or `explore` call: the sub-session it ran, whose transcript `session/load`
+    /// and `session/messages` open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_session_id: Option<String>,
 }
 
 /// The outcome of a tool call's approval (`toolCallFinished`'s `meta.approval`).
@@ -467,6 +471,10 @@ pub struct PermissionRequest {
     /// The choices: `allow_once`, `allow_always` (not offered for a `bash` call with
     /// `outside_sandbox`, which is asked for every time), `reject`.
     pub options: Vec<PermissionOption>,
+    /// The agent whose sub-session asks (the title then starts `[agent NAME]`); absent for
+    /// the session's own calls. The answer holds in the calling session too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// One choice offered to the person.

@@ -549,6 +549,11 @@ export type PermissionOption = {
 
 /** A tool call that needs the client's approval. */
 export type PermissionRequest = {
+  /**
+   * The agent whose sub-session asks (the title then starts `[agent NAME]`); absent for
+   * the session's own calls. The answer holds in the calling session too.
+   */
+  agent?: string | null;
   /** Arguments. */
   input: unknown;
   /**
@@ -644,6 +649,8 @@ export type ServerInfo = {
 
 /** A stored session. */
 export type SessionInfo = {
+  /** For an agent's sub-session: the agent's name. */
+  agent?: string | null;
   /** Creation time, unix milliseconds. */
   created: number;
   /**
@@ -659,6 +666,13 @@ export type SessionInfo = {
   model: string;
   /** Which front created it (sessions stored before this was recorded: `serve`). */
   origin: SessionOrigin;
+  /**
+   * For an agent's sub-session: the session whose `agent` or `explore` call started it
+   * (pickers may hide or nest these).
+   */
+  parentSessionId?: string | null;
+  /** For an agent's sub-session: that tool call's id. */
+  parentToolCallId?: string | null;
   /** Its id. */
   sessionId: string;
   /** The first user text, shortened. */
@@ -746,6 +760,11 @@ export type ToolCallResult = {
 
 /** Facts about a tool call beyond its text, for the client and the turn loop. */
 export type ToolMeta = {
+  /**
+   * An `agent` or `explore` call: the sub-session it ran, whose transcript `session/load`
+   * and `session/messages` open.
+   */
+  agentSessionId?: string | null;
   /** How the approval went, when the policy asked for one (absent: no approval needed). */
   approval?: Approval | null;
   /** A PreToolUse hook blocked the call: it did not run, and the output gives the reason. */

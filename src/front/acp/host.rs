@@ -238,7 +238,7 @@ impl TurnHost for AcpHost {
 
     fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
         let client = self.client.clone();
-        let call = lock(&self.calls)
+        let mut call = lock(&self.calls)
             .get(&req.tool_call_id)
             .cloned()
             .unwrap_or_else(|| {
@@ -253,6 +253,10 @@ impl TurnHost for AcpHost {
                 )
             });
         let always = req.options.iter().any(|o| o.option_id == "allow_always");
+        if req.agent.is_some() {
+            // An agent's call was never announced: its title says whose it is.
+            call.title = req.title.clone();
+        }
         let params = permission_params(&req.session_id, call, always);
         Box::pin(async move {
             // A turn cancelled meanwhile drops this future: the client hears `$/cancel_request`.

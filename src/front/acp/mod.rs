@@ -761,9 +761,19 @@ fn list_sessions(engine: &Engine, p: acp::ListSessionsRequest) -> Result<Value, 
         .unwrap_or_default()
         .iter()
         .map(|s| {
+            // An agent's sub-session says whose it is, so a history list can hide or nest it.
+            let meta = s.parent.as_ref().map(|p| {
+                let mut meta = acp::Meta::new();
+                meta.insert(
+                    "garuda".into(),
+                    serde_json::json!({"parentSessionId": p.session_id, "agent": p.agent}),
+                );
+                meta
+            });
             acp::SessionInfo::new(s.id.clone(), PathBuf::from(&s.workspace_root))
                 .title(s.title.clone())
                 .updated_at(iso8601(s.created))
+                .meta(meta)
         })
         .collect();
     let next = (end < list.len()).then(|| end.to_string());

@@ -96,6 +96,8 @@ pub struct Config {
     pub mcp: crate::mcp::McpSettings,
     /// Skills (`[skills]`, user config only: it may read the user's `~/.claude/skills`).
     pub skills: crate::skills::SkillSettings,
+    /// Agents (`[agents]`, user config only): custom agents, `explore`, nesting, bounds.
+    pub agents: crate::agents::AgentSettings,
     /// Hooks (`[hooks]`, `[[hooks.EVENT]]`): the user's own, and which others to import.
     pub hooks: crate::hooks::HooksSettings,
     /// The workspace's own `[hooks]` with the file they came from (set by

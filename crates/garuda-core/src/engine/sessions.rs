@@ -201,6 +201,22 @@ impl Engine {
         } else {
             tools = tools.with_skills(skills.clone());
         }
+        let agent_settings = self.config().agents.clone();
+        let agents = std::sync::Arc::new(if agent_settings.enabled {
+            let config_dir = crate::config::Config::user_path();
+            let config_dir = config_dir.as_deref().and_then(std::path::Path::parent);
+            crate::agents::discover(&ws.root, crate::agents::user_dir(config_dir).as_deref())
+        } else {
+            crate::agents::AgentSet::default()
+        });
+        warnings.extend(agents.warnings.iter().cloned());
+        let (with_agents, clashes) = tools.with_agents(agents.clone(), agent_settings.explore);
+        tools = with_agents;
+        for name in clashes {
+            warnings.push(format!(
+                "a client tool is called {name}: Garuda's {name} is not offered"
+            ));
+        }
         let hooks = std::sync::Arc::new(self.hook_set(&ws, &mut warnings));
         let (commands, sandbox) =
             crate::sandbox::session_runner(&self.config().sandbox, ws.root.path());
@@ -245,6 +261,10 @@ impl Engine {
                 skills,
                 skill_dirs,
                 hooks,
+                agents,
+                agent_settings,
+                role: None,
+                bind_model: Some(self.binder()),
             },
             warnings,
         ))
@@ -271,36 +291,60 @@ impl Engine {
         // Every session start, load and model switch binds a model: one check for all.
         self.config_ready()?;
         let cfg = self.provider_config()?;
-        let spec = ModelSpec::parse(model)?;
-        let id = match &spec {
-            ModelSpec::Remote { model, .. } => model.clone(),
-            ModelSpec::Replay(_) => "replay".to_string(),
-        };
-        let provider = provider::build(model, &cfg)?;
-        let mut info = provider::model_info(model, &cfg);
-        // `GARUDA_CONTEXT_WINDOW` lowers every model's window for this run.
-        info.context_window = self.config().context.window(info.context_window);
-        let mut warnings = Vec::new();
-        if !info.known {
-            let mut known: Vec<&str> = crate::provider::models::table_ids().collect();
-            known.extend(cfg.models.keys().filter_map(|k| k.rsplit('/').next()));
-            let hint = crate::provider::models::closest(&id, known)
-                .map(|k| format!(" (did you mean {k}?)"))
-                .unwrap_or_default();
-            warnings.push(format!(
+        bind(model, &cfg, &self.config().context)
+    }
+
+    /// What an agent that names its model binds it with: the provider settings in force
+    /// when its caller started.
+    fn binder(&self) -> crate::turn::ModelBinder {
+        let cfg = self.provider_config();
+        let context = self.config().context.clone();
+        std::sync::Arc::new(move |model: &str| {
+            let cfg = cfg.as_ref().map_err(ToString::to_string)?;
+            bind(model, cfg, &context)
+                .map(|(b, _)| b)
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+/// Binds a model spec to its provider and limits, with a warning when the model is unknown.
+fn bind(
+    model: &str,
+    cfg: &crate::provider::ProviderConfig,
+    context: &crate::config::ContextSettings,
+) -> Result<(ModelBinding, Vec<String>), EngineError> {
+    let spec = ModelSpec::parse(model)?;
+    let id = match &spec {
+        ModelSpec::Remote { model, .. } => model.clone(),
+        ModelSpec::Replay(_) => "replay".to_string(),
+    };
+    let provider = provider::build(model, cfg)?;
+    let mut info = provider::model_info(model, cfg);
+    // `GARUDA_CONTEXT_WINDOW` lowers every model's window for this run.
+    info.context_window = context.window(info.context_window);
+    let mut warnings = Vec::new();
+    if !info.known {
+        let mut known: Vec<&str> = crate::provider::models::table_ids().collect();
+        known.extend(cfg.models.keys().filter_map(|k| k.rsplit('/').next()));
+        let hint = crate::provider::models::closest(&id, known)
+            .map(|k| format!(" (did you mean {k}?)"))
+            .unwrap_or_default();
+        warnings.push(format!(
                 "model {model} is not in Garuda's table{hint}: assuming a {} token window and {} output tokens; set [models.\"{model}\"] in config.toml",
                 info.context_window, info.max_output
             ));
-        }
-        let binding = ModelBinding {
-            spec: model.to_string(),
-            id,
-            provider,
-            info,
-        };
-        Ok((binding, warnings))
     }
+    let binding = ModelBinding {
+        spec: model.to_string(),
+        id,
+        provider,
+        info,
+    };
+    Ok((binding, warnings))
+}
 
+impl Engine {
     /// Switches a session's model from its next model request on. The system prompt keeps
     /// the model the session started with; the next user message carries a note naming the
     /// new one. Answers warnings (an unknown model's assumed limits).
@@ -567,6 +611,9 @@ impl Engine {
             m => m.to_string(),
         };
         let (mut setup, warnings) = self.setup(ws, &model, policy, Vec::new(), req.mcp_servers)?;
+        if let Some(link) = &loaded.header.parent {
+            as_agent(&mut setup, link);
+        }
         if let Some(path) = req.record {
             setup.provider = provider::recording(setup.provider, path);
         }
@@ -780,6 +827,21 @@ pub struct HistoryPage {
     pub next_cursor: Option<u64>,
     /// Messages in all.
     pub total: u64,
+}
+
+/// A stored agent's sub-session loads again as that agent: its tools and its prompt, no
+/// MCP servers and no skills.
+fn as_agent(setup: &mut SessionSetup, link: &crate::session::ParentLink) {
+    // The agent tools are in `link.tools` only when nesting gave them.
+    setup.tools = crate::tools::ToolRegistry::only(&link.tools, Some(setup.agents.clone()));
+    setup.role = Some(crate::agents::AgentRole {
+        name: link.agent.clone(),
+        prompt: link.prompt.clone(),
+        depth: link.depth,
+    });
+    setup.mcp = None;
+    setup.skills = Arc::new(crate::skills::SkillSet::default());
+    setup.skill_dirs = None;
 }
 
 /// The model the last model note of a transcript names.

@@ -54,6 +54,19 @@ pub struct PromptOptions {
     pub facts: SessionFacts,
     /// Character limits.
     pub limits: Limits,
+    /// The agent a sub-session runs as: its prompt follows the base rules.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentPrompt>,
+}
+
+/// The part of a sub-session's prompt that makes it an agent.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentPrompt {
+    /// The agent's name.
+    pub name: String,
+    /// Its prompt (an agent file's body, or the built-in explore prompt).
+    pub prompt: String,
 }
 
 impl Default for PromptOptions {
@@ -64,6 +77,7 @@ impl Default for PromptOptions {
             features: Features::default(),
             facts: SessionFacts::default(),
             limits: Limits::default(),
+            agent: None,
         }
     }
 }
@@ -157,6 +171,8 @@ pub struct Gathered {
 pub enum PartKind {
     /// Base rules and the identity line.
     Base,
+    /// A sub-session's agent prompt.
+    Agent,
     /// The optional feature lines.
     Features,
     /// `# Build and test (detected by Garuda)`.
@@ -555,6 +571,12 @@ pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
     sections.push(report("base", None, &base, false, None));
     parts.push((PartKind::Base, base));
 
+    if let Some(a) = &opts.agent {
+        let text = agent_section(a);
+        sections.push(report("agent", Some(a.name.clone()), &text, false, None));
+        parts.push((PartKind::Agent, text));
+    }
+
     let lines = features::feature_lines(&opts.facts);
     warnings.extend(features::omitted_lines(&opts.features, &opts.facts));
     if !lines.is_empty() {
@@ -658,6 +680,19 @@ pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
         parts: ranges,
         sources: sources_out,
     }
+}
+
+/// The part of a sub-session's prompt that says it is an agent, and whose report its final
+/// message is.
+fn agent_section(a: &AgentPrompt) -> String {
+    format!(
+        "# Agent: {}\n\nAnother agent handed you a task: it is the user's message. Work on it \
+         with your tools on your own (nobody answers questions), then end with one message \
+         reporting what you found or did: that message is all the calling agent sees of your \
+         work.\n\n{}",
+        visible(&a.name),
+        a.prompt.trim()
+    )
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -701,3 +701,25 @@ fn two_gib_instruction_file_costs_only_its_budget() {
         Some((2 << 30) - 40_000)
     );
 }
+
+#[test]
+fn an_agent_prompt_follows_the_base_rules_before_the_project_instructions() {
+    let mut ws = Mem::new();
+    ws.file("AGENTS.md", "Project rules.\n");
+    let plain = ws.assemble();
+    let mut o = opts();
+    o.agent = Some(super::AgentPrompt {
+        name: "reviewer".into(),
+        prompt: "You review diffs.\n".into(),
+    });
+    let a = assemble(&ws.gather(), &o);
+    let kinds: Vec<&str> = a.sections.iter().map(|s| s.kind.as_str()).collect();
+    assert_eq!(kinds[..2], ["base", "agent"]);
+    let agent = a.part(PartKind::Agent);
+    assert!(agent.starts_with("# Agent: reviewer\n\n"), "{agent}");
+    assert!(agent.ends_with("You review diffs."), "{agent}");
+    assert_eq!(a.part(PartKind::Base), plain.part(PartKind::Base));
+    assert!(a.part(PartKind::Instructions).contains("Project rules."));
+    assert!(plain.part(PartKind::Agent).is_empty());
+    assert_ne!(a.sha256, plain.sha256);
+}

@@ -10,5 +10,5 @@ pub mod store;
 pub mod tokens;
 pub mod view;
 
-pub use records::{MessageMeta, MessageRecord, Record, SessionHeader, SessionOrigin};
-pub use store::{Loaded, SessionFile, SessionStore, SessionSummary, StoreError};
+pub use records::{MessageMeta, MessageRecord, ParentLink, Record, SessionHeader, SessionOrigin};
+pub use store::{Loaded, ParentRef, SessionFile, SessionStore, SessionSummary, StoreError};

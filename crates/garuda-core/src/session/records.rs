@@ -286,6 +286,9 @@ pub enum UsagePurpose {
     Collapse,
     /// A request of the compaction worker.
     Worker,
+    /// The requests of an agent's sub-session (its whole turn, summed): recorded in the
+    /// calling session so its cost covers its agents.
+    Agent,
 }
 
 /// The provider refused a request as too long: the limit it enforces, which every later
@@ -380,6 +383,33 @@ pub struct SessionHeader {
     /// Which front created the session (transcripts written before it was recorded: `serve`).
     #[serde(default)]
     pub origin: SessionOrigin,
+    /// For an agent's sub-session: the session and tool call that started it, and what the
+    /// agent was (so the session loads again as that agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
+}
+
+/// Where an agent's sub-session came from, and the agent it runs as.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentLink {
+    /// The calling session.
+    pub session_id: String,
+    /// The `agent` or `explore` call of the calling session whose result this session gave.
+    pub tool_call_id: String,
+    /// The agent's name.
+    pub agent: String,
+    /// Garuda's names of the tools it has.
+    pub tools: Vec<String>,
+    /// Its prompt.
+    pub prompt: String,
+    /// 1 for an agent the main session started, 2 for one that agent started, …
+    #[serde(default = "first_level")]
+    pub depth: u32,
+}
+
+fn first_level() -> u32 {
+    1
 }
 
 fn format_version() -> u32 {
@@ -426,6 +456,7 @@ impl SessionHeader {
             policy: None,
             forked_from: None,
             origin: SessionOrigin::Serve,
+            parent: None,
         }
     }
 }

@@ -119,6 +119,29 @@ pub struct SessionSummary {
     pub origin: SessionOrigin,
     /// Time of the last record, unix ms (the creation time when nothing followed the header).
     pub updated: u64,
+    /// For an agent's sub-session: the calling session, its tool call, and the agent.
+    pub parent: Option<ParentRef>,
+}
+
+/// The session and tool call an agent's sub-session answered, as listings show it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ParentRef {
+    /// The calling session.
+    pub session_id: String,
+    /// The tool call whose result the sub-session gave.
+    pub tool_call_id: String,
+    /// The agent's name.
+    pub agent: String,
+}
+
+impl ParentRef {
+    fn of(link: &super::records::ParentLink) -> ParentRef {
+        ParentRef {
+            session_id: link.session_id.clone(),
+            tool_call_id: link.tool_call_id.clone(),
+            agent: link.agent.clone(),
+        }
+    }
 }
 
 const TITLE_CHARS: usize = 80;
@@ -574,6 +597,7 @@ pub fn recover_header(
         origin: field("origin")
             .and_then(|o| serde_json::from_value(serde_json::Value::String(o)).ok())
             .unwrap_or_default(),
+        parent: None,
     }
 }
 
@@ -605,6 +629,7 @@ fn summary_of_loaded(l: &Loaded) -> SessionSummary {
         forked_from: l.header.forked_from.as_ref().map(|f| f.session_id.clone()),
         damaged: l.header_recovered,
         origin: l.header.origin,
+        parent: l.header.parent.as_ref().map(ParentRef::of),
         updated: l
             .records
             .iter()
@@ -640,7 +665,7 @@ fn find_incomplete_install(records: &[Record]) -> Option<String> {
 /// The session index's file name in the store's folder (not `.jsonl`, so never listed).
 const INDEX_FILE: &str = ".index.json";
 /// Bumped when the index's meaning changes; an index of another version is rebuilt.
-const INDEX_VERSION: u32 = 1;
+const INDEX_VERSION: u32 = 2;
 
 /// The listing cache: one entry per transcript, valid while the file's stamp is unchanged.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -693,6 +718,7 @@ impl Indexed {
                 damaged: false,
                 origin: SessionOrigin::Serve,
                 updated: 0,
+                parent: None,
             },
         }
     }
@@ -700,7 +726,7 @@ impl Indexed {
 
 /// `SessionSummary` is an engine type without serde; the index stores it as a tuple.
 mod summary_serde {
-    use super::{SessionOrigin, SessionSummary};
+    use super::{ParentRef, SessionOrigin, SessionSummary};
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     type Repr = (
@@ -714,6 +740,7 @@ mod summary_serde {
         bool,
         SessionOrigin,
         u64,
+        Option<ParentRef>,
     );
 
     pub fn serialize<S: Serializer>(s: &SessionSummary, ser: S) -> Result<S::Ok, S::Error> {
@@ -728,6 +755,7 @@ mod summary_serde {
             s.damaged,
             s.origin,
             s.updated,
+            &s.parent,
         )
             .serialize(ser)
     }
@@ -744,6 +772,7 @@ mod summary_serde {
             damaged,
             origin,
             updated,
+            parent,
         ) = Repr::deserialize(d)?;
         Ok(SessionSummary {
             id,
@@ -756,6 +785,7 @@ mod summary_serde {
             damaged,
             origin,
             updated,
+            parent,
         })
     }
 }
@@ -790,6 +820,7 @@ fn summarize_from(path: &Path, item: &mut Indexed) -> Result<bool, StoreError> {
                 s.workspace_root = h.workspace_root;
                 s.forked_from = h.forked_from.map(|f| f.session_id);
                 s.origin = h.origin;
+                s.parent = h.parent.as_ref().map(ParentRef::of);
                 s.updated = s.updated.max(h.time);
                 has_header = true;
                 item.parsed += n as u64;

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::fsroot::{EntryKind, FileStamp, Root};
 
+pub(crate) use parse::Frontmatter;
 pub use parse::{SkillHead, parse_skill};
 
 /// The workspace folders skills are found in, in precedence order (a name found in an

@@ -19,10 +19,93 @@ pub struct SkillHead {
     pub allowed_tools: Vec<String>,
 }
 
+/// A file's YAML frontmatter read as a mapping, with the line of each key, for the
+/// formats that declare themselves in one (skills, agents).
+pub(crate) struct Frontmatter<'a> {
+    yaml: &'a str,
+    map: serde_yaml_ng::Mapping,
+}
+
+impl<'a> Frontmatter<'a> {
+    /// Splits `text` into its frontmatter and its body; `None` when it has no frontmatter.
+    pub(crate) fn read(
+        text: &'a str,
+    ) -> Result<Option<(Frontmatter<'a>, &'a str)>, FrontmatterError> {
+        let Some((yaml, body)) = split_frontmatter(text)? else {
+            return Ok(None);
+        };
+        let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).map_err(|e| {
+            let msg = e.to_string();
+            FrontmatterError {
+                // Lines of the frontmatter start on the file's second line.
+                line: e.location().map_or(1, |l| l.line() + 1),
+                message: msg.split(" at line ").next().unwrap_or(&msg).to_string(),
+            }
+        })?;
+        let map = match value {
+            serde_yaml_ng::Value::Mapping(map) => map,
+            // `---` then `---`: an empty frontmatter.
+            serde_yaml_ng::Value::Null => serde_yaml_ng::Mapping::new(),
+            _ => {
+                return Err(FrontmatterError {
+                    line: 2,
+                    message: "the frontmatter is not a mapping of keys to values".into(),
+                });
+            }
+        };
+        Ok(Some((Frontmatter { yaml, map }, body)))
+    }
+
+    /// The file's line of `key` (the frontmatter's first line when it is absent).
+    pub(crate) fn line_of(&self, key: &str) -> usize {
+        self.yaml
+            .lines()
+            .position(|l| l.trim_start().starts_with(&format!("{key}:")))
+            .map_or(2, |i| i + 2)
+    }
+
+    /// The string `key`, on one line; `None` when absent or null.
+    pub(crate) fn text(&self, key: &str) -> Result<Option<String>, FrontmatterError> {
+        match self.map.get(key) {
+            None | Some(serde_yaml_ng::Value::Null) => Ok(None),
+            Some(serde_yaml_ng::Value::String(s)) => Ok(Some(one_line(s))),
+            Some(_) => Err(FrontmatterError {
+                line: self.line_of(key),
+                message: format!("`{key}` must be a string"),
+            }),
+        }
+    }
+
+    /// The list `key`: a YAML sequence, or one string of names split at commas and spaces;
+    /// `None` when absent or null.
+    pub(crate) fn list(&self, key: &str) -> Result<Option<Vec<String>>, FrontmatterError> {
+        match self.map.get(key) {
+            None | Some(serde_yaml_ng::Value::Null) => Ok(None),
+            Some(serde_yaml_ng::Value::String(s)) => Ok(Some(
+                s.split([',', ' '])
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_string)
+                    .collect(),
+            )),
+            Some(serde_yaml_ng::Value::Sequence(items)) => Ok(Some(
+                items
+                    .iter()
+                    .filter_map(|i| i.as_str().map(str::to_string))
+                    .collect(),
+            )),
+            Some(_) => Err(FrontmatterError {
+                line: self.line_of(key),
+                message: format!("`{key}` must be a list of tool names"),
+            }),
+        }
+    }
+}
+
 /// Reads a `SKILL.md`: its head and its body. `folder` (the folder's name) is the name when
 /// the frontmatter gives none.
 pub fn parse_skill(text: &str, folder: &str) -> Result<(SkillHead, String), FrontmatterError> {
-    let Some((yaml, body)) = split_frontmatter(text)? else {
+    let Some((front, body)) = Frontmatter::read(text)? else {
         return Err(FrontmatterError {
             line: 1,
             message: "no frontmatter: a SKILL.md starts with `---`, then `name:` and \
@@ -30,71 +113,24 @@ pub fn parse_skill(text: &str, folder: &str) -> Result<(SkillHead, String), Fron
                 .into(),
         });
     };
-    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).map_err(|e| {
-        let msg = e.to_string();
-        FrontmatterError {
-            // Lines of the frontmatter start on the file's second line.
-            line: e.location().map_or(1, |l| l.line() + 1),
-            message: msg.split(" at line ").next().unwrap_or(&msg).to_string(),
-        }
-    })?;
-    let serde_yaml_ng::Value::Mapping(map) = value else {
-        return Err(FrontmatterError {
-            line: 2,
-            message: "the frontmatter is not a mapping of keys to values".into(),
-        });
-    };
-    let line_of = |key: &str| {
-        yaml.lines()
-            .position(|l| l.trim_start().starts_with(&format!("{key}:")))
-            .map_or(2, |i| i + 2)
-    };
-    let text_of = |key: &str| -> Result<Option<String>, FrontmatterError> {
-        match map.get(key) {
-            None | Some(serde_yaml_ng::Value::Null) => Ok(None),
-            Some(serde_yaml_ng::Value::String(s)) => Ok(Some(one_line(s))),
-            Some(_) => Err(FrontmatterError {
-                line: line_of(key),
-                message: format!("`{key}` must be a string"),
-            }),
-        }
-    };
-    let name = text_of("name")?.unwrap_or_else(|| folder.to_string());
+    let name = front.text("name")?.unwrap_or_else(|| folder.to_string());
     if name.is_empty() || name.chars().count() > MAX_NAME || name.contains(char::is_whitespace) {
         return Err(FrontmatterError {
-            line: line_of("name"),
+            line: front.line_of("name"),
             message: format!(
                 "`name` must be one word of at most {MAX_NAME} characters (lowercase letters, \
                  digits and hyphens), not {name:?}"
             ),
         });
     }
-    let Some(description) = text_of("description")?.filter(|d| !d.is_empty()) else {
+    let Some(description) = front.text("description")?.filter(|d| !d.is_empty()) else {
         return Err(FrontmatterError {
-            line: line_of("description"),
+            line: front.line_of("description"),
             message: "`description` is missing: it says when to use the skill".into(),
         });
     };
     let description: String = description.chars().take(MAX_DESCRIPTION).collect();
-    let allowed_tools = match map.get("allowed-tools") {
-        None | Some(serde_yaml_ng::Value::Null) => Vec::new(),
-        Some(serde_yaml_ng::Value::String(s)) => s
-            .split([',', ' '])
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(str::to_string)
-            .collect(),
-        Some(serde_yaml_ng::Value::Sequence(items)) => items
-            .iter()
-            .filter_map(|i| i.as_str().map(str::to_string))
-            .collect(),
-        Some(_) => {
-            return Err(FrontmatterError {
-                line: line_of("allowed-tools"),
-                message: "`allowed-tools` must be a list of tool names".into(),
-            });
-        }
-    };
+    let allowed_tools = front.list("allowed-tools")?.unwrap_or_default();
     let head = SkillHead {
         name,
         description,

@@ -63,6 +63,24 @@ pub trait Workbench: Send + Sync {
     fn run_command(&self, _run: CommandRun) -> Option<BoxFuture<'static, ClientToolResult>> {
         None
     }
+    /// Runs an agent's sub-session on `call` and answers its final message (the turn layer
+    /// lends this; a bench without sessions answers `None` and the tool refuses).
+    fn run_agent<'a>(
+        &'a self,
+        _call: AgentCall,
+        _ctx: &'a super::ToolContext,
+    ) -> Option<BoxFuture<'a, ToolOutput>> {
+        None
+    }
+}
+
+/// One call of an agent: which agent, and the task handed to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentCall {
+    /// `explore` or a custom agent's name.
+    pub agent: String,
+    /// The task, as the agent reads it (its first user message).
+    pub task: String,
 }
 
 /// A workbench that lends nothing: every tool does its own work.
@@ -160,6 +178,11 @@ pub trait Tool: Send + Sync + 'static {
     /// Claude Code's names for this tool (hooks and settings written for Claude Code).
     fn claude_names(&self) -> &'static [&'static str] {
         &[]
+    }
+    /// Calls of it that follow one another in one message may run at the same time
+    /// (`explore`: it reads only, in a sub-session of its own).
+    fn concurrent(&self) -> bool {
+        false
     }
     /// Claude Code's input names this tool's file `file_path`, an absolute path.
     fn claude_file_path(&self) -> bool {

@@ -27,9 +27,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::fsroot::{FileStamp, Root};
 
-pub use builtin::{SKILL_TOOL, SkillTool, TodoItem, TodoStatus, skill_text, todos_in};
+pub use builtin::{
+    AgentTool, ExploreTool, SKILL_TOOL, SkillTool, TodoItem, TodoStatus, skill_text, todos_in,
+};
 pub use handler::{
-    ClientToolResult, CommandRun, Handler, NoWorkbench, Risk, Tool, ToolKind, Workbench,
+    AgentCall, ClientToolResult, CommandRun, Handler, NoWorkbench, Risk, Tool, ToolKind, Workbench,
 };
 pub use policy::{
     Policy, RISKY_DIRS, RISKY_FILES, UnknownPolicy, approval_needed, needs_approval, risky_path,
@@ -341,6 +343,17 @@ pub struct ToolMeta {
     pub approval: Option<Approval>,
     /// A PreToolUse hook of the user's blocked the call; it did not run.
     pub blocked_by_hook: bool,
+    /// The sub-session an `agent` or `explore` call ran (boxed: most calls have none).
+    pub agent: Option<Box<AgentRan>>,
+}
+
+/// The sub-session an `agent` or `explore` call ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRan {
+    /// Its id (its transcript).
+    pub session_id: String,
+    /// What its requests used, summed (added to the calling session's).
+    pub usage: crate::message::Usage,
 }
 
 /// The outcome of a tool call's approval.
@@ -495,6 +508,12 @@ pub async fn run(name: &str, input: Value, ctx: &ToolContext) -> ToolOutput {
                 .join(", ")
         )),
     }
+}
+
+/// Keeps the head and tail of text longer than `max` characters, noting what was left out;
+/// answers whether it was cut.
+pub(crate) fn cap_text(s: &str, max: usize) -> (String, bool) {
+    util::cap_middle(s, max)
 }
 
 /// Runs a built-in tool's handler, unless the turn was cancelled before it started.

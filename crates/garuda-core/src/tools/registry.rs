@@ -314,6 +314,91 @@ impl ToolRegistry {
         self
     }
 
+    /// This registry with the agent tools, after the built-in tools: `explore` when
+    /// `explore` is on, and `agent` over `set` when it holds an agent. A client tool of the
+    /// same name keeps its place (the answer lists the names left out).
+    pub fn with_agents(
+        mut self,
+        set: std::sync::Arc<crate::agents::AgentSet>,
+        explore: bool,
+    ) -> (ToolRegistry, Vec<String>) {
+        let mut clashes = Vec::new();
+        let mut add = |r: &mut ToolRegistry, tool: Handler| {
+            if r.get(tool.name()).is_some() {
+                clashes.push(tool.name().to_string());
+                return;
+            }
+            let at = r
+                .entries
+                .iter()
+                .rposition(ToolEntry::is_builtin)
+                .map_or(0, |i| i + 1);
+            r.entries.insert(at, ToolEntry::builtin(tool));
+        };
+        if explore {
+            add(&mut self, Handler::new(super::ExploreTool));
+        }
+        if !set.agents.is_empty() {
+            add(&mut self, Handler::new(super::AgentTool::new(set)));
+        }
+        (self, clashes)
+    }
+
+    /// Garuda's names for tools an agent file lists (Garuda's own names or Claude Code's, as
+    /// each handler declares them; `agent` and `explore` included), each once, and the names
+    /// no tool answers to.
+    pub fn resolve_names(listed: &[String]) -> (Vec<String>, Vec<String>) {
+        let set = std::sync::Arc::new(crate::agents::AgentSet::default());
+        let mut handlers: Vec<Handler> = super::builtin::all();
+        handlers.push(Handler::new(super::ExploreTool));
+        handlers.push(Handler::new(super::AgentTool::new(set)));
+        let mut tools: Vec<String> = Vec::new();
+        let mut unknown = Vec::new();
+        for name in listed {
+            let n = name.as_str();
+            match handlers
+                .iter()
+                .find(|h| h.name() == n || h.claude_names().contains(&n))
+            {
+                Some(h) if !tools.iter().any(|t| t == h.name()) => tools.push(h.name().into()),
+                Some(_) => {}
+                None => unknown.push(name.clone()),
+            }
+        }
+        (tools, unknown)
+    }
+
+    /// The built-in tools that only read or search the workspace (`explore`'s tools).
+    pub fn read_only_names() -> Vec<String> {
+        ToolRegistry::builtins()
+            .entries
+            .iter()
+            .filter(|e| matches!(e.class, ToolClass::Read | ToolClass::Search))
+            .map(|e| e.spec.name.clone())
+            .collect()
+    }
+
+    /// The built-in tools named `names` (Garuda's names), in the registry's order, with the
+    /// agent tools among them when `agents` gives their set; for a sub-session.
+    pub fn only(
+        names: &[String],
+        agents: Option<std::sync::Arc<crate::agents::AgentSet>>,
+    ) -> ToolRegistry {
+        let mut r = ToolRegistry::builtins();
+        r.entries.retain(|e| names.contains(&e.spec.name));
+        if let Some(set) = agents {
+            let explore = names.iter().any(|n| n == crate::agents::EXPLORE);
+            let agent = names.iter().any(|n| n == crate::agents::AGENT_TOOL);
+            let set = if agent {
+                set
+            } else {
+                std::sync::Arc::new(crate::agents::AgentSet::default())
+            };
+            r = r.with_agents(set, explore).0;
+        }
+        r
+    }
+
     /// True when `name` is the session's `skill` tool.
     pub fn is_skill(&self, name: &str) -> bool {
         self.get(name)
@@ -505,6 +590,55 @@ mod tests {
         assert_eq!(
             ToolRegistry::with_options(vec![spec("snip")], false),
             Err(ToolClash("snip".into()))
+        );
+    }
+
+    #[test]
+    fn sub_session_tools_come_from_names_and_agent_tools_need_their_set() {
+        assert_eq!(
+            ToolRegistry::read_only_names(),
+            ["read_file", "list_files", "glob", "grep"]
+        );
+        let names: Vec<String> = ["bash", "read_file", "agent", "explore"]
+            .map(String::from)
+            .into();
+        let plain = ToolRegistry::only(&names, None);
+        let listed: Vec<&str> = plain
+            .entries()
+            .iter()
+            .map(|e| e.spec.name.as_str())
+            .collect();
+        assert_eq!(
+            listed,
+            ["read_file", "bash"],
+            "no agent tools without their set"
+        );
+        let set = std::sync::Arc::new(crate::agents::AgentSet {
+            agents: vec![crate::agents::AgentDef {
+                name: "a".into(),
+                description: "d".into(),
+                tools: None,
+                model: None,
+                prompt: "p".into(),
+                file: "a.md".into(),
+            }],
+            warnings: Vec::new(),
+        });
+        let nested = ToolRegistry::only(&names, Some(set.clone()));
+        let listed: Vec<&str> = nested
+            .entries()
+            .iter()
+            .map(|e| e.spec.name.as_str())
+            .collect();
+        assert_eq!(listed, ["read_file", "bash", "explore", "agent"]);
+        let (main, clashes) = ToolRegistry::for_session(vec![spec("explore")])
+            .unwrap()
+            .with_agents(set, true);
+        assert_eq!(clashes, ["explore"], "a client's explore keeps its place");
+        assert!(main.get("agent").is_some_and(ToolEntry::is_builtin));
+        assert_eq!(
+            main.get("explore").map(|e| &e.source),
+            Some(&ToolSource::Client)
         );
     }
 

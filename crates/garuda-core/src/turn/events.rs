@@ -186,6 +186,9 @@ pub struct PermissionRequest {
     /// The choices: `allow_once`, `allow_always` (not for a call that leaves the sandbox),
     /// `reject`.
     pub options: Vec<PermissionOption>,
+    /// The agent whose sub-session asks (its title starts `[agent NAME]`); None for the
+    /// session's own calls.
+    pub agent: Option<String>,
 }
 
 /// One choice offered to the person.

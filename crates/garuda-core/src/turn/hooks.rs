@@ -121,7 +121,8 @@ pub(crate) async fn before_prompt(
     mut input: Vec<Block>,
 ) -> Result<Vec<Block>, TurnError> {
     let transcript = Some(state.file.path().to_path_buf());
-    if let Some(source) = session.take_start_hooks() {
+    // An agent's sub-session, also one loaded again, is part of its caller's session.
+    if let Some(source) = session.take_start_hooks().filter(|_| !session.is_agent()) {
         let data = EventData::SessionStart {
             source,
             model: Some(session.model_spec()),
@@ -132,7 +133,8 @@ pub(crate) async fn before_prompt(
         }
         instructions_loaded(session, "session_start");
     }
-    if !session.setup.hooks.has(HookEvent::UserPromptSubmit) {
+    // An agent's task is not the user's prompt: the caller's prompt went through the hooks.
+    if session.is_agent() || !session.setup.hooks.has(HookEvent::UserPromptSubmit) {
         return Ok(input);
     }
     let prompt: Vec<&str> = input
@@ -228,7 +230,8 @@ pub(crate) async fn stop_blocks(
     response: &crate::provider::ModelResponse,
     active: bool,
 ) -> Result<bool, TurnError> {
-    if !session.setup.hooks.has(HookEvent::Stop) {
+    // An agent's report goes back to its caller, whose own end the Stop hooks judge.
+    if session.is_agent() || !session.setup.hooks.has(HookEvent::Stop) {
         return Ok(false);
     }
     let last: Vec<&str> = response

@@ -121,7 +121,18 @@ pub struct SessionSetup {
     pub skill_dirs: Option<crate::skills::SkillDirs>,
     /// The hooks in force for the session (and the ones skipped), fixed at its start.
     pub hooks: Arc<crate::hooks::HookSet>,
+    /// The custom agents found at its start (listed in the `agent` tool).
+    pub agents: Arc<crate::agents::AgentSet>,
+    /// The `[agents]` settings at its start.
+    pub agent_settings: crate::agents::AgentSettings,
+    /// The agent this session runs as (None: a main session).
+    pub role: Option<crate::agents::AgentRole>,
+    /// Binds the model an agent names (None: agents run on the caller's model).
+    pub bind_model: Option<ModelBinder>,
 }
+
+/// Binds a model spec to its provider and limits (an agent that names its model).
+pub type ModelBinder = Arc<dyn Fn(&str) -> Result<ModelBinding, String> + Send + Sync>;
 
 impl SessionSetup {
     /// The prompt options of this session: the workspace's, with the session's own facts
@@ -134,6 +145,10 @@ impl SessionSetup {
         let mut o = self.workspace.default_options(Some(model));
         o.facts = crate::tools::session_facts(self.policy, &self.sandbox, tools);
         o.facts.hooks = self.hooks.any();
+        o.agent = self.role.as_ref().map(|r| crate::prompt::AgentPrompt {
+            name: r.name.clone(),
+            prompt: r.prompt.clone(),
+        });
         o
     }
 }
@@ -236,8 +251,9 @@ pub struct LiveSession {
     /// The task list.
     pub(crate) todos: Arc<Mutex<Vec<TodoItem>>>,
     /// Tools the person allowed for the rest of the session; outside the state, so
-    /// revoking one does not wait for the running turn.
-    always_allow: Mutex<HashSet<String>>,
+    /// revoking one does not wait for the running turn. An agent's sub-session shares its
+    /// caller's: an answer in either holds in both.
+    always_allow: Arc<Mutex<HashSet<String>>>,
     /// The running operation's cancellation, for `turn/cancel`.
     running: Mutex<Option<CancellationToken>>,
     message_count: Arc<AtomicU64>,
@@ -357,7 +373,7 @@ impl LiveSession {
             setup,
             files: Arc::new(Mutex::new(FileTracker::new())),
             todos: Arc::new(Mutex::new(todos)),
-            always_allow: Mutex::new(HashSet::new()),
+            always_allow: Arc::new(Mutex::new(HashSet::new())),
             running: Mutex::new(None),
             tools: Mutex::new(Arc::new(setup_tools)),
             skills: Mutex::new(skills),
@@ -369,6 +385,19 @@ impl LiveSession {
             readable: Arc::new(Mutex::new(readable)),
             user_words: std::sync::atomic::AtomicBool::new(user_words),
         }
+    }
+
+    /// This session as an agent's sub-session of `parent`: "allow always" answers are shared
+    /// with it, and the session-start hooks do not run (the caller's session started).
+    pub(crate) fn child_of(mut self, parent: &LiveSession) -> LiveSession {
+        self.always_allow = parent.always_allow.clone();
+        self.start_hooks = Mutex::new(None);
+        self
+    }
+
+    /// True for an agent's sub-session.
+    pub fn is_agent(&self) -> bool {
+        self.setup.role.is_some()
     }
 
     /// Starts an operation; `Busy` while another one runs. `cancel` is what `cancel()`
@@ -601,6 +630,9 @@ impl LiveSession {
     /// The session leaves memory (`close`, `delete`, `evicted`): its SessionEnd hooks run,
     /// without holding up the caller.
     pub fn ended(self: &Arc<Self>, reason: &str) {
+        if self.is_agent() {
+            return;
+        }
         super::hooks::fire_and_forget(
             self,
             crate::hooks::EventData::SessionEnd {
@@ -615,7 +647,7 @@ impl LiveSession {
         let data = crate::hooks::EventData::SessionEnd {
             reason: "exit".to_string(),
         };
-        if !self.setup.hooks.has(data.event()) {
+        if self.is_agent() || !self.setup.hooks.has(data.event()) {
             return;
         }
         let cancel = tokio_util::sync::CancellationToken::new();

@@ -1,6 +1,7 @@
 //! Turns: the step loop that streams a model's answer, runs its tool calls (asking the
 //! client where policy says so), and persists every step.
 
+mod agents;
 mod budget;
 mod compact;
 mod events;
@@ -25,7 +26,9 @@ pub use events::{
 };
 pub use host::{ClientToolResult, CommandRun, NullHost, Progress, TurnHost};
 pub use instructions::RootNoted;
-pub use live::{LiveSession, ModelBinding, Operation, SessionSetup, SessionState, TurnError};
+pub use live::{
+    LiveSession, ModelBinder, ModelBinding, Operation, SessionSetup, SessionState, TurnError,
+};
 pub use ops::{CollapseOutcome, SNIP_TOOL, SnipOutcome, collapse, snip_ids, snip_tool_spec};
 pub use run::{TurnOptions, TurnOutcome, model_in_note, model_note, run_turn, run_turn_with};
 pub use scoped::{Attached, ScopeState, scoped_sources};

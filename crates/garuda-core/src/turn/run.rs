@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -19,7 +20,9 @@ use crate::message::{Block, Role, StopReason, Usage};
 use crate::provider::{ModelRequest, ModelResponse, ProviderError, StreamEvent};
 use crate::session::compact::{nudge_due, nudge_text, result_budget_chars};
 use crate::session::records::CompactTrigger;
-use crate::session::records::{MediaRefusedRecord, MessageMeta, UsageRecord, new_id, now_ms};
+use crate::session::records::{
+    MediaRefusedRecord, MessageMeta, UsagePurpose, UsageRecord, new_id, now_ms,
+};
 use crate::session::view::{media_refusal_targets, message_chars, oversized_results};
 use crate::session::{MessageRecord, Record};
 use crate::tools::{
@@ -133,6 +136,20 @@ pub async fn run_turn_with(
         },
     );
     result
+}
+
+/// Runs an agent's sub-session's turn on `host` (the caller's, wrapped): like [`run_turn`]
+/// without the `finished` event (the caller's tool call reports the end).
+pub(crate) async fn run_child(
+    session: &Arc<LiveSession>,
+    input: Vec<Block>,
+    host: &dyn TurnHost,
+    cancel: &CancellationToken,
+    max_steps: u32,
+) -> Result<TurnOutcome, TurnError> {
+    let mut state = session.begin(cancel).await?;
+    let opts = TurnOptions::default();
+    run_locked(session, &mut state, input, host, cancel, max_steps, &opts).await
 }
 
 const MODEL_NOTE_HEAD: &str = "<garuda_note>The model was switched: from here on the model is ";
@@ -560,14 +577,15 @@ impl<'a> Turn<'a> {
     }
 
     /// Runs the step's tool calls in order (asking where policy says so) and appends their
-    /// results, with the instructions of the folders they worked in.
+    /// results, with the instructions of the folders they worked in. Calls that may run at
+    /// once (`explore`) and follow one another run together, at most `[agents] concurrency`
+    /// at a time; their results keep the calls' order.
     async fn run_calls(
         &mut self,
         calls: Vec<(String, String, Value)>,
         response: &ModelResponse,
     ) -> Result<(), TurnError> {
         let (session, host, cancel) = (self.session, self.host, self.cancel);
-        let state = &mut *self.state;
         let tools = session.tools();
         let reads = |name: &str| {
             tools
@@ -576,14 +594,79 @@ impl<'a> Turn<'a> {
         };
         if calls.iter().any(|(_, name, _)| reads(name)) {
             // A read may answer "unchanged" only while the earlier content is in the view.
-            forget_reads_out_of_view(session, state)?;
+            forget_reads_out_of_view(session, self.state)?;
         }
+        let refused = |id: &str| response.tool_errors.iter().find(|e| e.id == id);
+        let together = |id: &str, name: &str| {
+            refused(id).is_none()
+                && tools
+                    .get(name)
+                    .and_then(ToolEntry::handler)
+                    .is_some_and(|h| h.concurrent())
+        };
+        let transcript = Some(self.state.file.path().to_path_buf());
         let mut results = Vec::with_capacity(calls.len());
-        for (id, name, input) in calls {
-            // Images (from MCP tools) that go into the result beside its text.
-            let mut extra = Vec::new();
-            let out = if cancel.is_cancelled() {
-                interrupted()
+        let mut i = 0;
+        while i < calls.len() {
+            let mut end = i + 1;
+            if together(&calls[i].0, &calls[i].1) {
+                while end < calls.len() && together(&calls[end].0, &calls[end].1) {
+                    end += 1;
+                }
+            }
+            if end - i > 1 && !cancel.is_cancelled() {
+                let group = &calls[i..end];
+                for (id, name, input) in group {
+                    host.event(
+                        &session.id,
+                        TurnEvent::ToolCallStarted {
+                            id: id.clone(),
+                            name: name.clone(),
+                            input: input.clone(),
+                        },
+                    );
+                }
+                let ctxs: Vec<ToolContext> =
+                    group.iter().map(|c| self.ctx.for_call(&c.0)).collect();
+                // Boxed one by one (no closure over borrowed calls): the future of a turn
+                // that runs agents' turns must stay nameable as `Send`.
+                let mut runs: Vec<futures_util::future::BoxFuture<'_, _>> = Vec::new();
+                for (k, ((id, name, input), ctx)) in group.iter().zip(&ctxs).enumerate() {
+                    let transcript = transcript.clone();
+                    runs.push(Box::pin(async move {
+                        let ran = run_tool(
+                            session,
+                            None,
+                            transcript,
+                            host,
+                            ctx,
+                            id,
+                            name,
+                            input.clone(),
+                        )
+                        .await;
+                        (k, ran)
+                    }));
+                }
+                let limit = session.setup.agent_settings.concurrency.max(1);
+                let mut done: Vec<Option<(ToolOutput, Vec<Block>)>> = vec![None; group.len()];
+                let mut stream = futures_util::stream::iter(runs).buffer_unordered(limit);
+                while let Some((k, ran)) = stream.next().await {
+                    done[k] = Some(ran);
+                }
+                drop(stream);
+                for ((id, name, input), ran) in group.iter().zip(done) {
+                    let (out, blocks) = ran.unwrap_or_else(|| (interrupted(), Vec::new()));
+                    let block = self.finish_call(id, name, input, out, blocks)?;
+                    results.push(block);
+                }
+                i = end;
+                continue;
+            }
+            let (id, name, input) = calls[i].clone();
+            i += 1;
+            let (out, extra) = if cancel.is_cancelled() {
+                (interrupted(), Vec::new())
             } else {
                 host.event(
                     &session.id,
@@ -593,46 +676,30 @@ impl<'a> Turn<'a> {
                         input: input.clone(),
                     },
                 );
-                let place = input.clone();
-                let refused = response.tool_errors.iter().find(|e| e.id == id);
-                let (out, blocks) = match refused {
+                match refused(&id) {
                     // Bad arguments: the model hears why, nothing runs, nothing is asked.
                     Some(e) => (ToolOutput::error(e.message.clone()), Vec::new()),
                     None => {
                         let ctx = self.ctx.for_call(&id);
-                        run_tool(session, state, host, &ctx, &id, &name, input).await
+                        let state = &mut *self.state;
+                        run_tool(
+                            session,
+                            Some(state),
+                            transcript.clone(),
+                            host,
+                            &ctx,
+                            &id,
+                            &name,
+                            input.clone(),
+                        )
+                        .await
                     }
-                };
-                extra = blocks;
-                touched(session, state, &name, &place, &out);
-                if out.meta.todos_changed {
-                    let todos = session
-                        .todos
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .clone();
-                    host.event(&session.id, TurnEvent::Todos { todos });
                 }
-                out
             };
-            host.event(
-                &session.id,
-                TurnEvent::ToolCallFinished {
-                    id: id.clone(),
-                    name: name.clone(),
-                    output: out.content.clone(),
-                    is_error: out.is_error,
-                    meta: out.meta.clone(),
-                },
-            );
-            let mut content = vec![Block::text(out.content)];
-            content.extend(extra);
-            results.push(Block::ToolResult {
-                tool_use_id: id,
-                content,
-                is_error: out.is_error,
-            });
+            let block = self.finish_call(&id, &name, &input, out, extra)?;
+            results.push(block);
         }
+        let state = &mut *self.state;
         let user = MessageRecord::new(Role::User, results, state.last_message_id());
         // Oversized results are kept whole in side files; the view shows a preview and the path.
         for side in oversized_results(&user.to_message(), &session.setup.view_policy) {
@@ -649,6 +716,58 @@ impl<'a> Turn<'a> {
         let scoped = super::scoped::scoped_note(session, state)?;
         state.append(scoped)?;
         Ok(())
+    }
+
+    /// After a call: where it worked, the todo list, an agent's usage (recorded here, so the
+    /// session's cost covers it), the `toolCallFinished` event; answers its result block.
+    fn finish_call(
+        &mut self,
+        id: &str,
+        name: &str,
+        input: &Value,
+        out: ToolOutput,
+        extra: Vec<Block>,
+    ) -> Result<Block, TurnError> {
+        let (session, host) = (self.session, self.host);
+        let state = &mut *self.state;
+        touched(session, state, name, input, &out);
+        if out.meta.todos_changed {
+            let todos = session
+                .todos
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            host.event(&session.id, TurnEvent::Todos { todos });
+        }
+        if let Some(usage) = out.meta.agent.as_ref().map(|a| a.usage) {
+            self.outcome.usage.add(&usage);
+            state.append(vec![Record::Usage(UsageRecord {
+                uuid: new_id(),
+                time: now_ms(),
+                message_id: state.last_message_id().unwrap_or_default(),
+                usage,
+                request_chars: None,
+                view_chars: None,
+                purpose: Some(UsagePurpose::Agent),
+            })])?;
+        }
+        host.event(
+            &session.id,
+            TurnEvent::ToolCallFinished {
+                id: id.to_string(),
+                name: name.to_string(),
+                output: out.content.clone(),
+                is_error: out.is_error,
+                meta: out.meta.clone(),
+            },
+        );
+        let mut content = vec![Block::text(out.content)];
+        content.extend(extra);
+        Ok(Block::ToolResult {
+            tool_use_id: id.to_string(),
+            content,
+            is_error: out.is_error,
+        })
     }
 }
 
@@ -794,16 +913,19 @@ fn forward_event(host: &dyn TurnHost, session_id: &str, ev: StreamEvent) {
     host.event(session_id, ev);
 }
 
+/// Runs one call: its PreToolUse hooks, its approval, the call, its PostToolUse hooks.
+/// `state` is None for calls that run beside others (they never need it: `explore`).
+#[allow(clippy::too_many_arguments)]
 async fn run_tool(
     session: &Arc<LiveSession>,
-    state: &mut SessionState,
+    state: Option<&mut SessionState>,
+    transcript: Option<std::path::PathBuf>,
     host: &dyn TurnHost,
     ctx: &ToolContext,
     id: &str,
     name: &str,
     input: Value,
 ) -> (ToolOutput, Vec<Block>) {
-    let transcript = Some(state.file.path().to_path_buf());
     let pre = super::hooks::fire(
         session,
         host,
@@ -831,6 +953,7 @@ async fn run_tool(
     let (mut out, blocks) = match run_tool_inner(
         session,
         state,
+        transcript.as_deref(),
         host,
         ctx,
         id,
@@ -877,7 +1000,8 @@ impl From<ToolOutput> for Ran {
 #[allow(clippy::too_many_arguments)]
 async fn run_tool_inner(
     session: &Arc<LiveSession>,
-    state: &mut SessionState,
+    state: Option<&mut SessionState>,
+    transcript: Option<&std::path::Path>,
     host: &dyn TurnHost,
     ctx: &ToolContext,
     id: &str,
@@ -893,6 +1017,9 @@ async fn run_tool_inner(
         .into();
     };
     if entry.source == ToolSource::Session {
+        let Some(state) = state else {
+            return ToolOutput::error(format!("{name} cannot run beside other calls")).into();
+        };
         return match super::ops::snip_tool(session, state, &input) {
             Ok(t) => ToolOutput::ok(t),
             Err(e) => ToolOutput::error(e),
@@ -967,6 +1094,7 @@ async fn run_tool_inner(
                 } else {
                     PermissionRequest::standard_options()
                 },
+                agent: None,
             };
             // The host enforces the timeout itself (and tells its client); this is a backstop
             // for hosts that never answer.
@@ -1011,7 +1139,8 @@ async fn run_tool_inner(
     } else {
         ctx
     };
-    let mut ran = execute(session, host, ctx, entry, id, name, input).await;
+    let store = transcript.and_then(std::path::Path::parent);
+    let mut ran = execute(session, host, ctx, store, entry, id, name, input).await;
     match &mut ran {
         Ran::Text(out) | Ran::Blocks(out, _) => out.meta.approval = approval,
     }
@@ -1035,11 +1164,14 @@ fn timed_out_text(secs: u64) -> String {
     )
 }
 
-/// Runs an approved (or approval-free) call.
+/// Runs an approved (or approval-free) call; `store` is the transcript's folder (an agent's
+/// sub-session is stored there).
+#[allow(clippy::too_many_arguments)]
 async fn execute(
     session: &Arc<LiveSession>,
     host: &dyn TurnHost,
     ctx: &ToolContext,
+    store: Option<&std::path::Path>,
     entry: &ToolEntry,
     id: &str,
     name: &str,
@@ -1089,6 +1221,8 @@ async fn execute(
     };
     let bench = HostBench {
         host,
+        session,
+        store,
         session_id: &session.id,
         // An editor terminal runs outside Garuda's sandbox, so commands go there only when
         // the session has no sandbox (and then they were asked for like any unconfined
@@ -1101,6 +1235,8 @@ async fn execute(
 /// What the turn's host lends the built-in tools: the editor's buffers, edits and terminal.
 struct HostBench<'a> {
     host: &'a dyn TurnHost,
+    session: &'a Arc<LiveSession>,
+    store: Option<&'a std::path::Path>,
     session_id: &'a str,
     terminal: bool,
 }
@@ -1130,6 +1266,20 @@ impl tools::Workbench for HostBench<'_> {
             return None;
         }
         self.host.run_command(self.session_id, run)
+    }
+
+    fn run_agent<'b>(
+        &'b self,
+        call: tools::AgentCall,
+        ctx: &'b ToolContext,
+    ) -> Option<futures_util::future::BoxFuture<'b, ToolOutput>> {
+        Some(Box::pin(super::agents::run_agent(
+            self.session,
+            self.host,
+            ctx,
+            self.store,
+            call,
+        )))
     }
 }
 

@@ -195,6 +195,10 @@ fn fixture_reporting(
         skills: Default::default(),
         skill_dirs: None,
         hooks: Default::default(),
+        agents: Default::default(),
+        agent_settings: Default::default(),
+        role: None,
+        bind_model: None,
     };
     Fixture {
         _state: state,

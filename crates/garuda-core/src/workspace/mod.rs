@@ -96,7 +96,11 @@ impl Workspace {
             }
         };
         let (_, sandbox) = crate::sandbox::session_runner(&config.sandbox, root.path());
-        let tools = crate::tools::ToolRegistry::for_session(Vec::new()).unwrap_or_default();
+        // The tools of a session without client tools, skills or custom agents.
+        let tools = crate::tools::ToolRegistry::for_session(Vec::new())
+            .unwrap_or_default()
+            .with_agents(Default::default(), config.agents.explore)
+            .0;
         let facts = crate::tools::session_facts(config.approval.policy, &sandbox, &tools);
         Ok(Workspace {
             id: workspace_id(root.path()),
@@ -168,6 +172,7 @@ impl Workspace {
             features: self.config.features.clone(),
             facts: self.facts.clone(),
             limits: self.config.limits,
+            agent: None,
         }
     }
 

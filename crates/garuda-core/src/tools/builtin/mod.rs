@@ -1,6 +1,7 @@
 //! The built-in tools, one file each. Adding a tool means one new file here and one line in
 //! [`all`].
 
+mod agent;
 mod bash;
 mod edit_file;
 mod glob;
@@ -12,6 +13,7 @@ mod skill;
 mod todo_write;
 mod write_file;
 
+pub use agent::{AgentTool, ExploreTool};
 pub use skill::{SKILL_TOOL, SkillTool, skill_text};
 pub use todo_write::{TodoItem, TodoStatus, todos_in};
 

@@ -1,0 +1,298 @@
+//! Agents' sub-sessions: an `agent` or `explore` call runs a session of its own, built from
+//! the caller's (same workspace, sandbox, approval policy, hooks and provider, the model the
+//! agent names or the caller's), with only the agent's tools and a prompt of the agent's
+//! body, Garuda's base rules and the project's instructions. Its turn is a whole turn (the
+//! context pipeline, compaction included, in its own window), bounded in steps, cancelled
+//! with the caller's; its approvals reach the caller's client marked with the agent's name,
+//! its usage is recorded in the caller's transcript, and its own transcript is stored with
+//! a header naming the caller and the tool call.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+
+use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
+use super::host::{ClientToolResult, CommandRun, Progress, TurnHost};
+use super::live::{LiveSession, ModelBinding, SessionSetup};
+use crate::agents::{AgentRole, EXPLORE, EXPLORE_PROMPT, MAX_DEPTH};
+use crate::message::{Block, Role, StopReason, Usage};
+use crate::session::records::ParentLink;
+use crate::session::{Record, SessionHeader, SessionStore};
+use crate::tools::{AgentCall, ToolContext, ToolMeta, ToolOutput, ToolRegistry};
+
+/// What a sub-session is: the agent, its tools and the model it runs on.
+struct Plan {
+    prompt: String,
+    tools: Vec<String>,
+    model: Option<String>,
+    nested: bool,
+}
+
+/// Garuda's names of every built-in tool (an agent file that lists no tools gets them all).
+fn every_tool() -> Vec<String> {
+    ToolRegistry::builtins()
+        .entries()
+        .iter()
+        .map(|e| e.spec.name.clone())
+        .collect()
+}
+
+fn plan(parent: &LiveSession, call: &AgentCall, depth: u32) -> Result<Plan, String> {
+    let settings = &parent.setup.agent_settings;
+    if call.agent == EXPLORE {
+        return Ok(Plan {
+            prompt: EXPLORE_PROMPT.to_string(),
+            tools: ToolRegistry::read_only_names(),
+            model: None,
+            nested: false,
+        });
+    }
+    let def = parent
+        .setup
+        .agents
+        .get(&call.agent)
+        .ok_or_else(|| format!("no agent is called {:?}", call.agent))?;
+    // Without nesting the registry has no agent tools to give, whatever the file lists.
+    let nested = settings.nested && depth < MAX_DEPTH;
+    Ok(Plan {
+        prompt: def.prompt.clone(),
+        tools: def.tools.clone().unwrap_or_else(every_tool),
+        model: def.model.clone(),
+        nested,
+    })
+}
+
+/// The tools of a sub-session that runs `tools` (the agent tools only when nesting is on).
+pub(crate) fn child_tools(parent: &SessionSetup, tools: &[String], nested: bool) -> ToolRegistry {
+    ToolRegistry::only(tools, nested.then(|| parent.agents.clone()))
+}
+
+/// Runs `call` in a new sub-session of `parent`; `store` is the folder of the caller's
+/// transcript (the sub-session's goes beside it). Never fails: problems are error outputs.
+pub(crate) async fn run_agent(
+    parent: &Arc<LiveSession>,
+    host: &dyn TurnHost,
+    ctx: &ToolContext,
+    store: Option<&Path>,
+    call: AgentCall,
+) -> ToolOutput {
+    let Some(store) = store else {
+        return ToolOutput::error("agents cannot run here: the session has no transcript folder");
+    };
+    let depth = parent.setup.role.as_ref().map_or(0, |r| r.depth) + 1;
+    let plan = match plan(parent, &call, depth) {
+        Ok(p) => p,
+        Err(e) => return ToolOutput::error(e),
+    };
+    let binding = match &plan.model {
+        None => parent.model(),
+        Some(m) => match parent.setup.bind_model.as_ref().map(|bind| bind(m)) {
+            Some(Ok(b)) => Arc::new(b),
+            Some(Err(e)) => {
+                return ToolOutput::error(format!(
+                    "the agent {} names the model {m}, which cannot be used: {e}",
+                    call.agent
+                ));
+            }
+            None => parent.model(),
+        },
+    };
+    let child = match open_child(parent, ctx, store, &call, plan, depth, &binding) {
+        Ok(c) => c,
+        Err(e) => return ToolOutput::error(format!("the agent could not start: {e}")),
+    };
+    let agent_host = AgentHost {
+        parent: host,
+        parent_id: parent.id.clone(),
+        agent: call.agent.clone(),
+    };
+    let cancel = ctx.cancel.child_token();
+    let max_steps = parent.setup.agent_settings.max_steps.max(1);
+    let input = vec![Block::text(call.task.clone())];
+    let result = super::run::run_child(&child, input, &agent_host, &cancel, max_steps).await;
+    let (text, usage) = report_of(&child);
+    let meta = ToolMeta {
+        agent: Some(Box::new(crate::tools::AgentRan {
+            session_id: child.id.clone(),
+            usage,
+        })),
+        ..ToolMeta::default()
+    };
+    let name = &call.agent;
+    let mut out = match result {
+        Ok(o) if o.stop_reason == StopReason::Cancelled => {
+            let mut out = ToolOutput::error(format!(
+                "[interrupted: the turn was cancelled while the agent {name} was working]"
+            ));
+            out.meta.cancelled = true;
+            out
+        }
+        Ok(o) if matches!(o.stop_reason, StopReason::MaxSteps | StopReason::MaxTurns) => {
+            ToolOutput::ok(format!(
+                "[the agent {name} stopped after {max_steps} steps without finishing; its last \
+                 message follows]\n{text}"
+            ))
+        }
+        Ok(_) if text.trim().is_empty() => {
+            ToolOutput::error(format!("the agent {name} ended without a report"))
+        }
+        Ok(_) => ToolOutput::ok(text),
+        Err(e) => ToolOutput::error(format!("the agent {name} failed: {e}")),
+    };
+    let (content, cut) = crate::tools::cap_text(&out.content, ctx.limits.output_max_chars);
+    out.content = content;
+    out.meta = ToolMeta {
+        cancelled: out.meta.cancelled,
+        truncated: cut,
+        ..meta
+    };
+    out
+}
+
+/// Creates the sub-session's transcript and brings it to life.
+fn open_child(
+    parent: &Arc<LiveSession>,
+    ctx: &ToolContext,
+    store: &Path,
+    call: &AgentCall,
+    plan: Plan,
+    depth: u32,
+    binding: &ModelBinding,
+) -> Result<Arc<LiveSession>, crate::session::StoreError> {
+    let p = &parent.setup;
+    let tools = child_tools(p, &plan.tools, plan.nested);
+    let store = SessionStore::new(store);
+    let mut header = SessionHeader::new(
+        p.workspace.root.path().display().to_string(),
+        binding.spec.clone(),
+    );
+    let policy = parent.policy();
+    header.policy = Some(policy.name().to_string());
+    header.origin = parent.header.origin;
+    header.parent = Some(ParentLink {
+        session_id: parent.id.clone(),
+        tool_call_id: ctx.call_id.clone().unwrap_or_default(),
+        agent: call.agent.clone(),
+        tools: tools
+            .entries()
+            .iter()
+            .map(|e| e.spec.name.clone())
+            .collect(),
+        prompt: plan.prompt.clone(),
+        depth,
+    });
+    let file = store.create(&header)?;
+    let mut view_policy = p.view_policy.clone();
+    view_policy.tool_results_dir = store.tool_results_dir(&header.session_id);
+    view_policy.compactable_tools = tools.compactable();
+    let setup = SessionSetup {
+        workspace: p.workspace.clone(),
+        model_spec: binding.spec.clone(),
+        model_id: binding.id.clone(),
+        provider: binding.provider.clone(),
+        model_info: binding.info,
+        policy,
+        tools,
+        approval_timeout_secs: p.approval_timeout_secs,
+        view_policy,
+        compact: p.compact.clone(),
+        commands: p.commands.clone(),
+        sandbox: p.sandbox.clone(),
+        mcp: None,
+        skills: Arc::new(crate::skills::SkillSet::default()),
+        skill_dirs: None,
+        hooks: p.hooks.clone(),
+        agents: p.agents.clone(),
+        agent_settings: p.agent_settings.clone(),
+        role: Some(AgentRole {
+            name: call.agent.clone(),
+            prompt: plan.prompt,
+            depth,
+        }),
+        bind_model: p.bind_model.clone(),
+    };
+    let child = LiveSession::new(header, setup, file, Vec::new()).child_of(parent);
+    Ok(Arc::new(child))
+}
+
+/// The sub-session's final message (its last assistant text) and what all its requests
+/// used.
+fn report_of(child: &LiveSession) -> (String, Usage) {
+    let Some(state) = child.try_state() else {
+        return (String::new(), Usage::default());
+    };
+    let mut usage = Usage::default();
+    for r in &state.records {
+        if let Record::Usage(u) = r {
+            usage.add(&u.usage);
+        }
+    }
+    let text = state
+        .records
+        .iter()
+        .rev()
+        .filter_map(Record::as_message)
+        .filter(|m| m.role == Role::Assistant)
+        .find_map(|m| {
+            let t: Vec<&str> = m
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    Block::Text { text } if !text.trim().is_empty() => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            (!t.is_empty()).then(|| t.join("\n"))
+        })
+        .unwrap_or_default();
+    (text, usage)
+}
+
+/// The sub-session's host: its approvals, edits, buffers and terminals go to the caller's
+/// client as the caller's would, approvals marked with the agent's name; its own stream of
+/// events stays in its transcript.
+struct AgentHost<'a> {
+    parent: &'a dyn TurnHost,
+    parent_id: String,
+    agent: String,
+}
+
+impl TurnHost for AgentHost<'_> {
+    fn event(&self, _session_id: &str, _event: TurnEvent) {}
+
+    fn ask_permission(&self, mut req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
+        req.title = format!("[agent {}] {}", self.agent, req.title);
+        req.session_id = self.parent_id.clone();
+        req.agent = Some(self.agent.clone());
+        self.parent.ask_permission(req)
+    }
+
+    fn apply_edit(
+        &self,
+        path: std::path::PathBuf,
+        old_text: Option<String>,
+        new_text: String,
+    ) -> Option<BoxFuture<'static, Result<(), String>>> {
+        self.parent.apply_edit(path, old_text, new_text)
+    }
+
+    fn read_text(
+        &self,
+        path: std::path::PathBuf,
+    ) -> Option<BoxFuture<'static, Result<String, String>>> {
+        self.parent.read_text(path)
+    }
+
+    fn run_command(
+        &self,
+        _session_id: &str,
+        run: CommandRun,
+    ) -> Option<BoxFuture<'static, ClientToolResult>> {
+        self.parent.run_command(&self.parent_id, run)
+    }
+
+    fn progress(&self, token: &str, progress: Progress) {
+        self.parent.progress(token, progress);
+    }
+}

@@ -1,0 +1,480 @@
+//! Agents end to end: `explore` calls of one message run at once, a custom agent gets only
+//! its listed tools and its approvals reach the client marked with its name, a cancel ends
+//! a running agent, a sub-session's transcript loads and continues as that agent, agents
+//! start agents only when the user lets them, a sub-session compacts in its own window, and
+//! the calling session's system prompt stays the same bytes throughout.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::client::Garuda;
+use crate::mock_model::*;
+use crate::turns::{Mock, setup, strip_cache_control};
+
+fn write(dir: &Path, rel: &str, body: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    std::fs::write(p, body).expect("write");
+}
+
+fn session(g: &mut Garuda, wid: &str, policy: &str) -> String {
+    let r = g.call("session/new", json!({"workspaceId": wid, "policy": policy}));
+    r["sessionId"].as_str().expect("sessionId").to_string()
+}
+
+fn input(t: &str) -> Value {
+    json!([{"type": "text", "text": t}])
+}
+
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+fn system(body: &Value) -> String {
+    let mut v = body["system"].clone();
+    strip_cache_control(&mut v);
+    v.to_string()
+}
+
+fn is_agent_request(body: &Value) -> bool {
+    system(body).contains("# Agent: ")
+}
+
+fn answer(text: &str, input: u64, output: u64) -> String {
+    anthropic_text(text, MockUsage::new(input, output))
+}
+
+#[test]
+fn two_explores_in_one_message_run_at_once() {
+    let delay = Duration::from_millis(1500);
+    let mock = Mock::start(vec![
+        MockReply::Sse(
+            AnthropicSse::new(MockUsage::new(10, 10))
+                .tool_use("t1", "explore", &[r#"{"task": "where is alpha?"}"#])
+                .tool_use("t2", "explore", &[r#"{"task": "where is beta?"}"#])
+                .finish("tool_use"),
+        ),
+        MockReply::Slow(answer("REPORT-ONE: a.txt line 1", 7, 3), delay),
+        MockReply::Slow(answer("REPORT-TWO: a.txt line 2", 7, 3), delay),
+        MockReply::Sse(answer("Both found.", 5, 1)),
+    ]);
+    let (mut g, _h, _w, wid) = setup(&mock, "");
+    let sid = session(&mut g, &wid, "ask");
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": input("find alpha and beta")}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    // The agents' usage is the caller's: 10 + 7 + 7 + 5 input tokens.
+    assert_eq!(r["usage"]["inputTokens"], 29, "{r}");
+
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies.len(), 4);
+    let arrived = mock.rec.arrivals();
+    // Both sub-sessions asked before either could have had its answer.
+    assert!(is_agent_request(&bodies[1]) && is_agent_request(&bodies[2]));
+    assert!(
+        arrived[2] < arrived[1] + delay,
+        "the second explore's request came after the first one's answer: not concurrent"
+    );
+    for child in &bodies[1..3] {
+        assert_eq!(
+            tool_names(child),
+            ["read_file", "list_files", "glob", "grep"],
+            "read-only tools only"
+        );
+        assert!(system(child).contains("# Agent: explore"));
+    }
+    // The caller's request carries both reports in the calls' order.
+    let last = bodies[3].to_string();
+    let (one, two) = (
+        last.find("REPORT-ONE").expect("one"),
+        last.find("REPORT-TWO").expect("two"),
+    );
+    assert!(one < two, "{last}");
+    assert!(tool_names(&bodies[0]).contains(&"explore".to_string()));
+    assert!(system(&bodies[0]).contains("call explore; several can run at once"));
+    assert_eq!(
+        system(&bodies[0]),
+        system(&bodies[3]),
+        "main prompt unchanged"
+    );
+    assert_eq!(bodies[0]["tools"], bodies[3]["tools"]);
+
+    let events = g.turn_events();
+    let children: Vec<String> = events
+        .iter()
+        .filter(|e| e["kind"] == "toolCallFinished" && e["name"] == "explore")
+        .map(|e| {
+            e["meta"]["agentSessionId"]
+                .as_str()
+                .expect("agentSessionId")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(children.len(), 2);
+    let list = g.call("session/list", json!({"workspaceId": wid}));
+    for child in &children {
+        let entry = list["sessions"]
+            .as_array()
+            .expect("sessions")
+            .iter()
+            .find(|s| s["sessionId"] == child.as_str())
+            .expect("the sub-session is listed");
+        assert_eq!(entry["parentSessionId"], sid.as_str());
+        assert_eq!(entry["agent"], "explore");
+    }
+    let main = list["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|s| s["sessionId"] == sid.as_str())
+        .expect("main");
+    assert!(main.get("parentSessionId").is_none(), "{main}");
+}
+
+#[test]
+fn an_agent_has_its_tools_asks_as_itself_and_loads_again() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "t_agent",
+            "agent",
+            &[r#"{"name": "runner", "task": "run echo hi and report"}"#],
+        )),
+        MockReply::Sse(anthropic_tool_use(
+            "t_bash",
+            "bash",
+            &[r#"{"command": "echo hi-from-agent"}"#],
+        )),
+        MockReply::Sse(answer("RAN: hi-from-agent", 4, 2)),
+        MockReply::Sse(answer("The agent ran it.", 5, 1)),
+        // The sub-session continued after a load.
+        MockReply::Sse(answer("continued", 3, 1)),
+    ]);
+    let (mut g, _h, ws, wid) = setup(&mock, "");
+    write(
+        ws.path(),
+        ".garuda/agents/runner.md",
+        "---\nname: runner\ndescription: Runs commands and reports.\ntools: Read, Bash, Task\n---\nRUNNER-BODY: run what you are asked.\n",
+    );
+    write(
+        ws.path(),
+        ".claude/agents/reviewer.md",
+        "---\nname: reviewer\ndescription: Reviews code.\ntools: Read, Grep\n---\nReview.\n",
+    );
+    let sid = session(&mut g, &wid, "ask");
+    let mut asked = Vec::new();
+    let r = g.request_serving(
+        "turn/run",
+        json!({"sessionId": sid, "input": input("run echo")}),
+        |m| {
+            asked.push(m.clone());
+            json!({"optionId": "allow_once"})
+        },
+    );
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let asks: Vec<&Value> = asked
+        .iter()
+        .filter(|m| m["method"] == "permission/request")
+        .collect();
+    assert_eq!(asks.len(), 1, "{asked:?}");
+    let p = &asks[0]["params"];
+    assert!(
+        p["title"]
+            .as_str()
+            .expect("title")
+            .starts_with("[agent runner] bash: echo hi-from-agent"),
+        "{p}"
+    );
+    assert_eq!(p["agent"], "runner");
+    assert_eq!(
+        p["sessionId"],
+        sid.as_str(),
+        "asked in the caller's session"
+    );
+
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies.len(), 4);
+    let agent_tool = bodies[0]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["name"] == "agent")
+        .expect("the agent tool")
+        .clone();
+    let d = agent_tool["description"].as_str().expect("description");
+    let (rev, run) = (
+        d.find("- reviewer: Reviews code.").expect("reviewer"),
+        d.find("- runner: Runs commands").expect("runner"),
+    );
+    assert!(rev < run, "sorted: {d}");
+    assert!(system(&bodies[0]).contains("Custom agents are listed in the agent tool"));
+    // The sub-session: its listed tools only (no nested agents by default), its prompt with
+    // the base rules and the project's instructions.
+    assert_eq!(tool_names(&bodies[1]), ["read_file", "bash"]);
+    let child_system = system(&bodies[1]);
+    for needle in [
+        "RUNNER-BODY",
+        "# Agent: runner",
+        "Be brief.",
+        "The working root is",
+    ] {
+        assert!(child_system.contains(needle), "{needle}: {child_system}");
+    }
+    assert!(bodies[2].to_string().contains("hi-from-agent"));
+    assert!(bodies[3].to_string().contains("RAN: hi-from-agent"));
+    assert_eq!(
+        system(&bodies[0]),
+        system(&bodies[3]),
+        "main prompt unchanged"
+    );
+    assert_eq!(bodies[0]["tools"], bodies[3]["tools"]);
+
+    let child = g
+        .turn_events()
+        .iter()
+        .find(|e| e["kind"] == "toolCallFinished" && e["name"] == "agent")
+        .and_then(|e| e["meta"]["agentSessionId"].as_str().map(str::to_string))
+        .expect("agentSessionId");
+    // The sub-session's transcript opens, and it goes on as the same agent.
+    g.call("session/load", json!({"sessionId": child}));
+    let msgs = g.call("session/messages", json!({"sessionId": child}));
+    let text = msgs.to_string();
+    assert!(text.contains("run echo hi and report") && text.contains("RAN: hi-from-agent"));
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": child, "input": input("and now?")}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let bodies = mock.rec.bodies();
+    assert_eq!(tool_names(&bodies[4]), ["read_file", "bash"]);
+    assert_eq!(system(&bodies[4]), child_system);
+}
+
+#[test]
+fn cancelling_the_turn_ends_a_running_agent() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "t_x",
+            "explore",
+            &[r#"{"task": "look around"}"#],
+        )),
+        MockReply::Hang(Duration::from_secs(30)),
+    ]);
+    let (mut g, _h, _w, wid) = setup(&mock, "");
+    let sid = session(&mut g, &wid, "ask");
+    let id = g.send_request(
+        "turn/run",
+        json!({"sessionId": sid, "input": input("explore")}),
+    );
+    // Wait until the sub-session's request is at the model.
+    while mock.rec.count() < 2 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(g.call("turn/cancel", json!({"sessionId": sid}))["ok"], true);
+    let r = g.response(&json!(id));
+    assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
+    let finished = g
+        .turn_events()
+        .into_iter()
+        .find(|e| e["kind"] == "toolCallFinished")
+        .expect("the explore call finished");
+    assert_eq!(finished["isError"], true);
+    assert_eq!(finished["meta"]["cancelled"], true, "{finished}");
+    let child = finished["meta"]["agentSessionId"]
+        .as_str()
+        .expect("agentSessionId")
+        .to_string();
+    let msgs = g.call("session/messages", json!({"sessionId": sid}));
+    let last = msgs["messages"]
+        .as_array()
+        .expect("messages")
+        .last()
+        .cloned()
+        .expect("last");
+    assert_eq!(last["content"][0]["type"], "tool_result", "{last}");
+    assert!(last.to_string().contains("interrupted"), "{last}");
+    let child_msgs = g.call("session/messages", json!({"sessionId": child}));
+    assert!(child_msgs.to_string().contains("look around"));
+    assert_eq!(mock.rec.count(), 2, "nothing was asked after the cancel");
+}
+
+#[test]
+fn agents_start_agents_only_when_the_user_lets_them() {
+    for (config, want) in [
+        ("", vec!["read_file"]),
+        ("[agents]\nnested = true\n", vec!["read_file", "agent"]),
+    ] {
+        let mock = Mock::start(vec![
+            MockReply::Sse(anthropic_tool_use(
+                "t_lead",
+                "agent",
+                &[r#"{"name": "lead", "task": "plan it"}"#],
+            )),
+            MockReply::Sse(answer("LEAD-REPORT", 3, 1)),
+            MockReply::Sse(answer("done", 3, 1)),
+        ]);
+        let (mut g, _h, ws, wid) = setup(&mock, config);
+        write(
+            ws.path(),
+            ".claude/agents/lead.md",
+            "---\nname: lead\ndescription: Splits work.\ntools: Read, Task\n---\nLead.\n",
+        );
+        let sid = session(&mut g, &wid, "full-auto");
+        let r = g.call("turn/run", json!({"sessionId": sid, "input": input("go")}));
+        assert_eq!(r["stopReason"], "end_turn", "{r}");
+        let bodies = mock.rec.bodies();
+        assert_eq!(tool_names(&bodies[1]), want, "config {config:?}");
+        assert!(bodies[2].to_string().contains("LEAD-REPORT"));
+    }
+}
+
+#[test]
+fn an_agent_compacts_in_its_own_window() {
+    let read = |id: &str, input: u64| {
+        MockReply::Sse(
+            AnthropicSse::new(MockUsage::new(input, 5))
+                .tool_use(id, "read_file", &[r#"{"path": "a.txt"}"#])
+                .finish("tool_use"),
+        )
+    };
+    let mut replies = vec![MockReply::Sse(anthropic_tool_use(
+        "t_x",
+        "explore",
+        &[r#"{"task": "read a.txt five times"}"#],
+    ))];
+    for i in 1..=4 {
+        replies.push(read(&format!("r{i}"), 100 * i));
+    }
+    // Past 80 % of the sub-session's 100 000-token window: its next step compacts first.
+    replies.push(read("r5", 85_000));
+    replies.push(MockReply::Sse(answer(
+        "<summary>CHILD-SUMMARY</summary>",
+        500,
+        50,
+    )));
+    replies.push(MockReply::Sse(answer("CHILD-REPORT", 600, 5)));
+    replies.push(MockReply::Sse(answer("parent done", 50, 5)));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _w, wid) = setup(&mock, crate::context::WINDOW_100K);
+    let sid = session(&mut g, &wid, "ask");
+    let r = g.call("turn/run", json!({"sessionId": sid, "input": input("go")}));
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies.len(), 9);
+    let child_system = system(&bodies[1]);
+    // The summary request shares the sub-session's prefix (its prompt, its tools).
+    assert_eq!(system(&bodies[6]), child_system);
+    assert!(
+        bodies[7]["messages"][0]
+            .to_string()
+            .contains("CHILD-SUMMARY"),
+        "the sub-session's view opens with its summary: {}",
+        bodies[7]["messages"][0]
+    );
+    assert_eq!(
+        system(&bodies[7]),
+        child_system,
+        "rebuilt as the same agent"
+    );
+    let parent = &bodies[8];
+    assert_eq!(system(parent), system(&bodies[0]));
+    let text = parent.to_string();
+    assert!(text.contains("CHILD-REPORT") && !text.contains("CHILD-SUMMARY"));
+}
+
+#[test]
+fn an_agent_runs_on_the_model_it_names() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(
+            AnthropicSse::new(MockUsage::new(10, 10))
+                .tool_use(
+                    "t1",
+                    "agent",
+                    &[r#"{"name": "fast", "task": "quick look"}"#],
+                )
+                .tool_use("t2", "agent", &[r#"{"name": "odd", "task": "anything"}"#])
+                .finish("tool_use"),
+        ),
+        MockReply::Sse(answer("FAST-REPORT", 3, 1)),
+        MockReply::Sse(answer("done", 3, 1)),
+    ]);
+    let (mut g, _h, ws, wid) = setup(&mock, "");
+    write(
+        ws.path(),
+        ".garuda/agents/fast.md",
+        "---\ndescription: Quick looks.\ntools: Read\nmodel: anthropic/claude-haiku-4-5\n---\nBe quick.\n",
+    );
+    write(
+        ws.path(),
+        ".garuda/agents/odd.md",
+        "---\ndescription: Odd one.\nmodel: nowhere\n---\nBe odd.\n",
+    );
+    let sid = session(&mut g, &wid, "full-auto");
+    let r = g.call("turn/run", json!({"sessionId": sid, "input": input("go")}));
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies.len(), 3, "the odd agent sent nothing");
+    assert_eq!(bodies[0]["model"], "claude-sonnet-4-5");
+    assert_eq!(bodies[1]["model"], "claude-haiku-4-5");
+    let last = bodies[2].to_string();
+    assert!(last.contains("FAST-REPORT"), "{last}");
+    assert!(
+        last.contains("names the model nowhere, which cannot be used"),
+        "{last}"
+    );
+}
+
+#[test]
+fn allow_always_in_an_agent_holds_for_its_caller() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "t_a",
+            "agent",
+            &[r#"{"name": "runner", "task": "echo one"}"#],
+        )),
+        MockReply::Sse(anthropic_tool_use(
+            "t_b1",
+            "bash",
+            &[r#"{"command": "echo one"}"#],
+        )),
+        MockReply::Sse(answer("ran one", 3, 1)),
+        MockReply::Sse(anthropic_tool_use(
+            "t_b2",
+            "bash",
+            &[r#"{"command": "echo two"}"#],
+        )),
+        MockReply::Sse(answer("done", 3, 1)),
+    ]);
+    let (mut g, _h, ws, wid) = setup(&mock, "");
+    write(
+        ws.path(),
+        ".garuda/agents/runner.md",
+        "---\ndescription: Runs commands.\ntools: Bash\n---\nRun.\n",
+    );
+    let sid = session(&mut g, &wid, "ask");
+    let mut asked = 0;
+    let r = g.request_serving(
+        "turn/run",
+        json!({"sessionId": sid, "input": input("go")}),
+        |m| {
+            if m["method"] == "permission/request" {
+                asked += 1;
+            }
+            json!({"optionId": "allow_always"})
+        },
+    );
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(
+        asked, 1,
+        "the caller's bash was allowed by the agent's answer"
+    );
+    assert!(mock.rec.bodies()[4].to_string().contains("two"));
+}
