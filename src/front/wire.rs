@@ -133,6 +133,7 @@ pub fn policy_in(p: w::Policy) -> Policy {
         w::Policy::Ask => Policy::Ask,
         w::Policy::AutoEdit => Policy::AutoEdit,
         w::Policy::FullAuto => Policy::FullAuto,
+        w::Policy::Plan => Policy::Plan,
     }
 }
 
@@ -142,6 +143,7 @@ pub fn policy_out(p: Policy) -> w::Policy {
         Policy::Ask => w::Policy::Ask,
         Policy::AutoEdit => w::Policy::AutoEdit,
         Policy::FullAuto => w::Policy::FullAuto,
+        Policy::Plan => w::Policy::Plan,
     }
 }
 
@@ -274,6 +276,9 @@ pub fn meta_name(m: MessageMeta) -> &'static str {
         MessageMeta::RestoredSkill => "restored_skill",
         MessageMeta::SkillNote => "skill_note",
         MessageMeta::HookContext => "hook_context",
+        MessageMeta::Plan => "plan",
+        MessageMeta::PlanNote => "plan_note",
+        MessageMeta::RestoredPlan => "restored_plan",
         MessageMeta::Unknown => "unknown",
     }
 }
@@ -539,6 +544,9 @@ pub fn event_out(e: TurnEvent) -> w::TurnEvent {
             tokens_after,
             message,
         },
+        TurnEvent::ModeChanged { policy } => w::TurnEvent::ModeChanged {
+            policy: policy_out(policy),
+        },
         TurnEvent::Finished {
             stop_reason,
             usage,
@@ -582,6 +590,7 @@ pub fn permission_out(r: PermissionRequest) -> w::PermissionRequest {
         title: r.title,
         input: r.input,
         options: r.options.into_iter().map(option_out).collect(),
+        plan: r.plan,
     }
 }
 

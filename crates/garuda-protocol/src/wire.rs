@@ -130,6 +130,10 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of its input object.
     pub input_schema: Value,
+    /// A client tool (`session/new`'s `tools`) that changes nothing: plan mode runs it. Not
+    /// part of what the model sees.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
 }
 
 /// Which code-index tools the session has.
@@ -218,6 +222,9 @@ pub enum Policy {
     AutoEdit,
     /// Nothing asks.
     FullAuto,
+    /// Plan mode: only read-only tools run, anything else is refused without asking, until
+    /// the user approves the plan the model presents with `exit_plan_mode`.
+    Plan,
 }
 
 /// Where a task stands.
@@ -413,6 +420,12 @@ pub enum TurnEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
     },
+    /// The session's approval policy changed within the turn: the user approved a plan and
+    /// picked the mode the work runs in.
+    ModeChanged {
+        /// The policy now.
+        policy: Policy,
+    },
     /// The turn ended.
     Finished {
         /// Why.
@@ -464,8 +477,13 @@ pub struct PermissionRequest {
     pub title: String,
     /// Arguments.
     pub input: Value,
-    /// The choices: `allow_once`, `allow_always`, `reject`.
+    /// The choices: `allow_once`, `allow_always`, `reject`; for a plan (`exit_plan_mode`),
+    /// `mode:auto-edit`, `mode:ask`, `mode:full-auto` (approve, and go on in that mode) and
+    /// `reject` (keep planning).
     pub options: Vec<PermissionOption>,
+    /// The plan to approve, in Markdown, when the request is about one (`exit_plan_mode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
 }
 
 /// One choice offered to the person.

@@ -513,7 +513,10 @@ export type MessagesParams = {
 export type NewSessionParams = {
   /** Model spec, e.g. `anthropic/claude-sonnet-4-5` or `replay:PATH` (default: configured). */
   model?: string | null;
-  /** Approval policy: `ask`, `auto-edit`, `full-auto` (default: configured, else `ask`). */
+  /**
+   * Approval policy: `ask`, `auto-edit`, `full-auto`, `plan` (default: configured, else
+   * `ask`).
+   */
   policy?: Policy | null;
   /** Tools the client runs itself; Garuda forwards their calls with `tool/call`. */
   tools?: ToolSpec[];
@@ -551,8 +554,14 @@ export type PermissionOption = {
 export type PermissionRequest = {
   /** Arguments. */
   input: unknown;
-  /** The choices: `allow_once`, `allow_always`, `reject`. */
+  /**
+   * The choices: `allow_once`, `allow_always`, `reject`; for a plan (`exit_plan_mode`),
+   * `mode:auto-edit`, `mode:ask`, `mode:full-auto` (approve, and go on in that mode) and
+   * `reject` (keep planning).
+   */
   options: PermissionOption[];
+  /** The plan to approve, in Markdown, when the request is about one (`exit_plan_mode`). */
+  plan?: string | null;
   /** The session. */
   sessionId: string;
   /** One line for a prompt, e.g. `bash: cargo test`. */
@@ -565,12 +574,20 @@ export type PermissionRequest = {
 
 /** `permission/request` result from the client. */
 export type PermissionResult = {
-  /** `allow_once`, `allow_always` or `reject`. */
+  /**
+   * With a rejection: the person's words for the model (why, or what to do instead; a
+   * rejected plan is revised with them).
+   */
+  feedback?: string | null;
+  /**
+   * `allow_once`, `allow_always` or `reject`; for a plan, one of its `mode:POLICY` options
+   * or `reject`.
+   */
   optionId: string;
 };
 
 /** A session's approval policy. */
-export type Policy = "ask" | "auto-edit" | "full-auto";
+export type Policy = "ask" | "auto-edit" | "full-auto" | "plan";
 
 /** `$/progress` parameters (LSP work-done progress) for `session/compact`. */
 export type ProgressParams = {
@@ -771,6 +788,11 @@ export type ToolSpec = {
   inputSchema: unknown;
   /** Unique name. */
   name: string;
+  /**
+   * A client tool (`session/new`'s `tools`) that changes nothing: plan mode runs it. Not
+   * part of what the model sees.
+   */
+  readOnly?: boolean;
 };
 
 /** One streamed event of a turn (`turn/update` notification payload). */
@@ -869,6 +891,10 @@ export type TurnEvent = {
   tokensBefore?: number | null;
   /** What triggered it: `auto`, `manual`, `reactive`. */
   trigger: string;
+} | {
+  kind: "modeChanged";
+  /** The policy now. */
+  policy: Policy;
 } | {
   /**
    * `garuda exec` only: the cost of `usage` in US dollars, when the config names the

@@ -60,6 +60,7 @@ pub fn tool_kind(tools: &ToolRegistry, name: &str) -> acp::ToolKind {
         Some(ToolKind::Edit) => acp::ToolKind::Edit,
         Some(ToolKind::Execute) => acp::ToolKind::Execute,
         Some(ToolKind::Think) => acp::ToolKind::Think,
+        Some(ToolKind::SwitchMode) => acp::ToolKind::SwitchMode,
         Some(ToolKind::Other) | None => acp::ToolKind::Other,
     }
 }
@@ -243,6 +244,10 @@ pub fn event_update(event: TurnEvent, context_window: u64) -> Option<acp::Sessio
             message,
             ..
         } => thought(hook_line(&event, subject.as_deref(), message.as_deref())),
+        // An approved plan switched the mode.
+        TurnEvent::ModeChanged { policy } => {
+            acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(policy.name()))
+        }
         _ => return None,
     })
 }
@@ -476,6 +481,11 @@ pub fn modes(current: Policy) -> acp::SessionModeState {
                 Policy::FullAuto,
                 "Full auto",
                 "Edits and runs commands without asking",
+            ),
+            mode(
+                Policy::Plan,
+                "Plan",
+                "Reads and plans only; changes nothing until you approve its plan",
             ),
         ],
     )

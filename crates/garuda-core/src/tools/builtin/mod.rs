@@ -3,6 +3,7 @@
 
 mod bash;
 mod edit_file;
+mod exit_plan_mode;
 mod glob;
 mod grep;
 mod list_files;
@@ -12,6 +13,7 @@ mod skill;
 mod todo_write;
 mod write_file;
 
+pub use exit_plan_mode::{PLAN_TOOL, plan_in};
 pub use skill::{SKILL_TOOL, SkillTool, skill_text};
 pub use todo_write::{TodoItem, TodoStatus, todos_in};
 
@@ -30,5 +32,6 @@ pub fn all() -> Vec<Handler> {
         Handler::new(bash::Bash),
         Handler::new(remember::Remember),
         Handler::new(todo_write::TodoWrite),
+        Handler::new(exit_plan_mode::ExitPlanMode),
     ]
 }
