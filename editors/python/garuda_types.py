@@ -867,6 +867,8 @@ class ToolMeta(TypedDict, total=False):
     approval: Union[Approval, None]
     # A PreToolUse hook blocked the call: it did not run, and the output gives the reason.
     blockedByHook: bool
+    # Plan mode refused the call without asking (it is not read-only): it did not run.
+    blockedByPlanMode: bool
     # True when the call was cancelled.
     cancelled: bool
     # Exit code of a `bash` command (None when killed or not started).

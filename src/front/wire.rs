@@ -451,6 +451,7 @@ fn meta_out(m: ToolMeta) -> w::ToolMeta {
         cancelled: m.cancelled,
         approval: m.approval.map(approval_out),
         blocked_by_hook: m.blocked_by_hook,
+        blocked_by_plan_mode: m.blocked_by_plan_mode,
     }
 }
 

@@ -107,6 +107,7 @@ fn plan_mode_refuses_changes_without_asking_and_runs_reads() {
     for name in ["edit_file", "bash", "remember"] {
         let done = finished(&g, name);
         assert_eq!(done[0]["isError"], true, "{name} refused: {done:?}");
+        assert_eq!(done[0]["meta"]["blockedByPlanMode"], true, "{done:?}");
         let out = done[0]["output"].as_str().unwrap();
         assert!(
             out.contains("Plan mode is on") && out.contains("exit_plan_mode"),

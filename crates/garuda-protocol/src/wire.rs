@@ -279,6 +279,9 @@ pub struct ToolMeta {
     /// A PreToolUse hook blocked the call: it did not run, and the output gives the reason.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub blocked_by_hook: bool,
+    /// Plan mode refused the call without asking (it is not read-only): it did not run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub blocked_by_plan_mode: bool,
 }
 
 /// The outcome of a tool call's approval (`toolCallFinished`'s `meta.approval`).

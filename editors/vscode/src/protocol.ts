@@ -764,6 +764,8 @@ export type ToolMeta = {
   approval?: Approval | null;
   /** A PreToolUse hook blocked the call: it did not run, and the output gives the reason. */
   blockedByHook?: boolean;
+  /** Plan mode refused the call without asking (it is not read-only): it did not run. */
+  blockedByPlanMode?: boolean;
   /** True when the call was cancelled. */
   cancelled?: boolean;
   /** Exit code of a `bash` command (None when killed or not started). */

@@ -668,7 +668,8 @@ mod tests {
     fn modes_and_options() {
         let v = j(modes(Policy::AutoEdit));
         assert_eq!(v["currentModeId"], "auto-edit");
-        assert_eq!(v["availableModes"].as_array().unwrap().len(), 3);
+        assert_eq!(v["availableModes"].as_array().unwrap().len(), 4);
+        assert_eq!(v["availableModes"][3]["id"], "plan");
         let opts = j(config_options(
             "replay:/x",
             &["anthropic/claude-sonnet-4-5".to_string()],

@@ -339,6 +339,8 @@ pub struct ToolMeta {
     pub approval: Option<Approval>,
     /// A PreToolUse hook of the user's blocked the call; it did not run.
     pub blocked_by_hook: bool,
+    /// Plan mode refused the call without asking (it is not read-only); it did not run.
+    pub blocked_by_plan_mode: bool,
 }
 
 /// The outcome of a tool call's approval.

@@ -57,7 +57,10 @@ fn what_runs(policy: Policy) -> &'static str {
 
 /// The refusal of a call plan mode does not run.
 pub(super) fn refused() -> ToolOutput {
-    ToolOutput::error(PLAN_REFUSED)
+    ToolOutput::error(PLAN_REFUSED).with_meta(ToolMeta {
+        blocked_by_plan_mode: true,
+        ..Default::default()
+    })
 }
 
 /// Before a request: the note the model needs when plan mode started or ended since it last
