@@ -74,7 +74,7 @@ enum Command {
         /// Print every event as one JSON object per line (the `turn/update` events); the last is `finished`.
         #[arg(long)]
         json: bool,
-        /// Approval policy: ask, auto-edit, full-auto (default: approval.policy in config.toml).
+        /// Approval policy: ask, auto-edit, full-auto, plan (default: approval.policy in config.toml).
         #[arg(long, value_name = "P")]
         policy: Option<String>,
         /// Write the provider's responses to a replay cassette.

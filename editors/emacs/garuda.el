@@ -56,7 +56,7 @@ nil uses the model configured in Garuda's config.toml."
 
 (defcustom garuda-policy "ask"
   "Approval policy for new sessions."
-  :type '(choice (const "ask") (const "auto-edit") (const "full-auto")))
+  :type '(choice (const "ask") (const "auto-edit") (const "full-auto") (const "plan")))
 
 (defcustom garuda-approve-function #'garuda-approve-with-buffer
   "Function that answers a `permission/request'.
@@ -1385,11 +1385,11 @@ Without CREATE, a chat that has none yet is an error."
 (defun garuda-configure (&optional model policy)
   "Switch the session's MODEL or its approval POLICY.
 The model applies from the next model request (the model is told by a
-note); the policy (ask, auto-edit, full-auto) from the next tool call.
+note); the policy (ask, auto-edit, full-auto, plan) from the next tool call.
 Interactively: with a prefix argument, ask for the policy, else the model."
   (interactive
    (if current-prefix-arg
-       (list nil (completing-read "Approval policy: " '("ask" "auto-edit" "full-auto") nil t))
+       (list nil (completing-read "Approval policy: " '("ask" "auto-edit" "full-auto" "plan") nil t))
      (list (read-string "Model (e.g. anthropic/claude-haiku-4-5): ") nil)))
   (let* ((buf (garuda--chat-buffer-for-command))
          (res (garuda--call "session/configure"
@@ -1406,8 +1406,8 @@ Interactively: with a prefix argument, ask for the policy, else the model."
   (garuda-configure model nil))
 
 (defun garuda-set-policy (policy)
-  "Switch the session's approval POLICY: ask, auto-edit or full-auto."
-  (interactive (list (completing-read "Approval policy: " '("ask" "auto-edit" "full-auto") nil t)))
+  "Switch the session's approval POLICY: ask, auto-edit, full-auto or plan."
+  (interactive (list (completing-read "Approval policy: " '("ask" "auto-edit" "full-auto" "plan") nil t)))
   (garuda-configure nil policy))
 
 (defun garuda-compact (&optional focus)

@@ -611,7 +611,7 @@ class NewSessionParams(_NewSessionParamsRequired, total=False):
 
     # Model spec, e.g. `anthropic/claude-sonnet-4-5` or `replay:PATH` (default: configured).
     model: Optional[str]
-    # Approval policy: `ask`, `auto-edit`, `full-auto` (default: configured, else `ask`).
+    # Approval policy: `ask`, `auto-edit`, `full-auto`, `plan` (default: configured, else `ask`).
     policy: Union[Policy, None]
     # Tools the client runs itself; Garuda forwards their calls with `tool/call`.
     tools: List[ToolSpec]
@@ -649,7 +649,7 @@ class PermissionOption(TypedDict):
 class _PermissionRequestRequired(TypedDict):
     # Arguments.
     input: Any
-    # The choices: `allow_once`, `allow_always` (not offered for a `bash` call with `outside_sandbox`, which is asked for every time), `reject`.
+    # The choices: `allow_once`, `allow_always` (not offered for a `bash` call with `outside_sandbox`, which is asked for every time), `reject`; for a plan (`exit_plan_mode`), `mode:auto-edit`, `mode:ask`, `mode:full-auto` (approve, and go on in that mode) and `reject` (keep planning).
     options: List[PermissionOption]
     # The session.
     sessionId: str
@@ -666,13 +666,20 @@ class PermissionRequest(_PermissionRequestRequired, total=False):
 
     # The agent whose sub-session asks (the title then starts `[agent NAME]`); absent for the session's own calls. The answer holds in the calling session too.
     agent: Optional[str]
+    # The plan to approve, in Markdown, when the request is about one (`exit_plan_mode`).
+    plan: Optional[str]
 
 
-class PermissionResult(TypedDict):
+class _PermissionResultRequired(TypedDict):
+    # `allow_once`, `allow_always` or `reject`; for a plan, one of its `mode:POLICY` options or `reject`.
+    optionId: str
+
+
+class PermissionResult(_PermissionResultRequired, total=False):
     """`permission/request` result from the client."""
 
-    # `allow_once`, `allow_always` or `reject`.
-    optionId: str
+    # With a rejection: the person's words for the model (why, or what to do instead; a rejected plan is revised with them).
+    feedback: Optional[str]
 
 
 class ProgressParams(TypedDict):
@@ -870,6 +877,8 @@ class ToolMeta(TypedDict, total=False):
     approval: Union[Approval, None]
     # A PreToolUse hook blocked the call: it did not run, and the output gives the reason.
     blockedByHook: bool
+    # Plan mode refused the call without asking (it is not read-only): it did not run.
+    blockedByPlanMode: bool
     # True when the call was cancelled.
     cancelled: bool
     # Exit code of a `bash` command (None when killed or not started).
@@ -886,15 +895,20 @@ class ToolMeta(TypedDict, total=False):
     wrote: bool
 
 
-class ToolSpec(TypedDict):
-    """A tool as the model sees it."""
-
+class _ToolSpecRequired(TypedDict):
     # What it does, for the model.
     description: str
     # JSON Schema of its input object.
     inputSchema: Any
     # Unique name.
     name: str
+
+
+class ToolSpec(_ToolSpecRequired, total=False):
+    """A tool as the model sees it."""
+
+    # A client tool (`session/new`'s `tools`) that changes nothing: plan mode runs it. Not part of what the model sees.
+    readOnly: bool
 
 
 class _TurnEventInitRequired(TypedDict):
@@ -1045,6 +1059,14 @@ class TurnEventCompaction(_TurnEventCompactionRequired, total=False):
     tokensBefore: Optional[int]
 
 
+class TurnEventModeChanged(TypedDict):
+    """The session's approval policy changed within the turn: the user approved a plan and picked the mode the work runs in."""
+
+    kind: Literal["modeChanged"]
+    # The policy now.
+    policy: Policy
+
+
 class _TurnEventFinishedRequired(TypedDict):
     kind: Literal["finished"]
     # Why.
@@ -1161,9 +1183,9 @@ ImageSource = Union[ImageSourceBase64, ImageSourceUrl]
 InstructionPlacement = Union[Literal["system"], Literal["note"]]
 InstructionSourceKind = Union[Literal["root"], Literal["global"], Literal["nested"], Literal["rule"]]
 McpServerState = Union[Literal["disabled"], Literal["starting"], Literal["ready"], Literal["failed"], Literal["exited"]]
-Policy = Union[Literal["ask"], Literal["auto-edit"], Literal["full-auto"]]
+Policy = Union[Literal["ask"], Literal["auto-edit"], Literal["full-auto"], Literal["plan"]]
 Role = Union[Literal["user"], Literal["assistant"]]
 SessionOrigin = Union[Literal["serve"], Literal["acp"], Literal["exec"]]
 StopReason = Union[Literal["end_turn"], Literal["tool_use"], Literal["max_tokens"], Literal["stop_sequence"], Literal["refusal"], Literal["cancelled"], Literal["max_steps"], Literal["max_turns"], Literal["max_budget"], Literal["error"]]
 TodoStatus = Union[Literal["pending"], Literal["in_progress"], Literal["completed"]]
-TurnEvent = Union[TurnEventInit, TurnEventStepStarted, TurnEventTextDelta, TurnEventThinkingDelta, TurnEventToolCallStarted, TurnEventToolCallFinished, TurnEventUsage, TurnEventHook, TurnEventRetry, TurnEventTodos, TurnEventCompaction, TurnEventFinished]
+TurnEvent = Union[TurnEventInit, TurnEventStepStarted, TurnEventTextDelta, TurnEventThinkingDelta, TurnEventToolCallStarted, TurnEventToolCallFinished, TurnEventUsage, TurnEventHook, TurnEventRetry, TurnEventTodos, TurnEventCompaction, TurnEventModeChanged, TurnEventFinished]

@@ -365,6 +365,9 @@ impl TurnHost for ExecHost {
         let always = req.options.iter().any(|o| o.option_id == "allow_always");
         Box::pin(async move {
             let answer = tokio::task::spawn_blocking(move || {
+                if let Some(plan) = &req.plan {
+                    return ask_plan(plan, &req.options);
+                }
                 let choices = if always {
                     "[y]es / [a]lways / [N]o"
                 } else {
@@ -383,6 +386,27 @@ impl TurnHost for ExecHost {
             // The prompt thread failed: nobody said no.
             answer.unwrap_or(PermissionAnswer::Failed)
         })
+    }
+}
+
+/// Asks on the terminal to approve a plan: a number picks an option; other words reject it
+/// and go to the model as the person's feedback.
+fn ask_plan(plan: &str, options: &[garuda_core::turn::PermissionOption]) -> PermissionAnswer {
+    eprintln!("\nThe plan:\n{plan}\n");
+    for (i, o) in options.iter().enumerate() {
+        eprintln!("  [{}] {}", i + 1, o.name);
+    }
+    eprint!("Choose 1-{} (or type what to change): ", options.len());
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    let line = line.trim();
+    match line
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| options.get(n.wrapping_sub(1)))
+    {
+        Some(o) => PermissionAnswer::of_option(Some(&o.option_id), None),
+        None => PermissionAnswer::of_option(None, Some(line)),
     }
 }
 

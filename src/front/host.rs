@@ -47,7 +47,10 @@ pub fn permission_answer(v: &Value) -> PermissionAnswer {
     if v.get("outcome").is_some() {
         return acp_permission_answer(v);
     }
-    answer_of(v.get("optionId").and_then(Value::as_str))
+    PermissionAnswer::of_option(
+        v.get("optionId").and_then(Value::as_str),
+        v.get("feedback").and_then(Value::as_str),
+    )
 }
 
 /// Reads an ACP `session/request_permission` answer: only `{outcome: {outcome: "selected",
@@ -58,15 +61,13 @@ pub fn acp_permission_answer(v: &Value) -> PermissionAnswer {
         .filter(|o| o.get("outcome").and_then(Value::as_str) == Some("selected"))
         .and_then(|o| o.get("optionId"))
         .and_then(Value::as_str);
-    answer_of(id)
-}
-
-fn answer_of(option_id: Option<&str>) -> PermissionAnswer {
-    match option_id {
-        Some("allow_once" | "allow") => PermissionAnswer::AllowOnce,
-        Some("allow_always") => PermissionAnswer::AllowAlways,
-        _ => PermissionAnswer::Reject,
-    }
+    // ACP's answer has no field for words; `_meta.feedback` carries them where a client
+    // gives them.
+    let feedback = v
+        .get("_meta")
+        .and_then(|m| m.get("feedback"))
+        .and_then(Value::as_str);
+    PermissionAnswer::of_option(id, feedback)
 }
 
 /// The LSP position just past the end of `text` (UTF-16 columns, as LSP requires).

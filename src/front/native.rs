@@ -239,10 +239,17 @@ impl NativeFront {
                 ok::<m::OpenWorkspace>(cv::workspace_out(engine.info(&ws)))
             }
             BlockingRequest::NewSession(p) => {
+                let read_only_tools = p
+                    .tools
+                    .iter()
+                    .filter(|t| t.read_only)
+                    .map(|t| t.name.clone())
+                    .collect();
                 let req = NewSession {
                     model: p.model,
                     policy: p.policy.map(cv::policy_in),
                     client_tools: p.tools.into_iter().map(cv::tool_spec_in).collect(),
+                    read_only_tools,
                     record: None,
                     origin: garuda_core::session::SessionOrigin::Serve,
                     mcp_servers: Vec::new(),

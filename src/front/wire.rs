@@ -133,6 +133,7 @@ pub fn policy_in(p: w::Policy) -> Policy {
         w::Policy::Ask => Policy::Ask,
         w::Policy::AutoEdit => Policy::AutoEdit,
         w::Policy::FullAuto => Policy::FullAuto,
+        w::Policy::Plan => Policy::Plan,
     }
 }
 
@@ -142,6 +143,7 @@ pub fn policy_out(p: Policy) -> w::Policy {
         Policy::Ask => w::Policy::Ask,
         Policy::AutoEdit => w::Policy::AutoEdit,
         Policy::FullAuto => w::Policy::FullAuto,
+        Policy::Plan => w::Policy::Plan,
     }
 }
 
@@ -277,6 +279,9 @@ pub fn meta_name(m: MessageMeta) -> &'static str {
         MessageMeta::RestoredSkill => "restored_skill",
         MessageMeta::SkillNote => "skill_note",
         MessageMeta::HookContext => "hook_context",
+        MessageMeta::Plan => "plan",
+        MessageMeta::PlanNote => "plan_note",
+        MessageMeta::RestoredPlan => "restored_plan",
         MessageMeta::Unknown => "unknown",
     }
 }
@@ -450,6 +455,7 @@ fn meta_out(m: ToolMeta) -> w::ToolMeta {
         approval: m.approval.map(approval_out),
         blocked_by_hook: m.blocked_by_hook,
         agent_session_id: m.agent.map(|a| a.session_id),
+        blocked_by_plan_mode: m.blocked_by_plan_mode,
     }
 }
 
@@ -543,6 +549,9 @@ pub fn event_out(e: TurnEvent) -> w::TurnEvent {
             tokens_after,
             message,
         },
+        TurnEvent::ModeChanged { policy } => w::TurnEvent::ModeChanged {
+            policy: policy_out(policy),
+        },
         TurnEvent::Finished {
             stop_reason,
             usage,
@@ -587,6 +596,7 @@ pub fn permission_out(r: PermissionRequest) -> w::PermissionRequest {
         input: r.input,
         options: r.options.into_iter().map(option_out).collect(),
         agent: r.agent,
+        plan: r.plan,
     }
 }
 

@@ -813,7 +813,7 @@ test("modes are the approval policies; the model is a config option; switching b
     assert.equal(r.modes.currentModeId, "ask");
     assert.deepEqual(
       r.modes.availableModes.map((m) => m.id),
-      ["ask", "auto-edit", "full-auto"],
+      ["ask", "auto-edit", "full-auto", "plan"],
     );
     assert.ok(r.modes.availableModes.every((m) => m.description.length > 10));
     const model = r.configOptions.find((o) => o.id === "model");

@@ -1038,3 +1038,29 @@ fn exec_sends_the_git_state_read_ahead() {
     assert!(first.contains("Branch: ahead"), "{first}");
     assert!(first.contains("AHEAD-COMMIT"), "{first}");
 }
+
+#[test]
+fn exec_in_plan_mode_refuses_changes_and_stops_at_the_unapproved_plan() {
+    let home = tempfile::tempdir().expect("home");
+    let ws = tempfile::tempdir().expect("ws");
+    let dir = ws.path().to_str().expect("utf8");
+    let plan = r#"{"response":{"content":[{"type":"tool_use","id":"p1","name":"exit_plan_mode","input":{"plan":"1. touch ran.txt"}}],"stopReason":"tool_use"}}"#;
+    let model = cassette(ws.path(), &[BASH_TOUCH, plan, DONE]);
+    let out = run(
+        home.path(),
+        &[],
+        &[
+            "exec", "--model", &model, "--policy", "plan", dir, "plan it",
+        ],
+        None,
+    );
+    // The command was refused without asking; the plan needs an approval no one can give.
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(!ws.path().join("ran.txt").exists());
+    let err = stderr(&out);
+    assert!(err.contains("Approve the plan"), "{err}");
+    assert!(
+        !err.contains("[approval needed] bash"),
+        "plan mode asks nothing: {err}"
+    );
+}

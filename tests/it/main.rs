@@ -22,6 +22,7 @@ mod mcp;
 mod mock_model;
 mod mock_smoke;
 mod pipeline;
+mod plan_mode;
 mod sandbox;
 mod server;
 mod sim_provider;

@@ -276,7 +276,8 @@ pub struct NewSessionParams {
     /// Model spec, e.g. `anthropic/claude-sonnet-4-5` or `replay:PATH` (default: configured).
     #[serde(default)]
     pub model: Option<String>,
-    /// Approval policy: `ask`, `auto-edit`, `full-auto` (default: configured, else `ask`).
+    /// Approval policy: `ask`, `auto-edit`, `full-auto`, `plan` (default: configured, else
+    /// `ask`).
     #[serde(default)]
     pub policy: Option<Policy>,
     /// Tools the client runs itself; Garuda forwards their calls with `tool/call`.
@@ -525,8 +526,13 @@ pub struct TurnUpdate {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PermissionResult {
-    /// `allow_once`, `allow_always` or `reject`.
+    /// `allow_once`, `allow_always` or `reject`; for a plan, one of its `mode:POLICY` options
+    /// or `reject`.
     pub option_id: String,
+    /// With a rejection: the person's words for the model (why, or what to do instead; a
+    /// rejected plan is revised with them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
 }
 
 /// `tool/call` parameters (server to client).

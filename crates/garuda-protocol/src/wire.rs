@@ -130,6 +130,10 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of its input object.
     pub input_schema: Value,
+    /// A client tool (`session/new`'s `tools`) that changes nothing: plan mode runs it. Not
+    /// part of what the model sees.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
 }
 
 /// Which code-index tools the session has.
@@ -218,6 +222,9 @@ pub enum Policy {
     AutoEdit,
     /// Nothing asks.
     FullAuto,
+    /// Plan mode: only read-only tools run, anything else is refused without asking, until
+    /// the user approves the plan the model presents with `exit_plan_mode`.
+    Plan,
 }
 
 /// Where a task stands.
@@ -276,6 +283,9 @@ pub struct ToolMeta {
     /// and `session/messages` open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_session_id: Option<String>,
+    /// Plan mode refused the call without asking (it is not read-only): it did not run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub blocked_by_plan_mode: bool,
 }
 
 /// The outcome of a tool call's approval (`toolCallFinished`'s `meta.approval`).
@@ -417,6 +427,12 @@ pub enum TurnEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
     },
+    /// The session's approval policy changed within the turn: the user approved a plan and
+    /// picked the mode the work runs in.
+    ModeChanged {
+        /// The policy now.
+        policy: Policy,
+    },
     /// The turn ended.
     Finished {
         /// Why.
@@ -469,12 +485,17 @@ pub struct PermissionRequest {
     /// Arguments.
     pub input: Value,
     /// The choices: `allow_once`, `allow_always` (not offered for a `bash` call with
-    /// `outside_sandbox`, which is asked for every time), `reject`.
+    /// `outside_sandbox`, which is asked for every time), `reject`; for a plan
+    /// (`exit_plan_mode`), `mode:auto-edit`, `mode:ask`, `mode:full-auto` (approve, and go on
+    /// in that mode) and `reject` (keep planning).
     pub options: Vec<PermissionOption>,
     /// The agent whose sub-session asks (the title then starts `[agent NAME]`); absent for
     /// the session's own calls. The answer holds in the calling session too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// The plan to approve, in Markdown, when the request is about one (`exit_plan_mode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
 }
 
 /// One choice offered to the person.

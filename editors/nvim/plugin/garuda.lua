@@ -35,9 +35,9 @@ cmd('GarudaPolicy', function(o)
 end, {
   nargs = 1,
   complete = function()
-    return { 'ask', 'auto-edit', 'full-auto' }
+    return { 'ask', 'auto-edit', 'full-auto', 'plan' }
   end,
-  desc = "Switch the Garuda session's approval policy (ask, auto-edit, full-auto)",
+  desc = "Switch the Garuda session's approval policy (ask, auto-edit, full-auto, plan)",
 })
 cmd('GarudaContext', function()
   g().context()

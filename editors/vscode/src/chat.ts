@@ -675,7 +675,7 @@ export class ChatController {
   }
 
   /** Switches the current session's model or approval policy; a note says what holds now. */
-  async configure(change: { model?: string; policy?: 'ask' | 'auto-edit' | 'full-auto' }) {
+  async configure(change: { model?: string; policy?: 'ask' | 'auto-edit' | 'full-auto' | 'plan' }) {
     const p = this.current;
     if (!p) return;
     try {

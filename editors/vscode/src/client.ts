@@ -382,7 +382,7 @@ export class GarudaClient {
    * model is told by a note) or approval policy (from its next tool call). */
   configure(
     sessionId: string,
-    change: { model?: string; policy?: 'ask' | 'auto-edit' | 'full-auto' },
+    change: { model?: string; policy?: 'ask' | 'auto-edit' | 'full-auto' | 'plan' },
   ): Promise<{ model: string; contextWindow: number; policy: string; warnings: string[] }> {
     return this.request('session/configure', { sessionId, ...change });
   }

@@ -155,8 +155,8 @@ export function activate(ctx: vscode.ExtensionContext) {
     if (model) await chat.configure({ model });
   });
   reg('garuda.setPolicy', async () => {
-    const policy = await vscode.window.showQuickPick(['ask', 'auto-edit', 'full-auto'], { title: 'Approval policy for this session' });
-    if (policy) await chat.configure({ policy: policy as 'ask' | 'auto-edit' | 'full-auto' });
+    const policy = await vscode.window.showQuickPick(['ask', 'auto-edit', 'full-auto', 'plan'], { title: 'Approval policy for this session' });
+    if (policy) await chat.configure({ policy: policy as 'ask' | 'auto-edit' | 'full-auto' | 'plan' });
   });
   reg('garuda.summary', () => chat.summary());
   reg('garuda.cancel', () => chat.cancel());

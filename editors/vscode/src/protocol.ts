@@ -513,7 +513,10 @@ export type MessagesParams = {
 export type NewSessionParams = {
   /** Model spec, e.g. `anthropic/claude-sonnet-4-5` or `replay:PATH` (default: configured). */
   model?: string | null;
-  /** Approval policy: `ask`, `auto-edit`, `full-auto` (default: configured, else `ask`). */
+  /**
+   * Approval policy: `ask`, `auto-edit`, `full-auto`, `plan` (default: configured, else
+   * `ask`).
+   */
   policy?: Policy | null;
   /** Tools the client runs itself; Garuda forwards their calls with `tool/call`. */
   tools?: ToolSpec[];
@@ -558,9 +561,13 @@ export type PermissionRequest = {
   input: unknown;
   /**
    * The choices: `allow_once`, `allow_always` (not offered for a `bash` call with
-   * `outside_sandbox`, which is asked for every time), `reject`.
+   * `outside_sandbox`, which is asked for every time), `reject`; for a plan
+   * (`exit_plan_mode`), `mode:auto-edit`, `mode:ask`, `mode:full-auto` (approve, and go on
+   * in that mode) and `reject` (keep planning).
    */
   options: PermissionOption[];
+  /** The plan to approve, in Markdown, when the request is about one (`exit_plan_mode`). */
+  plan?: string | null;
   /** The session. */
   sessionId: string;
   /** One line for a prompt, e.g. `bash: cargo test`. */
@@ -573,12 +580,20 @@ export type PermissionRequest = {
 
 /** `permission/request` result from the client. */
 export type PermissionResult = {
-  /** `allow_once`, `allow_always` or `reject`. */
+  /**
+   * With a rejection: the person's words for the model (why, or what to do instead; a
+   * rejected plan is revised with them).
+   */
+  feedback?: string | null;
+  /**
+   * `allow_once`, `allow_always` or `reject`; for a plan, one of its `mode:POLICY` options
+   * or `reject`.
+   */
   optionId: string;
 };
 
 /** A session's approval policy. */
-export type Policy = "ask" | "auto-edit" | "full-auto";
+export type Policy = "ask" | "auto-edit" | "full-auto" | "plan";
 
 /** `$/progress` parameters (LSP work-done progress) for `session/compact`. */
 export type ProgressParams = {
@@ -769,6 +784,8 @@ export type ToolMeta = {
   approval?: Approval | null;
   /** A PreToolUse hook blocked the call: it did not run, and the output gives the reason. */
   blockedByHook?: boolean;
+  /** Plan mode refused the call without asking (it is not read-only): it did not run. */
+  blockedByPlanMode?: boolean;
   /** True when the call was cancelled. */
   cancelled?: boolean;
   /** Exit code of a `bash` command (None when killed or not started). */
@@ -793,6 +810,11 @@ export type ToolSpec = {
   inputSchema: unknown;
   /** Unique name. */
   name: string;
+  /**
+   * A client tool (`session/new`'s `tools`) that changes nothing: plan mode runs it. Not
+   * part of what the model sees.
+   */
+  readOnly?: boolean;
 };
 
 /** One streamed event of a turn (`turn/update` notification payload). */
@@ -891,6 +913,10 @@ export type TurnEvent = {
   tokensBefore?: number | null;
   /** What triggered it: `auto`, `manual`, `reactive`. */
   trigger: string;
+} | {
+  kind: "modeChanged";
+  /** The policy now. */
+  policy: Policy;
 } | {
   /**
    * `garuda exec` only: the cost of `usage` in US dollars, when the config names the

@@ -60,6 +60,7 @@ pub fn tool_kind(tools: &ToolRegistry, name: &str) -> acp::ToolKind {
         Some(ToolKind::Edit) => acp::ToolKind::Edit,
         Some(ToolKind::Execute) => acp::ToolKind::Execute,
         Some(ToolKind::Think) => acp::ToolKind::Think,
+        Some(ToolKind::SwitchMode) => acp::ToolKind::SwitchMode,
         Some(ToolKind::Other) | None => acp::ToolKind::Other,
     }
 }
@@ -243,6 +244,10 @@ pub fn event_update(event: TurnEvent, context_window: u64) -> Option<acp::Sessio
             message,
             ..
         } => thought(hook_line(&event, subject.as_deref(), message.as_deref())),
+        // An approved plan switched the mode.
+        TurnEvent::ModeChanged { policy } => {
+            acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(policy.name()))
+        }
         _ => return None,
     })
 }
@@ -477,6 +482,11 @@ pub fn modes(current: Policy) -> acp::SessionModeState {
                 "Full auto",
                 "Edits and runs commands without asking",
             ),
+            mode(
+                Policy::Plan,
+                "Plan",
+                "Reads and plans only; changes nothing until you approve its plan",
+            ),
         ],
     )
 }
@@ -658,7 +668,8 @@ mod tests {
     fn modes_and_options() {
         let v = j(modes(Policy::AutoEdit));
         assert_eq!(v["currentModeId"], "auto-edit");
-        assert_eq!(v["availableModes"].as_array().unwrap().len(), 3);
+        assert_eq!(v["availableModes"].as_array().unwrap().len(), 4);
+        assert_eq!(v["availableModes"][3]["id"], "plan");
         let opts = j(config_options(
             "replay:/x",
             &["anthropic/claude-sonnet-4-5".to_string()],

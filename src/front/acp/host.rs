@@ -93,6 +93,35 @@ pub fn permission_params(session_id: &str, call: acp::ToolCall, always: bool) ->
     serde_json::to_value(req).unwrap_or(Value::Null)
 }
 
+/// The `session/request_permission` params asking to approve `plan`: the plan is the call's
+/// content, and the options are the modes the work may go on in, or keep planning.
+pub fn plan_params(
+    session_id: &str,
+    call: acp::ToolCall,
+    plan: &str,
+    req: &PermissionRequest,
+) -> Value {
+    let call = call.content(vec![acp::ToolCallContent::from(convert::text(plan))]);
+    let options = req
+        .options
+        .iter()
+        .map(|o| {
+            let kind = if o.option_id.starts_with("mode:") {
+                acp::PermissionOptionKind::AllowOnce
+            } else {
+                acp::PermissionOptionKind::RejectOnce
+            };
+            acp::PermissionOption::new(o.option_id.clone(), o.name.clone(), kind)
+        })
+        .collect();
+    let req = acp::RequestPermissionRequest::new(
+        session_id.to_string(),
+        convert::tool_call_fields(call),
+        options,
+    );
+    serde_json::to_value(req).unwrap_or(Value::Null)
+}
+
 /// True when `path` (absolute, beneath the root by construction) stays beneath the root
 /// once links are followed: the editor follows them when it writes.
 fn stays_beneath(root: &Path, path: &Path) -> bool {
@@ -257,7 +286,10 @@ impl TurnHost for AcpHost {
             // An agent's call was never announced: its title says whose it is.
             call.title = req.title.clone();
         }
-        let params = permission_params(&req.session_id, call, always);
+        let params = match &req.plan {
+            Some(plan) => plan_params(&req.session_id, call, plan, &req),
+            None => permission_params(&req.session_id, call, always),
+        };
         Box::pin(async move {
             // A turn cancelled meanwhile drops this future: the client hears `$/cancel_request`.
             let asked = client.request_or_cancel(

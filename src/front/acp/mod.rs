@@ -20,7 +20,7 @@
 //! | `session/close` | cancels its work and frees it from memory |
 //! | `session/delete` | closes it and removes its transcript (`Engine::delete_session`) |
 //! | `session/prompt` | `Engine::run_turn`; turn events become `session/update` |
-//! | `session/set_mode` | the approval policy (`ask`, `auto-edit`, `full-auto`) |
+//! | `session/set_mode` | the approval policy (`ask`, `auto-edit`, `full-auto`, `plan`) |
 //! | `session/set_config_option` | `model` (category `model`) or `mode` |
 //! | `session/cancel`, `$/cancel_request` | cancel the running turn / request |
 //!

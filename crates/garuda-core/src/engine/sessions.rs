@@ -145,6 +145,8 @@ pub struct NewSession {
     pub policy: Option<Policy>,
     /// Tools the client registered.
     pub client_tools: Vec<ToolSpec>,
+    /// Those of them the client marked read-only: plan mode runs them.
+    pub read_only_tools: Vec<String>,
     /// Write the provider's responses to this replay cassette.
     pub record: Option<std::path::PathBuf>,
     /// The front creating it (recorded in the transcript header).
@@ -479,6 +481,11 @@ impl Engine {
         )?;
         if let Some(path) = req.record {
             setup.provider = provider::recording(setup.provider, path);
+        }
+        if !req.read_only_tools.is_empty() {
+            setup.tools = setup
+                .tools
+                .with_read_only_client_tools(&req.read_only_tools);
         }
         let mut header = SessionHeader::new(ws.root.path().display().to_string(), model);
         header.policy = Some(policy_name(policy));

@@ -34,6 +34,7 @@ pub fn permission_mode(policy: crate::tools::Policy) -> &'static str {
         crate::tools::Policy::Ask => "default",
         crate::tools::Policy::AutoEdit => "acceptEdits",
         crate::tools::Policy::FullAuto => "bypassPermissions",
+        crate::tools::Policy::Plan => "plan",
     }
 }
 

@@ -32,7 +32,7 @@ says.
 - Be brief. Answer in a few sentences, show code only when it helps, and do not repeat what a \
 tool result already showed. After a change, say what you changed and how you checked it.
 - A <garuda_note> in a user message comes from Garuda, not from the user: for example that a file \
-changed on disk or that the model was switched. Take it into account.";
+changed on disk, that the model was switched or that plan mode is on. Take it into account.";
 
 /// The base rules with the root and the identity line.
 pub(crate) fn base_section(root: &str, version: &str, model: &str) -> String {

@@ -51,6 +51,13 @@ pub enum MessageMeta {
     /// A `<garuda_note>` with what a user's hook gave for the model (SessionStart, a Stop
     /// hook's reason to go on).
     HookContext,
+    /// A plan the user approved (`exit_plan_mode`), display-only: the model has it in its own
+    /// call; a compaction restores it from here.
+    Plan,
+    /// A `<garuda_note>` saying plan mode started or ended.
+    PlanNote,
+    /// The approved plan, restored after compaction.
+    RestoredPlan,
     /// A meta value written by a newer Garuda; treated like an ordinary message.
     #[serde(other)]
     Unknown,

@@ -101,6 +101,8 @@ pub enum ToolKind {
     Execute,
     /// Thinks or plans.
     Think,
+    /// Switches the session's mode (`exit_plan_mode`).
+    SwitchMode,
     /// Anything else.
     Other,
 }
@@ -114,6 +116,7 @@ impl ToolKind {
             ToolClass::Edit => ToolKind::Edit,
             ToolClass::Exec => ToolKind::Execute,
             ToolClass::Todo => ToolKind::Think,
+            ToolClass::Plan => ToolKind::SwitchMode,
             ToolClass::Memory | ToolClass::Session | ToolClass::Other => ToolKind::Other,
         }
     }
@@ -134,6 +137,11 @@ pub trait Tool: Send + Sync + 'static {
     /// The editor's icon.
     fn kind(&self) -> ToolKind {
         ToolKind::of(self.class())
+    }
+    /// It changes nothing outside the session, so plan mode runs it (by default: what its
+    /// class says, see [`ToolClass::read_only`]).
+    fn read_only(&self) -> bool {
+        self.class().read_only()
     }
     /// The input field naming the one workspace file it reads or writes.
     fn path_arg(&self) -> Option<&'static str> {

@@ -28,14 +28,15 @@ use tokio_util::sync::CancellationToken;
 use crate::fsroot::{FileStamp, Root};
 
 pub use builtin::{
-    AgentTool, ExploreTool, SKILL_TOOL, SkillTool, TodoItem, TodoStatus, skill_text, todos_in,
+    AgentTool, ExploreTool, PLAN_TOOL, SKILL_TOOL, SkillTool, TodoItem, TodoStatus, plan_in,
+    skill_text, todos_in,
 };
 pub use handler::{
     AgentCall, ClientToolResult, CommandRun, Handler, NoWorkbench, Risk, Tool, ToolKind, Workbench,
 };
 pub use policy::{
-    Policy, RISKY_DIRS, RISKY_FILES, UnknownPolicy, approval_needed, needs_approval, risky_path,
-    risky_target,
+    Policy, RISKY_DIRS, RISKY_FILES, UnknownPolicy, approval_needed, needs_approval, plan_refuses,
+    risky_path, risky_target,
 };
 pub use registry::{ToolClash, ToolEntry, ToolRegistry, ToolSource, Touch, Touched};
 pub use write::{EditPreview, PlannedWrite, commit_write, finish_write};
@@ -343,6 +344,8 @@ pub struct ToolMeta {
     pub approval: Option<Approval>,
     /// A PreToolUse hook of the user's blocked the call; it did not run.
     pub blocked_by_hook: bool,
+    /// Plan mode refused the call without asking (it is not read-only); it did not run.
+    pub blocked_by_plan_mode: bool,
     /// The sub-session an `agent` or `explore` call ran (boxed: most calls have none).
     pub agent: Option<Box<AgentRan>>,
 }
@@ -436,8 +439,25 @@ pub enum ToolClass {
     Todo,
     /// Works on the session's own context (`snip`).
     Session,
+    /// Ends plan mode (`exit_plan_mode`): asks the user to approve a plan, in its own way.
+    Plan,
     /// Anything else (client-registered tools).
     Other,
+}
+
+impl ToolClass {
+    /// True for what changes nothing outside the session: reads, searches, the todo list,
+    /// the session's own context and `exit_plan_mode`. Plan mode runs these alone.
+    pub fn read_only(self) -> bool {
+        matches!(
+            self,
+            ToolClass::Read
+                | ToolClass::Search
+                | ToolClass::Todo
+                | ToolClass::Session
+                | ToolClass::Plan
+        )
+    }
 }
 
 /// The built-in tools' specs, in the order the model sees them.

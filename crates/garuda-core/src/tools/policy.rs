@@ -2,7 +2,8 @@
 //! tool names: under `auto-edit` an edit of a path that runs code or steers Garuda
 //! ([`risky_path`]) still asks, and a command asks unless the sandbox confines it and the user
 //! let sandboxed commands run (`[sandbox] auto_run`). Without a sandbox every command asks,
-//! whatever the policy, unless the user turned the sandbox off.
+//! whatever the policy, unless the user turned the sandbox off. Under `plan` nothing that
+//! changes anything runs: only read-only tools do, and the rest is refused without asking.
 
 use std::path::{Component, Path};
 
@@ -22,6 +23,9 @@ pub enum Policy {
     AutoEdit,
     /// Nothing asks.
     FullAuto,
+    /// Plan mode: only read-only tools run; anything else is refused without asking, until
+    /// the user approves a plan the model presents with `exit_plan_mode`.
+    Plan,
 }
 
 impl Policy {
@@ -31,13 +35,14 @@ impl Policy {
             Policy::Ask => "ask",
             Policy::AutoEdit => "auto-edit",
             Policy::FullAuto => "full-auto",
+            Policy::Plan => "plan",
         }
     }
 }
 
-/// A policy name that is not one of `ask`, `auto-edit`, `full-auto`.
+/// A policy name that is not one of `ask`, `auto-edit`, `full-auto`, `plan`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown approval policy {0:?}: use ask, auto-edit or full-auto")]
+#[error("unknown approval policy {0:?}: use ask, auto-edit, full-auto or plan")]
 pub struct UnknownPolicy(pub String);
 
 impl std::str::FromStr for Policy {
@@ -47,6 +52,7 @@ impl std::str::FromStr for Policy {
             "ask" => Ok(Policy::Ask),
             "auto-edit" => Ok(Policy::AutoEdit),
             "full-auto" => Ok(Policy::FullAuto),
+            "plan" => Ok(Policy::Plan),
             other => Err(UnknownPolicy(other.to_string())),
         }
     }
@@ -56,17 +62,27 @@ impl std::str::FromStr for Policy {
 ///
 /// Reads and todo changes never ask. A memory write asks only under `ask`. Client-registered
 /// tools (`Other`) never go through `permission/request`: the client runs them in its own
-/// `tool/call` handler, where it can ask the person itself.
+/// `tool/call` handler, where it can ask the person itself. `exit_plan_mode` (`Plan`) asks in
+/// its own way. Under `plan` a call that is not read-only never gets this far (it is refused,
+/// see [`plan_refuses`]); what does is read-only and asks nothing.
 pub fn needs_approval(policy: Policy, class: ToolClass) -> bool {
     match class {
         ToolClass::Read
         | ToolClass::Search
         | ToolClass::Todo
         | ToolClass::Session
+        | ToolClass::Plan
         | ToolClass::Other => false,
-        ToolClass::Edit | ToolClass::Memory => policy == Policy::Ask,
+        // Plan mode refuses these before approval is asked about; asking is the safe answer.
+        ToolClass::Edit | ToolClass::Memory => matches!(policy, Policy::Ask | Policy::Plan),
         ToolClass::Exec => policy != Policy::FullAuto,
     }
+}
+
+/// True when `policy` refuses a call, without asking, of a tool that is `read_only` or not:
+/// plan mode runs read-only tools alone.
+pub fn plan_refuses(policy: Policy, read_only: bool) -> bool {
+    policy == Policy::Plan && !read_only
 }
 
 /// Files anywhere in the workspace whose change runs code later, outside any sandbox, or
@@ -193,7 +209,7 @@ pub fn approval_needed(
 ) -> bool {
     match class {
         ToolClass::Edit => match policy {
-            Policy::Ask => true,
+            Policy::Ask | Policy::Plan => true,
             Policy::AutoEdit => risky,
             Policy::FullAuto => false,
         },
@@ -201,7 +217,7 @@ pub fn approval_needed(
             // No sandbox the user did not choose: every command asks.
             let fallback = matches!(commands.unconfined, Some(Unconfined::Unavailable(_)));
             match policy {
-                Policy::Ask => true,
+                Policy::Ask | Policy::Plan => true,
                 Policy::AutoEdit => fallback || !(commands.confined() && commands.auto_run),
                 Policy::FullAuto => fallback,
             }
@@ -298,6 +314,7 @@ mod tests {
             (Policy::Ask, [false, true, true, true, false, false]),
             (Policy::AutoEdit, [false, false, true, false, false, false]),
             (Policy::FullAuto, [false, false, false, false, false, false]),
+            (Policy::Plan, [false, true, true, true, false, false]),
         ];
         for (p, want) in cases {
             let got = [Read, Edit, Exec, Memory, Todo, Other].map(|c| needs_approval(p, c));
@@ -319,5 +336,16 @@ mod tests {
             serde_json::from_str::<Policy>("\"ask\"").unwrap(),
             Policy::Ask
         );
+        assert_eq!("plan".parse::<Policy>(), Ok(Policy::Plan));
+        assert_eq!(Policy::Plan.name(), "plan");
+    }
+
+    #[test]
+    fn plan_mode_runs_read_only_tools_alone() {
+        assert!(plan_refuses(Policy::Plan, false));
+        assert!(!plan_refuses(Policy::Plan, true));
+        for p in [Policy::Ask, Policy::AutoEdit, Policy::FullAuto] {
+            assert!(!plan_refuses(p, false), "{p:?}");
+        }
     }
 }

@@ -78,6 +78,9 @@ pub struct ToolEntry {
     pub kind: ToolKind,
     /// The prompt line it makes true.
     pub offer: Option<Offer>,
+    /// It changes nothing outside the session: plan mode runs it (MCP tools the config
+    /// marks read-only, client tools the client marks so, read-only built-ins).
+    pub read_only: bool,
 }
 
 impl ToolEntry {
@@ -164,6 +167,7 @@ impl ToolEntry {
             needs_read: false,
             deferred: false,
             touch: None,
+            read_only: class.read_only(),
         }
     }
 
@@ -176,6 +180,7 @@ impl ToolEntry {
             path_arg: h.path_arg(),
             needs_read: h.needs_read(),
             touch: h.touch(),
+            read_only: h.read_only(),
             deferred: false,
             source: ToolSource::Builtin(h),
         }
@@ -256,6 +261,17 @@ impl ToolRegistry {
                 .push(ToolEntry::plain(spec, ToolClass::Other, ToolSource::Client));
         }
         Ok(r)
+    }
+
+    /// This registry with the client tools named in `names` marked read-only (the client
+    /// said they change nothing), so plan mode runs them; other names are ignored.
+    pub fn with_read_only_client_tools(mut self, names: &[String]) -> ToolRegistry {
+        for e in &mut self.entries {
+            if e.source == ToolSource::Client && names.contains(&e.spec.name) {
+                e.read_only = true;
+            }
+        }
+        self
     }
 
     /// Adds the MCP tools of a session (in their fixed order) as `plan` decided: loaded, or

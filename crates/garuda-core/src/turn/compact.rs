@@ -1017,6 +1017,7 @@ impl<'a> Compaction<'a> {
         let transcript = self.state.file.path().display().to_string();
         let edited = edited_paths(session, &self.state.records);
         let skills = super::skills::snapshots(session, &self.state.records);
+        let approved_plan = super::plan::approved(&self.state.records);
         // The start note comes back with today's date when the day changed.
         let git = git_note(&self.state.records)
             .map(|n| crate::workspace::restate_date(&n, &crate::workspace::today()));
@@ -1043,6 +1044,7 @@ impl<'a> Compaction<'a> {
                 references,
                 edited: &edited,
                 skills: &skills,
+                plan: approved_plan.as_deref(),
             })
         };
         let summary = &written.summary;
@@ -1080,6 +1082,7 @@ impl<'a> Compaction<'a> {
         state.root_note = None;
         session.set_prompt(prep.assembled.clone());
         session.renew_model_note();
+        session.renew_plan_note();
         session.install_tools(prep.next_tools);
         // Reads survive where their content does: kept steps and restored files.
         let restored_at: std::collections::HashMap<&str, &str> = inst

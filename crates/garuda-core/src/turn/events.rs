@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use crate::message::{StopReason, Usage};
 use crate::session::records::CompactTrigger;
-use crate::tools::{TodoItem, ToolMeta};
+use crate::tools::{Policy, TodoItem, ToolMeta};
 
 /// One streamed event of a turn (`turn/update` notification payload).
 #[derive(Debug, Clone, PartialEq)]
@@ -92,6 +92,12 @@ pub enum TurnEvent {
         subject: Option<String>,
         /// The reason, warning or message, for the user.
         message: Option<String>,
+    },
+    /// The session's approval policy changed within the turn (an approved plan left plan
+    /// mode for the mode the user picked).
+    ModeChanged {
+        /// The policy now.
+        policy: Policy,
     },
     /// The turn ended.
     Finished {
@@ -184,11 +190,13 @@ pub struct PermissionRequest {
     /// Arguments.
     pub input: Value,
     /// The choices: `allow_once`, `allow_always` (not for a call that leaves the sandbox),
-    /// `reject`.
+    /// `reject`; for a plan, a `mode:POLICY` per mode the work may run in, and `reject`.
     pub options: Vec<PermissionOption>,
     /// The agent whose sub-session asks (its title starts `[agent NAME]`); None for the
     /// session's own calls.
     pub agent: Option<String>,
+    /// The plan to approve, when this asks about one (`exit_plan_mode`).
+    pub plan: Option<String>,
 }
 
 /// One choice offered to the person.
@@ -201,7 +209,7 @@ pub struct PermissionOption {
 }
 
 /// The client's answer to a permission request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PermissionAnswer {
     /// Run this call.
     AllowOnce,
@@ -209,6 +217,11 @@ pub enum PermissionAnswer {
     AllowAlways,
     /// Do not run it.
     Reject,
+    /// Do not run it, and here is why or what to do instead (the person's words, for the
+    /// model).
+    RejectWith(String),
+    /// Approved, and the session goes on in this mode (the `mode:POLICY` options of a plan).
+    Mode(Policy),
     /// Nobody answered in time (the host's approval timeout).
     TimedOut,
     /// The question could not be delivered or answered (client error, connection closed).
@@ -241,5 +254,40 @@ impl PermissionRequest {
             name: name.into(),
         })
         .collect()
+    }
+
+    /// The options of a plan's approval: a mode for the work to run in, or keep planning.
+    pub fn plan_options() -> Vec<PermissionOption> {
+        [
+            ("mode:auto-edit", "Yes, and edit files without asking"),
+            ("mode:ask", "Yes, and ask before each change"),
+            ("mode:full-auto", "Yes, and run everything without asking"),
+            ("reject", "No, keep planning"),
+        ]
+        .into_iter()
+        .map(|(id, name)| PermissionOption {
+            option_id: id.into(),
+            name: name.into(),
+        })
+        .collect()
+    }
+}
+
+impl PermissionAnswer {
+    /// The answer a client's option id (and the person's words, when it gave any) stands
+    /// for: `allow_once` (or `allow`), `allow_always`, `mode:POLICY`; anything else rejects.
+    pub fn of_option(option_id: Option<&str>, feedback: Option<&str>) -> PermissionAnswer {
+        let mode = option_id
+            .and_then(|id| id.strip_prefix("mode:"))
+            .and_then(|p| p.parse::<Policy>().ok());
+        match (option_id, mode) {
+            (Some("allow_once" | "allow"), _) => PermissionAnswer::AllowOnce,
+            (Some("allow_always"), _) => PermissionAnswer::AllowAlways,
+            (_, Some(p)) => PermissionAnswer::Mode(p),
+            _ => match feedback.map(str::trim).filter(|f| !f.is_empty()) {
+                Some(f) => PermissionAnswer::RejectWith(f.to_string()),
+                None => PermissionAnswer::Reject,
+            },
+        }
     }
 }

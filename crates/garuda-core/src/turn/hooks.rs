@@ -196,6 +196,7 @@ pub(crate) fn denied(out: &HookOutcome) -> Option<String> {
 pub(crate) fn ran(out: &crate::tools::ToolOutput) -> bool {
     use crate::tools::Approval;
     !out.meta.blocked_by_hook
+        && !out.meta.blocked_by_plan_mode
         && !out.meta.cancelled
         && !matches!(
             out.meta.approval,

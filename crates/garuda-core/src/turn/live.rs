@@ -196,6 +196,8 @@ pub struct SessionState {
     pub scope: super::scoped::ScopeState,
     /// The skills on disk when a change was last noted (so one change is noted once).
     pub skills_noted: Option<Vec<crate::skills::SkillStamp>>,
+    /// A plan the user approved in the running step, recorded after the step's results.
+    pub approved_plan: Option<String>,
     /// Message records in `records`, published for readers that must not wait.
     message_count: Arc<AtomicU64>,
 }
@@ -264,6 +266,8 @@ pub struct LiveSession {
     /// The next user message carries a note naming the model (it differs from the one the
     /// system prompt names).
     model_note: std::sync::atomic::AtomicBool,
+    /// The model last heard that plan mode is on (a note says when that changes).
+    plan_heard: std::sync::atomic::AtomicBool,
     /// The tools now: `setup.tools` until a compaction installs a changed MCP tool list.
     tools: Mutex<Arc<ToolRegistry>>,
     /// The skills now: `setup.skills` until a compaction installs the list on disk.
@@ -333,6 +337,7 @@ impl LiveSession {
         let todos = super::todo::replay(&records, &setup.tools);
         let readable = super::skills::readable(&records, &setup.tools, &setup.skills);
         let skills = setup.skills.clone();
+        let plan_heard = super::plan::heard_in(&records);
         let user_words = records
             .iter()
             .filter_map(Record::as_message)
@@ -354,6 +359,7 @@ impl LiveSession {
                 nudge_since: None,
                 collapse_failures: 0,
                 skills_noted: None,
+                approved_plan: None,
                 scope: super::scoped::ScopeState::replay(
                     &records,
                     &setup.tools,
@@ -370,6 +376,7 @@ impl LiveSession {
                 info: setup.model_info,
             })),
             model_note: std::sync::atomic::AtomicBool::new(false),
+            plan_heard: std::sync::atomic::AtomicBool::new(plan_heard),
             setup,
             files: Arc::new(Mutex::new(FileTracker::new())),
             todos: Arc::new(Mutex::new(todos)),
@@ -544,6 +551,23 @@ impl LiveSession {
         if self.model().spec != self.header.model {
             self.model_note.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// Whether the model must hear that plan mode is on (`Some(true)`) or off
+    /// (`Some(false)`): the mode differs from what it last heard. Taking it counts as heard.
+    pub(crate) fn take_plan_note(&self) -> Option<bool> {
+        let on = self.policy() == Policy::Plan;
+        (self.plan_heard.swap(on, Ordering::Relaxed) != on).then_some(on)
+    }
+
+    /// Records what the model now knows of plan mode (a tool result told it).
+    pub(crate) fn plan_noted(&self, on: bool) {
+        self.plan_heard.store(on, Ordering::Relaxed);
+    }
+
+    /// After a compaction, which drops plan notes: in plan mode, say so again.
+    pub(crate) fn renew_plan_note(&self) {
+        self.plan_heard.store(false, Ordering::Relaxed);
     }
 
     /// The approval policy the next tool call is checked against.

@@ -10,6 +10,7 @@ mod host;
 mod instructions;
 mod live;
 mod ops;
+mod plan;
 mod run;
 mod scoped;
 mod side;
@@ -30,6 +31,7 @@ pub use live::{
     LiveSession, ModelBinder, ModelBinding, Operation, SessionSetup, SessionState, TurnError,
 };
 pub use ops::{CollapseOutcome, SNIP_TOOL, SnipOutcome, collapse, snip_ids, snip_tool_spec};
+pub use plan::{PLAN_REFUSED, plan_off_note, plan_on_note};
 pub use run::{TurnOptions, TurnOutcome, model_in_note, model_note, run_turn, run_turn_with};
 pub use scoped::{Attached, ScopeState, scoped_sources};
 pub use view::{StepView, current_view, request_messages, step_view, view_anchors};

@@ -422,6 +422,7 @@ impl<'a> Turn<'a> {
         state.append(note)?;
         let todo = super::todo::kept_in_view(session, state)?;
         state.append(todo)?;
+        super::plan::mode_note(session, state)?;
         let before = super::budget::context_tokens(session, state)?;
         check_blocking(session, state, before)?;
         nudge_if_due(session, state)?;
@@ -712,6 +713,7 @@ impl<'a> Turn<'a> {
         }
         self.outcome.message_ids.push(user.uuid.clone());
         state.append(vec![Record::Message(user)])?;
+        super::plan::record_approved(state)?;
         // Instructions of the folders the tools just worked in join the results' message.
         let scoped = super::scoped::scoped_note(session, state)?;
         state.append(scoped)?;
@@ -851,7 +853,7 @@ fn touched(
     }
 }
 
-fn interrupted() -> ToolOutput {
+pub(super) fn interrupted() -> ToolOutput {
     ToolOutput::error(INTERRUPTED).with_meta(ToolMeta {
         cancelled: true,
         ..Default::default()
@@ -1034,6 +1036,18 @@ async fn run_tool_inner(
         }
         .into();
     }
+    if entry.class == ToolClass::Plan {
+        let Some(state) = state else {
+            return ToolOutput::error(format!("{name} cannot run beside other calls")).into();
+        };
+        return super::plan::exit(session, state, host, ctx, id, entry, &input)
+            .await
+            .into();
+    }
+    // Plan mode runs read-only tools alone, whatever a hook allows; nothing is asked.
+    if tools::plan_refuses(session.policy(), entry.read_only) {
+        return super::plan::refused().into();
+    }
     // Risk follows the path an edit changes (links resolved), not the tool's name.
     let risk = entry.risk(&input, &ctx.root);
     let policy_needs = tools::approval_needed(
@@ -1095,6 +1109,7 @@ async fn run_tool_inner(
                     PermissionRequest::standard_options()
                 },
                 agent: None,
+                plan: None,
             };
             // The host enforces the timeout itself (and tells its client); this is a backstop
             // for hosts that never answer.
@@ -1113,8 +1128,13 @@ async fn run_tool_inner(
                     session.allow_always(&always_key);
                     approval = Some(Approval::AllowedAlways);
                 }
-                PermissionAnswer::Reject => {
+                // A mode answers a plan's request only; offered none, it is no approval.
+                PermissionAnswer::Reject | PermissionAnswer::Mode(_) => {
                     return refused(DENIED.into(), Approval::Rejected).into();
+                }
+                PermissionAnswer::RejectWith(words) => {
+                    let text = format!("{DENIED}\nThe user said: {words}");
+                    return refused(text, Approval::Rejected).into();
                 }
                 PermissionAnswer::TimedOut => {
                     return refused(timed_out_text(secs), Approval::TimedOut).into();

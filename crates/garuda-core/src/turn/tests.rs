@@ -130,7 +130,7 @@ impl TurnHost for Recorder {
 
     fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
         self.asked.lock().unwrap().push(req);
-        let a = self.answer;
+        let a = self.answer.clone();
         Box::pin(async move { a })
     }
 }
@@ -347,7 +347,7 @@ async fn an_unanswered_approval_is_a_timeout_not_a_denial() {
                 text("ok"),
             ],
         );
-        let host = Recorder::new(answer);
+        let host = Recorder::new(answer.clone());
         let out = turn(&f, host.clone(), 5).await;
         assert_eq!(out.stop_reason, StopReason::EndTurn);
         let r = results(&f);

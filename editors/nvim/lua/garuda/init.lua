@@ -13,7 +13,7 @@ local M = {}
 M.defaults = {
   cmd = { 'garuda', 'serve' }, -- argv of the server
   model = nil, -- model spec, e.g. 'anthropic/claude-sonnet-4-5' or 'replay:/path.jsonl'; nil = config.toml
-  policy = 'ask', -- 'ask' | 'auto-edit' | 'full-auto'
+  policy = 'ask', -- 'ask' | 'auto-edit' | 'full-auto' | 'plan'
   root_markers = { '.git', 'AGENTS.md', 'GARUDA.md' }, -- project root detection
   env = nil, -- extra environment for the server, e.g. { ANTHROPIC_API_KEY = '...' }
   tools = {}, -- client tools: { name, description, inputSchema, handler = function(input) -> string }

@@ -37,6 +37,8 @@ fn regenerated(meta: Option<MessageMeta>) -> bool {
                 | MessageMeta::RestoredSkill
                 | MessageMeta::SkillNote
                 | MessageMeta::HookContext
+                | MessageMeta::PlanNote
+                | MessageMeta::RestoredPlan
         )
     )
 }

@@ -158,6 +158,48 @@ pub fn select_restored_skills(
     out
 }
 
+/// The restored plan's message: the plan the user approved last, unless the kept part still
+/// holds the call that presented it; cut to the plan budget, visibly.
+pub fn restored_plan(
+    plan: Option<&str>,
+    kept: &[ViewMessage],
+    estimator: &TokenEstimator,
+    b: &super::Budgets,
+) -> Option<String> {
+    let plan = plan?;
+    let present = kept
+        .iter()
+        .flat_map(|m| m.message.content.iter())
+        .any(|blk| match blk {
+            Block::ToolUse { input, .. } => {
+                input.get("plan").and_then(|v| v.as_str()).map(str::trim) == Some(plan)
+            }
+            _ => false,
+        });
+    if present || b.restore_plan == 0 {
+        return None;
+    }
+    let wrap = |body: &str, cut: bool| {
+        let tail = if cut {
+            " Its text is cut here; ask the user for the rest if you need it."
+        } else {
+            ""
+        };
+        format!(
+            "<restored_plan>\nThe user approved this plan before the compaction, and plan mode \
+             ended then; carry on with what is not done yet.{tail}\n{body}\n</restored_plan>"
+        )
+    };
+    let text = wrap(plan, false);
+    if estimator.estimate(text.chars().count()) <= b.restore_plan {
+        return Some(text);
+    }
+    let room = (b.restore_plan as f64 * estimator.chars_per_token()) as usize;
+    let chars = room.saturating_sub(wrap("", true).chars().count() + 1);
+    let head: String = plan.chars().take(chars).collect();
+    Some(wrap(&head, true))
+}
+
 /// The text of a restored-file message.
 pub fn restored_file_text(r: &Restored) -> String {
     match &r.content {
@@ -340,6 +382,8 @@ pub struct InstallInput<'a> {
     pub edited: &'a [String],
     /// The skills the model loaded, re-read from disk, most recent first.
     pub skills: &'a [SkillSnapshot],
+    /// The plan the user approved last (`exit_plan_mode`), if any.
+    pub plan: Option<&'a str>,
 }
 
 /// A planned installation.
@@ -459,6 +503,16 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
         if r.content.is_some() {
             restored.push((r.path.clone(), msgs[i].uuid.clone()));
         }
+    }
+    if let Some(text) = restored_plan(input.plan, kept, input.estimator, b) {
+        push(
+            &mut msgs,
+            Role::User,
+            vec![Block::text(text)],
+            Some(MessageMeta::RestoredPlan),
+            now,
+            None,
+        );
     }
     for text in select_restored_skills(input.skills, kept, input.estimator, b) {
         push(

@@ -29,7 +29,7 @@ pub use handoff::{
 };
 pub use install::{
     FileSnapshot, InstallInput, Installation, REFERENCES_OPEN, Reattach, Restored, SkillSnapshot,
-    SummaryText, TodoEntry, plan_installation, previous_summary, restored_file_text,
+    SummaryText, TodoEntry, plan_installation, previous_summary, restored_file_text, restored_plan,
     select_restored_files, select_restored_skills, summary_intro, with_references,
 };
 pub use pinned::{Pinned, UserWords, cut_with_marker, origins, pin, user_messages};
@@ -201,12 +201,17 @@ pub struct Budgets {
     pub restore_skill: u64,
     /// Most tokens of all restored skills.
     pub restore_skills_total: u64,
+    /// Most tokens of the approved plan restored.
+    pub restore_plan: u64,
 }
 
 /// Most tokens of one skill restored after compaction (seed 001), at large windows.
 pub const SKILL_TOKENS: u64 = 5_000;
 /// Most tokens of all restored skills (seed 001), at large windows.
 pub const SKILLS_TOTAL_TOKENS: u64 = 25_000;
+/// Most tokens of the approved plan restored after compaction (plan-mode material, seed 001;
+/// the seed names no number, so a plan gets what one restored file or skill gets).
+pub const PLAN_TOKENS: u64 = 5_000;
 
 /// The budgets at `window`. Restoration scales with the window: a quarter of it in all and
 /// a fortieth per file, which at 200 000 tokens are the seed's 50 000 and 5 000; the
@@ -226,6 +231,7 @@ pub fn budgets(window: u64, max_output: u64, policy: &CompactPolicy) -> Budgets 
         restore_total: policy.restore_total_tokens.min(window / 4),
         restore_skill: SKILL_TOKENS.min(window / 40),
         restore_skills_total: SKILLS_TOTAL_TOKENS.min(window / 8),
+        restore_plan: PLAN_TOKENS.min(window / 40),
     }
 }
 

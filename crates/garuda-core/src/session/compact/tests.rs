@@ -379,6 +379,7 @@ fn install(
         references: &[],
         edited: &[],
         skills: &[],
+        plan: None,
     })
 }
 
@@ -412,6 +413,37 @@ fn loaded_skills_come_back_within_their_budgets_most_recent_first() {
     let out = select_restored_skills(&many, &[], &e, &b);
     let total: u64 = out.iter().map(|t| e.estimate(t.chars().count())).sum();
     assert!(total <= 25_000 && out.len() < 8, "{total} {}", out.len());
+}
+
+#[test]
+fn the_approved_plan_comes_back_within_its_budget_unless_kept() {
+    let e = TokenEstimator::default();
+    let b = budgets(200_000, 8_000, &CompactPolicy::default());
+    assert_eq!(b.restore_plan, 5_000);
+    assert_eq!(restored_plan(None, &[], &e, &b), None);
+    let out = restored_plan(Some("1. Fix the parser"), &[], &e, &b).unwrap();
+    assert!(out.starts_with("<restored_plan>\nThe user approved this plan"));
+    assert!(out.contains("\n1. Fix the parser\n</restored_plan>"));
+    let long = "p".repeat(100_000);
+    let cut = restored_plan(Some(&long), &[], &e, &b).unwrap();
+    assert!(cut.contains("cut here") && e.estimate(cut.chars().count()) <= 5_000);
+    // The call that presented it is still in the kept part: nothing to restore.
+    let mut recs = session();
+    recs.push(msg(
+        "a9",
+        Role::Assistant,
+        vec![Block::ToolUse {
+            id: "p1".into(),
+            name: "exit_plan_mode".into(),
+            input: json!({"plan": "1. Fix the parser"}),
+        }],
+        0,
+    ));
+    let v = build_view(&recs, &policy(), 0);
+    assert_eq!(
+        restored_plan(Some("1. Fix the parser"), &v.messages, &e, &b),
+        None
+    );
 }
 
 fn kept_at(v: &View, steps: usize) -> KeptPlan {

@@ -157,6 +157,10 @@ impl Tool for ExploreTool {
         // Not `Search`: its report is not cheap to have again, so no clearing takes it.
         ToolClass::Other
     }
+    fn read_only(&self) -> bool {
+        // Its sub-session has only the tools that read or search: plan mode runs it.
+        true
+    }
     fn kind(&self) -> ToolKind {
         ToolKind::Search
     }

@@ -4,6 +4,7 @@
 mod agent;
 mod bash;
 mod edit_file;
+mod exit_plan_mode;
 mod glob;
 mod grep;
 mod list_files;
@@ -14,6 +15,7 @@ mod todo_write;
 mod write_file;
 
 pub use agent::{AgentTool, ExploreTool};
+pub use exit_plan_mode::{PLAN_TOOL, plan_in};
 pub use skill::{SKILL_TOOL, SkillTool, skill_text};
 pub use todo_write::{TodoItem, TodoStatus, todos_in};
 
@@ -32,5 +34,6 @@ pub fn all() -> Vec<Handler> {
         Handler::new(bash::Bash),
         Handler::new(remember::Remember),
         Handler::new(todo_write::TodoWrite),
+        Handler::new(exit_plan_mode::ExitPlanMode),
     ]
 }
