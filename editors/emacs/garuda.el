@@ -18,9 +18,12 @@
 ;;
 ;; An approval is shown in a window that does not take the keyboard
 ;; (and in the chat and the mode line); keys typed elsewhere never answer
-;; it.  C-c C-a (`garuda-approve') moves to it, where y allows once, a
+;; it.  C-c C-a (`garuda-approve') moves to it.  It offers exactly the
+;; options the request names, with the server's names: y allows once, a
 ;; allows always (this session, revocable with `garuda-permissions'), n
-;; or q rejects; RET does nothing.  Edits go through Emacs buffers
+;; or q rejects, each only when offered (another says it is not
+;; offered), a digit picks the option of that number (any optionId);
+;; RET does nothing.  Edits go through Emacs buffers
 ;; (`workspace/applyEdit'): undoable, written by Emacs.  Other commands:
 ;; `garuda-new-chat', `garuda-sessions', `garuda-compact',
 ;; `garuda-summary', `garuda-context', `garuda-cancel', `garuda-doctor',
@@ -61,11 +64,12 @@ nil uses the model configured in Garuda's config.toml."
 (defcustom garuda-approve-function #'garuda-approve-with-buffer
   "Function that answers a `permission/request'.
 `garuda-approve-with-buffer' (the default): `garuda-approve' (C-c C-a)
-moves to the approval buffer, where y, a or n answer.  Any other
-function is called by `garuda-approve' (never when the approval
-arrives, so it cannot catch keys typed for something else) with the
-request params (a plist with :title, :toolName, :input and :options)
-and returns the chosen optionId string."
+moves to the approval buffer, where the keys of the offered options
+answer.  Any other function is called by `garuda-approve' (never when
+the approval arrives, so it cannot catch keys typed for something else)
+with the request params (a plist with :title, :toolName, :input and
+:options) and returns the chosen optionId string; an optionId the
+request does not offer answers nothing (the approval keeps waiting)."
   :type '(choice (function-item garuda-approve-with-buffer)
                  (function-item garuda-approve-with-y-or-n-p)
                  function))
@@ -429,11 +433,50 @@ answer) unparsed until more output comes; run the filter again to parse it."
 
 ;;;; Approvals
 
+(defconst garuda--option-letters '(("allow_once" . "y") ("allow_always" . "a") ("reject" . "n"))
+  "The keys of the optionIds garuda.el knows; any other is chosen by its number.")
+
+(defun garuda--choices (options)
+  "The choices of a request's OPTIONS (a vector or list of plists).
+Each is a plist (:id :name :key :num), in the server's order; :key is
+the letter of a known optionId, else the number.  Without any option (a
+malformed request) the only choice is Reject: declining is always safe."
+  (let ((out nil) (n 0))
+    (dolist (o (append options nil))
+      (let ((id (and (listp o) (plist-get o :optionId)))
+            (name (and (listp o) (plist-get o :name))))
+        (when (and (stringp id) (> (length id) 0))
+          (cl-incf n)
+          (push (list :id id :name (if (and (stringp name) (> (length name) 0)) name id) :num n
+                      :key (or (cdr (assoc id garuda--option-letters)) (number-to-string n)))
+                out))))
+    (or (nreverse out) (list (list :id "reject" :name "Reject" :num 1 :key "n")))))
+
+(defun garuda--offered (params id)
+  "The choice with optionId ID that request PARAMS offers, or nil."
+  (cl-find id (garuda--choices (plist-get params :options))
+           :key (lambda (c) (plist-get c :id)) :test #'equal))
+
+(defun garuda--choices-hint (params)
+  "One line naming the keys that answer request PARAMS."
+  (let ((choices (garuda--choices (plist-get params :options))))
+    (concat (mapconcat (lambda (c) (format "%s %s" (plist-get c :key) (plist-get c :name))) choices ", ")
+            (if (cl-some (lambda (c) (assoc (plist-get c :id) garuda--option-letters)) choices)
+                " (or its number)"
+              ""))))
+
 (defun garuda-approve-with-y-or-n-p (params)
-  "Allow once or reject the call in PARAMS with `y-or-n-p'."
-  (if (y-or-n-p (format "Garuda: allow %s? " (plist-get params :title)))
-      "allow_once"
-    "reject"))
+  "Answer the call in PARAMS with `y-or-n-p' (allow once or reject).
+A request that does not offer both is asked with `completing-read'
+over its options' names instead."
+  (if (and (garuda--offered params "allow_once") (garuda--offered params "reject"))
+      (if (y-or-n-p (format "Garuda: allow %s? " (plist-get params :title)))
+          "allow_once"
+        "reject")
+    (let* ((choices (garuda--choices (plist-get params :options)))
+           (pick (completing-read (format "Garuda: %s: " (plist-get params :title))
+                                  (mapcar (lambda (c) (plist-get c :name)) choices) nil t)))
+      (plist-get (cl-find pick choices :key (lambda (c) (plist-get c :name)) :test #'equal) :id))))
 
 (defun garuda-approve-with-buffer (_params)
   "Marker for the default approval UI (a buffer with y/a/n keys).
@@ -455,7 +498,10 @@ answer) unparsed until more output comes; run the filter again to parse it."
   (let* ((sid (plist-get params :sessionId))
          (tool (plist-get params :toolName))
          (chat (garuda--chat-of sid)))
-    (if (and chat (member tool (buffer-local-value 'garuda--always chat)))
+    ;; "Always" remembered here covers only a request that could be answered so: one
+    ;; offering allow_always (a command leaving the sandbox never does).
+    (if (and chat (member tool (buffer-local-value 'garuda--always chat))
+             (garuda--offered params "allow_always") (garuda--offered params "allow_once"))
         (progn
           (garuda--note chat (format "  approval: allowed (%s is always allowed in this session; M-x garuda-permissions revokes)" tool))
           (list :optionId "allow_once"))
@@ -532,6 +578,8 @@ It is turned on and off by garuda.el itself."
     (define-key map (kbd "a") #'garuda-approval-allow-always)
     (define-key map (kbd "n") #'garuda-approval-reject)
     (define-key map (kbd "q") #'garuda-approval-reject)
+    (dotimes (i 9)
+      (define-key map (number-to-string (1+ i)) #'garuda-approval-pick-number))
     (define-key map (kbd "s") #'garuda-approval-save-first)
     (define-key map (kbd "RET") #'garuda-approval-hint)
     (define-key map (kbd "SPC") #'garuda-approval-hint)
@@ -539,8 +587,10 @@ It is turned on and off by garuda.el itself."
   "Keymap of `garuda-approval-mode'.")
 
 (define-derived-mode garuda-approval-mode special-mode "Garuda-Approve"
-  "A tool call waiting for approval: y allow once, a allow always, n reject.
-s saves the file's buffer first when it has unsaved changes.
+  "A tool call waiting for approval, with the options its request offers.
+y allow once, a allow always, n reject (each when offered), a digit the
+option of that number; s saves the file's buffer first when it has
+unsaved changes (and allow once is offered).
 RET does nothing: a bare Enter never approves.")
 
 (defun garuda--fontify-diff (text)
@@ -590,8 +640,13 @@ RET does nothing: a bare Enter never approves.")
          ((equal tool "bash")
           (insert "$ " (or (plist-get (plist-get params :input) :command) "") "\n"))
          (t (insert (json-encode (plist-get params :input)) "\n")))
-        (insert (format "\n  y allow once   a allow always (this session)   n reject%s   (RET does nothing)\n"
-                        (if unsaved "   s save the buffer first" "")))
+        (insert "\n")
+        (when (and unsaved (garuda--offered params "allow_once"))
+          (insert "  s save the buffer first, then allow once\n"))
+        (let ((choices (garuda--choices (plist-get params :options))))
+          (dolist (c choices)
+            (insert (format "  %s %s\n" (plist-get c :key) (plist-get c :name))))
+          (insert (format "  (a digit 1-%d picks that option; RET does nothing)\n" (length choices))))
         (goto-char (point-min))))
     (setq a (plist-put a :buffer buf))
     ;; Shown, never selected: keys typed in the user's buffer stay there.
@@ -619,22 +674,37 @@ RET does nothing: a bare Enter never approves.")
   (garuda--approvals-changed))
 
 (defun garuda--answer (a choice)
-  "Answer approval A with CHOICE (an optionId)."
-  (setq garuda--approvals (delq a garuda--approvals))
-  (garuda--close-approval a)
-  (let* ((chat (plist-get a :chat))
-         (tool (plist-get (plist-get a :params) :toolName)))
-    (pcase choice
-      ("allow_always"
-       (when chat
-         (with-current-buffer chat (cl-pushnew tool garuda--always :test #'equal))
-         (garuda--update-header chat))
-       (garuda--note chat (format "  approval: allowed; %s is now always allowed in this session (M-x garuda-permissions revokes)" tool))
-       (setq choice "allow_once"))
-      ("allow_once" (garuda--note chat "  approval: allowed once"))
-      (_ (garuda--note chat "  approval: rejected") (setq choice "reject")))
-    (garuda--reply (plist-get a :conn) (plist-get a :id) (list :optionId choice)))
-  (garuda--next-approval))
+  "Answer approval A with CHOICE, an optionId its request offers.
+Another CHOICE answers nothing: the approval keeps waiting, and a
+message names the offered keys.  Returns non-nil when answered."
+  (let* ((params (plist-get a :params))
+         (offered (garuda--offered params choice)))
+    (if (not offered)
+        (progn
+          (message "Garuda: this request does not offer %s; %s"
+                   (pcase choice ("allow_once" "allow once") ("allow_always" "allow always")
+                          ("reject" "reject") (_ (format "%s" choice)))
+                   (garuda--choices-hint params))
+          nil)
+      (setq garuda--approvals (delq a garuda--approvals))
+      (garuda--close-approval a)
+      (let ((chat (plist-get a :chat))
+            (tool (plist-get params :toolName)))
+        (pcase choice
+          ((and "allow_always" (guard (garuda--offered params "allow_once")))
+           (when chat
+             (with-current-buffer chat (cl-pushnew tool garuda--always :test #'equal))
+             (garuda--update-header chat))
+           (garuda--note chat (format "  approval: allowed; %s is now always allowed in this session (M-x garuda-permissions revokes)" tool))
+           ;; Remembered here, so it stays revocable.
+           (setq choice "allow_once"))
+          ("allow_always" (garuda--note chat "  approval: allowed always (the server remembers it)"))
+          ("allow_once" (garuda--note chat "  approval: allowed once"))
+          ("reject" (garuda--note chat "  approval: rejected"))
+          (_ (garuda--note chat (format "  approval: %s (%s)" (plist-get offered :name) choice))))
+        (garuda--reply (plist-get a :conn) (plist-get a :id) (list :optionId choice)))
+      (garuda--next-approval)
+      t)))
 
 (defun garuda--approval-timed-out (a)
   "The server withdrew approval A (its timeout)."
@@ -654,22 +724,23 @@ RET does nothing: a bare Enter never approves.")
   (or (car garuda--approvals) (user-error "No Garuda approval is waiting")))
 
 (defun garuda-approve ()
-  "Go to the waiting approval; there y allows once, a always, n rejects.
+  "Go to the waiting approval; there the keys of the offered options answer.
 An approval never takes the keyboard by itself, so keys typed in another
 buffer never answer it.  With a `garuda-approve-function' other than
 the buffer, that function is asked now."
   (interactive)
   (let ((a (garuda--current-approval)))
     (if (not (eq garuda-approve-function #'garuda-approve-with-buffer))
-        (garuda--answer a (or (ignore-errors (funcall garuda-approve-function (plist-get a :params)))
-                              "reject"))
+        (let ((choice (ignore-errors (funcall garuda-approve-function (plist-get a :params)))))
+          ;; No answer declines, when the request offers a way to.
+          (garuda--answer a (or choice "reject")))
       (let ((buf (plist-get a :buffer)))
         (unless (buffer-live-p buf) (setq buf (garuda--show-approval a)))
         (unless (eq (window-buffer) buf)
           (setq garuda--approval-return (selected-window)))
         (select-window (or (get-buffer-window buf) (display-buffer buf)))
         (goto-char (point-min))
-        (message "Garuda: y allow once, a allow always, n reject")))))
+        (message "Garuda: %s" (garuda--choices-hint (plist-get a :params)))))))
 
 (defun garuda-approval-allow-once ()
   "Allow this tool call once."
@@ -686,6 +757,17 @@ the buffer, that function is asked now."
   (interactive)
   (garuda--answer (garuda--current-approval) "reject"))
 
+(defun garuda-approval-pick-number (&optional n)
+  "Answer with option N of the request (by default the digit typed)."
+  (interactive)
+  (let* ((a (garuda--current-approval))
+         (n (or n (- last-command-event ?0)))
+         (c (nth (1- n) (garuda--choices (plist-get (plist-get a :params) :options)))))
+    (if c
+        (garuda--answer a (plist-get c :id))
+      (message "Garuda: this request does not offer an option %d; %s" n
+               (garuda--choices-hint (plist-get a :params))))))
+
 (defun garuda-approval-save-first ()
   "Save the buffer the proposed edit would change, then show the approval again."
   (interactive)
@@ -693,17 +775,22 @@ the buffer, that function is asked now."
          (chat (plist-get a :chat))
          (buf (garuda--unsaved-buffer (plist-get a :params)
                                       (and chat (buffer-local-value 'garuda--root chat)))))
-    (if (not buf)
-        (message "Garuda: nothing to save")
+    (cond
+     ((not (garuda--offered (plist-get a :params) "allow_once"))
+      (message "Garuda: this request does not offer allow once; %s" (garuda--choices-hint (plist-get a :params))))
+     ((not buf)
+      (message "Garuda: nothing to save"))
+     (t
       (with-current-buffer buf (save-buffer))
       (garuda--show-approval a)
       (select-window (get-buffer-window (plist-get a :buffer)))
-      (message "Garuda: saved %s; y allow once, a allow always, n reject" (buffer-name buf)))))
+      (message "Garuda: saved %s; %s" (buffer-name buf) (garuda--choices-hint (plist-get a :params)))))))
 
 (defun garuda-approval-hint ()
   "Say which keys answer (RET never approves)."
   (interactive)
-  (message "Garuda: press y to allow once, a to allow always, n to reject"))
+  (message "Garuda: press %s; RET does not answer"
+           (garuda--choices-hint (plist-get (garuda--current-approval) :params))))
 
 (defun garuda-permissions ()
   "Show the tools allowed always in this chat's session and revoke one or all."

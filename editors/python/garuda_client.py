@@ -711,27 +711,70 @@ def selection_block(path: str, text: str, line1: int, line2: int, language: str 
 
 # ---- approvals --------------------------------------------------------------------------------
 
-def parse_answer(text: str) -> Optional[str]:
-    """The optionId a person means by what they typed, or None (ask again). An empty answer
-    is None: a bare Enter never approves."""
+#: The options the server offers for most requests (a `bash` call with `outside_sandbox`
+#: offers only allow_once and reject).
+STANDARD_OPTIONS = [{"optionId": "allow_once", "name": "Allow once"},
+                    {"optionId": "allow_always", "name": "Allow always"},
+                    {"optionId": "reject", "name": "Reject"}]
+
+# What a person types for the optionIds this client knows (besides the option's number or name).
+_WORDS = {
+    "allow_once": ("y", "yes", "o", "once", "allow", "allow once", "allow_once"),
+    "allow_always": ("a", "always", "allow always", "allow_always"),
+    "reject": ("n", "no", "r", "reject", "deny"),
+}
+_LETTERS = {"allow_once": "y", "allow_always": "a", "reject": "n"}
+
+
+def choices(options) -> List[dict]:
+    """The choices of a request's `options`, in the server's order: `{optionId, name, key}`,
+    `key` the letter of a known optionId else the option's number. Without any option (a
+    malformed request) the only choice is Reject: declining is always safe."""
+    out: List[dict] = []
+    for o in options if isinstance(options, list) else []:
+        oid = o.get("optionId") if isinstance(o, dict) else None
+        if isinstance(oid, str) and oid:
+            name = o.get("name") if isinstance(o.get("name"), str) and o.get("name") else oid
+            out.append({"optionId": oid, "name": name,
+                        "key": _LETTERS.get(oid, str(len(out) + 1))})
+    return out or [{"optionId": "reject", "name": "Reject", "key": "n"}]
+
+
+def _meant(text: str, offered: List[dict]) -> Optional[str]:
+    """The optionId `text` names, offered or not: a known word, a number or an option's name."""
     t = text.strip().lower()
-    if t in ("y", "yes", "o", "once", "allow", "allow once", "allow_once", "1"):
-        return "allow_once"
-    if t in ("a", "always", "allow always", "allow_always", "2"):
-        return "allow_always"
-    if t in ("n", "no", "r", "reject", "deny", "3"):
-        return "reject"
+    if t.isdigit() and 1 <= int(t) <= len(offered):
+        return offered[int(t) - 1]["optionId"]
+    for c in offered:
+        if t == c["name"].lower() or t == c["optionId"].lower():
+            return c["optionId"]
+    for oid, words in _WORDS.items():
+        if t in words:
+            return oid
     return None
 
 
-class ConsoleApprover:
-    """Asks on a terminal: `Allow bash: make test? [y]es once / [a]lways / [n]o:`.
+def parse_answer(text: str, options=None) -> Optional[str]:
+    """The optionId a person means by what they typed, among `options` (a request's
+    `options`; default the standard three), or None (ask again): y / a / n (or the words),
+    the option's number or its name. An option not offered is None, and so is an empty
+    answer: a bare Enter never approves."""
+    offered = choices(STANDARD_OPTIONS if options is None else options)
+    oid = _meant(text, offered)
+    return oid if any(c["optionId"] == oid for c in offered) else None
 
-    Shows the diff of a proposed edit, accepts what a person types (y, yes, a, always, n, no;
-    any case), asks again on an empty or unknown answer, rejects at end of input, and stops
-    asking when the server withdraws the question (its approval timeout), saying so.
-    "Always" is remembered here per session and tool (the server is answered allow_once), so
-    `revoke()` can take it back. Pass it as on_permission.
+
+class ConsoleApprover:
+    """Asks on a terminal, offering exactly the request's options with the server's names:
+    `Answer: [y] Allow once / [a] Allow always / [n] Reject:`.
+
+    Shows the diff of a proposed edit, accepts what a person types (y, yes, a, always, n, no,
+    the option's number or name; any case), asks again on an empty or unknown answer or on one
+    for an option the request does not offer (saying so), answers reject at end of input
+    (nobody is there to allow it), and stops asking when the server withdraws the question (its approval timeout),
+    saying so. "Always" is remembered here per session and tool (the server is answered
+    allow_once), so `revoke()` can take it back; it covers only a request that offers
+    allow_always (a command leaving the sandbox is asked every time). Pass it as on_permission.
     """
 
     def __init__(self, root: str = ".", stdin=None, out=None):
@@ -770,7 +813,9 @@ class ConsoleApprover:
     def __call__(self, req: dict, cancelled: Optional[threading.Event] = None) -> dict:
         cancelled = cancelled or threading.Event()
         sid, tool = req.get("sessionId", ""), req.get("toolName", "")
-        if tool in self.always.get(sid, set()):
+        offered = choices(req.get("options"))
+        ids = [c["optionId"] for c in offered]
+        if tool in self.always.get(sid, set()) and "allow_always" in ids and "allow_once" in ids:
             self.out.write("Garuda: %s (always allowed in this session)\n" % req.get("title"))
             return {"optionId": "allow_once"}
         if tool in ("edit_file", "write_file"):
@@ -778,8 +823,11 @@ class ConsoleApprover:
             if path and new is not None:
                 self.out.write(unified_diff(path, old, new))
         self.out.write("Garuda wants to run %s\n" % req.get("title"))
+        ks = [c["key"] for c in offered]
+        keys = ks[0] if len(ks) == 1 else "%s or %s" % (", ".join(ks[:-1]), ks[-1])
         while True:
-            self.out.write("Allow? [y]es once / [a]lways this session / [n]o: ")
+            self.out.write("Answer: %s: " % " / ".join("[%s] %s" % (c["key"], c["name"])
+                                                      for c in offered))
             self.out.flush()
             line = self._readline(cancelled)
             if line is None:
@@ -788,14 +836,20 @@ class ConsoleApprover:
                 return {"optionId": "reject"}
             if line == "":
                 self.out.write("\n")
-                return {"optionId": "reject"}  # end of input
-            choice = parse_answer(line)
-            if choice == "allow_always":
+                return {"optionId": "reject"}  # end of input: nobody is there to say yes
+            choice = parse_answer(line, offered)
+            if choice == "allow_always" and "allow_once" in ids:
                 self.always.setdefault(sid, set()).add(tool)
                 return {"optionId": "allow_once"}
             if choice:
                 return {"optionId": choice}
-            self.out.write("Please type y, a or n.\n")
+            t = line.strip().lower()
+            meant = next((oid for oid, words in _WORDS.items() if t in words), None)
+            if meant and meant not in ids:
+                self.out.write("This request does not offer %s. " % meant.replace("_", " "))
+            elif t.isdigit():
+                self.out.write("There is no option %s. " % t)
+            self.out.write("Please type %s.\n" % keys)
 
 
 # ---- history ----------------------------------------------------------------------------------

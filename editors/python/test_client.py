@@ -13,8 +13,9 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import garuda_client  # noqa: E402
 import gen_types  # noqa: E402
-from garuda_client import (METHOD_NOT_FOUND, ConsoleApprover, GarudaClient,  # noqa: E402
-                           GarudaError, parse_answer, render_history, selection_block)
+from garuda_client import (METHOD_NOT_FOUND, STANDARD_OPTIONS, ConsoleApprover,  # noqa: E402
+                           GarudaClient, GarudaError, choices, parse_answer, render_history,
+                           selection_block)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("GARUDA_BIN") or os.path.join(REPO, "target", "debug", "garuda")
@@ -291,7 +292,8 @@ class ClientTest(unittest.TestCase):
         out = io.StringIO()
         ap = ConsoleApprover(root=self.ws, stdin=os.fdopen(r), out=out)
         req = {"sessionId": "s", "toolName": "edit_file", "title": "edit_file: f.txt",
-               "input": {"path": "f.txt", "old_string": "two", "new_string": "three"}}
+               "input": {"path": "f.txt", "old_string": "two", "new_string": "three"},
+               "options": STANDARD_OPTIONS}
         self.assertEqual(ap(req), {"optionId": "allow_once"})
         self.assertIn("Please type y, a or n.", out.getvalue())
         self.assertIn("-two", out.getvalue())
@@ -302,6 +304,85 @@ class ClientTest(unittest.TestCase):
         ap.revoke("s", "edit_file")
         os.close(w)
         self.assertEqual(ap(req), {"optionId": "reject"}, "end of input rejects")
+        ap.stdin.close()
+
+    def test_console_approver_offers_only_the_requests_options(self):
+        once = [{"optionId": "allow_once", "name": "Allow once"},
+                {"optionId": "reject", "name": "Reject"}]
+        modes = [{"optionId": "acceptEdits", "name": "Yes, and accept edits"},
+                 {"optionId": "default", "name": "Yes, ask for each edit"},
+                 {"optionId": "plan", "name": "No, keep planning"}]
+        self.assertEqual([c["key"] for c in choices(once)], ["y", "n"])
+        self.assertEqual([c["key"] for c in choices(modes)], ["1", "2", "3"])
+        self.assertEqual(choices(None), [{"optionId": "reject", "name": "Reject", "key": "n"}])
+        self.assertIsNone(parse_answer("a", once), "always is not offered")
+        self.assertIsNone(parse_answer("3", once))
+        self.assertEqual(parse_answer("2", once), "reject")
+        self.assertEqual(parse_answer("y", once), "allow_once")
+        self.assertIsNone(parse_answer("y", modes))
+        self.assertEqual(parse_answer("2", modes), "default")
+        self.assertEqual(parse_answer("no, keep planning", modes), "plan")
+        r, w = os.pipe()
+        os.write(w, b"a\nalways\n3\n\ny\n")
+        out = io.StringIO()
+        ap = ConsoleApprover(root=self.ws, stdin=os.fdopen(r), out=out)
+        ap.always["s"] = {"bash"}  # an earlier "always" for bash does not cover this request
+        req = {"sessionId": "s", "toolName": "bash", "options": once,
+               "title": "bash (outside the sandbox, unconfined): make install",
+               "input": {"command": "make install", "outside_sandbox": True}}
+        self.assertEqual(ap(req), {"optionId": "allow_once"})
+        shown = out.getvalue()
+        self.assertIn("Answer: [y] Allow once / [n] Reject: ", shown)
+        self.assertNotIn("Allow always", shown)
+        self.assertEqual(shown.count("This request does not offer allow always."), 2, shown)
+        self.assertIn("There is no option 3.", shown)
+        out.truncate(0)
+        os.write(w, b"y\nn\nYes, and accept edits\n")
+        self.assertEqual(ap(dict(req, options=modes)), {"optionId": "acceptEdits"})
+        self.assertIn("[1] Yes, and accept edits / [2] Yes, ask for each edit / [3] No, keep "
+                      "planning", out.getvalue())
+        self.assertIn("This request does not offer reject.", out.getvalue())
+        os.close(w)
+        ap.stdin.close()
+
+    def test_outside_sandbox_under_full_auto_offers_no_always(self):
+        r, w = os.pipe()
+        os.write(w, b"a\ny\ny\n")
+        out = io.StringIO()
+        ap = ConsoleApprover(root=self.ws, stdin=os.fdopen(r), out=out)
+        asked = []
+
+        def approve(params):
+            asked.append(params)
+            return ap(params)
+
+        self.g.on_permission = approve
+        self.g.initialize(self.ws)
+        ws = self.g.open_workspace(self.ws)["workspaceId"]
+        sid = self.g.new_session(ws, policy="full-auto", model=self.cassette(
+            tool_line("o1", "bash", {"command": "echo escaped-one", "outside_sandbox": True}),
+            tool_line("o2", "bash", {"command": "echo escaped-two", "outside_sandbox": True}),
+            text_line("Both ran.")))["sessionId"]
+        ap.always[sid] = set()
+        res = self.g.run_turn(sid, "install it", timeout=60)
+        self.assertEqual(res["stopReason"], "end_turn")
+        ids = [o["optionId"] for o in asked[0]["options"]]
+        done = [u["event"] for u in self.updates if u["event"]["kind"] == "toolCallFinished"]
+        self.assertEqual([d["output"].split("\n")[0] for d in done], ["escaped-one", "escaped-two"])
+        if "allow_always" not in ids:
+            self.assertEqual(ids, ["allow_once", "reject"])
+            self.assertIn("bash (outside the sandbox, unconfined): echo escaped-one",
+                          asked[0]["title"])
+            self.assertIn("This request does not offer allow always.", out.getvalue())
+            self.assertNotIn("Allow always", out.getvalue())
+            self.assertEqual(len(asked), 2, "asked for each call")
+            self.assertEqual(ap.always[sid], set(), "nothing remembered")
+        else:
+            # No sandbox on this machine: every command asks under full-auto, as usual ("a"
+            # then allowed the first always, so the second was not asked).
+            sys.stderr.write("\n[python] no sandbox here: the server offered %s\n" % ids)
+            self.assertEqual(ids, ["allow_once", "allow_always", "reject"])
+        os.close(w)
         ap.stdin.close()
 
     def test_approval_timeout_is_reported_as_a_timeout(self):

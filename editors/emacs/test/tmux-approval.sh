@@ -95,7 +95,7 @@ echo "ok: typing in the code buffer approved nothing and lost no keystroke"
 
 # On purpose: C-c C-a goes to the approval, RET does nothing, y allows once.
 t send-keys -t test C-c C-a
-wait_screen 'y allow once, a allow always, n reject'
+wait_screen 'y Allow once, a Allow always, n Reject'
 t send-keys -t test Enter
 sleep 0.3
 [ ! -e "$ws/ran.txt" ] || fail "RET approved"

@@ -512,6 +512,145 @@ test('allow always is shown and revocable', function()
   eq(#prompts, 2, 'asked again after revocation')
 end)
 
+-- A hand-made ask, as init.lua queues one, answered into `got`.
+local function hand_ask(options, got)
+  approval.ask({
+    id = 9000 + #got,
+    title = 'Garuda wants to run test: hand-made',
+    body = { '$ true' },
+    options = options,
+    answer = function(choice)
+      got[#got + 1] = choice
+    end,
+  })
+end
+
+test('an approval offers only the request\'s options, with their names; a key for another answers nothing', function()
+  auto_key = nil
+  local got = {}
+  local once = { { optionId = 'allow_once', name = 'Allow once' }, { optionId = 'reject', name = 'Reject' } }
+  local c = approval.choices(once)
+  eq(#c, 2, 'two choices')
+  eq(c[1].key .. c[2].key, 'yn', 'letters of the known options')
+  eq(approval.offered(c, 'allow_always'), nil, 'allow always not offered')
+  hand_ask(once, got)
+  local shown = table.concat(approval.lines(approval.current), '\n')
+  has(shown, '  y Allow once', 'allow once shown')
+  has(shown, '  n Reject', 'reject shown')
+  assert(not shown:lower():find('always', 1, true), 'nothing says always: ' .. shown)
+  notes = {}
+  press('a')
+  eq(#got, 0, 'a answered nothing')
+  assert(approval.current ~= nil, 'the prompt still waits')
+  has(notes[#notes] or '', 'does not offer allow always', 'a says so')
+  press('<CR>')
+  eq(#got, 0, 'Enter answered nothing')
+  press('3')
+  eq(#got, 0, 'no option 3')
+  press('y')
+  eq(got[1], 'allow_once', 'y allowed once')
+
+  -- Options this plugin does not know (plan mode's kind): their names, chosen by number only.
+  local modes = {
+    { optionId = 'acceptEdits', name = 'Yes, and accept edits' },
+    { optionId = 'default', name = 'Yes, ask for each edit' },
+    { optionId = 'plan', name = 'No, keep planning' },
+  }
+  hand_ask(modes, got)
+  shown = table.concat(approval.lines(approval.current), '\n')
+  has(shown, '  1 Yes, and accept edits', 'first by number')
+  has(shown, '  3 No, keep planning', 'third by number')
+  for _, k in ipairs({ 'y', 'a', 'n', '<Esc>', 'q', '<CR>', '4' }) do
+    press(k)
+    eq(#got, 1, k .. ' answered nothing')
+  end
+  has(notes[#notes] or '', 'does not offer an option 4', 'a refused key says so')
+  press('2')
+  eq(got[2], 'default', 'the digit picks the unknown option')
+
+  -- The picker: exactly the offered names, Reject first when offered.
+  garuda.config.approval = 'select'
+  local items
+  local orig = vim.ui.select
+  vim.ui.select = function(its, opts, cb)
+    items = its
+    cb(its[#its])
+  end
+  hand_ask(once, got)
+  vim.cmd('GarudaApprove')
+  eq(#items, 2, 'two items')
+  eq(items[1].name .. '|' .. items[2].name, 'Reject|Allow once', 'Reject first, then the offered names')
+  eq(got[3], 'allow_once', 'picked')
+  hand_ask(modes, got)
+  vim.cmd('GarudaApprove')
+  eq(#items, 3, 'three items')
+  eq(got[4], 'plan', 'an unknown option picked from the list')
+  vim.ui.select = function(_, _, cb)
+    cb(nil)
+  end
+  hand_ask(modes, got)
+  vim.cmd('GarudaApprove')
+  eq(#got, 4, 'cancelling the picker declines nothing it was not offered')
+  assert(approval.current ~= nil, 'still waiting')
+  vim.ui.select = orig
+  garuda.config.approval = 'float'
+  press('1')
+  eq(got[5], 'acceptEdits', 'answered by number')
+  eq(approval.choices(nil)[1].id, 'reject', 'a request without options offers Reject only')
+  auto_key = 'y'
+end)
+
+test('bash outside_sandbox under full-auto: only allow once / reject, "always" refused, y runs it', function()
+  garuda.config.policy = 'full-auto'
+  fresh({
+    tool('o1', 'bash', { command = 'echo escaped-ran-one', outside_sandbox = true }),
+    tool('o2', 'bash', { command = 'echo escaped-ran-two', outside_sandbox = true }),
+    text('Both ran.'),
+  })
+  auto_key = nil
+  prompts = {}
+  notes = {}
+  vim.cmd('Garuda install it')
+  wait_for('the approval', function()
+    return approval.current ~= nil
+  end)
+  local cur = approval.current
+  local offered = {}
+  for _, o in ipairs(cur.options) do
+    offered[#offered + 1] = o.optionId
+  end
+  local confined = not approval.offered(approval.choices(cur.options), 'allow_always')
+  if confined then
+    eq(table.concat(offered, ','), 'allow_once,reject', 'the server offers two options')
+    has(cur.title, 'bash (outside the sandbox, unconfined): echo escaped-ran-one', 'the title warns')
+    assert(not prompts[1].text:lower():find('always', 1, true), 'no "always" on screen:\n' .. prompts[1].text)
+    press('a')
+    assert(approval.current == cur, '"a" answered nothing')
+    has(notes[#notes] or '', 'does not offer allow always', '"a" says so')
+  else
+    -- No sandbox on this machine: every command asks under full-auto, with the usual options.
+    out('  (no sandbox here: the server offered ' .. table.concat(offered, ',') .. ')')
+    eq(table.concat(offered, ','), 'allow_once,allow_always,reject', 'the usual three')
+  end
+  -- "Always" remembered for bash earlier must not answer a call that leaves the sandbox.
+  P().always.bash = true
+  press('y')
+  if confined then
+    wait_for('the second approval', function()
+      return approval.current ~= nil and approval.current ~= cur
+    end)
+    has(approval.current.title, 'escaped-ran-two', 'asked again despite "always" for bash')
+    press('y')
+  end
+  wait_for('end of turn', turn_done(1))
+  local txt = chat_text()
+  has(txt, '  │ escaped-ran-one', 'the approved call ran')
+  has(txt, '  │ escaped-ran-two', 'the second too')
+  P().always = {}
+  garuda.config.policy = 'ask'
+  auto_key = 'y'
+end)
+
 test('switching project switches session; :GarudaNew starts a new chat', function()
   fresh({ text('In project one.') })
   eq(P().session, nil, 'a new chat has no session before its first prompt')

@@ -2,7 +2,8 @@
 # A real Neovim in tmux, typed into as a person types (one key at a time, `tmux send-keys`),
 # while approvals appear: nothing is approved by typing in the code buffer (insert mode, normal
 # mode, words full of y, a and n), no keystroke is lost, and an approval is answered after
-# moving to it with :GarudaApprove.
+# moving to it with :GarudaApprove; a command that leaves the sandbox (outside_sandbox) lists no
+# "always", where `a` answers nothing.
 #   GARUDA_BIN=/path/to/garuda NVIM=/path/to/nvim bash editors/nvim/tests/tmux.sh
 # Prints "tmux: N passed, M failed". Waits poll the editor's state; nothing is timed.
 set -u
@@ -37,6 +38,7 @@ bash_step() { # id command
   bash_step b1 'sleep 2; echo first-ran'
   bash_step b2 'sleep 2; echo second-ran'
   bash_step b3 'echo third-ran'
+  printf '{"response":{"content":[{"type":"tool_use","id":"b4","name":"bash","input":{"command":"echo fourth-ran","outside_sandbox":true}}],"stopReason":"tool_use","usage":{"inputTokens":50,"outputTokens":10}}}\n'
   printf '{"response":{"content":[{"type":"text","text":"All done."}],"stopReason":"end_turn","usage":{"inputTokens":50,"outputTokens":10}}}\n'
 } >"$tmp/cassette.jsonl"
 
@@ -154,8 +156,27 @@ check "the third command did not run" sh -c "! printf '%s' \"\$1\" | grep -qF 't
 typed ':GarudaApprove'
 key Enter
 typed 'n'
-wait_until "the turn's end" idle
+wait_until "the fourth approval" approval_has 'fourth-ran'
 check "n after :GarudaApprove rejected it" chat_has 'approval: rejected'
+
+# 4. A command that leaves the sandbox offers no "always": a answers nothing (and says so), y runs it.
+if approval_has 'outside the sandbox'; then
+  check "the float lists allow once and reject, no always" sh -c "tmux -L '$tmx' capture-pane -p -t t | grep -q 'y Allow once' && ! tmux -L '$tmx' capture-pane -p -t t | grep -q 'a Allow always'"
+  typed ':GarudaApprove'
+  key Enter
+  wait_until "the prompt focused" sh -c "[ \"\$('$NVIM' --server '$sock' --remote-expr 'luaeval(\"T.where()\")')\" = ' n' ]"
+  typed 'a'
+  wait_until "the refusal" sh -c "tmux -L '$tmx' capture-pane -p -t t | grep -q 'does not offer allow always'"
+  check "a answered nothing" approval_has 'fourth-ran'
+  typed 'y'
+else
+  echo "  (no sandbox here: the fourth command is an ordinary one)"
+  typed ':GarudaApprove'
+  key Enter
+  typed 'y'
+fi
+wait_until "the turn's end" idle
+check "y ran the command that leaves the sandbox" chat_has '│ fourth-ran'
 check "the answer streamed in" chat_has 'All done.'
 check "each tool's output is folded under its status line (also those made while typing)" [ "$(q open_folds)" = 0 ]
 

@@ -8,7 +8,15 @@
   const input = $('input');
   const approval = $('approval');
   let approvalId = null;
+  let approvalOptions = [];
   let busy = false;
+  // Button ids and hint words of the optionIds the extension knows; others go by number.
+  const KNOWN = {
+    allow_once: { id: 'allow-once', says: 'allows once' },
+    allow_always: { id: 'allow-always', says: 'allows always' },
+    reject: { id: 'reject', says: 'rejects' },
+  };
+  const LETTER_WHAT = { y: 'allow once', a: 'allow always', n: 'reject' };
 
   function el(tag, cls, text) {
     const e = document.createElement(tag);
@@ -119,6 +127,17 @@
       warn.textContent = m.warning || '';
       warn.hidden = !m.warning;
       $('save-allow').hidden = !m.saveFirst;
+      // Exactly the offered options, with the server's names.
+      approvalOptions = Array.isArray(m.options) ? m.options : [];
+      const box = $('approval-options');
+      box.textContent = '';
+      approvalOptions.forEach((o, i) => {
+        const b = el('button', 'option', o.name + ' (' + o.key + ')');
+        b.id = KNOWN[o.optionId] ? KNOWN[o.optionId].id : 'option-' + (i + 1);
+        b.dataset.option = o.optionId;
+        b.addEventListener('click', () => answer(o.optionId));
+        box.appendChild(b);
+      });
       const pre = $('approval-body');
       if (m.bodyKind === 'diff') colorDiff(pre, m.body);
       else pre.textContent = m.body;
@@ -185,13 +204,15 @@
   function hint(extra) {
     const here = atApproval();
     const save = !$('save-allow').hidden ? ', s saves the file first and allows once' : '';
-    $('approval-hint').textContent = (extra ? extra + ' ' : '') + (here ? 'y allows once, a allows always, n rejects' + save + '; Enter does not answer.' : AWAY);
+    const keys = approvalOptions.map((o) => (KNOWN[o.optionId] ? o.key + ' ' + KNOWN[o.optionId].says : o.key + ' picks "' + o.name + '"')).join(', ');
+    $('approval-hint').textContent = (extra ? extra + ' ' : '') + (here ? keys + save + '; Enter does not answer.' : AWAY);
     approval.classList.toggle('here', here);
   }
   function hideApproval() {
     const wasHere = atApproval();
     approval.hidden = true;
     approvalId = null;
+    approvalOptions = [];
     // Back to where the person writes, so the next keys go to the prompt box.
     if (wasHere) input.focus();
   }
@@ -201,8 +222,9 @@
     hideApproval();
     vscode.postMessage({ type: 'approve', id, optionId });
   }
-  for (const b of approval.querySelectorAll('button[data-option]')) {
-    b.addEventListener('click', () => answer(b.dataset.option));
+  $('save-allow').addEventListener('click', () => answer('save_allow_once'));
+  function offered(optionId) {
+    return approvalOptions.some((o) => o.optionId === optionId);
   }
   approval.addEventListener('focusin', () => hint());
   approval.addEventListener('focusout', () => setTimeout(() => approvalId !== null && hint(), 0));
@@ -210,11 +232,14 @@
     // Only keys pressed at the approval answer it; typing anywhere else never does.
     if (approvalId === null || e.ctrlKey || e.metaKey || e.altKey) return;
     const k = e.key.toLowerCase();
-    if (k === 'y') answer('allow_once');
-    else if (k === 'a') answer('allow_always');
-    else if (k === 'n' || k === 'escape') answer('reject');
+    // A key answers only with an option the request offers; another says so.
+    const byKey = approvalOptions.find((o) => o.key === k) || (/^[1-9]$/.test(k) ? approvalOptions[Number(k) - 1] : undefined);
+    if (byKey) answer(byKey.optionId);
+    else if (k === 'escape' && offered('reject')) answer('reject');
     else if (k === 's' && !$('save-allow').hidden) answer('save_allow_once');
-    else if (k === 'enter' || k === ' ') {
+    else if (LETTER_WHAT[k] || k === 'escape' || /^[1-9]$/.test(k)) {
+      hint('This request does not offer ' + (LETTER_WHAT[k] || (k === 'escape' ? 'reject' : 'an option ' + k)) + '.');
+    } else if (k === 'enter' || k === ' ') {
       e.preventDefault(); // Enter never approves
       return;
     } else return;

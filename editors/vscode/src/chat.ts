@@ -16,7 +16,7 @@ export type ToView =
   | { type: 'thinking'; text: string }
   | { type: 'toolStart'; id: string; title: string }
   | { type: 'toolEnd'; id: string; status: 'ok' | 'error' | 'cancelled' | 'timeout' | 'blocked'; summary: string; output: string }
-  | { type: 'approval'; id: number; title: string; body: string; bodyKind: 'diff' | 'command' | 'json'; warning?: string; saveFirst?: boolean }
+  | { type: 'approval'; id: number; title: string; body: string; bodyKind: 'diff' | 'command' | 'json'; warning?: string; saveFirst?: boolean; options: Choice[] }
   | { type: 'approvalClosed'; id: number }
   | { type: 'focusApproval' }
   | { type: 'note'; text: string; level?: 'info' | 'error' }
@@ -38,8 +38,32 @@ export type FromView =
   | { type: 'summary' }
   | { type: 'revoke'; tool?: string };
 
-/** An answer to an approval; `save_allow_once` saves the edited document first. */
-export type ApprovalAnswer = 'allow_once' | 'allow_always' | 'reject' | 'save_allow_once';
+/** An answer to an approval: one of its request's optionIds, or `save_allow_once` (saves the
+ * edited document first, then allows once). */
+export type ApprovalAnswer = string;
+
+/** One option an approval offers: the server's optionId and name, and the key that picks it
+ * (a letter for the optionIds this extension knows, else the option's number). */
+export interface Choice {
+  optionId: string;
+  name: string;
+  key: string;
+}
+
+const LETTERS: Record<string, string> = { allow_once: 'y', allow_always: 'a', reject: 'n' };
+
+/** The choices of a request's `options`, in the server's order. Without any option (a malformed
+ * request) the only choice is Reject: declining is always safe. */
+export function choices(options: unknown): Choice[] {
+  const out: Choice[] = [];
+  for (const o of Array.isArray(options) ? options : []) {
+    const id = o && typeof o === 'object' ? (o as { optionId?: unknown }).optionId : undefined;
+    if (typeof id !== 'string' || !id) continue;
+    const name = (o as { name?: unknown }).name;
+    out.push({ optionId: id, name: typeof name === 'string' && name ? name : id, key: LETTERS[id] ?? String(out.length + 1) });
+  }
+  return out.length ? out : [{ optionId: 'reject', name: 'Reject', key: 'n' }];
+}
 
 export interface Selection {
   /** Root-relative (or absolute) path. */
@@ -351,7 +375,7 @@ export class ChatController {
     if (!p || !text.trim()) return;
     if (!selection && ANSWER_WORD.test(text) && this.approvals.some((a) => a.project === p)) {
       // Meant for the approval that waits: never a prompt for the model.
-      this.emit(p, { type: 'note', text: `"${text.trim()}" was not sent: it answers nothing here. Answer the approval with its buttons, or move to it and press y, a or n.` });
+      this.emit(p, { type: 'note', text: `"${text.trim()}" was not sent: it answers nothing here. Answer the approval with its buttons, or move to it and press the key of one of its options.` });
       this.host.post({ type: 'focusApproval' });
       return;
     }
@@ -520,7 +544,11 @@ export class ChatController {
 
   private async approve(req: PermissionRequest, token: CancellationToken): Promise<string> {
     const p = this.byId(req.sessionId);
-    if (p?.always.has(req.toolName)) {
+    const offered = choices(req.options);
+    const has = (id: string) => offered.some((c) => c.optionId === id);
+    // "Always" remembered here covers only a request that could be answered so: one offering
+    // allow_always (a command leaving the sandbox never does: it is asked every time).
+    if (p?.always.has(req.toolName) && has('allow_always') && has('allow_once')) {
       this.emit(p, { type: 'note', text: `approval: allowed (${req.toolName} is always allowed in this session)` });
       return 'allow_once';
     }
@@ -561,7 +589,16 @@ export class ChatController {
         abs,
         resolve,
         started: Date.now(),
-        view: { type: 'approval', id, title: `Garuda wants to run ${req.title}`, body, bodyKind, warning, saveFirst: abs !== undefined },
+        view: {
+          type: 'approval',
+          id,
+          title: `Garuda wants to run ${req.title}`,
+          body,
+          bodyKind,
+          warning,
+          saveFirst: abs !== undefined && has('allow_once'),
+          options: offered,
+        },
       };
       this.approvals.push(a);
       if (this.approvals[0] === a) this.showApproval(a);
@@ -602,11 +639,24 @@ export class ChatController {
     else if (!this.approvals.length) this.host.approvalWaiting?.(undefined);
   }
 
-  /** An answer from the webview (or a command). */
+  /** An answer from the webview (or a command): an option the request offers. Any other answers
+   * nothing; a note says so and the approval keeps waiting. */
   async answer(id: number, optionId: string) {
     const a = this.approvals.find((x) => x.id === id);
     if (!a) return;
     const p = a.project;
+    const offered = a.view.options;
+    const has = (o: string) => offered.some((c) => c.optionId === o);
+    const picked = offered.find((c) => c.optionId === optionId);
+    if (optionId === 'save_allow_once' ? !has('allow_once') : !picked) {
+      const what = optionId === 'save_allow_once' ? 'allow_once' : optionId;
+      this.emit(p, {
+        type: 'note',
+        text: `This request does not offer ${JSON.stringify(what)}; it offers ${offered.map((c) => `${c.name} (${c.key})`).join(', ')}. The approval still waits.`,
+      });
+      if (this.approvals[0] === a) this.showApproval(a);
+      return;
+    }
     if (optionId === 'save_allow_once') {
       const saved = a.abs && this.host.save ? await this.host.save(a.abs) : false;
       if (!this.approvals.includes(a)) return;
@@ -617,15 +667,18 @@ export class ChatController {
       }
       this.emit(p, { type: 'note', text: 'approval: saved, then allowed once' });
       optionId = 'allow_once';
-    } else if (optionId === 'allow_always') {
-      p?.always.add(a.req.toolName);
+    } else if (optionId === 'allow_always' && p && has('allow_once')) {
+      p.always.add(a.req.toolName);
       this.emit(p, { type: 'note', text: `approval: allowed; ${a.req.toolName} is now always allowed in this session (revoke with "Garuda: Permissions")` });
-      optionId = 'allow_once';
+      optionId = 'allow_once'; // remembered here, so it stays revocable
+    } else if (optionId === 'allow_always') {
+      this.emit(p, { type: 'note', text: 'approval: allowed always (the server remembers it)' });
     } else if (optionId === 'allow_once') {
       this.emit(p, { type: 'note', text: 'approval: allowed once' });
-    } else {
+    } else if (optionId === 'reject') {
       this.emit(p, { type: 'note', text: 'approval: rejected' });
-      optionId = 'reject';
+    } else {
+      this.emit(p, { type: 'note', text: `approval: ${picked!.name} (${optionId})` });
     }
     this.closeApproval(a, optionId);
     if (p) this.header(p);

@@ -32,9 +32,7 @@ export function chatHtml(scriptUri: string, styleUri: string, nonce: string, csp
   <pre id="approval-body"></pre>
   <div class="buttons">
     <button id="save-allow" data-option="save_allow_once" hidden>Save, then allow once (s)</button>
-    <button id="allow-once" data-option="allow_once">Allow once (y)</button>
-    <button id="allow-always" data-option="allow_always">Allow always this session (a)</button>
-    <button id="reject" data-option="reject">Reject (n)</button>
+    <span id="approval-options"></span>
   </div>
   <div id="approval-hint" class="hint"></div>
 </section>

@@ -3,17 +3,17 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ChatController, explain, sortSessions, ToView } from '../src/chat';
+import { ChatController, choices, explain, sortSessions, ToView } from '../src/chat';
 import { historyItems, readableSummary } from '../src/history';
 import { unifiedDiff } from '../src/edits';
 import { checkSetup, fullCheck } from '../src/doctor';
 import { BIN, cassette, env, FakeHost, marked, project, settings, text, tool, until } from './helpers';
 
-function setup(autoAnswer: string | null = 'allow_once') {
+function setup(autoAnswer: string | null = 'allow_once', policy: 'ask' | 'full-auto' = 'ask') {
   const e = env();
   const host = new FakeHost();
   let model: string | undefined;
-  const chat = new ChatController(host, settings(() => model, e));
+  const chat = new ChatController(host, settings(() => model, e, { policy }));
   const approvals: Extract<ToView, { type: 'approval' }>[] = [];
   host.listeners.push((m) => {
     if (m.type === 'approval') {
@@ -110,6 +110,66 @@ test('switching model and policy mid-session: the new model answers, full-auto a
   assert.match(said(host), /Ran\./);
   assert.equal(approvals.length, 0, 'full-auto asks nothing');
   await chat.dispose();
+});
+
+test('choices: exactly the offered options, letters for the known ones, numbers for the rest', () => {
+  assert.deepEqual(choices([{ optionId: 'allow_once', name: 'Allow once' }, { optionId: 'reject', name: 'Reject' }]), [
+    { optionId: 'allow_once', name: 'Allow once', key: 'y' },
+    { optionId: 'reject', name: 'Reject', key: 'n' },
+  ]);
+  assert.deepEqual(
+    choices([
+      { optionId: 'acceptEdits', name: 'Yes, and accept edits' },
+      { optionId: 'reject', name: 'No' },
+      { optionId: 'plan' },
+    ]).map((c) => `${c.key}:${c.optionId}:${c.name}`),
+    ['1:acceptEdits:Yes, and accept edits', 'n:reject:No', '3:plan:plan'],
+  );
+  assert.deepEqual(choices(undefined), [{ optionId: 'reject', name: 'Reject', key: 'n' }], 'no options: Reject only');
+});
+
+test('bash outside_sandbox under full-auto: only allow once / reject; "allow always" is refused, allow once runs it', async () => {
+  const { host, chat, approvals, setModel } = setup(null, 'full-auto');
+  setModel(cassette([
+    tool('o1', 'bash', { command: 'echo escaped-one', outside_sandbox: true }),
+    tool('o2', 'bash', { command: 'echo escaped-two', outside_sandbox: true }),
+    text('Both ran.'),
+  ]));
+  chat.setRoot(project('escape'));
+  try {
+    const done = chat.send('install it');
+    await until('approval', () => approvals.length === 1);
+    const ids = approvals[0].options.map((o) => o.optionId);
+    const confined = !ids.includes('allow_always');
+    if (confined) {
+      assert.deepEqual(approvals[0].options, [
+        { optionId: 'allow_once', name: 'Allow once', key: 'y' },
+        { optionId: 'reject', name: 'Reject', key: 'n' },
+      ]);
+      assert.match(approvals[0].title, /bash \(outside the sandbox, unconfined\): echo escaped-one/);
+      await chat.answer(approvals[0].id, 'allow_always');
+      assert.equal(chat.waiting?.id, approvals[0].id, '"allow always" answered nothing');
+      assert.match(host.texts('note').at(-1) ?? '', /does not offer \\"allow_always\\".*The approval still waits/);
+      assert.equal(chat.project!.always.size, 0, 'nothing remembered');
+    } else {
+      // No sandbox on this machine: every command asks under full-auto, with the usual options.
+      console.log(`no sandbox here: the server offered ${ids.join(',')}`);
+      assert.deepEqual(ids, ['allow_once', 'allow_always', 'reject']);
+    }
+    // "Always" remembered for bash must not answer a call that leaves the sandbox.
+    chat.project!.always.add('bash');
+    await chat.answer(approvals[0].id, 'allow_once');
+    if (confined) {
+      await until('second approval', () => approvals.length >= 2 && chat.waiting?.id === approvals.at(-1)!.id);
+      assert.match(approvals.at(-1)!.title, /escaped-two/);
+      await chat.answer(approvals.at(-1)!.id, 'allow_once');
+    }
+    await done;
+    const ends = host.posted.filter((m) => m.type === 'toolEnd') as Extract<ToView, { type: 'toolEnd' }>[];
+    assert.deepEqual(ends.map((m) => [m.status, m.output.split('\n')[0]]), [['ok', 'escaped-one'], ['ok', 'escaped-two']]);
+  } finally {
+    await chat.dispose();
+  }
 });
 
 test('an approval timeout closes the prompt and is reported as a timeout', async () => {

@@ -60,7 +60,11 @@ test('the chat webview in headless Chromium', { skip: !existsSync(CHROMIUM) && `
   const page = await browser.newPage();
   const errors: string[] = [];
   page.on('pageerror', (err) => errors.push(String(err)));
-  await page.exposeFunction('__toHost', (m: FromView) => void chat.receive(m));
+  const fromPage: FromView[] = [];
+  await page.exposeFunction('__toHost', (m: FromView) => {
+    fromPage.push(m);
+    void chat.receive(m);
+  });
   await page.addInitScript(() => {
     let state: unknown;
     (window as unknown as { acquireVsCodeApi: unknown }).acquireVsCodeApi = () => ({
@@ -216,6 +220,55 @@ test('the chat webview in headless Chromium', { skip: !existsSync(CHROMIUM) && `
       assert.match((await page.textContent('#always')) ?? '', /bash ×/);
       await page.click('#always button');
       await page.waitForFunction(() => !document.querySelector('#always button'));
+    });
+
+    await t.test('an approval shows only the offered options: outside_sandbox has no "always", and "a" answers nothing', async () => {
+      model = cassette([tool('o1', 'bash', { command: 'echo escaped-web', outside_sandbox: true }), text('Escaped.')]);
+      const before = fromPage.length;
+      await page.click('#new');
+      await page.waitForFunction(() => document.querySelectorAll('.turn-end').length === 0);
+      await send('install it');
+      await page.waitForSelector('#approval:not([hidden])');
+      const buttons = await page.locator('#approval-options button').allTextContents();
+      if (buttons.length === 2) {
+        assert.deepEqual(buttons, ['Allow once (y)', 'Reject (n)']);
+        assert.equal(await page.locator('#allow-always').count(), 0, 'no "allow always" button');
+        assert.match((await page.textContent('#approval-title')) ?? '', /bash \(outside the sandbox, unconfined\): echo escaped-web/);
+        await page.focus('#approval');
+        await page.keyboard.press('a');
+        assert.equal(await page.isVisible('#approval'), true, '"a" answered nothing');
+        assert.match((await page.textContent('#approval-hint')) ?? '', /does not offer allow always\. y allows once, n rejects; Enter does not answer\./);
+      } else {
+        // No sandbox on this machine: the usual three.
+        console.log('no sandbox here: the server offered the usual three');
+        assert.deepEqual(buttons, ['Allow once (y)', 'Allow always (a)', 'Reject (n)']);
+        await page.focus('#approval');
+      }
+      await page.keyboard.press('y');
+      await turnEnds(1);
+      assert.match((await page.locator('details.tool').last().locator('pre').textContent()) ?? '', /escaped-web/);
+      assert.ok(!fromPage.slice(before).some((m) => m.type === 'approve' && m.optionId === 'allow_always'), 'never answered "always"');
+
+      // Options the extension does not know (plan mode's kind): their names, by number only.
+      await page.evaluate(() =>
+        window.postMessage({
+          type: 'approval', id: 9999, title: 'Garuda wants to run test: hand-made', body: '{}', bodyKind: 'json',
+          options: [
+            { optionId: 'acceptEdits', name: 'Yes, and accept edits', key: '1' },
+            { optionId: 'default', name: 'Yes, ask for each edit', key: '2' },
+            { optionId: 'plan', name: 'No, keep planning', key: '3' },
+          ],
+        }, '*'),
+      );
+      await page.waitForSelector('#approval:not([hidden])');
+      assert.deepEqual(await page.locator('#approval-options button').allTextContents(), ['Yes, and accept edits (1)', 'Yes, ask for each edit (2)', 'No, keep planning (3)']);
+      await page.focus('#approval');
+      for (const k of ['y', 'a', 'n', 'Escape', '4', 'Enter']) await page.keyboard.press(k);
+      assert.equal(await page.isVisible('#approval'), true, 'no key of an option not offered answered');
+      assert.ok(!fromPage.some((m) => m.type === 'approve' && m.id === 9999));
+      await page.keyboard.press('2');
+      await page.waitForSelector('#approval', { state: 'hidden' });
+      assert.deepEqual(fromPage.filter((m) => m.type === 'approve' && m.id === 9999), [{ type: 'approve', id: 9999, optionId: 'default' }]);
     });
 
     await t.test('compaction is one line with the numbers and shows the summary; resume shows it as a summary', async () => {

@@ -1,19 +1,72 @@
 --- Approval prompts: one at a time (later ones wait in a queue), with the proposed change as a
 --- diff. A prompt never takes the keyboard: it opens in a float that keeps the focus where the
 --- user is (typing goes on into their buffer), so a stray `y` can never approve. The user moves
---- to it on purpose (:GarudaApprove); there y allows once, a allows always (this session,
---- revocable), n / <Esc> / q reject, and <CR> does nothing but say so. A prompt the server
---- withdraws (its approval timeout) closes at once.
+--- to it on purpose (:GarudaApprove). It offers exactly the options the request names, with
+--- the server's names: there y answers allow_once, a allow_always, n / <Esc> / q reject, each
+--- only when offered (a key for an option the request does not offer answers nothing and says
+--- so), a digit picks the option of that number (any optionId, also ones this plugin does not
+--- know), and <CR> does nothing but say so. A prompt the server withdraws (its approval
+--- timeout) closes at once.
 local M = {}
 
 M.queue = {} -- pending asks, in arrival order
-M.current = nil -- the ask on screen: { id, title, body, filetype, keys?, answer = fn(optionId) }
+--- The ask on screen: { id, title, body, filetype, options = {{optionId, name}}, keys?,
+--- answer = fn(optionId) }
+M.current = nil
 --- How :GarudaApprove answers: 'float' (move into the float) or 'select' (vim.ui.select).
 M.mode = 'float'
 
-M.HINT = '  y allow once   a allow always (this session)   n reject   (Enter does nothing)'
 local AWAY_TITLE = ' Garuda: approval waiting · :GarudaApprove to answer '
-local HERE_TITLE = ' Garuda: approve? y / a / n '
+-- The letter keys of the options this plugin knows; any other optionId is chosen by number.
+local LETTERS = { allow_once = 'y', allow_always = 'a', reject = 'n' }
+local WHAT = { y = 'allow once', a = 'allow always', n = 'reject' }
+
+--- The choices of a request's `options` (`{{optionId, name}}`), in the server's order:
+--- `{ id, name, key, num }`, `key` the letter for a known optionId else the number. Entries
+--- without an optionId are dropped; without any option (a malformed request) the only choice
+--- is Reject, since declining is always safe.
+function M.choices(options)
+  local out = {}
+  for _, o in ipairs(type(options) == 'table' and options or {}) do
+    local id = type(o) == 'table' and o.optionId
+    if type(id) == 'string' and id ~= '' then
+      local num = #out + 1
+      local name = type(o.name) == 'string' and o.name ~= '' and o.name or id
+      out[num] = { id = id, name = name, num = num, key = LETTERS[id] or tostring(num) }
+    end
+  end
+  if #out == 0 then
+    out[1] = { id = 'reject', name = 'Reject', num = 1, key = 'n' }
+  end
+  return out
+end
+
+--- The choice with this optionId among `choices`, or nil.
+function M.offered(choices, id)
+  for _, c in ipairs(choices) do
+    if c.id == id then
+      return c
+    end
+  end
+end
+
+local function keys_text(choices)
+  local ks = {}
+  for _, c in ipairs(choices) do
+    ks[#ks + 1] = c.key
+  end
+  return table.concat(ks, ' / ')
+end
+
+--- One line naming the keys that answer (for the notes of refused keys and <CR>).
+function M.hint(choices)
+  local parts, letters = {}, false
+  for _, c in ipairs(choices) do
+    parts[#parts + 1] = ('%s %s'):format(c.key, c.name)
+    letters = letters or LETTERS[c.id] ~= nil
+  end
+  return 'press ' .. table.concat(parts, ', ') .. (letters and ' (or its number)' or '')
+end
 
 local function close_window()
   local cur = M.current
@@ -43,7 +96,7 @@ local function finish(choice)
   vim.schedule(show_next)
 end
 
---- The lines shown for an ask (title, body, extra keys, the key hint).
+--- The lines shown for an ask (title, body, extra keys, one line per offered option).
 function M.lines(ask)
   local lines = { ask.title }
   for _, l in ipairs(ask.notice or {}) do
@@ -55,7 +108,11 @@ function M.lines(ask)
   for _, k in ipairs(ask.keys or {}) do
     lines[#lines + 1] = ('  %s %s'):format(k.key, k.label)
   end
-  lines[#lines + 1] = M.HINT
+  local choices = M.choices(ask.options)
+  for _, c in ipairs(choices) do
+    lines[#lines + 1] = ('  %s %s'):format(c.key, c.name)
+  end
+  lines[#lines + 1] = ('  (a digit 1-%d picks that option; Enter does nothing)'):format(#choices)
   return lines
 end
 
@@ -100,15 +157,35 @@ local function open(ask)
   local function map(lhs, fn)
     vim.keymap.set('n', lhs, fn, { buffer = b, nowait = true, silent = true })
   end
-  map('y', function()
-    finish('allow_once')
-  end)
-  map('a', function()
-    finish('allow_always')
-  end)
-  for _, k in ipairs({ 'n', 'q', '<Esc>' }) do
+  local choices = M.choices(ask.options)
+  local function refuse(what)
+    vim.notify(('garuda: this request does not offer %s; %s'):format(what, M.hint(choices)), vim.log.levels.WARN)
+  end
+  -- Every letter is mapped, offered or not, so a key for a missing option says so.
+  for _, letter in ipairs({ 'y', 'a', 'n' }) do
+    map(letter, function()
+      for _, c in ipairs(choices) do
+        if c.key == letter then
+          return finish(c.id)
+        end
+      end
+      refuse(WHAT[letter])
+    end)
+  end
+  for _, k in ipairs({ 'q', '<Esc>' }) do
     map(k, function()
-      finish('reject')
+      if M.offered(choices, 'reject') then
+        return finish('reject')
+      end
+      refuse('reject')
+    end)
+  end
+  for d = 1, 9 do
+    map(tostring(d), function()
+      if choices[d] then
+        return finish(choices[d].id)
+      end
+      refuse('an option ' .. d)
     end)
   end
   for _, k in ipairs(ask.keys or {}) do
@@ -117,7 +194,7 @@ local function open(ask)
     end)
   end
   map('<CR>', function()
-    vim.notify('garuda: press y to allow once, a to allow always, n to reject', vim.log.levels.WARN)
+    vim.notify('garuda: ' .. M.hint(choices) .. '; Enter does not answer', vim.log.levels.WARN)
   end)
   -- Leaving the prompt does not answer it; :GarudaApprove comes back to it.
   vim.api.nvim_create_autocmd('WinLeave', {
@@ -143,8 +220,8 @@ show_next = function()
   end
 end
 
---- Queue an approval; `ask.answer(optionId)` is called once with allow_once, allow_always,
---- reject or the choice of one of `ask.keys`.
+--- Queue an approval; `ask.answer(optionId)` is called once with one of `ask.options`' ids
+--- or the choice of one of `ask.keys`.
 function M.ask(ask)
   M.queue[#M.queue + 1] = ask
   show_next()
@@ -168,11 +245,19 @@ function M.withdraw(pred)
 end
 
 local function select(cur)
-  local items = {
-    { choice = 'reject', name = 'Reject' },
-    { choice = 'allow_once', name = 'Allow once' },
-    { choice = 'allow_always', name = 'Allow always (this session)' },
-  }
+  -- Reject first (when offered), so a picker's default never approves; then the rest in the
+  -- server's order, with its names.
+  local items = {}
+  local choices = M.choices(cur.options)
+  local reject = M.offered(choices, 'reject')
+  if reject then
+    items[1] = { choice = 'reject', name = reject.name }
+  end
+  for _, c in ipairs(choices) do
+    if c ~= reject then
+      items[#items + 1] = { choice = c.id, name = c.name }
+    end
+  end
   for _, k in ipairs(cur.keys or {}) do
     items[#items + 1] = { choice = k.choice, name = k.label }
   end
@@ -183,8 +268,16 @@ local function select(cur)
     end,
     kind = 'garuda.permission',
   }, function(o)
-    if M.current == cur then
-      finish(o and o.choice or 'reject')
+    if M.current ~= cur then
+      return
+    end
+    if o then
+      finish(o.choice)
+    elseif reject then
+      finish('reject')
+    else
+      -- Nothing to decline with: the prompt keeps waiting (:GarudaApprove asks again).
+      vim.notify('garuda: the approval still waits (it offers no reject); :GarudaApprove to answer', vim.log.levels.WARN)
     end
   end)
 end
@@ -206,7 +299,8 @@ function M.focus()
   if here ~= cur.win then
     cur.prev_win = here
   end
-  vim.api.nvim_win_set_config(cur.win, { focusable = true, border = 'rounded', title = HERE_TITLE })
+  local here_title = (' Garuda: approve? %s '):format(keys_text(M.choices(cur.options)))
+  vim.api.nvim_win_set_config(cur.win, { focusable = true, border = 'rounded', title = here_title })
   vim.api.nvim_set_current_win(cur.win)
   vim.cmd('stopinsert')
   return true

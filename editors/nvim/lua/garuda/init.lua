@@ -532,12 +532,21 @@ local function ask_permission(params, reply, id)
   local root = state.by_session[params.sessionId]
   local p = root and state.projects[root]
   local tool = params.toolName or '?'
-  if p and p.always[tool] then
+  local choices = approval.choices(params.options)
+  local can_once = approval.offered(choices, 'allow_once') ~= nil
+  -- "Always" remembered here covers only a request that could be answered so: one that
+  -- offers allow_always (a command leaving the sandbox never does: it is asked every time).
+  if p and p.always[tool] and can_once and approval.offered(choices, 'allow_always') then
     approval_note(p, 'approval: allowed (always allowed for ' .. tool .. ' in this session; :GarudaPermissions revokes)')
     return reply({ optionId = 'allow_once' })
   end
   local d = edits.describe_call(tool, params.input, p and p.root or vim.fn.getcwd())
   local function answer(choice)
+    local offered = approval.offered(choices, choice)
+    if not offered and not (choice == 'save_then_allow' and can_once) then
+      -- The prompt only answers with offered options; anything else declines.
+      choice = 'reject'
+    end
     if choice == 'save_then_allow' and d.dirty and vim.api.nvim_buf_is_valid(d.dirty) then
       local ok, err = pcall(vim.api.nvim_buf_call, d.dirty, function()
         vim.cmd('silent write')
@@ -548,21 +557,25 @@ local function ask_permission(params, reply, id)
         approval_note(p, ('approval: could not save %s (%s); allowed once'):format(d.rel, tostring(err)))
       end
       choice = 'allow_once'
-    elseif choice == 'allow_always' and p then
+    elseif choice == 'allow_always' and p and can_once then
       p.always[tool] = true
       approval_note(p, 'approval: allowed; ' .. tool .. ' is now always allowed in this session (:GarudaPermissions revokes)')
       choice = 'allow_once' -- remembered here, so it stays revocable
+    elseif choice == 'allow_always' then
+      approval_note(p, 'approval: allowed always (the server remembers it)')
     elseif choice == 'allow_once' then
       approval_note(p, 'approval: allowed once')
-    else
+    elseif choice == 'reject' or not offered then
       approval_note(p, 'approval: rejected')
       choice = 'reject'
+    else
+      approval_note(p, ('approval: %s (%s)'):format(offered.name, choice))
     end
     redraw_status()
     reply({ optionId = choice })
   end
   local keys = {}
-  if d.dirty then
+  if d.dirty and can_once then
     keys[1] = { key = 's', label = ('save %s first, then allow once'):format(d.rel), choice = 'save_then_allow' }
   end
   approval.mode = M.config.approval == 'select' and 'select' or 'float'
@@ -574,6 +587,7 @@ local function ask_permission(params, reply, id)
     notice = d.notice,
     body = d.body,
     filetype = d.filetype,
+    options = params.options,
     keys = keys,
     answer = answer,
     started = vim.uv.now(),
