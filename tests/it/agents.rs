@@ -406,7 +406,10 @@ fn an_agent_runs_on_the_model_it_names() {
         MockReply::Sse(answer("FAST-REPORT", 3, 1)),
         MockReply::Sse(answer("done", 3, 1)),
     ]);
-    let (mut g, _h, ws, wid) = setup(&mock, "");
+    // Prices per million tokens: the agent's model is priced at its own, not the caller's.
+    let prices = "[models.\"anthropic/claude-sonnet-4-5\"]\ninput_price = 3.0\noutput_price = 15.0\n\
+                  [models.\"anthropic/claude-haiku-4-5\"]\ninput_price = 1.0\noutput_price = 5.0\n";
+    let (mut g, _h, ws, wid) = setup(&mock, prices);
     write(
         ws.path(),
         ".garuda/agents/fast.md",
@@ -430,6 +433,17 @@ fn an_agent_runs_on_the_model_it_names() {
         last.contains("names the model nowhere, which cannot be used"),
         "{last}"
     );
+    let cost = g
+        .turn_events()
+        .iter()
+        .filter(|e| e["kind"] == "usage")
+        .filter_map(|e| e["costUsd"].as_f64())
+        .last()
+        .expect("a cost");
+    // The caller: 10 + 3 input and 10 + 1 output tokens at 3 and 15 dollars a million; the
+    // agent: 3 input and 1 output at 1 and 5.
+    let want = (13.0 * 3.0 + 11.0 * 15.0 + 3.0 + 5.0) / 1e6;
+    assert!((cost - want).abs() < 1e-9, "cost {cost}, want {want}");
 }
 
 #[test]

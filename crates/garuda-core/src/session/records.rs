@@ -339,6 +339,10 @@ pub struct UsageRecord {
     /// Set for side requests (summaries, collapses); absent for a main step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purpose: Option<UsagePurpose>,
+    /// What it cost in US dollars when another model answered at other prices (an agent on
+    /// its own model); absent: the session's model, priced at its current prices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 /// Instruction or memory files changed on disk; or (with `scoped`) nested instruction files

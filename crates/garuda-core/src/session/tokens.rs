@@ -310,6 +310,7 @@ mod tests {
             request_chars: Some(40_000),
             view_chars: Some(30_000),
             purpose: None,
+            cost_usd: None,
         });
         let r = ContextTracker::replay(&[rec]);
         assert_eq!(r.context_tokens(34_000, 0), 11_050);

@@ -324,7 +324,7 @@ impl ToolContext {
 }
 
 /// Facts about a tool call beyond its text, for the client and the turn loop.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ToolMeta {
     /// Exit code of a `bash` command (None when killed or not started).
     pub exit_code: Option<i32>,
@@ -351,12 +351,15 @@ pub struct ToolMeta {
 }
 
 /// The sub-session an `agent` or `explore` call ran.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AgentRan {
     /// Its id (its transcript).
     pub session_id: String,
     /// What its requests used, summed (added to the calling session's).
     pub usage: crate::message::Usage,
+    /// What they cost at its own model's prices, when that is not the caller's model and
+    /// the config names its prices.
+    pub cost_usd: Option<f64>,
 }
 
 /// The outcome of a tool call's approval.
@@ -377,7 +380,7 @@ pub enum Approval {
 }
 
 /// The result of one tool call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
     /// Text for the model.
     pub content: String,

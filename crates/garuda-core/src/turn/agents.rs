@@ -112,10 +112,15 @@ pub(crate) async fn run_agent(
     let input = vec![Block::text(call.task.clone())];
     let result = super::run::run_child(&child, input, &agent_host, &cancel, max_steps).await;
     let (text, usage) = report_of(&child);
+    // On a model of its own the agent is priced at that model's prices, not the caller's.
+    let cost_usd = (child.model_spec() != parent.model_spec())
+        .then(|| child.model().info.prices.map(|p| p.cost(&usage)))
+        .flatten();
     let meta = ToolMeta {
         agent: Some(Box::new(crate::tools::AgentRan {
             session_id: child.id.clone(),
             usage,
+            cost_usd,
         })),
         ..ToolMeta::default()
     };

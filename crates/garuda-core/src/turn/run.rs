@@ -567,6 +567,7 @@ impl<'a> Turn<'a> {
                 view_chars: Some(view_chars as u64),
                 usage: response.usage,
                 purpose: None,
+                cost_usd: None,
             }),
         ])?;
         state.tracker.on_usage(
@@ -751,6 +752,7 @@ impl<'a> Turn<'a> {
                 request_chars: None,
                 view_chars: None,
                 purpose: Some(UsagePurpose::Agent),
+                cost_usd: out.meta.agent.as_ref().and_then(|a| a.cost_usd),
             })])?;
         }
         host.event(
@@ -1305,14 +1307,15 @@ impl tools::Workbench for HostBench<'_> {
 
 /// The session's cost so far in US dollars, `latest` included (not yet recorded): every
 /// response's usage in the transcript (summaries and collapses too) at the current model's
-/// prices; `None` when the config names no prices for it.
+/// prices, an agent's on its own model at the cost recorded with it; `None` when the config
+/// names no prices for the session's model.
 fn session_cost(session: &LiveSession, state: &SessionState, latest: &Usage) -> Option<f64> {
     let prices = session.model().info.prices?;
     let recorded: f64 = state
         .records
         .iter()
         .filter_map(|r| match r {
-            Record::Usage(u) => Some(prices.cost(&u.usage)),
+            Record::Usage(u) => Some(u.cost_usd.unwrap_or_else(|| prices.cost(&u.usage))),
             _ => None,
         })
         .sum();

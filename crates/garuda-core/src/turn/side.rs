@@ -58,6 +58,7 @@ pub(crate) async fn side_call(
             request_chars: Some(chars as u64),
             view_chars: None,
             purpose: Some(purpose),
+            cost_usd: None,
         });
         if let Err(e) = state.append(vec![record]) {
             tracing::warn!("cannot record the usage of a side request: {e}");
