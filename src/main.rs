@@ -12,6 +12,7 @@ use garuda::rpc::{self, ServeEnd, ServerConfig};
 use garuda_core::config::{self, Config};
 
 mod demo;
+mod probe;
 
 /// Garuda: a context engine for coding agents.
 ///
@@ -112,6 +113,14 @@ enum Command {
         /// The folder to open as a workspace.
         #[arg(default_value = ".")]
         dir: PathBuf,
+    },
+    /// Garuda's MCP client against one server: start it, list its tools, call each once
+    /// (arguments from the schema), print JSON lines. For the MCP conformance suite.
+    #[command(hide = true)]
+    McpProbe {
+        /// A Streamable HTTP URL, or a stdio server's command and arguments (after `--`).
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        target: Vec<String>,
     },
     /// Serve the Agent Client Protocol v1 on stdin/stdout (for Zed, JetBrains and other ACP editors).
     ///
@@ -294,6 +303,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             },
         ),
         Command::Demo { dir } => demo::run(dir),
+        Command::McpProbe { target } => probe::run(target),
         Command::Acp => acp(check_config(&cli)),
         Command::Trust { dir, list } => trust(&cli, dir, *list),
         Command::Schema { methods: true } => {

@@ -13,6 +13,7 @@ METHODS = {
     '$/progress': 'notification (server to client)',
     'context/inspect': 'request',
     'initialize': 'request',
+    'mcp/elicit': 'request (server to client)',
     'mcp/servers': 'request',
     'permission/request': 'request (server to client)',
     'prompt/assemble': 'request',
@@ -265,6 +266,40 @@ class ContextChanged(TypedDict):
     sha256: str
     # The workspace.
     workspaceId: str
+
+
+class _ElicitParamsRequired(TypedDict):
+    # The server's message for the person.
+    message: str
+    # `form` (fill in `requestedSchema`) or `url` (open `url`).
+    mode: ElicitMode
+    # The MCP server's config name.
+    server: str
+    # The session whose tool call is waiting.
+    sessionId: str
+
+
+class ElicitParams(_ElicitParamsRequired, total=False):
+    """`mcp/elicit` parameters (server to client): an MCP server asks the person for input while one of its tools runs."""
+
+    # For `url`: the server's id of this elicitation, when it gave one.
+    elicitationId: Optional[str]
+    # For `form`: a flat JSON Schema object with primitive properties (MCP's `requestedSchema`).
+    requestedSchema: Any
+    # For `url`: the page to open.
+    url: Optional[str]
+
+
+class _ElicitResultRequired(TypedDict):
+    # `accept`, `decline` or `cancel`.
+    action: ElicitAction
+
+
+class ElicitResult(_ElicitResultRequired, total=False):
+    """`mcp/elicit` result from the client."""
+
+    # With `accept` of a form: the values, an object matching `requestedSchema`.
+    content: Optional[Dict[str, Any]]
 
 
 class Features(TypedDict, total=False):
@@ -1179,6 +1214,8 @@ Approval = Union[Literal["allowed"], Literal["allowedAlways"], Literal["rejected
 Block = Union[BlockText, BlockImage, BlockThinking, BlockToolUse, BlockToolResult]
 CodeIndex = Union[Literal["lookup"], Literal["all"]]
 ConfigSeverity = Union[Literal["warning"], Literal["error"]]
+ElicitAction = Union[Literal["accept"], Literal["decline"], Literal["cancel"]]
+ElicitMode = Union[Literal["form"], Literal["url"]]
 ImageSource = Union[ImageSourceBase64, ImageSourceUrl]
 InstructionPlacement = Union[Literal["system"], Literal["note"]]
 InstructionSourceKind = Union[Literal["root"], Literal["global"], Literal["nested"], Literal["rule"]]

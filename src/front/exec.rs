@@ -262,6 +262,18 @@ fn unasked_message(title: &str) -> String {
 }
 
 impl TurnHost for ExecHost {
+    fn elicit(
+        &self,
+        _session_id: &str,
+        _request: garuda_core::mcp::ElicitationRequest,
+    ) -> futures_util::future::BoxFuture<'static, garuda_core::mcp::ElicitationAnswer> {
+        Box::pin(async {
+            garuda_core::mcp::ElicitationAnswer::Unavailable(
+                "garuda exec runs without a client, so nobody can answer the request".into(),
+            )
+        })
+    }
+
     fn event(&self, session_id: &str, event: TurnEvent) {
         match &event {
             TurnEvent::ToolCallFinished { id, .. } if self.is_unasked(id) => {

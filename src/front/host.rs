@@ -6,11 +6,15 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::rpc::Client;
+use garuda_core::mcp::{ElicitationAnswer, ElicitationMode, ElicitationRequest};
 use garuda_core::turn::{
     ClientToolResult, PermissionAnswer, PermissionRequest, Progress, TurnEvent, TurnHost,
 };
 use garuda_protocol::methods::{ClientMethod, client};
-use garuda_protocol::{ToolCallParams, ToolCallResult, TurnUpdate};
+use garuda_protocol::{
+    ElicitAction, ElicitMode, ElicitParams, ElicitResult, ToolCallParams, ToolCallResult,
+    TurnUpdate,
+};
 
 /// LSP's own request for edits (not in Garuda's table: its types are LSP's).
 const APPLY_EDIT: &str = "workspace/applyEdit";
@@ -21,6 +25,8 @@ pub struct RpcHost {
     pub client: Client,
     /// The client advertised `workspace.applyEdit`.
     pub apply_edit: bool,
+    /// The client advertised `experimental.garuda.elicitation` (answers `mcp/elicit`).
+    pub elicitation: bool,
     /// How long an approval may wait; then the request is cancelled with `$/cancelRequest`
     /// and the call is not run (reported as timed out, not as a rejection).
     pub approval_timeout: std::time::Duration,
@@ -163,6 +169,37 @@ impl TurnHost for RpcHost {
         })
     }
 
+    fn elicit(
+        &self,
+        session_id: &str,
+        request: ElicitationRequest,
+    ) -> BoxFuture<'static, ElicitationAnswer> {
+        if !self.elicitation {
+            return Box::pin(async {
+                ElicitationAnswer::Unavailable(
+                    "the editor did not advertise elicitation support (capabilities.experimental.garuda.elicitation)".into(),
+                )
+            });
+        }
+        let client = self.client.clone();
+        let params = elicit_params(session_id, request);
+        Box::pin(async move {
+            let params = serde_json::to_value(params).unwrap_or(Value::Null);
+            match client.request(client::Elicit::NAME, params).await {
+                Ok(v) => match serde_json::from_value::<ElicitResult>(v) {
+                    Ok(r) => elicit_answer(r),
+                    Err(e) => ElicitationAnswer::Unavailable(format!(
+                        "the editor answered mcp/elicit wrongly: {e}"
+                    )),
+                },
+                Err(e) => ElicitationAnswer::Unavailable(format!(
+                    "the editor failed mcp/elicit: {}",
+                    e.message
+                )),
+            }
+        })
+    }
+
     fn apply_edit(
         &self,
         path: PathBuf,
@@ -194,6 +231,40 @@ impl TurnHost for RpcHost {
                 Err(e) => Err(e.message),
             }
         }))
+    }
+}
+
+/// The `mcp/elicit` params of a request.
+pub fn elicit_params(session_id: &str, request: ElicitationRequest) -> ElicitParams {
+    let (mode, requested_schema, url, elicitation_id) = match request.mode {
+        ElicitationMode::Form { schema } => (ElicitMode::Form, Some(schema), None, None),
+        ElicitationMode::Url {
+            url,
+            elicitation_id,
+        } => (
+            ElicitMode::Url,
+            None,
+            Some(url),
+            (!elicitation_id.is_empty()).then_some(elicitation_id),
+        ),
+    };
+    ElicitParams {
+        session_id: session_id.to_string(),
+        server: request.server,
+        message: request.message,
+        mode,
+        requested_schema,
+        url,
+        elicitation_id,
+    }
+}
+
+/// The engine's answer from an `mcp/elicit` result.
+fn elicit_answer(r: ElicitResult) -> ElicitationAnswer {
+    match r.action {
+        ElicitAction::Accept => ElicitationAnswer::Accept(r.content.unwrap_or_default()),
+        ElicitAction::Decline => ElicitationAnswer::Decline,
+        ElicitAction::Cancel => ElicitationAnswer::Cancel,
     }
 }
 

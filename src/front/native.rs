@@ -39,6 +39,8 @@ pub struct ClientFacts {
     pub process_id: Option<u32>,
     /// The client can apply edits through `workspace/applyEdit`.
     pub apply_edit: bool,
+    /// The client answers `mcp/elicit` (`capabilities.experimental.garuda.elicitation`).
+    pub elicitation: bool,
     /// The client's name, for logs.
     pub name: Option<String>,
 }
@@ -114,6 +116,7 @@ impl NativeFront {
         Arc::new(RpcHost {
             client: ctx.client.clone(),
             apply_edit: self.facts.get().is_some_and(|f| f.apply_edit),
+            elicitation: self.facts.get().is_some_and(|f| f.elicitation),
             approval_timeout: std::time::Duration::from_secs(
                 self.engine.config().approval.timeout_secs.max(1),
             ),
@@ -409,9 +412,17 @@ impl FrontFacts {
             .as_ref()
             .and_then(|w| w.apply_edit)
             .unwrap_or(false);
+        let elicitation = init
+            .capabilities
+            .experimental
+            .as_ref()
+            .and_then(|e| e.pointer("/garuda/elicitation"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let facts = ClientFacts {
             process_id: init.process_id,
             apply_edit,
+            elicitation,
             name: init.client_info.as_ref().map(|c| c.name.clone()),
         };
         let mut roots: Vec<String> = Vec::new();

@@ -19,6 +19,8 @@ mod instructions;
 mod load;
 mod long_session;
 mod mcp;
+mod mcp_conformance;
+mod mcp_elicit;
 mod mock_model;
 mod mock_smoke;
 mod pipeline;

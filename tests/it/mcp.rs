@@ -13,7 +13,7 @@ use crate::mock_model::*;
 use crate::turns::{Mock, setup};
 
 /// Where scripts/mcp-test-servers.sh put the servers.
-fn servers_dir() -> PathBuf {
+pub(crate) fn servers_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("GARUDA_MCP_TEST_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(d);
     }
@@ -25,7 +25,7 @@ fn servers_dir() -> PathBuf {
 }
 
 /// False (and a note) when a server is not installed; a failure when they are required.
-fn present(what: &str, path: &std::path::Path) -> bool {
+pub(crate) fn present(what: &str, path: &std::path::Path) -> bool {
     if path.exists() {
         return true;
     }
@@ -696,6 +696,8 @@ struct AcpDriver {
     stdin: Option<std::process::ChildStdin>,
     lines: std::sync::mpsc::Receiver<Value>,
     seen: Vec<Value>,
+    /// The answer to `elicitation/create` requests (none: they are not answered).
+    elicit_answer: Option<Value>,
 }
 
 impl AcpDriver {
@@ -727,6 +729,7 @@ impl AcpDriver {
             child,
             lines: rx,
             seen: Vec::new(),
+            elicit_answer: None,
         }
     }
 
@@ -746,6 +749,11 @@ impl AcpDriver {
                 .expect("no answer from garuda acp");
             if m["method"] == "session/request_permission" {
                 let answer = json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}});
+                self.send(json!({"jsonrpc": "2.0", "id": m["id"], "result": answer}));
+            }
+            if m["method"] == "elicitation/create"
+                && let Some(answer) = self.elicit_answer.clone()
+            {
                 self.send(json!({"jsonrpc": "2.0", "id": m["id"], "result": answer}));
             }
             if m.get("method").is_none() && m["id"] == json!(id) {
@@ -834,4 +842,109 @@ fn acp_mcp_servers_are_started_with_the_session() {
     assert_eq!(call["kind"], "execute", "{call}");
     let all = serde_json::to_string(&updates).expect("json");
     assert!(all.contains("Echo: hello acp"), "{all}");
+}
+
+#[test]
+fn acp_elicitation_goes_to_elicitation_create_when_advertised() {
+    let home = tempfile::tempdir().expect("home");
+    let ws = tempfile::tempdir().expect("ws");
+    let cassette = home.path().join("cassette.jsonl");
+    let lines = [
+        json!({"response": {"content": [{"type": "tool_use", "id": "toolu_e", "name": "mcp__el__ask",
+            "input": {}}], "stopReason": "tool_use"}}),
+        json!({"response": {"content": [{"type": "text", "text": "Asked."}], "stopReason": "end_turn"}}),
+        json!({"response": {"content": [{"type": "tool_use", "id": "toolu_f", "name": "mcp__el__ask",
+            "input": {}}], "stopReason": "tool_use"}}),
+        json!({"response": {"content": [{"type": "text", "text": "Asked."}], "stopReason": "end_turn"}}),
+    ];
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    std::fs::write(&cassette, text.join("\n")).expect("cassette");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/elicit_server.py");
+    let server = json!([{"name": "el", "command": "python3", "args": [script, "form"], "env": []}]);
+    let outputs = |seen: &[Value]| -> String {
+        seen.iter()
+            .filter(|m| m["method"] == "session/update")
+            .map(|m| m["params"]["update"].to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+
+    // Advertised: the form goes to the editor and its answer back to the server.
+    let mut acp = AcpDriver::spawn(home.path(), &cassette);
+    acp.elicit_answer = Some(json!({"action": "accept", "content": {"name": "Ann"}}));
+    acp.call(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"elicitation": {"form": {}}}}),
+    );
+    let new = acp.call(
+        2,
+        "session/new",
+        json!({"cwd": ws.path(), "mcpServers": server}),
+    );
+    let sid = new["result"]["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_string();
+    let r = acp.call(
+        3,
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "ask"}]}),
+    );
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    let asked: Vec<&Value> = acp
+        .seen
+        .iter()
+        .filter(|m| m["method"] == "elicitation/create")
+        .collect();
+    assert_eq!(asked.len(), 1);
+    let p = &asked[0]["params"];
+    assert_eq!(p["mode"], "form", "{p}");
+    assert_eq!(p["sessionId"], sid.as_str());
+    assert!(
+        p["message"]
+            .as_str()
+            .expect("message")
+            .contains("Who are you?"),
+        "{p}"
+    );
+    assert_eq!(
+        p["requestedSchema"]["properties"]["name"]["type"], "string",
+        "{p}"
+    );
+    let all = outputs(&acp.seen);
+    assert!(
+        all.contains(r#"action=accept content={\"name\": \"Ann\"}"#),
+        "{all}"
+    );
+    drop(acp);
+
+    // Not advertised: the editor is never asked and the server hears why.
+    let mut acp = AcpDriver::spawn(home.path(), &cassette);
+    acp.call(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let new = acp.call(
+        2,
+        "session/new",
+        json!({"cwd": ws.path(), "mcpServers": server}),
+    );
+    let sid = new["result"]["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_string();
+    acp.call(
+        3,
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "ask"}]}),
+    );
+    assert!(!acp.seen.iter().any(|m| m["method"] == "elicitation/create"));
+    let all = outputs(&acp.seen);
+    assert!(all.contains("action=decline"), "{all}");
+    assert!(
+        all.contains("did not advertise the ACP client capability elicitation.form"),
+        "{all}"
+    );
 }

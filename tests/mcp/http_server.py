@@ -63,6 +63,9 @@ def late_tool(word: str) -> str:
 async def grow(ctx: Context) -> str:
     """Adds the tool `late_tool` and tells the client its tool list changed."""
     server.add_tool(late_tool)
+    # The stateless protocol (2026-07-28) carries it on `subscriptions/listen` streams; the
+    # older one on the session.
+    await ctx.notify_tools_changed()
     await ctx.session.send_tool_list_changed()
     return "grown"
 

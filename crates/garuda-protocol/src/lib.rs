@@ -535,6 +535,63 @@ pub struct PermissionResult {
     pub feedback: Option<String>,
 }
 
+/// `mcp/elicit` parameters (server to client): an MCP server asks the person for input
+/// while one of its tools runs.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ElicitParams {
+    /// The session whose tool call is waiting.
+    pub session_id: String,
+    /// The MCP server's config name.
+    pub server: String,
+    /// The server's message for the person.
+    pub message: String,
+    /// `form` (fill in `requestedSchema`) or `url` (open `url`).
+    pub mode: ElicitMode,
+    /// For `form`: a flat JSON Schema object with primitive properties (MCP's `requestedSchema`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_schema: Option<serde_json::Value>,
+    /// For `url`: the page to open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// For `url`: the server's id of this elicitation, when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elicitation_id: Option<String>,
+}
+
+/// The kind of an `mcp/elicit` request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ElicitMode {
+    /// A form.
+    Form,
+    /// A page to open.
+    Url,
+}
+
+/// `mcp/elicit` result from the client.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ElicitResult {
+    /// `accept`, `decline` or `cancel`.
+    pub action: ElicitAction,
+    /// With `accept` of a form: the values, an object matching `requestedSchema`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// What the person did with an `mcp/elicit` request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ElicitAction {
+    /// Gave the input (or completed the page).
+    Accept,
+    /// Refused.
+    Decline,
+    /// Dismissed without choosing.
+    Cancel,
+}
+
 /// `tool/call` parameters (server to client).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -439,4 +439,7 @@ client_methods! {
     PermissionRequest = "permission/request", request crate::PermissionRequest => crate::PermissionResult;
     /// Runs a tool the client registered.
     ToolCall = "tool/call", request crate::ToolCallParams => crate::ToolCallResult;
+    /// Asks the person for what an MCP server requested during a tool call (sent only to
+    /// clients that advertised `capabilities.experimental.garuda.elicitation`).
+    Elicit = "mcp/elicit", request crate::ElicitParams => crate::ElicitResult;
 }

@@ -189,6 +189,43 @@ export type ContextChanged = {
   workspaceId: string;
 };
 
+/** What the person did with an `mcp/elicit` request. */
+export type ElicitAction = "accept" | "decline" | "cancel";
+
+/** The kind of an `mcp/elicit` request. */
+export type ElicitMode = "form" | "url";
+
+/**
+ * `mcp/elicit` parameters (server to client): an MCP server asks the person for input
+ * while one of its tools runs.
+ */
+export type ElicitParams = {
+  /** For `url`: the server's id of this elicitation, when it gave one. */
+  elicitationId?: string | null;
+  /** The server's message for the person. */
+  message: string;
+  /** `form` (fill in `requestedSchema`) or `url` (open `url`). */
+  mode: ElicitMode;
+  /** For `form`: a flat JSON Schema object with primitive properties (MCP's `requestedSchema`). */
+  requestedSchema?: unknown;
+  /** The MCP server's config name. */
+  server: string;
+  /** The session whose tool call is waiting. */
+  sessionId: string;
+  /** For `url`: the page to open. */
+  url?: string | null;
+};
+
+/** `mcp/elicit` result from the client. */
+export type ElicitResult = {
+  /** `accept`, `decline` or `cancel`. */
+  action: ElicitAction;
+  /** With `accept` of a form: the values, an object matching `requestedSchema`. */
+  content?: {
+    [key: string]: unknown;
+  } | null;
+};
+
 /** The features of a session that change what the prompt says. */
 export type Features = {
   /** Custom agents are available through the agent tool. */
@@ -1029,6 +1066,8 @@ export interface Methods {
   "context/inspect": { params: SessionRef; result: InspectResult };
   /** request. */
   "initialize": { params: void; result: InitializeResult };
+  /** request (server to client). */
+  "mcp/elicit": { params: ElicitParams; result: ElicitResult };
   /** request. */
   "mcp/servers": { params: SessionRef; result: McpServersResult };
   /** request (server to client). */

@@ -28,6 +28,10 @@ pub struct ClientCaps {
     /// `session.notices`: warnings (no sandbox, an MCP server failed, a config problem) as
     /// `notice` updates; without it they only go to the log.
     pub notices: bool,
+    /// `elicitation.form`: MCP servers' forms go to `elicitation/create`.
+    pub elicitation_form: bool,
+    /// `elicitation.url`: MCP servers' URL requests go to `elicitation/create`.
+    pub elicitation_url: bool,
 }
 
 impl ClientCaps {
@@ -39,7 +43,59 @@ impl ClientCaps {
             terminal: c.terminal,
             compaction: c.session.as_ref().is_some_and(|s| s.compaction.is_some()),
             notices: c.session.as_ref().is_some_and(|s| s.notices.is_some()),
+            elicitation_form: c.elicitation.as_ref().is_some_and(|e| e.form.is_some()),
+            elicitation_url: c.elicitation.as_ref().is_some_and(|e| e.url.is_some()),
         }
+    }
+}
+
+/// The `elicitation/create` params for an MCP server's request, checked against ACP's types
+/// (a schema ACP cannot carry is an error, and the server gets a decline with it).
+pub fn elicitation_params(
+    session_id: &str,
+    request: &garuda_core::mcp::ElicitationRequest,
+) -> Result<Value, String> {
+    use garuda_core::mcp::ElicitationMode;
+    let mut v = match &request.mode {
+        ElicitationMode::Form { schema } => serde_json::json!({
+            "mode": "form", "sessionId": session_id, "requestedSchema": schema,
+        }),
+        ElicitationMode::Url {
+            url,
+            elicitation_id,
+        } => serde_json::json!({
+            "mode": "url", "sessionId": session_id, "url": url,
+            "elicitationId": if elicitation_id.is_empty() { uuid::Uuid::new_v4().to_string() } else { elicitation_id.clone() },
+        }),
+    };
+    v["message"] = Value::String(format!(
+        "{} (MCP server `{}`)",
+        request.message, request.server
+    ));
+    let typed: acp::CreateElicitationRequest = serde_json::from_value(v)
+        .map_err(|e| format!("the request does not fit ACP's elicitation/create: {e}"))?;
+    serde_json::to_value(typed).map_err(|e| e.to_string())
+}
+
+/// The engine's answer from an `elicitation/create` response.
+pub fn elicitation_answer(v: Value) -> garuda_core::mcp::ElicitationAnswer {
+    use garuda_core::mcp::ElicitationAnswer as A;
+    match serde_json::from_value::<acp::CreateElicitationResponse>(v) {
+        Ok(r) => match r.action {
+            acp::ElicitationAction::Accept(a) => {
+                let content = a
+                    .content
+                    .and_then(|c| serde_json::to_value(c).ok())
+                    .and_then(|c| c.as_object().cloned())
+                    .unwrap_or_default();
+                A::Accept(content)
+            }
+            acp::ElicitationAction::Decline => A::Decline,
+            _ => A::Cancel,
+        },
+        Err(e) => A::Unavailable(format!(
+            "the editor answered elicitation/create wrongly: {e}"
+        )),
     }
 }
 

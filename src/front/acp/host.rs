@@ -311,6 +311,45 @@ impl TurnHost for AcpHost {
         })
     }
 
+    fn elicit(
+        &self,
+        session_id: &str,
+        request: garuda_core::mcp::ElicitationRequest,
+    ) -> BoxFuture<'static, garuda_core::mcp::ElicitationAnswer> {
+        use garuda_core::mcp::{ElicitationAnswer, ElicitationMode};
+        let (supported, cap) = match request.mode {
+            ElicitationMode::Form { .. } => (self.caps.elicitation_form, "elicitation.form"),
+            ElicitationMode::Url { .. } => (self.caps.elicitation_url, "elicitation.url"),
+        };
+        let params = if supported {
+            convert::elicitation_params(session_id, &request)
+        } else {
+            Err(format!(
+                "the editor did not advertise the ACP client capability {cap}"
+            ))
+        };
+        let client = self.client.clone();
+        Box::pin(async move {
+            let params = match params {
+                Ok(p) => p,
+                Err(reason) => return ElicitationAnswer::Unavailable(reason),
+            };
+            // A turn cancelled meanwhile drops this future: the client hears `$/cancel_request`.
+            let asked = client.request_or_cancel(
+                methods::CreateElicitation::NAME,
+                params,
+                methods::CANCEL_REQUEST,
+            );
+            match asked.await {
+                Ok(v) => convert::elicitation_answer(v),
+                Err(e) => ElicitationAnswer::Unavailable(format!(
+                    "the editor failed elicitation/create: {}",
+                    e.message
+                )),
+            }
+        })
+    }
+
     fn tool_running(&self, session_id: &str, tool_call_id: &str) {
         send_update(
             &self.client,

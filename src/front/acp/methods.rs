@@ -246,6 +246,8 @@ client_methods! {
     ReleaseTerminal = CLIENT_METHOD_NAMES.terminal_release, acp::ReleaseTerminalRequest => acp::ReleaseTerminalResponse;
     /// Waits for a terminal's command to exit.
     WaitForTerminalExit = CLIENT_METHOD_NAMES.terminal_wait_for_exit, acp::WaitForTerminalExitRequest => acp::WaitForTerminalExitResponse;
+    /// Asks the person for what an MCP server requested during a tool call.
+    CreateElicitation = CLIENT_METHOD_NAMES.elicitation_create, acp::CreateElicitationRequest => acp::CreateElicitationResponse;
     /// Kills a terminal's command.
     KillTerminal = CLIENT_METHOD_NAMES.terminal_kill, acp::KillTerminalRequest => acp::KillTerminalResponse;
 }

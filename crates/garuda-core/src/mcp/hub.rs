@@ -21,11 +21,19 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, Tool};
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationCapability, ErrorData, FormElicitationCapability, Implementation, Tool,
+    UrlElicitationCapability,
+};
+use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext,
+    RequestContext, RunningService,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, Peer, RoleClient, ServiceError, ServiceExt};
+use rmcp::{ClientHandler, Peer, RoleClient, ServiceError};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::watch;
@@ -33,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{McpServerConfig, McpTransport};
 use super::convert::{McpToolResult, convert_result};
+use super::elicit::{self, ElicitationAnswer, Elicitor, Relay};
 use super::http::McpHttpClient;
 use super::naming::assign_names;
 use crate::message::ToolSpec;
@@ -280,11 +289,13 @@ fn tool_spec(name: &str, server: &str, tool: &Tool) -> ToolSpec {
     }
 }
 
-/// Our side of the MCP connection: identifies Garuda and hears notifications.
+/// Our side of the MCP connection: identifies Garuda, hears notifications and passes
+/// elicitation requests to the tool call in flight.
 #[derive(Clone)]
 struct Handler {
     server: String,
     dirty: Arc<AtomicBool>,
+    relay: Arc<Relay>,
 }
 
 impl ClientHandler for Handler {
@@ -293,10 +304,30 @@ impl ClientHandler for Handler {
         self.dirty.store(true, Ordering::SeqCst);
     }
 
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let answer = match elicit::from_params(&self.server, request) {
+            Some(request) => self.relay.ask(request).await,
+            None => {
+                ElicitationAnswer::Unavailable("an elicitation mode Garuda does not know".into())
+            }
+        };
+        Ok(elicit::to_result(&self.server, answer))
+    }
+
     fn get_info(&self) -> ClientConfig {
-        // No roots, sampling or elicitation: Garuda answers none of those requests.
+        // Elicitation, both modes: the turn's client answers, or Garuda declines with a reason.
+        // No roots or sampling: Garuda answers neither.
+        let mut caps = ClientCapabilities::default();
+        let mut elicitation = ElicitationCapability::new();
+        elicitation.form = Some(FormElicitationCapability::new());
+        elicitation.url = Some(UrlElicitationCapability::new());
+        caps.elicitation = Some(elicitation);
         ClientConfig::new(
-            ClientCapabilities::default(),
+            caps,
             Implementation::new("garuda", env!("CARGO_PKG_VERSION")),
         )
     }
@@ -329,7 +360,8 @@ struct Server {
     transport: Result<McpTransport, String>,
     state: Mutex<McpServerState>,
     startup_ms: Mutex<Option<u64>>,
-    service: Mutex<Option<RunningService<RoleClient, Handler>>>,
+    /// Shared with the calls in flight, which drive `input_required` rounds through it.
+    service: Mutex<Option<Arc<RunningService<RoleClient, Handler>>>>,
     peer: Mutex<Option<Peer<RoleClient>>>,
     child: Mutex<Option<Child>>,
     listed: Mutex<Vec<Tool>>,
@@ -394,6 +426,7 @@ struct Inner {
     defer_share: f64,
     snapshot: Mutex<Arc<Vec<McpTool>>>,
     events: Arc<Mutex<Vec<McpEvent>>>,
+    relay: Arc<Relay>,
 }
 
 impl Drop for Inner {
@@ -468,6 +501,7 @@ impl McpHub {
                 defer_share,
                 snapshot: Mutex::new(Arc::new(Vec::new())),
                 events: Arc::new(Mutex::new(Vec::new())),
+                relay: Relay::new(),
             }),
         }
     }
@@ -478,8 +512,9 @@ impl McpHub {
         let starts = self.inner.servers.iter().filter_map(|s| {
             let events = self.inner.events.clone();
             let cwd = self.inner.cwd.clone();
+            let relay = self.inner.relay.clone();
             match s.state() {
-                McpServerState::Starting => Some(start_server(s.clone(), cwd, events)),
+                McpServerState::Starting => Some(start_server(s.clone(), cwd, events, relay)),
                 McpServerState::Failed { reason } => {
                     // A config entry that cannot be used is reported like a failed start.
                     if !s.reported.swap(true, Ordering::SeqCst) {
@@ -654,13 +689,17 @@ impl McpHub {
     }
 
     /// Calls the tool the model knows as `name` with `arguments` (a JSON object or null),
-    /// within the server's `call_timeout_ms`. Cancelling `cancel` or the timeout drops the
-    /// request, which sends `notifications/cancelled` to the server.
+    /// within the server's `call_timeout_ms` (time spent waiting for the person's answer to
+    /// an elicitation does not count). Cancelling `cancel` or the timeout drops the request,
+    /// which sends `notifications/cancelled` to the server. Elicitation requests that arrive
+    /// meanwhile go to `elicitor`; `input_required` results (2026-07-28) are answered the
+    /// same way and the call retried.
     pub async fn call(
         &self,
         name: &str,
         arguments: Value,
         cancel: &CancellationToken,
+        elicitor: &dyn Elicitor,
     ) -> Result<McpToolResult, McpCallError> {
         let tool = self
             .find(name)
@@ -675,9 +714,9 @@ impl McpHub {
             server: server.name.clone(),
             reason,
         };
-        let peer = match server.state() {
-            McpServerState::Ready => server
-                .peer()
+        let service = match server.state() {
+            McpServerState::Ready => lock(&server.service)
+                .clone()
                 .ok_or_else(|| unavailable("not connected".into()))?,
             McpServerState::Exited { reason } | McpServerState::Failed { reason } => {
                 return Err(unavailable(reason));
@@ -692,9 +731,31 @@ impl McpHub {
         }
         let ms = server.config.call_timeout_ms.max(1);
         let started = Instant::now();
-        let outcome = tokio::select! {
-            r = tokio::time::timeout(Duration::from_millis(ms), peer.call_tool(params)) => r,
-            _ = cancel.cancelled() => return Err(McpCallError::Cancelled),
+        let outcome = {
+            let _active = Active::enter(&self.inner.relay);
+            let call = service.call_tool(params);
+            tokio::pin!(call);
+            let sleep = tokio::time::sleep(Duration::from_millis(ms));
+            tokio::pin!(sleep);
+            loop {
+                let pending = async { self.inner.relay.rx.lock().await.recv().await };
+                tokio::select! {
+                    r = &mut call => break Ok(r),
+                    _ = &mut sleep => break Err(()),
+                    _ = cancel.cancelled() => return Err(McpCallError::Cancelled),
+                    Some(p) = pending => {
+                        let asked = Instant::now();
+                        let answer = tokio::select! {
+                            a = elicitor.elicit(p.request) => a,
+                            _ = cancel.cancelled() => return Err(McpCallError::Cancelled),
+                        };
+                        let _ = p.answer.send(answer);
+                        // The person's time does not count against the call's timeout.
+                        let deadline = sleep.deadline() + asked.elapsed();
+                        sleep.as_mut().reset(deadline);
+                    }
+                }
+            }
         };
         tracing::debug!(target: "garuda::mcp", server = %server.name, tool = %tool.tool,
             ms = started.elapsed().as_millis() as u64, "tools/call");
@@ -743,8 +804,13 @@ impl McpHub {
         let stops = self.inner.servers.iter().map(|s| async move {
             lock(&s.peer).take();
             let service = lock(&s.service).take();
-            if let Some(mut service) = service {
-                let _ = service.close_with_timeout(TERM_GRACE).await;
+            match service.map(Arc::try_unwrap) {
+                Some(Ok(mut service)) => {
+                    let _ = service.close_with_timeout(TERM_GRACE).await;
+                }
+                // A call still holds it: cancelling ends the connection under that call.
+                Some(Err(shared)) => shared.cancellation_token().cancel(),
+                None => {}
             }
             let status = lock(&s.child).as_ref().map(|c| {
                 c.signal(rustix::process::Signal::TERM);
@@ -766,6 +832,22 @@ impl McpHub {
             }
         });
         futures_util::future::join_all(stops).await;
+    }
+}
+
+/// Counts a call in flight on the relay while it lives.
+struct Active<'a>(&'a Relay);
+
+impl<'a> Active<'a> {
+    fn enter(relay: &'a Relay) -> Active<'a> {
+        relay.active.fetch_add(1, Ordering::SeqCst);
+        Active(relay)
+    }
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -797,12 +879,13 @@ async fn start_server(
     server: Arc<Server>,
     cwd: Option<PathBuf>,
     events: Arc<Mutex<Vec<McpEvent>>>,
+    relay: Arc<Relay>,
 ) {
     let t0 = Instant::now();
     let ms = server.config.startup_timeout_ms.max(1);
     let outcome = tokio::time::timeout(
         Duration::from_millis(ms),
-        connect(&server, cwd, events.clone()),
+        connect(&server, cwd, events.clone(), relay),
     )
     .await;
     let result = match outcome {
@@ -815,7 +898,7 @@ async fn start_server(
             tracing::info!(target: "garuda::mcp", server = %server.name, tools = tools.len(),
                 startup_ms = elapsed, "ready");
             *lock(&server.peer) = Some(service.peer().clone());
-            *lock(&server.service) = Some(service);
+            *lock(&server.service) = Some(Arc::new(service));
             *lock(&server.listed) = tools;
             *lock(&server.startup_ms) = Some(elapsed);
             {
@@ -869,22 +952,70 @@ async fn start_server(
 
 type Connected = (RunningService<RoleClient, Handler>, Vec<Tool>);
 
+/// How a connection starts: the stateless 2026-07-28 protocol (`server/discover`, metadata on
+/// every request) when the server speaks it, else the `initialize` handshake at 2025-11-25
+/// (rmcp falls back when the server answers that it is a legacy one, or after 10 s of
+/// silence).
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
+}
+
+/// On the stateless protocol a server sends `tools/list_changed` only on a subscription
+/// (`subscriptions/listen`): opens one when the server offers `tools.listChanged`, and marks
+/// the server dirty on each notification, as the handler does on the older protocol. The
+/// acknowledgment is awaited here, so no change after start is missed.
+async fn listen_for_tool_changes(server: &Arc<Server>, peer: &Peer<RoleClient>) {
+    let Some(info) = peer.peer_info() else { return };
+    // Some servers leave `listChanged` out and send changes anyway; only an explicit `false`
+    // says there will be none.
+    let offers = info
+        .capabilities
+        .tools
+        .as_ref()
+        .is_some_and(|t| t.list_changed != Some(false));
+    if info.protocol_version < ProtocolVersion::V_2026_07_28 || !offers {
+        return;
+    }
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    let mut sub = match peer.listen(filter).await {
+        Ok(sub) => sub,
+        Err(e) => {
+            tracing::warn!(target: "garuda::mcp", server = %server.name, "subscriptions/listen failed: {e}");
+            return;
+        }
+    };
+    let (name, dirty) = (server.name.clone(), server.dirty.clone());
+    tokio::spawn(async move {
+        while let Ok(Some(n)) = sub.next().await {
+            if matches!(n, ServerNotification::ToolListChangedNotification(_)) {
+                tracing::info!(target: "garuda::mcp", server = %name, "tools/list_changed");
+                dirty.store(true, Ordering::SeqCst);
+            }
+        }
+    });
+}
+
 /// Spawns or connects, initializes, and lists the tools.
 async fn connect(
     server: &Arc<Server>,
     cwd: Option<PathBuf>,
     events: Arc<Mutex<Vec<McpEvent>>>,
+    relay: Arc<Relay>,
 ) -> Result<Connected, String> {
     let handler = Handler {
         server: server.name.clone(),
         dirty: server.dirty.clone(),
+        relay,
     };
     let transport = server.transport.clone()?;
     let service = match transport {
         McpTransport::Stdio { command, args } => {
             let (stdout, stdin) = spawn(server, &command, &args, cwd, events)?;
             handler
-                .serve((stdout, stdin))
+                .serve_with_lifecycle((stdout, stdin), lifecycle())
                 .await
                 .map_err(|e| format!("initialize failed: {}", tidy(&e.to_string())))?
         }
@@ -907,10 +1038,27 @@ async fn connect(
             cfg = cfg.custom_headers(headers);
             let client = McpHttpClient::new(HTTP_CONNECT_TIMEOUT)
                 .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-            handler
-                .serve(StreamableHttpClientTransport::with_client(client, cfg))
-                .await
-                .map_err(|e| format!("initialize failed: {}", tidy(&e.to_string())))?
+            let first = handler
+                .clone()
+                .serve_with_lifecycle(
+                    StreamableHttpClientTransport::with_client(client.clone(), cfg.clone()),
+                    lifecycle(),
+                )
+                .await;
+            match first {
+                // A legacy server that answers `server/discover` with an empty result instead
+                // of "method not found": a fresh connection with the `initialize` handshake.
+                Err(ClientInitializeError::ExpectedInitResult(_)) => {
+                    handler
+                        .serve_with_lifecycle(
+                            StreamableHttpClientTransport::with_client(client, cfg),
+                            ClientLifecycleMode::Initialize,
+                        )
+                        .await
+                }
+                other => other,
+            }
+            .map_err(|e| format!("initialize failed: {}", tidy(&e.to_string())))?
         }
     };
     let tools = service
@@ -918,6 +1066,7 @@ async fn connect(
         .list_all_tools()
         .await
         .map_err(|e| format!("tools/list failed: {e}"))?;
+    listen_for_tool_changes(server, service.peer()).await;
     Ok((service, tools))
 }
 
@@ -1118,9 +1267,14 @@ mod tests {
         assert!(hub.take_events().await.is_empty(), "reported once");
         assert!(hub.tools().is_empty());
         assert_eq!(
-            hub.call("mcp__off__x", Value::Null, &CancellationToken::new())
-                .await
-                .unwrap_err(),
+            hub.call(
+                "mcp__off__x",
+                Value::Null,
+                &CancellationToken::new(),
+                &super::super::NoElicitor("test".into()),
+            )
+            .await
+            .unwrap_err(),
             McpCallError::UnknownTool("mcp__off__x".into())
         );
     }

@@ -8,6 +8,7 @@
 //! - [`convert`]: tool results into text and image blocks the providers accept.
 //! - [`defer`]: deferred definitions behind `mcp_tool_search` when they would take more than
 //!   a share of the window.
+//! - [`elicit`]: a server's requests for the person's input, passed to the turn's client.
 //! - [`http`]: the Streamable HTTP client on Garuda's reqwest.
 //!
 //! Built on the official Rust SDK, `rmcp`, pinned to one exact version in Cargo.toml.
@@ -17,6 +18,7 @@
 pub mod config;
 pub mod convert;
 pub mod defer;
+pub mod elicit;
 pub mod http;
 pub mod hub;
 pub mod naming;
@@ -24,6 +26,7 @@ pub mod naming;
 pub use config::{McpConfigError, McpServerConfig, McpSettings, McpTransport, from_acp};
 pub use convert::{McpToolResult, convert_result};
 pub use defer::{DeferPlan, SEARCH_TOOL_NAME};
+pub use elicit::{ElicitationAnswer, ElicitationMode, ElicitationRequest, Elicitor, NoElicitor};
 pub use hub::{McpCallError, McpEvent, McpHub, McpServerState, McpServerStatus, McpTool};
 
 use std::sync::OnceLock;

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
 
+pub use crate::mcp::{ElicitationAnswer, ElicitationRequest, Elicitor};
 pub use crate::tools::{ClientToolResult, CommandRun};
 
 /// The turn loop's view of its client; the native and ACP fronts implement it.
@@ -61,6 +62,34 @@ pub trait TurnHost: Send + Sync {
     /// Reports progress of long work under `token` (the native front sends LSP
     /// `$/progress`); hosts without progress ignore it.
     fn progress(&self, _token: &str, _progress: Progress) {}
+    /// Asks the person for what an MCP server requested during one of its tool calls
+    /// (elicitation). Hosts whose client cannot show it answer `Unavailable` with the reason,
+    /// and the server gets a decline.
+    fn elicit(
+        &self,
+        _session_id: &str,
+        _request: ElicitationRequest,
+    ) -> BoxFuture<'static, ElicitationAnswer> {
+        Box::pin(async {
+            ElicitationAnswer::Unavailable(
+                "this Garuda client cannot show MCP elicitation requests".into(),
+            )
+        })
+    }
+}
+
+/// The host as the MCP hub's [`Elicitor`] for one session's tool call.
+pub struct HostElicitor<'a> {
+    /// The turn's host.
+    pub host: &'a dyn TurnHost,
+    /// The session the call belongs to.
+    pub session_id: &'a str,
+}
+
+impl Elicitor for HostElicitor<'_> {
+    fn elicit(&self, request: ElicitationRequest) -> BoxFuture<'static, ElicitationAnswer> {
+        self.host.elicit(self.session_id, request)
+    }
 }
 
 /// One step of long work's progress.

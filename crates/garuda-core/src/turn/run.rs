@@ -1204,7 +1204,11 @@ async fn execute(
         let Some(hub) = &session.setup.mcp else {
             return ToolOutput::error(format!("{name}: this session has no MCP servers")).into();
         };
-        return match hub.call(name, input, &ctx.cancel).await {
+        let elicitor = super::host::HostElicitor {
+            host,
+            session_id: &session.id,
+        };
+        return match hub.call(name, input, &ctx.cancel, &elicitor).await {
             Ok(result) => {
                 let mut text = Vec::new();
                 let mut blocks = Vec::new();
