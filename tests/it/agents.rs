@@ -438,7 +438,7 @@ fn an_agent_runs_on_the_model_it_names() {
         .iter()
         .filter(|e| e["kind"] == "usage")
         .filter_map(|e| e["costUsd"].as_f64())
-        .last()
+        .next_back()
         .expect("a cost");
     // The caller: 10 + 3 input and 10 + 1 output tokens at 3 and 15 dollars a million; the
     // agent: 3 input and 1 output at 1 and 5.
