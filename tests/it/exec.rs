@@ -1064,3 +1064,38 @@ fn exec_in_plan_mode_refuses_changes_and_stops_at_the_unapproved_plan() {
         "plan mode asks nothing: {err}"
     );
 }
+
+/// `--continue` takes the user's session, never the sub-session its `explore` call wrote
+/// (sub-sessions are listed too, and may tie with their caller on time).
+#[test]
+fn exec_continue_skips_agent_sub_sessions() {
+    let home = tempfile::tempdir().expect("home");
+    let ws = tempfile::tempdir().expect("ws");
+    let dir = ws.path().to_str().expect("utf8");
+    let explore = r#"{"response":{"content":[{"type":"tool_use","id":"x1","name":"explore","input":{"task":"look around"}}],"stopReason":"tool_use"}}"#;
+    let report =
+        r#"{"response":{"content":[{"type":"text","text":"REPORT"}],"stopReason":"end_turn"}}"#;
+    let model = cassette(ws.path(), &[explore, report, DONE, DONE]);
+    let first = run(
+        home.path(),
+        &[],
+        &["exec", "--json", "--model", &model, dir, "explore it"],
+        None,
+    );
+    assert!(first.status.success(), "{}", stderr(&first));
+    let sid = events(&first)[0]["sessionId"].clone();
+    let stored = std::fs::read_dir(home.path().join("state/garuda/sessions"))
+        .expect("sessions")
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .count();
+    assert_eq!(stored, 2, "the session and its explore sub-session");
+    let again = run(
+        home.path(),
+        &[],
+        &["exec", "--json", "--continue", dir, "and now"],
+        None,
+    );
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(events(&again)[0]["sessionId"], sid);
+}

@@ -638,11 +638,12 @@ impl Engine {
 
     /// The session of a workspace with the newest activity (its last record), if it has any.
     pub fn latest_session(&self, workspace_id: &str) -> Result<Option<String>, EngineError> {
-        // Listed most recently active first.
+        // Listed most recently active first; an agent's sub-session is part of its caller's,
+        // never the one to continue.
         Ok(self
             .list_sessions(workspace_id)?
             .into_iter()
-            .next()
+            .find(|s| s.parent.is_none())
             .map(|s| s.id))
     }
 
