@@ -1665,8 +1665,10 @@ message is never left out because its text matches an earlier one."
             sessions)))
 
 (defun garuda--sorted-sessions (sessions)
-  "SESSIONS newest first, headless runs left out."
-  (sort (cl-remove-if (lambda (s) (equal (plist-get s :origin) "exec")) (append sessions nil))
+  "SESSIONS newest first, headless runs and agents' sub-sessions left out."
+  (sort (cl-remove-if (lambda (s) (or (equal (plist-get s :origin) "exec")
+                                      (plist-get s :parentSessionId)))
+                      (append sessions nil))
         (lambda (a b) (> (or (plist-get a :updated) (plist-get a :created) 0)
                          (or (plist-get b :updated) (plist-get b :created) 0)))))
 

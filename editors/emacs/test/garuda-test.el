@@ -497,11 +497,13 @@ restart of the server, is shown every time; only the server's kept copies (copyO
       (should (= 1 (garuda-test--count "^answer after$" text))))))
 
 (ert-deftest garuda-test-8-sessions-newest-first ()
-  "The picker lists newest first by title (made unique) and leaves out headless runs."
+  "The picker lists newest first by title (made unique), leaves out headless runs and
+agents' sub-sessions."
   (let ((sorted (garuda--sorted-sessions
                  (vector '(:sessionId "a" :created 1000 :title "old" :messageCount 2)
                          '(:sessionId "b" :created 3000 :title "new" :messageCount 4)
                          '(:sessionId "c" :created 5000 :title "exec" :origin "exec")
+                         '(:sessionId "g" :created 6000 :title "sub" :parentSessionId "d")
                          '(:sessionId "e" :created 2500 :title "new" :messageCount 1)
                          '(:sessionId "f" :created 2400 :title nil)
                          '(:sessionId "d" :created 2000 :updated 9000 :title "active")))))

@@ -199,7 +199,8 @@ interface Pending {
 export function sortSessions(list: SessionInfo[]): SessionInfo[] {
   const when = (s: SessionInfo & { updated?: number }) => s.updated ?? s.created ?? 0;
   return list
-    .filter((s) => (s as { origin?: string }).origin !== 'exec')
+    // Headless runs and agents' sub-sessions are not chats to resume.
+    .filter((s) => (s as { origin?: string }).origin !== 'exec' && !s.parentSessionId)
     .sort((a, b) => when(b) - when(a) || (a.sessionId < b.sessionId ? 1 : -1));
 }
 

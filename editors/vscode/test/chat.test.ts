@@ -254,6 +254,7 @@ test('helpers: errors in VS Code words, session order, diffs, history, setup che
     { sessionId: 'b', created: 3, updated: 3, origin: 'serve', messageCount: 1, model: 'm' },
     { sessionId: 'c', created: 5, updated: 5, origin: 'exec', messageCount: 1, model: 'm' },
     { sessionId: 'd', created: 0, updated: 9, origin: 'acp', messageCount: 1, model: 'm' },
+    { sessionId: 'e', created: 10, updated: 10, origin: 'serve', messageCount: 1, model: 'm', parentSessionId: 'd', parentToolCallId: 't', agent: 'explore' },
   ]);
   assert.deepEqual(s.map((x) => x.sessionId), ['d', 'b', 'a']);
   assert.match(unifiedDiff('f', 'a\nb\nc\n', 'a\nB\nc\n'), /@@ -1,3 \+1,3 @@\n a\n-b\n\+B\n c\n$/);

@@ -1494,7 +1494,9 @@ function M.sort_sessions(list)
   local out = {}
   for _, s in ipairs(list or {}) do
     local origin = s.origin ~= vim.NIL and s.origin or nil
-    if origin ~= 'exec' then
+    local parent = s.parentSessionId ~= vim.NIL and s.parentSessionId or nil
+    -- Headless runs and agents' sub-sessions are not chats to resume.
+    if origin ~= 'exec' and not parent then
       out[#out + 1] = s
     end
   end
