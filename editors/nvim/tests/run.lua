@@ -862,9 +862,6 @@ test('client tool answered in Neovim; workspace/contextChanged notified', functi
   has(chat_text(), 'buffer text: 42', 'tool output shown')
   garuda.config.tools = {}
   local n = #notes
-  -- Known issue (see the closing note of 2026-12-02): on a quiet machine a change written
-  -- within about a second of the turn's end was not reported here; the cause is not found yet.
-  vim.wait(1500)
   vim.fn.writefile({ '# Rules', 'Use tabs.' }, project .. '/AGENTS.md')
   wait_for('contextChanged', function()
     for i = n + 1, #notes do

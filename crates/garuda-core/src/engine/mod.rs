@@ -194,7 +194,12 @@ impl Engine {
     /// sessions and workspaces opened again get it; live sessions keep theirs), a file with
     /// errors leaves the config in force as it was. Reports the problems as an event.
     pub fn reload_config(&self, checked: Checked) {
-        if let Some(cfg) = checked.config {
+        // A reload that changes nothing (a write elsewhere in the config folder, a fix seen
+        // twice) leaves the workspaces and their watchers alone: re-opening one replaces its
+        // watcher, and a change pending in the old one would be lost.
+        if let Some(cfg) = checked.config
+            && **read(&self.config) != cfg
+        {
             *write(&self.config) = Arc::new(cfg);
             self.reopen_workspaces();
         }
