@@ -242,18 +242,14 @@ pub fn discover(root: &Root, user: Option<&Path>) -> AgentSet {
             } else {
                 rel.display().to_string()
             };
-            let text = match place.root.read_text(&rel, MAX_AGENT_CHARS) {
-                Ok(t) if !t.truncated => t.text,
-                Ok(_) => {
-                    set.warnings.push(format!(
-                        "{shown}: larger than {MAX_AGENT_CHARS} characters; skipped"
-                    ));
-                    continue;
-                }
-                Err(err) => {
-                    set.warnings.push(format!("{shown}: {err}"));
-                    continue;
-                }
+            let Some(text) = crate::skills::read_definition(
+                place.root,
+                &rel,
+                &shown,
+                MAX_AGENT_CHARS,
+                &mut set.warnings,
+            ) else {
+                continue;
             };
             let (head, prompt) = match parse_agent(&text, stem) {
                 Ok(p) => p,

@@ -145,57 +145,59 @@ pub fn discover(root: &Root, dirs: &SkillDirs) -> SkillSet {
         .filter_map(|d| Root::open(d).ok())
         .collect();
     let mut set = SkillSet::default();
-    for place in places(root, &user_roots) {
-        let Ok(entries) = place.root.list(&place.dir) else {
-            continue;
+    for_each_skill_file(root, &user_roots, |place, name, rel, stamp| {
+        set.stamps.push(stamp.clone());
+        let shown = &stamp.file;
+        let Some(text) =
+            read_definition(place.root, &rel, shown, MAX_SKILL_CHARS, &mut set.warnings)
+        else {
+            return;
         };
-        for e in entries.iter().filter(|e| e.kind == EntryKind::Dir) {
-            let rel = place.dir.join(&e.name).join(SKILL_FILE);
-            let shown = place.folder(&e.name).join(SKILL_FILE).display().to_string();
-            let Ok(stamp) = place.root.stamp(&rel) else {
-                continue;
-            };
-            set.stamps.push(SkillStamp {
-                file: shown.clone(),
-                stamp,
-            });
-            let text = match place.root.read_text(&rel, MAX_SKILL_CHARS) {
-                Ok(t) if !t.truncated => t.text,
-                Ok(_) => {
-                    set.warnings.push(format!(
-                        "{shown}: larger than {MAX_SKILL_CHARS} characters; skipped"
-                    ));
-                    continue;
-                }
-                Err(err) => {
-                    set.warnings.push(format!("{shown}: {err}"));
-                    continue;
-                }
-            };
-            let head = match parse_skill(&text, &e.name) {
-                Ok((head, _)) => head,
-                Err(err) => {
-                    set.warnings.push(format!("{shown}: {err}; skill skipped"));
-                    continue;
-                }
-            };
-            if let Some(first) = set.skills.iter().find(|s| s.head.name == head.name) {
-                set.warnings.push(format!(
-                    "{shown}: skill {} is shadowed by {}",
-                    head.name,
-                    first.file()
-                ));
-                continue;
+        let head = match parse_skill(&text, name) {
+            Ok((head, _)) => head,
+            Err(err) => {
+                set.warnings.push(format!("{shown}: {err}; skill skipped"));
+                return;
             }
-            set.skills.push(Skill {
-                head,
-                folder: place.folder(&e.name),
-                place: place.kind.clone(),
-            });
+        };
+        if let Some(first) = set.skills.iter().find(|s| s.head.name == head.name) {
+            set.warnings.push(format!(
+                "{shown}: skill {} is shadowed by {}",
+                head.name,
+                first.file()
+            ));
+            return;
         }
-    }
+        set.skills.push(Skill {
+            head,
+            folder: place.folder(name),
+            place: place.kind.clone(),
+        });
+    });
     set.skills.sort_by(|a, b| a.head.name.cmp(&b.head.name));
     set
+}
+
+/// Reads a definition file (a skill, an agent) whole: `None`, with a warning naming `shown`,
+/// when it cannot be read or is larger than `max` characters.
+pub(crate) fn read_definition(
+    root: &Root,
+    rel: &Path,
+    shown: &str,
+    max: usize,
+    warnings: &mut Vec<String>,
+) -> Option<String> {
+    match root.read_text(rel, max) {
+        Ok(t) if !t.truncated => Some(t.text),
+        Ok(_) => {
+            warnings.push(format!("{shown}: larger than {max} characters; skipped"));
+            None
+        }
+        Err(err) => {
+            warnings.push(format!("{shown}: {err}"));
+            None
+        }
+    }
 }
 
 /// The stamps a scan sees now (cheap: no file is read), to compare with [`SkillSet::stamps`].
@@ -206,21 +208,29 @@ pub fn scan(root: &Root, dirs: &SkillDirs) -> Vec<SkillStamp> {
         .filter_map(|d| Root::open(d).ok())
         .collect();
     let mut out = Vec::new();
-    for place in places(root, &user_roots) {
+    for_each_skill_file(root, &user_roots, |_, _, _, stamp| out.push(stamp));
+    out
+}
+
+/// Every `SKILL.md` of the workspace's folders, then the user's, that has a stamp: its
+/// place, its skill folder's name, its path beneath the place's root and its stamp.
+fn for_each_skill_file<'a>(
+    root: &'a Root,
+    user_roots: &'a [Root],
+    mut f: impl FnMut(&Place<'a>, &str, PathBuf, SkillStamp),
+) {
+    for place in places(root, user_roots) {
         let Ok(entries) = place.root.list(&place.dir) else {
             continue;
         };
         for e in entries.iter().filter(|e| e.kind == EntryKind::Dir) {
             let rel = place.dir.join(&e.name).join(SKILL_FILE);
             if let Ok(stamp) = place.root.stamp(&rel) {
-                out.push(SkillStamp {
-                    file: place.folder(&e.name).join(SKILL_FILE).display().to_string(),
-                    stamp,
-                });
+                let file = place.folder(&e.name).join(SKILL_FILE).display().to_string();
+                f(&place, &e.name, rel, SkillStamp { file, stamp });
             }
         }
     }
-    out
 }
 
 fn places<'a>(root: &'a Root, user_roots: &'a [Root]) -> Vec<Place<'a>> {
