@@ -1020,10 +1020,17 @@ async fn run_tool_inner(
         ))
         .into();
     };
-    if entry.source == ToolSource::Session {
+    // The tools that change the session itself need its state, which calls run beside
+    // others (consecutive explores) do not hold.
+    if entry.source == ToolSource::Session || entry.class == ToolClass::Plan {
         let Some(state) = state else {
             return ToolOutput::error(format!("{name} cannot run beside other calls")).into();
         };
+        if entry.class == ToolClass::Plan {
+            return super::plan::exit(session, state, host, ctx, id, entry, &input)
+                .await
+                .into();
+        }
         return match super::ops::snip_tool(session, state, &input) {
             Ok(t) => ToolOutput::ok(t),
             Err(e) => ToolOutput::error(e),
@@ -1037,14 +1044,6 @@ async fn run_tool_inner(
             Err(e) => ToolOutput::error(e),
         }
         .into();
-    }
-    if entry.class == ToolClass::Plan {
-        let Some(state) = state else {
-            return ToolOutput::error(format!("{name} cannot run beside other calls")).into();
-        };
-        return super::plan::exit(session, state, host, ctx, id, entry, &input)
-            .await
-            .into();
     }
     // Plan mode runs read-only tools alone, whatever a hook allows; nothing is asked.
     if tools::plan_refuses(session.policy(), entry.read_only) {
