@@ -764,6 +764,15 @@ def parse_answer(text: str, options=None) -> Optional[str]:
     return oid if any(c["optionId"] == oid for c in offered) else None
 
 
+def plan_of(req: dict) -> Optional[str]:
+    """The plan a `permission/request` asks to approve (`plan`, or `input.plan` of an
+    `exit_plan_mode` call), or None for any other request."""
+    plan = req.get("plan")
+    if not isinstance(plan, str) and req.get("toolName") == "exit_plan_mode":
+        plan = (req.get("input") or {}).get("plan")
+    return plan if isinstance(plan, str) else None
+
+
 class ConsoleApprover:
     """Asks on a terminal, offering exactly the request's options with the server's names:
     `Answer: [y] Allow once / [a] Allow always / [n] Reject:`.
@@ -775,6 +784,10 @@ class ConsoleApprover:
     saying so. "Always" is remembered here per session and tool (the server is answered
     allow_once), so `revoke()` can take it back; it covers only a request that offers
     allow_always (a command leaving the sandbox is asked every time). Pass it as on_permission.
+
+    A plan to approve (`exit_plan_mode`: the request's `plan`) is printed whole before the
+    options; a rejection of it then asks what should change, and those words go to the model
+    as the answer's `feedback` (Enter sends none).
     """
 
     def __init__(self, root: str = ".", stdin=None, out=None):
@@ -822,7 +835,12 @@ class ConsoleApprover:
             path, old, new = proposed_change(tool, req.get("input") or {}, self.root)
             if path and new is not None:
                 self.out.write(unified_diff(path, old, new))
-        self.out.write("Garuda wants to run %s\n" % req.get("title"))
+        plan = plan_of(req)
+        if plan is not None:
+            self.out.write("Garuda asks: %s\n---- the plan ----\n%s\n---- end of the plan ----\n"
+                           % (req.get("title"), plan.strip("\n")))
+        else:
+            self.out.write("Garuda wants to run %s\n" % req.get("title"))
         ks = [c["key"] for c in offered]
         keys = ks[0] if len(ks) == 1 else "%s or %s" % (", ".join(ks[:-1]), ks[-1])
         while True:
@@ -841,6 +859,11 @@ class ConsoleApprover:
             if choice == "allow_always" and "allow_once" in ids:
                 self.always.setdefault(sid, set()).add(tool)
                 return {"optionId": "allow_once"}
+            if choice == "reject" and plan is not None:
+                self.out.write("What should change in the plan? (Enter: just reject): ")
+                self.out.flush()
+                words = (self._readline(cancelled) or "").strip()
+                return {"optionId": "reject", "feedback": words} if words else {"optionId": "reject"}
             if choice:
                 return {"optionId": choice}
             t = line.strip().lower()

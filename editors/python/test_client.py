@@ -385,6 +385,52 @@ class ClientTest(unittest.TestCase):
         os.close(w)
         ap.stdin.close()
 
+    def test_console_approver_shows_the_plan_and_sends_the_picked_mode(self):
+        plan_a = "# Plan A\n\n" + "\n".join("%d. step %d of plan A" % (i, i) for i in range(1, 31)) \
+            + "\n\nLast line of plan A."
+        plan_b = "# Plan B\n\n1. Write the test first.\n\nLast line of plan B."
+        r, w = os.pipe()
+        os.write(w, b"y\na\n\nn\nWrite the test first, please.\n1\n")
+        out = io.StringIO()
+        ap = ConsoleApprover(root=self.ws, stdin=os.fdopen(r), out=out)
+        asked, answers = [], []
+
+        def approve(params):
+            asked.append(params)
+            answers.append(ap(params))
+            return answers[-1]
+
+        self.g.on_permission = approve
+        self.g.initialize(self.ws)
+        ws = self.g.open_workspace(self.ws)["workspaceId"]
+        sid = self.g.new_session(ws, policy="plan", model=self.cassette(
+            tool_line("p1", "exit_plan_mode", {"plan": plan_a}),
+            line([{"type": "tool_use", "id": "p2", "name": "exit_plan_mode",
+                   "input": {"plan": plan_b}}], "tool_use", match="Write the test first, please."),
+            text_line("Carrying out plan B.", match="The user approved your plan")))["sessionId"]
+        ap.always[sid] = {"exit_plan_mode"}  # an "always" kept here never answers a plan
+        res = self.g.run_turn(sid, "plan the rename", timeout=60)
+        self.assertEqual(res["stopReason"], "end_turn")
+        self.assertEqual(len(asked), 2, "both plans were asked")
+        self.assertEqual(asked[0]["plan"], plan_a)
+        self.assertEqual(answers, [{"optionId": "reject", "feedback": "Write the test first, please."},
+                                   {"optionId": "mode:auto-edit"}])
+        shown = out.getvalue()
+        self.assertIn("Garuda asks: Approve the plan and leave plan mode?\n---- the plan ----\n# Plan A",
+                      shown)
+        self.assertIn("30. step 30 of plan A\n\nLast line of plan A.\n---- end of the plan ----", shown)
+        self.assertIn("Last line of plan B.", shown)
+        self.assertIn("[1] Yes, and edit files without asking / [2] Yes, and ask before each change"
+                      " / [3] Yes, and run everything without asking / [n] No, keep planning", shown)
+        self.assertIn("This request does not offer allow once.", shown)
+        self.assertIn("This request does not offer allow always.", shown)
+        self.assertIn("What should change in the plan?", shown)
+        modes = [u["event"]["policy"] for u in self.updates if u["event"]["kind"] == "modeChanged"]
+        self.assertEqual(modes, ["auto-edit"], "the server switched to the picked mode")
+        self.assertIn("Carrying out plan B.", self.text(sid))
+        os.close(w)
+        ap.stdin.close()
+
     def test_approval_timeout_is_reported_as_a_timeout(self):
         os.makedirs(os.path.join(self.env["XDG_CONFIG_HOME"], "garuda"))
         with open(os.path.join(self.env["XDG_CONFIG_HOME"], "garuda", "config.toml"), "w") as f:

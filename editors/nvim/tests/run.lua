@@ -609,6 +609,84 @@ test('an approval offers only the request\'s options, with their names; a key fo
   auto_key = 'y'
 end)
 
+test('a plan to approve is shown whole in the prompt and the chat; f sends words, a digit the picked mode', function()
+  local steps = {}
+  for i = 1, 40 do
+    steps[#steps + 1] = ('%d. step number %d of the plan'):format(i, i)
+  end
+  local plan_a = '# Plan: rename the helper\n\n' .. table.concat(steps, '\n') .. '\n\nLast line of plan A.'
+  local plan_b = '# Plan B\n\n1. Write the test first.\n2. Then rename.\n\nLast line of plan B.'
+  garuda.config.policy = 'plan'
+  fresh({
+    tool('plan1', 'exit_plan_mode', { plan = plan_a }),
+    tool('plan2', 'exit_plan_mode', { plan = plan_b }, 'Write the test first, please.'),
+    text('Carrying out plan B.', 'The user approved your plan'),
+  })
+  auto_key = nil
+  prompts = {}
+  vim.cmd('Garuda plan the rename')
+  garuda.config.policy = 'ask'
+  wait_for('the plan approval', function()
+    return approval.current ~= nil
+  end)
+  local cur = approval.current
+  local shown = prompts[1].text
+  has(shown, 'Approve the plan and leave plan mode?', 'the title')
+  has(shown, '40. step number 40 of the plan', 'the whole plan in the prompt')
+  has(shown, 'Last line of plan A.', 'its last line too')
+  has(shown, '  1 Yes, and edit files without asking', 'the offered options, with their names')
+  has(shown, '  3 Yes, and run everything without asking', 'the third')
+  has(shown, '  n No, keep planning', 'reject')
+  has(shown, '  f No, and tell the model what to change', 'reject with words')
+  assert(shown:find('No, keep planning', 1, true) < shown:find('# Plan: rename', 1, true), 'the options come first')
+  assert(not shown:lower():find('allow', 1, true), 'no allow option: ' .. shown)
+  eq(vim.bo[cur.buf].filetype, 'markdown', 'the prompt is Markdown')
+  local txt = chat_text()
+  has(txt, '▸ exit_plan_mode: the plan (44 lines)', 'the call in the chat')
+  has(txt, '  > 40. step number 40 of the plan\n  >\n  > Last line of plan A.', 'the whole plan in the chat')
+  -- Stray keys answer nothing; the plugin's own "always" never answers a plan.
+  P().always.exit_plan_mode = true
+  for _, k in ipairs({ 'y', 'a', '<CR>', '5' }) do
+    press(k)
+    assert(approval.current == cur, k .. ' answered nothing')
+  end
+  -- The prompt scrolls: its last line can be reached.
+  press('G')
+  eq(vim.api.nvim_win_get_cursor(cur.win)[1], vim.api.nvim_buf_line_count(cur.buf), 'G reaches the end of the plan')
+  local orig_input = vim.ui.input
+  vim.ui.input = function(_, cb)
+    cb(nil)
+  end
+  press('f')
+  assert(approval.current == cur, 'f cancelled answered nothing')
+  vim.ui.input = function(opts, cb)
+    has(opts.prompt, 'What should change in the plan?', 'f asks what to change')
+    cb('Write the test first, please.')
+  end
+  press('f')
+  vim.ui.input = orig_input
+  wait_for('the revised plan', function()
+    return approval.current ~= nil and approval.current ~= cur
+  end)
+  has(chat_text(), 'approval: rejected; told the model: Write the test first, please.', 'the words in the chat')
+  has(prompts[2].text, 'Last line of plan B.', 'the revised plan (asked despite the remembered "always")')
+  press('1')
+  wait_for('end of turn', turn_done(1))
+  txt = chat_text()
+  has(txt, 'approval: Yes, and edit files without asking (mode:auto-edit)', 'option 1 sent mode:auto-edit')
+  has(txt, '⚙ plan approved: approvals auto-edit from now on', 'the server switched the mode')
+  has(txt, 'Carrying out plan B.', 'the model was told')
+  auto_key = 'y'
+  -- A resumed history shows the plan at its call, and that it was approved.
+  local h = table.concat(garuda.history_lines({
+    { role = 'assistant', content = { { type = 'tool_use', id = 'x1', name = 'exit_plan_mode', input = { plan = '1. a\n2. b' } } } },
+    { role = 'user', meta = 'plan', content = { { type = 'text', text = '1. a\n2. b' } } },
+  }), '\n')
+  has(h, '▸ exit_plan_mode: the plan (2 lines)\n  > 1. a\n  > 2. b', 'the plan at its call')
+  has(h, '✓ the plan above was approved', 'approved')
+  assert(not h:find('## You', 1, true), 'the display copy is not shown as the user\'s words')
+end)
+
 test('bash outside_sandbox under full-auto: only allow once / reject, "always" refused, y runs it', function()
   garuda.config.policy = 'full-auto'
   fresh({

@@ -6,12 +6,14 @@
 --- only when offered (a key for an option the request does not offer answers nothing and says
 --- so), a digit picks the option of that number (any optionId, also ones this plugin does not
 --- know), and <CR> does nothing but say so. A prompt the server withdraws (its approval
---- timeout) closes at once.
+--- timeout) closes at once. A plan to approve (`exit_plan_mode`) is shown whole, below the
+--- options, in Markdown: the float scrolls once :GarudaApprove moved into it.
 local M = {}
 
 M.queue = {} -- pending asks, in arrival order
 --- The ask on screen: { id, title, body, filetype, options = {{optionId, name}}, keys?,
---- answer = fn(optionId) }
+--- plan? (lines), answer = fn(optionId, text?) }; a key `{key, label, choice, input?}` with
+--- `input` (a prompt) first asks for words, which reach `answer` as `text`.
 M.current = nil
 --- How :GarudaApprove answers: 'float' (move into the float) or 'select' (vim.ui.select).
 M.mode = 'float'
@@ -85,34 +87,70 @@ end
 
 local show_next
 
-local function finish(choice)
+local function finish(choice, text)
   local cur = M.current
   if not cur then
     return
   end
   close_window()
   M.current = nil
-  cur.answer(choice)
+  cur.answer(choice, text)
   vim.schedule(show_next)
 end
 
---- The lines shown for an ask (title, body, extra keys, one line per offered option).
+-- A key with its own choice; one with `input` asks for the words first, and answers nothing
+-- when they are cancelled or empty (the prompt keeps waiting).
+local function pick_key(cur, k)
+  if not k.input then
+    return finish(k.choice)
+  end
+  vim.ui.input({ prompt = k.input }, function(text)
+    if M.current ~= cur then
+      return
+    end
+    if not text or vim.trim(text) == '' then
+      vim.notify('garuda: nothing was sent; the approval still waits (:GarudaApprove)', vim.log.levels.WARN)
+      return
+    end
+    finish(k.choice, text)
+  end)
+end
+
+--- The lines shown for an ask (title, body, extra keys, one line per offered option). A plan
+--- comes after the options, so they are on screen however long it is.
 function M.lines(ask)
   local lines = { ask.title }
   for _, l in ipairs(ask.notice or {}) do
     lines[#lines + 1] = l
   end
   lines[#lines + 1] = ''
-  vim.list_extend(lines, ask.body or {})
-  lines[#lines + 1] = ''
-  for _, k in ipairs(ask.keys or {}) do
-    lines[#lines + 1] = ('  %s %s'):format(k.key, k.label)
+  if not ask.plan then
+    vim.list_extend(lines, ask.body or {})
+    lines[#lines + 1] = ''
+  end
+  local function extra_keys()
+    for _, k in ipairs(ask.keys or {}) do
+      lines[#lines + 1] = ('  %s %s'):format(k.key, k.label)
+    end
+  end
+  if not ask.plan then
+    extra_keys()
   end
   local choices = M.choices(ask.options)
   for _, c in ipairs(choices) do
     lines[#lines + 1] = ('  %s %s'):format(c.key, c.name)
   end
+  if ask.plan then
+    extra_keys() -- "No, and say why" after the options it refines
+  end
   lines[#lines + 1] = ('  (a digit 1-%d picks that option; Enter does nothing)'):format(#choices)
+  if ask.plan then
+    lines[#lines + 1] = ''
+    lines[#lines + 1] = ('── the plan, %d line%s (after :GarudaApprove j/k/<C-d> scroll it; it is in the chat too) ──')
+      :format(#ask.plan, #ask.plan == 1 and '' or 's')
+    lines[#lines + 1] = ''
+    vim.list_extend(lines, ask.plan)
+  end
   return lines
 end
 
@@ -132,7 +170,7 @@ local function open(ask)
   local lines = M.lines(ask)
   vim.api.nvim_buf_set_lines(b, 0, -1, false, lines)
   vim.bo[b].modifiable = false
-  vim.bo[b].filetype = ask.filetype or 'diff'
+  vim.bo[b].filetype = ask.plan and 'markdown' or ask.filetype or 'diff'
   local width = #AWAY_TITLE + 2
   for _, l in ipairs(lines) do
     width = math.max(width, vim.fn.strdisplaywidth(l) + 2)
@@ -190,7 +228,7 @@ local function open(ask)
   end
   for _, k in ipairs(ask.keys or {}) do
     map(k.key, function()
-      finish(k.choice)
+      pick_key(ask, k)
     end)
   end
   map('<CR>', function()
@@ -259,7 +297,7 @@ local function select(cur)
     end
   end
   for _, k in ipairs(cur.keys or {}) do
-    items[#items + 1] = { choice = k.choice, name = k.label }
+    items[#items + 1] = { choice = k.choice, name = k.label, key = k }
   end
   vim.ui.select(items, {
     prompt = table.concat(M.lines(cur), '\n'),
@@ -271,7 +309,9 @@ local function select(cur)
     if M.current ~= cur then
       return
     end
-    if o then
+    if o and o.key then
+      pick_key(cur, o.key)
+    elseif o then
       finish(o.choice)
     elseif reject then
       finish('reject')

@@ -34,6 +34,7 @@ local state = {
 M._state = state
 
 local FOLD_OUT, FOLD_THINK = '  │ ', '  ┊ '
+local PLAN = '  > ' -- a plan in the chat: never folded, a Markdown quote
 local drop_queue -- (p, why): forget a project's queued prompts, saying so in its chat
 local continue_latest -- (p): resume the project's newest session; true when there was one
 local NEW_CHAT = '_(new chat: the first prompt starts it)_'
@@ -335,10 +336,27 @@ local function set_mode(p, mode)
   p.mode = mode
 end
 
+--- The plan of an `exit_plan_mode` call as chat lines (the whole of it: the user reads it
+--- there before approving), or nil.
+function M.plan_lines(name, input)
+  local plan = name == 'exit_plan_mode' and type(input) == 'table' and input.plan
+  if type(plan) ~= 'string' then
+    return nil
+  end
+  local out = {}
+  for _, l in ipairs(vim.split(vim.trim(plan), '\n', { plain = true })) do
+    out[#out + 1] = (PLAN .. l):gsub('%s+$', '')
+  end
+  return out
+end
+
 --- One line for a tool call.
 function M.describe_call(name, input)
   input = type(input) == 'table' and input or {}
-  if name == 'bash' and input.command then
+  if name == 'exit_plan_mode' and type(input.plan) == 'string' then
+    local n = #vim.split(vim.trim(input.plan), '\n', { plain = true })
+    return ('exit_plan_mode: the plan (%d line%s)'):format(n, n == 1 and '' or 's')
+  elseif name == 'bash' and input.command then
     return 'bash: ' .. tostring(input.command):gsub('\n', ' ⏎ ')
   elseif input.path then
     return name .. ': ' .. tostring(input.path)
@@ -473,6 +491,10 @@ local function on_update(params)
   elseif k == 'toolCallStarted' then
     p.tool = ev.name
     append_block('▸ ' .. M.describe_call(ev.name, ev.input), p.root)
+    local plan = M.plan_lines(ev.name, ev.input)
+    if plan then
+      M.append('\n' .. table.concat(plan, '\n'), p.root)
+    end
     p.mode = 'tool'
   elseif k == 'toolCallFinished' then
     p.tool = nil
@@ -491,6 +513,9 @@ local function on_update(params)
       lines[#lines + 1] = '  ' .. mark .. ' ' .. t.content
     end
     append_block('☰ todo\n' .. table.concat(lines, '\n'), p.root)
+    p.mode = 'tool'
+  elseif k == 'modeChanged' then
+    append_block(('⚙ plan approved: approvals %s from now on'):format(tostring(ev.policy)), p.root)
     p.mode = 'tool'
   elseif k == 'compaction' then
     on_compaction(p, ev)
@@ -541,7 +566,13 @@ local function ask_permission(params, reply, id)
     return reply({ optionId = 'allow_once' })
   end
   local d = edits.describe_call(tool, params.input, p and p.root or vim.fn.getcwd())
-  local function answer(choice)
+  -- A plan to approve: shown whole (in the prompt and, from toolCallStarted, in the chat).
+  local plan = params.plan
+  if type(plan) ~= 'string' and tool == 'exit_plan_mode' and type(params.input) == 'table' then
+    plan = params.input.plan
+  end
+  plan = type(plan) == 'string' and vim.split(vim.trim(plan), '\n', { plain = true }) or nil
+  local function answer(choice, words)
     local offered = approval.offered(choices, choice)
     if not offered and not (choice == 'save_then_allow' and can_once) then
       -- The prompt only answers with offered options; anything else declines.
@@ -565,6 +596,10 @@ local function ask_permission(params, reply, id)
       approval_note(p, 'approval: allowed always (the server remembers it)')
     elseif choice == 'allow_once' then
       approval_note(p, 'approval: allowed once')
+    elseif choice == 'reject' and words then
+      approval_note(p, 'approval: rejected; told the model: ' .. words:gsub('\n', ' ⏎ '))
+      redraw_status()
+      return reply({ optionId = 'reject', feedback = words })
     elseif choice == 'reject' or not offered then
       approval_note(p, 'approval: rejected')
       choice = 'reject'
@@ -578,15 +613,25 @@ local function ask_permission(params, reply, id)
   if d.dirty and can_once then
     keys[1] = { key = 's', label = ('save %s first, then allow once'):format(d.rel), choice = 'save_then_allow' }
   end
+  if plan and approval.offered(choices, 'reject') then
+    keys[#keys + 1] = {
+      key = 'f',
+      label = 'No, and tell the model what to change (you type it)',
+      choice = 'reject',
+      input = 'What should change in the plan? ',
+    }
+  end
   approval.mode = M.config.approval == 'select' and 'select' or 'float'
   approval.ask({
     id = id,
     session = params.sessionId,
     tool_call_id = params.toolCallId,
-    title = 'Garuda wants to run ' .. (params.title or tool),
+    title = plan and ('Garuda asks: ' .. (params.title or 'approve the plan?'))
+      or ('Garuda wants to run ' .. (params.title or tool)),
     notice = d.notice,
     body = d.body,
     filetype = d.filetype,
+    plan = plan,
     options = params.options,
     keys = keys,
     answer = answer,
@@ -1335,6 +1380,12 @@ function M.history_lines(messages)
       end
     elseif meta == 'instruction_note' or meta == 'instructionnote' then
       add('ℹ the instructions were re-read')
+    elseif meta == 'plan' then
+      add('')
+      add('✓ the plan above was approved')
+    elseif meta == 'restored_plan' or meta == 'restoredplan' then
+      add('')
+      add('↻ the approved plan was given to the model again after compaction')
     elseif meta == 'todo' or meta == 'truncated_marker' or meta == 'truncatedmarker' then
       -- Bookkeeping for the model.
     else
@@ -1365,6 +1416,7 @@ function M.history_lines(messages)
           vim.list_extend(tools, (folded(blk.thinking, FOLD_THINK)))
         elseif blk.type == 'tool_use' then
           tools[#tools + 1] = '▸ ' .. M.describe_call(blk.name, blk.input)
+          vim.list_extend(tools, M.plan_lines(blk.name, blk.input) or {})
           local r = results[blk.id]
           if r then
             local lines, n = folded(block_text(r), FOLD_OUT)
