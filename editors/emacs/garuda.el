@@ -23,7 +23,10 @@
 ;; allows always (this session, revocable with `garuda-permissions'), n
 ;; or q rejects, each only when offered (another says it is not
 ;; offered), a digit picks the option of that number (any optionId);
-;; RET does nothing.  Edits go through Emacs buffers
+;; RET does nothing.  A plan to approve (plan mode's `exit_plan_mode')
+;; is shown whole, in the chat and in the approval buffer below the
+;; options; f there rejects it with your words for the model.  Edits go
+;; through Emacs buffers
 ;; (`workspace/applyEdit'): undoable, written by Emacs.  Other commands:
 ;; `garuda-new-chat', `garuda-sessions', `garuda-compact',
 ;; `garuda-summary', `garuda-context', `garuda-cancel', `garuda-doctor',
@@ -457,6 +460,13 @@ malformed request) the only choice is Reject: declining is always safe."
   (cl-find id (garuda--choices (plist-get params :options))
            :key (lambda (c) (plist-get c :id)) :test #'equal))
 
+(defun garuda--plan-of (params)
+  "The plan request PARAMS asks to approve (its :plan, or the plan of an
+`exit_plan_mode' call), or nil for any other request."
+  (let ((plan (plist-get params :plan)))
+    (if (stringp plan) plan
+      (garuda--plan-text (plist-get params :toolName) (plist-get params :input)))))
+
 (defun garuda--choices-hint (params)
   "One line naming the keys that answer request PARAMS."
   (let ((choices (garuda--choices (plist-get params :options))))
@@ -581,6 +591,7 @@ It is turned on and off by garuda.el itself."
     (dotimes (i 9)
       (define-key map (number-to-string (1+ i)) #'garuda-approval-pick-number))
     (define-key map (kbd "s") #'garuda-approval-save-first)
+    (define-key map (kbd "f") #'garuda-approval-reject-with-words)
     (define-key map (kbd "RET") #'garuda-approval-hint)
     (define-key map (kbd "SPC") #'garuda-approval-hint)
     map)
@@ -590,7 +601,8 @@ It is turned on and off by garuda.el itself."
   "A tool call waiting for approval, with the options its request offers.
 y allow once, a allow always, n reject (each when offered), a digit the
 option of that number; s saves the file's buffer first when it has
-unsaved changes (and allow once is offered).
+unsaved changes (and allow once is offered); f rejects a plan with
+words for the model (what should change).
 RET does nothing: a bare Enter never approves.")
 
 (defun garuda--fontify-diff (text)
@@ -620,12 +632,14 @@ RET does nothing: a bare Enter never approves.")
          (change (and root (member tool '("edit_file" "write_file"))
                       (garuda--proposed-change params root)))
          (unsaved (garuda--unsaved-buffer params root))
+         (plan (garuda--plan-of params))
          (buf (get-buffer-create "*garuda approval*")))
     (with-current-buffer buf
       (let ((inhibit-read-only t) (default-directory (or root default-directory)))
         (erase-buffer)
         (garuda-approval-mode)
-        (insert (format "Garuda wants to run %s\n\n" (plist-get params :title)))
+        (insert (format (if plan "Garuda asks: %s\n\n" "Garuda wants to run %s\n\n")
+                        (plist-get params :title)))
         (when unsaved
           (insert (propertize
                    (format "⚠ %s has unsaved changes in Emacs.  Allowed as it is, the edit is refused
@@ -633,20 +647,30 @@ RET does nothing: a bare Enter never approves.")
   the file changed and reads it again.  The diff below is of the buffer's text.\n\n"
                            (buffer-name unsaved))
                    'face 'warning)))
-        (cond
-         ((and change (nth 2 change))
-          (insert (garuda--fontify-diff
-                   (garuda--diff-text (nth 0 change) (nth 1 change) (nth 2 change)))))
-         ((equal tool "bash")
-          (insert "$ " (or (plist-get (plist-get params :input) :command) "") "\n"))
-         (t (insert (json-encode (plist-get params :input)) "\n")))
-        (insert "\n")
+        ;; A plan comes after the options, so they are in sight however long it is.
+        (unless plan
+          (cond
+           ((and change (nth 2 change))
+            (insert (garuda--fontify-diff
+                     (garuda--diff-text (nth 0 change) (nth 1 change) (nth 2 change)))))
+           ((equal tool "bash")
+            (insert "$ " (or (plist-get (plist-get params :input) :command) "") "\n"))
+           (t (insert (json-encode (plist-get params :input)) "\n")))
+          (insert "\n"))
         (when (and unsaved (garuda--offered params "allow_once"))
           (insert "  s save the buffer first, then allow once\n"))
         (let ((choices (garuda--choices (plist-get params :options))))
           (dolist (c choices)
             (insert (format "  %s %s\n" (plist-get c :key) (plist-get c :name))))
+          (when (and plan (garuda--offered params "reject"))
+            (insert "  f No, and tell the model what to change (you type it)\n"))
           (insert (format "  (a digit 1-%d picks that option; RET does nothing)\n" (length choices))))
+        (when plan
+          (let ((n (length (split-string (string-trim plan) "\n"))))
+            (insert (propertize (format "\n── the plan, %d line%s (C-v / M-v scroll it; it is in the chat too) ──\n\n"
+                                        n (if (= n 1) "" "s"))
+                                'face 'garuda-note-face)
+                    (string-trim plan) "\n")))
         (goto-char (point-min))))
     (setq a (plist-put a :buffer buf))
     ;; Shown, never selected: keys typed in the user's buffer stay there.
@@ -673,10 +697,11 @@ RET does nothing: a bare Enter never approves.")
   (when garuda--approvals (garuda--show-approval (car garuda--approvals)))
   (garuda--approvals-changed))
 
-(defun garuda--answer (a choice)
+(defun garuda--answer (a choice &optional words)
   "Answer approval A with CHOICE, an optionId its request offers.
 Another CHOICE answers nothing: the approval keeps waiting, and a
-message names the offered keys.  Returns non-nil when answered."
+message names the offered keys.  WORDS, with a rejection, go to the
+model as the answer's feedback.  Returns non-nil when answered."
   (let* ((params (plist-get a :params))
          (offered (garuda--offered params choice)))
     (if (not offered)
@@ -700,9 +725,15 @@ message names the offered keys.  Returns non-nil when answered."
            (setq choice "allow_once"))
           ("allow_always" (garuda--note chat "  approval: allowed always (the server remembers it)"))
           ("allow_once" (garuda--note chat "  approval: allowed once"))
+          ((and "reject" (guard words))
+           (garuda--note chat (format "  approval: rejected; told the model: %s"
+                                      (replace-regexp-in-string "\n" " ⏎ " words))))
           ("reject" (garuda--note chat "  approval: rejected"))
           (_ (garuda--note chat (format "  approval: %s (%s)" (plist-get offered :name) choice))))
-        (garuda--reply (plist-get a :conn) (plist-get a :id) (list :optionId choice)))
+        (garuda--reply (plist-get a :conn) (plist-get a :id)
+                       (if (and words (equal choice "reject"))
+                           (list :optionId choice :feedback words)
+                         (list :optionId choice))))
       (garuda--next-approval)
       t)))
 
@@ -756,6 +787,18 @@ the buffer, that function is asked now."
   "Reject this tool call."
   (interactive)
   (garuda--answer (garuda--current-approval) "reject"))
+
+(defun garuda-approval-reject-with-words (&optional words)
+  "Reject the plan on screen, telling the model WORDS (asked for).
+Empty words send nothing: the approval keeps waiting."
+  (interactive)
+  (let ((a (garuda--current-approval)))
+    (if (not (and (garuda--plan-of (plist-get a :params)) (garuda--offered (plist-get a :params) "reject")))
+        (message "Garuda: f rejects a plan with your words; %s" (garuda--choices-hint (plist-get a :params)))
+      (let ((w (string-trim (or words (read-string "What should change in the plan? ")))))
+        (if (string-empty-p w)
+            (message "Garuda: nothing was sent; the plan still waits")
+          (garuda--answer a "reject" w))))))
 
 (defun garuda-approval-pick-number (&optional n)
   "Answer with option N of the request (by default the digit typed)."
@@ -1017,9 +1060,21 @@ output, also when another window is selected."
         (with-silent-modifications
           (put-text-property pos end 'invisible (if hidden nil 'garuda)))))))
 
+(defun garuda--plan-text (name input)
+  "The plan of an `exit_plan_mode' call NAME with INPUT, trimmed, or nil."
+  (let ((plan (and (equal name "exit_plan_mode") (listp input) (plist-get input :plan))))
+    (and (stringp plan) (string-trim plan))))
+
+(defun garuda--plan-quote (plan)
+  "PLAN as chat lines: a quote, never folded (it is read before approving)."
+  (mapconcat (lambda (l) (string-trim-right (concat "  > " l))) (split-string plan "\n") "\n"))
+
 (defun garuda--describe-call (name input)
   "One line for tool call NAME with INPUT."
-  (cond ((and (equal name "bash") (plist-get input :command))
+  (cond ((garuda--plan-text name input)
+         (let ((n (length (split-string (garuda--plan-text name input) "\n"))))
+           (format "exit_plan_mode: the plan (%d line%s)" n (if (= n 1) "" "s"))))
+        ((and (equal name "bash") (plist-get input :command))
          (format "bash: %s" (replace-regexp-in-string "\n" " ⏎ " (plist-get input :command))))
         ((plist-get input :path) (format "%s: %s" name (plist-get input :path)))
         ((plist-get input :pattern) (format "%s: %s" name (plist-get input :pattern)))
@@ -1052,7 +1107,9 @@ output, also when another window is selected."
      (setq garuda--activity (format "⚙ %s" (plist-get event :name)) garuda--mode 'tool)
      (garuda--insert (format "\n▸ %s" (garuda--describe-call (plist-get event :name)
                                                              (plist-get event :input)))
-                     'garuda-tool-face))
+                     'garuda-tool-face)
+     (let ((plan (garuda--plan-text (plist-get event :name) (plist-get event :input))))
+       (when plan (garuda--insert (concat "\n" (garuda--plan-quote plan))))))
     ("toolCallFinished"
      (setq garuda--activity nil)
      (let* ((meta (plist-get event :meta))
@@ -1102,6 +1159,10 @@ output, also when another window is selected."
                                    (plist-get td :content)))
                          (plist-get event :todos) ""))
       'garuda-note-face)
+     (setq garuda--mode 'tool))
+    ("modeChanged"
+     (garuda--insert (format "\n⚙ plan approved: approvals %s from now on" (plist-get event :policy))
+                     'garuda-note-face)
      (setq garuda--mode 'tool))
     ("compaction" (garuda--show-compaction event))
     ("hook" (garuda--show-hook event)))
@@ -1609,6 +1670,8 @@ message is never left out because its text matches an earlier one."
             (when (string-match "<restored_file path=\"\\([^\"]*\\)\"" tx)
               (garuda--insert (format "\n↻ re-read after compaction: %s" (match-string 1 tx))
                               'garuda-note-face))))
+         ((equal meta "plan")
+          (garuda--insert "\n  ✓ the plan above was approved" 'garuda-note-face))
          (meta nil)
          ((equal (plist-get m :role) "user")
           (let ((shown (delq nil
@@ -1634,6 +1697,8 @@ message is never left out because its text matches an earlier one."
                (garuda--insert (format "\n▸ %s" (garuda--describe-call (plist-get b :name)
                                                                        (plist-get b :input)))
                                'garuda-tool-face)
+               (let ((plan (garuda--plan-text (plist-get b :name) (plist-get b :input))))
+                 (when plan (garuda--insert (concat "\n" (garuda--plan-quote plan)))))
                (let ((r (gethash (plist-get b :id) results)))
                  (when r
                    (garuda--insert (if (eq (plist-get r :is_error) t) "\n  ✗ failed" "\n  ✓ done")
