@@ -105,6 +105,9 @@
       d.dataset.id = m.id;
       d.dataset.title = m.title;
     },
+    plan(m) {
+      add(el('div', 'plan', m.text));
+    },
     toolEnd(m) {
       let d = log.querySelector('details.tool[data-id="' + CSS.escape(m.id) + '"]');
       if (!d) {
@@ -141,6 +144,15 @@
       const pre = $('approval-body');
       if (m.bodyKind === 'diff') colorDiff(pre, m.body);
       else pre.textContent = m.body;
+      // A plan goes below the options and the hint (in sight however long it is) and scrolls
+      // on its own; anything else is shown above them.
+      const isPlan = m.bodyKind === 'plan';
+      pre.classList.toggle('plan', isPlan);
+      if (isPlan) approval.appendChild(pre);
+      else approval.insertBefore(pre, approval.querySelector('.buttons'));
+      pre.scrollTop = 0;
+      $('approval-feedback').hidden = !m.feedback;
+      $('feedback-text').value = '';
       approval.hidden = false;
       hint();
     },
@@ -192,6 +204,7 @@
         else if (it.kind === 'thinking') add(fold('thinking', 'Thinking', it.text));
         else if (it.kind === 'tool') add(fold('tool ' + it.status, (it.status === 'ok' ? '✓ ' : '✗ ') + it.title, it.output));
         else if (it.kind === 'summary') add(fold('summary', '⟲ ' + it.label, it.text));
+        else if (it.kind === 'plan') handlers.plan(it);
         else add(el('div', 'note', it.text));
       }
     },
@@ -203,7 +216,9 @@
   }
   function hint(extra) {
     const here = atApproval();
-    const save = !$('save-allow').hidden ? ', s saves the file first and allows once' : '';
+    const save =
+      (!$('save-allow').hidden ? ', s saves the file first and allows once' : '') +
+      (!$('approval-feedback').hidden ? ', f rejects with your words (type them, then Enter)' : '');
     const keys = approvalOptions.map((o) => (KNOWN[o.optionId] ? o.key + ' ' + KNOWN[o.optionId].says : o.key + ' picks "' + o.name + '"')).join(', ');
     $('approval-hint').textContent = (extra ? extra + ' ' : '') + (here ? keys + save + '; Enter does not answer.' : AWAY);
     approval.classList.toggle('here', here);
@@ -216,13 +231,24 @@
     // Back to where the person writes, so the next keys go to the prompt box.
     if (wasHere) input.focus();
   }
-  function answer(optionId) {
+  function answer(optionId, feedback) {
     if (approvalId === null) return;
     const id = approvalId;
     hideApproval();
-    vscode.postMessage({ type: 'approve', id, optionId });
+    vscode.postMessage(feedback === undefined ? { type: 'approve', id, optionId } : { type: 'approve', id, optionId, feedback });
   }
   $('save-allow').addEventListener('click', () => answer('save_allow_once'));
+  // A rejection with words: blank words send nothing (the approval keeps waiting).
+  function sendFeedback() {
+    const words = $('feedback-text').value.trim();
+    if (!words) {
+      $('feedback-text').focus(); // first: moving the focus redraws the hint
+      hint('Type what should change first: nothing was sent.');
+      return;
+    }
+    answer('reject', words);
+  }
+  $('feedback-send').addEventListener('click', sendFeedback);
   function offered(optionId) {
     return approvalOptions.some((o) => o.optionId === optionId);
   }
@@ -231,12 +257,23 @@
   approval.addEventListener('keydown', (e) => {
     // Only keys pressed at the approval answer it; typing anywhere else never does.
     if (approvalId === null || e.ctrlKey || e.metaKey || e.altKey) return;
+    // In the words box keys are words: Enter sends them (a rejection), Escape goes back.
+    if (e.target === $('feedback-text')) {
+      if (e.key === 'Enter' && !e.isComposing) sendFeedback();
+      else if (e.key === 'Escape') approval.focus();
+      else return;
+      e.preventDefault();
+      e.stopPropagation();
+      return;
+    }
+    if (e.target === $('feedback-send') && (e.key === 'Enter' || e.key === ' ')) return; // the button's own click
     const k = e.key.toLowerCase();
     // A key answers only with an option the request offers; another says so.
     const byKey = approvalOptions.find((o) => o.key === k) || (/^[1-9]$/.test(k) ? approvalOptions[Number(k) - 1] : undefined);
     if (byKey) answer(byKey.optionId);
     else if (k === 'escape' && offered('reject')) answer('reject');
     else if (k === 's' && !$('save-allow').hidden) answer('save_allow_once');
+    else if (k === 'f' && !$('approval-feedback').hidden) $('feedback-text').focus();
     else if (LETTER_WHAT[k] || k === 'escape' || /^[1-9]$/.test(k)) {
       hint('This request does not offer ' + (LETTER_WHAT[k] || (k === 'escape' ? 'reject' : 'an option ' + k)) + '.');
     } else if (k === 'enter' || k === ' ') {

@@ -4,8 +4,8 @@
 import type { CancellationToken } from 'vscode-jsonrpc/node';
 import { ApplyEditResult, EditApplier, GarudaClient, GarudaError } from './client';
 import { proposedChange, unifiedDiff } from './edits';
-import { describeCall, historyItems, readableSummary } from './history';
-import type { Block, PermissionRequest, Policy, SessionInfo, TurnEvent } from './protocol';
+import { describeCall, historyItems, planOf, readableSummary } from './history';
+import type { Block, PermissionRequest, PermissionResult, Policy, SessionInfo, TurnEvent } from './protocol';
 
 /** Messages to the webview. */
 export type ToView =
@@ -15,8 +15,12 @@ export type ToView =
   | { type: 'text'; text: string }
   | { type: 'thinking'; text: string }
   | { type: 'toolStart'; id: string; title: string }
+  /** A plan the model presents (`exit_plan_mode`): shown whole, never folded. */
+  | { type: 'plan'; text: string }
   | { type: 'toolEnd'; id: string; status: 'ok' | 'error' | 'cancelled' | 'timeout' | 'blocked'; summary: string; output: string }
-  | { type: 'approval'; id: number; title: string; body: string; bodyKind: 'diff' | 'command' | 'json'; warning?: string; saveFirst?: boolean; options: Choice[] }
+  /** `bodyKind: 'plan'`: the body is a plan (Markdown) to approve, shown below the options;
+   * `feedback`: the person may reject it with words for the model. */
+  | { type: 'approval'; id: number; title: string; body: string; bodyKind: 'diff' | 'command' | 'json' | 'plan'; warning?: string; saveFirst?: boolean; feedback?: boolean; options: Choice[] }
   | { type: 'approvalClosed'; id: number }
   | { type: 'focusApproval' }
   | { type: 'note'; text: string; level?: 'info' | 'error' }
@@ -30,7 +34,7 @@ export type ToView =
 export type FromView =
   | { type: 'ready' }
   | { type: 'send'; text: string }
-  | { type: 'approve'; id: number; optionId: ApprovalAnswer }
+  | { type: 'approve'; id: number; optionId: ApprovalAnswer; feedback?: string }
   | { type: 'cancel' }
   | { type: 'newChat' }
   | { type: 'sessions' }
@@ -190,7 +194,7 @@ interface Pending {
   project?: Project;
   /** The file an edit approval would change (for "save first"). */
   abs?: string;
-  resolve: (optionId: string) => void;
+  resolve: (answer: string | PermissionResult) => void;
   started: number;
   view: Extract<ToView, { type: 'approval' }>;
 }
@@ -451,6 +455,10 @@ export class ChatController {
       case 'toolCallStarted':
         p.activity = `⚙ ${ev.name}`;
         this.emit(p, { type: 'toolStart', id: ev.id, title: describeCall(ev.name, ev.input) });
+        {
+          const plan = planOf(ev.name, ev.input);
+          if (plan !== undefined) this.emit(p, { type: 'plan', text: plan });
+        }
         break;
       case 'toolCallFinished': {
         p.activity = undefined;
@@ -495,6 +503,9 @@ export class ChatController {
           type: 'note',
           text: 'Todo:\n' + ev.todos.map((t) => `${t.status === 'completed' ? '[x]' : t.status === 'in_progress' ? '[>]' : '[ ]'} ${t.content}`).join('\n'),
         });
+        break;
+      case 'modeChanged':
+        this.emit(p, { type: 'note', text: `⚙ plan approved: approvals ${ev.policy} from now on` });
         break;
       case 'compaction':
         this.onCompaction(p, ev);
@@ -543,7 +554,7 @@ export class ChatController {
 
   // ---- approvals ---------------------------------------------------------------------------
 
-  private async approve(req: PermissionRequest, token: CancellationToken): Promise<string> {
+  private async approve(req: PermissionRequest, token: CancellationToken): Promise<string | PermissionResult> {
     const p = this.byId(req.sessionId);
     const offered = choices(req.options);
     const has = (id: string) => offered.some((c) => c.optionId === id);
@@ -554,11 +565,16 @@ export class ChatController {
       return 'allow_once';
     }
     let body = JSON.stringify(req.input, null, 2);
-    let bodyKind: 'diff' | 'command' | 'json' = 'json';
+    let bodyKind: 'diff' | 'command' | 'json' | 'plan' = 'json';
     let warning: string | undefined;
     let abs: string | undefined;
     const input = (req.input ?? {}) as Record<string, unknown>;
-    if (req.toolName === 'bash' && typeof input.command === 'string') {
+    // A plan to approve: shown whole (and already in the chat, from toolCallStarted).
+    const plan = typeof req.plan === 'string' ? req.plan.trim() : planOf(req.toolName, req.input);
+    if (plan !== undefined) {
+      body = plan;
+      bodyKind = 'plan';
+    } else if (req.toolName === 'bash' && typeof input.command === 'string') {
       body = `$ ${input.command}`;
       bodyKind = 'command';
     } else if ((req.toolName === 'edit_file' || req.toolName === 'write_file') && p) {
@@ -581,7 +597,7 @@ export class ChatController {
         }
       }
     }
-    return new Promise<string>((resolve) => {
+    return new Promise<string | PermissionResult>((resolve) => {
       const id = this.nextApproval++;
       const a: Pending = {
         id,
@@ -593,11 +609,12 @@ export class ChatController {
         view: {
           type: 'approval',
           id,
-          title: `Garuda wants to run ${req.title}`,
+          title: plan !== undefined ? `Garuda asks: ${req.title}` : `Garuda wants to run ${req.title}`,
           body,
           bodyKind,
           warning,
           saveFirst: abs !== undefined && has('allow_once'),
+          feedback: plan !== undefined && has('reject'),
           options: offered,
         },
       };
@@ -630,19 +647,20 @@ export class ChatController {
     return true;
   }
 
-  private closeApproval(a: Pending, optionId: string) {
+  private closeApproval(a: Pending, optionId: string, feedback?: string) {
     const i = this.approvals.indexOf(a);
     if (i < 0) return;
     this.approvals.splice(i, 1);
     this.host.post({ type: 'approvalClosed', id: a.id });
-    a.resolve(optionId);
+    a.resolve(feedback !== undefined ? { optionId, feedback } : optionId);
     if (i === 0 && this.approvals[0]) this.showApproval(this.approvals[0]);
     else if (!this.approvals.length) this.host.approvalWaiting?.(undefined);
   }
 
   /** An answer from the webview (or a command): an option the request offers. Any other answers
-   * nothing; a note says so and the approval keeps waiting. */
-  async answer(id: number, optionId: string) {
+   * nothing; a note says so and the approval keeps waiting. `feedback`, with a rejection, is
+   * the person's words for the model (blank words are none). */
+  async answer(id: number, optionId: string, feedback?: string) {
     const a = this.approvals.find((x) => x.id === id);
     if (!a) return;
     const p = a.project;
@@ -676,6 +694,12 @@ export class ChatController {
       this.emit(p, { type: 'note', text: 'approval: allowed always (the server remembers it)' });
     } else if (optionId === 'allow_once') {
       this.emit(p, { type: 'note', text: 'approval: allowed once' });
+    } else if (optionId === 'reject' && feedback?.trim()) {
+      const words = feedback.trim();
+      this.emit(p, { type: 'note', text: `approval: rejected; told the model: ${words.replace(/\n/g, ' ⏎ ')}` });
+      this.closeApproval(a, optionId, words);
+      if (p) this.header(p);
+      return;
     } else if (optionId === 'reject') {
       this.emit(p, { type: 'note', text: 'approval: rejected' });
     } else {
@@ -835,7 +859,7 @@ export class ChatController {
       case 'send':
         return this.send(msg.text);
       case 'approve':
-        return this.answer(msg.id, msg.optionId);
+        return this.answer(msg.id, msg.optionId, typeof msg.feedback === 'string' ? msg.feedback : undefined);
       case 'cancel':
         return this.cancel();
       case 'newChat':

@@ -15,6 +15,7 @@ import type {
   InitializeResult,
   NewSessionResult,
   PermissionRequest,
+  PermissionResult,
   Policy,
   SessionList,
   ToolCallParams,
@@ -30,9 +31,10 @@ import type {
   ShowMessageParams,
 } from './protocol';
 
-/** Decides a `permission/request`: returns the chosen optionId. The token is cancelled when
- * the server withdraws the question (its approval timeout); the answer is then dropped. */
-export type Approver = (req: PermissionRequest, token: CancellationToken) => Promise<string>;
+/** Decides a `permission/request`: returns the chosen optionId (or the whole result, to add
+ * `feedback` to a rejection). The token is cancelled when the server withdraws the question
+ * (its approval timeout); the answer is then dropped. */
+export type Approver = (req: PermissionRequest, token: CancellationToken) => Promise<string | PermissionResult>;
 /** LSP's ApplyWorkspaceEditResult. */
 export interface ApplyEditResult {
   applied: boolean;
@@ -208,9 +210,10 @@ export class GarudaClient {
       for (const l of this.anyListeners) l(u);
       for (const l of this.listeners.get(u.sessionId) ?? []) l(u.event);
     });
-    conn.onRequest('permission/request', async (req: PermissionRequest, token: CancellationToken) => ({
-      optionId: await this.approver(req, token),
-    }));
+    conn.onRequest('permission/request', async (req: PermissionRequest, token: CancellationToken): Promise<PermissionResult> => {
+      const a = await this.approver(req, token);
+      return typeof a === 'string' ? { optionId: a } : a;
+    });
     conn.onRequest('tool/call', (c: ToolCallParams) => this.toolRunner(c));
     conn.onRequest('workspace/applyEdit', async (p: Parameters<EditApplier>[0]) => {
       if (!this.applyEdit) return { applied: false, failureReason: 'this client applies no edits' };

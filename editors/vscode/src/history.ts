@@ -8,6 +8,7 @@ export type HistoryItem =
   | { kind: 'assistant'; text: string }
   | { kind: 'thinking'; text: string }
   | { kind: 'tool'; title: string; status: 'ok' | 'error'; output: string }
+  | { kind: 'plan'; text: string }
   | { kind: 'summary'; label: string; text: string }
   | { kind: 'note'; text: string };
 
@@ -18,9 +19,20 @@ function textOf(blocks: Block[] | undefined): string {
     .join('\n');
 }
 
+/** The plan of an `exit_plan_mode` call (trimmed), or undefined for any other call. */
+export function planOf(name: string, input: unknown): string | undefined {
+  const plan = name === 'exit_plan_mode' ? ((input ?? {}) as Record<string, unknown>).plan : undefined;
+  return typeof plan === 'string' ? plan.trim() : undefined;
+}
+
 /** One line for a tool call. */
 export function describeCall(name: string, input: unknown): string {
   const i = (input ?? {}) as Record<string, unknown>;
+  const plan = planOf(name, input);
+  if (plan !== undefined) {
+    const n = plan.split('\n').length;
+    return `exit_plan_mode: the plan (${n} line${n === 1 ? '' : 's'})`;
+  }
   if (name === 'bash' && typeof i.command === 'string') return `bash: ${i.command.replace(/\n/g, ' ⏎ ')}`;
   if (typeof i.path === 'string') return `${name}: ${i.path}`;
   if (typeof i.pattern === 'string') return `${name}: ${i.pattern}`;
@@ -74,6 +86,8 @@ export function historyItems(messages: HistoryMessage[]): HistoryItem[] {
         const p = b.type === 'text' ? /<restored_file path="([^"]*)"/.exec(b.text) : null;
         if (p) out.push({ kind: 'note', text: `↻ re-read after compaction: ${p[1]}` });
       }
+    } else if (meta === 'plan') {
+      out.push({ kind: 'note', text: '✓ the plan above was approved' });
     } else if (meta) {
       continue;
     } else if (m.role === 'user') {
@@ -99,6 +113,8 @@ export function historyItems(messages: HistoryMessage[]): HistoryItem[] {
             status: r?.is_error ? 'error' : 'ok',
             output: r ? textOf(r.content) : '',
           });
+          const plan = planOf(b.name, b.input);
+          if (plan !== undefined) out.push({ kind: 'plan', text: plan });
         }
       }
     }

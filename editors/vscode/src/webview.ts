@@ -34,6 +34,10 @@ export function chatHtml(scriptUri: string, styleUri: string, nonce: string, csp
     <button id="save-allow" data-option="save_allow_once" hidden>Save, then allow once (s)</button>
     <span id="approval-options"></span>
   </div>
+  <div id="approval-feedback" hidden>
+    <input id="feedback-text" type="text" placeholder="What should change in the plan? (f moves here)" aria-label="What should change in the plan">
+    <button id="feedback-send">No, and tell the model this</button>
+  </div>
   <div id="approval-hint" class="hint"></div>
 </section>
 <footer>

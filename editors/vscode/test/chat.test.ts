@@ -261,6 +261,18 @@ test('helpers: errors in VS Code words, session order, diffs, history, setup che
   assert.deepEqual(historyItems([{ id: '1', role: 'user', time: 0, content: [{ type: 'text', text: '<garuda_note>x</garuda_note>' }, { type: 'text', text: 'hi' }] }]), [
     { kind: 'user', text: '(instruction files changed)\nhi' },
   ]);
+  // A plan in a resumed history: at its call, whole, then that it was approved.
+  assert.deepEqual(
+    historyItems([
+      { id: '2', role: 'assistant', time: 0, content: [{ type: 'tool_use', id: 'x1', name: 'exit_plan_mode', input: { plan: '1. a\n2. b\n' } }] },
+      { id: '3', role: 'user', time: 0, meta: 'plan', content: [{ type: 'text', text: '1. a\n2. b' }] },
+    ]),
+    [
+      { kind: 'tool', title: 'exit_plan_mode: the plan (2 lines)', status: 'ok', output: '' },
+      { kind: 'plan', text: '1. a\n2. b' },
+      { kind: 'note', text: '✓ the plan above was approved' },
+    ],
+  );
   const noModel = checkSetup(BIN, undefined, { ...process.env, XDG_CONFIG_HOME: '/nonexistent' });
   assert.ok(noModel.some((c) => c.level === 'error' && /no model configured: set garuda\.model/.test(c.text)));
   assert.ok(noModel.some((c) => c.level === 'ok' && /^version: /.test(c.text)));

@@ -56,7 +56,8 @@ test('the chat webview in headless Chromium', { skip: !existsSync(CHROMIUM) && `
   const e = env();
   let model: string | undefined;
   const host = new PageHost();
-  let chat = new ChatController(host, settings(() => model, e));
+  let policy: 'ask' | 'plan' = 'ask';
+  let chat = new ChatController(host, () => ({ ...settings(() => model, e)(), policy }));
   const page = await browser.newPage();
   const errors: string[] = [];
   page.on('pageerror', (err) => errors.push(String(err)));
@@ -269,6 +270,68 @@ test('the chat webview in headless Chromium', { skip: !existsSync(CHROMIUM) && `
       await page.keyboard.press('2');
       await page.waitForSelector('#approval', { state: 'hidden' });
       assert.deepEqual(fromPage.filter((m) => m.type === 'approve' && m.id === 9999), [{ type: 'approve', id: 9999, optionId: 'default' }]);
+    });
+
+    await t.test('a plan to approve: shown whole in the chat and below the options; f sends words, a digit the picked mode', async () => {
+      const steps = Array.from({ length: 40 }, (_, i) => `${i + 1}. step ${i + 1} of plan A`).join('\n');
+      const planA = `# Plan A\n\n${steps}\n\nLast line of plan A.`;
+      const planB = '# Plan B\n\n1. Write the test first.\n\nLast line of plan B.';
+      model = cassette([
+        tool('p1', 'exit_plan_mode', { plan: planA }),
+        { ...tool('p2', 'exit_plan_mode', { plan: planB }), match: 'Write the test first, please.' },
+        text('Carrying out plan B.', { match: 'The user approved your plan' }),
+      ]);
+      policy = 'plan';
+      const before = fromPage.length;
+      await page.click('#new');
+      await page.waitForFunction(() => document.querySelectorAll('.turn-end').length === 0);
+      await send('plan the rename');
+      await page.waitForSelector('#approval:not([hidden])');
+      policy = 'ask';
+      assert.equal(await page.textContent('#approval-title'), 'Garuda asks: Approve the plan and leave plan mode?');
+      assert.deepEqual(await page.locator('#approval-options button').allTextContents(), [
+        'Yes, and edit files without asking (1)',
+        'Yes, and ask before each change (2)',
+        'Yes, and run everything without asking (3)',
+        'No, keep planning (n)',
+      ]);
+      assert.equal(await page.textContent('#approval-body'), planA, 'the whole plan in the approval');
+      const layout = await page.evaluate(() => {
+        const pre = document.getElementById('approval-body')!;
+        return { last: pre.parentElement!.lastElementChild!.id, plan: pre.classList.contains('plan'), scrolls: pre.scrollHeight > pre.clientHeight };
+      });
+      assert.deepEqual(layout, { last: 'approval-body', plan: true, scrolls: true }, 'below the options, scrolling on its own');
+      assert.equal(await page.isVisible('#approval-feedback'), true);
+      assert.equal(await page.locator('#log .plan').textContent(), planA, 'the whole plan in the chat');
+      assert.match((await page.locator('details.tool').last().locator('summary').textContent()) ?? '', /exit_plan_mode: the plan \(44 lines\)/);
+      // Keys for options not offered, Enter, and the extension's own "always" answer nothing.
+      chat.project!.always.add('exit_plan_mode');
+      await page.focus('#approval');
+      for (const k of ['y', 'a', 'Enter', '5']) await page.keyboard.press(k);
+      assert.equal(await page.isVisible('#approval'), true, 'no key answered');
+      assert.match((await page.textContent('#approval-hint')) ?? '', /f rejects with your words/);
+      await page.keyboard.press('f');
+      assert.equal(await page.evaluate(() => document.activeElement?.id), 'feedback-text', 'f moves to the words');
+      assert.equal(await page.inputValue('#feedback-text'), '', 'the f itself is not a word');
+      await page.keyboard.press('Enter');
+      assert.equal(await page.isVisible('#approval'), true, 'blank words send nothing');
+      assert.match((await page.textContent('#approval-hint')) ?? '', /nothing was sent/);
+      assert.ok(!fromPage.slice(before).some((m) => m.type === 'approve'), 'nothing answered yet');
+      await page.keyboard.type('Write the test first, please.');
+      await page.keyboard.press('Enter');
+      await page.waitForFunction(() => (document.getElementById('approval-body')?.textContent ?? '').includes('Last line of plan B.') && !document.getElementById('approval')!.hidden);
+      const answers = () => fromPage.slice(before).filter((m) => m.type === 'approve').map((m) => ({ ...m, id: 0 }));
+      assert.deepEqual(answers(), [{ type: 'approve', id: 0, optionId: 'reject', feedback: 'Write the test first, please.' }]);
+      await page.focus('#approval');
+      await page.keyboard.press('1');
+      await turnEnds(1);
+      assert.deepEqual(answers().at(-1), { type: 'approve', id: 0, optionId: 'mode:auto-edit' });
+      const log = (await page.textContent('#log')) ?? '';
+      assert.match(log, /approval: rejected; told the model: Write the test first, please\./);
+      assert.match(log, /approval: Yes, and edit files without asking \(mode:auto-edit\)/);
+      assert.match(log, /⚙ plan approved: approvals auto-edit from now on/);
+      assert.match(log, /Carrying out plan B\./);
+      chat.project!.always.clear();
     });
 
     await t.test('compaction is one line with the numbers and shows the summary; resume shows it as a summary', async () => {
