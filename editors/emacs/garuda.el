@@ -473,6 +473,9 @@ malformed request) the only choice is Reject: declining is always safe."
     (concat (mapconcat (lambda (c) (format "%s %s" (plist-get c :key) (plist-get c :name))) choices ", ")
             (if (cl-some (lambda (c) (assoc (plist-get c :id) garuda--option-letters)) choices)
                 " (or its number)"
+              "")
+            (if (and (garuda--plan-of params) (garuda--offered params "reject"))
+                ", f No, and tell the model what to change"
               ""))))
 
 (defun garuda-approve-with-y-or-n-p (params)

@@ -60,14 +60,21 @@ local function keys_text(choices)
   return table.concat(ks, ' / ')
 end
 
---- One line naming the keys that answer (for the notes of refused keys and <CR>).
-function M.hint(choices)
+--- One line naming the keys that answer (for the notes of refused keys and <CR>), the
+--- ask's own `keys` too.
+function M.hint(choices, keys)
   local parts, letters = {}, false
   for _, c in ipairs(choices) do
     parts[#parts + 1] = ('%s %s'):format(c.key, c.name)
     letters = letters or LETTERS[c.id] ~= nil
   end
-  return 'press ' .. table.concat(parts, ', ') .. (letters and ' (or its number)' or '')
+  if letters then
+    parts[#parts] = parts[#parts] .. ' (or its number)'
+  end
+  for _, k in ipairs(keys or {}) do
+    parts[#parts + 1] = ('%s %s'):format(k.key, k.label)
+  end
+  return 'press ' .. table.concat(parts, ', ')
 end
 
 local function close_window()
@@ -197,7 +204,7 @@ local function open(ask)
   end
   local choices = M.choices(ask.options)
   local function refuse(what)
-    vim.notify(('garuda: this request does not offer %s; %s'):format(what, M.hint(choices)), vim.log.levels.WARN)
+    vim.notify(('garuda: this request does not offer %s; %s'):format(what, M.hint(choices, ask.keys)), vim.log.levels.WARN)
   end
   -- Every letter is mapped, offered or not, so a key for a missing option says so.
   for _, letter in ipairs({ 'y', 'a', 'n' }) do
@@ -232,7 +239,7 @@ local function open(ask)
     end)
   end
   map('<CR>', function()
-    vim.notify('garuda: ' .. M.hint(choices) .. '; Enter does not answer', vim.log.levels.WARN)
+    vim.notify('garuda: ' .. M.hint(choices, ask.keys) .. '; Enter does not answer', vim.log.levels.WARN)
   end)
   -- Leaving the prompt does not answer it; :GarudaApprove comes back to it.
   vim.api.nvim_create_autocmd('WinLeave', {
