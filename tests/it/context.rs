@@ -633,6 +633,7 @@ fn snip_collapse_view_and_inspect() {
         .expect("a4")
         .0
         .clone();
+    let before = g.call("session/view", json!({"sessionId": sid}));
     let r = g.call(
         "session/collapse",
         json!({"sessionId": sid, "fromId": q4, "toId": a4}),
@@ -644,6 +645,28 @@ fn snip_collapse_view_and_inspect() {
         "{summary}"
     );
     assert!(summary.contains("question 4"), "{summary}");
+    // The collapse request is a fork of the main one: the same system prompt and tools, the
+    // next main request's messages byte for byte up to the span's end, the instruction after
+    // them and no marker on it (the provider reads the prefix and writes nothing new).
+    let main = &before["request"];
+    let fork = &mock.rec.bodies()[6];
+    assert_eq!(strip_cache(&fork["system"]), strip_cache(&main["system"]));
+    assert_eq!(strip_cache(&fork["tools"]), strip_cache(&main["tools"]));
+    let fm = fork["messages"].as_array().expect("fork messages");
+    let mm = main["messages"].as_array().expect("main messages");
+    let shared = fm.len() - 1;
+    assert_eq!(
+        strip_cache(&json!(fm[..shared])),
+        strip_cache(&json!(mm[..shared]))
+    );
+    let ask = fm[shared].to_string();
+    assert!(ask.contains("Summarize the conversation above"), "{ask}");
+    assert!(ask.contains("question 4"), "the span is named: {ask}");
+    assert!(!ask.contains("cache_control"), "{ask}");
+    assert!(
+        fm[shared - 1].to_string().contains("cache_control"),
+        "the end of the shared prefix is marked"
+    );
     let v = json!(view_messages(&mut g, &sid));
     assert!(all_text(&v).contains("collapsed summary from the model"));
     assert_eq!(
@@ -661,6 +684,13 @@ fn snip_collapse_view_and_inspect() {
     assert!(i["tools"].as_u64().expect("tools") > 0);
     assert!(i["instructions"].as_u64().expect("instr") > 0);
     assert_eq!(i["paused"], false);
+    // Usage per purpose: the turns' requests and the collapse's, each counted once.
+    let rows = i["usageByPurpose"].as_array().expect("usageByPurpose");
+    let purposes: Vec<&str> = rows.iter().filter_map(|r| r["purpose"].as_str()).collect();
+    assert_eq!(purposes, ["main", "collapse"], "{rows:?}");
+    assert_eq!(rows[0]["requests"], 6);
+    assert_eq!(rows[1]["requests"], 1);
+    assert!(rows[1]["usage"]["outputTokens"].as_u64().expect("out") > 0);
 
     let h = g.call("session/messages", json!({"sessionId": sid}));
     let removed: Vec<&str> = h["messages"]

@@ -439,11 +439,18 @@ fn an_automatic_collapse_comes_before_a_summary_is_needed() {
         9,
         "seven turns, the collapse, the eighth turn"
     );
-    // The collapse request: the older span, no tools, the collapse instruction.
+    // The collapse request: a fork of the main request (its tools, its messages up to the
+    // span's end), the collapse instruction naming where the span begins.
     let c = &bodies[7];
-    assert!(c["tools"].as_array().is_none_or(Vec::is_empty), "{c}");
+    assert_eq!(c["tools"], bodies[6]["tools"], "{c}");
     assert!(c["messages"].to_string().contains("question 2"));
     assert!(!c["messages"].to_string().contains("question 7"));
+    assert!(
+        c["messages"]
+            .to_string()
+            .contains("covering only the messages from the one that begins \\\"answer 1\\\""),
+        "{c}"
+    );
     // The next request: the task, the summary in place of the span, the kept steps.
     let all = bodies[8]["messages"].to_string();
     assert!(all.contains("question 1"), "the task stays");

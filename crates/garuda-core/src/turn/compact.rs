@@ -245,7 +245,8 @@ fn snapshot(session: &LiveSession, p: &str) -> Option<Snapshot> {
     })
 }
 
-fn response_text(resp: &ModelResponse) -> String {
+/// The text blocks of a side request's answer, one per line.
+pub(crate) fn response_text(resp: &ModelResponse) -> String {
     resp.content
         .iter()
         .filter_map(|b| match b {

@@ -14,12 +14,13 @@ use crate::message::{Block, Message, Role, ToolSpec, Usage};
 use crate::provider::{CachePlan, ModelRequest};
 use crate::session::Record;
 use crate::session::compact::{
-    auto_collapse_span, collapse_start, rewrite_for_summary, span_user_words,
+    auto_collapse_span, collapse_fork, collapse_instruction, collapse_start, rewrite_for_summary,
+    span_user_words, strip_analysis,
 };
 use crate::session::records::{
     CollapseRecord, CompactTrigger, SnipRecord, UsagePurpose, new_id, now_ms,
 };
-use crate::session::view::{CONTINUES_TEXT, collapse_span, resolve_short_id};
+use crate::session::view::{CONTINUES_TEXT, View, collapse_span, resolve_short_id};
 
 /// The name of the model's snip tool.
 pub const SNIP_TOOL: &str = "snip";
@@ -162,11 +163,6 @@ pub struct CollapseOutcome {
     pub usage: Usage,
 }
 
-const COLLAPSE_INSTRUCTION: &str = "Summarize the conversation above in a few short paragraphs: \
-    what was asked, what was done (files, commands and their results), decisions taken and \
-    anything still open. Quote user directives verbatim. Do not call any tool; answer with the \
-    summary text only.";
-
 /// Collapses the span `from..=to` of the view into a summary (asked of the model when absent).
 pub async fn collapse(
     session: &LiveSession,
@@ -275,56 +271,9 @@ async fn collapse_with(
     let summary = match summary.filter(|s| !s.trim().is_empty()) {
         Some(s) => s,
         None => {
-            let msgs: Vec<Message> = span_msgs.iter().map(|m| (*m).clone()).collect();
-            let mut msgs = rewrite_for_summary(&msgs);
-            // Providers want the user first and roles alternating; a span usually starts with
-            // the model's answer and may end with the user's message.
-            if msgs.first().is_some_and(|m| m.role != Role::User) {
-                msgs.insert(0, Message::user_text(CONTINUES_TEXT));
-            }
-            match msgs.last_mut() {
-                Some(m) if m.role == Role::User => {
-                    m.content.push(Block::text(COLLAPSE_INSTRUCTION));
-                }
-                _ => msgs.push(Message::user_text(COLLAPSE_INSTRUCTION)),
-            }
-            let request = ModelRequest {
-                model: session.model().id.clone(),
-                system: session.system(),
-                tools: Vec::new(),
-                messages: msgs,
-                max_tokens: session.model().info.max_output,
-                cache: CachePlan {
-                    system: true,
-                    messages: Vec::new(),
-                },
-                thinking_budget: None,
-                output_schema: None,
-            };
-            let resp = super::side::side_call(
-                session,
-                state,
-                &super::host::NullHost,
-                request,
-                UsagePurpose::Collapse,
-                cancel,
-            )
-            .await?;
-            usage = resp.usage;
-            let text: String = resp
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    Block::Text { text } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            let text = crate::session::compact::strip_analysis(&text);
-            if text.trim().is_empty() {
-                return Err(TurnError::Invalid(
-                    "the model gave no summary for the span; pass one in `summary`".into(),
-                ));
-            }
+            let (text, used) =
+                ask_collapse(session, state, &view, &in_span, &span_msgs, cancel).await?;
+            usage = used;
             text
         }
     };
@@ -365,4 +314,125 @@ async fn collapse_with(
         summary,
         usage,
     })
+}
+
+/// Asks the model for a collapse summary of the span. The fork goes first: the session's
+/// system prompt, tools and the view up to the span's end as the main request sends them, so
+/// the provider reads them from the cache the main loop wrote. The plain request (the span
+/// alone, no tools, system prompt cached) follows when the fork does not fit the window,
+/// fails, gives no text or answers with a tool call (execution is denied: nothing runs).
+async fn ask_collapse(
+    session: &LiveSession,
+    state: &mut SessionState,
+    view: &View,
+    in_span: &HashSet<&str>,
+    span_msgs: &[&Message],
+    cancel: &CancellationToken,
+) -> Result<(String, Usage), TurnError> {
+    let mut usage = Usage::default();
+    let b = super::budget::budgets(session, state);
+    let max_output = session.model().info.max_output as u64;
+    let max_tokens = max_output.min((b.summary * 2 + 2_048).max(4_096));
+    let base = |system: String, tools, messages, cache| ModelRequest {
+        model: session.model().id.clone(),
+        system,
+        tools,
+        messages,
+        max_tokens: max_tokens as u32,
+        cache,
+        thinking_budget: None,
+        output_schema: None,
+    };
+    let idx: Vec<usize> = (0..view.messages.len())
+        .filter(|&i| {
+            view.messages[i]
+                .source_ids
+                .iter()
+                .any(|s| in_span.contains(s.as_str()))
+        })
+        .collect();
+    let fork = match (idx.first(), idx.last()) {
+        (Some(&first), Some(&last)) => collapse_fork(&view.messages, first, last),
+        _ => None,
+    };
+    if let Some(fork) = fork {
+        let chars: usize = fork
+            .messages
+            .iter()
+            .map(crate::session::view::message_chars)
+            .sum();
+        let est = state.tracker.estimator;
+        let need = est.estimate(super::budget::fixed_chars(session) + chars) + max_tokens;
+        if need + b.window / 20 <= b.window {
+            let req = base(
+                session.system(),
+                session.tool_specs(),
+                fork.messages,
+                fork.cache,
+            );
+            match super::side::side_call(
+                session,
+                state,
+                &super::host::NullHost,
+                req,
+                UsagePurpose::Collapse,
+                cancel,
+            )
+            .await
+            {
+                Ok(resp) => {
+                    usage.add(&resp.usage);
+                    let called = resp
+                        .content
+                        .iter()
+                        .any(|b| matches!(b, Block::ToolUse { .. }));
+                    let text = strip_analysis(&super::compact::response_text(&resp));
+                    if !called && !text.trim().is_empty() {
+                        return Ok((text, usage));
+                    }
+                    tracing::info!("the collapse fork gave no summary; asking with the span alone");
+                }
+                Err(crate::provider::ProviderError::Cancelled { .. }) => {
+                    return Err(TurnError::Cancelled);
+                }
+                Err(e) => {
+                    tracing::info!("the collapse fork failed ({e}); asking with the span alone")
+                }
+            }
+        }
+    }
+    let msgs: Vec<Message> = span_msgs.iter().map(|m| (*m).clone()).collect();
+    let mut msgs = rewrite_for_summary(&msgs);
+    // Providers want the user first and roles alternating; a span usually starts with the
+    // model's answer and may end with the user's message.
+    if msgs.first().is_some_and(|m| m.role != Role::User) {
+        msgs.insert(0, Message::user_text(CONTINUES_TEXT));
+    }
+    let instruction = collapse_instruction(None);
+    match msgs.last_mut() {
+        Some(m) if m.role == Role::User => m.content.push(Block::text(instruction)),
+        _ => msgs.push(Message::user_text(instruction)),
+    }
+    let cache = CachePlan {
+        system: true,
+        messages: Vec::new(),
+    };
+    let req = base(session.system(), Vec::new(), msgs, cache);
+    let resp = super::side::side_call(
+        session,
+        state,
+        &super::host::NullHost,
+        req,
+        UsagePurpose::Collapse,
+        cancel,
+    )
+    .await?;
+    usage.add(&resp.usage);
+    let text = strip_analysis(&super::compact::response_text(&resp));
+    if text.trim().is_empty() {
+        return Err(TurnError::Invalid(
+            "the model gave no summary for the span; pass one in `summary`".into(),
+        ));
+    }
+    Ok((text, usage))
 }

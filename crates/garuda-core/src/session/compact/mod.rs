@@ -7,6 +7,7 @@
 //! appends).
 
 mod fit;
+mod fork;
 mod guard;
 mod handoff;
 mod install;
@@ -22,6 +23,7 @@ use super::view::ViewMessage;
 use crate::message::{Block, Role};
 
 pub use fit::{KeptPlan, kept_chars, plan_kept, without_regenerated};
+pub use fork::{COLLAPSE_INSTRUCTION, Fork, collapse_fork, collapse_instruction, opening};
 pub use guard::{Pressure, Relief, choose_relief, last_progress_poor, steps_since_compaction};
 pub use handoff::{
     HANDOFF_LABEL, exit_code, extractive_handoff, files_touched, render_files_touched, render_todo,
@@ -118,7 +120,7 @@ impl Default for CompactPolicy {
             auto_compact: true,
             nudge_share: 0.1,
             auto_collapse: true,
-            collapse_threshold: 0.7,
+            collapse_threshold: 0.6,
             collapse_min_share: 0.05,
             summarizer: Summarizer::Auto,
         }
