@@ -504,6 +504,8 @@ class InspectResult(_InspectResultRequired, total=False):
     promptWarnings: List[str]
     # Every instruction source of the session: those of its system prompt, the nested files and path-scoped rules in force for the paths its tools touched (`placement: "note"`), and the rules not in force yet.
     sources: List[InstructionSource]
+    # What the session's model requests used and cost, per purpose: `main` (the turns' steps), `summary`, `collapse`, `worker`, `agent`; purposes without a request are left out. The session's cost (`costUsd` of `usage` events) is the sum of these rows.
+    usageByPurpose: List[PurposeUsage]
 
 
 class _InstructionSourceRequired(TypedDict):
@@ -724,6 +726,22 @@ class ProgressParams(TypedDict):
     token: str
     # `{kind: "begin"|"report"|"end", title?, message?}`.
     value: Any
+
+
+class _PurposeUsageRequired(TypedDict):
+    # `main`, `summary`, `collapse`, `worker` or `agent`.
+    purpose: str
+    # Usage records counted (an agent's record sums its whole run).
+    requests: int
+    # Their usage, summed: cache reads and writes show what the cache saved.
+    usage: Usage
+
+
+class PurposeUsage(_PurposeUsageRequired, total=False):
+    """The requests of one purpose over a session (`context/inspect`)."""
+
+    # Their cost in US dollars, when the config names the model's prices.
+    costUsd: Optional[float]
 
 
 class _RevokePermissionParamsRequired(TypedDict):

@@ -440,6 +440,16 @@ pub fn inspect_out(r: ContextReport) -> w::InspectResult {
                 reason: h.reason.to_string(),
             })
             .collect(),
+        usage_by_purpose: r
+            .usage
+            .iter()
+            .map(|u| w::PurposeUsage {
+                purpose: u.purpose.map_or("main", |p| p.name()).to_string(),
+                requests: u.requests,
+                usage: usage_out(u.usage),
+                cost_usd: u.cost_usd,
+            })
+            .collect(),
     }
 }
 

@@ -790,6 +790,26 @@ pub struct InspectResult {
     /// event, an unsupported type, …).
     #[serde(default)]
     pub hooks_skipped: Vec<HookSkipped>,
+    /// What the session's model requests used and cost, per purpose: `main` (the turns'
+    /// steps), `summary`, `collapse`, `worker`, `agent`; purposes without a request are left
+    /// out. The session's cost (`costUsd` of `usage` events) is the sum of these rows.
+    #[serde(default)]
+    pub usage_by_purpose: Vec<PurposeUsage>,
+}
+
+/// The requests of one purpose over a session (`context/inspect`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PurposeUsage {
+    /// `main`, `summary`, `collapse`, `worker` or `agent`.
+    pub purpose: String,
+    /// Usage records counted (an agent's record sums its whole run).
+    pub requests: u64,
+    /// Their usage, summed: cache reads and writes show what the cache saved.
+    pub usage: Usage,
+    /// Their cost in US dollars, when the config names the model's prices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 /// A hook in force for a session (`context/inspect`).

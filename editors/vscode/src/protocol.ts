@@ -415,6 +415,12 @@ export type InspectResult = {
   /** Tool specs (without MCP's). */
   tools: number;
   /**
+   * What the session's model requests used and cost, per purpose: `main` (the turns'
+   * steps), `summary`, `collapse`, `worker`, `agent`; purposes without a request are left
+   * out. The session's cost (`costUsd` of `usage` events) is the sum of these rows.
+   */
+  usageByPurpose?: PurposeUsage[];
+  /**
    * The window the session plans with: the configured one, or the smaller limit the
    * provider named in a prompt-too-long answer.
    */
@@ -638,6 +644,18 @@ export type ProgressParams = {
   token: string;
   /** `{kind: "begin"|"report"|"end", title?, message?}`. */
   value: unknown;
+};
+
+/** The requests of one purpose over a session (`context/inspect`). */
+export type PurposeUsage = {
+  /** Their cost in US dollars, when the config names the model's prices. */
+  costUsd?: number | null;
+  /** `main`, `summary`, `collapse`, `worker` or `agent`. */
+  purpose: string;
+  /** Usage records counted (an agent's record sums its whole run). */
+  requests: number;
+  /** Their usage, summed: cache reads and writes show what the cache saved. */
+  usage: Usage;
 };
 
 /** `session/revokePermission` params. */

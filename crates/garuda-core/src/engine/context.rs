@@ -64,6 +64,8 @@ pub struct ContextReport {
     pub last_compaction: Option<LastCompaction>,
     /// The session's hooks: those in force and those skipped, with why.
     pub hooks: std::sync::Arc<crate::hooks::HookSet>,
+    /// What the session's requests used and cost, per purpose (main loop first).
+    pub usage: Vec<crate::session::usage::PurposeUsage>,
 }
 
 /// The newest installed compaction, from its boundary record.
@@ -238,7 +240,11 @@ impl Engine {
     /// The context by part, with the threshold.
     pub fn inspect(&self, id: &str) -> Result<ContextReport, EngineError> {
         let live = self.session(id)?;
-        let (context_tokens, message_chars, tracker, paused, learned, relief, scoped, last) =
+        let prices = live.model().info.prices;
+        let by_purpose = |records: &[crate::session::Record]| {
+            crate::session::usage::by_purpose(records, prices.as_ref())
+        };
+        let (context_tokens, message_chars, tracker, paused, learned, relief, scoped, last, usage) =
             match live.try_state().ok_or(()) {
                 Ok(mut state) => {
                     let t = turn::context_tokens(&live, &mut state)?;
@@ -258,6 +264,7 @@ impl Engine {
                         relief,
                         scoped,
                         last_compaction(&state.records),
+                        by_purpose(&state.records),
                     )
                 }
                 Err(_) => {
@@ -274,7 +281,18 @@ impl Engine {
                     let relief = relief_report(&records, &v);
                     let learned = tokens::learned_limit(&records);
                     let last = last_compaction(&records);
-                    (t, v.chars(), tracker, false, learned, relief, scoped, last)
+                    let usage = by_purpose(&records);
+                    (
+                        t,
+                        v.chars(),
+                        tracker,
+                        false,
+                        learned,
+                        relief,
+                        scoped,
+                        last,
+                        usage,
+                    )
                 }
             };
         // The session's own prompt (frozen at its start or last compaction), by typed part.
@@ -350,6 +368,7 @@ impl Engine {
             prompt_warnings: prompt.warnings.clone(),
             last_compaction: last,
             hooks: live.setup.hooks.clone(),
+            usage,
         })
     }
 }

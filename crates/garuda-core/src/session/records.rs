@@ -298,6 +298,18 @@ pub enum UsagePurpose {
     Agent,
 }
 
+impl UsagePurpose {
+    /// The wire name (`summary`, `collapse`, `worker`, `agent`).
+    pub fn name(self) -> &'static str {
+        match self {
+            UsagePurpose::Summary => "summary",
+            UsagePurpose::Collapse => "collapse",
+            UsagePurpose::Worker => "worker",
+            UsagePurpose::Agent => "agent",
+        }
+    }
+}
+
 /// The provider refused a request as too long: the limit it enforces, which every later
 /// request of the session stays under (with the configured window, the smaller wins).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1308,19 +1308,13 @@ impl tools::Workbench for HostBench<'_> {
     }
 }
 
-/// The session's cost so far in US dollars, `latest` included (not yet recorded): every
-/// response's usage in the transcript (summaries and collapses too) at the current model's
-/// prices, an agent's on its own model at the cost recorded with it; `None` when the config
-/// names no prices for the session's model.
+/// The session's cost so far in US dollars, `latest` included (not yet recorded); `None`
+/// when the config names no prices for the session's model.
 fn session_cost(session: &LiveSession, state: &SessionState, latest: &Usage) -> Option<f64> {
     let prices = session.model().info.prices?;
-    let recorded: f64 = state
-        .records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Usage(u) => Some(u.cost_usd.unwrap_or_else(|| prices.cost(&u.usage))),
-            _ => None,
-        })
-        .sum();
-    Some(recorded + prices.cost(latest))
+    Some(crate::session::usage::session_cost(
+        &state.records,
+        &prices,
+        latest,
+    ))
 }
