@@ -64,6 +64,13 @@ impl AnthropicSse {
         }
     }
 
+    /// The message id (`msg_mock` unless set): clients that merge the parts of one message by
+    /// id need a fresh one per response.
+    pub fn with_id(mut self, id: &str) -> Self {
+        self.events[0].1["message"]["id"] = json!(id);
+        self
+    }
+
     fn push(&mut self, name: &str, data: Value) {
         self.events.push((name.to_string(), data));
     }

@@ -84,6 +84,86 @@ pub struct SimConfig {
     /// Summaries quote what the summarizer was shown: the `DECISION-NN` tags and the paths of
     /// edits (`EDITED-PATH[...]`), and nothing else of the user's. Off: the lossy summary.
     pub quoting_summary: bool,
+    /// Whose tools the requests carry and the model calls.
+    pub dialect: Dialect,
+}
+
+/// The agent on the other end: its tool names and inputs, and how it asks for a summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Dialect {
+    /// Garuda: read_file, grep, list_files, edit_file, write_file, todo_write; paths relative.
+    #[default]
+    Garuda,
+    /// Claude Code: Read, Edit, Write with absolute `file_path`s under `root`, searches and
+    /// listings through Bash; its compaction asks for "a detailed summary".
+    ClaudeCode {
+        /// The workspace's absolute path.
+        root: String,
+    },
+}
+
+/// How Claude Code's compaction request begins its instruction.
+pub const CLAUDE_SUMMARY_START: &str =
+    "Your task is to create a detailed summary of the conversation";
+
+impl Dialect {
+    /// A call of the agent's tools in the sim's own terms: (read_file | grep | list_files |
+    /// edit_file | write_file | todo_write | other, input with a relative `path`).
+    fn canonical(&self, name: &str, input: &Value) -> (String, Value) {
+        let Dialect::ClaudeCode { root } = self else {
+            return (name.to_string(), input.clone());
+        };
+        let rel = |v: &Value| {
+            let p = v["file_path"].as_str().unwrap_or("");
+            p.strip_prefix(root.as_str())
+                .map(|r| r.trim_start_matches('/'))
+                .unwrap_or(p)
+                .to_string()
+        };
+        let mut out = input.clone();
+        let canon = match name {
+            "Read" => "read_file",
+            "Edit" => "edit_file",
+            "Write" => "write_file",
+            "TodoWrite" => "todo_write",
+            other => return (other.to_string(), input.clone()),
+        };
+        out["path"] = json!(rel(input));
+        (canon.to_string(), out)
+    }
+
+    /// The sim's call in the agent's tools.
+    fn call(&self, name: &str, input: Value) -> (String, Value) {
+        let Dialect::ClaudeCode { root } = self else {
+            return (name.to_string(), input);
+        };
+        let abs = |v: &Value| format!("{root}/{}", v["path"].as_str().unwrap_or(""));
+        match name {
+            "read_file" => ("Read".into(), json!({"file_path": abs(&input)})),
+            "write_file" => (
+                "Write".into(),
+                json!({"file_path": abs(&input), "content": input["content"]}),
+            ),
+            "edit_file" => (
+                "Edit".into(),
+                json!({"file_path": abs(&input), "old_string": input["old_string"],
+                       "new_string": input["new_string"]}),
+            ),
+            "grep" => (
+                "Bash".into(),
+                json!({"command": format!("grep -rnE '{}' {}", input["pattern"].as_str().unwrap_or(""),
+                                          input["path"].as_str().unwrap_or(".")),
+                       "description": "Search the code"}),
+            ),
+            "list_files" => (
+                "Bash".into(),
+                json!({"command": format!("ls {}", input["path"].as_str().unwrap_or(".")),
+                       "description": "List the files"}),
+            ),
+            "todo_write" => ("TodoWrite".into(), input),
+            other => (other.to_string(), input),
+        }
+    }
 }
 
 /// Main request or summary request.
@@ -91,8 +171,10 @@ pub struct SimConfig {
 pub enum Kind {
     /// A step of a turn.
     Main,
-    /// Garuda's compaction summary call.
+    /// A compaction summary call (Garuda's or the peer's).
     Summary,
+    /// Garuda's collapse summary call (a lighter relief, not a compaction).
+    Collapse,
 }
 
 /// How the sim answered.
@@ -468,6 +550,8 @@ struct Seen {
     paths: BTreeSet<String>,
     /// The last user message holds the summary instruction.
     summary: bool,
+    /// ... and it is the collapse instruction.
+    collapse: bool,
     /// A wire rule the request breaks.
     invalid: Option<String>,
 }
@@ -478,7 +562,7 @@ fn parse_turn(text: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
-fn read_request(body: &Value) -> Seen {
+fn read_request(body: &Value, dialect: &Dialect) -> Seen {
     let mut s = Seen::default();
     let msgs = body["messages"].as_array().cloned().unwrap_or_default();
     let blocks_of = |m: &Value| -> Vec<Value> {
@@ -511,11 +595,12 @@ fn read_request(body: &Value) -> Seen {
             for b in &blocks {
                 if b["type"] == "tool_use" {
                     let id = b["id"].as_str().unwrap_or("").to_string();
-                    let name = b["name"].as_str().unwrap_or("").to_string();
-                    if let Some(p) = b["input"]["path"].as_str() {
+                    let (name, input) =
+                        dialect.canonical(b["name"].as_str().unwrap_or(""), &b["input"]);
+                    if let Some(p) = input["path"].as_str() {
                         s.paths.insert(p.to_string());
                     }
-                    s.uses.insert(id.clone(), (name, b["input"].clone()));
+                    s.uses.insert(id.clone(), (name, input));
                     pending.push(id);
                 }
             }
@@ -595,8 +680,9 @@ fn read_request(body: &Value) -> Seen {
                 }
                 ("assistant", "tool_use") => {
                     let id = b["id"].as_str().unwrap_or("");
+                    let name = s.uses.get(id).map_or("", |(n, _)| n.as_str());
                     // The model's own whole-file writes, when they succeeded.
-                    if b["name"] == "write_file" && !s.errors.contains(id) {
+                    if name == "write_file" && !s.errors.contains(id) {
                         let content = b["input"]["content"].as_str().unwrap_or("");
                         for (p, v, _) in filemarks(content) {
                             s.whole.insert(p.clone());
@@ -618,9 +704,16 @@ fn read_request(body: &Value) -> Seen {
     if let Some(last) = msgs.last()
         && last["role"] == "user"
     {
+        s.collapse = blocks_of(last).iter().any(|b| {
+            b["text"]
+                .as_str()
+                .is_some_and(|t| t.contains(COLLAPSE_INSTRUCTION_START))
+        });
         s.summary = blocks_of(last).iter().any(|b| {
             b["text"].as_str().is_some_and(|t| {
-                t.contains(SUMMARY_INSTRUCTION_START) || t.contains(COLLAPSE_INSTRUCTION_START)
+                t.contains(SUMMARY_INSTRUCTION_START)
+                    || t.contains(COLLAPSE_INSTRUCTION_START)
+                    || t.contains(CLAUDE_SUMMARY_START)
             })
         });
     }
@@ -695,14 +788,16 @@ impl State {
         let units = units(&body);
         let total_bytes = units.last().map_or(0, |u| u.cum_bytes);
         let tokens = tokens_of_bytes(total_bytes);
-        let seen = read_request(&body);
-        let kind = if seen.summary {
+        let seen = read_request(&body, &self.cfg.dialect);
+        let kind = if seen.collapse {
+            Kind::Collapse
+        } else if seen.summary {
             Kind::Summary
         } else {
             Kind::Main
         };
         let (turn, step, from_request) = match (kind, seen.user_turn) {
-            (Kind::Summary, _) => (None, 0, false),
+            (Kind::Summary | Kind::Collapse, _) => (None, 0, false),
             (Kind::Main, Some((_, t))) => (Some(t), seen.results_after, true),
             (Kind::Main, None) => (
                 Some(self.current_turn),
@@ -786,16 +881,24 @@ impl State {
         rec.uncached = tokens.saturating_sub(read + write);
 
         let answer = match kind {
-            Kind::Summary if self.cfg.quoting_summary => {
+            Kind::Summary | Kind::Collapse if self.cfg.quoting_summary => {
                 Answer::Text(quoting_summary(&seen, &text))
             }
-            Kind::Summary => Answer::Text(lossy_summary(&seen)),
+            Kind::Summary | Kind::Collapse => Answer::Text(lossy_summary(&seen)),
             Kind::Main => {
                 let t = turn.unwrap_or(0);
                 if from_request {
                     self.current_turn = t;
                 }
-                let a = self.main_answer(t, step, &seen, &mut rec);
+                let a = match self.main_answer(t, step, &seen, &mut rec) {
+                    Answer::Tools(calls) => Answer::Tools(
+                        calls
+                            .into_iter()
+                            .map(|(n, i)| self.cfg.dialect.call(&n, i))
+                            .collect(),
+                    ),
+                    text => text,
+                };
                 *self.answered.entry(t).or_insert(0) += 1;
                 a
             }
@@ -830,12 +933,18 @@ impl State {
         answer: Answer,
         rec: &mut SimRecord,
     ) -> (Box<dyn Fn(MockUsage) -> String>, u64, String) {
+        let msg_id = format!("msg_sim_{:05}", rec.index);
         match answer {
             Answer::Text(t) => {
                 let line = format!("text: {}", t.chars().take(60).collect::<String>());
                 let n = t.len() as u64;
                 (
-                    Box::new(move |u| AnthropicSse::new(u).text(&t).finish("end_turn")),
+                    Box::new(move |u| {
+                        AnthropicSse::new(u)
+                            .with_id(&msg_id)
+                            .text(&t)
+                            .finish("end_turn")
+                    }),
                     n,
                     line,
                 )
@@ -845,7 +954,10 @@ impl State {
                 let mut names = Vec::new();
                 for (name, input) in calls {
                     let id = self.new_id();
-                    let path = input["path"].as_str().map(str::to_string);
+                    let path = input["path"]
+                        .as_str()
+                        .or(input["file_path"].as_str())
+                        .map(str::to_string);
                     names.push(format!("{name}({})", path.clone().unwrap_or_default()));
                     if let Some(c) = rec.calls.iter_mut().find(|c| c.id.is_empty()) {
                         c.id = id.clone();
@@ -857,7 +969,7 @@ impl State {
                 let line = format!("tools: {}", names.join(", "));
                 (
                     Box::new(move |u| {
-                        let mut sse = AnthropicSse::new(u).text(&lead);
+                        let mut sse = AnthropicSse::new(u).with_id(&msg_id).text(&lead);
                         for (id, name, input) in &built {
                             let pieces = json_pieces(input, 48);
                             let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();

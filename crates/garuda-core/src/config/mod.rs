@@ -209,7 +209,7 @@ impl Default for ContextSettings {
             snip: true,
             nudge_share: 0.1,
             auto_collapse: true,
-            collapse_threshold: 0.7,
+            collapse_threshold: 0.6,
             collapse_min_share: 0.05,
             summarizer: crate::session::compact::Summarizer::Auto,
             git_state: true,

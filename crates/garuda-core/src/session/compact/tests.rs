@@ -742,7 +742,7 @@ fn auto_collapse_takes_the_middle_and_keeps_the_task_and_the_kept_steps() {
 #[test]
 fn collapse_band_and_nudge_growth() {
     let p = CompactPolicy::default();
-    assert_eq!(collapse_start(100_000, 80_000, &p), Some(70_000));
+    assert_eq!(collapse_start(100_000, 80_000, &p), Some(60_000));
     // A threshold lowered under the collapse threshold leaves no band.
     assert_eq!(collapse_start(100_000, 50_000, &p), None);
     let off = CompactPolicy {

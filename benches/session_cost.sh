@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The session-cost benchmark with Claude Code beside Garuda: installs Claude Code from the npm
+# registry (once, into $XDG_CACHE_HOME/garuda-bench/claude-code-VERSION), then runs
+# `cargo bench --bench session_cost` with it. Offline once installed; CI does not run this.
+# Usage: bash benches/session_cost.sh [bench args, e.g. --turns 40 --windows 200000,40000 --large]
+set -euo pipefail
+version=${CLAUDE_CODE_VERSION:-2.1.197}
+prefix=${XDG_CACHE_HOME:-$HOME/.cache}/garuda-bench/claude-code-$version
+claude=$prefix/node_modules/.bin/claude
+if [ ! -x "$claude" ]; then
+  mkdir -p "$prefix"
+  npm install --prefix "$prefix" --no-audit --no-fund "@anthropic-ai/claude-code@$version"
+fi
+"$claude" --version
+cd "$(dirname "$0")/.."
+exec cargo bench --bench session_cost -- --claude "$claude" "$@"
