@@ -373,3 +373,27 @@ fn a_reactive_compaction_rebuilds_the_prompt_with_the_change_and_drops_the_note(
     assert!(system.contains(ADDED), "the rebuilt prompt has the rule");
     assert_in_force(&body, ADDED, "after the reactive compaction");
 }
+
+/// Defect: a config change reopened the workspace and dropped the watcher of the one live
+/// sessions held, so a later change to AGENTS.md never reached them.
+#[test]
+fn a_change_after_a_config_reload_still_reaches_a_live_session() {
+    let mock = Mock::start(vec![text("one", 100), text("two", 100)]);
+    let (mut g, home, ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    turn(&mut g, &sid, "question one");
+    let config = home.path().join("config/garuda/config.toml");
+    let mut text_now = std::fs::read_to_string(&config).expect("config");
+    text_now.push_str("\n[server]\nmax_in_flight = 7\n");
+    std::fs::write(&config, text_now).expect("write config");
+    let reloaded = g.wait_method("window/showMessage");
+    assert_eq!(reloaded["params"]["type"], 3, "{reloaded}");
+    change(
+        &mut g,
+        ws.path(),
+        "AGENTS.md",
+        Some(&format!("Be brief.\n{ADDED}\n")),
+    );
+    turn(&mut g, &sid, "question two");
+    assert_in_force(&last(&mock), ADDED, "the turn after the change");
+}

@@ -241,11 +241,14 @@ impl Engine {
             match workspace::Workspace::open(old.root.path(), &cfg) {
                 Ok(ws) => {
                     let ws = Arc::new(ws);
-                    self.workspaces.replace(ws.clone());
-                    old.set_watcher(None);
+                    // Watch the new one before the old watcher goes, so no change falls between;
+                    // sessions on the old one see changes through the new one's watcher.
                     if self.watch {
                         self.start_watch(&ws);
                     }
+                    self.workspaces.replace(ws.clone());
+                    old.set_watcher(None);
+                    ws.succeed(&old);
                 }
                 Err(e) => tracing::warn!("{} keeps its old config: {e}", old.root.path().display()),
             }

@@ -58,6 +58,10 @@ pub struct Workspace {
     watch_error: Mutex<Option<String>>,
     /// Bumped by every invalidation: sessions re-check their nested instructions when it moved.
     generation: AtomicU64,
+    /// The workspaces of the same root this one replaced after a config reload, as long as
+    /// live sessions hold them: their watchers are gone, so this one's changes invalidate
+    /// them too, and those sessions go on seeing changes on disk.
+    predecessors: Mutex<Vec<std::sync::Weak<Workspace>>>,
 }
 
 /// Gathering reads files and is keyed by limits; assembly is pure and keyed by all options;
@@ -113,6 +117,7 @@ impl Workspace {
             watcher: Mutex::new(None),
             watch_error: Mutex::new(None),
             generation: AtomicU64::new(0),
+            predecessors: Mutex::new(Vec::new()),
         })
     }
 
@@ -205,13 +210,40 @@ impl Workspace {
         a
     }
 
-    /// Forgets everything read from disk, after a change.
+    /// Forgets everything read from disk, after a change; the same for the workspaces this
+    /// one replaced that sessions still hold.
     pub fn invalidate(&self) {
+        self.forget();
+        let mut preds = self.predecessors.lock().unwrap_or_else(|p| p.into_inner());
+        preds.retain(|w| match w.upgrade() {
+            Some(old) => {
+                old.forget();
+                true
+            }
+            None => false,
+        });
+    }
+
+    fn forget(&self) {
         let mut c = self.lock_cache();
         c.gathered.clear();
         c.assembled.clear();
         c.nested.clear();
         self.generation.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Takes over from `old` (the same root, opened again on a changed config): `old` and
+    /// what it replaced are invalidated with this one from now on, and at once, since a
+    /// change its watcher had not reported yet is lost with the watcher.
+    pub fn succeed(&self, old: &Arc<Workspace>) {
+        let mut preds: Vec<std::sync::Weak<Workspace>> = old
+            .predecessors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        preds.push(Arc::downgrade(old));
+        *self.predecessors.lock().unwrap_or_else(|p| p.into_inner()) = preds;
+        old.invalidate();
     }
 
     /// Instruction and memory files present now in the root (the enabled names).
@@ -369,5 +401,31 @@ mod tests {
         assert!(watch_workspace(&ws, |_| {}).is_err());
         let w = ws.watch_warning().expect("a warning");
         assert!(w.contains("not watched"), "{w}");
+    }
+
+    /// Defect: after a config reload that changed the config, sessions kept the workspace
+    /// they started on, whose watcher was dropped: later instruction changes never reached
+    /// them. Now the new workspace's invalidations reach the ones it replaced.
+    #[test]
+    fn a_replaced_workspace_still_sees_changes_through_its_successor() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("AGENTS.md"), "RULE-ONE\n").unwrap();
+        let first = Arc::new(Workspace::open(dir.path(), &Config::default()).unwrap());
+        let text = |ws: &Workspace| ws.assemble(&ws.default_options(None)).system.clone();
+        assert!(text(&first).contains("RULE-ONE"));
+        let second = Arc::new(Workspace::open(dir.path(), &Config::default()).unwrap());
+        second.succeed(&first);
+        let third = Arc::new(Workspace::open(dir.path(), &Config::default()).unwrap());
+        third.succeed(&second);
+        std::fs::write(dir.path().join("AGENTS.md"), "RULE-TWO\n").unwrap();
+        // Only the newest one is watched; its invalidation reaches both before it.
+        third.invalidate();
+        for ws in [&first, &second, &third] {
+            assert!(text(ws).contains("RULE-TWO"), "{}", text(ws));
+        }
+        // A predecessor no session holds any more is let go.
+        drop(first);
+        third.invalidate();
+        assert_eq!(third.predecessors.lock().unwrap().len(), 1);
     }
 }
