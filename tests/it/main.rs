@@ -19,6 +19,7 @@ mod instructions;
 mod load;
 mod long_session;
 mod mcp;
+mod mcp_background;
 mod mcp_conformance;
 mod mcp_elicit;
 mod mock_model;

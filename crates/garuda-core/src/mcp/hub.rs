@@ -2,8 +2,8 @@
 //! a timeout, watched, and stopped with the session.
 //!
 //! Invariants the rest of Garuda relies on:
-//! - The tool list is taken once at start ([`McpHub::tools`]) and changes only when the caller
-//!   asks ([`McpHub::apply_tool_changes`], at compaction), so the request prefix stays
+//! - The tool list is fixed once, before the session's first request ([`McpHub::settle`]),
+//!   and changes only when the caller asks ([`McpHub::apply_tool_changes`], at compaction), so the request prefix stays
 //!   byte-identical and the provider's prompt cache keeps hitting.
 //! - A server that fails to start or dies is reported once ([`McpHub::take_events`]); the
 //!   session goes on without it, and a new session (a new hub) starts it again.
@@ -83,6 +83,9 @@ const STDERR_TAIL: usize = 5;
 const STDERR_LINE: usize = 300;
 /// How long a stopping server gets after SIGTERM before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(2);
+/// What a wait for the starts allows beyond the longest startup timeout: a failed start
+/// waits up to 600 ms more for its exit status and stderr.
+const START_GRACE: Duration = Duration::from_secs(2);
 /// Connect timeout for Streamable HTTP servers.
 const HTTP_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -116,7 +119,8 @@ pub struct McpServerStatus {
     pub transport: String,
     /// Its state.
     pub state: McpServerState,
-    /// Tools it contributes to the session's current list.
+    /// Tools it contributes to the session's current list (before the first turn fixes the
+    /// list: the tools it offers).
     pub tool_count: usize,
     /// Milliseconds from start to a listed tool set, once ready.
     pub startup_ms: Option<u64>,
@@ -155,6 +159,13 @@ pub enum McpEvent {
         /// Why.
         reason: String,
     },
+    /// A server became ready after the session's list was fixed; its tools are not yet in it.
+    ServerLate {
+        /// The server.
+        server: String,
+        /// How many tools it offers.
+        tools: usize,
+    },
     /// A server's tool list changed (`notifications/tools/list_changed`); not yet applied.
     ToolsChanged {
         /// The server.
@@ -177,6 +188,9 @@ impl McpEvent {
             ),
             McpEvent::ServerExited { server, reason } => format!(
                 "MCP server `{server}` stopped ({reason}); calls to its tools fail for the rest of this session."
+            ),
+            McpEvent::ServerLate { server, tools } => format!(
+                "MCP server `{server}` finished starting after this session's first request; its {tools} tool(s) take effect after the next compaction."
             ),
             McpEvent::ToolsChanged {
                 server,
@@ -427,6 +441,11 @@ struct Inner {
     snapshot: Mutex<Arc<Vec<McpTool>>>,
     events: Arc<Mutex<Vec<McpEvent>>>,
     relay: Arc<Relay>,
+    /// True once every start has ended (ready or failed).
+    started: watch::Sender<bool>,
+    /// True once the session fixed its list ([`McpHub::settle`]): a server ready after that
+    /// is reported, and its tools wait for the next compaction.
+    settled: Arc<AtomicBool>,
 }
 
 impl Drop for Inner {
@@ -502,6 +521,8 @@ impl McpHub {
                 snapshot: Mutex::new(Arc::new(Vec::new())),
                 events: Arc::new(Mutex::new(Vec::new())),
                 relay: Relay::new(),
+                started: watch::Sender::new(false),
+                settled: Arc::new(AtomicBool::new(false)),
             }),
         }
     }
@@ -509,12 +530,22 @@ impl McpHub {
     /// Starts every enabled server at once and waits until each is ready or failed (each
     /// within its `startup_timeout_ms`), then fixes the session's tool list.
     pub async fn start(&self) {
+        self.start_servers().await;
+        self.settle();
+    }
+
+    /// Starts every enabled server and waits until each is ready or failed, leaving the
+    /// session's list to [`Self::settle`].
+    pub(crate) async fn start_servers(&self) {
+        let settled = self.inner.settled.clone();
         let starts = self.inner.servers.iter().filter_map(|s| {
             let events = self.inner.events.clone();
             let cwd = self.inner.cwd.clone();
             let relay = self.inner.relay.clone();
             match s.state() {
-                McpServerState::Starting => Some(start_server(s.clone(), cwd, events, relay)),
+                McpServerState::Starting => {
+                    Some(start_server(s.clone(), cwd, events, relay, settled.clone()))
+                }
                 McpServerState::Failed { reason } => {
                     // A config entry that cannot be used is reported like a failed start.
                     if !s.reported.swap(true, Ordering::SeqCst) {
@@ -529,11 +560,83 @@ impl McpHub {
             }
         });
         futures_util::future::join_all(starts).await;
+        self.inner.started.send_replace(true);
+    }
+
+    /// True while a server is still starting (a start begun by [`Self::start_background`]).
+    pub fn is_starting(&self) -> bool {
+        !*self.inner.started.borrow()
+    }
+
+    /// Waits until every start has ended, at most the longest `startup_timeout_ms` of the
+    /// servers (and a grace for the failure's explanation); true when they all ended.
+    pub async fn wait_started(&self) -> bool {
+        let ms = self
+            .inner
+            .servers
+            .iter()
+            .map(|s| s.config.startup_timeout_ms)
+            .max()
+            .unwrap_or(0);
+        let limit = Duration::from_millis(ms) + START_GRACE;
+        let mut rx = self.inner.started.subscribe();
+        tokio::time::timeout(limit, rx.wait_for(|done| *done))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Fixes the session's tool list at what the ready servers offer now, once: the list
+    /// the first model request carries. A server that becomes ready later is reported
+    /// ([`McpEvent::ServerLate`]) and its tools enter at the next compaction, like a
+    /// changed list. True when this call fixed it.
+    pub fn settle(&self) -> bool {
+        if self.inner.settled.swap(true, Ordering::SeqCst) {
+            return false;
+        }
         *lock(&self.inner.snapshot) = Arc::new(self.current_tools());
+        true
+    }
+
+    /// True once [`Self::settle`] fixed the list.
+    pub fn is_settled(&self) -> bool {
+        self.inner.settled.load(Ordering::SeqCst)
+    }
+
+    /// Calls `f` with a warning per server that failed to start, once every start has
+    /// ended (at once when they have), on the MCP runtime: how a front tells the person
+    /// about failures after `session/new` has answered.
+    pub fn when_started(&self, f: impl FnOnce(Vec<String>) + Send + 'static) {
+        let hub = self.clone();
+        let report = move || {
+            let failures = hub
+                .servers()
+                .into_iter()
+                .filter_map(|s| match s.state {
+                    McpServerState::Failed { reason } => {
+                        Some(format!("MCP server {} failed to start: {reason}", s.name))
+                    }
+                    _ => None,
+                })
+                .collect();
+            f(failures)
+        };
+        if !self.is_starting() {
+            return report();
+        }
+        match super::runtime() {
+            Some(rt) => {
+                let hub = self.clone();
+                rt.spawn(async move {
+                    hub.wait_started().await;
+                    report();
+                });
+            }
+            None => report(),
+        }
     }
 
     /// Marks every server that is still starting as failed with `reason` (the runtime is
-    /// gone), reporting each once.
+    /// gone), reporting each once; no start is pending after it.
     pub(crate) fn fail_all(&self, reason: &str) {
         for s in &self.inner.servers {
             let mut st = lock(&s.state);
@@ -549,11 +652,17 @@ impl McpHub {
                 }
             }
         }
+        self.inner.started.send_replace(true);
     }
 
-    /// Every configured server with its state, in name order.
+    /// Every configured server with its state, in name order. Before the list is fixed
+    /// ([`Self::settle`]), a ready server's count is what it offers.
     pub fn servers(&self) -> Vec<McpServerStatus> {
-        let snapshot = self.tools();
+        let snapshot = if self.is_settled() {
+            self.tools()
+        } else {
+            Arc::new(self.current_tools())
+        };
         self.inner
             .servers
             .iter()
@@ -571,7 +680,7 @@ impl McpHub {
             .collect()
     }
 
-    /// The session's tool list: fixed at start, changed only by [`Self::apply_tool_changes`].
+    /// The session's tool list: fixed by [`Self::settle`], changed only by [`Self::apply_tool_changes`].
     pub fn tools(&self) -> Arc<Vec<McpTool>> {
         lock(&self.inner.snapshot).clone()
     }
@@ -880,6 +989,7 @@ async fn start_server(
     cwd: Option<PathBuf>,
     events: Arc<Mutex<Vec<McpEvent>>>,
     relay: Arc<Relay>,
+    settled: Arc<AtomicBool>,
 ) {
     let t0 = Instant::now();
     let ms = server.config.startup_timeout_ms.max(1);
@@ -899,6 +1009,7 @@ async fn start_server(
                 startup_ms = elapsed, "ready");
             *lock(&server.peer) = Some(service.peer().clone());
             *lock(&server.service) = Some(Arc::new(service));
+            let count = tools.len();
             *lock(&server.listed) = tools;
             *lock(&server.startup_ms) = Some(elapsed);
             {
@@ -906,6 +1017,12 @@ async fn start_server(
                 if *st == McpServerState::Starting {
                     *st = McpServerState::Ready;
                 }
+            }
+            if settled.load(Ordering::SeqCst) {
+                lock(&events).push(McpEvent::ServerLate {
+                    server: server.name.clone(),
+                    tools: count,
+                });
             }
             // The process may have died between listing and here, when the waiter still saw
             // `Starting` and so reported nothing.
@@ -1239,6 +1356,42 @@ mod tests {
             "MCP server `py` changed its tools (added: mcp__py__new; changed: mcp__py__old); \
              the new list takes effect after the next compaction."
         );
+    }
+
+    /// A server that is ready only after the list was fixed is a note, and its tools wait
+    /// for the next compaction (`has_tool_changes`), so the list stays as the first request
+    /// had it.
+    #[tokio::test]
+    async fn a_server_ready_after_the_list_is_fixed_is_reported_late() {
+        let dir = tempfile::tempdir().unwrap();
+        let gate = dir.path().join("gate");
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/mcp/slow_server.py"
+        );
+        let gate_arg = gate.display().to_string();
+        let cfg = McpServerConfig::stdio("python3", &[script, &gate_arg]);
+        let hub = McpHub::new([("slow".to_string(), cfg)], None, 0.1);
+        let background = hub.clone();
+        let start = tokio::spawn(async move { background.start_servers().await });
+        assert!(hub.is_starting());
+        assert!(hub.settle(), "fixed now, before the server is up");
+        assert!(!hub.settle(), "fixed once");
+        std::fs::write(&gate, "").unwrap();
+        start.await.unwrap();
+        assert!(hub.wait_started().await);
+        assert!(hub.tools().is_empty());
+        assert!(hub.has_tool_changes());
+        let events = hub.take_events().await;
+        assert_eq!(
+            events,
+            [McpEvent::ServerLate {
+                server: "slow".into(),
+                tools: 1
+            }]
+        );
+        assert!(events[0].note().contains("after the next compaction"));
+        hub.shutdown().await;
     }
 
     #[tokio::test]

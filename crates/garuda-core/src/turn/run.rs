@@ -347,6 +347,7 @@ impl<'a> Turn<'a> {
             message_ids: Vec::new(),
             error: None,
         };
+        session.settle_mcp(cancel).await;
         check_fits(session, state, &input)?;
         let input = super::hooks::before_prompt(session, state, host, cancel, input).await?;
         let note = super::instructions::current_note(session, state)?;
