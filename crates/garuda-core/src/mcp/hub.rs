@@ -379,6 +379,9 @@ struct Server {
     peer: Mutex<Option<Peer<RoleClient>>>,
     child: Mutex<Option<Child>>,
     listed: Mutex<Vec<Tool>>,
+    /// When the last listing goes stale, from the server's cache hint (`ttlMs`); None: no
+    /// hint, the listing holds until `tools/list_changed`.
+    expires: Mutex<Option<Instant>>,
     dirty: Arc<AtomicBool>,
     reported: AtomicBool,
     stderr: Arc<Mutex<VecDeque<String>>>,
@@ -506,6 +509,7 @@ impl McpHub {
                     peer: Mutex::new(None),
                     child: Mutex::new(None),
                     listed: Mutex::new(Vec::new()),
+                    expires: Mutex::new(None),
                     dirty: Arc::new(AtomicBool::new(false)),
                     reported: AtomicBool::new(false),
                     stderr: Arc::new(Mutex::new(VecDeque::new())),
@@ -739,24 +743,33 @@ impl McpHub {
     }
 
     /// Events not yet reported, each once: failed starts, stopped servers, and tool-list
-    /// changes. A server that sent `tools/list_changed` is listed again here, and a change is
-    /// reported only when the list really differs (servers also send it when nothing did).
+    /// changes. A server that sent `tools/list_changed`, or whose last listing is past its
+    /// cache hint (`ttlMs`), is listed again here (the turn start calls this), and a change
+    /// is reported only when the list really differs (servers also send it when nothing
+    /// did). The session's list itself changes only at [`Self::apply_tool_changes`].
     pub async fn take_events(&self) -> Vec<McpEvent> {
+        let now = Instant::now();
         for s in &self.inner.servers {
-            if !s.dirty.swap(false, Ordering::SeqCst) {
+            let stale = lock(&s.expires).is_some_and(|at| at <= now);
+            if !s.dirty.swap(false, Ordering::SeqCst) && !stale {
                 continue;
             }
             let Some(peer) = s.peer() else { continue };
             let limit = Duration::from_millis(s.config.startup_timeout_ms.max(1));
-            let listed = match tokio::time::timeout(limit, peer.list_all_tools()).await {
-                Ok(Ok(tools)) => tools,
+            let listed = match tokio::time::timeout(limit, peer.list_all_tools_with_cache_hint())
+                .await
+            {
+                Ok(Ok(list)) => {
+                    *lock(&s.expires) = expiry(list.ttl_ms);
+                    list.items
+                }
                 Ok(Err(e)) => {
-                    tracing::warn!(target: "garuda::mcp", server = %s.name, "tools/list after list_changed failed: {e}");
+                    tracing::warn!(target: "garuda::mcp", server = %s.name, "tools/list again failed: {e}");
                     self.note_call_error(s, &e);
                     continue;
                 }
                 Err(_) => {
-                    tracing::warn!(target: "garuda::mcp", server = %s.name, "tools/list after list_changed timed out");
+                    tracing::warn!(target: "garuda::mcp", server = %s.name, "tools/list again timed out");
                     continue;
                 }
             };
@@ -960,6 +973,14 @@ impl Drop for Active<'_> {
     }
 }
 
+/// When a listing with cache hint `ttl_ms` goes stale (None: no hint).
+fn expiry(ttl_ms: Option<u64>) -> Option<Instant> {
+    ttl_ms.map(|ms| {
+        let now = Instant::now();
+        now.checked_add(Duration::from_millis(ms)).unwrap_or(now)
+    })
+}
+
 /// rmcp's error text without the Rust type names it puts in brackets.
 fn tidy(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -1003,7 +1024,8 @@ async fn start_server(
         Err(_) => Err(format!("did not start within {ms} ms")),
     };
     match result {
-        Ok((service, tools)) => {
+        Ok((service, tools, ttl_ms)) => {
+            *lock(&server.expires) = expiry(ttl_ms);
             let elapsed = t0.elapsed().as_millis() as u64;
             tracing::info!(target: "garuda::mcp", server = %server.name, tools = tools.len(),
                 startup_ms = elapsed, "ready");
@@ -1067,7 +1089,8 @@ async fn start_server(
     }
 }
 
-type Connected = (RunningService<RoleClient, Handler>, Vec<Tool>);
+/// The connection, its tools and their cache hint (`ttlMs`).
+type Connected = (RunningService<RoleClient, Handler>, Vec<Tool>, Option<u64>);
 
 /// How a connection starts: the stateless 2026-07-28 protocol (`server/discover`, metadata on
 /// every request) when the server speaks it, else the `initialize` handshake at 2025-11-25
@@ -1178,13 +1201,13 @@ async fn connect(
             .map_err(|e| format!("initialize failed: {}", tidy(&e.to_string())))?
         }
     };
-    let tools = service
+    let list = service
         .peer()
-        .list_all_tools()
+        .list_all_tools_with_cache_hint()
         .await
         .map_err(|e| format!("tools/list failed: {e}"))?;
     listen_for_tool_changes(server, service.peer()).await;
-    Ok((service, tools))
+    Ok((service, list.items, list.ttl_ms))
 }
 
 /// Starts a stdio server in its own process group, with its stderr going to the log and a
