@@ -22,8 +22,10 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationCapability, ErrorData, FormElicitationCapability, Implementation, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
+    ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability, ErrorData,
+    FormElicitationCapability, GetTaskParams, Implementation, InputRequest, InputRequests,
+    InputResponses, TASKS_EXTENSION_ID, Task, TaskPayload, Tool, UpdateTaskParams,
     UrlElicitationCapability,
 };
 use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
@@ -323,13 +325,7 @@ impl ClientHandler for Handler {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let answer = match elicit::from_params(&self.server, request) {
-            Some(request) => self.relay.ask(request).await,
-            None => {
-                ElicitationAnswer::Unavailable("an elicitation mode Garuda does not know".into())
-            }
-        };
-        Ok(elicit::to_result(&self.server, answer))
+        Ok(answer_elicitation(&self.server, &self.relay, request).await)
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -340,11 +336,162 @@ impl ClientHandler for Handler {
         elicitation.form = Some(FormElicitationCapability::new());
         elicitation.url = Some(UrlElicitationCapability::new());
         caps.elicitation = Some(elicitation);
+        // Tasks (SEP-2663): a server may run a tool call as a task, which `call` polls.
+        caps.extensions
+            .get_or_insert_with(Default::default)
+            .insert(TASKS_EXTENSION_ID.to_string(), Default::default());
         ClientConfig::new(
             caps,
             Implementation::new("garuda", env!("CARGO_PKG_VERSION")),
         )
     }
+}
+
+/// Passes a server's elicitation to the tool call in flight and answers with the outcome.
+async fn answer_elicitation(
+    server: &str,
+    relay: &Relay,
+    request: ElicitRequestParams,
+) -> ElicitResult {
+    let answer = match elicit::from_params(server, request) {
+        Some(request) => relay.ask(request).await,
+        None => ElicitationAnswer::Unavailable("an elicitation mode Garuda does not know".into()),
+    };
+    elicit::to_result(server, answer)
+}
+
+/// Answers the input requests of an `input_required` result or task: elicitations go to the
+/// person; Garuda offers no sampling and no roots, so those fail the call.
+async fn answer_inputs(
+    server: &str,
+    relay: &Relay,
+    requests: InputRequests,
+) -> Result<InputResponses, ServiceError> {
+    let mut out = InputResponses::new();
+    for (key, request) in requests {
+        let InputRequest::Elicitation(request) = request else {
+            return Err(ServiceError::McpError(ErrorData::invalid_request(
+                "the server asked for sampling or roots, which Garuda does not offer",
+                None,
+            )));
+        };
+        let result = answer_elicitation(server, relay, request.params).await;
+        let value = serde_json::to_value(result)
+            .map_err(|e| ServiceError::McpError(ErrorData::internal_error(e.to_string(), None)))?;
+        out.insert(key, value);
+    }
+    Ok(out)
+}
+
+/// Shortest and longest wait between two `tasks/get` polls (the server's `pollIntervalMs`
+/// is honoured within these); the default when it gives none.
+const POLL_MIN: Duration = Duration::from_millis(10);
+const POLL_MAX: Duration = Duration::from_secs(5);
+const POLL_DEFAULT: Duration = Duration::from_millis(500);
+/// How long a turn's cancel waits for the server to acknowledge `tasks/cancel`.
+const TASK_CANCEL_WAIT: Duration = Duration::from_secs(2);
+
+/// A tool call on a server that offers tasks (SEP-2663): `tools/call`, answering
+/// `input_required` rounds; when the server makes it a task, `tasks/get` is polled (at the
+/// server's `pollIntervalMs`), in-task input requests are answered with `tasks/update`, and the
+/// outcome is the task's. `task` holds the task's id while it runs, so a cancelled or timed
+/// out call can send `tasks/cancel`.
+async fn call_with_tasks(
+    peer: &Peer<RoleClient>,
+    server: &str,
+    relay: &Relay,
+    mut params: CallToolRequestParams,
+    task: &Mutex<Option<String>>,
+) -> Result<CallToolResult, ServiceError> {
+    const MAX_ROUNDS: usize = 10;
+    for round in 0..MAX_ROUNDS {
+        match peer.call_tool_once(params.clone()).await? {
+            CallToolResponse::Complete(result) => return Ok(result),
+            CallToolResponse::InputRequired(r) => {
+                let asked = r.input_requests.unwrap_or_default();
+                if asked.is_empty() && r.request_state.is_none() {
+                    return Err(ServiceError::UnexpectedResponse);
+                }
+                if asked.is_empty() {
+                    // Only state to carry back: the server is not ready yet.
+                    tokio::time::sleep(POLL_MIN * (1 << round.min(4))).await;
+                }
+                let answers = answer_inputs(server, relay, asked).await?;
+                params.input_responses = (!answers.is_empty()).then_some(answers);
+                params.request_state = r.request_state;
+            }
+            CallToolResponse::Task(created) => {
+                return poll_task(peer, server, relay, created.task, task).await;
+            }
+            _ => return Err(ServiceError::UnexpectedResponse),
+        }
+    }
+    Err(ServiceError::InputRequiredRoundsExceeded {
+        max_rounds: MAX_ROUNDS,
+    })
+}
+
+/// Polls a task to its end (see [`call_with_tasks`]).
+async fn poll_task(
+    peer: &Peer<RoleClient>,
+    server: &str,
+    relay: &Relay,
+    created: Task,
+    slot: &Mutex<Option<String>>,
+) -> Result<CallToolResult, ServiceError> {
+    let id = created.task_id.clone();
+    *lock(slot) = Some(id.clone());
+    tracing::debug!(target: "garuda::mcp", server, task = %id, "tools/call runs as a task");
+    let mut interval = created.poll_interval_ms;
+    // The server may list an input request again until it has taken the answer.
+    let mut answered = std::collections::BTreeSet::new();
+    let outcome = loop {
+        let wait = interval.map_or(POLL_DEFAULT, Duration::from_millis);
+        tokio::time::sleep(wait.clamp(POLL_MIN, POLL_MAX)).await;
+        let got = peer.get_task(GetTaskParams::new(id.clone())).await?.task;
+        interval = got.task.poll_interval_ms.or(interval);
+        match got.payload {
+            TaskPayload::Completed { result } => {
+                break serde_json::from_value::<CallToolResult>(Value::Object(result)).map_err(
+                    |e| {
+                        ServiceError::McpError(ErrorData::internal_error(
+                            format!("the task's result is not a tool result: {e}"),
+                            None,
+                        ))
+                    },
+                );
+            }
+            TaskPayload::Failed { error } => {
+                let data = serde_json::from_value::<ErrorData>(Value::Object(error.clone()))
+                    .unwrap_or_else(|_| {
+                        ErrorData::internal_error(Value::Object(error).to_string(), None)
+                    });
+                break Err(ServiceError::McpError(data));
+            }
+            TaskPayload::Cancelled => {
+                break Err(ServiceError::McpError(ErrorData::internal_error(
+                    "the server cancelled the task",
+                    None,
+                )));
+            }
+            TaskPayload::InputRequired { input_requests } => {
+                let fresh: InputRequests = input_requests
+                    .into_iter()
+                    .filter(|(k, _)| !answered.contains(k))
+                    .collect();
+                if fresh.is_empty() {
+                    continue;
+                }
+                answered.extend(fresh.keys().cloned());
+                let answers = answer_inputs(server, relay, fresh).await?;
+                peer.update_task(UpdateTaskParams::new(id.clone(), answers))
+                    .await?;
+            }
+            _ => {}
+        }
+    };
+    lock(slot).take();
+    outcome
 }
 
 /// A spawned stdio server's process group.
@@ -853,23 +1000,40 @@ impl McpHub {
         }
         let ms = server.config.call_timeout_ms.max(1);
         let started = Instant::now();
+        // The task the server made of this call, while it runs (tasks servers only).
+        let task = Mutex::new(None);
+        let tasks = service
+            .peer()
+            .peer_info()
+            .is_some_and(|i| i.capabilities.supports_tasks());
         let outcome = {
             let _active = Active::enter(&self.inner.relay);
-            let call = service.call_tool(params);
+            let call = async {
+                if tasks {
+                    let relay = &self.inner.relay;
+                    call_with_tasks(service.peer(), &server.name, relay, params, &task).await
+                } else {
+                    service.call_tool(params).await
+                }
+            };
             tokio::pin!(call);
             let sleep = tokio::time::sleep(Duration::from_millis(ms));
             tokio::pin!(sleep);
-            loop {
+            'call: loop {
                 let pending = async { self.inner.relay.rx.lock().await.recv().await };
                 tokio::select! {
                     r = &mut call => break Ok(r),
-                    _ = &mut sleep => break Err(()),
-                    _ = cancel.cancelled() => return Err(McpCallError::Cancelled),
+                    _ = &mut sleep => break Err(McpCallError::Timeout {
+                        server: server.name.clone(),
+                        tool: tool.tool.clone(),
+                        ms,
+                    }),
+                    _ = cancel.cancelled() => break Err(McpCallError::Cancelled),
                     Some(p) = pending => {
                         let asked = Instant::now();
                         let answer = tokio::select! {
                             a = elicitor.elicit(p.request) => a,
-                            _ = cancel.cancelled() => return Err(McpCallError::Cancelled),
+                            _ = cancel.cancelled() => break 'call Err(McpCallError::Cancelled),
                         };
                         let _ = p.answer.send(answer);
                         // The person's time does not count against the call's timeout.
@@ -881,12 +1045,29 @@ impl McpHub {
         };
         tracing::debug!(target: "garuda::mcp", server = %server.name, tool = %tool.tool,
             ms = started.elapsed().as_millis() as u64, "tools/call");
+        let pending_task = lock(&task).take();
         match outcome {
-            Err(_) => Err(McpCallError::Timeout {
-                server: server.name.clone(),
-                tool: tool.tool.clone(),
-                ms,
-            }),
+            Err(e) => {
+                // Dropping the call cancelled its request; a task goes on at the server
+                // unless it is told.
+                if let Some(id) = pending_task {
+                    let cancel = service
+                        .peer()
+                        .cancel_task(CancelTaskParams::new(id.clone()));
+                    match tokio::time::timeout(TASK_CANCEL_WAIT, cancel).await {
+                        Ok(Ok(())) => {
+                            tracing::debug!(target: "garuda::mcp", server = %server.name, task = %id, "tasks/cancel")
+                        }
+                        Ok(Err(e)) => {
+                            tracing::warn!(target: "garuda::mcp", server = %server.name, task = %id, "tasks/cancel failed: {e}")
+                        }
+                        Err(_) => {
+                            tracing::warn!(target: "garuda::mcp", server = %server.name, task = %id, "tasks/cancel not acknowledged")
+                        }
+                    }
+                }
+                Err(e)
+            }
             Ok(Ok(result)) => Ok(convert_result(&server.name, &tool.tool, &result)),
             Ok(Err(e)) => {
                 if self.note_call_error(server, &e) {
