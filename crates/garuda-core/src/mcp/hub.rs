@@ -1334,11 +1334,28 @@ async fn connect(
     let transport = server.transport.clone()?;
     let service = match transport {
         McpTransport::Stdio { command, args } => {
-            let (stdout, stdin) = spawn(server, &command, &args, cwd, events)?;
-            handler
-                .serve_with_lifecycle((stdout, stdin), lifecycle())
-                .await
-                .map_err(|e| format!("initialize failed: {}", tidy(&e.to_string())))?
+            let pipes = spawn(server, &command, &args, cwd.clone(), events.clone())?;
+            let first = handler
+                .clone()
+                .serve_with_lifecycle(pipes, lifecycle())
+                .await;
+            match first {
+                // A legacy server that answers `server/discover` with an empty result instead
+                // of "method not found": once more, a fresh process with the handshake.
+                Err(ClientInitializeError::ExpectedInitResult(_)) => {
+                    tracing::info!(target: "garuda::mcp", server = %server.name,
+                        "server/discover answered with an empty result: starting again with initialize");
+                    if let Some(c) = lock(&server.child).take() {
+                        c.signal(rustix::process::Signal::KILL);
+                    }
+                    let pipes = spawn(server, &command, &args, cwd, events)?;
+                    handler
+                        .serve_with_lifecycle(pipes, ClientLifecycleMode::Initialize)
+                        .await
+                }
+                other => other,
+            }
+            .map_err(|e| format!("initialize failed: {}", tidy(&e.to_string())))?
         }
         McpTransport::Http { url } => {
             let mut cfg = StreamableHttpClientTransportConfig::with_uri(url);
@@ -1595,6 +1612,27 @@ mod tests {
             }]
         );
         assert!(events[0].note().contains("after the next compaction"));
+        hub.shutdown().await;
+    }
+
+    /// A stdio server that answers `server/discover` with an empty result is started once
+    /// more with the `initialize` handshake, and works.
+    #[tokio::test]
+    async fn a_stdio_server_with_an_empty_probe_answer_gets_one_retry() {
+        let dir = tempfile::tempdir().unwrap();
+        let starts = dir.path().join("starts");
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/mcp/empty_probe_server.py"
+        );
+        let starts_arg = starts.display().to_string();
+        let cfg = McpServerConfig::stdio("python3", &[script, &starts_arg]);
+        let hub = McpHub::new([("old".to_string(), cfg)], None, 0.1);
+        hub.start().await;
+        assert_eq!(hub.servers()[0].state, McpServerState::Ready);
+        assert_eq!(hub.tools().len(), 1);
+        assert_eq!(std::fs::read_to_string(&starts).unwrap(), "start\nstart\n");
+        assert!(hub.take_events().await.is_empty());
         hub.shutdown().await;
     }
 
