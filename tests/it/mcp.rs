@@ -930,6 +930,8 @@ fn acp_elicitation_goes_to_elicitation_create_when_advertised() {
     let p = &asked[0]["params"];
     assert_eq!(p["mode"], "form", "{p}");
     assert_eq!(p["sessionId"], sid.as_str());
+    // Scoped to the tool call the server asked during.
+    assert_eq!(p["toolCallId"], "toolu_e", "{p}");
     assert!(
         p["message"]
             .as_str()

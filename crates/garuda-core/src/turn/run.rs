@@ -1207,6 +1207,7 @@ async fn execute(
         let elicitor = super::host::HostElicitor {
             host,
             session_id: &session.id,
+            tool_call_id: id,
         };
         return match hub.call(name, input, &ctx.cancel, &elicitor).await {
             Ok(result) => {
