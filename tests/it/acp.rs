@@ -607,25 +607,29 @@ fn warnings_are_notices_only_for_clients_that_show_them() {
             "session/new",
             json!({"cwd": ws.path(), "mcpServers": broken}),
         );
-        // A round trip after the answer: whatever followed it has arrived.
+        // A round trip after the answer: what followed the answer itself has arrived (an
+        // MCP server's failure comes when its start ended, waited for below).
         acp.call("session/list", json!({}));
-        let found: Vec<&Value> = acp
-            .updates
-            .iter()
-            .filter(|u| u["update"]["sessionUpdate"] == "notice")
-            .collect();
+        let is_broken = |u: &Value| {
+            u["update"]["sessionUpdate"] == "notice"
+                && u["update"]["title"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("broken")
+        };
         if notices {
-            let n = found
-                .iter()
-                .find(|u| {
-                    u["update"]["title"]
-                        .as_str()
-                        .unwrap_or("")
-                        .contains("broken")
-                })
-                .unwrap_or_else(|| panic!("no notice for the MCP server: {:?}", acp.updates));
+            // The servers start in the background: the notice follows once the start failed.
+            while !acp.updates.iter().any(is_broken) {
+                acp.pump();
+            }
+            let n = acp.updates.iter().find(|u| is_broken(u)).expect("notice");
             assert_eq!(n["update"]["severity"], "warning");
         } else {
+            let found: Vec<&Value> = acp
+                .updates
+                .iter()
+                .filter(|u| u["update"]["sessionUpdate"] == "notice")
+                .collect();
             assert!(found.is_empty(), "{found:?}");
         }
         acp.finish();
