@@ -858,7 +858,7 @@ class SessionRef(TypedDict):
 
 
 class _ShowMessageParamsRequired(TypedDict):
-    # One line for the user: file, line, key and what was expected.
+    # One line for the user (a config problem: file, line, key and what was expected).
     message: str
     # LSP's `MessageType`: 1 error, 2 warning, 3 info.
     type: int

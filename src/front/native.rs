@@ -258,6 +258,24 @@ impl NativeFront {
                     mcp_servers: Vec::new(),
                 };
                 let (session, warnings) = engine.new_session(&p.workspace_id, req).map_err(err)?;
+                // The servers start in the background: their failures follow the answer.
+                if let (Some(hub), Some(client)) = (&session.setup().mcp, facts.client.get()) {
+                    let client = client.clone();
+                    hub.when_started(move |failures| {
+                        for message in failures {
+                            tracing::warn!("{message}");
+                            client.notify(
+                                m::client::ShowMessage::NAME,
+                                serde_json::to_value(protocol::ShowMessageParams {
+                                    kind: 2,
+                                    message,
+                                    config_problem: None,
+                                })
+                                .unwrap_or(Value::Null),
+                            );
+                        }
+                    });
+                }
                 ok::<m::NewSession>(protocol::NewSessionResult {
                     session_id: session.id().to_string(),
                     model: session.model_spec(),

@@ -41,7 +41,7 @@ fn start(mock: &Mock, mode: &str, capabilities: Value) -> (Garuda, String, tempf
         json!({"workspaceId": wid, "policy": "full-auto"}),
     );
     let sid = r["sessionId"].as_str().expect("sessionId").to_string();
-    let status = g.call("mcp/servers", json!({"sessionId": sid}));
+    let status = crate::mcp::servers_started(&mut g, &sid);
     assert_eq!(status["servers"][0]["state"], "ready", "{status}");
     std::mem::forget(ws);
     (g, sid, home)

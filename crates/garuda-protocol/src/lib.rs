@@ -219,7 +219,7 @@ pub struct ShowMessageParams {
     /// LSP's `MessageType`: 1 error, 2 warning, 3 info.
     #[serde(rename = "type")]
     pub kind: u8,
-    /// One line for the user: file, line, key and what was expected.
+    /// One line for the user (a config problem: file, line, key and what was expected).
     pub message: String,
     /// The problem the message is about (none: the file is in force again).
     #[serde(default, skip_serializing_if = "Option::is_none")]

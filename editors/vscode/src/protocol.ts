@@ -774,7 +774,7 @@ export type SessionRef = {
 export type ShowMessageParams = {
   /** The problem the message is about (none: the file is in force again). */
   configProblem?: ConfigProblem | null;
-  /** One line for the user: file, line, key and what was expected. */
+  /** One line for the user (a config problem: file, line, key and what was expected). */
   message: string;
   /** LSP's `MessageType`: 1 error, 2 warning, 3 info. */
   type: number;

@@ -72,6 +72,10 @@ pub fn elicitation_params(
         "{} (MCP server `{}`)",
         request.message, request.server
     ));
+    // The session scope names the tool call the server asked during.
+    if let Some(id) = &request.tool_call_id {
+        v["toolCallId"] = Value::String(id.clone());
+    }
     let typed: acp::CreateElicitationRequest = serde_json::from_value(v)
         .map_err(|e| format!("the request does not fit ACP's elicitation/create: {e}"))?;
     serde_json::to_value(typed).map_err(|e| e.to_string())

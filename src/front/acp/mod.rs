@@ -384,14 +384,15 @@ impl Front {
         let notices = self.caps().notices;
         let then: Then = Box::new(move |client: &Client| {
             send_update(client, &id, convert::commands());
-            // No sandbox, an MCP server that failed, an unknown model: shown when the client
-            // can show them, else only logged (above).
+            // No sandbox, an unknown model: shown when the client can show them, else only
+            // logged (above).
             if notices {
                 for w in warnings {
                     let n = convert::notice(acp::NoticeSeverity::Warning, &w, None);
                     send_update(client, &id, n);
                 }
             }
+            mcp_failures_later(&live, client, &id, notices);
         });
         (answer, Some(then))
     }
@@ -511,11 +512,13 @@ impl Front {
                 .config_options(options),
         );
         // The client learns the new id from the answer: the commands and title follow it.
+        let notices = self.caps().notices;
         let then: Then = Box::new(move |client: &Client| {
             send_update(client, &id, convert::commands());
             if let Some(title) = title {
                 send_update(client, &id, session_info(title));
             }
+            mcp_failures_later(&live, client, &id, notices);
         });
         (answer, Some(then))
     }
@@ -604,10 +607,13 @@ impl Front {
                     .map_err(acp_error)?
             }
         };
+        // The MCP servers may still be starting: the host classifies calls by the list the
+        // turn will offer, so it is fixed first (the turn's own wait is then a no-op).
+        live.settle_mcp(&ctx.cancel).await;
         let host = Arc::new(AcpHost::new(
             ctx.client.clone(),
             live.context_window(),
-            live.setup().tools.clone(),
+            (*live.tools()).clone(),
             live.workspace().root.clone(),
             self.caps(),
             id.clone(),
@@ -699,6 +705,23 @@ impl Front {
             }
         }
     }
+}
+
+/// The session's MCP servers start in the background: once they are up or failed, each
+/// failure is logged and, for clients with `session.notices`, a `warning` notice (after the
+/// answer that named the session, as the `then` of that answer calls this).
+fn mcp_failures_later(live: &LiveSession, client: &Client, id: &str, notices: bool) {
+    let Some(hub) = &live.setup().mcp else { return };
+    let (client, id) = (client.clone(), id.to_string());
+    hub.when_started(move |failures| {
+        for w in failures {
+            tracing::warn!("session {id}: {w}");
+            if notices {
+                let n = convert::notice(acp::NoticeSeverity::Warning, &w, None);
+                send_update(&client, &id, n);
+            }
+        }
+    });
 }
 
 /// A `session_info_update` carrying a title.

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 use super::{Engine, EngineError};
-use crate::mcp::{McpHub, McpServerConfig, McpServerState};
+use crate::mcp::{McpHub, McpServerConfig};
 use crate::message::{Block, ToolSpec};
 use crate::provider::{self, ModelSpec};
 use crate::session::records::{MessageRecord, SessionOrigin};
@@ -227,7 +227,7 @@ impl Engine {
                 "commands are not sandboxed ({why}): every command asks for approval"
             ));
         }
-        let mcp = self.start_mcp(&ws, mcp_servers, &mut warnings);
+        let mcp = self.start_mcp(&ws, mcp_servers);
         if let Some(hub) = &mcp {
             let mcp_tools = hub.tools();
             let specs: Vec<ToolSpec> = mcp_tools.iter().map(|t| t.spec.clone()).collect();
@@ -388,15 +388,11 @@ impl Engine {
         out
     }
 
-    /// Starts the MCP servers of a new session (the user's config ones and `extra`), blocking
-    /// until each is ready or failed; None when there are none. A server that fails adds a
-    /// warning; the session goes on without it.
-    fn start_mcp(
-        &self,
-        ws: &Workspace,
-        extra: Vec<(String, McpServerConfig)>,
-        warnings: &mut Vec<String>,
-    ) -> Option<McpHub> {
+    /// Starts the MCP servers of a new session (the user's config ones and `extra`) in the
+    /// background; None when there are none. The session's first turn waits for them (at
+    /// most their startup timeout) and fixes its tool list then; a server that fails is a
+    /// note to the model, and fronts learn of failures through [`McpHub::when_started`].
+    fn start_mcp(&self, ws: &Workspace, extra: Vec<(String, McpServerConfig)>) -> Option<McpHub> {
         let servers: Vec<(String, McpServerConfig)> = self
             .config()
             .mcp_servers
@@ -412,12 +408,7 @@ impl Engine {
             Some(ws.root.path().to_path_buf()),
             self.config().mcp.defer_share,
         );
-        hub.start_blocking();
-        for s in hub.servers() {
-            if let McpServerState::Failed { reason } = s.state {
-                warnings.push(format!("MCP server {} failed to start: {reason}", s.name));
-            }
-        }
+        hub.start_background();
         Some(hub)
     }
 

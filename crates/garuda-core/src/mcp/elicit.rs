@@ -24,6 +24,8 @@ pub struct ElicitationRequest {
     pub message: String,
     /// A form or a URL to open.
     pub mode: ElicitationMode,
+    /// The model's tool call that led to it, when known (set by the turn).
+    pub tool_call_id: Option<String>,
 }
 
 /// The two kinds of elicitation.
@@ -145,6 +147,7 @@ pub(crate) fn from_params(server: &str, params: ElicitRequestParams) -> Option<E
         server: server.to_string(),
         message,
         mode,
+        tool_call_id: None,
     })
 }
 
@@ -211,6 +214,7 @@ mod tests {
             server: "s".into(),
             message: "m".into(),
             mode: ElicitationMode::Form { schema: json!({}) },
+            tool_call_id: None,
         };
         assert!(matches!(
             relay.ask(req).await,

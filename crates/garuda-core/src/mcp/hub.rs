@@ -2,8 +2,8 @@
 //! a timeout, watched, and stopped with the session.
 //!
 //! Invariants the rest of Garuda relies on:
-//! - The tool list is taken once at start ([`McpHub::tools`]) and changes only when the caller
-//!   asks ([`McpHub::apply_tool_changes`], at compaction), so the request prefix stays
+//! - The tool list is fixed once, before the session's first request ([`McpHub::settle`]),
+//!   and changes only when the caller asks ([`McpHub::apply_tool_changes`], at compaction), so the request prefix stays
 //!   byte-identical and the provider's prompt cache keeps hitting.
 //! - A server that fails to start or dies is reported once ([`McpHub::take_events`]); the
 //!   session goes on without it, and a new session (a new hub) starts it again.
@@ -22,8 +22,10 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationCapability, ErrorData, FormElicitationCapability, Implementation, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
+    ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability, ErrorData,
+    FormElicitationCapability, GetTaskParams, Implementation, InputRequest, InputRequests,
+    InputResponses, TASKS_EXTENSION_ID, Task, TaskPayload, Tool, UpdateTaskParams,
     UrlElicitationCapability,
 };
 use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
@@ -83,6 +85,9 @@ const STDERR_TAIL: usize = 5;
 const STDERR_LINE: usize = 300;
 /// How long a stopping server gets after SIGTERM before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(2);
+/// What a wait for the starts allows beyond the longest startup timeout: a failed start
+/// waits up to 600 ms more for its exit status and stderr.
+const START_GRACE: Duration = Duration::from_secs(2);
 /// Connect timeout for Streamable HTTP servers.
 const HTTP_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -116,7 +121,8 @@ pub struct McpServerStatus {
     pub transport: String,
     /// Its state.
     pub state: McpServerState,
-    /// Tools it contributes to the session's current list.
+    /// Tools it contributes to the session's current list (before the first turn fixes the
+    /// list: the tools it offers).
     pub tool_count: usize,
     /// Milliseconds from start to a listed tool set, once ready.
     pub startup_ms: Option<u64>,
@@ -155,6 +161,13 @@ pub enum McpEvent {
         /// Why.
         reason: String,
     },
+    /// A server became ready after the session's list was fixed; its tools are not yet in it.
+    ServerLate {
+        /// The server.
+        server: String,
+        /// How many tools it offers.
+        tools: usize,
+    },
     /// A server's tool list changed (`notifications/tools/list_changed`); not yet applied.
     ToolsChanged {
         /// The server.
@@ -177,6 +190,9 @@ impl McpEvent {
             ),
             McpEvent::ServerExited { server, reason } => format!(
                 "MCP server `{server}` stopped ({reason}); calls to its tools fail for the rest of this session."
+            ),
+            McpEvent::ServerLate { server, tools } => format!(
+                "MCP server `{server}` finished starting after this session's first request; its {tools} tool(s) take effect after the next compaction."
             ),
             McpEvent::ToolsChanged {
                 server,
@@ -309,13 +325,7 @@ impl ClientHandler for Handler {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let answer = match elicit::from_params(&self.server, request) {
-            Some(request) => self.relay.ask(request).await,
-            None => {
-                ElicitationAnswer::Unavailable("an elicitation mode Garuda does not know".into())
-            }
-        };
-        Ok(elicit::to_result(&self.server, answer))
+        Ok(answer_elicitation(&self.server, &self.relay, request).await)
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -326,11 +336,162 @@ impl ClientHandler for Handler {
         elicitation.form = Some(FormElicitationCapability::new());
         elicitation.url = Some(UrlElicitationCapability::new());
         caps.elicitation = Some(elicitation);
+        // Tasks (SEP-2663): a server may run a tool call as a task, which `call` polls.
+        caps.extensions
+            .get_or_insert_with(Default::default)
+            .insert(TASKS_EXTENSION_ID.to_string(), Default::default());
         ClientConfig::new(
             caps,
             Implementation::new("garuda", env!("CARGO_PKG_VERSION")),
         )
     }
+}
+
+/// Passes a server's elicitation to the tool call in flight and answers with the outcome.
+async fn answer_elicitation(
+    server: &str,
+    relay: &Relay,
+    request: ElicitRequestParams,
+) -> ElicitResult {
+    let answer = match elicit::from_params(server, request) {
+        Some(request) => relay.ask(request).await,
+        None => ElicitationAnswer::Unavailable("an elicitation mode Garuda does not know".into()),
+    };
+    elicit::to_result(server, answer)
+}
+
+/// Answers the input requests of an `input_required` result or task: elicitations go to the
+/// person; Garuda offers no sampling and no roots, so those fail the call.
+async fn answer_inputs(
+    server: &str,
+    relay: &Relay,
+    requests: InputRequests,
+) -> Result<InputResponses, ServiceError> {
+    let mut out = InputResponses::new();
+    for (key, request) in requests {
+        let InputRequest::Elicitation(request) = request else {
+            return Err(ServiceError::McpError(ErrorData::invalid_request(
+                "the server asked for sampling or roots, which Garuda does not offer",
+                None,
+            )));
+        };
+        let result = answer_elicitation(server, relay, request.params).await;
+        let value = serde_json::to_value(result)
+            .map_err(|e| ServiceError::McpError(ErrorData::internal_error(e.to_string(), None)))?;
+        out.insert(key, value);
+    }
+    Ok(out)
+}
+
+/// Shortest and longest wait between two `tasks/get` polls (the server's `pollIntervalMs`
+/// is honoured within these); the default when it gives none.
+const POLL_MIN: Duration = Duration::from_millis(10);
+const POLL_MAX: Duration = Duration::from_secs(5);
+const POLL_DEFAULT: Duration = Duration::from_millis(500);
+/// How long a turn's cancel waits for the server to acknowledge `tasks/cancel`.
+const TASK_CANCEL_WAIT: Duration = Duration::from_secs(2);
+
+/// A tool call on a server that offers tasks (SEP-2663): `tools/call`, answering
+/// `input_required` rounds; when the server makes it a task, `tasks/get` is polled (at the
+/// server's `pollIntervalMs`), in-task input requests are answered with `tasks/update`, and the
+/// outcome is the task's. `task` holds the task's id while it runs, so a cancelled or timed
+/// out call can send `tasks/cancel`.
+async fn call_with_tasks(
+    peer: &Peer<RoleClient>,
+    server: &str,
+    relay: &Relay,
+    mut params: CallToolRequestParams,
+    task: &Mutex<Option<String>>,
+) -> Result<CallToolResult, ServiceError> {
+    const MAX_ROUNDS: usize = 10;
+    for round in 0..MAX_ROUNDS {
+        match peer.call_tool_once(params.clone()).await? {
+            CallToolResponse::Complete(result) => return Ok(result),
+            CallToolResponse::InputRequired(r) => {
+                let asked = r.input_requests.unwrap_or_default();
+                if asked.is_empty() && r.request_state.is_none() {
+                    return Err(ServiceError::UnexpectedResponse);
+                }
+                if asked.is_empty() {
+                    // Only state to carry back: the server is not ready yet.
+                    tokio::time::sleep(POLL_MIN * (1 << round.min(4))).await;
+                }
+                let answers = answer_inputs(server, relay, asked).await?;
+                params.input_responses = (!answers.is_empty()).then_some(answers);
+                params.request_state = r.request_state;
+            }
+            CallToolResponse::Task(created) => {
+                return poll_task(peer, server, relay, created.task, task).await;
+            }
+            _ => return Err(ServiceError::UnexpectedResponse),
+        }
+    }
+    Err(ServiceError::InputRequiredRoundsExceeded {
+        max_rounds: MAX_ROUNDS,
+    })
+}
+
+/// Polls a task to its end (see [`call_with_tasks`]).
+async fn poll_task(
+    peer: &Peer<RoleClient>,
+    server: &str,
+    relay: &Relay,
+    created: Task,
+    slot: &Mutex<Option<String>>,
+) -> Result<CallToolResult, ServiceError> {
+    let id = created.task_id.clone();
+    *lock(slot) = Some(id.clone());
+    tracing::debug!(target: "garuda::mcp", server, task = %id, "tools/call runs as a task");
+    let mut interval = created.poll_interval_ms;
+    // The server may list an input request again until it has taken the answer.
+    let mut answered = std::collections::BTreeSet::new();
+    let outcome = loop {
+        let wait = interval.map_or(POLL_DEFAULT, Duration::from_millis);
+        tokio::time::sleep(wait.clamp(POLL_MIN, POLL_MAX)).await;
+        let got = peer.get_task(GetTaskParams::new(id.clone())).await?.task;
+        interval = got.task.poll_interval_ms.or(interval);
+        match got.payload {
+            TaskPayload::Completed { result } => {
+                break serde_json::from_value::<CallToolResult>(Value::Object(result)).map_err(
+                    |e| {
+                        ServiceError::McpError(ErrorData::internal_error(
+                            format!("the task's result is not a tool result: {e}"),
+                            None,
+                        ))
+                    },
+                );
+            }
+            TaskPayload::Failed { error } => {
+                let data = serde_json::from_value::<ErrorData>(Value::Object(error.clone()))
+                    .unwrap_or_else(|_| {
+                        ErrorData::internal_error(Value::Object(error).to_string(), None)
+                    });
+                break Err(ServiceError::McpError(data));
+            }
+            TaskPayload::Cancelled => {
+                break Err(ServiceError::McpError(ErrorData::internal_error(
+                    "the server cancelled the task",
+                    None,
+                )));
+            }
+            TaskPayload::InputRequired { input_requests } => {
+                let fresh: InputRequests = input_requests
+                    .into_iter()
+                    .filter(|(k, _)| !answered.contains(k))
+                    .collect();
+                if fresh.is_empty() {
+                    continue;
+                }
+                answered.extend(fresh.keys().cloned());
+                let answers = answer_inputs(server, relay, fresh).await?;
+                peer.update_task(UpdateTaskParams::new(id.clone(), answers))
+                    .await?;
+            }
+            _ => {}
+        }
+    };
+    lock(slot).take();
+    outcome
 }
 
 /// A spawned stdio server's process group.
@@ -365,6 +526,9 @@ struct Server {
     peer: Mutex<Option<Peer<RoleClient>>>,
     child: Mutex<Option<Child>>,
     listed: Mutex<Vec<Tool>>,
+    /// When the last listing goes stale, from the server's cache hint (`ttlMs`); None: no
+    /// hint, the listing holds until `tools/list_changed`.
+    expires: Mutex<Option<Instant>>,
     dirty: Arc<AtomicBool>,
     reported: AtomicBool,
     stderr: Arc<Mutex<VecDeque<String>>>,
@@ -427,6 +591,11 @@ struct Inner {
     snapshot: Mutex<Arc<Vec<McpTool>>>,
     events: Arc<Mutex<Vec<McpEvent>>>,
     relay: Arc<Relay>,
+    /// True once every start has ended (ready or failed).
+    started: watch::Sender<bool>,
+    /// True once the session fixed its list ([`McpHub::settle`]): a server ready after that
+    /// is reported, and its tools wait for the next compaction.
+    settled: Arc<AtomicBool>,
 }
 
 impl Drop for Inner {
@@ -487,6 +656,7 @@ impl McpHub {
                     peer: Mutex::new(None),
                     child: Mutex::new(None),
                     listed: Mutex::new(Vec::new()),
+                    expires: Mutex::new(None),
                     dirty: Arc::new(AtomicBool::new(false)),
                     reported: AtomicBool::new(false),
                     stderr: Arc::new(Mutex::new(VecDeque::new())),
@@ -502,6 +672,8 @@ impl McpHub {
                 snapshot: Mutex::new(Arc::new(Vec::new())),
                 events: Arc::new(Mutex::new(Vec::new())),
                 relay: Relay::new(),
+                started: watch::Sender::new(false),
+                settled: Arc::new(AtomicBool::new(false)),
             }),
         }
     }
@@ -509,12 +681,22 @@ impl McpHub {
     /// Starts every enabled server at once and waits until each is ready or failed (each
     /// within its `startup_timeout_ms`), then fixes the session's tool list.
     pub async fn start(&self) {
+        self.start_servers().await;
+        self.settle();
+    }
+
+    /// Starts every enabled server and waits until each is ready or failed, leaving the
+    /// session's list to [`Self::settle`].
+    pub(crate) async fn start_servers(&self) {
+        let settled = self.inner.settled.clone();
         let starts = self.inner.servers.iter().filter_map(|s| {
             let events = self.inner.events.clone();
             let cwd = self.inner.cwd.clone();
             let relay = self.inner.relay.clone();
             match s.state() {
-                McpServerState::Starting => Some(start_server(s.clone(), cwd, events, relay)),
+                McpServerState::Starting => {
+                    Some(start_server(s.clone(), cwd, events, relay, settled.clone()))
+                }
                 McpServerState::Failed { reason } => {
                     // A config entry that cannot be used is reported like a failed start.
                     if !s.reported.swap(true, Ordering::SeqCst) {
@@ -529,11 +711,83 @@ impl McpHub {
             }
         });
         futures_util::future::join_all(starts).await;
+        self.inner.started.send_replace(true);
+    }
+
+    /// True while a server is still starting (a start begun by [`Self::start_background`]).
+    pub fn is_starting(&self) -> bool {
+        !*self.inner.started.borrow()
+    }
+
+    /// Waits until every start has ended, at most the longest `startup_timeout_ms` of the
+    /// servers (and a grace for the failure's explanation); true when they all ended.
+    pub async fn wait_started(&self) -> bool {
+        let ms = self
+            .inner
+            .servers
+            .iter()
+            .map(|s| s.config.startup_timeout_ms)
+            .max()
+            .unwrap_or(0);
+        let limit = Duration::from_millis(ms) + START_GRACE;
+        let mut rx = self.inner.started.subscribe();
+        tokio::time::timeout(limit, rx.wait_for(|done| *done))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Fixes the session's tool list at what the ready servers offer now, once: the list
+    /// the first model request carries. A server that becomes ready later is reported
+    /// ([`McpEvent::ServerLate`]) and its tools enter at the next compaction, like a
+    /// changed list. True when this call fixed it.
+    pub fn settle(&self) -> bool {
+        if self.inner.settled.swap(true, Ordering::SeqCst) {
+            return false;
+        }
         *lock(&self.inner.snapshot) = Arc::new(self.current_tools());
+        true
+    }
+
+    /// True once [`Self::settle`] fixed the list.
+    pub fn is_settled(&self) -> bool {
+        self.inner.settled.load(Ordering::SeqCst)
+    }
+
+    /// Calls `f` with a warning per server that failed to start, once every start has
+    /// ended (at once when they have), on the MCP runtime: how a front tells the person
+    /// about failures after `session/new` has answered.
+    pub fn when_started(&self, f: impl FnOnce(Vec<String>) + Send + 'static) {
+        let hub = self.clone();
+        let report = move || {
+            let failures = hub
+                .servers()
+                .into_iter()
+                .filter_map(|s| match s.state {
+                    McpServerState::Failed { reason } => {
+                        Some(format!("MCP server {} failed to start: {reason}", s.name))
+                    }
+                    _ => None,
+                })
+                .collect();
+            f(failures)
+        };
+        if !self.is_starting() {
+            return report();
+        }
+        match super::runtime() {
+            Some(rt) => {
+                let hub = self.clone();
+                rt.spawn(async move {
+                    hub.wait_started().await;
+                    report();
+                });
+            }
+            None => report(),
+        }
     }
 
     /// Marks every server that is still starting as failed with `reason` (the runtime is
-    /// gone), reporting each once.
+    /// gone), reporting each once; no start is pending after it.
     pub(crate) fn fail_all(&self, reason: &str) {
         for s in &self.inner.servers {
             let mut st = lock(&s.state);
@@ -549,11 +803,17 @@ impl McpHub {
                 }
             }
         }
+        self.inner.started.send_replace(true);
     }
 
-    /// Every configured server with its state, in name order.
+    /// Every configured server with its state, in name order. Before the list is fixed
+    /// ([`Self::settle`]), a ready server's count is what it offers.
     pub fn servers(&self) -> Vec<McpServerStatus> {
-        let snapshot = self.tools();
+        let snapshot = if self.is_settled() {
+            self.tools()
+        } else {
+            Arc::new(self.current_tools())
+        };
         self.inner
             .servers
             .iter()
@@ -571,7 +831,7 @@ impl McpHub {
             .collect()
     }
 
-    /// The session's tool list: fixed at start, changed only by [`Self::apply_tool_changes`].
+    /// The session's tool list: fixed by [`Self::settle`], changed only by [`Self::apply_tool_changes`].
     pub fn tools(&self) -> Arc<Vec<McpTool>> {
         lock(&self.inner.snapshot).clone()
     }
@@ -630,24 +890,33 @@ impl McpHub {
     }
 
     /// Events not yet reported, each once: failed starts, stopped servers, and tool-list
-    /// changes. A server that sent `tools/list_changed` is listed again here, and a change is
-    /// reported only when the list really differs (servers also send it when nothing did).
+    /// changes. A server that sent `tools/list_changed`, or whose last listing is past its
+    /// cache hint (`ttlMs`), is listed again here (the turn start calls this), and a change
+    /// is reported only when the list really differs (servers also send it when nothing
+    /// did). The session's list itself changes only at [`Self::apply_tool_changes`].
     pub async fn take_events(&self) -> Vec<McpEvent> {
+        let now = Instant::now();
         for s in &self.inner.servers {
-            if !s.dirty.swap(false, Ordering::SeqCst) {
+            let stale = lock(&s.expires).is_some_and(|at| at <= now);
+            if !s.dirty.swap(false, Ordering::SeqCst) && !stale {
                 continue;
             }
             let Some(peer) = s.peer() else { continue };
             let limit = Duration::from_millis(s.config.startup_timeout_ms.max(1));
-            let listed = match tokio::time::timeout(limit, peer.list_all_tools()).await {
-                Ok(Ok(tools)) => tools,
+            let listed = match tokio::time::timeout(limit, peer.list_all_tools_with_cache_hint())
+                .await
+            {
+                Ok(Ok(list)) => {
+                    *lock(&s.expires) = expiry(list.ttl_ms);
+                    list.items
+                }
                 Ok(Err(e)) => {
-                    tracing::warn!(target: "garuda::mcp", server = %s.name, "tools/list after list_changed failed: {e}");
+                    tracing::warn!(target: "garuda::mcp", server = %s.name, "tools/list again failed: {e}");
                     self.note_call_error(s, &e);
                     continue;
                 }
                 Err(_) => {
-                    tracing::warn!(target: "garuda::mcp", server = %s.name, "tools/list after list_changed timed out");
+                    tracing::warn!(target: "garuda::mcp", server = %s.name, "tools/list again timed out");
                     continue;
                 }
             };
@@ -731,23 +1000,40 @@ impl McpHub {
         }
         let ms = server.config.call_timeout_ms.max(1);
         let started = Instant::now();
+        // The task the server made of this call, while it runs (tasks servers only).
+        let task = Mutex::new(None);
+        let tasks = service
+            .peer()
+            .peer_info()
+            .is_some_and(|i| i.capabilities.supports_tasks());
         let outcome = {
             let _active = Active::enter(&self.inner.relay);
-            let call = service.call_tool(params);
+            let call = async {
+                if tasks {
+                    let relay = &self.inner.relay;
+                    call_with_tasks(service.peer(), &server.name, relay, params, &task).await
+                } else {
+                    service.call_tool(params).await
+                }
+            };
             tokio::pin!(call);
             let sleep = tokio::time::sleep(Duration::from_millis(ms));
             tokio::pin!(sleep);
-            loop {
+            'call: loop {
                 let pending = async { self.inner.relay.rx.lock().await.recv().await };
                 tokio::select! {
                     r = &mut call => break Ok(r),
-                    _ = &mut sleep => break Err(()),
-                    _ = cancel.cancelled() => return Err(McpCallError::Cancelled),
+                    _ = &mut sleep => break Err(McpCallError::Timeout {
+                        server: server.name.clone(),
+                        tool: tool.tool.clone(),
+                        ms,
+                    }),
+                    _ = cancel.cancelled() => break Err(McpCallError::Cancelled),
                     Some(p) = pending => {
                         let asked = Instant::now();
                         let answer = tokio::select! {
                             a = elicitor.elicit(p.request) => a,
-                            _ = cancel.cancelled() => return Err(McpCallError::Cancelled),
+                            _ = cancel.cancelled() => break 'call Err(McpCallError::Cancelled),
                         };
                         let _ = p.answer.send(answer);
                         // The person's time does not count against the call's timeout.
@@ -759,12 +1045,29 @@ impl McpHub {
         };
         tracing::debug!(target: "garuda::mcp", server = %server.name, tool = %tool.tool,
             ms = started.elapsed().as_millis() as u64, "tools/call");
+        let pending_task = lock(&task).take();
         match outcome {
-            Err(_) => Err(McpCallError::Timeout {
-                server: server.name.clone(),
-                tool: tool.tool.clone(),
-                ms,
-            }),
+            Err(e) => {
+                // Dropping the call cancelled its request; a task goes on at the server
+                // unless it is told.
+                if let Some(id) = pending_task {
+                    let cancel = service
+                        .peer()
+                        .cancel_task(CancelTaskParams::new(id.clone()));
+                    match tokio::time::timeout(TASK_CANCEL_WAIT, cancel).await {
+                        Ok(Ok(())) => {
+                            tracing::debug!(target: "garuda::mcp", server = %server.name, task = %id, "tasks/cancel")
+                        }
+                        Ok(Err(e)) => {
+                            tracing::warn!(target: "garuda::mcp", server = %server.name, task = %id, "tasks/cancel failed: {e}")
+                        }
+                        Err(_) => {
+                            tracing::warn!(target: "garuda::mcp", server = %server.name, task = %id, "tasks/cancel not acknowledged")
+                        }
+                    }
+                }
+                Err(e)
+            }
             Ok(Ok(result)) => Ok(convert_result(&server.name, &tool.tool, &result)),
             Ok(Err(e)) => {
                 if self.note_call_error(server, &e) {
@@ -851,6 +1154,14 @@ impl Drop for Active<'_> {
     }
 }
 
+/// When a listing with cache hint `ttl_ms` goes stale (None: no hint).
+fn expiry(ttl_ms: Option<u64>) -> Option<Instant> {
+    ttl_ms.map(|ms| {
+        let now = Instant::now();
+        now.checked_add(Duration::from_millis(ms)).unwrap_or(now)
+    })
+}
+
 /// rmcp's error text without the Rust type names it puts in brackets.
 fn tidy(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -880,6 +1191,7 @@ async fn start_server(
     cwd: Option<PathBuf>,
     events: Arc<Mutex<Vec<McpEvent>>>,
     relay: Arc<Relay>,
+    settled: Arc<AtomicBool>,
 ) {
     let t0 = Instant::now();
     let ms = server.config.startup_timeout_ms.max(1);
@@ -893,12 +1205,14 @@ async fn start_server(
         Err(_) => Err(format!("did not start within {ms} ms")),
     };
     match result {
-        Ok((service, tools)) => {
+        Ok((service, tools, ttl_ms)) => {
+            *lock(&server.expires) = expiry(ttl_ms);
             let elapsed = t0.elapsed().as_millis() as u64;
             tracing::info!(target: "garuda::mcp", server = %server.name, tools = tools.len(),
                 startup_ms = elapsed, "ready");
             *lock(&server.peer) = Some(service.peer().clone());
             *lock(&server.service) = Some(Arc::new(service));
+            let count = tools.len();
             *lock(&server.listed) = tools;
             *lock(&server.startup_ms) = Some(elapsed);
             {
@@ -906,6 +1220,12 @@ async fn start_server(
                 if *st == McpServerState::Starting {
                     *st = McpServerState::Ready;
                 }
+            }
+            if settled.load(Ordering::SeqCst) {
+                lock(&events).push(McpEvent::ServerLate {
+                    server: server.name.clone(),
+                    tools: count,
+                });
             }
             // The process may have died between listing and here, when the waiter still saw
             // `Starting` and so reported nothing.
@@ -950,7 +1270,8 @@ async fn start_server(
     }
 }
 
-type Connected = (RunningService<RoleClient, Handler>, Vec<Tool>);
+/// The connection, its tools and their cache hint (`ttlMs`).
+type Connected = (RunningService<RoleClient, Handler>, Vec<Tool>, Option<u64>);
 
 /// How a connection starts: the stateless 2026-07-28 protocol (`server/discover`, metadata on
 /// every request) when the server speaks it, else the `initialize` handshake at 2025-11-25
@@ -1013,11 +1334,28 @@ async fn connect(
     let transport = server.transport.clone()?;
     let service = match transport {
         McpTransport::Stdio { command, args } => {
-            let (stdout, stdin) = spawn(server, &command, &args, cwd, events)?;
-            handler
-                .serve_with_lifecycle((stdout, stdin), lifecycle())
-                .await
-                .map_err(|e| format!("initialize failed: {}", tidy(&e.to_string())))?
+            let pipes = spawn(server, &command, &args, cwd.clone(), events.clone())?;
+            let first = handler
+                .clone()
+                .serve_with_lifecycle(pipes, lifecycle())
+                .await;
+            match first {
+                // A legacy server that answers `server/discover` with an empty result instead
+                // of "method not found": once more, a fresh process with the handshake.
+                Err(ClientInitializeError::ExpectedInitResult(_)) => {
+                    tracing::info!(target: "garuda::mcp", server = %server.name,
+                        "server/discover answered with an empty result: starting again with initialize");
+                    if let Some(c) = lock(&server.child).take() {
+                        c.signal(rustix::process::Signal::KILL);
+                    }
+                    let pipes = spawn(server, &command, &args, cwd, events)?;
+                    handler
+                        .serve_with_lifecycle(pipes, ClientLifecycleMode::Initialize)
+                        .await
+                }
+                other => other,
+            }
+            .map_err(|e| format!("initialize failed: {}", tidy(&e.to_string())))?
         }
         McpTransport::Http { url } => {
             let mut cfg = StreamableHttpClientTransportConfig::with_uri(url);
@@ -1061,13 +1399,13 @@ async fn connect(
             .map_err(|e| format!("initialize failed: {}", tidy(&e.to_string())))?
         }
     };
-    let tools = service
+    let list = service
         .peer()
-        .list_all_tools()
+        .list_all_tools_with_cache_hint()
         .await
         .map_err(|e| format!("tools/list failed: {e}"))?;
     listen_for_tool_changes(server, service.peer()).await;
-    Ok((service, tools))
+    Ok((service, list.items, list.ttl_ms))
 }
 
 /// Starts a stdio server in its own process group, with its stderr going to the log and a
@@ -1239,6 +1577,63 @@ mod tests {
             "MCP server `py` changed its tools (added: mcp__py__new; changed: mcp__py__old); \
              the new list takes effect after the next compaction."
         );
+    }
+
+    /// A server that is ready only after the list was fixed is a note, and its tools wait
+    /// for the next compaction (`has_tool_changes`), so the list stays as the first request
+    /// had it.
+    #[tokio::test]
+    async fn a_server_ready_after_the_list_is_fixed_is_reported_late() {
+        let dir = tempfile::tempdir().unwrap();
+        let gate = dir.path().join("gate");
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/mcp/slow_server.py"
+        );
+        let gate_arg = gate.display().to_string();
+        let cfg = McpServerConfig::stdio("python3", &[script, &gate_arg]);
+        let hub = McpHub::new([("slow".to_string(), cfg)], None, 0.1);
+        let background = hub.clone();
+        let start = tokio::spawn(async move { background.start_servers().await });
+        assert!(hub.is_starting());
+        assert!(hub.settle(), "fixed now, before the server is up");
+        assert!(!hub.settle(), "fixed once");
+        std::fs::write(&gate, "").unwrap();
+        start.await.unwrap();
+        assert!(hub.wait_started().await);
+        assert!(hub.tools().is_empty());
+        assert!(hub.has_tool_changes());
+        let events = hub.take_events().await;
+        assert_eq!(
+            events,
+            [McpEvent::ServerLate {
+                server: "slow".into(),
+                tools: 1
+            }]
+        );
+        assert!(events[0].note().contains("after the next compaction"));
+        hub.shutdown().await;
+    }
+
+    /// A stdio server that answers `server/discover` with an empty result is started once
+    /// more with the `initialize` handshake, and works.
+    #[tokio::test]
+    async fn a_stdio_server_with_an_empty_probe_answer_gets_one_retry() {
+        let dir = tempfile::tempdir().unwrap();
+        let starts = dir.path().join("starts");
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/mcp/empty_probe_server.py"
+        );
+        let starts_arg = starts.display().to_string();
+        let cfg = McpServerConfig::stdio("python3", &[script, &starts_arg]);
+        let hub = McpHub::new([("old".to_string(), cfg)], None, 0.1);
+        hub.start().await;
+        assert_eq!(hub.servers()[0].state, McpServerState::Ready);
+        assert_eq!(hub.tools().len(), 1);
+        assert_eq!(std::fs::read_to_string(&starts).unwrap(), "start\nstart\n");
+        assert!(hub.take_events().await.is_empty());
+        hub.shutdown().await;
     }
 
     #[tokio::test]

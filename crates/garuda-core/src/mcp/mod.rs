@@ -2,7 +2,7 @@
 //!
 //! - [`config`]: `[mcp_servers.NAME]` entries and ACP's `mcpServers`.
 //! - [`hub`]: [`McpHub`] starts a session's servers (stdio children and Streamable HTTP),
-//!   keeps their status, fixes the tool list at start, calls tools with timeouts and
+//!   keeps their status, fixes the tool list before the first request, calls tools with timeouts and
 //!   cancellation, records `tools/list_changed` until asked, and stops the servers.
 //! - [`naming`]: `mcp__SERVER__TOOL` names within the providers' rules.
 //! - [`convert`]: tool results into text and image blocks the providers accept.
@@ -68,5 +68,17 @@ impl McpHub {
         if rx.recv().is_err() {
             self.fail_all("the MCP start task ended early");
         }
+    }
+
+    /// Starts the servers on the MCP runtime and returns at once; [`McpHub::wait_started`]
+    /// and [`McpHub::when_started`] tell when they are up or failed, and the session fixes
+    /// its list with [`McpHub::settle`] before its first model request.
+    pub fn start_background(&self) {
+        let Some(rt) = runtime() else {
+            self.fail_all("the MCP runtime could not be started");
+            return;
+        };
+        let hub = self.clone();
+        rt.spawn(async move { hub.start_servers().await });
     }
 }

@@ -84,10 +84,13 @@ pub struct HostElicitor<'a> {
     pub host: &'a dyn TurnHost,
     /// The session the call belongs to.
     pub session_id: &'a str,
+    /// The model's tool call being run.
+    pub tool_call_id: &'a str,
 }
 
 impl Elicitor for HostElicitor<'_> {
-    fn elicit(&self, request: ElicitationRequest) -> BoxFuture<'static, ElicitationAnswer> {
+    fn elicit(&self, mut request: ElicitationRequest) -> BoxFuture<'static, ElicitationAnswer> {
+        request.tool_call_id = Some(self.tool_call_id.to_string());
         self.host.elicit(self.session_id, request)
     }
 }

@@ -741,6 +741,43 @@ impl LiveSession {
         next
     }
 
+    /// Fixes the MCP tool list before the session's first model request: waits for servers
+    /// still starting (at most their startup timeout; not past `cancel`), then puts the
+    /// tools of those that are up into the registry and rebuilds the prompt, which names
+    /// them. Nothing has been sent yet, so no cached prefix is lost; after this the list
+    /// changes only at a compaction (a server that comes later is a note).
+    pub async fn settle_mcp(&self, cancel: &CancellationToken) {
+        let Some(hub) = &self.setup.mcp else { return };
+        if hub.is_settled() {
+            return;
+        }
+        if hub.is_starting() {
+            tokio::select! {
+                _ = hub.wait_started() => {}
+                // Not settled: the next turn waits again.
+                _ = cancel.cancelled() => return,
+            }
+        }
+        if !hub.settle() || hub.tools().is_empty() {
+            return;
+        }
+        let fresh = hub.tools();
+        let specs: Vec<ToolSpec> = fresh.iter().map(|t| t.spec.clone()).collect();
+        let plan = crate::mcp::defer::plan(
+            &specs,
+            self.setup.model_info.context_window,
+            hub.defer_share(),
+        );
+        match self.tools().without_mcp().with_mcp(&fresh, &plan) {
+            Ok(registry) => {
+                let opts = self.setup.prompt_options(&self.header.model, &registry);
+                self.set_prompt(self.setup.workspace.assemble(&opts));
+                *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(registry);
+            }
+            Err(e) => tracing::warn!(target: "garuda::mcp", "MCP tools not installed: {e}"),
+        }
+    }
+
     /// Installs what [`Self::next_tools`] gave, with the rebuilt prompt (a compaction).
     pub(crate) fn install_tools(&self, next: NextTools) {
         let changed = next.mcp.is_some() || next.skills.is_some();

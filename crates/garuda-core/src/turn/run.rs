@@ -347,6 +347,7 @@ impl<'a> Turn<'a> {
             message_ids: Vec::new(),
             error: None,
         };
+        session.settle_mcp(cancel).await;
         check_fits(session, state, &input)?;
         let input = super::hooks::before_prompt(session, state, host, cancel, input).await?;
         let note = super::instructions::current_note(session, state)?;
@@ -1206,6 +1207,7 @@ async fn execute(
         let elicitor = super::host::HostElicitor {
             host,
             session_id: &session.id,
+            tool_call_id: id,
         };
         return match hub.call(name, input, &ctx.cancel, &elicitor).await {
             Ok(result) => {
