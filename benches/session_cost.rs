@@ -69,14 +69,8 @@ fn scenario(window: u64, turns: u32, large: bool) -> long_session::Scenario {
 
 fn sim_for(ws: &long_session::Workspace, s: &long_session::Scenario, dialect: Dialect) -> Sim {
     Sim::start(SimConfig {
-        window: s.sim_window,
-        seed: s.seed,
-        files: ws.files.clone(),
-        large_files: ws.large.clone(),
-        large_every_turn: s.large_every_turn,
-        grep_patterns: ws.patterns.clone(),
         dialect,
-        ..SimConfig::default()
+        ..long_session::sim_config(s, ws)
     })
 }
 

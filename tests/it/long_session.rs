@@ -422,10 +422,9 @@ fn take_events(
     }
 }
 
-/// Runs one scenario to the end through the real binary, with `hooks`' additions.
-pub fn run_with(s: &Scenario, hooks: &mut dyn Hooks) -> Session {
-    let ws = make_workspace(s);
-    let mut cfg = SimConfig {
+/// The simulated provider of scenario `s` over workspace `ws`.
+pub fn sim_config(s: &Scenario, ws: &Workspace) -> SimConfig {
+    SimConfig {
         window: s.sim_window,
         seed: s.seed,
         files: ws.files.clone(),
@@ -434,7 +433,13 @@ pub fn run_with(s: &Scenario, hooks: &mut dyn Hooks) -> Session {
         grep_patterns: ws.patterns.clone(),
         force_ptl_after_main: s.force_ptl_after_main,
         ..SimConfig::default()
-    };
+    }
+}
+
+/// Runs one scenario to the end through the real binary, with `hooks`' additions.
+pub fn run_with(s: &Scenario, hooks: &mut dyn Hooks) -> Session {
+    let ws = make_workspace(s);
+    let mut cfg = sim_config(s, &ws);
     hooks.prepare(ws.dir.path(), &mut cfg);
     let sim = Sim::start(cfg);
     let home = tempfile::tempdir().expect("home");

@@ -370,16 +370,7 @@ async fn ask_collapse(
                 fork.messages,
                 fork.cache,
             );
-            match super::side::side_call(
-                session,
-                state,
-                &super::host::NullHost,
-                req,
-                UsagePurpose::Collapse,
-                cancel,
-            )
-            .await
-            {
+            match collapse_call(session, state, req, cancel).await {
                 Ok(resp) => {
                     usage.add(&resp.usage);
                     let called = resp
@@ -418,15 +409,7 @@ async fn ask_collapse(
         messages: Vec::new(),
     };
     let req = base(session.system(), Vec::new(), msgs, cache);
-    let resp = super::side::side_call(
-        session,
-        state,
-        &super::host::NullHost,
-        req,
-        UsagePurpose::Collapse,
-        cancel,
-    )
-    .await?;
+    let resp = collapse_call(session, state, req, cancel).await?;
     usage.add(&resp.usage);
     let text = strip_analysis(&super::compact::response_text(&resp));
     if text.trim().is_empty() {
@@ -435,4 +418,23 @@ async fn ask_collapse(
         ));
     }
     Ok((text, usage))
+}
+
+/// One collapse request: a side request recorded under `collapse`, its retries not shown
+/// (the collapse reports its own progress).
+async fn collapse_call(
+    session: &LiveSession,
+    state: &mut SessionState,
+    req: ModelRequest,
+    cancel: &CancellationToken,
+) -> Result<crate::provider::ModelResponse, crate::provider::ProviderError> {
+    super::side::side_call(
+        session,
+        state,
+        &super::host::NullHost,
+        req,
+        UsagePurpose::Collapse,
+        cancel,
+    )
+    .await
 }
