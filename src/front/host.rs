@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::rpc::Client;
 use garuda_core::mcp::{ElicitationAnswer, ElicitationMode, ElicitationRequest};
 use garuda_core::turn::{
-    ClientToolResult, PermissionAnswer, PermissionRequest, Progress, TurnEvent, TurnHost,
+    AgentMark, ClientToolResult, PermissionAnswer, PermissionRequest, Progress, TurnEvent, TurnHost,
 };
 use garuda_protocol::methods::{ClientMethod, client};
 use garuda_protocol::{
@@ -141,12 +141,14 @@ impl TurnHost for RpcHost {
         session_id: &str,
         name: &str,
         input: Value,
+        agent: Option<AgentMark>,
     ) -> BoxFuture<'static, ClientToolResult> {
         let client = self.client.clone();
         let params = ToolCallParams {
             session_id: session_id.to_string(),
             name: name.to_string(),
             input,
+            agent: agent.map(super::wire::agent_out),
         };
         Box::pin(async move {
             let params = serde_json::to_value(params).unwrap_or(Value::Null);

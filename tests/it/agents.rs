@@ -492,3 +492,149 @@ fn allow_always_in_an_agent_holds_for_its_caller() {
     );
     assert!(mock.rec.bodies()[4].to_string().contains("two"));
 }
+
+fn agent_request_tools(bodies: &[Value]) -> Vec<String> {
+    let child = bodies
+        .iter()
+        .find(|b| is_agent_request(b))
+        .expect("a sub-session request");
+    tool_names(child)
+}
+
+#[test]
+fn an_agent_gets_the_client_tools_and_skills_its_file_lists() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "t_agent",
+            "agent",
+            &[r#"{"name": "helper", "task": "look at the selection"}"#],
+        )),
+        MockReply::Sse(anthropic_tool_use("t_sel", "editor_selection", &["{}"])),
+        MockReply::Sse(answer("SELECTION-IS: fn main", 4, 2)),
+        MockReply::Sse(answer("done", 5, 1)),
+    ]);
+    let (mut g, _h, ws, wid) = setup(&mock, "");
+    write(
+        ws.path(),
+        ".garuda/agents/helper.md",
+        "---\nname: helper\ndescription: Helps.\ntools: Read, editor_selection, Skill, not_a_tool\n---\nHelp.\n",
+    );
+    write(
+        ws.path(),
+        ".garuda/skills/deploy/SKILL.md",
+        "---\nname: deploy\ndescription: Ship a release.\n---\nDEPLOY-BODY\n",
+    );
+    let r = g.call(
+        "session/new",
+        json!({"workspaceId": wid, "policy": "full-auto", "tools": [{"name": "editor_selection", "description": "The selected text", "inputSchema": {"type": "object"}}]}),
+    );
+    let warnings = r["warnings"].to_string();
+    assert!(
+        warnings.contains("helper.md: this session has no tool called not_a_tool"),
+        "{r}"
+    );
+    assert!(!warnings.contains("editor_selection"), "{r}");
+    let sid = r["sessionId"].as_str().expect("sid").to_string();
+    let mut calls = Vec::new();
+    let r = g.request_serving(
+        "turn/run",
+        json!({"sessionId": sid, "input": input("what is selected?")}),
+        |req| {
+            calls.push(req.clone());
+            json!({"content": "fn main() {}"})
+        },
+    );
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let p = &calls[0]["params"];
+    assert_eq!(calls[0]["method"], "tool/call");
+    assert_eq!(
+        p["sessionId"],
+        sid.as_str(),
+        "called in the caller's session"
+    );
+    assert_eq!(p["name"], "editor_selection");
+    assert_eq!(p["agent"]["name"], "helper", "{p}");
+    assert_eq!(p["agent"]["toolCallId"], "t_agent", "{p}");
+    let child = p["agent"]["sessionId"]
+        .as_str()
+        .expect("child id")
+        .to_string();
+    assert_ne!(child, sid);
+
+    let bodies = mock.rec.bodies();
+    assert_eq!(
+        agent_request_tools(&bodies),
+        ["read_file", "skill", "editor_selection"]
+    );
+    let skill = bodies[1]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["name"] == "skill")
+        .expect("skill")
+        .clone();
+    assert!(
+        skill["description"].to_string().contains("deploy"),
+        "{skill}"
+    );
+    assert!(bodies[2].to_string().contains("fn main() {}"));
+    assert!(bodies[3].to_string().contains("SELECTION-IS"));
+}
+
+#[test]
+fn an_agent_gets_the_mcp_tools_its_file_lists_and_explore_gets_none() {
+    let Some(cfg) = crate::mcp::everything_config("everything", "") else {
+        return;
+    };
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "t_agent",
+            "agent",
+            &[r#"{"name": "echoer", "task": "echo hello"}"#],
+        )),
+        MockReply::Sse(anthropic_tool_use(
+            "t_echo",
+            "mcp__everything__echo",
+            &[r#"{"message": "HELLO-FROM-MCP"}"#],
+        )),
+        MockReply::Sse(answer("ECHOED", 4, 2)),
+        MockReply::Sse(anthropic_tool_use(
+            "t_x",
+            "explore",
+            &[r#"{"task": "anything?"}"#],
+        )),
+        MockReply::Sse(answer("nothing", 4, 2)),
+        MockReply::Sse(answer("done", 5, 1)),
+    ]);
+    let (mut g, _h, ws, wid) = setup(&mock, &cfg);
+    write(
+        ws.path(),
+        ".garuda/agents/echoer.md",
+        "---\nname: echoer\ndescription: Echoes.\ntools: Read, mcp__everything__echo\n---\nEcho.\n",
+    );
+    let sid = session(&mut g, &wid, "full-auto");
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": input("echo")}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let bodies = mock.rec.bodies();
+    assert!(
+        tool_names(&bodies[0]).len() > 5,
+        "the caller has every MCP tool"
+    );
+    assert_eq!(
+        tool_names(&bodies[1]),
+        ["read_file", "mcp__everything__echo"]
+    );
+    assert!(
+        bodies[2].to_string().contains("HELLO-FROM-MCP"),
+        "ran on the shared server"
+    );
+    assert_eq!(
+        tool_names(&bodies[4]),
+        ["read_file", "list_files", "glob", "grep"],
+        "explore stays with the built-in reads"
+    );
+}

@@ -245,6 +245,7 @@ impl Engine {
                 .with_mcp(&mcp_tools, &plan)
                 .map_err(|e| EngineError::Invalid(e.to_string()))?;
         }
+        warnings.extend(agents.missing_tools(&tools));
         Ok((
             SessionSetup {
                 commands,
@@ -840,15 +841,25 @@ pub struct HistoryPage {
 /// A stored agent's sub-session loads again as that agent: its tools and its prompt, no
 /// MCP servers and no skills.
 fn as_agent(setup: &mut SessionSetup, link: &crate::session::ParentLink) {
-    // The agent tools are in `link.tools` only when nesting gave them.
-    setup.tools = crate::tools::ToolRegistry::only(&link.tools, Some(setup.agents.clone()));
+    // The agent tools are in `link.tools` only when nesting gave them; the MCP tools it
+    // names come from the servers started for this load, client tools are gone with the
+    // client that had them.
+    setup.tools = crate::tools::ToolRegistry::for_agent(
+        &link.tools,
+        &setup.tools,
+        Some(setup.agents.clone()),
+    );
     setup.role = Some(crate::agents::AgentRole {
         name: link.agent.clone(),
         prompt: link.prompt.clone(),
         depth: link.depth,
     });
-    setup.mcp = None;
-    setup.skills = Arc::new(crate::skills::SkillSet::default());
+    if !setup.tools.has_mcp() {
+        setup.mcp = None;
+    }
+    if !setup.tools.is_skill(crate::tools::SKILL_TOOL) {
+        setup.skills = Arc::new(crate::skills::SkillSet::default());
+    }
     setup.skill_dirs = None;
 }
 

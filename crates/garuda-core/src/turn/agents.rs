@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
-use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
+use super::events::{AgentMark, PermissionAnswer, PermissionRequest, TurnEvent};
 use super::host::{ClientToolResult, CommandRun, Progress, TurnHost};
 use super::live::{LiveSession, ModelBinding, SessionSetup};
 use crate::agents::{AgentRole, EXPLORE, EXPLORE_PROMPT, MAX_DEPTH};
@@ -29,18 +29,12 @@ struct Plan {
     nested: bool,
 }
 
-/// Garuda's names of every built-in tool (an agent file that lists no tools gets them all).
-fn every_tool() -> Vec<String> {
-    ToolRegistry::builtins()
-        .entries()
-        .iter()
-        .map(|e| e.spec.name.clone())
-        .collect()
-}
-
 fn plan(parent: &LiveSession, call: &AgentCall, depth: u32) -> Result<Plan, String> {
     let settings = &parent.setup.agent_settings;
     if call.agent == EXPLORE {
+        // Built-in tools only: a read-only MCP tool is read-only by the config's word and
+        // may still reach the network, and explore's description promises reads and
+        // searches of the workspace. An agent file can list MCP tools for that.
         return Ok(Plan {
             prompt: EXPLORE_PROMPT.to_string(),
             tools: ToolRegistry::read_only_names(),
@@ -57,15 +51,23 @@ fn plan(parent: &LiveSession, call: &AgentCall, depth: u32) -> Result<Plan, Stri
     let nested = settings.nested && depth < MAX_DEPTH;
     Ok(Plan {
         prompt: def.prompt.clone(),
-        tools: def.tools.clone().unwrap_or_else(every_tool),
+        tools: def
+            .tools
+            .clone()
+            .unwrap_or_else(|| parent.tools().agent_default_names()),
         model: def.model.clone(),
         nested,
     })
 }
 
-/// The tools of a sub-session that runs `tools` (the agent tools only when nesting is on).
-pub(crate) fn child_tools(parent: &SessionSetup, tools: &[String], nested: bool) -> ToolRegistry {
-    ToolRegistry::only(tools, nested.then(|| parent.agents.clone()))
+/// The tools of a sub-session of `parent` that runs `tools` (the agent tools only when
+/// nesting is on; client, MCP and skill tools from the caller's registry now).
+fn child_tools(parent: &LiveSession, tools: &[String], nested: bool) -> ToolRegistry {
+    ToolRegistry::for_agent(
+        tools,
+        &parent.tools(),
+        nested.then(|| parent.setup.agents.clone()),
+    )
 }
 
 /// Runs `call` in a new sub-session of `parent`; `store` is the folder of the caller's
@@ -105,7 +107,11 @@ pub(crate) async fn run_agent(
     let agent_host = AgentHost {
         parent: host,
         parent_id: parent.id.clone(),
-        agent: call.agent.clone(),
+        mark: AgentMark {
+            name: call.agent.clone(),
+            session_id: child.id.clone(),
+            tool_call_id: ctx.call_id.clone().unwrap_or_default(),
+        },
     };
     let cancel = ctx.cancel.child_token();
     let max_steps = parent.setup.agent_settings.max_steps.max(1);
@@ -166,7 +172,7 @@ fn open_child(
     binding: &ModelBinding,
 ) -> Result<Arc<LiveSession>, crate::session::StoreError> {
     let p = &parent.setup;
-    let tools = child_tools(p, &plan.tools, plan.nested);
+    let tools = child_tools(parent, &plan.tools, plan.nested);
     let store = SessionStore::new(store);
     let mut header = SessionHeader::new(
         p.workspace.root.path().display().to_string(),
@@ -191,6 +197,9 @@ fn open_child(
     let mut view_policy = p.view_policy.clone();
     view_policy.tool_results_dir = store.tool_results_dir(&header.session_id);
     view_policy.compactable_tools = tools.compactable();
+    // The caller's servers, shared: the sub-session's MCP list is fixed at its start (its
+    // compactions leave the servers' changes to the caller).
+    let mcp = tools.has_mcp().then(|| p.mcp.clone()).flatten();
     let setup = SessionSetup {
         workspace: p.workspace.clone(),
         model_spec: binding.spec.clone(),
@@ -204,8 +213,9 @@ fn open_child(
         compact: p.compact.clone(),
         commands: p.commands.clone(),
         sandbox: p.sandbox.clone(),
-        mcp: None,
-        skills: Arc::new(crate::skills::SkillSet::default()),
+        mcp,
+        // The caller's list as its `skill` tool shows it; changes on disk are the caller's.
+        skills: parent.skills(),
         skill_dirs: None,
         hooks: p.hooks.clone(),
         agents: p.agents.clone(),
@@ -254,24 +264,41 @@ fn report_of(child: &LiveSession) -> (String, Usage) {
     (text, usage)
 }
 
-/// The sub-session's host: its approvals, edits, buffers and terminals go to the caller's
-/// client as the caller's would, approvals marked with the agent's name; its own stream of
-/// events stays in its transcript.
+/// The sub-session's host: its approvals, client tools, edits, buffers and terminals go to
+/// the caller's client as the caller's would, approvals and client tool calls marked with
+/// the agent; its own stream of events stays in its transcript.
 struct AgentHost<'a> {
     parent: &'a dyn TurnHost,
     parent_id: String,
-    agent: String,
+    mark: AgentMark,
 }
 
 impl TurnHost for AgentHost<'_> {
     fn event(&self, _session_id: &str, _event: TurnEvent) {}
 
     fn ask_permission(&self, mut req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
-        req.title = format!("[agent {}] {}", self.agent, req.title);
+        // A nested agent's request passes here already marked with its own name.
+        if req.agent.is_none() {
+            req.title = format!("[agent {}] {}", self.mark.name, req.title);
+            req.agent = Some(self.mark.name.clone());
+        }
         req.session_id = self.parent_id.clone();
-        req.agent = Some(self.agent.clone());
         self.parent.ask_permission(req)
     }
+
+    fn call_client_tool(
+        &self,
+        _session_id: &str,
+        name: &str,
+        input: serde_json::Value,
+        agent: Option<AgentMark>,
+    ) -> BoxFuture<'static, ClientToolResult> {
+        let agent = agent.unwrap_or_else(|| self.mark.clone());
+        self.parent
+            .call_client_tool(&self.parent_id, name, input, Some(agent))
+    }
+
+    fn tool_running(&self, _session_id: &str, _tool_call_id: &str) {}
 
     fn apply_edit(
         &self,

@@ -703,7 +703,10 @@ impl LiveSession {
             mcp: None,
             skills: None,
         };
+        // A sub-session shares its caller's servers: their changes are the caller's to
+        // install (installing them here would hide them from it).
         if let Some(hub) = &self.setup.mcp
+            && !self.is_agent()
             && hub.has_tool_changes()
         {
             let fresh = hub.current_tools();

@@ -172,7 +172,8 @@ pub fn model_in_note(text: &str) -> Option<&str> {
 /// What the MCP servers reported since the model last heard (a failed start, a server that
 /// died, a changed tool list): one note before the user's message, each event once.
 async fn mcp_note(session: &LiveSession, state: &SessionState) -> Option<MessageRecord> {
-    let hub = session.setup.mcp.as_ref()?;
+    // A sub-session's servers are its caller's, whose model hears their events.
+    let hub = session.setup.mcp.as_ref().filter(|_| !session.is_agent())?;
     let events = hub.take_events().await;
     if events.is_empty() {
         return None;
@@ -1231,7 +1232,7 @@ async fn execute(
     }
     if entry.source == ToolSource::Client {
         let r = tokio::select! {
-            r = host.call_client_tool(&session.id, name, input) => r,
+            r = host.call_client_tool(&session.id, name, input, None) => r,
             _ = ctx.cancel.cancelled() => return interrupted().into(),
         };
         return if r.is_error {
