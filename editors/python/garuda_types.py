@@ -1168,13 +1168,18 @@ class TurnResult(TypedDict):
     usage: Usage
 
 
-class TurnUpdate(TypedDict):
-    """`turn/update` notification."""
-
+class _TurnUpdateRequired(TypedDict):
     # What happened.
     event: TurnEvent
     # The session.
     sessionId: str
+
+
+class TurnUpdate(_TurnUpdateRequired, total=False):
+    """`turn/update` notification."""
+
+    # Set when the event is relayed from an agent's sub-session running in this session's turn: which agent (`event` is the sub-session's: its text, its tool calls).
+    agent: Union[AgentOrigin, None]
 
 
 class _UsageRequired(TypedDict):

@@ -83,6 +83,21 @@ fn end_position(text: &str) -> Value {
     json!({"line": line, "character": last.encode_utf16().count()})
 }
 
+impl RpcHost {
+    /// Sends one `turn/update`, marked with the agent whose sub-session it comes from.
+    fn update(&self, session_id: &str, event: TurnEvent, agent: Option<AgentMark>) {
+        let update = TurnUpdate {
+            session_id: session_id.to_string(),
+            event: super::wire::event_out(event),
+            agent: agent.map(super::wire::agent_out),
+        };
+        self.client.notify(
+            client::TurnUpdate::NAME,
+            serde_json::to_value(update).unwrap_or(Value::Null),
+        );
+    }
+}
+
 impl TurnHost for RpcHost {
     fn progress(&self, token: &str, progress: Progress) {
         // LSP `WorkDoneProgress` values.
@@ -100,14 +115,11 @@ impl TurnHost for RpcHost {
     }
 
     fn event(&self, session_id: &str, event: TurnEvent) {
-        let update = TurnUpdate {
-            session_id: session_id.to_string(),
-            event: super::wire::event_out(event),
-        };
-        self.client.notify(
-            client::TurnUpdate::NAME,
-            serde_json::to_value(update).unwrap_or(Value::Null),
-        );
+        self.update(session_id, event, None);
+    }
+
+    fn agent_event(&self, session_id: &str, agent: &AgentMark, event: TurnEvent) {
+        self.update(session_id, event, Some(agent.clone()));
     }
 
     fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {

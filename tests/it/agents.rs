@@ -638,3 +638,102 @@ fn an_agent_gets_the_mcp_tools_its_file_lists_and_explore_gets_none() {
         "explore stays with the built-in reads"
     );
 }
+
+#[test]
+fn an_agents_stream_reaches_the_client_marked_with_the_agent() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "t_x",
+            "explore",
+            &[r#"{"task": "what is in a.txt?"}"#],
+        )),
+        MockReply::Sse(
+            AnthropicSse::new(MockUsage::new(10, 10))
+                .text("Looking at the file now.")
+                .tool_use("t_read", "read_file", &[r#"{"path": "a.txt"}"#])
+                .finish("tool_use"),
+        ),
+        MockReply::Sse(answer("CHILD-REPORT: alpha and beta", 7, 3)),
+        MockReply::Sse(answer("done", 5, 1)),
+    ]);
+    let (mut g, _h, _w, wid) = setup(&mock, "");
+    let sid = session(&mut g, &wid, "ask");
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": input("what is in a.txt?")}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let updates: Vec<&Value> = g
+        .backlog
+        .iter()
+        .filter(|m| m["method"] == "turn/update")
+        .map(|m| &m["params"])
+        .collect();
+    let child: Vec<&Value> = updates
+        .iter()
+        .copied()
+        .filter(|p| p.get("agent").is_some())
+        .collect();
+    assert!(!child.is_empty(), "{updates:?}");
+    for p in &child {
+        assert_eq!(p["sessionId"], sid.as_str(), "in the caller's turn: {p}");
+        assert_eq!(p["agent"]["name"], "explore", "{p}");
+        assert_eq!(p["agent"]["toolCallId"], "t_x", "{p}");
+        let kind = p["event"]["kind"].as_str().expect("kind");
+        assert!(
+            ["textDelta", "toolCallStarted", "toolCallFinished"].contains(&kind),
+            "only text and tool calls here: {p}"
+        );
+    }
+    let child_sid = child[0]["agent"]["sessionId"].as_str().expect("child");
+    assert_ne!(child_sid, sid);
+    let kinds: Vec<&str> = child
+        .iter()
+        .map(|p| p["event"]["kind"].as_str().unwrap_or("?"))
+        .collect();
+    let text: String = child
+        .iter()
+        .filter(|p| p["event"]["kind"] == "textDelta")
+        .map(|p| p["event"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(text, "Looking at the file now.CHILD-REPORT: alpha and beta");
+    // Gathered: fewer events than the streamed pieces (three each).
+    assert!(
+        kinds.iter().filter(|k| **k == "textDelta").count() < 6,
+        "{kinds:?}"
+    );
+    let started = child
+        .iter()
+        .position(|p| p["event"]["kind"] == "toolCallStarted")
+        .expect("started");
+    assert_eq!(child[started]["event"]["name"], "read_file");
+    assert_eq!(child[started]["event"]["id"], "t_read");
+    let finished = child
+        .iter()
+        .position(|p| p["event"]["kind"] == "toolCallFinished")
+        .expect("finished");
+    assert!(started < finished);
+    assert!(
+        child[finished]["event"]["output"]
+            .to_string()
+            .contains("alpha")
+    );
+    // All between the caller's own start and finish of the explore call.
+    let own = |kind: &str| {
+        updates
+            .iter()
+            .position(|p| {
+                p.get("agent").is_none() && p["event"]["kind"] == kind && p["event"]["id"] == "t_x"
+            })
+            .expect(kind)
+    };
+    let first = updates
+        .iter()
+        .position(|p| p.get("agent").is_some())
+        .expect("first");
+    let last = updates
+        .iter()
+        .rposition(|p| p.get("agent").is_some())
+        .expect("last");
+    assert!(own("toolCallStarted") < first && last < own("toolCallFinished"));
+}

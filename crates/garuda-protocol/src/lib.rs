@@ -520,6 +520,10 @@ pub struct TurnUpdate {
     pub session_id: String,
     /// What happened.
     pub event: TurnEvent,
+    /// Set when the event is relayed from an agent's sub-session running in this session's
+    /// turn: which agent (`event` is the sub-session's: its text, its tool calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentOrigin>,
 }
 
 /// `permission/request` result from the client.

@@ -1026,6 +1026,11 @@ export type TurnResult = {
 
 /** `turn/update` notification. */
 export type TurnUpdate = {
+  /**
+   * Set when the event is relayed from an agent's sub-session running in this session's
+   * turn: which agent (`event` is the sub-session's: its text, its tool calls).
+   */
+  agent?: AgentOrigin | null;
   /** What happened. */
   event: TurnEvent;
   /** The session. */

@@ -9,6 +9,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 
@@ -112,11 +113,13 @@ pub(crate) async fn run_agent(
             session_id: child.id.clone(),
             tool_call_id: ctx.call_id.clone().unwrap_or_default(),
         },
+        text: std::sync::Mutex::new(Coalesce::default()),
     };
     let cancel = ctx.cancel.child_token();
     let max_steps = parent.setup.agent_settings.max_steps.max(1);
     let input = vec![Block::text(call.task.clone())];
     let result = super::run::run_child(&child, input, &agent_host, &cancel, max_steps).await;
+    agent_host.flush();
     let (text, usage) = report_of(&child);
     // On a model of its own the agent is priced at that model's prices, not the caller's.
     let cost_usd = (child.model_spec() != parent.model_spec())
@@ -264,17 +267,119 @@ fn report_of(child: &LiveSession) -> (String, Usage) {
     (text, usage)
 }
 
+/// Most characters of relayed text gathered before they go out.
+const RELAY_CHARS: usize = 400;
+/// Longest wait before gathered text goes out (checked when more arrives).
+const RELAY_EVERY: Duration = Duration::from_millis(250);
+/// Most characters of a relayed tool call's output.
+pub const RELAY_OUTPUT_CHARS: usize = 2_000;
+
+/// A sub-session's text deltas, gathered so a client gets a few relayed events a second
+/// rather than one per streamed token.
+#[derive(Debug, Default)]
+struct Coalesce {
+    text: String,
+    since: Option<Instant>,
+}
+
+impl Coalesce {
+    /// Adds `text` (arrived at `now`); answers what is due to go out.
+    fn push(&mut self, text: &str, now: Instant) -> Option<String> {
+        let since = *self.since.get_or_insert(now);
+        self.text.push_str(text);
+        let due = self.text.len() >= RELAY_CHARS || now.duration_since(since) >= RELAY_EVERY;
+        if due { self.take() } else { None }
+    }
+
+    /// What is gathered, if anything.
+    fn take(&mut self) -> Option<String> {
+        self.since = None;
+        (!self.text.is_empty()).then(|| std::mem::take(&mut self.text))
+    }
+}
+
+/// What of a sub-session's stream reaches the client: its text (gathered), its tool calls
+/// (a finished call's output cut to [`RELAY_OUTPUT_CHARS`]), hooks that blocked or failed,
+/// compaction and retries. Its steps, reasoning, usage (the caller's call reports it), todo
+/// list and mode changes stay in its transcript.
+fn relayed(event: TurnEvent) -> Option<TurnEvent> {
+    match event {
+        TurnEvent::ToolCallFinished {
+            id,
+            name,
+            output,
+            is_error,
+            mut meta,
+        } => {
+            let (output, cut) = crate::tools::cap_text(&output, RELAY_OUTPUT_CHARS);
+            meta.truncated |= cut;
+            Some(TurnEvent::ToolCallFinished {
+                id,
+                name,
+                output,
+                is_error,
+                meta,
+            })
+        }
+        e @ (TurnEvent::TextDelta { .. }
+        | TurnEvent::ToolCallStarted { .. }
+        | TurnEvent::Compaction { .. }
+        | TurnEvent::Retry { .. }) => Some(e),
+        e @ TurnEvent::Hook {
+            phase: super::events::HookPhase::Blocked | super::events::HookPhase::Failed,
+            ..
+        } => Some(e),
+        _ => None,
+    }
+}
+
 /// The sub-session's host: its approvals, client tools, edits, buffers and terminals go to
 /// the caller's client as the caller's would, approvals and client tool calls marked with
-/// the agent; its own stream of events stays in its transcript.
+/// the agent; its stream is relayed into the caller's turn marked with the agent (see
+/// [`relayed`]).
 struct AgentHost<'a> {
     parent: &'a dyn TurnHost,
     parent_id: String,
     mark: AgentMark,
+    text: std::sync::Mutex<Coalesce>,
+}
+
+impl AgentHost<'_> {
+    /// Sends the text gathered so far.
+    fn flush(&self) {
+        let text = self.text.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(text) = text {
+            self.parent
+                .agent_event(&self.parent_id, &self.mark, TurnEvent::TextDelta { text });
+        }
+    }
 }
 
 impl TurnHost for AgentHost<'_> {
-    fn event(&self, _session_id: &str, _event: TurnEvent) {}
+    fn event(&self, _session_id: &str, event: TurnEvent) {
+        let Some(event) = relayed(event) else { return };
+        if let TurnEvent::TextDelta { text } = &event {
+            let due = self
+                .text
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(text, Instant::now());
+            if let Some(text) = due {
+                self.parent
+                    .agent_event(&self.parent_id, &self.mark, TurnEvent::TextDelta { text });
+            }
+            return;
+        }
+        // Text before the event goes out first, so the order holds.
+        self.flush();
+        self.parent.agent_event(&self.parent_id, &self.mark, event);
+    }
+
+    fn agent_event(&self, _session_id: &str, agent: &AgentMark, event: TurnEvent) {
+        // A nested agent's event keeps its own mark on its way up.
+        self.flush();
+        self.parent.agent_event(&self.parent_id, agent, event);
+    }
 
     fn ask_permission(&self, mut req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
         // A nested agent's request passes here already marked with its own name.
@@ -326,5 +431,56 @@ impl TurnHost for AgentHost<'_> {
 
     fn progress(&self, token: &str, progress: Progress) {
         self.parent.progress(token, progress);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_gathered_until_enough_or_a_while() {
+        let t0 = Instant::now();
+        let mut c = Coalesce::default();
+        assert_eq!(c.push("a", t0), None);
+        assert_eq!(c.push("b", t0 + Duration::from_millis(10)), None);
+        assert_eq!(
+            c.push("c", t0 + RELAY_EVERY).as_deref(),
+            Some("abc"),
+            "a while after the first"
+        );
+        assert_eq!(c.take(), None);
+        let long = "x".repeat(RELAY_CHARS);
+        assert_eq!(c.push(&long, t0 + RELAY_EVERY * 3), Some(long));
+        assert_eq!(c.push("tail", t0), None);
+        assert_eq!(c.take().as_deref(), Some("tail"));
+    }
+
+    #[test]
+    fn only_part_of_the_stream_is_relayed_and_outputs_are_cut() {
+        assert!(relayed(TurnEvent::StepStarted { step: 1 }).is_none());
+        assert!(relayed(TurnEvent::ThinkingDelta { text: "t".into() }).is_none());
+        let hook = |phase| TurnEvent::Hook {
+            event: "PreToolUse".into(),
+            phase,
+            subject: None,
+            message: None,
+        };
+        assert!(relayed(hook(super::super::events::HookPhase::Started)).is_none());
+        assert!(relayed(hook(super::super::events::HookPhase::Failed)).is_some());
+        let finished = TurnEvent::ToolCallFinished {
+            id: "c".into(),
+            name: "read_file".into(),
+            output: "y".repeat(RELAY_OUTPUT_CHARS * 2),
+            is_error: false,
+            meta: Default::default(),
+        };
+        match relayed(finished) {
+            Some(TurnEvent::ToolCallFinished { output, meta, .. }) => {
+                assert!(output.chars().count() < RELAY_OUTPUT_CHARS + 200);
+                assert!(meta.truncated);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
