@@ -599,6 +599,32 @@ pub fn engine_error(e: EngineError) -> RpcError {
         }
         EngineError::Store(s) | EngineError::Turn(T::Store(s)) => store(s),
         EngineError::Provider(p) | EngineError::Turn(T::Provider(p)) => provider(p),
+        EngineError::Turn(T::AgentRunning {
+            session_id,
+            agent,
+            parent_session_id,
+            tool_call_id,
+        }) => {
+            let data = json!({
+                "kind": "agentRunning",
+                "sessionId": session_id,
+                "agent": agent,
+                "parentSessionId": parent_session_id,
+                "parentToolCallId": tool_call_id,
+            });
+            let message = T::AgentRunning {
+                session_id,
+                agent,
+                parent_session_id,
+                tool_call_id,
+            }
+            .to_string();
+            RpcError {
+                code: codes::BUSY,
+                message,
+                data: Some(data),
+            }
+        }
         EngineError::Turn(T::Busy(id)) => RpcError::new(
             codes::BUSY,
             format!("session {id} is already running a turn; wait for it or cancel it"),

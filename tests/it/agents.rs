@@ -737,3 +737,68 @@ fn an_agents_stream_reaches_the_client_marked_with_the_agent() {
         .expect("last");
     assert!(own("toolCallStarted") < first && last < own("toolCallFinished"));
 }
+
+#[test]
+fn a_running_agents_session_opens_as_that_copy_and_takes_no_turn_until_its_call_ends() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "t_x",
+            "explore",
+            &[r#"{"task": "look around"}"#],
+        )),
+        MockReply::Slow(answer("CHILD-REPORT", 7, 3), Duration::from_millis(1500)),
+        MockReply::Sse(answer("done", 5, 1)),
+        MockReply::Sse(answer("continued", 3, 1)),
+    ]);
+    let (mut g, _h, _w, wid) = setup(&mock, "");
+    let sid = session(&mut g, &wid, "ask");
+    let id = g.send_request(
+        "turn/run",
+        json!({"sessionId": sid, "input": input("explore")}),
+    );
+    while mock.rec.count() < 2 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let list = g.call("session/list", json!({"workspaceId": wid}));
+    let child = list["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|s| s["parentSessionId"] == sid.as_str())
+        .and_then(|s| s["sessionId"].as_str())
+        .expect("the running sub-session is listed")
+        .to_string();
+    // Loading it gives the running copy: readable, but no turn while its call runs.
+    g.call("session/load", json!({"sessionId": child}));
+    let msgs = g.call("session/messages", json!({"sessionId": child}));
+    assert!(msgs.to_string().contains("look around"), "{msgs}");
+    let busy = g.request(
+        "turn/run",
+        json!({"sessionId": child, "input": input("hello?")}),
+    );
+    let err = &busy["error"];
+    assert_eq!(err["code"], -32056, "{busy}");
+    assert_eq!(err["data"]["kind"], "agentRunning", "{busy}");
+    assert_eq!(err["data"]["parentSessionId"], sid.as_str());
+    assert_eq!(err["data"]["parentToolCallId"], "t_x");
+    assert!(
+        err["message"]
+            .as_str()
+            .expect("message")
+            .contains("still running"),
+        "{busy}"
+    );
+    let r = g.response(&json!(id));
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(mock.rec.count(), 3, "the refused turn asked nothing");
+    // Once the call has ended, the same session goes on as the agent.
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": child, "input": input("and now?")}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let msgs = g.call("session/messages", json!({"sessionId": child}));
+    let text = msgs.to_string();
+    assert_eq!(text.matches("look around").count(), 1, "{text}");
+    assert!(text.contains("CHILD-REPORT") && text.contains("continued"));
+}

@@ -551,7 +551,7 @@ impl Engine {
         id: &str,
         mcp_servers: Vec<(String, McpServerConfig)>,
     ) -> Result<Arc<LiveSession>, EngineError> {
-        if let Some(s) = self.sessions.live(id) {
+        if let Some(s) = self.live_or_running(id) {
             return Ok(s);
         }
         let req = ResumeSession {
@@ -573,7 +573,7 @@ impl Engine {
         id: &str,
         req: ResumeSession,
     ) -> Result<(Arc<LiveSession>, Vec<String>), EngineError> {
-        if let Some(s) = self.sessions.live(id) {
+        if let Some(s) = self.live_or_running(id) {
             if req.record.is_some() {
                 return Err(EngineError::Invalid(format!(
                     "session {id} is loaded already; its provider cannot be recorded"
@@ -585,6 +585,16 @@ impl Engine {
             return Ok((s, Vec::new()));
         }
         self.bring_back(id, req)
+    }
+
+    /// The session in memory: a live one, or an agent's sub-session whose call is running
+    /// (that copy, now live too: a second one would write the same file). While the call
+    /// runs its turns answer `AgentRunning`; reads work.
+    fn live_or_running(&self, id: &str) -> Option<Arc<LiveSession>> {
+        if let Some(s) = self.sessions.live(id) {
+            return Some(s);
+        }
+        turn::running_agent(id).map(|s| self.sessions.insert(s))
     }
 
     /// Loads a stored session into memory with `req`'s overrides.

@@ -71,6 +71,48 @@ fn child_tools(parent: &LiveSession, tools: &[String], nested: bool) -> ToolRegi
     )
 }
 
+/// The sub-sessions whose agent call runs now, by id: loading one gives this copy, never a
+/// second one on the same file.
+static RUNNING: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<String, std::sync::Weak<LiveSession>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// The sub-session `id` when its agent call is running in this process.
+pub fn running_agent(id: &str) -> Option<Arc<LiveSession>> {
+    RUNNING
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(id)
+        .and_then(std::sync::Weak::upgrade)
+}
+
+/// True while the agent call that runs the sub-session `id` has not ended.
+pub(crate) fn is_running(id: &str) -> bool {
+    running_agent(id).is_some()
+}
+
+/// A sub-session listed in [`RUNNING`] until its call ends.
+struct Listed(String);
+
+impl Listed {
+    fn new(child: &Arc<LiveSession>) -> Listed {
+        RUNNING
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(child.id.clone(), Arc::downgrade(child));
+        Listed(child.id.clone())
+    }
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        RUNNING
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.0);
+    }
+}
+
 /// Runs `call` in a new sub-session of `parent`; `store` is the folder of the caller's
 /// transcript (the sub-session's goes beside it). Never fails: problems are error outputs.
 pub(crate) async fn run_agent(
@@ -105,6 +147,7 @@ pub(crate) async fn run_agent(
         Ok(c) => c,
         Err(e) => return ToolOutput::error(format!("the agent could not start: {e}")),
     };
+    let _listed = Listed::new(&child);
     let agent_host = AgentHost {
         parent: host,
         parent_id: parent.id.clone(),

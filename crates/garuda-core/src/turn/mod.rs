@@ -19,6 +19,7 @@ mod todo;
 mod view;
 mod worker;
 
+pub use agents::running_agent;
 pub use budget::{budgets, context_tokens, fixed_chars, window};
 pub use compact::{CompactOutcome, CompactRequest, ProgressFn, compact_session};
 pub use events::{
