@@ -413,10 +413,11 @@ impl LiveSession {
     }
 
     /// This session as an agent's sub-session of `parent`: "allow always" answers are shared
-    /// with it, and the session-start hooks do not run (the caller's session started).
+    /// with it, and its first turn runs SubagentStart (not SessionStart: the caller's
+    /// session started).
     pub(crate) fn child_of(mut self, parent: &LiveSession) -> LiveSession {
         self.always_allow = parent.always_allow.clone();
-        self.start_hooks = Mutex::new(None);
+        self.start_hooks = Mutex::new(Some(crate::hooks::SessionSource::Startup));
         self
     }
 

@@ -931,6 +931,15 @@ async fn run_tool(
     name: &str,
     input: Value,
 ) -> (ToolOutput, Vec<Block>) {
+    // Plan mode refuses first: a call that never runs is no PreToolUse (a hook cannot turn
+    // it into another tool, so its answer could not matter).
+    if session
+        .tools()
+        .get(name)
+        .is_some_and(|e| plan_refuses(session, e))
+    {
+        return (super::plan::refused(), Vec::new());
+    }
     let pre = super::hooks::fire(
         session,
         host,
@@ -990,6 +999,16 @@ async fn run_tool(
     (out, blocks)
 }
 
+/// True when plan mode refuses a call of `entry` without asking: plan mode is on and the
+/// tool is not read-only, nor one that works on the session itself (`snip`,
+/// `exit_plan_mode`, `mcp_tool_search`).
+fn plan_refuses(session: &LiveSession, entry: &ToolEntry) -> bool {
+    let own = entry.source == ToolSource::Session
+        || entry.source == ToolSource::McpSearch
+        || entry.class == ToolClass::Plan;
+    !own && tools::plan_refuses(session.policy(), entry.read_only)
+}
+
 /// A tool's answer: text alone, or text with further blocks (an MCP tool's images).
 enum Ran {
     Text(ToolOutput),
@@ -1046,8 +1065,8 @@ async fn run_tool_inner(
         }
         .into();
     }
-    // Plan mode runs read-only tools alone, whatever a hook allows; nothing is asked.
-    if tools::plan_refuses(session.policy(), entry.read_only) {
+    // The policy may have switched to plan mode while the PreToolUse hooks ran.
+    if plan_refuses(session, entry) {
         return super::plan::refused().into();
     }
     // Risk follows the path an edit changes (links resolved), not the tool's name.
