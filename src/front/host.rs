@@ -27,6 +27,9 @@ pub struct RpcHost {
     pub apply_edit: bool,
     /// The client advertised `experimental.garuda.elicitation` (answers `mcp/elicit`).
     pub elicitation: bool,
+    /// The client advertised `experimental.garuda.agentEvents`: it gets the stream of
+    /// agents' sub-sessions (`turn/update` with `agent`).
+    pub agent_events: bool,
     /// How long an approval may wait; then the request is cancelled with `$/cancelRequest`
     /// and the call is not run (reported as timed out, not as a rejection).
     pub approval_timeout: std::time::Duration,
@@ -119,7 +122,10 @@ impl TurnHost for RpcHost {
     }
 
     fn agent_event(&self, session_id: &str, agent: &AgentMark, event: TurnEvent) {
-        self.update(session_id, event, Some(agent.clone()));
+        // A client that did not ask would show an agent's text as the session's own.
+        if self.agent_events {
+            self.update(session_id, event, Some(agent.clone()));
+        }
     }
 
     fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
