@@ -310,7 +310,7 @@ impl TurnHost for AcpHost {
                     &name,
                     &input,
                     None,
-                    acp::ToolCallStatus::InProgress,
+                    acp::ToolCallStatus::Pending,
                 )
                 .meta(meta);
                 call.title = format!("[agent {}] {}", agent.name, call.title);

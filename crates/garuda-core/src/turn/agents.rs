@@ -446,7 +446,11 @@ impl TurnHost for AgentHost<'_> {
             .call_client_tool(&self.parent_id, name, input, Some(agent))
     }
 
-    fn tool_running(&self, _session_id: &str, _tool_call_id: &str) {}
+    fn tool_running(&self, _session_id: &str, tool_call_id: &str) {
+        // The agent's call was relayed (ACP shows it as a card of its own, pending until
+        // now); its ids are the sub-session's model's, unique like the caller's.
+        self.parent.tool_running(&self.parent_id, tool_call_id);
+    }
 
     fn apply_edit(
         &self,
