@@ -49,6 +49,17 @@ class Ack(TypedDict):
     ok: bool
 
 
+class AgentOrigin(TypedDict):
+    """The agent's sub-session a relayed `turn/update` or a `tool/call` comes from."""
+
+    # The agent (`explore` or a custom agent's name).
+    name: str
+    # Its sub-session (`session/load` and `session/messages` open it).
+    sessionId: str
+    # The `agent` or `explore` call that runs it, in the session that started it (the notification's session, or for a nested agent the sub-session of the agent that started it).
+    toolCallId: str
+
+
 class AssembleOptions(TypedDict, total=False):
     """Options that change the assembled prompt."""
 
@@ -898,15 +909,20 @@ class TodoItem(TypedDict):
     status: TodoStatus
 
 
-class ToolCallParams(TypedDict):
-    """`tool/call` parameters (server to client)."""
-
+class _ToolCallParamsRequired(TypedDict):
     # Arguments from the model.
     input: Any
     # The client tool's name.
     name: str
-    # The session.
+    # The session (the calling session when an agent's sub-session calls).
     sessionId: str
+
+
+class ToolCallParams(_ToolCallParamsRequired, total=False):
+    """`tool/call` parameters (server to client)."""
+
+    # Set when an agent's sub-session calls the tool: which agent.
+    agent: Union[AgentOrigin, None]
 
 
 class _ToolCallResultRequired(TypedDict):
@@ -1170,13 +1186,18 @@ class TurnResult(TypedDict):
     usage: Usage
 
 
-class TurnUpdate(TypedDict):
-    """`turn/update` notification."""
-
+class _TurnUpdateRequired(TypedDict):
     # What happened.
     event: TurnEvent
     # The session.
     sessionId: str
+
+
+class TurnUpdate(_TurnUpdateRequired, total=False):
+    """`turn/update` notification."""
+
+    # Set when the event is relayed from an agent's sub-session running in this session's turn: which agent (`event` is the sub-session's: its text, its tool calls).
+    agent: Union[AgentOrigin, None]
 
 
 class _UsageRequired(TypedDict):

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::rpc::Client;
 use garuda_core::mcp::{ElicitationAnswer, ElicitationMode, ElicitationRequest};
 use garuda_core::turn::{
-    ClientToolResult, PermissionAnswer, PermissionRequest, Progress, TurnEvent, TurnHost,
+    AgentMark, ClientToolResult, PermissionAnswer, PermissionRequest, Progress, TurnEvent, TurnHost,
 };
 use garuda_protocol::methods::{ClientMethod, client};
 use garuda_protocol::{
@@ -27,6 +27,9 @@ pub struct RpcHost {
     pub apply_edit: bool,
     /// The client advertised `experimental.garuda.elicitation` (answers `mcp/elicit`).
     pub elicitation: bool,
+    /// The client advertised `experimental.garuda.agentEvents`: it gets the stream of
+    /// agents' sub-sessions (`turn/update` with `agent`).
+    pub agent_events: bool,
     /// How long an approval may wait; then the request is cancelled with `$/cancelRequest`
     /// and the call is not run (reported as timed out, not as a rejection).
     pub approval_timeout: std::time::Duration,
@@ -83,6 +86,21 @@ fn end_position(text: &str) -> Value {
     json!({"line": line, "character": last.encode_utf16().count()})
 }
 
+impl RpcHost {
+    /// Sends one `turn/update`, marked with the agent whose sub-session it comes from.
+    fn update(&self, session_id: &str, event: TurnEvent, agent: Option<AgentMark>) {
+        let update = TurnUpdate {
+            session_id: session_id.to_string(),
+            event: super::wire::event_out(event),
+            agent: agent.map(super::wire::agent_out),
+        };
+        self.client.notify(
+            client::TurnUpdate::NAME,
+            serde_json::to_value(update).unwrap_or(Value::Null),
+        );
+    }
+}
+
 impl TurnHost for RpcHost {
     fn progress(&self, token: &str, progress: Progress) {
         // LSP `WorkDoneProgress` values.
@@ -100,14 +118,14 @@ impl TurnHost for RpcHost {
     }
 
     fn event(&self, session_id: &str, event: TurnEvent) {
-        let update = TurnUpdate {
-            session_id: session_id.to_string(),
-            event: super::wire::event_out(event),
-        };
-        self.client.notify(
-            client::TurnUpdate::NAME,
-            serde_json::to_value(update).unwrap_or(Value::Null),
-        );
+        self.update(session_id, event, None);
+    }
+
+    fn agent_event(&self, session_id: &str, agent: &AgentMark, event: TurnEvent) {
+        // A client that did not ask would show an agent's text as the session's own.
+        if self.agent_events {
+            self.update(session_id, event, Some(agent.clone()));
+        }
     }
 
     fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
@@ -141,12 +159,14 @@ impl TurnHost for RpcHost {
         session_id: &str,
         name: &str,
         input: Value,
+        agent: Option<AgentMark>,
     ) -> BoxFuture<'static, ClientToolResult> {
         let client = self.client.clone();
         let params = ToolCallParams {
             session_id: session_id.to_string(),
             name: name.to_string(),
             input,
+            agent: agent.map(super::wire::agent_out),
         };
         Box::pin(async move {
             let params = serde_json::to_value(params).unwrap_or(Value::Null);

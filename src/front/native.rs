@@ -41,6 +41,8 @@ pub struct ClientFacts {
     pub apply_edit: bool,
     /// The client answers `mcp/elicit` (`capabilities.experimental.garuda.elicitation`).
     pub elicitation: bool,
+    /// The client shows agents' streams (`capabilities.experimental.garuda.agentEvents`).
+    pub agent_events: bool,
     /// The client's name, for logs.
     pub name: Option<String>,
 }
@@ -117,6 +119,7 @@ impl NativeFront {
             client: ctx.client.clone(),
             apply_edit: self.facts.get().is_some_and(|f| f.apply_edit),
             elicitation: self.facts.get().is_some_and(|f| f.elicitation),
+            agent_events: self.facts.get().is_some_and(|f| f.agent_events),
             approval_timeout: std::time::Duration::from_secs(
                 self.engine.config().approval.timeout_secs.max(1),
             ),
@@ -430,17 +433,19 @@ impl FrontFacts {
             .as_ref()
             .and_then(|w| w.apply_edit)
             .unwrap_or(false);
-        let elicitation = init
-            .capabilities
-            .experimental
-            .as_ref()
-            .and_then(|e| e.pointer("/garuda/elicitation"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let garuda_flag = |name: &str| {
+            init.capabilities
+                .experimental
+                .as_ref()
+                .and_then(|e| e.pointer(&format!("/garuda/{name}")))
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        };
         let facts = ClientFacts {
             process_id: init.process_id,
             apply_edit,
-            elicitation,
+            elicitation: garuda_flag("elicitation"),
+            agent_events: garuda_flag("agentEvents"),
             name: init.client_info.as_ref().map(|c| c.name.clone()),
         };
         let mut roots: Vec<String> = Vec::new();
@@ -617,6 +622,32 @@ pub fn engine_error(e: EngineError) -> RpcError {
         }
         EngineError::Store(s) | EngineError::Turn(T::Store(s)) => store(s),
         EngineError::Provider(p) | EngineError::Turn(T::Provider(p)) => provider(p),
+        EngineError::Turn(T::AgentRunning {
+            session_id,
+            agent,
+            parent_session_id,
+            tool_call_id,
+        }) => {
+            let data = json!({
+                "kind": "agentRunning",
+                "sessionId": session_id,
+                "agent": agent,
+                "parentSessionId": parent_session_id,
+                "parentToolCallId": tool_call_id,
+            });
+            let message = T::AgentRunning {
+                session_id,
+                agent,
+                parent_session_id,
+                tool_call_id,
+            }
+            .to_string();
+            RpcError {
+                code: codes::BUSY,
+                message,
+                data: Some(data),
+            }
+        }
         EngineError::Turn(T::Busy(id)) => RpcError::new(
             codes::BUSY,
             format!("session {id} is already running a turn; wait for it or cancel it"),

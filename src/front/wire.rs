@@ -19,6 +19,15 @@ use garuda_core::turn::{
 };
 use garuda_protocol as w;
 
+/// Which agent's sub-session a relayed event or client tool call comes from, for the wire.
+pub fn agent_out(a: garuda_core::turn::AgentMark) -> w::AgentOrigin {
+    w::AgentOrigin {
+        name: a.name,
+        session_id: a.session_id,
+        tool_call_id: a.tool_call_id,
+    }
+}
+
 /// A wire block as the engine's.
 pub fn block_in(b: w::Block) -> core::Block {
     match b {

@@ -951,3 +951,88 @@ fn session_fork_copies_the_history_into_a_new_session_and_leaves_the_source() {
     );
     acp.finish();
 }
+
+#[test]
+fn an_agents_calls_are_cards_marked_in_meta_and_its_text_goes_on_its_call() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let tape = cassette(
+        home.path(),
+        &[
+            json!({"response": {"content": [
+                {"type": "tool_use", "id": "toolu_x", "name": "explore", "input": {"task": "what is in a.txt?"}}
+            ], "stopReason": "tool_use", "usage": {"inputTokens": 40, "outputTokens": 10}}}),
+            json!({"response": {"content": [
+                {"type": "text", "text": "CHILD-READING"},
+                {"type": "tool_use", "id": "toolu_r", "name": "read_file", "input": {"path": "a.txt"}}
+            ], "stopReason": "tool_use", "usage": {"inputTokens": 40, "outputTokens": 10}}}),
+            json!({"response": {"content": [{"type": "text", "text": "CHILD-REPORT alpha"}],
+                "stopReason": "end_turn", "usage": {"inputTokens": 50, "outputTokens": 5}}}),
+            json!({"response": {"content": [{"type": "text", "text": "done"}],
+                "stopReason": "end_turn", "usage": {"inputTokens": 60, "outputTokens": 5}}}),
+        ],
+    );
+    let (mut acp, sid) = start(home.path(), &tape, ws.path());
+    acp.updates.clear();
+    let r = acp.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "look"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn");
+    let ups: Vec<&Value> = acp.updates.iter().map(|u| &u["update"]).collect();
+    let of = |id: &str| -> Vec<&Value> {
+        ups.iter()
+            .copied()
+            .filter(|u| u["toolCallId"] == id)
+            .collect()
+    };
+    let child = of("toolu_r");
+    assert_eq!(child.len(), 3, "{ups:?}");
+    assert_eq!(child[0]["sessionUpdate"], "tool_call");
+    assert_eq!(child[1]["status"], "in_progress");
+    assert!(
+        child[0]["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("[agent explore] read_file"),
+        "{}",
+        child[0]
+    );
+    for u in [child[0], child[2]] {
+        let a = &u["_meta"]["garuda"]["agent"];
+        assert_eq!(a["name"], "explore", "{u}");
+        assert_eq!(a["toolCallId"], "toolu_x", "{u}");
+        assert!(a["sessionId"].as_str().is_some_and(|s| s != sid));
+    }
+    assert_eq!(child[2]["status"], "completed");
+    let own = of("toolu_x");
+    let texts: Vec<String> = own
+        .iter()
+        .filter(|u| u["_meta"]["garuda"]["agent"].is_object())
+        .map(|u| {
+            u["content"][0]["content"]["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert!(texts.iter().any(|t| t == "CHILD-READING"), "{own:?}");
+    assert!(texts.iter().any(|t| t == "CHILD-REPORT alpha"), "{own:?}");
+    let last = own.last().unwrap();
+    assert_eq!(last["status"], "completed", "{last}");
+    assert!(
+        last["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("CHILD-REPORT alpha")
+    );
+    // The agent's words are not the session's own message.
+    let said: String = ups
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(said, "done");
+    acp.finish();
+}

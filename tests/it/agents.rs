@@ -92,13 +92,16 @@ fn two_explores_in_one_message_run_at_once() {
         );
         assert!(system(child).contains("# Agent: explore"));
     }
-    // The caller's request carries both reports in the calls' order.
+    // The caller's request carries both reports in the calls' order. The mock answers in
+    // arrival order, and which sub-session asks first is up to the scheduler: the report
+    // of `t1` is the answer to the request that carried its task.
     let last = bodies[3].to_string();
     let (one, two) = (
         last.find("REPORT-ONE").expect("one"),
         last.find("REPORT-TWO").expect("two"),
     );
-    assert!(one < two, "{last}");
+    let alpha_first = bodies[1].to_string().contains("where is alpha?");
+    assert_eq!(one < two, alpha_first, "{last}");
     assert!(tool_names(&bodies[0]).contains(&"explore".to_string()));
     assert!(system(&bodies[0]).contains("call explore; several can run at once"));
     assert_eq!(
@@ -256,6 +259,12 @@ fn an_agent_has_its_tools_asks_as_itself_and_loads_again() {
     let bodies = mock.rec.bodies();
     assert_eq!(tool_names(&bodies[4]), ["read_file", "bash"]);
     assert_eq!(system(&bodies[4]), child_system);
+    assert!(
+        !g.backlog
+            .iter()
+            .any(|m| m["method"] == "turn/update" && m["params"].get("agent").is_some()),
+        "a client that did not ask for agents' streams gets none"
+    );
 }
 
 #[test]
@@ -491,4 +500,325 @@ fn allow_always_in_an_agent_holds_for_its_caller() {
         "the caller's bash was allowed by the agent's answer"
     );
     assert!(mock.rec.bodies()[4].to_string().contains("two"));
+}
+
+fn agent_request_tools(bodies: &[Value]) -> Vec<String> {
+    let child = bodies
+        .iter()
+        .find(|b| is_agent_request(b))
+        .expect("a sub-session request");
+    tool_names(child)
+}
+
+#[test]
+fn an_agent_gets_the_client_tools_and_skills_its_file_lists() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "t_agent",
+            "agent",
+            &[r#"{"name": "helper", "task": "look at the selection"}"#],
+        )),
+        MockReply::Sse(anthropic_tool_use("t_sel", "editor_selection", &["{}"])),
+        MockReply::Sse(answer("SELECTION-IS: fn main", 4, 2)),
+        MockReply::Sse(answer("done", 5, 1)),
+    ]);
+    let (mut g, _h, ws, wid) = setup(&mock, "");
+    write(
+        ws.path(),
+        ".garuda/agents/helper.md",
+        "---\nname: helper\ndescription: Helps.\ntools: Read, editor_selection, Skill, not_a_tool\n---\nHelp.\n",
+    );
+    write(
+        ws.path(),
+        ".garuda/skills/deploy/SKILL.md",
+        "---\nname: deploy\ndescription: Ship a release.\n---\nDEPLOY-BODY\n",
+    );
+    let r = g.call(
+        "session/new",
+        json!({"workspaceId": wid, "policy": "full-auto", "tools": [{"name": "editor_selection", "description": "The selected text", "inputSchema": {"type": "object"}}]}),
+    );
+    let warnings = r["warnings"].to_string();
+    assert!(
+        warnings.contains("helper.md: this session has no tool called not_a_tool"),
+        "{r}"
+    );
+    assert!(!warnings.contains("editor_selection"), "{r}");
+    let sid = r["sessionId"].as_str().expect("sid").to_string();
+    let mut calls = Vec::new();
+    let r = g.request_serving(
+        "turn/run",
+        json!({"sessionId": sid, "input": input("what is selected?")}),
+        |req| {
+            calls.push(req.clone());
+            json!({"content": "fn main() {}"})
+        },
+    );
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let p = &calls[0]["params"];
+    assert_eq!(calls[0]["method"], "tool/call");
+    assert_eq!(
+        p["sessionId"],
+        sid.as_str(),
+        "called in the caller's session"
+    );
+    assert_eq!(p["name"], "editor_selection");
+    assert_eq!(p["agent"]["name"], "helper", "{p}");
+    assert_eq!(p["agent"]["toolCallId"], "t_agent", "{p}");
+    let child = p["agent"]["sessionId"]
+        .as_str()
+        .expect("child id")
+        .to_string();
+    assert_ne!(child, sid);
+
+    let bodies = mock.rec.bodies();
+    assert_eq!(
+        agent_request_tools(&bodies),
+        ["read_file", "skill", "editor_selection"]
+    );
+    let skill = bodies[1]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["name"] == "skill")
+        .expect("skill")
+        .clone();
+    assert!(
+        skill["description"].to_string().contains("deploy"),
+        "{skill}"
+    );
+    assert!(bodies[2].to_string().contains("fn main() {}"));
+    assert!(bodies[3].to_string().contains("SELECTION-IS"));
+}
+
+#[test]
+fn an_agent_gets_the_mcp_tools_its_file_lists_and_explore_gets_none() {
+    let Some(cfg) = crate::mcp::everything_config("everything", "") else {
+        return;
+    };
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "t_agent",
+            "agent",
+            &[r#"{"name": "echoer", "task": "echo hello"}"#],
+        )),
+        MockReply::Sse(anthropic_tool_use(
+            "t_echo",
+            "mcp__everything__echo",
+            &[r#"{"message": "HELLO-FROM-MCP"}"#],
+        )),
+        MockReply::Sse(answer("ECHOED", 4, 2)),
+        MockReply::Sse(anthropic_tool_use(
+            "t_x",
+            "explore",
+            &[r#"{"task": "anything?"}"#],
+        )),
+        MockReply::Sse(answer("nothing", 4, 2)),
+        MockReply::Sse(answer("done", 5, 1)),
+    ]);
+    let (mut g, _h, ws, wid) = setup(&mock, &cfg);
+    write(
+        ws.path(),
+        ".garuda/agents/echoer.md",
+        "---\nname: echoer\ndescription: Echoes.\ntools: Read, mcp__everything__echo\n---\nEcho.\n",
+    );
+    let sid = session(&mut g, &wid, "full-auto");
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": input("echo")}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let bodies = mock.rec.bodies();
+    assert!(
+        tool_names(&bodies[0]).len() > 5,
+        "the caller has every MCP tool"
+    );
+    assert_eq!(
+        tool_names(&bodies[1]),
+        ["read_file", "mcp__everything__echo"]
+    );
+    assert!(
+        bodies[2].to_string().contains("HELLO-FROM-MCP"),
+        "ran on the shared server"
+    );
+    assert_eq!(
+        tool_names(&bodies[4]),
+        ["read_file", "list_files", "glob", "grep"],
+        "explore stays with the built-in reads"
+    );
+}
+
+#[test]
+fn an_agents_stream_reaches_the_client_marked_with_the_agent() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "t_x",
+            "explore",
+            &[r#"{"task": "what is in a.txt?"}"#],
+        )),
+        MockReply::Sse(
+            AnthropicSse::new(MockUsage::new(10, 10))
+                .text("Looking at the file now.")
+                .tool_use("t_read", "read_file", &[r#"{"path": "a.txt"}"#])
+                .finish("tool_use"),
+        ),
+        MockReply::Sse(answer("CHILD-REPORT: alpha and beta", 7, 3)),
+        MockReply::Sse(answer("done", 5, 1)),
+    ]);
+    let home = tempfile::tempdir().expect("home");
+    crate::turns::write_config(home.path(), "");
+    let ws = tempfile::tempdir().expect("ws");
+    std::fs::write(ws.path().join("a.txt"), "alpha\nbeta\n").expect("write");
+    let env = mock.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut g = Garuda::spawn_at(crate::client::Framing::Lsp, home.path(), &[], &env);
+    g.call(
+        "initialize",
+        json!({"capabilities": {"experimental": {"garuda": {"agentEvents": true}}}}),
+    );
+    let wid = g.open(ws.path());
+    let sid = session(&mut g, &wid, "ask");
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": input("what is in a.txt?")}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let updates: Vec<&Value> = g
+        .backlog
+        .iter()
+        .filter(|m| m["method"] == "turn/update")
+        .map(|m| &m["params"])
+        .collect();
+    let child: Vec<&Value> = updates
+        .iter()
+        .copied()
+        .filter(|p| p.get("agent").is_some())
+        .collect();
+    assert!(!child.is_empty(), "{updates:?}");
+    for p in &child {
+        assert_eq!(p["sessionId"], sid.as_str(), "in the caller's turn: {p}");
+        assert_eq!(p["agent"]["name"], "explore", "{p}");
+        assert_eq!(p["agent"]["toolCallId"], "t_x", "{p}");
+        let kind = p["event"]["kind"].as_str().expect("kind");
+        assert!(
+            ["textDelta", "toolCallStarted", "toolCallFinished"].contains(&kind),
+            "only text and tool calls here: {p}"
+        );
+    }
+    let child_sid = child[0]["agent"]["sessionId"].as_str().expect("child");
+    assert_ne!(child_sid, sid);
+    let kinds: Vec<&str> = child
+        .iter()
+        .map(|p| p["event"]["kind"].as_str().unwrap_or("?"))
+        .collect();
+    let text: String = child
+        .iter()
+        .filter(|p| p["event"]["kind"] == "textDelta")
+        .map(|p| p["event"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(text, "Looking at the file now.CHILD-REPORT: alpha and beta");
+    // Gathered: fewer events than the streamed pieces (three each).
+    assert!(
+        kinds.iter().filter(|k| **k == "textDelta").count() < 6,
+        "{kinds:?}"
+    );
+    let started = child
+        .iter()
+        .position(|p| p["event"]["kind"] == "toolCallStarted")
+        .expect("started");
+    assert_eq!(child[started]["event"]["name"], "read_file");
+    assert_eq!(child[started]["event"]["id"], "t_read");
+    let finished = child
+        .iter()
+        .position(|p| p["event"]["kind"] == "toolCallFinished")
+        .expect("finished");
+    assert!(started < finished);
+    assert!(
+        child[finished]["event"]["output"]
+            .to_string()
+            .contains("alpha")
+    );
+    // All between the caller's own start and finish of the explore call.
+    let own = |kind: &str| {
+        updates
+            .iter()
+            .position(|p| {
+                p.get("agent").is_none() && p["event"]["kind"] == kind && p["event"]["id"] == "t_x"
+            })
+            .expect(kind)
+    };
+    let first = updates
+        .iter()
+        .position(|p| p.get("agent").is_some())
+        .expect("first");
+    let last = updates
+        .iter()
+        .rposition(|p| p.get("agent").is_some())
+        .expect("last");
+    assert!(own("toolCallStarted") < first && last < own("toolCallFinished"));
+}
+
+#[test]
+fn a_running_agents_session_opens_as_that_copy_and_takes_no_turn_until_its_call_ends() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "t_x",
+            "explore",
+            &[r#"{"task": "look around"}"#],
+        )),
+        MockReply::Slow(answer("CHILD-REPORT", 7, 3), Duration::from_millis(1500)),
+        MockReply::Sse(answer("done", 5, 1)),
+        MockReply::Sse(answer("continued", 3, 1)),
+    ]);
+    let (mut g, _h, _w, wid) = setup(&mock, "");
+    let sid = session(&mut g, &wid, "ask");
+    let id = g.send_request(
+        "turn/run",
+        json!({"sessionId": sid, "input": input("explore")}),
+    );
+    while mock.rec.count() < 2 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let list = g.call("session/list", json!({"workspaceId": wid}));
+    let child = list["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|s| s["parentSessionId"] == sid.as_str())
+        .and_then(|s| s["sessionId"].as_str())
+        .expect("the running sub-session is listed")
+        .to_string();
+    // Loading it gives the running copy: readable, but no turn while its call runs.
+    g.call("session/load", json!({"sessionId": child}));
+    let msgs = g.call("session/messages", json!({"sessionId": child}));
+    assert!(msgs.to_string().contains("look around"), "{msgs}");
+    let busy = g.request(
+        "turn/run",
+        json!({"sessionId": child, "input": input("hello?")}),
+    );
+    let err = &busy["error"];
+    assert_eq!(err["code"], -32056, "{busy}");
+    assert_eq!(err["data"]["kind"], "agentRunning", "{busy}");
+    assert_eq!(err["data"]["parentSessionId"], sid.as_str());
+    assert_eq!(err["data"]["parentToolCallId"], "t_x");
+    assert!(
+        err["message"]
+            .as_str()
+            .expect("message")
+            .contains("still running"),
+        "{busy}"
+    );
+    let r = g.response(&json!(id));
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    assert_eq!(mock.rec.count(), 3, "the refused turn asked nothing");
+    // Once the call has ended, the same session goes on as the agent.
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": child, "input": input("and now?")}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let msgs = g.call("session/messages", json!({"sessionId": child}));
+    let text = msgs.to_string();
+    assert_eq!(text.matches("look around").count(), 1, "{text}");
+    assert!(text.contains("CHILD-REPORT") && text.contains("continued"));
 }

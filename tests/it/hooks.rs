@@ -460,3 +460,137 @@ fn session_end_runs_at_exit_and_is_waited_for() {
     assert!(end.contains("\"reason\":\"exit\""), "{end}");
     assert!(end.contains(&sid), "{end}");
 }
+
+fn log_lines(dir: &Path, event: &str) -> Vec<Value> {
+    std::fs::read_to_string(dir.join(format!("{event}.log")))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("hook input"))
+        .collect()
+}
+
+#[test]
+fn sub_sessions_run_subagent_start_and_stop_and_not_the_callers_session_hooks() {
+    let home = tempfile::tempdir().expect("home");
+    let log = home.path().join("log");
+    std::fs::create_dir_all(&log).expect("mkdir");
+    let l = log.display().to_string();
+    let hook = |event: &str, matcher: Option<&str>, command: &str| {
+        let m = matcher
+            .map(|m| format!("matcher = {m:?}\n"))
+            .unwrap_or_default();
+        format!("[[hooks.{event}]]\n{m}hooks = [{{ type = \"command\", command = {command:?} }}]\n")
+    };
+    let logged = |event: &str| format!("cat >> {l}/{event}.log; echo >> {l}/{event}.log");
+    let mut cfg = String::from(NO_SANDBOX);
+    for event in ["SessionStart", "UserPromptSubmit", "Stop", "PreToolUse"] {
+        cfg.push_str(&hook(event, None, &logged(event)));
+    }
+    cfg.push_str(&hook(
+        "SubagentStart",
+        Some("explore"),
+        &format!("{}; echo SUBAGENT-CONTEXT", logged("SubagentStart")),
+    ));
+    // Blocks the agent's first report once: it goes on and reports again.
+    cfg.push_str(&hook(
+        "SubagentStop",
+        Some("explore"),
+        &format!(
+            "input=$(cat); echo \"$input\" >> {l}/SubagentStop.log; case \"$input\" in *FIRST-REPORT*) echo '{{\"decision\":\"block\",\"reason\":\"CHECK-AGAIN\"}}';; esac"
+        ),
+    ));
+    write_config(home.path(), &cfg);
+    let mock = Mock::start(vec![
+        call("t_x", "explore", json!({"task": "look"})),
+        text("FIRST-REPORT", 50),
+        text("SECOND-REPORT", 50),
+        text("done", 50),
+    ]);
+    let (mut g, _ws, wid) = start(home.path(), &mock);
+    let sid = new_session(&mut g, &wid);
+    let r = turn(&mut g, &sid, "explore it");
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let bodies = mock.rec.bodies();
+    assert_eq!(bodies.len(), 4);
+    assert!(
+        bodies[1].to_string().contains("SUBAGENT-CONTEXT"),
+        "context for the agent"
+    );
+    assert!(!bodies[0].to_string().contains("SUBAGENT-CONTEXT"));
+    assert!(
+        bodies[2].to_string().contains("CHECK-AGAIN"),
+        "the agent went on"
+    );
+    assert!(
+        bodies[3].to_string().contains("SECOND-REPORT"),
+        "its last report is the result"
+    );
+
+    let start = log_lines(&log, "SubagentStart");
+    assert_eq!(start.len(), 1, "{start:?}");
+    assert_eq!(start[0]["hook_event_name"], "SubagentStart");
+    assert_eq!(start[0]["agent_type"], "explore");
+    assert_eq!(start[0]["parent_session_id"], sid.as_str());
+    let child = start[0]["agent_id"].as_str().expect("agent_id").to_string();
+    assert_eq!(start[0]["session_id"], child.as_str());
+    let stop = log_lines(&log, "SubagentStop");
+    assert_eq!(stop.len(), 2, "{stop:?}");
+    assert_eq!(stop[0]["stop_hook_active"], false);
+    assert_eq!(stop[1]["stop_hook_active"], true);
+    assert_eq!(stop[1]["last_assistant_message"], "SECOND-REPORT");
+    assert!(
+        stop[0]["agent_transcript_path"]
+            .as_str()
+            .is_some_and(|p| p.contains(&child)),
+        "{}",
+        stop[0]
+    );
+    // The caller's session hooks ran for the caller alone.
+    for event in ["SessionStart", "UserPromptSubmit", "Stop"] {
+        let seen = log_lines(&log, event);
+        assert_eq!(seen.len(), 1, "{event}: {seen:?}");
+        assert_eq!(seen[0]["session_id"], sid.as_str(), "{event}");
+    }
+    let pre = log_lines(&log, "PreToolUse");
+    assert_eq!(pre.len(), 1, "only the explore call had tools: {pre:?}");
+    assert_eq!(pre[0]["tool_name"], "explore");
+}
+
+#[test]
+fn pre_tool_use_does_not_run_for_a_call_plan_mode_refuses() {
+    let home = tempfile::tempdir().expect("home");
+    let log = home.path().join("log");
+    std::fs::create_dir_all(&log).expect("mkdir");
+    let l = log.display().to_string();
+    write_config(
+        home.path(),
+        &format!(
+            "{NO_SANDBOX}[[hooks.PreToolUse]]\nhooks = [{{ type = \"command\", command = \"cat >> {l}/PreToolUse.log; echo >> {l}/PreToolUse.log\" }}]\n"
+        ),
+    );
+    let mock = Mock::start(vec![
+        call(
+            "t_w",
+            "write_file",
+            json!({"path": "x.txt", "content": "x"}),
+        ),
+        call("t_r", "read_file", json!({"path": "a.txt"})),
+        text("here is my plan", 50),
+    ]);
+    let (mut g, ws, wid) = start(home.path(), &mock);
+    let r = g.call("session/new", json!({"workspaceId": wid, "policy": "plan"}));
+    let sid = r["sessionId"].as_str().expect("sid").to_string();
+    let r = turn(&mut g, &sid, "plan it");
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let refused = g
+        .turn_events()
+        .into_iter()
+        .find(|e| e["kind"] == "toolCallFinished" && e["id"] == "t_w")
+        .expect("the write finished");
+    assert_eq!(refused["meta"]["blockedByPlanMode"], true, "{refused}");
+    assert!(!ws.path().join("x.txt").exists());
+    let pre = log_lines(&log, "PreToolUse");
+    let tools: Vec<&str> = pre.iter().filter_map(|p| p["tool_name"].as_str()).collect();
+    assert_eq!(tools, ["read_file"], "no hook for the refused write");
+}

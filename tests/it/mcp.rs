@@ -41,7 +41,7 @@ pub(crate) fn present(what: &str, path: &std::path::Path) -> bool {
 }
 
 /// `[mcp_servers.everything]` for the npm reference server, or None when it is missing.
-fn everything_config(name: &str, extra: &str) -> Option<String> {
+pub(crate) fn everything_config(name: &str, extra: &str) -> Option<String> {
     let script = servers_dir()
         .join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     if !present("@modelcontextprotocol/server-everything", &script) {

@@ -274,6 +274,52 @@ fn an_approved_plan_switches_the_mode_and_survives_compaction() {
     }
 }
 
+#[test]
+fn an_approved_plan_whose_todo_list_is_done_is_not_restored() {
+    let mut replies = vec![
+        call("p1", "exit_plan_mode", json!({ "plan": PLAN })),
+        call(
+            "t1",
+            "todo_write",
+            json!({"todos": [
+                {"content": "Change alpha", "status": "completed"},
+                {"content": "Check the file", "status": "completed"}
+            ]}),
+        ),
+        text("All done.", 50),
+    ];
+    for i in 2..=4 {
+        replies.push(text(&format!("answer {i}"), 20_000));
+    }
+    replies.push(text("<summary>EARLIER WORK</summary>", 50));
+    replies.push(text("after", 100));
+    let mock = Mock::start(replies);
+    let (mut g, _home, _ws, wid) =
+        setup(&mock, &format!("{WINDOW_100K}[context]\nkeep_steps = 1\n"));
+    let sid = new_session(&mut g, &wid, "plan");
+    let asked = turn_answering(
+        &mut g,
+        &sid,
+        "plan it",
+        json!({"optionId": "mode:full-auto"}),
+    );
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(policy(&mut g, &sid), "full-auto");
+    for i in 2..=4 {
+        let r = crate::context::turn(&mut g, &sid, &format!("question {i}"));
+        assert_eq!(r["stopReason"], "end_turn", "{r}");
+    }
+    let r = g.call("session/compact", json!({"sessionId": sid}));
+    assert_eq!(r["compacted"], true, "{r}");
+    let r = crate::context::turn(&mut g, &sid, "go on");
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let after = mock.rec.bodies().last().expect("a request").to_string();
+    assert!(
+        !after.contains("<restored_plan>"),
+        "the work the plan planned is done: {after}"
+    );
+}
+
 /// A `garuda acp` wired to the mock model, driven by newline-delimited JSON-RPC.
 struct AcpRun {
     child: std::process::Child,

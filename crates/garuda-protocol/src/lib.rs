@@ -520,6 +520,10 @@ pub struct TurnUpdate {
     pub session_id: String,
     /// What happened.
     pub event: TurnEvent,
+    /// Set when the event is relayed from an agent's sub-session running in this session's
+    /// turn: which agent (`event` is the sub-session's: its text, its tool calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentOrigin>,
 }
 
 /// `permission/request` result from the client.
@@ -592,16 +596,33 @@ pub enum ElicitAction {
     Cancel,
 }
 
+/// The agent's sub-session a relayed `turn/update` or a `tool/call` comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentOrigin {
+    /// The agent (`explore` or a custom agent's name).
+    pub name: String,
+    /// Its sub-session (`session/load` and `session/messages` open it).
+    pub session_id: String,
+    /// The `agent` or `explore` call that runs it, in the session that started it (the
+    /// notification's session, or for a nested agent the sub-session of the agent that
+    /// started it).
+    pub tool_call_id: String,
+}
+
 /// `tool/call` parameters (server to client).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallParams {
-    /// The session.
+    /// The session (the calling session when an agent's sub-session calls).
     pub session_id: String,
     /// The client tool's name.
     pub name: String,
     /// Arguments from the model.
     pub input: serde_json::Value,
+    /// Set when an agent's sub-session calls the tool: which agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentOrigin>,
 }
 
 /// `tool/call` result from the client.

@@ -10,6 +10,20 @@ export type Ack = {
   ok: boolean;
 };
 
+/** The agent's sub-session a relayed `turn/update` or a `tool/call` comes from. */
+export type AgentOrigin = {
+  /** The agent (`explore` or a custom agent's name). */
+  name: string;
+  /** Its sub-session (`session/load` and `session/messages` open it). */
+  sessionId: string;
+  /**
+   * The `agent` or `explore` call that runs it, in the session that started it (the
+   * notification's session, or for a nested agent the sub-session of the agent that
+   * started it).
+   */
+  toolCallId: string;
+};
+
 /** The outcome of a tool call's approval (`toolCallFinished`'s `meta.approval`). */
 export type Approval = "allowed" | "allowedAlways" | "rejected" | "timedOut" | "failed" | "unavailable";
 
@@ -812,11 +826,13 @@ export type TodoStatus = "pending" | "in_progress" | "completed";
 
 /** `tool/call` parameters (server to client). */
 export type ToolCallParams = {
+  /** Set when an agent's sub-session calls the tool: which agent. */
+  agent?: AgentOrigin | null;
   /** Arguments from the model. */
   input: unknown;
   /** The client tool's name. */
   name: string;
-  /** The session. */
+  /** The session (the calling session when an agent's sub-session calls). */
   sessionId: string;
 };
 
@@ -1028,6 +1044,11 @@ export type TurnResult = {
 
 /** `turn/update` notification. */
 export type TurnUpdate = {
+  /**
+   * Set when the event is relayed from an agent's sub-session running in this session's
+   * turn: which agent (`event` is the sub-session's: its text, its tool calls).
+   */
+  agent?: AgentOrigin | null;
   /** What happened. */
   event: TurnEvent;
   /** The session. */

@@ -18,8 +18,8 @@ use crate::rpc::{Client, RpcError};
 use garuda_core::fsroot::Root;
 use garuda_core::tools::ToolRegistry;
 use garuda_core::turn::{
-    ClientToolResult, CommandRun, HookPhase, PermissionAnswer, PermissionRequest, TurnEvent,
-    TurnHost,
+    AgentMark, ClientToolResult, CommandRun, HookPhase, PermissionAnswer, PermissionRequest,
+    TurnEvent, TurnHost,
 };
 
 /// Relays a turn to an ACP client.
@@ -41,6 +41,36 @@ pub struct AcpHost {
     calls: Calls,
     /// The running compaction's id.
     compaction: Mutex<Option<String>>,
+    /// Each running agent's text since its last tool call, by sub-session (shown on the
+    /// card of the call that runs it).
+    agent_text: Mutex<HashMap<String, String>>,
+}
+
+/// Most characters of an agent's text shown on the card of its call (the latest ones).
+const AGENT_TEXT_CHARS: usize = 2_000;
+
+/// The `_meta` of a relayed agent's update: `{"garuda": {"agent": {name, sessionId,
+/// toolCallId}}}`.
+pub fn agent_meta(agent: &AgentMark) -> acp::Meta {
+    let mut meta = acp::Meta::new();
+    meta.insert(
+        "garuda".into(),
+        serde_json::json!({"agent": {
+            "name": agent.name,
+            "sessionId": agent.session_id,
+            "toolCallId": agent.tool_call_id,
+        }}),
+    );
+    meta
+}
+
+/// The last `max` characters of `s`.
+fn tail_chars(s: &str, max: usize) -> &str {
+    let n = s.chars().count();
+    match s.char_indices().nth(n.saturating_sub(max)) {
+        Some((at, _)) if n > max => &s[at..],
+        _ => s,
+    }
 }
 
 /// Tool calls in flight by id (shared with commands running in the client's terminals).
@@ -159,6 +189,7 @@ impl AcpHost {
             session_id,
             calls: Arc::new(Mutex::new(HashMap::new())),
             compaction: Mutex::new(None),
+            agent_text: Mutex::new(HashMap::new()),
         }
     }
 
@@ -262,6 +293,66 @@ impl TurnHost for AcpHost {
                     send_update(&self.client, session_id, u);
                 }
             }
+        }
+    }
+
+    fn agent_event(&self, session_id: &str, agent: &AgentMark, event: TurnEvent) {
+        // An agent's calls become cards of their own, marked in `_meta`; its text goes on
+        // the card of the call that runs it; the rest of its stream stays in its transcript.
+        let meta = agent_meta(agent);
+        match event {
+            TurnEvent::ToolCallStarted { id, name, input } => {
+                lock(&self.agent_text).remove(&agent.session_id);
+                let mut call = convert::tool_call(
+                    &self.tools,
+                    self.root.path(),
+                    &id,
+                    &name,
+                    &input,
+                    None,
+                    acp::ToolCallStatus::Pending,
+                )
+                .meta(meta);
+                call.title = format!("[agent {}] {}", agent.name, call.title);
+                lock(&self.calls).insert(id, call.clone());
+                send_update(&self.client, session_id, acp::SessionUpdate::ToolCall(call));
+            }
+            TurnEvent::ToolCallFinished {
+                id,
+                output,
+                is_error,
+                ..
+            } => {
+                lock(&self.calls).remove(&id);
+                let u = convert::tool_result(&id, &output, is_error, Vec::new()).meta(meta);
+                send_update(
+                    &self.client,
+                    session_id,
+                    acp::SessionUpdate::ToolCallUpdate(u),
+                );
+            }
+            TurnEvent::TextDelta { text } => {
+                let shown = {
+                    let mut all = lock(&self.agent_text);
+                    let t = all.entry(agent.session_id.clone()).or_default();
+                    t.push_str(&text);
+                    let keep = tail_chars(t, AGENT_TEXT_CHARS).to_string();
+                    *t = keep.clone();
+                    keep
+                };
+                let u = acp::ToolCallUpdate::new(
+                    agent.tool_call_id.clone(),
+                    acp::ToolCallUpdateFields::new()
+                        .content(vec![acp::ToolCallContent::from(convert::text(shown))]),
+                )
+                .meta(meta);
+                send_update(
+                    &self.client,
+                    session_id,
+                    acp::SessionUpdate::ToolCallUpdate(u),
+                );
+            }
+            _ => {}
         }
     }
 
@@ -557,6 +648,18 @@ async fn request<M: ClientMethod>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_agents_text_keeps_its_tail() {
+        assert_eq!(tail_chars("abcdé", 2), "dé");
+        assert_eq!(tail_chars("ab", 5), "ab");
+        let m = agent_meta(&AgentMark {
+            name: "explore".into(),
+            session_id: "s".into(),
+            tool_call_id: "t".into(),
+        });
+        assert_eq!(m["garuda"]["agent"]["toolCallId"], "t");
+    }
     use serde_json::json;
 
     #[test]

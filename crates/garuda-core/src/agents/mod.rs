@@ -83,8 +83,9 @@ pub struct AgentDef {
     pub name: String,
     /// When to use it (one entry of the tool's list).
     pub description: String,
-    /// Garuda's names of the tools it gets; `None` when the file lists none (every
-    /// built-in tool, as in Claude Code).
+    /// The tools it gets: Garuda's names of built-in tools, then the other names as the
+    /// file gives them (client or MCP tools of the calling session); `None` when the file
+    /// lists none (every tool of the caller but the agent tools, as in Claude Code).
     pub tools: Option<Vec<String>>,
     /// The model spec it runs on (`None`: the calling session's model).
     pub model: Option<String>,
@@ -108,6 +109,24 @@ impl AgentSet {
     /// The agent called `name`.
     pub fn get(&self, name: &str) -> Option<&AgentDef> {
         self.agents.iter().find(|a| a.name == name)
+    }
+
+    /// A warning for each agent listing tools that neither Garuda nor the session's `tools`
+    /// (its client and MCP tools) has.
+    pub fn missing_tools(&self, tools: &ToolRegistry) -> Vec<String> {
+        self.agents
+            .iter()
+            .filter_map(|a| {
+                let missing = tools.missing_for_agent(a.tools.as_deref()?);
+                (!missing.is_empty()).then(|| {
+                    format!(
+                        "{}: this session has no tool called {}; the agent runs without it",
+                        a.file,
+                        missing.join(", ")
+                    )
+                })
+            })
+            .collect()
     }
 }
 
@@ -271,14 +290,11 @@ pub fn discover(root: &Root, user: Option<&Path>) -> AgentSet {
                 ));
                 continue;
             }
+            // A name no built-in tool answers to may be a client or MCP tool of the
+            // session: kept as written, checked once the session's tools are known.
             let tools = head.tools.as_ref().map(|listed| {
-                let (tools, unknown) = resolve_tools(listed);
-                if !unknown.is_empty() {
-                    set.warnings.push(format!(
-                        "{shown}: Garuda has no tool called {}; the agent runs without it",
-                        unknown.join(", ")
-                    ));
-                }
+                let (mut tools, unknown) = resolve_tools(listed);
+                tools.extend(unknown);
                 tools
             });
             set.agents.push(AgentDef {

@@ -245,6 +245,7 @@ impl Engine {
                 .with_mcp(&mcp_tools, &plan)
                 .map_err(|e| EngineError::Invalid(e.to_string()))?;
         }
+        warnings.extend(agents.missing_tools(&tools));
         Ok((
             SessionSetup {
                 commands,
@@ -541,7 +542,7 @@ impl Engine {
         id: &str,
         mcp_servers: Vec<(String, McpServerConfig)>,
     ) -> Result<Arc<LiveSession>, EngineError> {
-        if let Some(s) = self.sessions.live(id) {
+        if let Some(s) = self.live_or_running(id) {
             return Ok(s);
         }
         let req = ResumeSession {
@@ -563,7 +564,7 @@ impl Engine {
         id: &str,
         req: ResumeSession,
     ) -> Result<(Arc<LiveSession>, Vec<String>), EngineError> {
-        if let Some(s) = self.sessions.live(id) {
+        if let Some(s) = self.live_or_running(id) {
             if req.record.is_some() {
                 return Err(EngineError::Invalid(format!(
                     "session {id} is loaded already; its provider cannot be recorded"
@@ -575,6 +576,16 @@ impl Engine {
             return Ok((s, Vec::new()));
         }
         self.bring_back(id, req)
+    }
+
+    /// The session in memory: a live one, or an agent's sub-session whose call is running
+    /// (that copy, now live too: a second one would write the same file). While the call
+    /// runs its turns answer `AgentRunning`; reads work.
+    fn live_or_running(&self, id: &str) -> Option<Arc<LiveSession>> {
+        if let Some(s) = self.sessions.live(id) {
+            return Some(s);
+        }
+        turn::running_agent(id).map(|s| self.sessions.insert(s))
     }
 
     /// Loads a stored session into memory with `req`'s overrides.
@@ -831,15 +842,25 @@ pub struct HistoryPage {
 /// A stored agent's sub-session loads again as that agent: its tools and its prompt, no
 /// MCP servers and no skills.
 fn as_agent(setup: &mut SessionSetup, link: &crate::session::ParentLink) {
-    // The agent tools are in `link.tools` only when nesting gave them.
-    setup.tools = crate::tools::ToolRegistry::only(&link.tools, Some(setup.agents.clone()));
+    // The agent tools are in `link.tools` only when nesting gave them; the MCP tools it
+    // names come from the servers started for this load, client tools are gone with the
+    // client that had them.
+    setup.tools = crate::tools::ToolRegistry::for_agent(
+        &link.tools,
+        &setup.tools,
+        Some(setup.agents.clone()),
+    );
     setup.role = Some(crate::agents::AgentRole {
         name: link.agent.clone(),
         prompt: link.prompt.clone(),
         depth: link.depth,
     });
-    setup.mcp = None;
-    setup.skills = Arc::new(crate::skills::SkillSet::default());
+    if !setup.tools.has_mcp() {
+        setup.mcp = None;
+    }
+    if !setup.tools.is_skill(crate::tools::SKILL_TOOL) {
+        setup.skills = Arc::new(crate::skills::SkillSet::default());
+    }
     setup.skill_dirs = None;
 }
 

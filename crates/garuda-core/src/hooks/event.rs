@@ -23,6 +23,10 @@ pub enum HookEvent {
     Notification,
     /// An instruction file came into force.
     InstructionsLoaded,
+    /// An agent's sub-session starts its task (`agent_type`: the agent's name).
+    SubagentStart,
+    /// An agent's sub-session ended its report (its Stop; `agent_type`).
+    SubagentStop,
 }
 
 /// Claude Code events Garuda has no moment for: hooks on them are listed as skipped, not
@@ -31,8 +35,6 @@ pub const CLAUDE_ONLY_EVENTS: &[&str] = &[
     "PermissionRequest",
     "PermissionDenied",
     "PostToolUseFailure",
-    "SubagentStart",
-    "SubagentStop",
     "Setup",
     "TeammateIdle",
     "TaskCompleted",
@@ -45,7 +47,7 @@ pub const CLAUDE_ONLY_EVENTS: &[&str] = &[
 
 impl HookEvent {
     /// Every event, in the order the docs list them.
-    pub const ALL: [HookEvent; 10] = [
+    pub const ALL: [HookEvent; 12] = [
         HookEvent::SessionStart,
         HookEvent::UserPromptSubmit,
         HookEvent::PreToolUse,
@@ -56,6 +58,8 @@ impl HookEvent {
         HookEvent::SessionEnd,
         HookEvent::Notification,
         HookEvent::InstructionsLoaded,
+        HookEvent::SubagentStart,
+        HookEvent::SubagentStop,
     ];
 
     /// The event's name in config files and in `hook_event_name`.
@@ -71,6 +75,8 @@ impl HookEvent {
             HookEvent::SessionEnd => "SessionEnd",
             HookEvent::Notification => "Notification",
             HookEvent::InstructionsLoaded => "InstructionsLoaded",
+            HookEvent::SubagentStart => "SubagentStart",
+            HookEvent::SubagentStop => "SubagentStop",
         }
     }
 
@@ -100,15 +106,19 @@ impl HookEvent {
                 | HookEvent::PostToolUse
                 | HookEvent::PreCompact
                 | HookEvent::Stop
+                | HookEvent::SubagentStop
         )
     }
 
     /// True when a hook's plain stdout (not JSON) is text for the model: context for
-    /// SessionStart and UserPromptSubmit, summary instructions for PreCompact.
+    /// SessionStart, SubagentStart and UserPromptSubmit, summary instructions for PreCompact.
     pub fn plain_stdout_is_context(self) -> bool {
         matches!(
             self,
-            HookEvent::SessionStart | HookEvent::UserPromptSubmit | HookEvent::PreCompact
+            HookEvent::SessionStart
+                | HookEvent::SubagentStart
+                | HookEvent::UserPromptSubmit
+                | HookEvent::PreCompact
         )
     }
 }

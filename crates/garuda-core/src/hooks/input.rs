@@ -137,6 +137,30 @@ pub enum EventData {
         /// `compact`, `changed`.
         load_reason: String,
     },
+    /// SubagentStart: fired in the sub-session, before its first request.
+    SubagentStart {
+        /// The agent's name (what matchers match).
+        agent_type: String,
+        /// The sub-session's id.
+        agent_id: String,
+        /// The session whose call runs it.
+        parent_session_id: String,
+    },
+    /// SubagentStop: the sub-session's Stop.
+    SubagentStop {
+        /// True when the agent already went on because a SubagentStop hook blocked.
+        stop_hook_active: bool,
+        /// The agent's name.
+        agent_type: String,
+        /// The sub-session's id.
+        agent_id: String,
+        /// The session whose call runs it.
+        parent_session_id: String,
+        /// The sub-session's transcript.
+        agent_transcript_path: Option<PathBuf>,
+        /// The agent's last text (its report), when it has one.
+        last_assistant_message: Option<String>,
+    },
 }
 
 impl EventData {
@@ -153,6 +177,8 @@ impl EventData {
             EventData::SessionEnd { .. } => HookEvent::SessionEnd,
             EventData::Notification { .. } => HookEvent::Notification,
             EventData::InstructionsLoaded { .. } => HookEvent::InstructionsLoaded,
+            EventData::SubagentStart { .. } => HookEvent::SubagentStart,
+            EventData::SubagentStop { .. } => HookEvent::SubagentStop,
         }
     }
 }
@@ -195,6 +221,8 @@ impl HookInput {
                 notification_type, ..
             } => Some(notification_type),
             EventData::InstructionsLoaded { load_reason, .. } => Some(load_reason),
+            EventData::SubagentStart { agent_type, .. }
+            | EventData::SubagentStop { agent_type, .. } => Some(agent_type),
             EventData::UserPromptSubmit { .. } | EventData::Stop { .. } => None,
         }
     }
@@ -297,6 +325,35 @@ impl HookInput {
                 put("file_path", json!(path_str(file_path)));
                 put("memory_type", json!(memory_type));
                 put("load_reason", json!(load_reason));
+            }
+            EventData::SubagentStart {
+                agent_type,
+                agent_id,
+                parent_session_id,
+            } => {
+                put("agent_type", json!(agent_type));
+                put("agent_id", json!(agent_id));
+                put("parent_session_id", json!(parent_session_id));
+            }
+            EventData::SubagentStop {
+                stop_hook_active,
+                agent_type,
+                agent_id,
+                parent_session_id,
+                agent_transcript_path,
+                last_assistant_message,
+            } => {
+                put("stop_hook_active", json!(stop_hook_active));
+                put("agent_type", json!(agent_type));
+                put("agent_id", json!(agent_id));
+                put("parent_session_id", json!(parent_session_id));
+                put(
+                    "agent_transcript_path",
+                    json!(agent_transcript_path.as_deref().map(path_str)),
+                );
+                if let Some(t) = last_assistant_message {
+                    put("last_assistant_message", json!(t));
+                }
             }
         }
         Value::Object(m)

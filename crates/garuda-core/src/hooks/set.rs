@@ -94,7 +94,7 @@ pub enum SkipReason {
         /// The closest known name, if one is close.
         suggestion: Option<&'static str>,
     },
-    /// A Claude Code event Garuda has no moment for (`SubagentStop`, …).
+    /// A Claude Code event Garuda has no moment for (`TeammateIdle`, …).
     UnsupportedEvent,
     /// A handler type other than `command` (`prompt`, `http`, `agent`, …).
     UnsupportedType(String),
@@ -458,7 +458,7 @@ mod tests {
                 ("PreToolUse", group(Some("Edit("), None, Some("b.sh"))),
                 ("PreToolUs", group(None, None, Some("c.sh"))),
                 ("Nonsense", group(None, None, Some("c.sh"))),
-                ("SubagentStop", group(None, None, Some("d.sh"))),
+                ("TeammateIdle", group(None, None, Some("d.sh"))),
                 ("Stop", group(None, Some("prompt"), None)),
                 ("Stop", group(None, Some("command"), Some("  "))),
             ],
@@ -627,7 +627,10 @@ mod tests {
             .collect();
         assert_eq!(untrusted, ["wsconf.sh", "ws.sh"]);
         assert_eq!(set.problems().len(), 1, "{:?}", set.problems());
-        assert!(set.skipped().iter().any(|s| s.event == "SubagentStop"));
+        assert!(
+            run.contains(&"echo subagent done"),
+            "SubagentStop is imported"
+        );
         assert!(
             set.hooks()
                 .iter()

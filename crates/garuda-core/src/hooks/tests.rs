@@ -723,6 +723,27 @@ async fn every_event_reaches_its_hooks_with_its_fields() {
             "load_reason",
             json!("session_start"),
         ),
+        (
+            EventData::SubagentStart {
+                agent_type: "explore".into(),
+                agent_id: "child".into(),
+                parent_session_id: "s1".into(),
+            },
+            "agent_type",
+            json!("explore"),
+        ),
+        (
+            EventData::SubagentStop {
+                stop_hook_active: false,
+                agent_type: "explore".into(),
+                agent_id: "child".into(),
+                parent_session_id: "s1".into(),
+                agent_transcript_path: Some(f.root.join("child.jsonl")),
+                last_assistant_message: Some("report".into()),
+            },
+            "last_assistant_message",
+            json!("report"),
+        ),
     ];
     assert_eq!(events.len(), HookEvent::ALL.len());
     for (data, field, value) in events {

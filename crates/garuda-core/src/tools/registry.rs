@@ -212,6 +212,15 @@ fn offer_of(name: &str, source: &ToolSource) -> Option<Offer> {
     })
 }
 
+/// The name an agent file gives every tool of an MCP server by: `mcp__SERVER`.
+fn mcp_server_name(server: &str) -> String {
+    format!(
+        "{}{}",
+        crate::mcp::naming::PREFIX,
+        crate::mcp::naming::sanitize(server)
+    )
+}
+
 /// Why a registry cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("client tool {0} clashes with a built-in tool")]
@@ -368,6 +377,7 @@ impl ToolRegistry {
         let mut handlers: Vec<Handler> = super::builtin::all();
         handlers.push(Handler::new(super::ExploreTool));
         handlers.push(Handler::new(super::AgentTool::new(set)));
+        handlers.push(Handler::new(super::SkillTool::new(Default::default())));
         let mut tools: Vec<String> = Vec::new();
         let mut unknown = Vec::new();
         for name in listed {
@@ -413,6 +423,106 @@ impl ToolRegistry {
             r = r.with_agents(set, explore).0;
         }
         r
+    }
+
+    /// The tools of an agent's sub-session whose file lists `names` (Garuda's names, as
+    /// [`Self::resolve_names`] gives them, and other names verbatim), taken from the caller's
+    /// registry `from`: the built-in tools named, the agent tools when `agents` gives their
+    /// set (nesting), the caller's `skill` tool (its skill list) when `skill` is named, and
+    /// the caller's client and MCP tools named (an MCP tool by its `mcp__SERVER__TOOL` name,
+    /// or every tool of a server by `mcp__SERVER`). MCP definitions are loaded unless the
+    /// names hold `mcp_tool_search`, which keeps the caller's deferral.
+    pub fn for_agent(
+        names: &[String],
+        from: &ToolRegistry,
+        agents: Option<std::sync::Arc<crate::agents::AgentSet>>,
+    ) -> ToolRegistry {
+        let listed = |n: &str| names.iter().any(|x| x == n);
+        let mut r = ToolRegistry::only(names, agents);
+        if listed(super::SKILL_TOOL)
+            && let Some(skill) = from.entries.iter().find(|e| from.is_skill(&e.spec.name))
+        {
+            r.entries.push(skill.clone());
+        }
+        let search = from
+            .entries
+            .iter()
+            .find(|e| e.source == ToolSource::McpSearch && listed(&e.spec.name));
+        for e in &from.entries {
+            match &e.source {
+                ToolSource::Client if listed(&e.spec.name) => r.entries.push(e.clone()),
+                ToolSource::Mcp { server, .. }
+                    if listed(&e.spec.name) || listed(&mcp_server_name(server)) =>
+                {
+                    let mut e = e.clone();
+                    e.deferred = e.deferred && search.is_some();
+                    r.entries.push(e);
+                }
+                _ => {}
+            }
+        }
+        if let Some(s) = search
+            && r.mcp_deferred_entries()
+        {
+            r.entries.push(s.clone());
+        }
+        r
+    }
+
+    /// The names of `names` no tool of an agent's sub-session from this registry answers
+    /// to (for a warning): not a built-in tool, `skill`, an agent tool, nor one of this
+    /// registry's client or MCP tools (or an MCP server's `mcp__SERVER`).
+    pub fn missing_for_agent(&self, names: &[String]) -> Vec<String> {
+        let known = [
+            super::SKILL_TOOL,
+            crate::agents::AGENT_TOOL,
+            crate::agents::EXPLORE,
+        ];
+        names
+            .iter()
+            .filter(|n| {
+                let n = n.as_str();
+                !known.contains(&n)
+                    && !super::builtin::all().iter().any(|h| h.name() == n)
+                    && !self.entries.iter().any(|e| match &e.source {
+                        ToolSource::Client | ToolSource::McpSearch => e.spec.name == n,
+                        ToolSource::Mcp { server, .. } => {
+                            e.spec.name == n || mcp_server_name(server) == n
+                        }
+                        _ => false,
+                    })
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Every tool an agent whose file lists none gets, by name: the built-in tools (no
+    /// agent tools), `skill`, and this registry's client and MCP tools (with
+    /// `mcp_tool_search` when their definitions are deferred here).
+    pub fn agent_default_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = super::builtin::all()
+            .iter()
+            .map(|h| h.name().to_string())
+            .collect();
+        names.push(super::SKILL_TOOL.to_string());
+        names.extend(
+            self.entries
+                .iter()
+                .filter(|e| {
+                    matches!(
+                        e.source,
+                        ToolSource::Client | ToolSource::Mcp { .. } | ToolSource::McpSearch
+                    )
+                })
+                .map(|e| e.spec.name.clone()),
+        );
+        names
+    }
+
+    fn mcp_deferred_entries(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|e| matches!(e.source, ToolSource::Mcp { .. }) && e.deferred)
     }
 
     /// True when `name` is the session's `skill` tool.
@@ -667,6 +777,60 @@ mod tests {
             tool: tool.into(),
             read_only,
         }
+    }
+
+    #[test]
+    fn an_agent_takes_the_client_mcp_and_skill_tools_it_names() {
+        let tools = [
+            mcp_tool("a", "x", false),
+            mcp_tool("a", "y", true),
+            mcp_tool("b", "z", false),
+        ];
+        let specs: Vec<ToolSpec> = tools.iter().map(|t| t.spec.clone()).collect();
+        let skills = std::sync::Arc::new(crate::skills::SkillSet {
+            skills: vec![crate::skills::Skill {
+                head: crate::skills::SkillHead {
+                    name: "s".into(),
+                    description: "d".into(),
+                    allowed_tools: Vec::new(),
+                },
+                folder: "s".into(),
+                place: crate::skills::SkillPlace::Workspace,
+            }],
+            ..Default::default()
+        });
+        let names = |r: &ToolRegistry| -> Vec<String> {
+            r.entries().iter().map(|e| e.spec.name.clone()).collect()
+        };
+        let deferred = crate::mcp::defer::plan(&specs, 10, 0.1);
+        let parent = ToolRegistry::for_session(vec![spec("sel"), spec("other")])
+            .unwrap()
+            .with_skills(skills)
+            .with_mcp(&tools, &deferred)
+            .unwrap();
+        let listed: Vec<String> = ["read_file", "sel", "skill", "mcp__a", "mcp__b__z", "nope"]
+            .map(String::from)
+            .into();
+        let child = ToolRegistry::for_agent(&listed, &parent, None);
+        assert_eq!(
+            names(&child),
+            [
+                "read_file",
+                "skill",
+                "sel",
+                "mcp__a__x",
+                "mcp__a__y",
+                "mcp__b__z"
+            ]
+        );
+        assert!(!child.mcp_deferred(), "named MCP tools are loaded");
+        assert_eq!(child.get("mcp__a__y").map(|e| e.read_only), Some(true));
+        assert_eq!(parent.missing_for_agent(&listed), ["nope"]);
+        // Without a list: every tool but the agent tools, the caller's deferral kept.
+        let all = ToolRegistry::for_agent(&parent.agent_default_names(), &parent, None);
+        assert!(all.mcp_deferred());
+        assert!(all.get("other").is_some() && all.get("snip").is_none());
+        assert!(all.is_skill("skill"));
     }
 
     #[test]

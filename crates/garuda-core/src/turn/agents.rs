@@ -9,10 +9,11 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 
-use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
+use super::events::{AgentMark, PermissionAnswer, PermissionRequest, TurnEvent};
 use super::host::{ClientToolResult, CommandRun, Progress, TurnHost};
 use super::live::{LiveSession, ModelBinding, SessionSetup};
 use crate::agents::{AgentRole, EXPLORE, EXPLORE_PROMPT, MAX_DEPTH};
@@ -29,18 +30,12 @@ struct Plan {
     nested: bool,
 }
 
-/// Garuda's names of every built-in tool (an agent file that lists no tools gets them all).
-fn every_tool() -> Vec<String> {
-    ToolRegistry::builtins()
-        .entries()
-        .iter()
-        .map(|e| e.spec.name.clone())
-        .collect()
-}
-
 fn plan(parent: &LiveSession, call: &AgentCall, depth: u32) -> Result<Plan, String> {
     let settings = &parent.setup.agent_settings;
     if call.agent == EXPLORE {
+        // Built-in tools only: a read-only MCP tool is read-only by the config's word and
+        // may still reach the network, and explore's description promises reads and
+        // searches of the workspace. An agent file can list MCP tools for that.
         return Ok(Plan {
             prompt: EXPLORE_PROMPT.to_string(),
             tools: ToolRegistry::read_only_names(),
@@ -57,15 +52,65 @@ fn plan(parent: &LiveSession, call: &AgentCall, depth: u32) -> Result<Plan, Stri
     let nested = settings.nested && depth < MAX_DEPTH;
     Ok(Plan {
         prompt: def.prompt.clone(),
-        tools: def.tools.clone().unwrap_or_else(every_tool),
+        tools: def
+            .tools
+            .clone()
+            .unwrap_or_else(|| parent.tools().agent_default_names()),
         model: def.model.clone(),
         nested,
     })
 }
 
-/// The tools of a sub-session that runs `tools` (the agent tools only when nesting is on).
-pub(crate) fn child_tools(parent: &SessionSetup, tools: &[String], nested: bool) -> ToolRegistry {
-    ToolRegistry::only(tools, nested.then(|| parent.agents.clone()))
+/// The tools of a sub-session of `parent` that runs `tools` (the agent tools only when
+/// nesting is on; client, MCP and skill tools from the caller's registry now).
+fn child_tools(parent: &LiveSession, tools: &[String], nested: bool) -> ToolRegistry {
+    ToolRegistry::for_agent(
+        tools,
+        &parent.tools(),
+        nested.then(|| parent.setup.agents.clone()),
+    )
+}
+
+/// The sub-sessions whose agent call runs now, by id: loading one gives this copy, never a
+/// second one on the same file.
+static RUNNING: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<String, std::sync::Weak<LiveSession>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// The sub-session `id` when its agent call is running in this process.
+pub fn running_agent(id: &str) -> Option<Arc<LiveSession>> {
+    RUNNING
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(id)
+        .and_then(std::sync::Weak::upgrade)
+}
+
+/// True while the agent call that runs the sub-session `id` has not ended.
+pub(crate) fn is_running(id: &str) -> bool {
+    running_agent(id).is_some()
+}
+
+/// A sub-session listed in [`RUNNING`] until its call ends.
+struct Listed(String);
+
+impl Listed {
+    fn new(child: &Arc<LiveSession>) -> Listed {
+        RUNNING
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(child.id.clone(), Arc::downgrade(child));
+        Listed(child.id.clone())
+    }
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        RUNNING
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.0);
+    }
 }
 
 /// Runs `call` in a new sub-session of `parent`; `store` is the folder of the caller's
@@ -102,15 +147,22 @@ pub(crate) async fn run_agent(
         Ok(c) => c,
         Err(e) => return ToolOutput::error(format!("the agent could not start: {e}")),
     };
+    let _listed = Listed::new(&child);
     let agent_host = AgentHost {
         parent: host,
         parent_id: parent.id.clone(),
-        agent: call.agent.clone(),
+        mark: AgentMark {
+            name: call.agent.clone(),
+            session_id: child.id.clone(),
+            tool_call_id: ctx.call_id.clone().unwrap_or_default(),
+        },
+        text: std::sync::Mutex::new(Coalesce::default()),
     };
     let cancel = ctx.cancel.child_token();
     let max_steps = parent.setup.agent_settings.max_steps.max(1);
     let input = vec![Block::text(call.task.clone())];
     let result = super::run::run_child(&child, input, &agent_host, &cancel, max_steps).await;
+    agent_host.flush();
     let (text, usage) = report_of(&child);
     // On a model of its own the agent is priced at that model's prices, not the caller's.
     let cost_usd = (child.model_spec() != parent.model_spec())
@@ -166,7 +218,7 @@ fn open_child(
     binding: &ModelBinding,
 ) -> Result<Arc<LiveSession>, crate::session::StoreError> {
     let p = &parent.setup;
-    let tools = child_tools(p, &plan.tools, plan.nested);
+    let tools = child_tools(parent, &plan.tools, plan.nested);
     let store = SessionStore::new(store);
     let mut header = SessionHeader::new(
         p.workspace.root.path().display().to_string(),
@@ -191,6 +243,9 @@ fn open_child(
     let mut view_policy = p.view_policy.clone();
     view_policy.tool_results_dir = store.tool_results_dir(&header.session_id);
     view_policy.compactable_tools = tools.compactable();
+    // The caller's servers, shared: the sub-session's MCP list is fixed at its start (its
+    // compactions leave the servers' changes to the caller).
+    let mcp = tools.has_mcp().then(|| p.mcp.clone()).flatten();
     let setup = SessionSetup {
         workspace: p.workspace.clone(),
         model_spec: binding.spec.clone(),
@@ -204,8 +259,9 @@ fn open_child(
         compact: p.compact.clone(),
         commands: p.commands.clone(),
         sandbox: p.sandbox.clone(),
-        mcp: None,
-        skills: Arc::new(crate::skills::SkillSet::default()),
+        mcp,
+        // The caller's list as its `skill` tool shows it; changes on disk are the caller's.
+        skills: parent.skills(),
         skill_dirs: None,
         hooks: p.hooks.clone(),
         agents: p.agents.clone(),
@@ -254,23 +310,146 @@ fn report_of(child: &LiveSession) -> (String, Usage) {
     (text, usage)
 }
 
-/// The sub-session's host: its approvals, edits, buffers and terminals go to the caller's
-/// client as the caller's would, approvals marked with the agent's name; its own stream of
-/// events stays in its transcript.
+/// Most characters of relayed text gathered before they go out.
+const RELAY_CHARS: usize = 400;
+/// Longest wait before gathered text goes out (checked when more arrives).
+const RELAY_EVERY: Duration = Duration::from_millis(250);
+/// Most characters of a relayed tool call's output.
+pub const RELAY_OUTPUT_CHARS: usize = 2_000;
+
+/// A sub-session's text deltas, gathered so a client gets a few relayed events a second
+/// rather than one per streamed token.
+#[derive(Debug, Default)]
+struct Coalesce {
+    text: String,
+    since: Option<Instant>,
+}
+
+impl Coalesce {
+    /// Adds `text` (arrived at `now`); answers what is due to go out.
+    fn push(&mut self, text: &str, now: Instant) -> Option<String> {
+        let since = *self.since.get_or_insert(now);
+        self.text.push_str(text);
+        let due = self.text.len() >= RELAY_CHARS || now.duration_since(since) >= RELAY_EVERY;
+        if due { self.take() } else { None }
+    }
+
+    /// What is gathered, if anything.
+    fn take(&mut self) -> Option<String> {
+        self.since = None;
+        (!self.text.is_empty()).then(|| std::mem::take(&mut self.text))
+    }
+}
+
+/// What of a sub-session's stream reaches the client: its text (gathered), its tool calls
+/// (a finished call's output cut to [`RELAY_OUTPUT_CHARS`]), hooks that blocked or failed,
+/// compaction and retries. Its steps, reasoning, usage (the caller's call reports it), todo
+/// list and mode changes stay in its transcript.
+fn relayed(event: TurnEvent) -> Option<TurnEvent> {
+    match event {
+        TurnEvent::ToolCallFinished {
+            id,
+            name,
+            output,
+            is_error,
+            mut meta,
+        } => {
+            let (output, cut) = crate::tools::cap_text(&output, RELAY_OUTPUT_CHARS);
+            meta.truncated |= cut;
+            Some(TurnEvent::ToolCallFinished {
+                id,
+                name,
+                output,
+                is_error,
+                meta,
+            })
+        }
+        e @ (TurnEvent::TextDelta { .. }
+        | TurnEvent::ToolCallStarted { .. }
+        | TurnEvent::Compaction { .. }
+        | TurnEvent::Retry { .. }) => Some(e),
+        e @ TurnEvent::Hook {
+            phase: super::events::HookPhase::Blocked | super::events::HookPhase::Failed,
+            ..
+        } => Some(e),
+        _ => None,
+    }
+}
+
+/// The sub-session's host: its approvals, client tools, edits, buffers and terminals go to
+/// the caller's client as the caller's would, approvals and client tool calls marked with
+/// the agent; its stream is relayed into the caller's turn marked with the agent (see
+/// [`relayed`]).
 struct AgentHost<'a> {
     parent: &'a dyn TurnHost,
     parent_id: String,
-    agent: String,
+    mark: AgentMark,
+    text: std::sync::Mutex<Coalesce>,
+}
+
+impl AgentHost<'_> {
+    /// Sends the text gathered so far.
+    fn flush(&self) {
+        let text = self.text.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(text) = text {
+            self.parent
+                .agent_event(&self.parent_id, &self.mark, TurnEvent::TextDelta { text });
+        }
+    }
 }
 
 impl TurnHost for AgentHost<'_> {
-    fn event(&self, _session_id: &str, _event: TurnEvent) {}
+    fn event(&self, _session_id: &str, event: TurnEvent) {
+        let Some(event) = relayed(event) else { return };
+        if let TurnEvent::TextDelta { text } = &event {
+            let due = self
+                .text
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(text, Instant::now());
+            if let Some(text) = due {
+                self.parent
+                    .agent_event(&self.parent_id, &self.mark, TurnEvent::TextDelta { text });
+            }
+            return;
+        }
+        // Text before the event goes out first, so the order holds.
+        self.flush();
+        self.parent.agent_event(&self.parent_id, &self.mark, event);
+    }
+
+    fn agent_event(&self, _session_id: &str, agent: &AgentMark, event: TurnEvent) {
+        // A nested agent's event keeps its own mark on its way up.
+        self.flush();
+        self.parent.agent_event(&self.parent_id, agent, event);
+    }
 
     fn ask_permission(&self, mut req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {
-        req.title = format!("[agent {}] {}", self.agent, req.title);
+        // A nested agent's request passes here already marked with its own name.
+        if req.agent.is_none() {
+            req.title = format!("[agent {}] {}", self.mark.name, req.title);
+            req.agent = Some(self.mark.name.clone());
+        }
         req.session_id = self.parent_id.clone();
-        req.agent = Some(self.agent.clone());
         self.parent.ask_permission(req)
+    }
+
+    fn call_client_tool(
+        &self,
+        _session_id: &str,
+        name: &str,
+        input: serde_json::Value,
+        agent: Option<AgentMark>,
+    ) -> BoxFuture<'static, ClientToolResult> {
+        let agent = agent.unwrap_or_else(|| self.mark.clone());
+        self.parent
+            .call_client_tool(&self.parent_id, name, input, Some(agent))
+    }
+
+    fn tool_running(&self, _session_id: &str, tool_call_id: &str) {
+        // The agent's call was relayed (ACP shows it as a card of its own, pending until
+        // now); its ids are the sub-session's model's, unique like the caller's.
+        self.parent.tool_running(&self.parent_id, tool_call_id);
     }
 
     fn apply_edit(
@@ -299,5 +478,56 @@ impl TurnHost for AgentHost<'_> {
 
     fn progress(&self, token: &str, progress: Progress) {
         self.parent.progress(token, progress);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_gathered_until_enough_or_a_while() {
+        let t0 = Instant::now();
+        let mut c = Coalesce::default();
+        assert_eq!(c.push("a", t0), None);
+        assert_eq!(c.push("b", t0 + Duration::from_millis(10)), None);
+        assert_eq!(
+            c.push("c", t0 + RELAY_EVERY).as_deref(),
+            Some("abc"),
+            "a while after the first"
+        );
+        assert_eq!(c.take(), None);
+        let long = "x".repeat(RELAY_CHARS);
+        assert_eq!(c.push(&long, t0 + RELAY_EVERY * 3), Some(long));
+        assert_eq!(c.push("tail", t0), None);
+        assert_eq!(c.take().as_deref(), Some("tail"));
+    }
+
+    #[test]
+    fn only_part_of_the_stream_is_relayed_and_outputs_are_cut() {
+        assert!(relayed(TurnEvent::StepStarted { step: 1 }).is_none());
+        assert!(relayed(TurnEvent::ThinkingDelta { text: "t".into() }).is_none());
+        let hook = |phase| TurnEvent::Hook {
+            event: "PreToolUse".into(),
+            phase,
+            subject: None,
+            message: None,
+        };
+        assert!(relayed(hook(super::super::events::HookPhase::Started)).is_none());
+        assert!(relayed(hook(super::super::events::HookPhase::Failed)).is_some());
+        let finished = TurnEvent::ToolCallFinished {
+            id: "c".into(),
+            name: "read_file".into(),
+            output: "y".repeat(RELAY_OUTPUT_CHARS * 2),
+            is_error: false,
+            meta: Default::default(),
+        };
+        match relayed(finished) {
+            Some(TurnEvent::ToolCallFinished { output, meta, .. }) => {
+                assert!(output.chars().count() < RELAY_OUTPUT_CHARS + 200);
+                assert!(meta.truncated);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -1018,7 +1018,11 @@ impl<'a> Compaction<'a> {
         let transcript = self.state.file.path().display().to_string();
         let edited = edited_paths(session, &self.state.records);
         let skills = super::skills::snapshots(session, &self.state.records);
-        let approved_plan = super::plan::approved(&self.state.records);
+        let approved_plan = super::plan::current(
+            &self.state.records,
+            &session.tools(),
+            session.policy() == crate::tools::Policy::Plan,
+        );
         // The start note comes back with today's date when the day changed.
         let git = git_note(&self.state.records)
             .map(|n| crate::workspace::restate_date(&n, &crate::workspace::today()));

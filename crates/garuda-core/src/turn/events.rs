@@ -110,6 +110,18 @@ pub enum TurnEvent {
     },
 }
 
+/// The agent's sub-session an event, a client tool call or a request comes from, relayed
+/// through the caller's host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentMark {
+    /// The agent (`explore` or a custom agent's name).
+    pub name: String,
+    /// Its sub-session.
+    pub session_id: String,
+    /// The `agent` or `explore` call that runs it, in the session that started it.
+    pub tool_call_id: String,
+}
+
 /// Why a turn failed, as its `finished` event reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnFailure {

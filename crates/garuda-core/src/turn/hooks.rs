@@ -121,8 +121,23 @@ pub(crate) async fn before_prompt(
     mut input: Vec<Block>,
 ) -> Result<Vec<Block>, TurnError> {
     let transcript = Some(state.file.path().to_path_buf());
-    // An agent's sub-session, also one loaded again, is part of its caller's session.
-    if let Some(source) = session.take_start_hooks().filter(|_| !session.is_agent()) {
+    let start = session.take_start_hooks();
+    // An agent's sub-session is part of its caller's session: SubagentStart in place of
+    // SessionStart, once, when its call starts it (a sub-session loaded again to go on has
+    // its task in the transcript already: `Resume`).
+    if let (Some(role), Some(link)) = (&session.setup.role, &session.header.parent) {
+        if start == Some(crate::hooks::SessionSource::Startup) {
+            let data = EventData::SubagentStart {
+                agent_type: role.name.clone(),
+                agent_id: session.id.clone(),
+                parent_session_id: link.session_id.clone(),
+            };
+            let out = fire(session, host, transcript.clone(), data, cancel).await;
+            if let Some(text) = out.context_text() {
+                append_context(state, HookEvent::SubagentStart, &text)?;
+            }
+        }
+    } else if let Some(source) = start {
         let data = EventData::SessionStart {
             source,
             model: Some(session.model_spec()),
@@ -231,8 +246,18 @@ pub(crate) async fn stop_blocks(
     response: &crate::provider::ModelResponse,
     active: bool,
 ) -> Result<bool, TurnError> {
-    // An agent's report goes back to its caller, whose own end the Stop hooks judge.
-    if session.is_agent() || !session.setup.hooks.has(HookEvent::Stop) {
+    // An agent's end is its SubagentStop (its report goes back to its caller, whose own
+    // end the Stop hooks judge).
+    let agent = session
+        .setup
+        .role
+        .as_ref()
+        .zip(session.header.parent.as_ref());
+    let event = match agent {
+        Some(_) => HookEvent::SubagentStop,
+        None => HookEvent::Stop,
+    };
+    if !session.setup.hooks.has(event) {
         return Ok(false);
     }
     let last: Vec<&str> = response
@@ -243,19 +268,36 @@ pub(crate) async fn stop_blocks(
             _ => None,
         })
         .collect();
-    let data = EventData::Stop {
-        stop_hook_active: active,
-        last_assistant_message: (!last.is_empty()).then(|| last.join("\n")),
-    };
+    let last_assistant_message = (!last.is_empty()).then(|| last.join("\n"));
     let transcript = Some(state.file.path().to_path_buf());
+    let data = match agent {
+        Some((role, link)) => EventData::SubagentStop {
+            stop_hook_active: active,
+            agent_type: role.name.clone(),
+            agent_id: session.id.clone(),
+            parent_session_id: link.session_id.clone(),
+            agent_transcript_path: transcript.clone(),
+            last_assistant_message,
+        },
+        None => EventData::Stop {
+            stop_hook_active: active,
+            last_assistant_message,
+        },
+    };
     let out = fire(session, host, transcript, data, cancel).await;
     let Some(reason) = out.block else {
         return Ok(false);
     };
-    let text = format!(
-        "<garuda_note>A Stop hook of the user's asks you to go on before ending your turn:\n\
-         {reason}</garuda_note>"
-    );
+    let text = match agent {
+        Some(_) => format!(
+            "<garuda_note>A SubagentStop hook of the user's asks you to go on before ending \
+             your report:\n{reason}</garuda_note>"
+        ),
+        None => format!(
+            "<garuda_note>A Stop hook of the user's asks you to go on before ending your \
+             turn:\n{reason}</garuda_note>"
+        ),
+    };
     let mut note = MessageRecord::new(Role::User, vec![Block::text(text)], state.last_message_id());
     note.meta = Some(MessageMeta::HookContext);
     state.append(vec![Record::Message(note)])?;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
-use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
+use super::events::{AgentMark, PermissionAnswer, PermissionRequest, TurnEvent};
 
 pub use crate::mcp::{ElicitationAnswer, ElicitationRequest, Elicitor};
 pub use crate::tools::{ClientToolResult, CommandRun};
@@ -16,12 +16,17 @@ pub trait TurnHost: Send + Sync {
     fn event(&self, session_id: &str, event: TurnEvent);
     /// Asks the person to approve a tool call; errors and timeouts count as `Reject`.
     fn ask_permission(&self, req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer>;
-    /// Runs a tool the client registered; hosts without client tools answer with an error.
+    /// Streams one event of an agent's sub-session `agent`, relayed into the turn of
+    /// `session_id` (its caller's, at the top); hosts that cannot show them drop them.
+    fn agent_event(&self, _session_id: &str, _agent: &AgentMark, _event: TurnEvent) {}
+    /// Runs a tool the client registered (for an agent's sub-session when `agent` says
+    /// which); hosts without client tools answer with an error.
     fn call_client_tool(
         &self,
         _session_id: &str,
         name: &str,
         _input: Value,
+        _agent: Option<AgentMark>,
     ) -> BoxFuture<'static, ClientToolResult> {
         let content = format!("client tool {name} is not available here");
         Box::pin(async move {

@@ -29,6 +29,23 @@ pub enum TurnError {
     /// Another turn of this session is running.
     #[error("session {0} is busy with another turn")]
     Busy(String),
+    /// The session is an agent's sub-session whose call is still running: it can be read,
+    /// and takes turns once the call ends.
+    #[error(
+        "session {session_id} is the sub-session of the agent {agent}, whose call {tool_call_id} \
+         in session {parent_session_id} is still running: read it (session/messages) now, \
+         and continue it once that call has ended"
+    )]
+    AgentRunning {
+        /// The sub-session.
+        session_id: String,
+        /// The agent.
+        agent: String,
+        /// The session whose call runs it.
+        parent_session_id: String,
+        /// That call.
+        tool_call_id: String,
+    },
     /// Bad input from the client.
     #[error("{0}")]
     Invalid(String),
@@ -78,6 +95,7 @@ impl TurnError {
             TurnError::Provider(p) => p.kind(),
             TurnError::Store(_) => "store",
             TurnError::Busy(_) => "busy",
+            TurnError::AgentRunning { .. } => "agentRunning",
             TurnError::Invalid(_) => "invalid",
             TurnError::Cancelled => "cancelled",
             TurnError::Blocked(_) => "hook",
@@ -395,10 +413,11 @@ impl LiveSession {
     }
 
     /// This session as an agent's sub-session of `parent`: "allow always" answers are shared
-    /// with it, and the session-start hooks do not run (the caller's session started).
+    /// with it, and its first turn runs SubagentStart (not SessionStart: the caller's
+    /// session started).
     pub(crate) fn child_of(mut self, parent: &LiveSession) -> LiveSession {
         self.always_allow = parent.always_allow.clone();
-        self.start_hooks = Mutex::new(None);
+        self.start_hooks = Mutex::new(Some(crate::hooks::SessionSource::Startup));
         self
     }
 
@@ -438,6 +457,16 @@ impl LiveSession {
     fn claim(&self, cancel: &CancellationToken) -> Result<Claim<'_>, TurnError> {
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         if running.is_some() {
+            if let Some(link) = &self.header.parent
+                && super::agents::is_running(&self.id)
+            {
+                return Err(TurnError::AgentRunning {
+                    session_id: self.id.clone(),
+                    agent: link.agent.clone(),
+                    parent_session_id: link.session_id.clone(),
+                    tool_call_id: link.tool_call_id.clone(),
+                });
+            }
             return Err(TurnError::Busy(self.id.clone()));
         }
         *running = Some(cancel.clone());
@@ -703,7 +732,10 @@ impl LiveSession {
             mcp: None,
             skills: None,
         };
+        // A sub-session shares its caller's servers: their changes are the caller's to
+        // install (installing them here would hide them from it).
         if let Some(hub) = &self.setup.mcp
+            && !self.is_agent()
             && hub.has_tool_changes()
         {
             let fresh = hub.current_tools();

@@ -19,11 +19,12 @@ mod todo;
 mod view;
 mod worker;
 
+pub use agents::running_agent;
 pub use budget::{budgets, context_tokens, fixed_chars, window};
 pub use compact::{CompactOutcome, CompactRequest, ProgressFn, compact_session};
 pub use events::{
-    CompactionPhase, HookPhase, PermissionAnswer, PermissionOption, PermissionRequest, TurnEvent,
-    TurnFailure,
+    AgentMark, CompactionPhase, HookPhase, PermissionAnswer, PermissionOption, PermissionRequest,
+    TurnEvent, TurnFailure,
 };
 pub use host::{ClientToolResult, CommandRun, NullHost, Progress, TurnHost};
 pub use instructions::RootNoted;

@@ -99,17 +99,50 @@ pub(crate) fn heard_in(records: &[Record]) -> bool {
     false
 }
 
-/// The plan the user approved last, from a transcript (for restoration after compaction).
-pub(crate) fn approved(records: &[Record]) -> Option<String> {
-    records.iter().rev().find_map(|r| match r {
+/// The plan the user approved last, from a transcript, with its record's index.
+fn approved_at(records: &[Record]) -> Option<(usize, String)> {
+    records.iter().enumerate().rev().find_map(|(i, r)| match r {
         Record::Message(m) if m.meta == Some(MessageMeta::Plan) => {
             m.content.iter().find_map(|b| match b {
-                Block::Text { text } => Some(text.clone()),
+                Block::Text { text } => Some((i, text.clone())),
                 _ => None,
             })
         }
         _ => None,
     })
+}
+
+/// The plan the user approved last, from a transcript.
+#[cfg(test)]
+pub(crate) fn approved(records: &[Record]) -> Option<String> {
+    approved_at(records).map(|(_, plan)| plan)
+}
+
+/// The approved plan while it is current, for restoration after a compaction: the plan the
+/// user approved last (a later approval replaces it), unless since its approval plan mode
+/// was entered again (`plan_mode` now, or a plan-mode note after it: a new plan is in the
+/// making) or the todo list written after it has every item completed (the work it planned
+/// is done). `tools` tells the todo tool's calls.
+pub(crate) fn current(
+    records: &[Record],
+    tools: &tools::ToolRegistry,
+    plan_mode: bool,
+) -> Option<String> {
+    if plan_mode {
+        return None;
+    }
+    let (at, plan) = approved_at(records)?;
+    let after = &records[at + 1..];
+    let replanning = after.iter().any(|r| {
+        matches!(r, Record::Message(m) if m.meta == Some(MessageMeta::PlanNote)
+            && m.content.iter().any(|b| matches!(b, Block::Text { text } if text.starts_with(NOTE_ON_HEAD))))
+    });
+    let todos = super::todo::replay(after, tools);
+    let done = !todos.is_empty()
+        && todos
+            .iter()
+            .all(|t| t.status == crate::tools::TodoStatus::Completed);
+    (!replanning && !done).then_some(plan)
 }
 
 /// After a step's results: the plan approved in it joins the transcript, display-only (the
@@ -257,5 +290,44 @@ mod tests {
         assert!(!heard_in(&[on.clone(), plan.clone()]));
         assert!(heard_in(&[off, on.clone()]));
         assert_eq!(approved(&[plan, on]), Some("1. do it".into()));
+    }
+
+    fn todo_call(statuses: &[&str]) -> Record {
+        let todos: Vec<Value> = statuses
+            .iter()
+            .enumerate()
+            .map(|(i, s)| serde_json::json!({"content": format!("step {i}"), "status": s}))
+            .collect();
+        let call = Block::ToolUse {
+            id: format!("t{}", statuses.len()),
+            name: "todo_write".into(),
+            input: serde_json::json!({ "todos": todos }),
+        };
+        Record::Message(MessageRecord::new(Role::Assistant, vec![call], None))
+    }
+
+    #[test]
+    fn the_approved_plan_is_current_until_replaced_replanned_or_done() {
+        let tools = tools::ToolRegistry::builtins();
+        let plan = |t: &str| message(MessageMeta::Plan, t);
+        let on = message(MessageMeta::PlanNote, &plan_on_note());
+        let cur = |records: &[Record]| current(records, &tools, false);
+        assert_eq!(cur(&[]), None);
+        assert_eq!(cur(&[plan("A")]), Some("A".into()));
+        // Work under way: still current.
+        let doing = [plan("A"), todo_call(&["completed", "in_progress"])];
+        assert_eq!(cur(&doing), Some("A".into()));
+        // Every item of the list written after the approval is done: no more.
+        let done = [plan("A"), todo_call(&["completed", "completed"])];
+        assert_eq!(cur(&done), None);
+        // A list finished before the approval says nothing about this plan.
+        let before = [todo_call(&["completed"]), plan("A")];
+        assert_eq!(cur(&before), Some("A".into()));
+        // A later plan replaces it, and is current itself.
+        let replaced = [plan("A"), todo_call(&["completed"]), plan("B")];
+        assert_eq!(cur(&replaced), Some("B".into()));
+        // Plan mode entered again: a new plan is in the making.
+        assert_eq!(cur(&[plan("A"), on]), None);
+        assert_eq!(current(&[plan("A")], &tools, true), None);
     }
 }

@@ -172,7 +172,8 @@ pub fn model_in_note(text: &str) -> Option<&str> {
 /// What the MCP servers reported since the model last heard (a failed start, a server that
 /// died, a changed tool list): one note before the user's message, each event once.
 async fn mcp_note(session: &LiveSession, state: &SessionState) -> Option<MessageRecord> {
-    let hub = session.setup.mcp.as_ref()?;
+    // A sub-session's servers are its caller's, whose model hears their events.
+    let hub = session.setup.mcp.as_ref().filter(|_| !session.is_agent())?;
     let events = hub.take_events().await;
     if events.is_empty() {
         return None;
@@ -931,6 +932,15 @@ async fn run_tool(
     name: &str,
     input: Value,
 ) -> (ToolOutput, Vec<Block>) {
+    // Plan mode refuses first: a call that never runs is no PreToolUse (a hook cannot turn
+    // it into another tool, so its answer could not matter).
+    if session
+        .tools()
+        .get(name)
+        .is_some_and(|e| plan_refuses(session, e))
+    {
+        return (super::plan::refused(), Vec::new());
+    }
     let pre = super::hooks::fire(
         session,
         host,
@@ -990,6 +1000,16 @@ async fn run_tool(
     (out, blocks)
 }
 
+/// True when plan mode refuses a call of `entry` without asking: plan mode is on and the
+/// tool is not read-only, nor one that works on the session itself (`snip`,
+/// `exit_plan_mode`, `mcp_tool_search`).
+fn plan_refuses(session: &LiveSession, entry: &ToolEntry) -> bool {
+    let own = entry.source == ToolSource::Session
+        || entry.source == ToolSource::McpSearch
+        || entry.class == ToolClass::Plan;
+    !own && tools::plan_refuses(session.policy(), entry.read_only)
+}
+
 /// A tool's answer: text alone, or text with further blocks (an MCP tool's images).
 enum Ran {
     Text(ToolOutput),
@@ -1046,8 +1066,8 @@ async fn run_tool_inner(
         }
         .into();
     }
-    // Plan mode runs read-only tools alone, whatever a hook allows; nothing is asked.
-    if tools::plan_refuses(session.policy(), entry.read_only) {
+    // The policy may have switched to plan mode while the PreToolUse hooks ran.
+    if plan_refuses(session, entry) {
         return super::plan::refused().into();
     }
     // Risk follows the path an edit changes (links resolved), not the tool's name.
@@ -1233,7 +1253,7 @@ async fn execute(
     }
     if entry.source == ToolSource::Client {
         let r = tokio::select! {
-            r = host.call_client_tool(&session.id, name, input) => r,
+            r = host.call_client_tool(&session.id, name, input, None) => r,
             _ = ctx.cancel.cancelled() => return interrupted().into(),
         };
         return if r.is_error {

@@ -71,6 +71,9 @@ impl Tool for SkillTool {
     fn offer(&self) -> Option<Offer> {
         Some(Offer::Skills)
     }
+    fn claude_names(&self) -> &'static [&'static str] {
+        &["Skill"]
+    }
     fn describe(&self, input: &Value) -> String {
         handler::field(input, "name").to_string()
     }
