@@ -347,7 +347,7 @@ methods! {
     Collapse = "session/collapse", Spawned, CollapseParams -> CollapseResult;
     /// The exact request the next step would send.
     ViewRequest = "session/view", Blocking, SessionRef -> ViewResult;
-    /// The context by part.
+    /// The context by part, and what the requests used per purpose (`usageByPurpose`).
     InspectContext = "context/inspect", Blocking, SessionRef -> InspectResult;
     /// The MCP servers of a live session, with their state and tool counts.
     McpServers = "mcp/servers", Inline, SessionRef -> McpServersResult;
