@@ -448,7 +448,7 @@ fn an_automatic_collapse_comes_before_a_summary_is_needed() {
     assert!(
         c["messages"]
             .to_string()
-            .contains("covering only the messages from the one that begins \\\"answer 1\\\""),
+            .contains("from the one that begins \\\"answer 1\\\""),
         "{c}"
     );
     // The next request: the task, the summary in place of the span, the kept steps.

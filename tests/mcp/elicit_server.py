@@ -12,12 +12,9 @@ confirmation, or a URL to open) and answers the call with what came back:
 import json
 import sys
 
+from stdio_mcp import reply_to, send, serve, text, tool
+
 mode = sys.argv[1] if len(sys.argv) > 1 else "form"
-
-
-def send(msg):
-    sys.stdout.write(json.dumps(msg) + "\n")
-    sys.stdout.flush()
 
 
 def elicitation():
@@ -38,47 +35,21 @@ def elicitation():
     }
 
 
-lines = iter(sys.stdin)
-for line in lines:
-    line = line.strip()
-    if not line:
-        continue
-    msg = json.loads(line)
-    if "id" not in msg or "method" not in msg:
-        continue
-    method, params = msg["method"], msg.get("params") or {}
-    if method == "initialize":
-        result = {
-            "protocolVersion": params.get("protocolVersion", "2025-06-18"),
-            "capabilities": {"tools": {}},
-            "serverInfo": {"name": "elicit", "version": "0.1.0"},
-        }
-    elif method == "tools/list":
-        result = {"tools": [{"name": "ask", "description": "Asks the person who they are.",
-                             "inputSchema": {"type": "object", "properties": {}}}]}
-    elif method == "tools/call":
+def handle(method, params):
+    if method == "tools/list":
+        return {"tools": [tool("ask", "Asks the person who they are.")]}
+    if method == "tools/call":
         send({"jsonrpc": "2.0", "id": "elicit-1", "method": "elicitation/create",
               "params": elicitation()})
-        answer = None
-        for reply in lines:
-            reply = reply.strip()
-            if not reply:
-                continue
-            r = json.loads(reply)
-            if r.get("id") == "elicit-1" and "method" not in r:
-                answer = r
-                break
+        answer = reply_to("elicit-1")
         res = (answer or {}).get("result") or {}
-        text = "action=%s content=%s meta=%s" % (
+        out = "action=%s content=%s meta=%s" % (
             res.get("action"), json.dumps(res.get("content"), sort_keys=True),
             json.dumps(res.get("_meta"), sort_keys=True))
         if answer is not None and "error" in answer:
-            text = "error=" + json.dumps(answer["error"])
-        result = {"content": [{"type": "text", "text": text}]}
-    elif method == "ping":
-        result = {}
-    else:
-        send({"jsonrpc": "2.0", "id": msg["id"],
-              "error": {"code": -32601, "message": f"unknown method {method}"}})
-        continue
-    send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+            out = "error=" + json.dumps(answer["error"])
+        return text(out)
+    return None
+
+
+serve("elicit", handle)

@@ -19,20 +19,12 @@ import json
 import os
 import sys
 
+from stdio_mcp import serve, tool
+
 marker_dir = sys.argv[1]
-client_tasks = False
+client_tasks = [False]
 tasks = {}  # id -> {"tool", "polls", "answer", "cancelled"}
 STAMP = "2026-12-01T00:00:00Z"
-
-
-def send(msg):
-    sys.stdout.write(json.dumps(msg) + "\n")
-    sys.stdout.flush()
-
-
-def tool(name, description):
-    return {"name": name, "description": description,
-            "inputSchema": {"type": "object", "properties": {}}}
 
 
 def text(t):
@@ -75,49 +67,36 @@ def get(task_id):
     return base
 
 
-for line in sys.stdin:
-    line = line.strip()
-    if not line:
-        continue
-    msg = json.loads(line)
-    if "id" not in msg or "method" not in msg:
-        continue
-    method, params = msg["method"], msg.get("params") or {}
-    if method == "initialize":
-        ext = (params.get("capabilities") or {}).get("extensions") or {}
-        client_tasks = "io.modelcontextprotocol/tasks" in ext
-        result = {
-            "protocolVersion": params.get("protocolVersion", "2025-06-18"),
-            "capabilities": {"tools": {},
-                             "extensions": {"io.modelcontextprotocol/tasks": {}}},
-            "serverInfo": {"name": "tasks", "version": "0.1.0"},
-        }
-    elif method == "tools/list":
-        result = {"tools": [tool("slow", "Takes a while."),
-                            tool("ask", "Asks who runs it."),
-                            tool("forever", "Never ends.")]}
-    elif method == "tools/call":
+def on_initialize(params):
+    ext = (params.get("capabilities") or {}).get("extensions") or {}
+    client_tasks[0] = "io.modelcontextprotocol/tasks" in ext
+
+
+def handle(method, params):
+    if method == "tools/list":
+        return {"tools": [tool("slow", "Takes a while."),
+                          tool("ask", "Asks who runs it."),
+                          tool("forever", "Never ends.")]}
+    if method == "tools/call":
         name = params.get("name")
-        if not client_tasks:
-            result = text("%s answered at once: the client did not declare tasks" % name)
-        else:
-            task_id = "task-%d" % (len(tasks) + 1)
-            tasks[task_id] = {"tool": name, "polls": 0, "answer": None, "cancelled": False}
-            result = dict(task_base(task_id, "working"), resultType="task")
-    elif method == "tasks/get":
-        result = get(params["taskId"])
-    elif method == "tasks/update":
+        if not client_tasks[0]:
+            return text("%s answered at once: the client did not declare tasks" % name)
+        task_id = "task-%d" % (len(tasks) + 1)
+        tasks[task_id] = {"tool": name, "polls": 0, "answer": None, "cancelled": False}
+        return dict(task_base(task_id, "working"), resultType="task")
+    if method == "tasks/get":
+        return get(params["taskId"])
+    if method == "tasks/update":
         answer = (params.get("inputResponses") or {}).get("who") or {}
         tasks[params["taskId"]]["answer"] = answer.get("content")
-        result = {"resultType": "complete"}
-    elif method == "tasks/cancel":
+        return {"resultType": "complete"}
+    if method == "tasks/cancel":
         tasks[params["taskId"]]["cancelled"] = True
         mark("cancelled", params["taskId"])
-        result = {"resultType": "complete"}
-    elif method == "ping":
-        result = {}
-    else:
-        send({"jsonrpc": "2.0", "id": msg["id"],
-              "error": {"code": -32601, "message": "unknown method %s" % method}})
-        continue
-    send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+        return {"resultType": "complete"}
+    return None
+
+
+serve("tasks", handle,
+      capabilities={"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
+      on_initialize=on_initialize)

@@ -17,13 +17,15 @@ const COLLAPSE_ASK: &str = "what was asked, what was done (files, commands and t
 /// The characters of a message's opening the fork quotes to mark where its span begins.
 const QUOTE_CHARS: usize = 120;
 
-/// The collapse instruction. `from`: the quoted opening of the span's first message, when
-/// messages before it are not part of the span (the fork repeats them for the cache).
-pub fn collapse_instruction(from: Option<&str>) -> String {
+/// The collapse instruction. `from`: when messages before the span are not part of it (the
+/// fork repeats them for the cache), the quoted opening of the span's first message and how
+/// many messages the span holds: two cues, since an opening may repeat.
+pub fn collapse_instruction(from: Option<(&str, usize)>) -> String {
     match from {
-        Some(q) => format!(
-            "{COLLAPSE_INSTRUCTION}, covering only the messages from the one that begins \
-             \"{q}\" to the end (what comes before it is kept as it is): {COLLAPSE_ASK}"
+        Some((q, n)) => format!(
+            "{COLLAPSE_INSTRUCTION}, covering only the last {n} messages above, from the one \
+             that begins \"{q}\" to the end (what comes before it is kept as it is): \
+             {COLLAPSE_ASK}"
         ),
         None => format!("{COLLAPSE_INSTRUCTION}: {COLLAPSE_ASK}"),
     }
@@ -49,7 +51,7 @@ pub fn collapse_fork(messages: &[ViewMessage], first: usize, last: usize) -> Opt
     let shared = &messages[..=last];
     let mut out = tag_messages(shared);
     let from = (first > 0).then(|| opening(&messages[first].message));
-    let instruction = collapse_instruction(from.as_deref());
+    let instruction = collapse_instruction(from.as_deref().map(|q| (q, last + 1 - first)));
     // The instruction joins a final user message, after everything it holds (results lead),
     // so the prefix up to the message before stays byte for byte the main request's.
     let shared_end = match out.last_mut() {
@@ -148,7 +150,7 @@ mod tests {
         let ask = f.messages[4].text();
         assert!(ask.starts_with(COLLAPSE_INSTRUCTION), "{ask}");
         assert!(
-            ask.contains("begins \"first 'quoted' words of the span\""),
+            ask.contains("the last 2 messages above, from the one that begins \"first 'quoted' words of the span\""),
             "{ask}"
         );
         // The compacted prefix and the end of the shared prefix; nothing on the instruction.
