@@ -253,7 +253,11 @@
     return approvalOptions.some((o) => o.optionId === optionId);
   }
   approval.addEventListener('focusin', () => hint());
-  approval.addEventListener('focusout', () => setTimeout(() => approvalId !== null && hint(), 0));
+  // Only when the focus left the approval (or came back): a move inside it (to the words box)
+  // must not wipe a message a key wrote meanwhile, however late this timer runs.
+  approval.addEventListener('focusout', () =>
+    setTimeout(() => approvalId !== null && approval.classList.contains('here') !== atApproval() && hint(), 0),
+  );
   approval.addEventListener('keydown', (e) => {
     // Only keys pressed at the approval answer it; typing anywhere else never does.
     if (approvalId === null || e.ctrlKey || e.metaKey || e.altKey) return;
