@@ -274,6 +274,30 @@ impl TurnHost for ExecHost {
         })
     }
 
+    fn agent_event(
+        &self,
+        session_id: &str,
+        agent: &garuda_core::turn::AgentMark,
+        event: TurnEvent,
+    ) {
+        // With --json, every relayed event as a line marked with its agent; on a terminal, the
+        // agent's tool calls on stderr, as the session's own are (its text is its report).
+        if self.json {
+            let line = json!({
+                "sessionId": session_id,
+                "agent": super::wire::agent_out(agent.clone()),
+                "event": super::wire::event_out(event),
+            });
+            self.out(&format!("{line}\n"));
+        } else if let TurnEvent::ToolCallStarted { name, input, .. } = event {
+            self.note(&format!(
+                "[agent {}] [tool] {}",
+                agent.name,
+                garuda_core::tools::describe_call(&name, &input)
+            ));
+        }
+    }
+
     fn event(&self, session_id: &str, event: TurnEvent) {
         match &event {
             TurnEvent::ToolCallFinished { id, .. } if self.is_unasked(id) => {

@@ -1099,3 +1099,64 @@ fn exec_continue_skips_agent_sub_sessions() {
     assert!(again.status.success(), "{}", stderr(&again));
     assert_eq!(events(&again)[0]["sessionId"], sid);
 }
+
+/// An explore agent's stream reaches `garuda exec`: with --json its events are lines marked
+/// with the agent, on a terminal its tool calls are lines on stderr.
+#[test]
+fn exec_shows_an_agents_calls() {
+    let replies = || {
+        vec![
+            MockReply::Sse(anthropic_tool_use(
+                "t_x",
+                "explore",
+                &[r#"{"task": "what is in a.txt?"}"#],
+            )),
+            MockReply::Sse(anthropic_tool_use(
+                "t_read",
+                "read_file",
+                &[r#"{"path": "a.txt"}"#],
+            )),
+            MockReply::Sse(anthropic_text("CHILD-REPORT: alpha", MockUsage::new(7, 3))),
+            MockReply::Sse(anthropic_text("done", MockUsage::new(5, 1))),
+        ]
+    };
+    let home = tempfile::tempdir().expect("home");
+    crate::turns::write_config(home.path(), "");
+    let ws = tempfile::tempdir().expect("ws");
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").expect("write");
+    let dir = ws.path().to_str().expect("utf8");
+
+    let mock = Mock::start(replies());
+    let out = run(
+        home.path(),
+        &mock.env(),
+        &["exec", "--json", "--policy", "auto-edit", dir, "look"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let evs = events(&out);
+    let child: Vec<&Value> = evs.iter().filter(|e| e.get("agent").is_some()).collect();
+    assert!(
+        child.iter().any(|e| e["agent"]["name"] == "explore"
+            && e["agent"]["toolCallId"] == "t_x"
+            && e["event"]["kind"] == "toolCallStarted"
+            && e["event"]["name"] == "read_file"),
+        "{evs:?}"
+    );
+    assert!(child.iter().all(|e| e["sessionId"] == evs[0]["sessionId"]));
+
+    let mock = Mock::start(replies());
+    let out = run(
+        home.path(),
+        &mock.env(),
+        &["exec", "--policy", "auto-edit", dir, "look"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[agent explore] [tool] read_file"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("done"), "{}", stdout(&out));
+}
