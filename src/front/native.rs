@@ -262,23 +262,7 @@ impl NativeFront {
                 };
                 let (session, warnings) = engine.new_session(&p.workspace_id, req).map_err(err)?;
                 // The servers start in the background: their failures follow the answer.
-                if let (Some(hub), Some(client)) = (&session.setup().mcp, facts.client.get()) {
-                    let client = client.clone();
-                    hub.when_started(move |failures| {
-                        for message in failures {
-                            tracing::warn!("{message}");
-                            client.notify(
-                                m::client::ShowMessage::NAME,
-                                serde_json::to_value(protocol::ShowMessageParams {
-                                    kind: 2,
-                                    message,
-                                    config_problem: None,
-                                })
-                                .unwrap_or(Value::Null),
-                            );
-                        }
-                    });
-                }
+                show_mcp_failures(&session, facts.client.get());
                 ok::<m::NewSession>(protocol::NewSessionResult {
                     session_id: session.id().to_string(),
                     model: session.model_spec(),
@@ -296,6 +280,7 @@ impl NativeFront {
             }),
             BlockingRequest::LoadSession(p) => {
                 let s = engine.session(&p.session_id).map_err(err)?;
+                show_mcp_failures(&s, facts.client.get());
                 ok::<m::LoadSession>(protocol::LoadResult {
                     session_id: s.id().to_string(),
                     workspace_id: s.workspace().id.clone(),
@@ -849,4 +834,27 @@ impl Handler for NativeFront {
             }
         }
     }
+}
+
+/// Once a session's MCP servers are up or failed, each failure as a warning
+/// (`window/showMessage`) to the client, and in the log.
+fn show_mcp_failures(session: &garuda_core::turn::LiveSession, client: Option<&Client>) {
+    let (Some(hub), Some(client)) = (&session.setup().mcp, client) else {
+        return;
+    };
+    let client = client.clone();
+    hub.when_started(move |failures| {
+        for message in failures {
+            tracing::warn!("{message}");
+            client.notify(
+                m::client::ShowMessage::NAME,
+                serde_json::to_value(protocol::ShowMessageParams {
+                    kind: 2,
+                    message,
+                    config_problem: None,
+                })
+                .unwrap_or(Value::Null),
+            );
+        }
+    });
 }

@@ -636,6 +636,52 @@ fn warnings_are_notices_only_for_clients_that_show_them() {
     }
 }
 
+/// A session loaded again (`session/load`, or `session/resume` of a stored one) with an MCP
+/// server that cannot start says so as it did at `session/new`: a `notice` once the start
+/// failed.
+#[test]
+fn a_loaded_session_reports_its_failed_mcp_server_too() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(home.path(), &[]);
+    let broken =
+        json!([{"name": "broken", "command": "/nonexistent/mcp-server", "args": [], "env": []}]);
+    let caps = json!({"session": {"notices": {}}});
+    let is_broken = |u: &Value| {
+        u["update"]["sessionUpdate"] == "notice"
+            && u["update"]["title"]
+                .as_str()
+                .unwrap_or("")
+                .contains("broken")
+    };
+    let mut acp = Acp::spawn(home.path(), &tape);
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": caps}),
+    );
+    let r = acp.call(
+        "session/new",
+        json!({"cwd": ws.path(), "mcpServers": broken}),
+    );
+    let sid = r["sessionId"].as_str().expect("sessionId").to_string();
+    acp.finish();
+    for method in ["session/load", "session/resume"] {
+        let mut acp = Acp::spawn(home.path(), &tape);
+        acp.call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": caps}),
+        );
+        acp.call(
+            method,
+            json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": broken}),
+        );
+        while !acp.updates.iter().any(is_broken) {
+            acp.pump();
+        }
+        acp.finish();
+    }
+}
+
 /// `session/new` with an MCP server that is slow to start answers at once, and other
 /// requests on the connection (`session/list`, `session/set_mode` and `session/cancel` for
 /// another session) are answered while the server is still starting. The server

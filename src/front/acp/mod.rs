@@ -441,6 +441,7 @@ impl Front {
             send_update(client, &id, u);
         }
         send_update(client, &id, convert::commands());
+        mcp_failures_later(&live, client, &id, caps.notices);
         if let Some(title) = stored_title(engine, &live) {
             send_update(client, &id, session_info(title));
         }
@@ -530,8 +531,15 @@ impl Front {
     ) -> Result<Value, RpcError> {
         let id = p.session_id.0.to_string();
         lock(&self.sessions).entry(id.clone()).or_default();
-        let live = self.engine.session(&id).map_err(acp_error)?;
+        // The client's MCP servers for the session, as for session/load (a session already in
+        // memory keeps its own).
+        let mcp_servers = mcp_servers_of(&p.mcp_servers)?;
+        let live = self
+            .engine
+            .load_session(&id, mcp_servers)
+            .map_err(acp_error)?;
         send_update(client, &id, convert::commands());
+        mcp_failures_later(&live, client, &id, self.caps().notices);
         let (modes, options) = self.settings(&live);
         ok::<m::ResumeSession>(
             acp::ResumeSessionResponse::new()
