@@ -106,7 +106,14 @@ session.  Either way, opening the chat creates no session."
   "Face of errors.")
 
 (defvar garuda-event-functions nil
-  "Abnormal hook run with (SESSION-ID EVENT) for every `turn/update'.")
+  "Abnormal hook run with (SESSION-ID EVENT) for every `turn/update'.
+Events relayed from an agent go to `garuda-agent-event-functions' instead.")
+
+(defvar garuda-agent-event-functions nil
+  "Abnormal hook run with (SESSION-ID AGENT EVENT) for a relayed event.
+AGENT is the plist (:name :sessionId :toolCallId): the agent, its
+sub-session and the explore/agent call running it.  EVENT is the
+agent's own, never the session's.")
 
 (defvar garuda-turn-finished-functions nil
   "Abnormal hook run with (SESSION-ID RESULT-OR-ERROR) when a turn ends.")
@@ -131,6 +138,8 @@ session.  Either way, opening the chat creates no session."
 (defvar-local garuda--output-marker nil "Where streamed text goes (before the prompt).")
 (defvar-local garuda--running nil "Non-nil while a turn runs.")
 (defvar-local garuda--activity nil "What the running turn does now, for the header line.")
+(defvar-local garuda--agent-step nil "The running agent's latest step, for the header line.")
+(defvar-local garuda--agent-text nil "Alist: explore/agent call id to a tail of its agent's text.")
 (defvar-local garuda--mode nil "What was streamed last: text, thinking or tool.")
 (defvar-local garuda--queue nil "Prompts typed while a turn ran, oldest first.")
 (defvar-local garuda--always nil "Tools allowed always in this session (client side).")
@@ -318,7 +327,11 @@ at once (a bad config.toml) signals a `user-error' in the server's words."
                      (jsonrpc-request conn 'initialize
                                       (list :processId (emacs-pid)
                                             :clientInfo (list :name "garuda.el")
-                                            :capabilities (list :workspace (list :applyEdit t)))
+                                            ;; agentEvents: an explore/agent call's own steps come relayed.
+                                            :capabilities
+                                            (list :workspace (list :applyEdit t)
+                                                  :experimental
+                                                  (list :garuda (list :agentEvents t))))
                                       :timeout garuda-request-timeout))
       ;; A jsonrpc-error ("Server died"), or a plain error when it died before the request was written.
       ((jsonrpc-error error)
@@ -396,10 +409,17 @@ answer) unparsed until more output comes; run the filter again to parse it."
     ('turn/update
      (let* ((sid (plist-get params :sessionId))
             (event (plist-get params :event))
+            (agent (plist-get params :agent))
             (buf (gethash sid garuda--buffers)))
-       (when (buffer-live-p buf)
-         (with-current-buffer buf (garuda--show-event event)))
-       (run-hook-with-args 'garuda-event-functions sid event)))
+       (if agent
+           ;; Relayed from an agent (agentEvents): never the session's own text.
+           (progn
+             (when (buffer-live-p buf)
+               (with-current-buffer buf (garuda--show-agent-event agent event)))
+             (run-hook-with-args 'garuda-agent-event-functions sid agent event))
+         (when (buffer-live-p buf)
+           (with-current-buffer buf (garuda--show-event event)))
+         (run-hook-with-args 'garuda-event-functions sid event))))
     ('$/cancelRequest
      (let ((a (cl-find (plist-get params :id) garuda--approvals
                        :key (lambda (a) (plist-get a :id)))))
@@ -968,7 +988,8 @@ It is a mode line construct, so a % in it is doubled."
       (format " · %s/%s (%d%%)" (garuda--tokens (or garuda--context-tokens 0))
               (garuda--tokens garuda--window)
               (round (* 100.0 (/ (float (or garuda--context-tokens 0)) garuda--window)))))
-    (when garuda--running (format " · %s" (or garuda--activity "running")))
+    (when garuda--running (format " · %s%s" (or garuda--activity "running")
+                                  (if garuda--agent-step (format " ↳ %s" garuda--agent-step) "")))
     (when garuda--approvals " · approval waiting (C-c C-a)")
     (when garuda--queue (format " · %d queued" (length garuda--queue)))
     (when garuda--always (format " · always: %s" (string-join garuda--always ","))))))
@@ -1114,7 +1135,8 @@ output, also when another window is selected."
      (let ((plan (garuda--plan-text (plist-get event :name) (plist-get event :input))))
        (when plan (garuda--insert (concat "\n" (garuda--plan-quote plan))))))
     ("toolCallFinished"
-     (setq garuda--activity nil)
+     (setq garuda--activity nil garuda--agent-step nil
+           garuda--agent-text (assoc-delete-all (plist-get event :id) garuda--agent-text))
      (let* ((meta (plist-get event :meta))
             (out (or (plist-get event :output) ""))
             (n (length (split-string (string-trim-right out) "\n")))
@@ -1169,6 +1191,55 @@ output, also when another window is selected."
      (setq garuda--mode 'tool))
     ("compaction" (garuda--show-compaction event))
     ("hook" (garuda--show-hook event)))
+  (force-mode-line-update))
+
+(defun garuda--last-line (text &optional max)
+  "The last non-empty line of TEXT, cut to MAX (80) characters."
+  (let* ((lines (seq-remove #'string-empty-p (mapcar #'string-trim (split-string (or text "") "\n"))))
+         (last (or (car (last lines)) ""))
+         (max (or max 80)))
+    (if (> (length last) max) (concat (substring last 0 (1- max)) "…") last)))
+
+(defun garuda--agent-line (name event)
+  "A chat line for EVENT of agent NAME under its explore/agent call, or nil."
+  (let ((what
+         (pcase (plist-get event :kind)
+           ("toolCallStarted" (garuda--describe-call (plist-get event :name) (plist-get event :input)))
+           ("toolCallFinished"
+            (when (or (eq (plist-get event :isError) t)
+                      (eq (plist-get (plist-get event :meta) :blockedByHook) t))
+              (format "✗ %s failed" (plist-get event :name))))
+           ("retry" (format "⟳ retry %s: %s" (plist-get event :attempt) (plist-get event :reason)))
+           ("compaction"
+            (when (member (plist-get event :phase) '("finished" "failed"))
+              (format "⟲ compaction %s" (plist-get event :phase))))
+           ("hook"
+            (when (member (plist-get event :phase) '("blocked" "failed"))
+              (format "⚠ hook %s %s%s" (plist-get event :event) (plist-get event :phase)
+                      (if (plist-get event :message) (format ": %s" (plist-get event :message)) "")))))))
+    (when what (format "  ↳ %s: %s" name (replace-regexp-in-string "\n" " " what)))))
+
+(defun garuda--show-agent-event (agent event)
+  "Show EVENT relayed from AGENT under its explore/agent call.
+Its calls get a line there; its text only sets the header line's step
+\(a bounded tail is kept), so the agent's words never read as the session's."
+  (let ((name (or (plist-get agent :name) "agent"))
+        (call (plist-get agent :toolCallId)))
+    (if (equal (plist-get event :kind) "textDelta")
+        (let* ((old (or (cdr (assoc call garuda--agent-text)) ""))
+               (text (concat old (plist-get event :text)))
+               (text (if (> (length text) 2000) (substring text -2000) text))
+               (last (garuda--last-line text)))
+          (setf (alist-get call garuda--agent-text nil nil #'equal) text)
+          (unless (string-empty-p last) (setq garuda--agent-step (format "%s: %s" name last))))
+      (when (equal (plist-get event :kind) "toolCallStarted")
+        (setq garuda--agent-step
+              (format "%s: %s" name (garuda--describe-call (plist-get event :name)
+                                                           (plist-get event :input)))))
+      (let ((line (garuda--agent-line name event)))
+        (when line
+          (garuda--insert (concat "\n" line) 'garuda-note-face)
+          (setq garuda--mode 'tool)))))
   (force-mode-line-update))
 
 (defun garuda--show-hook (event)
@@ -1493,7 +1564,8 @@ A turn that ends in an error drops the queue (shown), never sends it."
   (garuda--trim-stderr)
   (when (buffer-live-p buf)
     (with-current-buffer buf
-      (setq garuda--running nil garuda--last-result result garuda--activity nil garuda--mode nil)
+      (setq garuda--running nil garuda--last-result result garuda--activity nil garuda--mode nil
+            garuda--agent-step nil garuda--agent-text nil)
       (unless (equal label "end_turn")
         (garuda--insert (format "\n[%s]" label)
                         (if (plist-get result :error) 'garuda-error-face 'garuda-note-face)))

@@ -125,12 +125,17 @@ class GarudaClient:
         on_apply_edit: Optional[Callable[[dict], dict]] = None,
         on_exit: Optional[Callable[[Optional[int], str], None]] = None,
         reap: bool = True,
+        on_agent_event: Optional[Callable[[dict], None]] = None,
     ):
         self.cmd = cmd or [_default_bin(), "serve"]
         self.env = env
         self.cwd = cwd
         # turn/update params: {sessionId, event:{kind, ...}}
         self.on_update = on_update
+        # turn/update params relayed from an agent: {sessionId, agent:{name, sessionId,
+        # toolCallId}, event}. Set before initialize, it opts in (agentEvents); these never
+        # go to on_update, so concatenating on_update's textDeltas stays the session's text.
+        self.on_agent_event = on_agent_event
         # permission/request params -> {"optionId": ...}; default rejects (safe without a human).
         # A handler taking two arguments also gets a threading.Event set when the server
         # withdraws the question (its approval timeout); its answer is then dropped.
@@ -301,6 +306,9 @@ class GarudaClient:
                 if ev is not None:
                     self.withdrawn.append(rid)
                     ev.set()
+            elif method == "turn/update" and (params or {}).get("agent"):
+                if self.on_agent_event:
+                    self.on_agent_event(params)
             elif method == "turn/update" and self.on_update:
                 self.on_update(params)
             elif self.on_notification:
@@ -381,9 +389,12 @@ class GarudaClient:
     # ---- Garuda methods ---------------------------------------------------------------------
 
     def initialize(self, root: Optional[str] = None, apply_edit: bool = True) -> dict:
-        """`initialize` then `initialized`. With apply_edit, edits come through on_apply_edit."""
-        params: dict = {"processId": os.getpid(),
-                        "capabilities": {"workspace": {"applyEdit": True}} if apply_edit else {}}
+        """`initialize` then `initialized`. With apply_edit, edits come through on_apply_edit;
+        with on_agent_event set, a running explore/agent call's own events come to it."""
+        caps: dict = {"workspace": {"applyEdit": True}} if apply_edit else {}
+        if self.on_agent_event:
+            caps["experimental"] = {"garuda": {"agentEvents": True}}
+        params: dict = {"processId": os.getpid(), "capabilities": caps}
         if root:
             params["rootUri"] = "file://" + os.path.abspath(root)
         res = self.request("initialize", params)
@@ -574,9 +585,14 @@ class ExecResult:
 
     @property
     def text(self) -> str:
-        """The answer text of every step, joined."""
+        """The answer text of every step, joined (an agent's relayed text is not part of it)."""
         return "".join(e["event"]["text"] for e in self.events
-                       if e.get("event", {}).get("kind") == "textDelta")
+                       if e.get("event", {}).get("kind") == "textDelta" and not e.get("agent"))
+
+    @property
+    def agent_events(self) -> list:
+        """The lines relayed from agents (explore/agent calls): each has `agent`."""
+        return [e for e in self.events if e.get("agent")]
 
 
 def run_exec(prompt: str, root: str = ".", model: Optional[str] = None,

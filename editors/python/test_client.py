@@ -135,6 +135,30 @@ class ClientTest(unittest.TestCase):
         self.assertGreater(info["window"], 0)
         self.assertGreater(info["messages"] + info["system"], 0)
 
+    def test_explore_agent_events_come_apart_from_the_sessions(self):
+        with open(os.path.join(self.ws, "a.txt"), "w") as f:
+            f.write("alpha\n")
+        agent = []
+        self.g.on_agent_event = agent.append
+        # Requests in order: main (calls explore), the explore agent twice, main again.
+        _, sid = self.session(
+            tool_line("toolu_x", "explore", {"task": "look at a.txt"}),
+            tool_line("toolu_r", "read_file", {"path": "a.txt"}),
+            text_line("AGENT-FINDING a.txt holds alpha"),
+            text_line("Main answer done."))
+        res = self.g.run_turn(sid, "explore a.txt", timeout=60)
+        self.assertEqual(res["stopReason"], "end_turn")
+        self.assertEqual(self.text(sid), "Main answer done.")
+        self.assertFalse(any(u.get("agent") for u in self.updates))
+        started = [a for a in agent if a["event"]["kind"] == "toolCallStarted"]
+        self.assertEqual(len(started), 1)
+        self.assertEqual(started[0]["agent"]["name"], "explore")
+        self.assertEqual(started[0]["agent"]["toolCallId"], "toolu_x")
+        self.assertEqual(started[0]["event"]["name"], "read_file")
+        self.assertEqual("".join(a["event"]["text"] for a in agent
+                                 if a["event"]["kind"] == "textDelta"),
+                         "AGENT-FINDING a.txt holds alpha")
+
     def test_client_tool_and_context_changed(self):
         calls, notes = [], []
         self.g.on_tool_call = lambda p: calls.append(p) or {"content": "buffer text: 42"}

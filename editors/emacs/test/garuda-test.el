@@ -192,6 +192,34 @@
                (* 1000 (- garuda--first-delta garuda--turn-start))))
     (kill-buffer code)))
 
+(ert-deftest garuda-test-1c-explore-shows-its-agent ()
+  "An explore call's agent: its read_file under the call, its step in the header, its text never ours."
+  (with-temp-file (expand-file-name "a.txt" garuda-test-ws) (insert "alpha\n"))
+  ;; Requests in order: main (calls explore), the explore agent twice, main again.
+  (let* ((chat (garuda-test--fresh
+                (list (garuda-test--tool "toolu_x" "explore" '(:task "look at a.txt"))
+                      (garuda-test--tool "toolu_r" "read_file" '(:path "a.txt"))
+                      (garuda-test--text "AGENT-FINDING a.txt holds alpha")
+                      (garuda-test--text "Main answer done."))))
+         (headers nil)
+         (seen nil)
+         (garuda-agent-event-functions
+          (list (lambda (_sid agent event)
+                  (push (cons agent event) seen)
+                  (push (with-current-buffer chat (garuda--header-line)) headers)))))
+    (with-current-buffer chat (garuda-send "explore a.txt"))
+    (garuda-test--wait (garuda-test--done chat))
+    (let ((text (garuda-test--text-of chat)))
+      (should (string-match-p "▸ explore [^\n]*\n  ↳ explore: read_file: a\\.txt\n  ✓ done" text))
+      (should (string-match-p "Main answer done\\." text))
+      ;; The agent's answer is only in the call's hidden output (indented), never a line of ours.
+      (should-not (string-match-p "^AGENT-FINDING" text))
+      (should (string-match-p "^    AGENT-FINDING" text)))
+    (should (cl-some (lambda (s) (equal (plist-get (car s) :toolCallId) "toolu_x")) seen))
+    (should (cl-some (lambda (h) (string-match-p "⚙ explore ↳ explore: read_file: a\\.txt" h)) headers))
+    (should (cl-some (lambda (h) (string-match-p "↳ explore: AGENT-FINDING a\\.txt holds alpha" h)) headers))
+    (should-not (string-match-p "↳" (with-current-buffer chat (garuda--header-line))))))
+
 (ert-deftest garuda-test-1b-next-question-at-the-prompt ()
   "After a turn point is at the prompt: the next question is typed and sent without M->."
   (let ((chat (garuda-test--fresh (list (garuda-test--text "One.") (garuda-test--text "Two.")))))

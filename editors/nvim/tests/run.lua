@@ -1300,6 +1300,43 @@ test('README snippets work when pasted, the statusline with a running session', 
   vim.o.statusline = nil
 end)
 
+test('an explore call shows its agent\'s tool call under it and its latest step in the status line, never its text as ours', function()
+  vim.fn.writefile({ 'alpha' }, project .. '/a.txt')
+  -- Requests in order: main (calls explore), the explore agent twice, main again.
+  fresh({
+    tool('toolu_x', 'explore', { task = 'look at a.txt' }),
+    tool('toolu_r', 'read_file', { path = 'a.txt' }),
+    text('AGENT-FINDING a.txt holds alpha'),
+    text('Main answer done.'),
+  })
+  local seen = {}
+  local au = vim.api.nvim_create_autocmd('User', {
+    pattern = 'GarudaStatus',
+    callback = function()
+      seen[#seen + 1] = garuda.status()
+    end,
+  })
+  vim.cmd('Garuda explore a.txt')
+  wait_for('end of turn', turn_done(1))
+  vim.api.nvim_del_autocmd(au)
+  local txt = chat_text()
+  has(txt, 'Main answer done.', 'main answer')
+  local call = txt:find('▸ explore', 1, true)
+  local under = txt:find('  ↳ explore: read_file: a.txt', 1, true)
+  local done = txt:find('✓ done', call or 1, true)
+  assert(call and under and done and call < under and under < done, 'the agent\'s call under the explore call:\n' .. txt)
+  -- The agent's answer is only the call's (folded) output, never a line of the session's own.
+  for _, l in ipairs(vim.split(txt, '\n', { plain = true })) do
+    if l:find('AGENT-FINDING', 1, true) then
+      assert(l:find('│', 1, true), 'agent text outside the call output: ' .. l)
+    end
+  end
+  local status = table.concat(seen, '\n')
+  has(status, '⚙ explore ↳ explore: read_file: a.txt', 'the status line shows the agent\'s step')
+  has(status, '↳ explore: AGENT-FINDING a.txt holds alpha', 'the status line shows the agent\'s last line')
+  eq(garuda.status():find('↳', 1, true), nil, 'the step is gone once the turn ended')
+end)
+
 test(':GarudaStop: shutdown + exit, child gone with code 0, next prompt starts a new chat', function()
   fresh({ text('x') })
   vim.cmd('Garuda hi')

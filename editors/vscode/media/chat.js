@@ -108,6 +108,28 @@
     plan(m) {
       add(el('div', 'plan', m.text));
     },
+    agentStep(m) {
+      // The agent an explore/agent call runs: its calls in the call's card (the last 30), its
+      // latest step on the card's summary while it runs. Never the session's own text.
+      const d = log.querySelector('details.tool[data-id="' + CSS.escape(m.call) + '"]');
+      if (!d) return;
+      let box = d.querySelector('.agent');
+      if (!box) {
+        box = el('div', 'agent');
+        box.appendChild(el('div', 'agent-calls'));
+        box.appendChild(el('div', 'agent-last'));
+        d.insertBefore(box, d.querySelector('pre'));
+      }
+      const calls = box.querySelector('.agent-calls');
+      if (m.line) {
+        calls.appendChild(el('div', 'agent-call', '↳ ' + m.agent + ': ' + m.line));
+        while (calls.childElementCount > 30) calls.firstElementChild.remove();
+      }
+      if (m.last) box.querySelector('.agent-last').textContent = '↳ ' + m.agent + ': ' + m.last;
+      if (d.classList.contains('running')) {
+        d.querySelector('summary').textContent = d.dataset.title + ' · running ↳ ' + m.agent + ': ' + (m.line || m.last);
+      }
+    },
     toolEnd(m) {
       let d = log.querySelector('details.tool[data-id="' + CSS.escape(m.id) + '"]');
       if (!d) {

@@ -5,7 +5,7 @@ import type { CancellationToken } from 'vscode-jsonrpc/node';
 import { ApplyEditResult, EditApplier, GarudaClient, GarudaError } from './client';
 import { proposedChange, unifiedDiff } from './edits';
 import { describeCall, historyItems, planOf, readableSummary } from './history';
-import type { Block, PermissionRequest, PermissionResult, Policy, SessionInfo, TurnEvent } from './protocol';
+import type { AgentOrigin, Block, PermissionRequest, PermissionResult, Policy, SessionInfo, TurnEvent } from './protocol';
 
 /** Messages to the webview. */
 export type ToView =
@@ -17,6 +17,9 @@ export type ToView =
   | { type: 'toolStart'; id: string; title: string }
   /** A plan the model presents (`exit_plan_mode`): shown whole, never folded. */
   | { type: 'plan'; text: string }
+  /** A step of the agent an explore/agent call `call` runs (relayed, never the session's own
+   * text): `line` a line under the call (its tool call), `last` its text's latest line. */
+  | { type: 'agentStep'; call: string; agent: string; line?: string; last?: string }
   | { type: 'toolEnd'; id: string; status: 'ok' | 'error' | 'cancelled' | 'timeout' | 'blocked'; summary: string; output: string }
   /** `bodyKind: 'plan'`: the body is a plan (Markdown) to approve, shown below the options;
    * `feedback`: the person may reject it with words for the model. */
@@ -163,6 +166,31 @@ function errorData(e: unknown): unknown {
   return e && typeof e === 'object' ? (e as { data?: unknown }).data : undefined;
 }
 
+/** The last non-empty line of an agent's text, cut to `max` characters. */
+export function lastLine(text: string, max = 80): string {
+  const lines = text.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+  const last = lines[lines.length - 1] ?? '';
+  return last.length > max ? last.slice(0, max - 1) + '…' : last;
+}
+
+/** A line for an agent's relayed event under its explore/agent call (undefined: none). */
+export function agentLine(ev: TurnEvent): string | undefined {
+  switch (ev.kind) {
+    case 'toolCallStarted':
+      return describeCall(ev.name, ev.input);
+    case 'toolCallFinished':
+      return ev.isError || (ev.meta as Record<string, unknown> | undefined)?.blockedByHook ? `✗ ${ev.name ?? 'tool'} failed` : undefined;
+    case 'retry':
+      return `⟳ retry ${ev.attempt}: ${ev.reason}`;
+    case 'compaction':
+      return ev.phase === 'finished' || ev.phase === 'failed' ? `⟲ compaction ${ev.phase}` : undefined;
+    case 'hook':
+      return ev.phase === 'blocked' || ev.phase === 'failed' ? `⚠ hook ${ev.event} ${ev.phase}${ev.message ? `: ${ev.message}` : ''}` : undefined;
+    default:
+      return undefined;
+  }
+}
+
 export function tokens(n?: number): string {
   if (typeof n !== 'number') return '?';
   return n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n);
@@ -177,6 +205,10 @@ interface Project {
   contextTokens?: number;
   busy: boolean;
   activity?: string;
+  /** The session's running tool call (its name), for the agent's step in the header. */
+  tool?: string;
+  /** Per explore/agent call: a bounded tail of its agent's text. */
+  agentText: Map<string, string>;
   queue: Array<{ text: string; selection?: Selection }>;
   always: Set<string>;
   timedOut: Map<string, number>;
@@ -225,7 +257,7 @@ export class ChatController {
   private proj(root: string): Project {
     let p = this.projects.get(root);
     if (!p) {
-      p = { root, busy: false, queue: [], always: new Set(), timedOut: new Map(), log: [], compactionSeen: false, fresh: false, continued: false };
+      p = { root, busy: false, queue: [], always: new Set(), timedOut: new Map(), agentText: new Map(), log: [], compactionSeen: false, fresh: false, continued: false };
       this.projects.set(root, p);
     }
     return p;
@@ -283,7 +315,7 @@ export class ChatController {
     });
     this.client = c;
     for (const p of this.projects.values()) p.workspaceId = undefined;
-    c.onUpdate((u) => this.onEvent(u.sessionId, u.event));
+    c.onUpdate((u) => (u.agent ? this.onAgentEvent(u.sessionId, u.agent, u.event) : this.onEvent(u.sessionId, u.event)));
     c.onMessage((m) => this.onServerMessage(m.type, m.message));
     await c.initialize(this.current?.root);
     return c;
@@ -439,6 +471,31 @@ export class ChatController {
     } else this.header(p);
   }
 
+  /** An event relayed from the agent an explore/agent call runs: shown in that call's card
+   * and the header, never as the session's text. */
+  private onAgentEvent(sessionId: string, agent: AgentOrigin, ev: TurnEvent) {
+    const p = this.byId(sessionId);
+    if (!p) return;
+    const step = (what: string) => {
+      p.activity = `⚙ ${p.tool ?? agent.name} ↳ ${agent.name}: ${what}`;
+      this.header(p);
+    };
+    if (ev.kind === 'textDelta') {
+      const before = lastLine(p.agentText.get(agent.toolCallId) ?? '');
+      const t = ((p.agentText.get(agent.toolCallId) ?? '') + ev.text).slice(-2000);
+      p.agentText.set(agent.toolCallId, t);
+      const last = lastLine(t);
+      if (last && last !== before) {
+        this.emit(p, { type: 'agentStep', call: agent.toolCallId, agent: agent.name, last });
+        step(last);
+      }
+      return;
+    }
+    const line = agentLine(ev);
+    if (line) this.emit(p, { type: 'agentStep', call: agent.toolCallId, agent: agent.name, line });
+    if (ev.kind === 'toolCallStarted') step(describeCall(ev.name, ev.input));
+  }
+
   private onEvent(sessionId: string, ev: TurnEvent) {
     const p = this.byId(sessionId);
     if (!p) return;
@@ -454,6 +511,7 @@ export class ChatController {
         break;
       case 'toolCallStarted':
         p.activity = `⚙ ${ev.name}`;
+        p.tool = ev.name;
         this.emit(p, { type: 'toolStart', id: ev.id, title: describeCall(ev.name, ev.input) });
         {
           const plan = planOf(ev.name, ev.input);
@@ -462,6 +520,8 @@ export class ChatController {
         break;
       case 'toolCallFinished': {
         p.activity = undefined;
+        p.tool = undefined;
+        p.agentText.delete(ev.id);
         for (const a of this.approvals.filter((x) => x.req.toolCallId === ev.id && x.req.sessionId === sessionId)) {
           this.closeApproval(a, 'reject');
         }

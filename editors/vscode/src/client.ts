@@ -208,7 +208,8 @@ export class GarudaClient {
     });
     conn.onNotification('turn/update', (u: TurnUpdate) => {
       for (const l of this.anyListeners) l(u);
-      for (const l of this.listeners.get(u.sessionId) ?? []) l(u.event);
+      // An agent's relayed event is not the session's own: only `onUpdate` sees it (with its mark).
+      if (!u.agent) for (const l of this.listeners.get(u.sessionId) ?? []) l(u.event);
     });
     conn.onRequest('permission/request', async (req: PermissionRequest, token: CancellationToken): Promise<PermissionResult> => {
       const a = await this.approver(req, token);
@@ -296,12 +297,14 @@ export class GarudaClient {
     }
   }
 
-  /** `initialize` + `initialized`. Declares `workspace.applyEdit` when an applier is set. */
+  /** `initialize` + `initialized`. Declares `workspace.applyEdit` when an applier is set, and
+   * `experimental.garuda.agentEvents`. */
   async initialize(rootPath?: string): Promise<InitializeResult> {
     const res = await this.request<InitializeResult>('initialize', {
       processId: process.pid,
       rootUri: rootPath ? `file://${rootPath.split('/').map(encodeURIComponent).join('/')}` : null,
-      capabilities: this.applyEdit ? { workspace: { applyEdit: true } } : {},
+      // agentEvents: an explore/agent call's own steps come relayed (`TurnUpdate.agent`).
+      capabilities: { ...(this.applyEdit ? { workspace: { applyEdit: true } } : {}), experimental: { garuda: { agentEvents: true } } },
       clientInfo: { name: 'garuda-vscode' },
     });
     await this.conn.sendNotification('initialized', {});

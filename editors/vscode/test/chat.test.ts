@@ -90,6 +90,31 @@ test('input during a turn is queued; tool results, model and context are shown',
   await chat.dispose();
 });
 
+test("an explore call's agent: its read_file is shown in the call's card and header, its text never as the session's", async () => {
+  const { host, chat, setModel } = setup();
+  const ws = project('explore');
+  writeFileSync(join(ws, 'a.txt'), 'alpha\n');
+  // Requests in order: main (calls explore), the explore agent twice, main again.
+  setModel(cassette([tool('toolu_x', 'explore', { task: 'look at a.txt' }), tool('toolu_r', 'read_file', { path: 'a.txt' }), text('AGENT-FINDING a.txt holds alpha'), text('Main answer done.')]));
+  chat.setRoot(ws);
+  await chat.send('explore a.txt');
+  await until('the turn', ended(host, 1));
+  assert.match(said(host), /Main answer done\./);
+  assert.doesNotMatch(said(host), /AGENT-FINDING/, "the agent's text is not the session's");
+  const steps = host.posted.filter((m) => m.type === 'agentStep') as Extract<ToView, { type: 'agentStep' }>[];
+  assert.ok(steps.some((m) => m.call === 'toolu_x' && m.agent === 'explore' && m.line === 'read_file: a.txt'), JSON.stringify(steps));
+  assert.ok(steps.some((m) => m.call === 'toolu_x' && m.last === 'AGENT-FINDING a.txt holds alpha'), JSON.stringify(steps));
+  // In order: the explore card opens, the agent's steps go in it, then it ends.
+  const at = (pred: (m: ToView) => boolean) => host.posted.findIndex(pred);
+  const start = at((m) => m.type === 'toolStart' && m.id === 'toolu_x');
+  const step = at((m) => m.type === 'agentStep');
+  const end = at((m) => m.type === 'toolEnd' && m.id === 'toolu_x');
+  assert.ok(start >= 0 && start < step && step < end, `${start} < ${step} < ${end}`);
+  const headers = host.posted.filter((m) => m.type === 'header') as Extract<ToView, { type: 'header' }>[];
+  assert.ok(headers.some((h) => h.activity === '⚙ explore ↳ explore: read_file: a.txt'), JSON.stringify(headers.map((h) => h.activity)));
+  await chat.dispose();
+});
+
 test('switching model and policy mid-session: the new model answers, full-auto asks nothing', async () => {
   const { host, chat, approvals, setModel } = setup();
   setModel(cassette([text('First.')]));

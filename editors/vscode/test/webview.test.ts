@@ -365,6 +365,24 @@ test('the chat webview in headless Chromium', { skip: !existsSync(CHROMIUM) && `
       assert.ok(!users.some((u) => u.startsWith('This session continues')));
     });
 
+    await t.test("an explore call's agent: its read_file inside the call's card, its text never in the assistant's", async () => {
+      writeFileSync(join(ws, 'a.txt'), 'alpha\n');
+      // Requests in order: main (calls explore), the explore agent twice, main again.
+      model = cassette([tool('toolu_x', 'explore', { task: 'look at a.txt' }), tool('toolu_r', 'read_file', { path: 'a.txt' }), text('AGENT-FINDING a.txt holds alpha'), text('Main answer done.')]);
+      await page.click('#new');
+      await page.waitForFunction(() => document.querySelectorAll('.turn-end').length === 0);
+      await send('explore a.txt');
+      await turnEnds(1);
+      await host.settle();
+      const card = 'details.tool[data-id="toolu_x"]';
+      assert.equal(await page.textContent(`${card} .agent-call`), '↳ explore: read_file: a.txt');
+      assert.equal(await page.textContent(`${card} .agent-last`), '↳ explore: AGENT-FINDING a.txt holds alpha');
+      assert.match((await page.textContent(`${card} > summary`)) ?? '', /^✓ explore/);
+      const said = await page.evaluate(() => Array.from(document.querySelectorAll('.assistant'), (d) => d.textContent).join('\n'));
+      assert.match(said, /Main answer done\./);
+      assert.doesNotMatch(said, /AGENT-FINDING/);
+    });
+
     await t.test('an approval timeout hides the prompt and says so', async () => {
       const e2 = env();
       mkdirSync(join(e2.XDG_CONFIG_HOME!, 'garuda'), { recursive: true });

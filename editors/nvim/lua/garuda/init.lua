@@ -472,6 +472,68 @@ local function on_compaction(p, ev)
   end
 end
 
+--- The last non-empty line of an agent's text so far, cut to `max` characters.
+function M.last_line(text, max)
+  local last = ''
+  for l in (text or ''):gmatch('[^\n]+') do
+    if vim.trim(l) ~= '' then
+      last = vim.trim(l)
+    end
+  end
+  max = max or 80
+  if vim.fn.strchars(last) > max then
+    last = vim.fn.strcharpart(last, 0, max - 1) .. '…'
+  end
+  return last
+end
+
+--- A chat line under the running explore/agent call for an event of its agent's stream
+--- (nil: nothing to show). The agent's text is not shown there, only in the status line.
+function M.agent_line(name, ev)
+  local k = ev.kind
+  local what
+  if k == 'toolCallStarted' then
+    what = M.describe_call(ev.name, ev.input)
+  elseif k == 'toolCallFinished' and (ev.isError or (type(ev.meta) == 'table' and ev.meta.blockedByHook)) then
+    what = '✗ ' .. tostring(ev.name or 'tool') .. ' failed'
+  elseif k == 'retry' then
+    what = ('⟳ retry %d: %s'):format(ev.attempt or 0, ev.reason or '?')
+  elseif k == 'compaction' and (ev.phase == 'finished' or ev.phase == 'failed') then
+    what = '⟲ compaction ' .. ev.phase
+  elseif k == 'hook' and (ev.phase == 'blocked' or ev.phase == 'failed') then
+    what = ('⚠ hook %s %s%s'):format(ev.event or '?', ev.phase, ev.message and (': ' .. ev.message) or '')
+  end
+  return what and ('  ↳ ' .. name .. ': ' .. what:gsub('\n', ' ')) or nil
+end
+
+-- An event relayed from an agent (agentEvents): never the session's own text. Its calls are
+-- lines under the caller's explore/agent call; its latest step is in the status line.
+local function on_agent(p, agent, ev)
+  local name = agent.name or 'agent'
+  p.agent_text = p.agent_text or {}
+  if ev.kind == 'textDelta' then
+    -- A bounded tail: enough for the last line, never the agent's whole answer.
+    local t = (p.agent_text[agent.toolCallId] or '') .. (ev.text or '')
+    if #t > 2000 then
+      t = t:sub(-2000)
+    end
+    p.agent_text[agent.toolCallId] = t
+    local last = M.last_line(t)
+    if last ~= '' then
+      p.agent_step = name .. ': ' .. last
+    end
+    return
+  end
+  if ev.kind == 'toolCallStarted' then
+    p.agent_step = name .. ': ' .. M.describe_call(ev.name, ev.input)
+  end
+  local l = M.agent_line(name, ev)
+  if l then
+    M.append('\n' .. l, p.root)
+    p.mode = 'tool'
+  end
+end
+
 local function on_update(params)
   local root = state.by_session[params.sessionId]
   local p = root and state.projects[root]
@@ -480,6 +542,11 @@ local function on_update(params)
   end
   local ev = params.event or {}
   local k = ev.kind
+  if type(params.agent) == 'table' then
+    on_agent(p, params.agent, ev)
+    redraw_status()
+    return
+  end
   if k == 'textDelta' then
     set_mode(p, 'text')
     M.append(ev.text, p.root)
@@ -497,7 +564,10 @@ local function on_update(params)
     end
     p.mode = 'tool'
   elseif k == 'toolCallFinished' then
-    p.tool = nil
+    p.tool, p.agent_step = nil, nil
+    if p.agent_text then
+      p.agent_text[ev.id] = nil
+    end
     approval.withdraw(function(a)
       return a.tool_call_id == ev.id and a.session == params.sessionId
     end)
@@ -751,7 +821,8 @@ function M.start(root)
   res, err = c:request_sync('initialize', {
     processId = vim.fn.getpid(),
     rootUri = vim.uri_from_fname(root),
-    capabilities = { workspace = { applyEdit = true } },
+    -- agentEvents: an explore/agent call's own steps come relayed while it runs.
+    capabilities = { workspace = { applyEdit = true }, experimental = { garuda = { agentEvents = true } } },
     clientInfo = { name = 'garuda.nvim' },
   }, M.config.timeout_ms)
   state.starting = false
@@ -951,7 +1022,7 @@ function M.ask(prompt, cb, opts)
     you = you .. ('\n\n_(with %s lines %d-%d)_'):format(s.rel, s.line1, s.line2)
   end
   append_block(you .. '\n\n## Garuda\n', root)
-  p.busy, p.step, p.mode, p.tool = true, nil, nil, nil
+  p.busy, p.step, p.mode, p.tool, p.agent_step = true, nil, nil, nil, nil
   p.compaction_seen = false
   redraw_status()
   state.client:request('turn/run', { sessionId = p.session, input = blocks }, function(e, res)
@@ -1702,7 +1773,8 @@ function M.status()
     parts[#parts + 1] = ('%s/%s (%d%%)'):format(fmt_tokens(used), fmt_tokens(p.window), math.floor(100 * used / p.window + 0.5))
   end
   if p.busy then
-    parts[#parts + 1] = p.tool and ('⚙ ' .. p.tool) or ('step ' .. tostring(p.step or 1))
+    local tool = p.tool and ('⚙ ' .. p.tool .. (p.agent_step and (' ↳ ' .. p.agent_step) or ''))
+    parts[#parts + 1] = tool or ('step ' .. tostring(p.step or 1))
   end
   if p.progress then
     parts[#parts + 1] = p.progress
