@@ -309,7 +309,7 @@ async fn summarize(
         let b = budgets(session, state);
         let est = state.tracker.estimator;
         let instruction = summary_instruction(section.as_deref(), focus, b.summary);
-        let max_tokens = (max_output as u64).min((b.summary * 2 + 2_048).max(4_096));
+        let max_tokens = crate::session::compact::summary_max_tokens(max_output as u64, b.summary);
         let margin = b.window / 20;
         let instruction_t = est.estimate(instruction.chars().count());
         let source_chars: usize = fork_source

@@ -15,7 +15,7 @@ use crate::provider::{CachePlan, ModelRequest};
 use crate::session::Record;
 use crate::session::compact::{
     auto_collapse_span, collapse_fork, collapse_instruction, collapse_start, rewrite_for_summary,
-    span_user_words, strip_analysis,
+    span_user_words, strip_analysis, summary_max_tokens,
 };
 use crate::session::records::{
     CollapseRecord, CompactTrigger, SnipRecord, UsagePurpose, new_id, now_ms,
@@ -262,17 +262,20 @@ async fn collapse_with(
     let in_span: HashSet<&str> = span.iter().map(String::as_str).collect();
     // The view's messages the span covers: what the summary is asked of, and whose tools'
     // files the collapse lists.
-    let span_msgs: Vec<&Message> = view
-        .messages
-        .iter()
-        .filter(|m| m.source_ids.iter().any(|s| in_span.contains(s.as_str())))
-        .map(|m| &m.message)
+    let span_at: Vec<usize> = (0..view.messages.len())
+        .filter(|&i| {
+            view.messages[i]
+                .source_ids
+                .iter()
+                .any(|s| in_span.contains(s.as_str()))
+        })
         .collect();
+    let span_msgs: Vec<&Message> = span_at.iter().map(|&i| &view.messages[i].message).collect();
     let summary = match summary.filter(|s| !s.trim().is_empty()) {
         Some(s) => s,
         None => {
             let (text, used) =
-                ask_collapse(session, state, &view, &in_span, &span_msgs, cancel).await?;
+                ask_collapse(session, state, &view, &span_at, &span_msgs, cancel).await?;
             usage = used;
             text
         }
@@ -316,7 +319,8 @@ async fn collapse_with(
     })
 }
 
-/// Asks the model for a collapse summary of the span. The fork goes first: the session's
+/// Asks the model for a collapse summary of the span (`span_at`: its messages' indices in
+/// the view, in order; `span_msgs`: those messages). The fork goes first: the session's
 /// system prompt, tools and the view up to the span's end as the main request sends them, so
 /// the provider reads them from the cache the main loop wrote. The plain request (the span
 /// alone, no tools, system prompt cached) follows when the fork does not fit the window,
@@ -325,14 +329,14 @@ async fn ask_collapse(
     session: &LiveSession,
     state: &mut SessionState,
     view: &View,
-    in_span: &HashSet<&str>,
+    span_at: &[usize],
     span_msgs: &[&Message],
     cancel: &CancellationToken,
 ) -> Result<(String, Usage), TurnError> {
     let mut usage = Usage::default();
     let b = super::budget::budgets(session, state);
     let max_output = session.model().info.max_output as u64;
-    let max_tokens = max_output.min((b.summary * 2 + 2_048).max(4_096));
+    let max_tokens = summary_max_tokens(max_output, b.summary);
     let base = |system: String, tools, messages, cache| ModelRequest {
         model: session.model().id.clone(),
         system,
@@ -343,15 +347,7 @@ async fn ask_collapse(
         thinking_budget: None,
         output_schema: None,
     };
-    let idx: Vec<usize> = (0..view.messages.len())
-        .filter(|&i| {
-            view.messages[i]
-                .source_ids
-                .iter()
-                .any(|s| in_span.contains(s.as_str()))
-        })
-        .collect();
-    let fork = match (idx.first(), idx.last()) {
+    let fork = match (span_at.first(), span_at.last()) {
         (Some(&first), Some(&last)) => collapse_fork(&view.messages, first, last),
         _ => None,
     };

@@ -41,7 +41,7 @@ pub use summary_prompt::{
     summary_instruction,
 };
 pub use summary_request::{
-    SO_FAR_OPEN, api_round_groups, chunk_messages, chunk_rounds, summary_source,
+    SO_FAR_OPEN, api_round_groups, chunk_messages, chunk_rounds, summary_max_tokens, summary_source,
 };
 pub use worker::{
     BUDGET_WARNING, CLEARED, Capture, Entry, Summarizer, WORKER_SYSTEM, WorkerBudgets, WorkerCall,

@@ -82,6 +82,12 @@ fn fit_round(msgs: &mut [Message], budget: usize) {
     }
 }
 
+/// The output room of a summary request (a compaction's or a collapse's): twice the summary
+/// target plus slack, at least 4 096 tokens, at most the model's maximum output.
+pub fn summary_max_tokens(max_output: u64, summary_target: u64) -> u64 {
+    max_output.min((summary_target * 2 + 2_048).max(4_096))
+}
+
 /// Splits `messages` into chunks of at most `budget_chars`, at API-round boundaries. The
 /// first `head` messages (the previous summary, which must never be dropped) open the first
 /// chunk. A round larger than a chunk has its longest texts cut, with markers.
