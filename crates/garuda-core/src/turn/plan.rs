@@ -5,14 +5,12 @@
 //! comes back after a compaction.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 
 use super::events::{PermissionAnswer, PermissionRequest, TurnEvent};
 use super::host::TurnHost;
 use super::live::{LiveSession, SessionState, TurnError};
-use crate::hooks::EventData;
 use crate::message::{Block, Role};
 use crate::session::records::{MessageMeta, MessageRecord, Record};
 use crate::tools::{self, Approval, Policy, ToolContext, ToolEntry, ToolMeta, ToolOutput};
@@ -80,6 +78,14 @@ pub(super) fn mode_note(session: &LiveSession, state: &mut SessionState) -> Resu
     Ok(())
 }
 
+/// True for a note saying plan mode is on.
+fn is_on_note(m: &MessageRecord) -> bool {
+    m.meta == Some(MessageMeta::PlanNote)
+        && m.content
+            .iter()
+            .any(|b| matches!(b, Block::Text { text } if text.starts_with(NOTE_ON_HEAD)))
+}
+
 /// Whether the model last heard that plan mode is on, from a transcript: the latest plan
 /// note since the last compaction says so, and no plan was approved after it.
 pub(crate) fn heard_in(records: &[Record]) -> bool {
@@ -87,12 +93,7 @@ pub(crate) fn heard_in(records: &[Record]) -> bool {
         match r {
             Record::CompactBoundary(_) => return false,
             Record::Message(m) if m.meta == Some(MessageMeta::Plan) => return false,
-            Record::Message(m) if m.meta == Some(MessageMeta::PlanNote) => {
-                return m
-                    .content
-                    .iter()
-                    .any(|b| matches!(b, Block::Text { text } if text.starts_with(NOTE_ON_HEAD)));
-            }
+            Record::Message(m) if m.meta == Some(MessageMeta::PlanNote) => return is_on_note(m),
             _ => {}
         }
     }
@@ -133,10 +134,9 @@ pub(crate) fn current(
     }
     let (at, plan) = approved_at(records)?;
     let after = &records[at + 1..];
-    let replanning = after.iter().any(|r| {
-        matches!(r, Record::Message(m) if m.meta == Some(MessageMeta::PlanNote)
-            && m.content.iter().any(|b| matches!(b, Block::Text { text } if text.starts_with(NOTE_ON_HEAD))))
-    });
+    let replanning = after
+        .iter()
+        .any(|r| matches!(r, Record::Message(m) if is_on_note(m)));
     let todos = super::todo::replay(after, tools);
     let done = !todos.is_empty()
         && todos
@@ -183,13 +183,7 @@ pub(super) async fn exit(
         Err(e) => return ToolOutput::error(e),
     };
     let title = entry.approval_title(input, None);
-    super::hooks::fire_and_forget(
-        session,
-        EventData::Notification {
-            message: format!("Garuda needs your approval of a plan: {title}"),
-            notification_type: "permission_prompt".into(),
-        },
-    );
+    let notice = format!("Garuda needs your approval of a plan: {title}");
     let req = PermissionRequest {
         session_id: session.id.clone(),
         tool_call_id: id.to_string(),
@@ -200,11 +194,8 @@ pub(super) async fn exit(
         agent: None,
         plan: Some(plan.clone()),
     };
-    let secs = session.setup.approval_timeout_secs.max(1);
-    let wait = Duration::from_secs(secs + 2);
-    let answer = tokio::select! {
-        a = tokio::time::timeout(wait, host.ask_permission(req)) => a.unwrap_or(PermissionAnswer::TimedOut),
-        _ = ctx.cancel.cancelled() => return super::run::interrupted(),
+    let Some(answer) = super::run::ask_person(session, host, &ctx.cancel, req, notice).await else {
+        return super::run::interrupted();
     };
     let with = |out: ToolOutput, approval: Approval| {
         out.with_meta(ToolMeta {

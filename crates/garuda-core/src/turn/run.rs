@@ -857,6 +857,32 @@ fn touched(
     }
 }
 
+/// Asks the person through the host: the Notification hooks hear `notice` first, and the
+/// answer is waited for within the approval timeout (the host enforces it and tells its
+/// client; this is a backstop for hosts that never answer). None: the turn was cancelled
+/// meanwhile.
+pub(super) async fn ask_person(
+    session: &Arc<LiveSession>,
+    host: &dyn TurnHost,
+    cancel: &CancellationToken,
+    req: PermissionRequest,
+    notice: String,
+) -> Option<PermissionAnswer> {
+    super::hooks::fire_and_forget(
+        session,
+        EventData::Notification {
+            message: notice,
+            notification_type: "permission_prompt".into(),
+        },
+    );
+    let secs = session.setup.approval_timeout_secs.max(1);
+    let wait = Duration::from_secs(secs + 2);
+    tokio::select! {
+        a = tokio::time::timeout(wait, host.ask_permission(req)) => Some(a.unwrap_or(PermissionAnswer::TimedOut)),
+        _ = cancel.cancelled() => None,
+    }
+}
+
 pub(super) fn interrupted() -> ToolOutput {
     ToolOutput::error(INTERRUPTED).with_meta(ToolMeta {
         cancelled: true,
@@ -1109,21 +1135,13 @@ async fn run_tool_inner(
         if session.is_always_allowed(&always_key) && !hook_asks && !escape {
             approval = Some(Approval::AllowedAlways);
         } else {
-            super::hooks::fire_and_forget(
-                session,
-                EventData::Notification {
-                    message: format!(
-                        "Garuda needs your permission: {}",
-                        entry.approval_title(&input, risk.as_ref().map(|(_, w)| w.as_str()))
-                    ),
-                    notification_type: "permission_prompt".into(),
-                },
-            );
+            let title = entry.approval_title(&input, risk.as_ref().map(|(_, w)| w.as_str()));
+            let notice = format!("Garuda needs your permission: {title}");
             let req = PermissionRequest {
                 session_id: session.id.clone(),
                 tool_call_id: id.to_string(),
                 tool_name: name.to_string(),
-                title: entry.approval_title(&input, risk.as_ref().map(|(_, w)| w.as_str())),
+                title,
                 input: input.clone(),
                 options: if escape {
                     PermissionRequest::once_options()
@@ -1133,13 +1151,8 @@ async fn run_tool_inner(
                 agent: None,
                 plan: None,
             };
-            // The host enforces the timeout itself (and tells its client); this is a backstop
-            // for hosts that never answer.
-            let secs = session.setup.approval_timeout_secs.max(1);
-            let wait = Duration::from_secs(secs + 2);
-            let answer = tokio::select! {
-                a = tokio::time::timeout(wait, host.ask_permission(req)) => a.unwrap_or(PermissionAnswer::TimedOut),
-                _ = ctx.cancel.cancelled() => return interrupted().into(),
+            let Some(answer) = ask_person(session, host, &ctx.cancel, req, notice).await else {
+                return interrupted().into();
             };
             match answer {
                 PermissionAnswer::AllowOnce => approval = Some(Approval::Allowed),
@@ -1159,6 +1172,7 @@ async fn run_tool_inner(
                     return refused(text, Approval::Rejected).into();
                 }
                 PermissionAnswer::TimedOut => {
+                    let secs = session.setup.approval_timeout_secs.max(1);
                     return refused(timed_out_text(secs), Approval::TimedOut).into();
                 }
                 PermissionAnswer::Failed => {
