@@ -230,16 +230,11 @@ impl Engine {
         let mcp = self.start_mcp(&ws, mcp_servers);
         if let Some(hub) = &mcp {
             let mcp_tools = hub.tools();
-            let specs: Vec<ToolSpec> = mcp_tools.iter().map(|t| t.spec.clone()).collect();
-            let plan = crate::mcp::defer::plan(
-                &specs,
-                binding.info.context_window,
-                self.config().mcp.defer_share,
-            );
+            let plan = hub.defer_plan(&mcp_tools, binding.info.context_window);
             if plan.is_deferred() {
                 tracing::info!(target: "garuda::mcp",
                     "{} MCP tool definitions (~{} tokens) exceed {} tokens: deferred behind {}",
-                    specs.len(), plan.total_tokens, plan.budget_tokens, crate::mcp::SEARCH_TOOL_NAME);
+                    mcp_tools.len(), plan.total_tokens, plan.budget_tokens, crate::mcp::SEARCH_TOOL_NAME);
             }
             tools = tools
                 .with_mcp(&mcp_tools, &plan)

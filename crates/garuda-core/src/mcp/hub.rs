@@ -846,9 +846,11 @@ impl McpHub {
         self.tools().iter().find(|t| t.name == name).cloned()
     }
 
-    /// Share of the window the definitions may take before they are deferred (`[mcp]`).
-    pub fn defer_share(&self) -> f64 {
-        self.inner.defer_share
+    /// Whether `tools`' definitions are deferred behind the search tool at a window of
+    /// `context_window` tokens: they may take the `[mcp] defer_share` of it.
+    pub fn defer_plan(&self, tools: &[McpTool], context_window: u64) -> super::DeferPlan {
+        let specs: Vec<crate::message::ToolSpec> = tools.iter().map(|t| t.spec.clone()).collect();
+        super::defer::plan(&specs, context_window, self.inner.defer_share)
     }
 
     /// Installs `tools` (a list [`Self::current_tools`] gave) as the session's.

@@ -739,13 +739,7 @@ impl LiveSession {
             && hub.has_tool_changes()
         {
             let fresh = hub.current_tools();
-            let specs: Vec<ToolSpec> = fresh.iter().map(|t| t.spec.clone()).collect();
-            let plan = crate::mcp::defer::plan(
-                &specs,
-                self.setup.model_info.context_window,
-                hub.defer_share(),
-            );
-            match next.registry.without_mcp().with_mcp(&fresh, &plan) {
+            match self.with_mcp_tools(hub, &fresh) {
                 Ok(r) => {
                     next.registry = Arc::new(r);
                     next.mcp = Some(fresh);
@@ -793,14 +787,7 @@ impl LiveSession {
         if !hub.settle() || hub.tools().is_empty() {
             return;
         }
-        let fresh = hub.tools();
-        let specs: Vec<ToolSpec> = fresh.iter().map(|t| t.spec.clone()).collect();
-        let plan = crate::mcp::defer::plan(
-            &specs,
-            self.setup.model_info.context_window,
-            hub.defer_share(),
-        );
-        match self.tools().without_mcp().with_mcp(&fresh, &plan) {
+        match self.with_mcp_tools(hub, &hub.tools()) {
             Ok(registry) => {
                 let opts = self.setup.prompt_options(&self.header.model, &registry);
                 self.set_prompt(self.setup.workspace.assemble(&opts));
@@ -808,6 +795,17 @@ impl LiveSession {
             }
             Err(e) => tracing::warn!(target: "garuda::mcp", "MCP tools not installed: {e}"),
         }
+    }
+
+    /// The current registry with `fresh` as its MCP tools (deferred behind the search tool
+    /// when they would take too much of the window).
+    fn with_mcp_tools(
+        &self,
+        hub: &crate::mcp::McpHub,
+        fresh: &[crate::mcp::McpTool],
+    ) -> Result<ToolRegistry, crate::tools::ToolClash> {
+        let plan = hub.defer_plan(fresh, self.setup.model_info.context_window);
+        self.tools().without_mcp().with_mcp(fresh, &plan)
     }
 
     /// Installs what [`Self::next_tools`] gave, with the rebuilt prompt (a compaction).
