@@ -4,6 +4,7 @@
 
 mod acp;
 mod agents;
+mod attacks;
 mod cli;
 mod client;
 mod config_errors;

@@ -1,0 +1,1 @@
+//! Attacks: workspace_files.
