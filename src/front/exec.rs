@@ -730,7 +730,7 @@ impl ExecRun<'_> {
                     self.live.policy(),
                     garuda_core::tools::ToolClass::Exec,
                     sandbox,
-                    false,
+                    garuda_core::tools::EditRisk::Plain,
                 ),
                 description: sandbox.describe(),
             },

@@ -357,7 +357,7 @@ impl Engine {
                 live.setup.policy,
                 crate::tools::ToolClass::Exec,
                 &live.setup.sandbox,
-                false,
+                crate::tools::EditRisk::Plain,
             ),
             auto_compact,
             blocking_limit: (!auto_compact)

@@ -519,9 +519,18 @@ impl Engine {
             return None;
         }
         let timeout = std::time::Duration::from_millis(cfg.context.git_timeout_ms);
+        // git runs confined or not at all: a repository's config names programs it runs.
+        let sandbox =
+            match crate::workspace::GitSandbox::new(crate::sandbox::probe(), &cfg.sandbox, &root) {
+                Ok(s) => s,
+                Err(why) => {
+                    tracing::info!("no git state note for {}: {why}", root.display());
+                    return None;
+                }
+            };
         std::thread::Builder::new()
             .name("garuda-git".into())
-            .spawn(move || crate::workspace::read_git_state(&root, timeout))
+            .spawn(move || crate::workspace::read_git_state(&root, timeout, &sandbox))
             .ok()
     }
 

@@ -164,7 +164,8 @@ impl Features {
 }
 
 /// What the sandbox protects, in one place so the docs and tests quote it.
-const SANDBOX_RULES: &str = "(.git/hooks, .git/config and .garuda/ stay read-only), no access \
+const SANDBOX_RULES: &str = "(.git/, .garuda/, .claude/ and .agents/ stay read-only: git \
+     commits and other git writes need outside_sandbox), no access \
      to the user's secrets or other users' files";
 
 /// The escape hatch, as the sandboxed lines offer it.

@@ -53,11 +53,12 @@ pub(crate) const LIFELINE_SCRIPT: &str = "(read _ <&3; while kill -s KILL -- -1;
 use super::policy::REPLACED;
 
 /// A bubblewrap invocation: its arguments (after the program path) and the protected paths
-/// that did not exist when it was planned.
+/// that did not exist when it was planned, which bubblewrap creates on the host as empty
+/// folders to mount on (the caller removes them when the command is done).
 #[derive(Debug)]
 pub(crate) struct Plan {
     pub args: Vec<OsString>,
-    pub missing_protected: Vec<PathBuf>,
+    pub mountpoints: Vec<PathBuf>,
 }
 
 /// Namespace and lifetime flags, shared with the probe so that it tests what commands use.
@@ -193,11 +194,26 @@ pub(crate) fn plan(
             Kind::Other => push(&[s("--ro-bind"), s("/dev/null"), p.as_os_str()]),
         }
     }
-    let mut missing_protected = Vec::new();
+    let mut mountpoints = Vec::new();
     for p in policy.read_only_paths() {
         match fs.resolve(&p) {
             Some((canon, _)) => push(&[s("--ro-bind"), canon.as_os_str(), canon.as_os_str()]),
-            None => missing_protected.push(p),
+            // Missing in a folder of the root: an empty read-only folder stands in, so the
+            // command cannot create it (a `.git` with a filter, a `.claude` with hooks).
+            None if p
+                .parent()
+                .and_then(|d| fs.resolve(d))
+                .is_some_and(|(d, k)| k == Kind::Dir && d.starts_with(&root)) =>
+            {
+                push(&[
+                    s("--tmpfs"),
+                    p.as_os_str(),
+                    s("--remount-ro"),
+                    p.as_os_str(),
+                ]);
+                mountpoints.push(p);
+            }
+            None => {}
         }
     }
     // Read-only last: a mask that holds the root needed folders made in it first.
@@ -220,7 +236,7 @@ pub(crate) fn plan(
     out.extend(args.iter().cloned());
     Plan {
         args: out,
-        missing_protected,
+        mountpoints,
     }
 }
 
@@ -261,7 +277,7 @@ mod tests {
             temp_dir: None,
             writable: Vec::new(),
             visible: Vec::new(),
-            read_only: vec![".git/hooks".into(), ".git/config".into(), ".garuda".into()],
+            read_only: vec![".git".into(), ".garuda".into(), ".claude".into()],
             deny_read: deny.iter().map(PathBuf::from).collect(),
             network: false,
             env: Default::default(),
@@ -281,8 +297,8 @@ mod tests {
         use Kind::*;
         let fs = fake(&[
             ("/home/me/p", Dir),
-            ("/home/me/p/.git/hooks", Dir),
-            ("/home/me/p/.git/config", Other),
+            ("/home/me/p/.git", Dir),
+            ("/home/me/p/.claude", Other),
             ("/home/me/.ssh", Dir),
             ("/home/me/.ssh/id_ed25519", Other),
             ("/home/me/.netrc", Other),
@@ -314,16 +330,14 @@ mod tests {
              --ro-bind / / --dev /dev --proc /proc --tmpfs /run --tmpfs /tmp \
              --bind /home/me/p /home/me/p \
              --tmpfs /home/bob --ro-bind /dev/null /home/me/.netrc --tmpfs /home/me/.ssh \
-             --ro-bind /home/me/p/.git/hooks /home/me/p/.git/hooks \
-             --ro-bind /home/me/p/.git/config /home/me/p/.git/config \
+             --ro-bind /home/me/p/.git /home/me/p/.git \
+             --tmpfs /home/me/p/.garuda --remount-ro /home/me/p/.garuda \
+             --ro-bind /home/me/p/.claude /home/me/p/.claude \
              --remount-ro /home/bob --remount-ro /home/me/.ssh \
              --chdir /home/me/p -- /bin/sh -c (read _ <&3; while kill -s KILL -- -1; do :; done) </dev/null >/dev/null 2>&1 & exec 3<&- \"$@\" \
              garuda-sandbox bash -c true"
         );
-        assert_eq!(
-            plan.missing_protected,
-            vec![PathBuf::from("/home/me/p/.garuda")]
-        );
+        assert_eq!(plan.mountpoints, vec![PathBuf::from("/home/me/p/.garuda")]);
     }
 
     #[test]
@@ -335,6 +349,7 @@ mod tests {
             ("/home/bob/.ssh", Dir),
         ]);
         let mut p = policy("/home/bob/p", &["/home/bob", "/home/bob/.ssh"]);
+        p.read_only.clear();
         p.network = true;
         p.temp_dir = Some("/var/tmp/g".into());
         let t = text(&plan(&info(), &p, OsStr::new("sh"), &[], &fs));

@@ -5,17 +5,15 @@ use std::path::{Path, PathBuf};
 use super::SandboxError;
 use super::env::EnvPolicy;
 
-/// Paths inside the root that stay read-only: they run code or steer Garuda outside the
-/// sandbox later (git hooks, `core.hooksPath`/`core.fsmonitor`/aliases in `.git/config`,
-/// Garuda's own workspace config and memory, the Claude Code settings whose hooks a trusted
-/// workspace runs unsandboxed).
-pub const PROTECTED_IN_ROOT: &[&str] = &[
-    ".git/hooks",
-    ".git/config",
-    ".garuda",
-    ".claude/settings.json",
-    ".claude/settings.local.json",
-];
+/// Paths inside the root that stay read-only, whole, whether they exist or not: they change
+/// what runs later, outside the sandbox. `.git` holds the config (filters, `gpg.program`,
+/// `core.fsmonitor`, aliases), hooks, `info/attributes`, and the files that move where git
+/// reads its config from (`commondir`, `config.worktree`, a `.git` file holding `gitdir:`);
+/// `.garuda` holds Garuda's workspace config and memory; `.claude` the settings whose hooks a
+/// trusted workspace runs, and agent and skill files; `.agents` skill files. A missing one is
+/// covered by an empty read-only folder for the command's life, so a command cannot create it
+/// either (`git init` too: git writes in the sandbox need `outside_sandbox`, as in codex).
+pub const PROTECTED_IN_ROOT: &[&str] = &[".git", ".garuda", ".claude", ".agents"];
 
 /// Secrets under the user's home that commands cannot read: keys, cloud and registry
 /// credentials, password stores, browser profiles (cookies), and Garuda's own config and
@@ -101,7 +99,8 @@ pub struct SandboxPolicy {
     /// More writable folders (package caches, say); missing ones are skipped.
     pub writable: Vec<PathBuf>,
     /// Paths that stay read-only even inside the root or a writable folder; relative ones are
-    /// relative to the root. Missing ones are skipped (see [`super::SandboxedChild::created_protected`]).
+    /// relative to the root. A missing one inside the root gets an empty read-only folder for
+    /// the command's life (see [`super::spawn`]); a missing one elsewhere is skipped.
     pub read_only: Vec<PathBuf>,
     /// Paths the command cannot read (they appear empty); missing ones are skipped.
     pub deny_read: Vec<PathBuf>,
@@ -385,11 +384,10 @@ mod tests {
         assert_eq!(
             p.read_only_paths(),
             vec![
-                p.root.join(".git/hooks"),
-                p.root.join(".git/config"),
+                p.root.join(".git"),
                 p.root.join(".garuda"),
-                p.root.join(".claude/settings.json"),
-                p.root.join(".claude/settings.local.json")
+                p.root.join(".claude"),
+                p.root.join(".agents"),
             ]
         );
     }

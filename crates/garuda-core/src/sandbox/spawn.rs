@@ -29,7 +29,7 @@ use super::probe::SandboxState;
 #[derive(Debug)]
 pub struct SandboxCommand {
     cmd: tokio::process::Command,
-    missing_protected: Vec<PathBuf>,
+    mountpoints: MountLease,
     confined: bool,
     /// The server's end of the lifeline a confined command's watchdog reads.
     lifeline: Option<std::io::PipeWriter>,
@@ -59,12 +59,15 @@ impl SandboxCommand {
         };
         policy.validate()?;
         let args: Vec<OsString> = args.iter().map(|a| a.as_ref().to_os_string()).collect();
-        let plan = bwrap::plan(info, policy, program.as_ref(), &args, &RealFs);
+        // Planned under the lease's lock: a stand-in folder another command made is seen as
+        // one, and kept until both are done.
+        let (plan, lease) =
+            MountLease::plan(|| bwrap::plan(info, policy, program.as_ref(), &args, &RealFs));
         let mut cmd = tokio::process::Command::new(&info.path);
         cmd.args(&plan.args);
         // Both ends are close-on-exec; the child moves the read end to LIFELINE_FD.
         let (reader, writer) = std::io::pipe().map_err(SandboxError::Spawn)?;
-        let mut c = Self::finish(cmd, policy, plan.missing_protected, "/tmp", Some(reader));
+        let mut c = Self::finish(cmd, policy, lease, "/tmp", Some(reader));
         c.lifeline = Some(writer);
         Ok(c)
     }
@@ -82,13 +85,19 @@ impl SandboxCommand {
         let mut cmd = tokio::process::Command::new(program.as_ref());
         cmd.args(args);
         let tmp = std::env::temp_dir();
-        Ok(Self::finish(cmd, policy, Vec::new(), tmp.as_os_str(), None))
+        Ok(Self::finish(
+            cmd,
+            policy,
+            MountLease::default(),
+            tmp.as_os_str(),
+            None,
+        ))
     }
 
     fn finish(
         mut cmd: tokio::process::Command,
         policy: &SandboxPolicy,
-        missing_protected: Vec<PathBuf>,
+        mountpoints: MountLease,
         tmpdir: impl AsRef<OsStr>,
         lifeline: Option<std::io::PipeReader>,
     ) -> Self {
@@ -119,7 +128,7 @@ impl SandboxCommand {
         }
         SandboxCommand {
             cmd,
-            missing_protected,
+            mountpoints,
             confined,
             lifeline: None,
             _reader: lifeline,
@@ -159,7 +168,7 @@ impl SandboxCommand {
     pub async fn spawn(self) -> Result<SandboxedChild, SandboxError> {
         let SandboxCommand {
             mut cmd,
-            missing_protected,
+            mountpoints,
             confined,
             lifeline,
             _reader,
@@ -197,8 +206,8 @@ impl SandboxCommand {
             pgid,
             reaped: false,
             confined,
-            missing_protected,
             lifeline,
+            mountpoints,
         })
     }
 }
@@ -302,8 +311,9 @@ pub struct SandboxedChild {
     pgid: Option<Pid>,
     reaped: bool,
     confined: bool,
-    missing_protected: Vec<PathBuf>,
     lifeline: Option<std::io::PipeWriter>,
+    /// Dropped after the kill in [`Drop`], so the stand-in folders outlive the namespace.
+    mountpoints: MountLease,
 }
 
 impl SandboxedChild {
@@ -333,6 +343,7 @@ impl SandboxedChild {
     pub async fn wait(&mut self) -> io::Result<ExitStatus> {
         let st = self.child.wait().await?;
         self.reaped = true;
+        self.mountpoints.reaped = true;
         Ok(st)
     }
 
@@ -359,17 +370,6 @@ impl SandboxedChild {
     pub fn confined(&self) -> bool {
         self.confined
     }
-
-    /// Protected paths (see [`SandboxPolicy::read_only`]) that did not exist when the command
-    /// started and do now: the command created them, and they are not protected. The caller
-    /// should tell the user (a new `.git/hooks` would run outside the sandbox).
-    pub fn created_protected(&self) -> Vec<PathBuf> {
-        self.missing_protected
-            .iter()
-            .filter(|p| p.symlink_metadata().is_ok())
-            .cloned()
-            .collect()
-    }
 }
 
 impl Drop for SandboxedChild {
@@ -378,6 +378,73 @@ impl Drop for SandboxedChild {
         if let Some(p) = self.pgid {
             let raw = p.as_raw_nonzero().get();
             live_groups().retain(|g| *g != raw);
+        }
+    }
+}
+
+/// The stand-in folders (see [`bwrap::Plan::mountpoints`]) a command mounts on, counted across
+/// this process's commands: the last one done removes a folder if it is still empty. Removing
+/// it while another command mounts on it would detach that command's mount and leave the
+/// protected path writable there; so would removing it before the command was reaped (its
+/// namespace's processes are gone only then), so a command dropped unreaped leaves it.
+#[derive(Debug, Default)]
+struct MountLease {
+    paths: Vec<PathBuf>,
+    reaped: bool,
+}
+
+/// How many running commands mount on each stand-in folder.
+static MOUNTPOINTS: std::sync::Mutex<Vec<(PathBuf, usize)>> = std::sync::Mutex::new(Vec::new());
+
+fn mountpoints() -> std::sync::MutexGuard<'static, Vec<(PathBuf, usize)>> {
+    MOUNTPOINTS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl MountLease {
+    /// Runs `plan` under the count's lock and takes a lease on the folders it will create and
+    /// on those another command created that it now finds in place.
+    fn plan(plan: impl FnOnce() -> bwrap::Plan) -> (bwrap::Plan, MountLease) {
+        let mut counts = mountpoints();
+        let plan = plan();
+        let mut held = Vec::new();
+        for (path, n) in counts.iter_mut() {
+            if plan.args.iter().any(|a| a.as_os_str() == path.as_os_str()) {
+                *n += 1;
+                held.push(path.clone());
+            }
+        }
+        for p in &plan.mountpoints {
+            if !held.contains(p) {
+                counts.push((p.clone(), 1));
+                held.push(p.clone());
+            }
+        }
+        let lease = MountLease {
+            paths: held,
+            reaped: false,
+        };
+        (plan, lease)
+    }
+}
+
+impl Drop for MountLease {
+    /// Gives the lease back; the last holder removes a folder when its command was reaped.
+    fn drop(&mut self) {
+        if self.paths.is_empty() {
+            return;
+        }
+        let mut counts = mountpoints();
+        for p in self.paths.drain(..) {
+            if let Some(i) = counts.iter().position(|(q, _)| *q == p) {
+                counts[i].1 -= 1;
+                if counts[i].1 == 0 {
+                    counts.swap_remove(i);
+                    if self.reaped {
+                        // Only an empty folder goes: anything else was made by someone else.
+                        let _ = std::fs::remove_dir(&p);
+                    }
+                }
+            }
         }
     }
 }

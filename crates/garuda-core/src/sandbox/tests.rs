@@ -184,7 +184,7 @@ printf '#!/bin/sh\necho script-ran "$1"\n' > run.sh && chmod +x run.sh && ./run.
 t=$(mktemp) && echo tmp > "$t" && cat "$t"
 cat "$HOME/.profile"
 cat ../outside.txt
-touch .git/index.lock && rm .git/index.lock && echo git-dir-writable
+touch .git/index.lock 2>/dev/null || echo git-dir-read-only
 pwd
 "#;
     let mut p = f.policy();
@@ -201,7 +201,8 @@ pwd
         "tmp\n",
         "plain-profile",
         "outside",
-        "git-dir-writable",
+        // As in codex: a commit needs `outside_sandbox`, so nothing in `.git` can be planted.
+        "git-dir-read-only",
     ] {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");
     }
@@ -275,7 +276,7 @@ async fn writes_outside_the_root_fail() {
 }
 
 #[tokio::test]
-async fn protected_paths_stay_read_only_and_new_ones_are_reported() {
+async fn protected_paths_stay_read_only_whether_they_exist_or_not() {
     if sandbox().is_none() {
         return;
     }
@@ -309,20 +310,19 @@ async fn protected_paths_stay_read_only_and_new_ones_are_reported() {
         "hooks a trusted workspace runs unsandboxed"
     );
 
-    // A protected path missing at the start can be created; the handle says so.
+    // Missing protected paths cannot be created either (no `git init`, no `.claude` with
+    // hooks, no `.git` file pointing elsewhere), and the stand-in folders go with the command.
     std::fs::remove_dir_all(f.root.join(".garuda")).unwrap();
-    let state = sandbox().unwrap();
-    let mut cmd = SandboxCommand::new(
-        state,
-        &f.policy(),
-        "sh",
-        &["-c", "mkdir .garuda && echo x > .garuda/memory.md"],
-    )
-    .unwrap();
-    cmd.stdout(Stdio::null()).stderr(Stdio::null());
-    let mut child = cmd.spawn().await.unwrap();
-    assert!(child.wait().await.unwrap().success());
-    assert_eq!(child.created_protected(), vec![f.root.join(".garuda")]);
+    std::fs::remove_dir_all(f.root.join(".claude")).unwrap();
+    std::fs::remove_dir_all(f.root.join(".git")).unwrap();
+    let script = "git init -q . ; echo 'gitdir: /tmp/x' > .git; mkdir -p .claude; \
+                  echo '{}' > .claude/settings.local.json; mkdir .garuda/x; \
+                  echo '[filter \"x\"]' > .git/config; find .git .claude .garuda .agents | wc -l";
+    let (_, out) = run(&f.policy(), script).await;
+    assert!(out.starts_with("4\n"), "four empty folders: {out}");
+    for p in [".git", ".claude", ".garuda", ".agents"] {
+        assert!(!f.root.join(p).exists(), "{p} is left behind: {out}");
+    }
 }
 
 #[tokio::test]

@@ -35,8 +35,8 @@ pub use handler::{
     AgentCall, ClientToolResult, CommandRun, Handler, NoWorkbench, Risk, Tool, ToolKind, Workbench,
 };
 pub use policy::{
-    Policy, RISKY_DIRS, RISKY_FILES, UnknownPolicy, approval_needed, needs_approval, plan_refuses,
-    risky_path, risky_target,
+    EditRisk, Policy, RISKY_DIRS, RISKY_FILES, UnknownPolicy, approval_needed, needs_approval,
+    plan_refuses, protected_path, protected_target, risky_path, risky_target,
 };
 pub use registry::{ToolClash, ToolEntry, ToolRegistry, ToolSource, Touch, Touched};
 pub use write::{EditPreview, PlannedWrite, commit_write, finish_write};
@@ -504,7 +504,7 @@ pub fn session_facts(
         sandboxed: sandbox.confined(),
         network: sandbox.network,
         package_caches: sandbox.package_caches,
-        commands_ask: approval_needed(policy, ToolClass::Exec, sandbox, false),
+        commands_ask: approval_needed(policy, ToolClass::Exec, sandbox, EditRisk::Plain),
         offers: tools.offers(),
         hooks: false,
     }

@@ -135,6 +135,7 @@ pub const RISKY_DIRS: &[&str] = &[
     ".git",
     ".garuda",
     ".claude",
+    ".agents",
     ".github",
     ".circleci",
     ".buildkite",
@@ -178,10 +179,40 @@ pub fn risky_path(rel: &Path) -> Option<String> {
 /// Like [`risky_path`], for `rel` as it resolves under `root` now: a link inside the root that
 /// leads into `.git/` is caught too. The target need not exist.
 pub fn risky_target(root: &Path, rel: &Path) -> Option<String> {
-    if let Some(why) = risky_path(rel) {
-        return Some(why);
+    risky_path(rel).or_else(|| resolved(root, rel).as_deref().and_then(risky_path))
+}
+
+/// True when `rel` (as written, `..` folded) is inside a folder that changes what runs
+/// outside the sandbox later: `.git` (its config, hooks, `commondir`; at any depth, a
+/// submodule's too), `.garuda`, `.claude` and `.agents` (settings with hooks, agent and
+/// skill files). The sandbox keeps the same folders read-only at the root
+/// ([`crate::sandbox::PROTECTED_IN_ROOT`]); a file-tool edit of them asks under every policy.
+pub fn protected_path(rel: &Path) -> bool {
+    let mut parts: Vec<String> = Vec::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
+            Component::ParentDir => {
+                parts.pop();
+            }
+            _ => {}
+        }
     }
-    // The deepest existing ancestor, canonical, plus the rest as given.
+    parts.iter().any(|p| {
+        crate::sandbox::PROTECTED_IN_ROOT
+            .iter()
+            .any(|d| p.eq_ignore_ascii_case(d))
+    })
+}
+
+/// [`protected_path`] for the path written or the one it resolves to (a link into `.git`).
+pub fn protected_target(root: &Path, rel: &Path) -> bool {
+    protected_path(rel) || resolved(root, rel).is_some_and(|r| protected_path(&r))
+}
+
+/// `rel` with links resolved, relative to the canonical root: the nearest existing ancestor
+/// made canonical, the rest appended. None outside the root.
+fn resolved(root: &Path, rel: &Path) -> Option<std::path::PathBuf> {
     let full = root.join(rel);
     let mut base = full.as_path();
     let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
@@ -192,11 +223,24 @@ pub fn risky_target(root: &Path, rel: &Path) -> Option<String> {
                 p.push(r);
             }
             let canon_root = root.canonicalize().ok()?;
-            return p.strip_prefix(&canon_root).ok().and_then(risky_path);
+            return p.strip_prefix(&canon_root).ok().map(Path::to_path_buf);
         }
         rest.push(base.file_name()?);
         base = base.parent()?;
     }
+}
+
+/// How much the path an edit changes matters to the approval policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EditRisk {
+    /// An ordinary file.
+    #[default]
+    Plain,
+    /// Runs code or steers the agent later ([`risky_target`]): asks under `auto-edit`.
+    Risky,
+    /// Changes what runs outside the sandbox ([`protected_target`]): asks under every policy,
+    /// as a command that leaves the sandbox does.
+    Protected,
 }
 
 /// True when a call of `class` must be approved under `policy`, for a session whose commands
@@ -205,13 +249,13 @@ pub fn approval_needed(
     policy: Policy,
     class: ToolClass,
     commands: &CommandSandbox,
-    risky: bool,
+    risk: EditRisk,
 ) -> bool {
     match class {
         ToolClass::Edit => match policy {
             Policy::Ask | Policy::Plan => true,
-            Policy::AutoEdit => risky,
-            Policy::FullAuto => false,
+            Policy::AutoEdit => risk != EditRisk::Plain,
+            Policy::FullAuto => risk == EditRisk::Protected,
         },
         ToolClass::Exec => {
             // No sandbox the user did not choose: every command asks.
@@ -291,7 +335,7 @@ mod tests {
         let confined_auto = sandbox(None, true);
         let none = sandbox(Some(Unconfined::Unavailable("x".into())), true);
         let off = sandbox(Some(Unconfined::TurnedOff), false);
-        let ex = |p, s: &CommandSandbox| approval_needed(p, ToolClass::Exec, s, false);
+        let ex = |p, s: &CommandSandbox| approval_needed(p, ToolClass::Exec, s, EditRisk::Plain);
         assert!(ex(Ask, &confined_auto));
         assert!(ex(AutoEdit, &confined));
         assert!(!ex(AutoEdit, &confined_auto));
@@ -300,11 +344,44 @@ mod tests {
         // No sandbox the user did not choose: full-auto asks too.
         assert!(ex(FullAuto, &none));
         assert!(!ex(FullAuto, &off));
-        let ed = |p, risky| approval_needed(p, ToolClass::Edit, &confined, risky);
-        assert!(ed(AutoEdit, true));
-        assert!(!ed(AutoEdit, false));
-        assert!(ed(Ask, false));
-        assert!(!ed(FullAuto, true));
+        let ed = |p, risk| approval_needed(p, ToolClass::Edit, &confined, risk);
+        assert!(ed(AutoEdit, EditRisk::Risky));
+        assert!(!ed(AutoEdit, EditRisk::Plain));
+        assert!(ed(Ask, EditRisk::Plain));
+        assert!(!ed(FullAuto, EditRisk::Risky));
+        // What runs outside the sandbox later asks under every policy.
+        assert!(ed(FullAuto, EditRisk::Protected));
+        assert!(ed(AutoEdit, EditRisk::Protected));
+    }
+
+    #[test]
+    fn protected_paths_are_what_changes_what_runs() {
+        for p in [
+            ".git/config",
+            ".git/commondir",
+            "sub/.git",
+            ".GIT/hooks/x",
+            ".claude/settings.local.json",
+            ".claude/agents/a.md",
+            ".garuda/config.toml",
+            ".agents/skills/x/SKILL.md",
+            "a/../.git/info/attributes",
+        ] {
+            assert!(protected_path(Path::new(p)), "{p}");
+        }
+        for p in [
+            "src/main.rs",
+            "AGENTS.md",
+            ".github/workflows/ci.yml",
+            ".gitignore",
+        ] {
+            assert!(!protected_path(Path::new(p)), "{p}");
+        }
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join(".git/hooks")).unwrap();
+        std::os::unix::fs::symlink(".git/hooks", d.path().join("h")).unwrap();
+        assert!(protected_target(d.path(), Path::new("h/pre-commit")));
+        assert!(!protected_target(d.path(), Path::new("src/x.rs")));
     }
 
     #[test]

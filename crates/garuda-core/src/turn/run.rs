@@ -1098,18 +1098,28 @@ async fn run_tool_inner(
     }
     // Risk follows the path an edit changes (links resolved), not the tool's name.
     let risk = entry.risk(&input, &ctx.root);
+    let edit_risk = match &risk {
+        Some((rel, _)) if tools::protected_target(ctx.root.path(), rel) => {
+            tools::EditRisk::Protected
+        }
+        Some(_) => tools::EditRisk::Risky,
+        None => tools::EditRisk::Plain,
+    };
     let policy_needs = tools::approval_needed(
         session.policy(),
         entry.class,
         &session.setup.sandbox,
-        risk.is_some(),
+        edit_risk,
     );
     // A call that asks to leave the sandbox always asks the person: no policy, "allow
     // always" or hook `allow` lets a command out unseen. Where commands run unconfined
     // anyway the flag changes nothing.
     let escape = session.setup.sandbox.confined() && entry.leaves_sandbox(&input);
+    // An edit of what runs outside the sandbox later (git's config, hooks, agent and skill
+    // files) is asked the same way: each time, whatever the policy, "always" or a hook says.
+    let every_time = escape || edit_risk == tools::EditRisk::Protected;
     let needs = match hook {
-        _ if escape => true,
+        _ if every_time => true,
         // `ask` asks even under full-auto; `allow` skips what the policy would ask, but not
         // the rule that an unsandboxed machine asks for every command.
         Some(PermissionDecision::Ask) => true,
@@ -1119,7 +1129,7 @@ async fn run_tool_inner(
                     tools::Policy::FullAuto,
                     entry.class,
                     &session.setup.sandbox,
-                    false,
+                    tools::EditRisk::Plain,
                 )
         }
         _ => policy_needs,
@@ -1132,7 +1142,7 @@ async fn run_tool_inner(
     };
     let mut approval = None;
     if needs {
-        if session.is_always_allowed(&always_key) && !hook_asks && !escape {
+        if session.is_always_allowed(&always_key) && !hook_asks && !every_time {
             approval = Some(Approval::AllowedAlways);
         } else {
             let title = entry.approval_title(&input, risk.as_ref().map(|(_, w)| w.as_str()));
@@ -1143,7 +1153,7 @@ async fn run_tool_inner(
                 tool_name: name.to_string(),
                 title,
                 input: input.clone(),
-                options: if escape {
+                options: if every_time {
                     PermissionRequest::once_options()
                 } else {
                     PermissionRequest::standard_options()
@@ -1158,7 +1168,7 @@ async fn run_tool_inner(
                 PermissionAnswer::AllowOnce => approval = Some(Approval::Allowed),
                 // Not offered for a call that leaves the sandbox; a client that answers it
                 // anyway allows this one call.
-                PermissionAnswer::AllowAlways if escape => approval = Some(Approval::Allowed),
+                PermissionAnswer::AllowAlways if every_time => approval = Some(Approval::Allowed),
                 PermissionAnswer::AllowAlways => {
                     session.allow_always(&always_key);
                     approval = Some(Approval::AllowedAlways);

@@ -1,11 +1,18 @@
 //! The repository's git state at session start: branch, short status and recent commits,
-//! read with the `git` binary under a deadline. Outside a repository, without `git`, or past
-//! the deadline there is none, and the session starts without it.
+//! read with the `git` binary under a deadline, inside the command sandbox. A repository's
+//! configuration names programs git runs (a clean filter during `status`, `gpg.program` for
+//! `log.showSignature`, `core.fsmonitor`, a pager, …) and `.git/commondir` moves where that
+//! configuration is read from, so git runs confined (root read-only, no network, the
+//! environment allow-list) or not at all. Outside a repository, without `git` or a sandbox,
+//! or past the deadline there is no state, and the session starts without it.
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+
+use crate::sandbox::{SandboxCommand, SandboxPolicy, SandboxSettings, SandboxState};
 
 /// Characters of `git status` kept in the note (the rest is counted, not shown).
 pub const STATUS_MAX_CHARS: usize = 2_000;
@@ -25,36 +32,79 @@ pub struct GitState {
     pub commits: Vec<String>,
 }
 
-/// Reads the git state of `root` within `timeout`; None outside a repository or on any
-/// failure.
-pub fn read_git_state(root: &Path, timeout: Duration) -> Option<GitState> {
-    let deadline = Instant::now() + timeout;
-    // Both run at once: the first request waits for this note, so the two git processes
-    // cost one start, not two.
-    let status = start_git(
-        root,
-        &[
-            "status",
-            "--porcelain=v1",
-            "--branch",
-            "--untracked-files=normal",
-            "--ignore-submodules=dirty",
-        ],
+/// Where git runs for one root: the machine's sandbox and a policy that writes nothing.
+#[derive(Debug, Clone)]
+pub struct GitSandbox {
+    state: SandboxState,
+    policy: SandboxPolicy,
+}
+
+impl GitSandbox {
+    /// The sandbox git runs in for `root`, or why git cannot run there: the machine has no
+    /// sandbox, or the user's config turned it off (then git does not run either: the rule is
+    /// confined or not at all).
+    pub fn new(
+        state: &SandboxState,
+        settings: &SandboxSettings,
+        root: &Path,
+    ) -> Result<GitSandbox, String> {
+        if !settings.enabled {
+            return Err("the command sandbox is turned off ([sandbox] enabled = false)".into());
+        }
+        if !state.available() {
+            return Err(state
+                .reason
+                .clone()
+                .unwrap_or_else(|| "no sandbox was found".into()));
+        }
+        let mut policy = settings.policy(root).map_err(|e| e.to_string())?;
+        // git only reads: the root read-only (protected paths stay as they are), no caches,
+        // no network, nothing the user added for commands.
+        policy.read_only.push(policy.root.clone());
+        policy.writable.clear();
+        policy.network = false;
+        policy.temp_dir = None;
+        policy.env = crate::sandbox::EnvPolicy::default();
+        Ok(GitSandbox {
+            state: state.clone(),
+            policy,
+        })
+    }
+}
+
+/// Reads the git state of `root` within `timeout`, with git confined by `sandbox`; None
+/// outside a repository or on any failure. Blocks: call it off the request loop.
+pub fn read_git_state(root: &Path, timeout: Duration, sandbox: &GitSandbox) -> Option<GitState> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    rt.block_on(async {
+        tokio::time::timeout(timeout, read_confined(root, sandbox))
+            .await
+            .ok()
+            .flatten()
+    })
+}
+
+async fn read_confined(root: &Path, sandbox: &GitSandbox) -> Option<GitState> {
+    // Both run at once: the first request waits for this note, so the two sandboxes cost one
+    // start, not two.
+    let log_n = format!("-n{RECENT_COMMITS}");
+    let status_args = [
+        "status",
+        "--porcelain=v1",
+        "--branch",
+        "--untracked-files=normal",
+        "--ignore-submodules=dirty",
+    ];
+    let log_args = ["log", "--oneline", "--no-decorate", "--no-color", &log_n];
+    let (status, log) = tokio::join!(
+        run_git(root, sandbox, &status_args),
+        run_git(root, sandbox, &log_args)
     );
-    let log = start_git(
-        root,
-        &[
-            "log",
-            "--oneline",
-            "--no-decorate",
-            "--no-color",
-            &format!("-n{RECENT_COMMITS}"),
-        ],
-    );
-    let status = status.and_then(|g| g.finish(deadline));
     // An empty repository has no log; that is not a failure.
     let commits: Vec<String> = log
-        .and_then(|g| g.finish(deadline))
         .map(|l| l.lines().map(str::to_string).collect())
         .unwrap_or_default();
     let status = status?;
@@ -68,90 +118,41 @@ pub fn read_git_state(root: &Path, timeout: Duration) -> Option<GitState> {
     })
 }
 
-/// A read-only git command started, its stdout drained on a thread.
-struct RunningGit {
-    child: std::process::Child,
-    out: std::sync::mpsc::Receiver<Vec<u8>>,
-}
-
-/// Starts one read-only git command in `root`.
-fn start_git(root: &Path, args: &[&str]) -> Option<RunningGit> {
-    let mut child = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        // Read-only: no index refresh written, no fsmonitor hook run, no pager, no prompt.
-        .args([
-            "--no-optional-locks",
-            "--no-pager",
-            "-c",
-            "core.fsmonitor=false",
-            "-c",
-            "color.ui=false",
-        ])
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
+/// One read-only git command in the sandbox: its stdout when it exits 0. Dropped (the
+/// deadline), the sandbox and everything in it ends.
+async fn run_git(root: &Path, sandbox: &GitSandbox, args: &[&str]) -> Option<String> {
+    let mut full: Vec<std::ffi::OsString> = vec!["-C".into(), root.as_os_str().to_owned()];
+    // No index refresh written, no fsmonitor, no pager, no prompt: the sandbox would stop
+    // them anyway, this keeps git from trying.
+    for a in [
+        "--no-optional-locks",
+        "--no-pager",
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "color.ui=false",
+    ]
+    .iter()
+    .chain(args)
+    {
+        full.push(a.into());
+    }
+    let mut cmd = SandboxCommand::new(&sandbox.state, &sandbox.policy, "git", &full).ok()?;
+    cmd.env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_OPTIONAL_LOCKS", "0")
         .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let Some(mut out) = child.stdout.take() else {
-        let _ = child.kill();
-        let _ = child.wait();
-        return None;
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    // The pipe is drained on a thread so a large output never stalls git past the deadline.
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = (&mut out).take(OUTPUT_CAP as u64).read_to_end(&mut buf);
-        let _ = std::io::copy(&mut out, &mut std::io::sink());
-        let _ = tx.send(buf);
-    });
-    Some(RunningGit { child, out: rx })
-}
-
-impl RunningGit {
-    /// Its stdout when it exits 0 before `deadline`; killed past it.
-    fn finish(mut self, deadline: Instant) -> Option<String> {
-        if Instant::now() >= deadline {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-            return None;
-        }
-        let buf = match self
-            .out
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        {
-            Ok(b) => b,
-            Err(_) => {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                return None;
-            }
-        };
-        // Its stdout has closed, so it is exiting: poll from a fraction of a millisecond
-        // up, not a fixed sleep that the first request would wait out.
-        let mut pause = Duration::from_micros(100);
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(s)) if s.success() => break,
-                Ok(Some(_)) | Err(_) => return None,
-                Ok(None) if Instant::now() >= deadline => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
-                    return None;
-                }
-                Ok(None) => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(5));
-                }
-            }
-        }
-        Some(String::from_utf8_lossy(&buf).into_owned())
-    }
+        .stdout(Stdio::piped());
+    let mut child = cmd.spawn().await.ok()?;
+    let out = child.take_stdout()?;
+    let mut buf = Vec::new();
+    let mut capped = out.take(OUTPUT_CAP as u64);
+    capped.read_to_end(&mut buf).await.ok()?;
+    // The rest is drained so git is never stalled on a full pipe.
+    let _ = tokio::io::copy(&mut capped.into_inner(), &mut tokio::io::sink()).await;
+    let status = child.wait().await.ok()?;
+    status
+        .success()
+        .then(|| String::from_utf8_lossy(&buf).into_owned())
 }
 
 /// The `<garuda_note>` the model gets with its first message (pure).
@@ -190,6 +191,13 @@ pub fn git_note(state: &GitState) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
+
+    /// The sandbox git runs in here; None on a machine without one (the tests then check
+    /// only that nothing runs).
+    fn confined(root: &Path) -> Result<GitSandbox, String> {
+        GitSandbox::new(crate::sandbox::probe(), &SandboxSettings::default(), root)
+    }
 
     fn git(dir: &Path, args: &[&str]) {
         let ok = Command::new("git")
@@ -206,19 +214,38 @@ mod tests {
     }
 
     #[test]
+    fn without_a_sandbox_git_does_not_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let off = SandboxSettings {
+            enabled: false,
+            ..SandboxSettings::default()
+        };
+        let state = crate::sandbox::probe();
+        assert!(GitSandbox::new(state, &off, dir.path()).is_err());
+        let none = SandboxState::none("no bwrap");
+        let why = GitSandbox::new(&none, &SandboxSettings::default(), dir.path()).unwrap_err();
+        assert_eq!(why, "no bwrap");
+    }
+
+    #[test]
     fn git_state_of_a_repository_and_none_outside() {
         let outside = tempfile::tempdir().unwrap();
-        assert_eq!(read_git_state(outside.path(), Duration::from_secs(5)), None);
+        let Ok(sb) = confined(outside.path()) else {
+            return;
+        };
+        let timeout = Duration::from_secs(20);
+        assert_eq!(read_git_state(outside.path(), timeout, &sb), None);
         let dir = tempfile::tempdir().unwrap();
+        let sb = confined(dir.path()).unwrap();
         git(dir.path(), &["init", "-q", "-b", "trunk"]);
-        let empty = read_git_state(dir.path(), Duration::from_secs(5)).unwrap();
+        let empty = read_git_state(dir.path(), timeout, &sb).unwrap();
         assert!(empty.branch.contains("trunk"), "{empty:?}");
         assert!(empty.commits.is_empty());
         std::fs::write(dir.path().join("a.txt"), "a").unwrap();
         git(dir.path(), &["add", "a.txt"]);
         git(dir.path(), &["commit", "-q", "-m", "first commit"]);
         std::fs::write(dir.path().join("b.txt"), "b").unwrap();
-        let s = read_git_state(dir.path(), Duration::from_secs(5)).unwrap();
+        let s = read_git_state(dir.path(), timeout, &sb).unwrap();
         assert_eq!(s.branch, "trunk");
         assert_eq!(s.status, vec!["?? b.txt"]);
         assert_eq!(s.commits.len(), 1);
@@ -229,7 +256,7 @@ mod tests {
         assert!(note.contains("?? b.txt\n"));
         assert!(note.contains("first commit\n"));
         // A deadline already past gives nothing rather than waiting.
-        assert_eq!(read_git_state(dir.path(), Duration::ZERO), None);
+        assert_eq!(read_git_state(dir.path(), Duration::ZERO, &sb), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@ mod git;
 pub mod watch;
 
 pub use date::{civil_date, local_date, restate_date, start_note, today};
-pub use git::{GitState, git_note, read_git_state};
+pub use git::{GitSandbox, GitState, git_note, read_git_state};
 
 pub use watch::{DEBOUNCE, WatchHandle};
 

@@ -199,20 +199,6 @@ async fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
-    // A protected path that did not exist could be created; it would run code outside the
-    // sandbox later (a new .git/hooks), so the model and the user hear of it.
-    for p in child.created_protected() {
-        let shown = p
-            .strip_prefix(ctx.root.path())
-            .unwrap_or(&p)
-            .display()
-            .to_string();
-        tracing::warn!("a sandboxed command created the protected path {shown}");
-        text.push_str(&format!(
-            "[warning: the command created {shown}, which Garuda keeps read-only for \
-             commands; tell the user to review it]\n"
-        ));
-    }
     let mut meta = ToolMeta {
         truncated,
         ..ToolMeta::default()
