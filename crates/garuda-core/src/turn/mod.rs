@@ -2,6 +2,7 @@
 //! client where policy says so), and persists every step.
 
 mod agents;
+mod approval;
 mod budget;
 mod compact;
 mod events;

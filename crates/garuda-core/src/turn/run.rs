@@ -1105,92 +1105,73 @@ async fn run_tool_inner(
         Some(_) => tools::EditRisk::Risky,
         None => tools::EditRisk::Plain,
     };
-    let policy_needs = tools::approval_needed(
-        session.policy(),
-        entry.class,
-        &session.setup.sandbox,
-        edit_risk,
-    );
-    // A call that asks to leave the sandbox always asks the person: no policy, "allow
-    // always" or hook `allow` lets a command out unseen. Where commands run unconfined
-    // anyway the flag changes nothing.
+    // A call that asks to leave the sandbox always asks the person. Where commands run
+    // unconfined anyway the flag changes nothing.
     let escape = session.setup.sandbox.confined() && entry.leaves_sandbox(&input);
-    // An edit of what runs outside the sandbox later (git's config, hooks, agent and skill
-    // files) is asked the same way: each time, whatever the policy, "always" or a hook says.
-    let every_time = escape || edit_risk == tools::EditRisk::Protected;
-    let needs = match hook {
-        _ if every_time => true,
-        // `ask` asks even under full-auto; `allow` skips what the policy would ask, but not
-        // the rule that an unsandboxed machine asks for every command.
-        Some(PermissionDecision::Ask) => true,
-        Some(PermissionDecision::Allow) => {
-            policy_needs
-                && tools::approval_needed(
-                    tools::Policy::FullAuto,
-                    entry.class,
-                    &session.setup.sandbox,
-                    tools::EditRisk::Plain,
-                )
-        }
-        _ => policy_needs,
-    };
-    let hook_asks = hook == Some(PermissionDecision::Ask);
     // "Allow always" on a risky edit allows that path, not every edit.
     let always_key = match &risk {
         Some((rel, _)) => format!("{name}:{}", rel.display()),
         None => name.to_string(),
     };
+    let decision = super::approval::decide(&super::approval::CallFacts {
+        class: entry.class,
+        edit_risk,
+        escape,
+        hook,
+        policy: session.policy(),
+        sandbox: &session.setup.sandbox,
+        always_allowed: session.is_always_allowed(&always_key),
+    });
     let mut approval = None;
-    if needs {
-        if session.is_always_allowed(&always_key) && !hook_asks && !every_time {
-            approval = Some(Approval::AllowedAlways);
-        } else {
-            let title = entry.approval_title(&input, risk.as_ref().map(|(_, w)| w.as_str()));
-            let notice = format!("Garuda needs your permission: {title}");
-            let req = PermissionRequest {
-                session_id: session.id.clone(),
-                tool_call_id: id.to_string(),
-                tool_name: name.to_string(),
-                title,
-                input: input.clone(),
-                options: if every_time {
-                    PermissionRequest::once_options()
-                } else {
-                    PermissionRequest::standard_options()
-                },
-                agent: None,
-                plan: None,
-            };
-            let Some(answer) = ask_person(session, host, &ctx.cancel, req, notice).await else {
-                return interrupted().into();
-            };
-            match answer {
-                PermissionAnswer::AllowOnce => approval = Some(Approval::Allowed),
-                // Not offered for a call that leaves the sandbox; a client that answers it
-                // anyway allows this one call.
-                PermissionAnswer::AllowAlways if every_time => approval = Some(Approval::Allowed),
-                PermissionAnswer::AllowAlways => {
-                    session.allow_always(&always_key);
-                    approval = Some(Approval::AllowedAlways);
-                }
-                // A mode answers a plan's request only; offered none, it is no approval.
-                PermissionAnswer::Reject | PermissionAnswer::Mode(_) => {
-                    return refused(DENIED.into(), Approval::Rejected).into();
-                }
-                PermissionAnswer::RejectWith(words) => {
-                    let text = format!("{DENIED}\nThe user said: {words}");
-                    return refused(text, Approval::Rejected).into();
-                }
-                PermissionAnswer::TimedOut => {
-                    let secs = session.setup.approval_timeout_secs.max(1);
-                    return refused(timed_out_text(secs), Approval::TimedOut).into();
-                }
-                PermissionAnswer::Failed => {
-                    return refused(APPROVAL_FAILED.into(), Approval::Failed).into();
-                }
-                PermissionAnswer::Unavailable => {
-                    return refused(UNASKED.into(), Approval::Unavailable).into();
-                }
+    if let super::approval::Decision::Run { remembered: true } = decision {
+        approval = Some(Approval::AllowedAlways);
+    }
+    if let super::approval::Decision::Ask { once_only } = decision {
+        let title = entry.approval_title(&input, risk.as_ref().map(|(_, w)| w.as_str()));
+        let notice = format!("Garuda needs your permission: {title}");
+        let req = PermissionRequest {
+            session_id: session.id.clone(),
+            tool_call_id: id.to_string(),
+            tool_name: name.to_string(),
+            title,
+            input: input.clone(),
+            options: if once_only {
+                PermissionRequest::once_options()
+            } else {
+                PermissionRequest::standard_options()
+            },
+            agent: None,
+            plan: None,
+        };
+        let Some(answer) = ask_person(session, host, &ctx.cancel, req, notice).await else {
+            return interrupted().into();
+        };
+        match answer {
+            PermissionAnswer::AllowOnce => approval = Some(Approval::Allowed),
+            // Not offered for a call that leaves the sandbox; a client that answers it
+            // anyway allows this one call.
+            PermissionAnswer::AllowAlways if once_only => approval = Some(Approval::Allowed),
+            PermissionAnswer::AllowAlways => {
+                session.allow_always(&always_key);
+                approval = Some(Approval::AllowedAlways);
+            }
+            // A mode answers a plan's request only; offered none, it is no approval.
+            PermissionAnswer::Reject | PermissionAnswer::Mode(_) => {
+                return refused(DENIED.into(), Approval::Rejected).into();
+            }
+            PermissionAnswer::RejectWith(words) => {
+                let text = format!("{DENIED}\nThe user said: {words}");
+                return refused(text, Approval::Rejected).into();
+            }
+            PermissionAnswer::TimedOut => {
+                let secs = session.setup.approval_timeout_secs.max(1);
+                return refused(timed_out_text(secs), Approval::TimedOut).into();
+            }
+            PermissionAnswer::Failed => {
+                return refused(APPROVAL_FAILED.into(), Approval::Failed).into();
+            }
+            PermissionAnswer::Unavailable => {
+                return refused(UNASKED.into(), Approval::Unavailable).into();
             }
         }
     }
