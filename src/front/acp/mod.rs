@@ -797,7 +797,11 @@ fn list_sessions(engine: &Engine, p: acp::ListSessionsRequest) -> Result<Value, 
                 let mut meta = acp::Meta::new();
                 meta.insert(
                     "garuda".into(),
-                    serde_json::json!({"parentSessionId": p.session_id, "agent": p.agent}),
+                    serde_json::json!({
+                        "parentSessionId": p.session_id,
+                        // Shown in history lists: format characters escaped.
+                        "agent": garuda_core::text::escape_format_chars(&p.agent),
+                    }),
                 );
                 meta
             });
