@@ -468,11 +468,11 @@ impl Front {
             let engine = &self.engine;
             let source = p.session_id.0.to_string();
             let policy = engine.sessions.live(&source).map(|s| s.policy());
+            // A non-UUID id is invalid params (acp_error), as for load, resume and delete.
             let id = engine.fork_session(&source, None).map_err(|e| match e {
-                EngineError::Store(
-                    garuda_core::session::StoreError::InvalidId(_)
-                    | garuda_core::session::StoreError::NotFound(_),
-                ) => acp_error(EngineError::SessionNotFound(source.clone())),
+                EngineError::Store(garuda_core::session::StoreError::NotFound(_)) => {
+                    acp_error(EngineError::SessionNotFound(source.clone()))
+                }
                 other => acp_error(other),
             })?;
             let (live, warnings) = engine
