@@ -650,12 +650,12 @@ fn exec(cfg: Config, a: ExecArgs) -> anyhow::Result<u8> {
             (Some(id), _, _) => Some(id.clone()),
             (None, Some(id), _) => match engine.fork_session(id, None) {
                 Ok(new_id) => Some(new_id),
+                Err(EngineError::Store(e @ garuda_core::session::StoreError::InvalidId(_))) => {
+                    return usage(format!("--fork: {e}"));
+                }
                 Err(
                     EngineError::SessionNotFound(_)
-                    | EngineError::Store(
-                        garuda_core::session::StoreError::InvalidId(_)
-                        | garuda_core::session::StoreError::NotFound(_),
-                    ),
+                    | EngineError::Store(garuda_core::session::StoreError::NotFound(_)),
                 ) => return usage(not_found(id, "--fork")),
                 Err(e) => return Err(e.into()),
             },
@@ -683,12 +683,12 @@ fn exec(cfg: Config, a: ExecArgs) -> anyhow::Result<u8> {
                 };
                 let (live, warnings) = match engine.resume_session(&id, req) {
                     Ok(s) => s,
+                    Err(EngineError::Store(
+                        e @ garuda_core::session::StoreError::InvalidId(_),
+                    )) => return usage(format!("{flag}: {e}")),
                     Err(
                         EngineError::SessionNotFound(_)
-                        | EngineError::Store(
-                            garuda_core::session::StoreError::InvalidId(_)
-                            | garuda_core::session::StoreError::NotFound(_),
-                        ),
+                        | EngineError::Store(garuda_core::session::StoreError::NotFound(_)),
                     ) => return usage(not_found(&id, flag)),
                     Err(e @ (EngineError::Config(_) | EngineError::NoModel | EngineError::Provider(_))) => {
                         eprintln!("garuda exec: {e}");

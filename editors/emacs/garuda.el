@@ -647,6 +647,29 @@ RET does nothing: a bare Enter never approves.")
                    (find-buffer-visiting (expand-file-name rel root)))))
     (and buf (buffer-modified-p buf) buf)))
 
+(defconst garuda--format-chars-re
+  "[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\u2028\u2029]"
+  "Unicode format characters.
+Bidi overrides and isolates, zero-width characters, the byte-order
+mark, line and paragraph separators.")
+
+(defun garuda--escape-format-chars (s)
+  "S with every Unicode format character shown as \\u{202e}.
+As the server shows them in titles: what a person approves then reads
+as what runs."
+  (replace-regexp-in-string garuda--format-chars-re
+                            (lambda (m) (format "\\u{%x}" (string-to-char m)))
+                            s t t))
+
+(defun garuda--escape-format-chars-in-buffer ()
+  "Show every Unicode format character of the buffer as \\u{202e}.
+Text properties around them stay."
+  (save-excursion
+    (goto-char (point-min))
+    (while (re-search-forward garuda--format-chars-re nil t)
+      (let ((c (char-before)))
+        (replace-match (format "\\u{%x}" c) t t)))))
+
 (defun garuda--show-approval (a)
   "Show approval A in `*garuda approval*', in a window that does not take focus."
   (let* ((params (plist-get a :params))
@@ -694,6 +717,8 @@ RET does nothing: a bare Enter never approves.")
                                         n (if (= n 1) "" "s"))
                                 'face 'garuda-note-face)
                     (string-trim plan) "\n")))
+        ;; The diff and the command are built here from the call's raw input.
+        (garuda--escape-format-chars-in-buffer)
         (goto-char (point-min))))
     (setq a (plist-put a :buffer buf))
     ;; Shown, never selected: keys typed in the user's buffer stay there.
@@ -1094,7 +1119,11 @@ output, also when another window is selected."
   (mapconcat (lambda (l) (string-trim-right (concat "  > " l))) (split-string plan "\n") "\n"))
 
 (defun garuda--describe-call (name input)
-  "One line for tool call NAME with INPUT."
+  "One line for tool call NAME with INPUT, format characters escaped."
+  (garuda--escape-format-chars (garuda--raw-describe-call name input)))
+
+(defun garuda--raw-describe-call (name input)
+  "One line for tool call NAME with INPUT, as the input has it."
   (cond ((garuda--plan-text name input)
          (let ((n (length (split-string (garuda--plan-text name input) "\n"))))
            (format "exit_plan_mode: the plan (%d line%s)" n (if (= n 1) "" "s"))))

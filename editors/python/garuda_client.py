@@ -712,6 +712,16 @@ def proposed_change(tool: str, inp: dict, root: str) -> Tuple[Optional[str], Opt
     return path, old, old.replace(o, n) if inp.get("replace_all") else old.replace(o, n, 1)
 
 
+_FORMAT_CHARS = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\u2028\u2029]")
+
+
+def escape_format_chars(text: str) -> str:
+    """`text` with every Unicode format character (bidi overrides and isolates, zero-width
+    characters, the byte-order mark, line and paragraph separators) shown as `\\u{202e}`, as
+    the server shows them in titles: what a person approves then reads as what runs."""
+    return _FORMAT_CHARS.sub(lambda m: "\\u{%x}" % ord(m.group(0)), text)
+
+
 def unified_diff(path: str, old: Optional[str], new: str) -> str:
     """A unified diff of a proposed change."""
     return "".join(difflib.unified_diff(
@@ -844,19 +854,22 @@ class ConsoleApprover:
         sid, tool = req.get("sessionId", ""), req.get("toolName", "")
         offered = choices(req.get("options"))
         ids = [c["optionId"] for c in offered]
+        # The diff is built here from the call's raw input, and an older server may send a raw
+        # title: everything shown goes through escape_format_chars.
+        title = escape_format_chars(str(req.get("title")))
         if tool in self.always.get(sid, set()) and "allow_always" in ids and "allow_once" in ids:
-            self.out.write("Garuda: %s (always allowed in this session)\n" % req.get("title"))
+            self.out.write("Garuda: %s (always allowed in this session)\n" % title)
             return {"optionId": "allow_once"}
         if tool in ("edit_file", "write_file"):
             path, old, new = proposed_change(tool, req.get("input") or {}, self.root)
             if path and new is not None:
-                self.out.write(unified_diff(path, old, new))
+                self.out.write(escape_format_chars(unified_diff(path, old, new)))
         plan = plan_of(req)
         if plan is not None:
             self.out.write("Garuda asks: %s\n---- the plan ----\n%s\n---- end of the plan ----\n"
-                           % (req.get("title"), plan.strip("\n")))
+                           % (title, escape_format_chars(plan.strip("\n"))))
         else:
-            self.out.write("Garuda wants to run %s\n" % req.get("title"))
+            self.out.write("Garuda wants to run %s\n" % title)
         ks = [c["key"] for c in offered]
         keys = ks[0] if len(ks) == 1 else "%s or %s" % (", ".join(ks[:-1]), ks[-1])
         while True:

@@ -330,6 +330,29 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(ap(req), {"optionId": "reject"}, "end of input rejects")
         ap.stdin.close()
 
+    def test_console_approver_shows_format_chars_escaped(self):
+        # The diff is built here from the raw input: a bidi override in it, in the path or in
+        # a title must not turn what the person reads around.
+        self.assertEqual(garuda_client.escape_format_chars("a\u202eb\u200bc\u2028d\ufeff"),
+                         "a\\u{202e}b\\u{200b}c\\u{2028}d\\u{feff}")
+        self.assertEqual(garuda_client.escape_format_chars("plain"), "plain")
+        r, w = os.pipe()
+        os.write(w, b"n\n")
+        out = io.StringIO()
+        ap = ConsoleApprover(root=self.ws, stdin=os.fdopen(r), out=out)
+        req = {"sessionId": "s", "toolName": "write_file",
+               "title": "bash: echo \u202e; hs.lave | lruc ; ls",
+               "input": {"path": "n\u202etxt.sh", "content": "rm -rf \u2066~\u2069\n"},
+               "options": STANDARD_OPTIONS}
+        self.assertEqual(ap(req), {"optionId": "reject"})
+        shown = out.getvalue()
+        self.assertIn("bash: echo \\u{202e}; hs.lave | lruc ; ls", shown)
+        self.assertIn("+rm -rf \\u{2066}~\\u{2069}", shown)
+        self.assertIn("n\\u{202e}txt.sh", shown)
+        self.assertIsNone(garuda_client._FORMAT_CHARS.search(shown), shown)
+        os.close(w)
+        ap.stdin.close()
+
     def test_console_approver_offers_only_the_requests_options(self):
         once = [{"optionId": "allow_once", "name": "Allow once"},
                 {"optionId": "reject", "name": "Reject"}]

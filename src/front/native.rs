@@ -596,7 +596,7 @@ pub fn engine_error(e: EngineError) -> RpcError {
         S::NotFound(id) => {
             RpcError::new(codes::SESSION_NOT_FOUND, format!("session {id} not found"))
         }
-        S::InvalidId(id) => RpcError::invalid_params(format!("invalid session id {id}")),
+        e @ S::InvalidId(_) => RpcError::invalid_params(e.to_string()),
         e @ S::MessageNotFound(_) => RpcError::new(codes::NOT_FOUND, e.to_string()),
         e => RpcError::internal(e.to_string()),
     };

@@ -268,7 +268,10 @@ pub fn session_info_out(s: SessionSummary) -> w::SessionInfo {
         updated: s.updated,
         parent_session_id: s.parent.as_ref().map(|p| p.session_id.clone()),
         parent_tool_call_id: s.parent.as_ref().map(|p| p.tool_call_id.clone()),
-        agent: s.parent.map(|p| p.agent),
+        // Shown in session lists: a bidi override in an agent's name shows escaped.
+        agent: s
+            .parent
+            .map(|p| garuda_core::text::escape_format_chars(&p.agent).into_owned()),
     }
 }
 

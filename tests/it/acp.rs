@@ -388,19 +388,21 @@ fn unknown_sessions_are_resource_not_found_and_bad_settings_are_refused() {
     let ws = tempfile::tempdir().unwrap();
     let tape = cassette(home.path(), &[]);
     let (mut acp, sid) = start(home.path(), &tape, ws.path());
+    // A well-formed id no session has (a malformed one is invalid params: attacks::names).
+    const UNKNOWN: &str = "01a22afd-7749-750f-a192-51d5a23ec03e";
     for (method, params) in [
-        ("session/close", json!({"sessionId": "nope"})),
+        ("session/close", json!({"sessionId": UNKNOWN})),
         (
             "session/resume",
-            json!({"sessionId": "nope", "cwd": ws.path(), "mcpServers": []}),
+            json!({"sessionId": UNKNOWN, "cwd": ws.path(), "mcpServers": []}),
         ),
         (
             "session/load",
-            json!({"sessionId": "nope", "cwd": ws.path(), "mcpServers": []}),
+            json!({"sessionId": UNKNOWN, "cwd": ws.path(), "mcpServers": []}),
         ),
         (
             "session/set_mode",
-            json!({"sessionId": "nope", "modeId": "ask"}),
+            json!({"sessionId": UNKNOWN, "modeId": "ask"}),
         ),
     ] {
         let id = acp.send_request(method, params);

@@ -377,7 +377,7 @@ fn approvals_allow_reject_and_always() {
     assert_eq!(asked, 2);
     let r = g.request(
         "session/revokePermission",
-        json!({"sessionId": "no-such-session"}),
+        json!({"sessionId": "01a22afd-7749-750f-a192-51d5a23ec03e"}),
     );
     assert_eq!(r["error"]["code"], -32051, "{r}");
     let r = g.request("session/revokePermission", json!({"sessionId": "../x"}));

@@ -259,6 +259,26 @@
         (should-not (string-match-p "⏳ queued" text)))
       (garuda-test--wait (lambda () (string-empty-p (garuda-test--marked "garuda-el-cancel")))))))
 
+(ert-deftest garuda-test-0-format-chars-show-escaped ()
+  "Bidi overrides and zero-width characters in what is built from a call's raw input
+show escaped in the approval buffer and the call line."
+  (should (equal (garuda--escape-format-chars "a\u202eb\u200bc\u2028d\u2066e\ufeff")
+                 "a\\u{202e}b\\u{200b}c\\u{2028}d\\u{2066}e\\u{feff}"))
+  (should (equal (garuda--escape-format-chars "plain é ⏎") "plain é ⏎"))
+  (let ((cmd "echo \u202e; hs.lave | lruc ; ls"))
+    (should (equal (garuda--describe-call "bash" (list :command cmd))
+                   "bash: echo \\u{202e}; hs.lave | lruc ; ls"))
+    (let* ((params (list :toolName "bash" :title (concat "bash: " cmd)
+                         :input (list :command cmd)
+                         :options (vector (list :optionId "reject" :name "Reject"))))
+           (buf (garuda--show-approval (list :params params))))
+      (unwind-protect
+          (let ((text (with-current-buffer buf (buffer-string))))
+            (should (string-match-p (regexp-quote "Garuda wants to run bash: echo \\u{202e}; hs.lave") text))
+            (should (string-match-p (regexp-quote "$ echo \\u{202e}; hs.lave") text))
+            (should-not (string-match-p garuda--format-chars-re text)))
+        (garuda--close-approval (list :buffer buf))))))
+
 (ert-deftest garuda-test-3-edit-through-the-buffer ()
   "An approved edit shows a diff, updates the open buffer without a reload, and undoes."
   (let* ((path (expand-file-name "notes.txt" garuda-test-ws))

@@ -1124,6 +1124,27 @@ test('a call a hook blocked says "blocked by a hook" and why; a failing hook is 
   assert(not t:find('approval waiting', 1, true), 'nothing was asked')
 end)
 
+test('format characters show escaped in an approval and a call line', function()
+  local esc = approval.escape_format_chars
+  eq(esc('a\226\128\174b\226\128\139c\226\128\168d\226\129\166e\239\187\191'), 'a\\u{202e}b\\u{200b}c\\u{2028}d\\u{2066}e\\u{feff}', 'each kind')
+  eq(esc('plain é ⏎'), 'plain é ⏎', 'other text untouched')
+  -- The body is built here from the raw input: a reversed command and a diff of a file
+  -- whose content hides a bidi isolate.
+  local rlo = '\226\128\174'
+  local cmd = 'echo ' .. rlo .. '; hs.lave | lruc ; ls'
+  local d = require('garuda.edits').describe_call('bash', { command = cmd }, project)
+  local lines = approval.lines({ title = 'Garuda wants to run bash: ' .. cmd, body = d.body, options = {} })
+  local shown = table.concat(lines, '\n')
+  has(shown, 'bash: echo \\u{202e}; hs.lave | lruc ; ls', 'the title')
+  has(shown, '$ echo \\u{202e}; hs.lave', 'the body')
+  assert(not shown:find(rlo, 1, true), shown)
+  d = require('garuda.edits').describe_call('write_file', { path = 'x' .. rlo .. '.sh', content = 'rm \226\129\166~\226\129\169\n' }, project)
+  shown = table.concat(approval.lines({ title = 't', body = d.body, options = {} }), '\n')
+  has(shown, '+rm \\u{2066}~\\u{2069}', 'the diff')
+  has(shown, 'x\\u{202e}.sh', 'the path')
+  eq(garuda.describe_call('bash', { command = cmd }), 'bash: echo \\u{202e}; hs.lave | lruc ; ls', 'the chat line')
+end)
+
 test('any other tool is asked with its arguments as readable lines', function()
   local d = require('garuda.edits').describe_call('mcp__docs__search', { query = 'yes', limit = 3, opts = { deep = true } }, project)
   eq(table.concat(d.body, '|'), 'limit: 3|opts: {"deep":true}|query: yes', 'key: value lines')

@@ -4,7 +4,7 @@
 import type { CancellationToken } from 'vscode-jsonrpc/node';
 import { ApplyEditResult, EditApplier, GarudaClient, GarudaError } from './client';
 import { proposedChange, unifiedDiff } from './edits';
-import { describeCall, historyItems, planOf, readableSummary } from './history';
+import { describeCall, escapeFormatChars, historyItems, planOf, readableSummary } from './history';
 import type { AgentOrigin, Block, PermissionRequest, PermissionResult, Policy, SessionInfo, TurnEvent } from './protocol';
 
 /** Messages to the webview. */
@@ -669,10 +669,12 @@ export class ChatController {
         view: {
           type: 'approval',
           id,
-          title: plan !== undefined ? `Garuda asks: ${req.title}` : `Garuda wants to run ${req.title}`,
-          body,
+          // The body is built here from the raw input (and an older server may send a raw
+          // title): what the person approves shows format characters escaped.
+          title: escapeFormatChars(plan !== undefined ? `Garuda asks: ${req.title}` : `Garuda wants to run ${req.title}`),
+          body: escapeFormatChars(body),
           bodyKind,
-          warning,
+          warning: warning === undefined ? undefined : escapeFormatChars(warning),
           saveFirst: abs !== undefined && has('allow_once'),
           feedback: plan !== undefined && has('reject'),
           options: offered,

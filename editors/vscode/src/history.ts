@@ -25,8 +25,23 @@ export function planOf(name: string, input: unknown): string | undefined {
   return typeof plan === 'string' ? plan.trim() : undefined;
 }
 
-/** One line for a tool call. */
+/** Unicode format characters: bidi overrides and isolates, zero-width characters, the
+ * byte-order mark, line and paragraph separators. */
+const FORMAT_CHARS = /[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\u2028\u2029]/g;
+
+/** `s` with every Unicode format character shown as `\u{202e}`, as the server shows them in
+ * titles: text built here from a call's raw input (a command, a diff, a path) then reads in
+ * an approval as what runs. */
+export function escapeFormatChars(s: string): string {
+  return s.replace(FORMAT_CHARS, (c) => `\\u{${(c.codePointAt(0) ?? 0).toString(16)}}`);
+}
+
+/** One line for a tool call, format characters escaped (it is built from the raw input). */
 export function describeCall(name: string, input: unknown): string {
+  return escapeFormatChars(rawDescribeCall(name, input));
+}
+
+function rawDescribeCall(name: string, input: unknown): string {
   const i = (input ?? {}) as Record<string, unknown>;
   const plan = planOf(name, input);
   if (plan !== undefined) {

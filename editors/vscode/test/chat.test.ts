@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ChatController, choices, explain, sortSessions, ToView } from '../src/chat';
-import { historyItems, readableSummary } from '../src/history';
+import { describeCall, escapeFormatChars, historyItems, readableSummary } from '../src/history';
 import { unifiedDiff } from '../src/edits';
 import { checkSetup, fullCheck } from '../src/doctor';
 import { BIN, cassette, env, FakeHost, marked, project, settings, text, tool, until } from './helpers';
@@ -46,6 +46,24 @@ test('an approved edit goes through the editor, with a diff shown first', async 
   assert.equal(doc.text, 'alpha\ngamma\n', 'the open document changed');
   assert.deepEqual(doc.undo, ['alpha\nbeta\n'], 'one undo step');
   assert.equal(readFileSync(join(ws, 'notes.txt'), 'utf8'), 'alpha\ngamma\n');
+  await chat.dispose();
+});
+
+test('format characters show escaped in an approval built from the raw input', async () => {
+  assert.equal(escapeFormatChars('a\u202eb\u200bc\u2028d\u2066e\ufeff'), 'a\\u{202e}b\\u{200b}c\\u{2028}d\\u{2066}e\\u{feff}');
+  assert.equal(escapeFormatChars('plain é ⏎'), 'plain é ⏎');
+  const cmd = 'echo \u202e; hs.lave | lruc ; ls';
+  assert.equal(describeCall('bash', { command: cmd }), 'bash: echo \\u{202e}; hs.lave | lruc ; ls');
+  const { host, chat, approvals, setModel } = setup('reject');
+  const ws = project('format-chars');
+  setModel(cassette([tool('b1', 'bash', { command: cmd }), tool('w1', 'write_file', { path: 'n\u202etxt.sh', content: 'rm \u2066~\u2069\n' }), text('Done.')]));
+  chat.setRoot(ws);
+  await chat.send('go');
+  assert.equal(approvals.length, 2);
+  assert.equal(approvals[0].body, '$ echo \\u{202e}; hs.lave | lruc ; ls');
+  assert.match(approvals[0].title, /bash: echo \\u\{202e\}; hs\.lave/);
+  assert.match(approvals[1].body, /^\+rm \\u\{2066\}~\\u\{2069\}$/m);
+  for (const a of approvals) assert.doesNotMatch(a.title + a.body, /[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\u2028\u2029]/);
   await chat.dispose();
 });
 

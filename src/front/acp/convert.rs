@@ -1,7 +1,7 @@
 //! Pure conversions between Garuda's engine types and the ACP v1 types of
 //! `agent-client-protocol-schema` (no IO: file previews come in as arguments).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use agent_client_protocol_schema::v1 as acp;
 use serde_json::Value;
@@ -147,10 +147,18 @@ pub fn locations(
     vec![acp::ToolCallLocation::new(root.join(path.trim())).line(line)]
 }
 
-/// The diff an edit would make (old and new text of the whole file).
+/// The diff an edit would make (old and new text of the whole file, format characters
+/// already escaped by the engine's preview).
 pub fn diff(root: &Path, p: &EditPreview) -> acp::ToolCallContent {
+    // The diff's path heads what the person approves: a bidi override in a file name shows
+    // escaped there (the call's locations keep the exact path, to open the file).
+    let path = root.join(&p.rel_path);
+    let shown = match path.to_str() {
+        Some(s) => PathBuf::from(garuda_core::text::escape_format_chars(s).into_owned()),
+        None => path,
+    };
     acp::ToolCallContent::Diff(
-        acp::Diff::new(root.join(&p.rel_path), p.new_text.clone()).old_text(p.old_text.clone()),
+        acp::Diff::new(shown, p.new_text.clone()).old_text(p.old_text.clone()),
     )
 }
 

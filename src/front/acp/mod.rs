@@ -468,11 +468,11 @@ impl Front {
             let engine = &self.engine;
             let source = p.session_id.0.to_string();
             let policy = engine.sessions.live(&source).map(|s| s.policy());
+            // A non-UUID id is invalid params (acp_error), as for load, resume and delete.
             let id = engine.fork_session(&source, None).map_err(|e| match e {
-                EngineError::Store(
-                    garuda_core::session::StoreError::InvalidId(_)
-                    | garuda_core::session::StoreError::NotFound(_),
-                ) => acp_error(EngineError::SessionNotFound(source.clone())),
+                EngineError::Store(garuda_core::session::StoreError::NotFound(_)) => {
+                    acp_error(EngineError::SessionNotFound(source.clone()))
+                }
                 other => acp_error(other),
             })?;
             let (live, warnings) = engine
@@ -797,7 +797,11 @@ fn list_sessions(engine: &Engine, p: acp::ListSessionsRequest) -> Result<Value, 
                 let mut meta = acp::Meta::new();
                 meta.insert(
                     "garuda".into(),
-                    serde_json::json!({"parentSessionId": p.session_id, "agent": p.agent}),
+                    serde_json::json!({
+                        "parentSessionId": p.session_id,
+                        // Shown in history lists: format characters escaped.
+                        "agent": garuda_core::text::escape_format_chars(&p.agent),
+                    }),
                 );
                 meta
             });

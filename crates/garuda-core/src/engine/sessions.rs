@@ -598,17 +598,27 @@ impl Engine {
         id: &str,
         req: ResumeSession,
     ) -> Result<(Arc<LiveSession>, Vec<String>), EngineError> {
-        let (file, loaded) = self.store().resume(id).map_err(|e| match e {
-            crate::session::StoreError::NotFound(_) => EngineError::SessionNotFound(id.to_string()),
-            other => other.into(),
-        })?;
+        let loaded = self.store().load(id).map_err(|e| not_found(id, e))?;
+        self.bring_back_loaded(id, loaded, req)
+    }
+
+    /// [`Self::bring_back`] of a transcript already read. A transcript whose workspace
+    /// folder was lost with its header is refused: there is nothing to run it in.
+    fn bring_back_loaded(
+        &self,
+        id: &str,
+        loaded: crate::session::Loaded,
+        req: ResumeSession,
+    ) -> Result<(Arc<LiveSession>, Vec<String>), EngineError> {
         if loaded.header.workspace_root.is_empty() {
+            // Checked before the file is opened for appending: nothing is written to it.
             return Err(EngineError::Invalid(format!(
-                "session {id}'s header is damaged and its workspace folder could not be recovered; its {} records are intact in {}",
+                "session {id}'s header is damaged and its workspace folder could not be recovered, so it cannot be loaded or continued; session/messages pages its {} intact records read-only, and they are in {}",
                 loaded.records.len(),
-                file.path().display()
+                self.store().path_of(id).display()
             )));
         }
+        let (file, loaded) = self.store().reopen(id, loaded)?;
         let ws = self.open_workspace(std::path::Path::new(&loaded.header.workspace_root))?;
         let policy = req.policy.unwrap_or_else(|| {
             loaded
@@ -662,46 +672,39 @@ impl Engine {
     }
 
     /// A page of the durable history (every message, including ones the model no longer sees).
+    /// A transcript whose header and workspace folder are lost is paged read-only from disk
+    /// (it cannot be loaded: there is no workspace to run it in).
     pub fn messages(
         &self,
         id: &str,
         cursor: Option<u64>,
         limit: Option<u64>,
     ) -> Result<HistoryPage, EngineError> {
-        let live = self.session(id)?;
-        let records: Vec<Record> = match live.try_state() {
-            Some(s) => s.records.clone(),
-            // An operation is running: read what is on disk instead of waiting for it.
-            None => self.store().load(id)?.records,
+        let (records, policy) = match self.live_or_running(id) {
+            Some(live) => (self.records_of(&live)?, live.setup.view_policy.clone()),
+            None => {
+                let loaded = self.store().load(id).map_err(|e| not_found(id, e))?;
+                if loaded.header.workspace_root.is_empty() {
+                    (loaded.records, self.store().view_policy(id))
+                } else {
+                    let (live, warnings) =
+                        self.bring_back_loaded(id, loaded, ResumeSession::default())?;
+                    for w in warnings {
+                        tracing::warn!("session {id}: {w}");
+                    }
+                    (self.records_of(&live)?, live.setup.view_policy.clone())
+                }
+            }
         };
-        let view =
-            crate::session::view::build_view(&records, &live.setup.view_policy, now_ms_plain());
-        let marks = crate::session::view::removal_marks(&records, &view);
-        let copies: HashMap<&str, &str> = records
-            .iter()
-            .filter_map(Record::as_message)
-            .filter_map(|m| Some((m.uuid.as_str(), m.copy_of.as_deref()?)))
-            .collect();
-        let all: Vec<HistoryEntry> = records
-            .iter()
-            .filter_map(Record::as_message)
-            .map(|m| HistoryEntry {
-                message: m.clone(),
-                removed: marks.get(&m.uuid).copied(),
-                copy_of: m
-                    .copy_of
-                    .as_deref()
-                    .map(|c| original_of(&copies, c).to_string()),
-            })
-            .collect();
-        let start = cursor.unwrap_or(0) as usize;
-        let limit = limit.unwrap_or(200).clamp(1, 10_000) as usize;
-        let end = (start + limit).min(all.len());
-        let page = all.get(start..end).map(<[_]>::to_vec).unwrap_or_default();
-        Ok(HistoryPage {
-            messages: page,
-            next_cursor: (end < all.len()).then_some(end as u64),
-            total: all.len() as u64,
+        Ok(history_page(&records, &policy, cursor, limit))
+    }
+
+    /// A live session's records: from memory, or from disk while an operation holds them
+    /// (reading instead of waiting).
+    fn records_of(&self, live: &LiveSession) -> Result<Vec<Record>, EngineError> {
+        Ok(match live.try_state() {
+            Some(s) => s.records.clone(),
+            None => self.store().load(live.id())?.records,
         })
     }
 
@@ -901,4 +904,50 @@ fn start_note(git: Option<GitState>) -> Record {
     let mut m = MessageRecord::new(crate::message::Role::User, vec![Block::text(text)], None);
     m.meta = Some(crate::session::records::MessageMeta::GitState);
     Record::Message(m)
+}
+
+/// One page of `records`' messages, each marked with whether the view built with `policy`
+/// still holds it.
+fn history_page(
+    records: &[Record],
+    policy: &crate::session::view::ViewPolicy,
+    cursor: Option<u64>,
+    limit: Option<u64>,
+) -> HistoryPage {
+    let view = crate::session::view::build_view(records, policy, now_ms_plain());
+    let marks = crate::session::view::removal_marks(records, &view);
+    let copies: HashMap<&str, &str> = records
+        .iter()
+        .filter_map(Record::as_message)
+        .filter_map(|m| Some((m.uuid.as_str(), m.copy_of.as_deref()?)))
+        .collect();
+    let all: Vec<HistoryEntry> = records
+        .iter()
+        .filter_map(Record::as_message)
+        .map(|m| HistoryEntry {
+            message: m.clone(),
+            removed: marks.get(&m.uuid).copied(),
+            copy_of: m
+                .copy_of
+                .as_deref()
+                .map(|c| original_of(&copies, c).to_string()),
+        })
+        .collect();
+    let start = cursor.unwrap_or(0) as usize;
+    let limit = limit.unwrap_or(200).clamp(1, 10_000) as usize;
+    let end = (start + limit).min(all.len());
+    let page = all.get(start..end).map(<[_]>::to_vec).unwrap_or_default();
+    HistoryPage {
+        messages: page,
+        next_cursor: (end < all.len()).then_some(end as u64),
+        total: all.len() as u64,
+    }
+}
+
+/// A store error of session `id` as the engine's: a missing transcript is an unknown session.
+fn not_found(id: &str, e: crate::session::StoreError) -> EngineError {
+    match e {
+        crate::session::StoreError::NotFound(_) => EngineError::SessionNotFound(id.to_string()),
+        other => other.into(),
+    }
 }

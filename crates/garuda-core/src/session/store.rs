@@ -31,8 +31,11 @@ pub enum StoreError {
     /// No transcript with this id.
     #[error("session not found: {0}")]
     NotFound(String),
-    /// The id is not a plain file name.
-    #[error("invalid session id: {0}")]
+    /// The id is not a session id (a UUID in its canonical lowercase form); holds the id as
+    /// shown (quoted, escaped, cut).
+    #[error(
+        "invalid session id {0}: a session id is a UUID such as 01a22afd-7749-750f-a192-51d5a23ec03e"
+    )]
     InvalidId(String),
     /// The fork point is not a message of the session.
     #[error("message {0} not found in session")]
@@ -146,17 +149,28 @@ impl ParentRef {
 
 const TITLE_CHARS: usize = 80;
 
-fn check_id(id: &str) -> Result<(), StoreError> {
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if ok {
+/// True for a session id: a UUID in the canonical form Garuda writes (lowercase, hyphenated),
+/// so a path built from it is one plain file name, and a file planted in the sessions folder
+/// under any other name is never taken for a session.
+pub fn is_session_id(id: &str) -> bool {
+    uuid::Uuid::try_parse(id).is_ok_and(|u| u.hyphenated().to_string() == id)
+}
+
+/// Refuses an id that is not a session id, before any path is built from it.
+pub(crate) fn check_id(id: &str) -> Result<(), StoreError> {
+    if is_session_id(id) {
         Ok(())
     } else {
-        Err(StoreError::InvalidId(id.to_string()))
+        Err(StoreError::InvalidId(shown_id(id)))
     }
+}
+
+/// An id for an error message: quoted and escaped (`{:?}` escapes control and format
+/// characters), at most 80 characters of it.
+fn shown_id(id: &str) -> String {
+    let cut: String = id.chars().take(80).collect();
+    let more = if cut.len() < id.len() { "…" } else { "" };
+    format!("{cut:?}{more}")
 }
 
 fn record_line(record: &Record) -> Result<Vec<u8>, StoreError> {
@@ -279,7 +293,17 @@ impl SessionStore {
     /// Loads and opens a session for continuing it: repairs a torn tail and marks a torn
     /// compaction installation with an `install_aborted` record, so every later load agrees.
     pub fn resume(&self, id: &str) -> Result<(SessionFile, Loaded), StoreError> {
-        let mut loaded = self.load(id)?;
+        let loaded = self.load(id)?;
+        self.reopen(id, loaded)
+    }
+
+    /// [`Self::resume`] of a transcript already read with [`Self::load`] (the caller looked
+    /// at it first, and it is not read twice).
+    pub fn reopen(
+        &self,
+        id: &str,
+        mut loaded: Loaded,
+    ) -> Result<(SessionFile, Loaded), StoreError> {
         let mut file = self.open(id)?;
         if let Some(boundary_id) = loaded.incomplete_install.take() {
             let rec = Record::InstallAborted(InstallAbortedRecord {
@@ -1148,6 +1172,55 @@ mod tests {
             .write_all(&record_line(&msg(Role::User, "x")).unwrap()[..10])
             .unwrap();
         assert_eq!(store.list().unwrap()[0].message_count, 2);
+    }
+
+    #[test]
+    fn session_ids_are_canonical_uuids() {
+        assert!(is_session_id(&uuid::Uuid::now_v7().to_string()));
+        assert!(is_session_id("01a22afd-7749-750f-a192-51d5a23ec03e"));
+        for bad in [
+            "",
+            "evil",
+            "../01a22afd-7749-750f-a192-51d5a23ec03e",
+            "01a22afd-7749-750f-a192-51d5a23ec03e/../x",
+            "01A22AFD-7749-750F-A192-51D5A23EC03E",
+            "01a22afd7749750fa19251d5a23ec03e",
+            "{01a22afd-7749-750f-a192-51d5a23ec03e}",
+            "urn:uuid:01a22afd-7749-750f-a192-51d5a23ec03e",
+            "01a22afd-7749-750f-a192-51d5a23ec03e ",
+        ] {
+            assert!(!is_session_id(bad), "{bad:?}");
+        }
+        let e = check_id("../x\u{202e}").unwrap_err().to_string();
+        assert!(e.contains("a UUID"), "{e}");
+    }
+
+    #[test]
+    fn a_planted_file_is_no_session() {
+        let (_d, store, header) = setup();
+        store.create(&header).unwrap();
+        // A transcript under a name that is not a UUID, beside a real one.
+        let planted = store.base().join("planted.jsonl");
+        std::fs::copy(store.path_of(&header.session_id), &planted).unwrap();
+        let ids: Vec<_> = store.list().unwrap().into_iter().map(|s| s.id).collect();
+        assert_eq!(ids, vec![header.session_id.clone()]);
+        assert!(matches!(
+            store.load("planted"),
+            Err(StoreError::InvalidId(_))
+        ));
+        assert!(matches!(
+            store.fork("planted", None),
+            Err(StoreError::InvalidId(_))
+        ));
+        assert!(matches!(
+            store.delete("planted"),
+            Err(StoreError::InvalidId(_))
+        ));
+        assert!(matches!(
+            store.open("planted"),
+            Err(StoreError::InvalidId(_))
+        ));
+        assert!(planted.exists(), "nothing touched the planted file");
     }
 
     #[test]

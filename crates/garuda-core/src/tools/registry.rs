@@ -119,21 +119,28 @@ impl ToolEntry {
             None => input.to_string(),
         };
         let line = format!("{}: {}", self.spec.name, one_line(&detail));
-        util::cut_chars(&line, 200)
+        // Titles of ACP cards and exec's lines come from here: a bidi override in a path or
+        // a command must show as `\u{202e}`, not turn the line around.
+        crate::text::escape_format_chars(&util::cut_chars(&line, 200)).into_owned()
     }
 
     /// The title of an approval request: like [`ToolEntry::describe`], but a command is
     /// given whole and on one line a terminal cannot be tricked by. `risk` (why the path
-    /// matters) follows an edit's path.
+    /// matters) follows an edit's path. Unicode format characters (bidi overrides,
+    /// zero-width characters, line separators) show escaped, so what is approved reads as
+    /// what runs.
     pub fn approval_title(&self, input: &Value, risk: Option<&str>) -> String {
         let base = self
             .handler()
             .and_then(|h| h.title(input))
             .unwrap_or_else(|| self.describe(input));
-        match risk {
+        let title = match risk {
             Some(why) => format!("{base} ({why})"),
             None => base,
-        }
+        };
+        // Every front shows this title as is (native, ACP, exec's prompt), so escaping here
+        // covers them all; `input` keeps the exact text.
+        crate::text::escape_format_chars(&title).into_owned()
     }
 
     /// The call asks to run outside the sandbox (see [`crate::tools::Tool::leaves_sandbox`]).
@@ -146,9 +153,15 @@ impl ToolEntry {
         self.handler()?.risk(input, root)
     }
 
-    /// What a call would change, for an editor to draw before it runs.
+    /// What a call would change, for an editor to draw before it runs. The texts are for a
+    /// person's eyes, so format characters in them show escaped (the write itself uses the
+    /// call's exact input); `rel_path` stays exact, for navigation.
     pub fn preview(&self, input: &Value, root: &Root) -> Option<EditPreview> {
-        self.handler()?.preview(input, root)
+        let mut p = self.handler()?.preview(input, root)?;
+        let shown = |t: &str| crate::text::escape_format_chars(t).into_owned();
+        p.old_text = p.old_text.as_deref().map(shown);
+        p.new_text = shown(&p.new_text);
+        Some(p)
     }
 
     /// The 1-based line a call starts at, when its input names one.

@@ -152,7 +152,9 @@ pub(crate) async fn run_agent(
         parent: host,
         parent_id: parent.id.clone(),
         mark: AgentMark {
-            name: call.agent.clone(),
+            // The mark is only shown (approval titles `[agent NAME]`, relayed events): a
+            // name with a bidi override must not turn the title after it around.
+            name: crate::text::escape_format_chars(&call.agent).into_owned(),
             session_id: child.id.clone(),
             tool_call_id: ctx.call_id.clone().unwrap_or_default(),
         },

@@ -114,7 +114,8 @@ pub enum TurnEvent {
 /// through the caller's host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentMark {
-    /// The agent (`explore` or a custom agent's name).
+    /// The agent (`explore` or a custom agent's name), as shown: format characters escaped
+    /// (`\u{202e}`).
     pub name: String,
     /// Its sub-session.
     pub session_id: String,

@@ -192,7 +192,9 @@ pub(super) async fn exit(
         input: input.clone(),
         options: PermissionRequest::plan_options(),
         agent: None,
-        plan: Some(plan.clone()),
+        // The plan is what the person approves: shown with format characters escaped, as
+        // the title is (`input.plan` keeps the model's exact text).
+        plan: Some(crate::text::escape_format_chars(&plan).into_owned()),
     };
     let Some(answer) = super::run::ask_person(session, host, &ctx.cancel, req, notice).await else {
         return super::run::interrupted();

@@ -123,9 +123,42 @@ local function pick_key(cur, k)
   end)
 end
 
---- The lines shown for an ask (title, body, extra keys, one line per offered option). A plan
---- comes after the options, so they are on screen however long it is.
+-- UTF-8 of the Unicode format characters: U+200B-U+200F and U+2028-U+202E (E2 80 ..),
+-- U+2066-U+2069 (E2 81 ..), U+FEFF (EF BB BF). Decimal escapes: plain Lua 5.1 has no \x.
+local FORMAT_CHARS = {
+  '\226\128[\139-\143\168-\174]',
+  '\226\129[\166-\169]',
+  '\239\187\191',
+}
+
+--- `s` with every Unicode format character (bidi overrides and isolates, zero-width
+--- characters, the byte-order mark, line and paragraph separators) shown as `\u{202e}`, as
+--- the server shows them in titles: the body of an ask is built here from the call's raw
+--- input, and what a person approves must read as what runs.
+function M.escape_format_chars(s)
+  s = tostring(s)
+  for _, pat in ipairs(FORMAT_CHARS) do
+    s = s:gsub(pat, function(c)
+      local a, b, d = c:byte(1, 3)
+      return ('\\u{%x}'):format((a - 224) * 4096 + (b - 128) * 64 + (d - 128))
+    end)
+  end
+  return s
+end
+
+--- The lines shown for an ask (title, body, extra keys, one line per offered option), with
+--- format characters escaped. A plan comes after the options, so they are on screen however
+--- long it is.
 function M.lines(ask)
+  local lines = M.raw_lines(ask)
+  for i, l in ipairs(lines) do
+    lines[i] = M.escape_format_chars(l)
+  end
+  return lines
+end
+
+--- The lines of an ask as built, before escaping.
+function M.raw_lines(ask)
   local lines = { ask.title }
   for _, l in ipairs(ask.notice or {}) do
     lines[#lines + 1] = l

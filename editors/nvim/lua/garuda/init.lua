@@ -345,13 +345,18 @@ function M.plan_lines(name, input)
   end
   local out = {}
   for _, l in ipairs(vim.split(vim.trim(plan), '\n', { plain = true })) do
-    out[#out + 1] = (PLAN .. l):gsub('%s+$', '')
+    out[#out + 1] = approval.escape_format_chars((PLAN .. l):gsub('%s+$', ''))
   end
   return out
 end
 
---- One line for a tool call.
+--- One line for a tool call, with format characters escaped (it is built from the raw input).
 function M.describe_call(name, input)
+  return approval.escape_format_chars(M.raw_describe_call(name, input))
+end
+
+--- One line for a tool call, as the input has it.
+function M.raw_describe_call(name, input)
   input = type(input) == 'table' and input or {}
   if name == 'exit_plan_mode' and type(input.plan) == 'string' then
     local n = #vim.split(vim.trim(input.plan), '\n', { plain = true })
