@@ -17,6 +17,7 @@ pub mod provider;
 pub mod sandbox;
 pub mod session;
 pub mod skills;
+pub mod text;
 pub mod tools;
 pub mod turn;
 pub mod workspace;
