@@ -147,7 +147,8 @@ pub fn discover(root: &Root, dirs: &SkillDirs) -> SkillSet {
     let mut set = SkillSet::default();
     for_each_skill_file(root, &user_roots, |place, name, rel, stamp| {
         set.stamps.push(stamp.clone());
-        let shown = &stamp.file;
+        // Warnings name the file: an invisible character in its name is shown, not obeyed.
+        let shown = &crate::text::escape_format_chars(&stamp.file);
         let Some(text) =
             read_definition(place.root, &rel, shown, MAX_SKILL_CHARS, &mut set.warnings)
         else {
@@ -405,6 +406,33 @@ mod tests {
             changes.contains(".agents/skills/mid/SKILL.md was removed"),
             "{changes}"
         );
+    }
+
+    #[test]
+    fn names_with_format_characters_are_refused_and_shown_escaped() {
+        let ws = tempfile::tempdir().unwrap();
+        write(
+            ws.path(),
+            ".agents/skills/deploy/SKILL.md",
+            "---\nname: \"dep\u{2066}loy\"\ndescription: d\n---\nSteps\n",
+        );
+        // Without a `name`, the folder's name is the name.
+        write(
+            ws.path(),
+            ".agents/skills/bo\u{feff}m/SKILL.md",
+            "---\ndescription: d\n---\nSteps\n",
+        );
+        let set = discover(&Root::open(ws.path()).unwrap(), &SkillDirs::default());
+        assert!(set.skills.is_empty(), "{:?}", set.skills);
+        let w = set.warnings.join("\n");
+        assert!(
+            w.contains(".agents/skills/deploy/SKILL.md: line 2:")
+                && w.contains("dep\\u{2066}loy")
+                && w.contains("skill skipped"),
+            "{w}"
+        );
+        assert!(w.contains(".agents/skills/bo\\u{feff}m/SKILL.md"), "{w}");
+        assert!(!w.contains('\u{2066}') && !w.contains('\u{feff}'), "{w}");
     }
 
     #[test]
