@@ -206,3 +206,64 @@ fn agent_named_with_a_bidi_override_is_refused() {
         "the agent is not offered: {body}"
     );
 }
+
+#[test]
+fn ten_thousand_skill_folders_make_a_bounded_tool_description() {
+    let mock = Mock::start(vec![
+        MockReply::Sse(anthropic_tool_use(
+            "t1",
+            "skill",
+            &[r#"{"query": "zebra"}"#],
+        )),
+        MockReply::Sse(anthropic_text("done", MockUsage::new(3, 1))),
+    ]);
+    let (mut g, _h, ws, wid) = setup(&mock, "");
+    let long = "Does one thing with files and folders. ".repeat(25);
+    for i in 0..10_000 {
+        let name = format!("skill-{i:05}");
+        let description = if i == 9_999 {
+            "Feeds the zebra."
+        } else {
+            long.as_str()
+        };
+        write(
+            ws.path(),
+            &format!(".agents/skills/{name}/SKILL.md"),
+            &format!("---\nname: {name}\ndescription: {description}\n---\nSteps.\n"),
+        );
+    }
+    let r = g.call(
+        "session/new",
+        json!({"workspaceId": wid, "policy": "full-auto"}),
+    );
+    let warnings = r["warnings"].to_string();
+    assert!(
+        warnings.contains("of 10000 skills are not listed in the skill tool's description"),
+        "{warnings}"
+    );
+    let sid = r["sessionId"].as_str().expect("sessionId");
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": input("feed the zebra")}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let bodies = mock.rec.bodies();
+    let skill = bodies[0]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["name"] == "skill")
+        .expect("the skill tool");
+    // Before the fix: 1.9 M characters of description, every request 2.0 MB.
+    let description = skill["description"].as_str().expect("description");
+    assert!(description.len() < 20_000, "{} bytes", description.len());
+    assert!(skill.to_string().len() < 25_000, "no enum of every name");
+    assert!(
+        description.contains("more skills are not listed"),
+        "{description}"
+    );
+    assert!(bodies[0].to_string().len() < 100_000);
+    // The ones left out are found by the search.
+    let second = bodies[1].to_string();
+    assert!(second.contains("skill-09999: Feeds the zebra."), "{second}");
+}

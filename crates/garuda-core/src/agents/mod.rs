@@ -111,6 +111,38 @@ impl AgentSet {
         self.agents.iter().find(|a| a.name == name)
     }
 
+    /// What the `agent` tool's description lists for a model window of `context_window`
+    /// tokens (the rest are found with its `query`).
+    pub fn listing(&self, context_window: u64) -> crate::tools::listing::Listing {
+        crate::tools::listing::fit(
+            self.agents
+                .iter()
+                .map(|a| (a.name.as_str(), a.description.as_str())),
+            context_window,
+        )
+    }
+
+    /// The agents whose name or description match keyword `query`, best first, as the
+    /// model reads them.
+    pub fn search(&self, query: &str) -> String {
+        use crate::tools::listing;
+        fn key(a: &AgentDef) -> (&str, &str) {
+            (&a.name, &a.description)
+        }
+        let found = listing::search(&self.agents, key, query, listing::SEARCH_RESULTS);
+        listing::search_text(
+            "agents",
+            query,
+            self.agents.len(),
+            found.into_iter().map(key),
+        )
+    }
+
+    /// Its names for an error message (bounded).
+    pub fn names_hint(&self) -> String {
+        crate::tools::listing::names_hint(self.agents.iter().map(|a| a.name.as_str()))
+    }
+
     /// Keeps each agent's model only when `allowed` accepts it: a refused one (a cassette,
     /// an unknown provider or model) is dropped with a warning naming the file and the
     /// value, and the agent runs on its caller's model. What a file names is data: it can

@@ -201,7 +201,9 @@ impl Engine {
                 crate::tools::SKILL_TOOL
             ));
         } else {
-            tools = tools.with_skills(skills.clone());
+            tools = tools.with_skills(skills.clone(), binding.info.context_window);
+            let listing = skills.listing(binding.info.context_window);
+            warnings.extend(listing.left_out_warning("skills", crate::tools::SKILL_TOOL));
         }
         let agent_settings = self.config().agents.clone();
         let agents = std::sync::Arc::new(if agent_settings.enabled {
@@ -216,8 +218,16 @@ impl Engine {
             crate::agents::AgentSet::default()
         });
         warnings.extend(agents.warnings.iter().cloned());
-        let (with_agents, clashes) = tools.with_agents(agents.clone(), agent_settings.explore);
+        let (with_agents, clashes) = tools.with_agents(
+            agents.clone(),
+            agent_settings.explore,
+            binding.info.context_window,
+        );
         tools = with_agents;
+        if !agents.agents.is_empty() && !clashes.iter().any(|c| c == crate::agents::AGENT_TOOL) {
+            let listing = agents.listing(binding.info.context_window);
+            warnings.extend(listing.left_out_warning("agents", crate::agents::AGENT_TOOL));
+        }
         for name in clashes {
             warnings.push(format!(
                 "a client tool is called {name}: Garuda's {name} is not offered"
@@ -862,6 +872,7 @@ fn as_agent(setup: &mut SessionSetup, link: &crate::session::ParentLink) {
         &link.tools,
         &setup.tools,
         Some(setup.agents.clone()),
+        setup.model_info.context_window,
     );
     setup.role = Some(crate::agents::AgentRole {
         name: link.agent.clone(),

@@ -249,6 +249,33 @@ fn places<'a>(root: &'a Root, user_roots: &'a [Root]) -> Vec<Place<'a>> {
 }
 
 impl SkillSet {
+    /// What the `skill` tool's description lists for a model window of `context_window`
+    /// tokens (the rest are found with its `query`).
+    pub fn listing(&self, context_window: u64) -> crate::tools::listing::Listing {
+        crate::tools::listing::fit(
+            self.skills
+                .iter()
+                .map(|s| (s.head.name.as_str(), s.head.description.as_str())),
+            context_window,
+        )
+    }
+
+    /// The skills whose name or description match keyword `query`, best first, as the
+    /// model reads them.
+    pub fn search(&self, query: &str) -> String {
+        use crate::tools::listing;
+        fn key(s: &Skill) -> (&str, &str) {
+            (&s.head.name, &s.head.description)
+        }
+        let found = listing::search(&self.skills, key, query, listing::SEARCH_RESULTS);
+        listing::search_text(
+            "skills",
+            query,
+            self.skills.len(),
+            found.into_iter().map(key),
+        )
+    }
+
     /// The skill called `name`.
     pub fn get(&self, name: &str) -> Option<&Skill> {
         self.skills.iter().find(|s| s.head.name == name)
@@ -276,10 +303,10 @@ impl SkillSet {
     /// for the workspace's skills and through a root at the folder for the user's.
     pub fn load(&self, name: &str, root: &Root) -> Result<SkillBody, String> {
         let skill = self.get(name).ok_or_else(|| {
-            let names: Vec<&str> = self.skills.iter().map(|s| s.head.name.as_str()).collect();
+            let names = self.skills.iter().map(|s| s.head.name.as_str());
             format!(
                 "no skill is called {name:?}; the skills are: {}",
-                names.join(", ")
+                crate::tools::listing::names_hint(names)
             )
         })?;
         let own;
