@@ -413,6 +413,7 @@ fn an_agent_runs_on_the_model_it_names() {
                 .finish("tool_use"),
         ),
         MockReply::Sse(answer("FAST-REPORT", 3, 1)),
+        MockReply::Sse(answer("ODD-REPORT", 2, 1)),
         MockReply::Sse(answer("done", 3, 1)),
     ]);
     // Prices per million tokens: the agent's model is priced at its own, not the caller's.
@@ -429,17 +430,28 @@ fn an_agent_runs_on_the_model_it_names() {
         ".garuda/agents/odd.md",
         "---\ndescription: Odd one.\nmodel: nowhere\n---\nBe odd.\n",
     );
-    let sid = session(&mut g, &wid, "full-auto");
+    let r = g.call(
+        "session/new",
+        json!({"workspaceId": wid, "policy": "full-auto"}),
+    );
+    // A model no config or table knows is refused at the start: the agent runs on the
+    // caller's.
+    let warnings = r["warnings"].to_string();
+    assert!(
+        warnings.contains(".garuda/agents/odd.md: model \\\"nowhere\\\" is refused"),
+        "{warnings}"
+    );
+    let sid = r["sessionId"].as_str().expect("sessionId").to_string();
     let r = g.call("turn/run", json!({"sessionId": sid, "input": input("go")}));
     assert_eq!(r["stopReason"], "end_turn", "{r}");
     let bodies = mock.rec.bodies();
-    assert_eq!(bodies.len(), 3, "the odd agent sent nothing");
+    assert_eq!(bodies.len(), 4);
     assert_eq!(bodies[0]["model"], "claude-sonnet-4-5");
     assert_eq!(bodies[1]["model"], "claude-haiku-4-5");
-    let last = bodies[2].to_string();
-    assert!(last.contains("FAST-REPORT"), "{last}");
+    assert_eq!(bodies[2]["model"], "claude-sonnet-4-5");
+    let last = bodies[3].to_string();
     assert!(
-        last.contains("names the model nowhere, which cannot be used"),
+        last.contains("FAST-REPORT") && last.contains("ODD-REPORT"),
         "{last}"
     );
     let cost = g
@@ -449,9 +461,9 @@ fn an_agent_runs_on_the_model_it_names() {
         .filter_map(|e| e["costUsd"].as_f64())
         .next_back()
         .expect("a cost");
-    // The caller: 10 + 3 input and 10 + 1 output tokens at 3 and 15 dollars a million; the
-    // agent: 3 input and 1 output at 1 and 5.
-    let want = (13.0 * 3.0 + 11.0 * 15.0 + 3.0 + 5.0) / 1e6;
+    // The caller and the odd agent on its model: 10 + 2 + 3 input and 10 + 1 + 1 output
+    // tokens at 3 and 15 dollars a million; the fast agent: 3 input and 1 output at 1 and 5.
+    let want = (15.0 * 3.0 + 12.0 * 15.0 + 3.0 + 5.0) / 1e6;
     assert!((cost - want).abs() < 1e-9, "cost {cost}, want {want}");
 }
 

@@ -111,6 +111,56 @@ impl AgentSet {
         self.agents.iter().find(|a| a.name == name)
     }
 
+    /// What the `agent` tool's description lists for a model window of `context_window`
+    /// tokens (the rest are found with its `query`).
+    pub fn listing(&self, context_window: u64) -> crate::tools::listing::Listing {
+        crate::tools::listing::fit(
+            self.agents
+                .iter()
+                .map(|a| (a.name.as_str(), a.description.as_str())),
+            context_window,
+        )
+    }
+
+    /// The agents whose name or description match keyword `query`, best first, as the
+    /// model reads them.
+    pub fn search(&self, query: &str) -> String {
+        use crate::tools::listing;
+        fn key(a: &AgentDef) -> (&str, &str) {
+            (&a.name, &a.description)
+        }
+        let found = listing::search(&self.agents, key, query, listing::SEARCH_RESULTS);
+        listing::search_text(
+            "agents",
+            query,
+            self.agents.len(),
+            found.into_iter().map(key),
+        )
+    }
+
+    /// Its names for an error message (bounded).
+    pub fn names_hint(&self) -> String {
+        crate::tools::listing::names_hint(self.agents.iter().map(|a| a.name.as_str()))
+    }
+
+    /// Keeps each agent's model only when `allowed` accepts it: a refused one (a cassette,
+    /// an unknown provider or model) is dropped with a warning naming the file and the
+    /// value, and the agent runs on its caller's model. What a file names is data: it can
+    /// pick among the models the user set up, never make Garuda open a path or a URL.
+    pub fn vet_models(&mut self, allowed: impl Fn(&str) -> Result<(), String>) {
+        for a in &mut self.agents {
+            let Some(model) = &a.model else { continue };
+            if let Err(why) = allowed(model) {
+                self.warnings.push(format!(
+                    "{}: model \"{}\" is refused ({why}); the agent runs on the caller's model",
+                    a.file,
+                    crate::text::escape_format_chars(model)
+                ));
+                a.model = None;
+            }
+        }
+    }
+
     /// A warning for each agent listing tools that neither Garuda nor the session's `tools`
     /// (its client and MCP tools) has.
     pub fn missing_tools(&self, tools: &ToolRegistry) -> Vec<String> {
@@ -172,6 +222,7 @@ pub fn parse_agent(text: &str, stem: &str) -> Result<(AgentHead, String), Frontm
         });
     };
     let name = front.text("name")?.unwrap_or_else(|| stem.to_string());
+    front.refuse_format_chars(&name)?;
     if name.is_empty() || name.chars().count() > MAX_NAME || name.contains(char::is_whitespace) {
         return Err(FrontmatterError {
             line: front.line_of("name"),
@@ -261,6 +312,9 @@ pub fn discover(root: &Root, user: Option<&Path>) -> AgentSet {
             } else {
                 rel.display().to_string()
             };
+            // Warnings and approval titles name the file: an invisible character in its
+            // name is shown, not obeyed.
+            let shown = crate::text::escape_format_chars(&shown).into_owned();
             let Some(text) = crate::skills::read_definition(
                 place.root,
                 &rel,
@@ -407,6 +461,71 @@ mod tests {
         );
         assert!(w.contains("shadowed by .garuda/agents/zed.md"), "{w}");
         assert!(w.contains("built-in agent's name"), "{w}");
+    }
+
+    #[test]
+    fn names_with_format_characters_are_refused_and_shown_escaped() {
+        let ws = tempfile::tempdir().unwrap();
+        write(
+            ws.path(),
+            ".claude/agents/helper.md",
+            "---\nname: \"safe\u{202e}elif_daer\"\ndescription: d\n---\nBody\n",
+        );
+        // Without a `name`, the file's stem is the name: the same rule holds.
+        write(
+            ws.path(),
+            ".garuda/agents/zero\u{200b}width.md",
+            "---\ndescription: d\n---\nBody\n",
+        );
+        let set = discover(&Root::open(ws.path()).unwrap(), None);
+        assert!(set.agents.is_empty(), "{:?}", set.agents);
+        let w = set.warnings.join("\n");
+        assert!(
+            w.contains(".claude/agents/helper.md: line 2:")
+                && w.contains("safe\\u{202e}elif_daer")
+                && w.contains("agent skipped"),
+            "{w}"
+        );
+        assert!(w.contains(".garuda/agents/zero\\u{200b}width.md"), "{w}");
+        assert!(!w.contains('\u{202e}') && !w.contains('\u{200b}'), "{w}");
+    }
+
+    #[test]
+    fn a_refused_model_falls_back_to_the_callers_with_a_warning() {
+        let ws = tempfile::tempdir().unwrap();
+        let agent = |name: &str, model: &str| {
+            format!("---\ndescription: d\nmodel: {model}\n---\nBe {name}.\n")
+        };
+        write(
+            ws.path(),
+            ".claude/agents/tape.md",
+            &agent("tape", "replay:/dev/stdin"),
+        );
+        write(
+            ws.path(),
+            ".claude/agents/fast.md",
+            &agent("fast", "anthropic/claude-haiku-4-5"),
+        );
+        let mut set = discover(&Root::open(ws.path()).unwrap(), None);
+        set.vet_models(|m| {
+            if m.starts_with("replay:") {
+                Err("a path".into())
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(set.get("tape").unwrap().model, None);
+        assert_eq!(
+            set.get("fast").unwrap().model.as_deref(),
+            Some("anthropic/claude-haiku-4-5")
+        );
+        assert_eq!(
+            set.warnings,
+            [
+                ".claude/agents/tape.md: model \"replay:/dev/stdin\" is refused (a path); the \
+              agent runs on the caller's model"
+            ]
+        );
     }
 
     #[test]

@@ -201,19 +201,33 @@ impl Engine {
                 crate::tools::SKILL_TOOL
             ));
         } else {
-            tools = tools.with_skills(skills.clone());
+            tools = tools.with_skills(skills.clone(), binding.info.context_window);
+            let listing = skills.listing(binding.info.context_window);
+            warnings.extend(listing.left_out_warning("skills", crate::tools::SKILL_TOOL));
         }
         let agent_settings = self.config().agents.clone();
         let agents = std::sync::Arc::new(if agent_settings.enabled {
             let config_dir = crate::config::Config::user_path();
             let config_dir = config_dir.as_deref().and_then(std::path::Path::parent);
-            crate::agents::discover(&ws.root, crate::agents::user_dir(config_dir).as_deref())
+            let mut set =
+                crate::agents::discover(&ws.root, crate::agents::user_dir(config_dir).as_deref());
+            let allowed = self.named_model_check();
+            set.vet_models(|m| allowed(m));
+            set
         } else {
             crate::agents::AgentSet::default()
         });
         warnings.extend(agents.warnings.iter().cloned());
-        let (with_agents, clashes) = tools.with_agents(agents.clone(), agent_settings.explore);
+        let (with_agents, clashes) = tools.with_agents(
+            agents.clone(),
+            agent_settings.explore,
+            binding.info.context_window,
+        );
         tools = with_agents;
+        if !agents.agents.is_empty() && !clashes.iter().any(|c| c == crate::agents::AGENT_TOOL) {
+            let listing = agents.listing(binding.info.context_window);
+            warnings.extend(listing.left_out_warning("agents", crate::agents::AGENT_TOOL));
+        }
         for name in clashes {
             warnings.push(format!(
                 "a client tool is called {name}: Garuda's {name} is not offered"
@@ -293,16 +307,30 @@ impl Engine {
     }
 
     /// What an agent that names its model binds it with: the provider settings in force
-    /// when its caller started.
+    /// when its caller started. It binds only a model an agent file may name (checked at
+    /// the session start too, with a warning; here again so no other way in opens a path).
     fn binder(&self) -> crate::turn::ModelBinder {
         let cfg = self.provider_config();
         let context = self.config().context.clone();
+        let allowed = self.named_model_check();
         std::sync::Arc::new(move |model: &str| {
+            allowed(model)?;
             let cfg = cfg.as_ref().map_err(ToString::to_string)?;
             bind(model, cfg, &context)
                 .map(|(b, _)| b)
                 .map_err(|e| e.to_string())
         })
+    }
+
+    /// Whether an agent file may name a model: one the user's config or Garuda's table
+    /// knows ([`provider::named_model_allowed`]), under the provider settings now.
+    fn named_model_check(&self) -> impl Fn(&str) -> Result<(), String> + Send + Sync + 'static {
+        let cfg = self.provider_config();
+        let configured: Vec<String> = self.config().model.iter().cloned().collect();
+        move |model: &str| {
+            let cfg = cfg.as_ref().map_err(ToString::to_string)?;
+            provider::named_model_allowed(model, cfg, &configured)
+        }
     }
 }
 
@@ -856,6 +884,7 @@ fn as_agent(setup: &mut SessionSetup, link: &crate::session::ParentLink) {
         &link.tools,
         &setup.tools,
         Some(setup.agents.clone()),
+        setup.model_info.context_window,
     );
     setup.role = Some(crate::agents::AgentRole {
         name: link.agent.clone(),

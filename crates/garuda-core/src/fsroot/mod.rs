@@ -99,6 +99,39 @@ pub struct Root {
     beneath: Beneath,
 }
 
+/// How a file is opened to be read: non-blocking, so opening a FIFO (or a device that would
+/// wait) returns at once and `fstat` can refuse it.
+const READ_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::NOCTTY)
+    .union(OFlags::CLOEXEC);
+
+/// Reads at most `max_bytes` bytes of a file the user named (a path of the user's config or
+/// the command line, not confined to a workspace): opened the way a workspace file is
+/// (non-blocking, regular files only, so `/dev/stdin`, a FIFO, `/dev/zero` or a folder is an
+/// error, never a hang); returns the bytes and the file's total size.
+pub fn read_regular(path: &Path, max_bytes: u64) -> Result<(Vec<u8>, u64), FsError> {
+    let fd =
+        rustix::fs::open(path, READ_FLAGS, Mode::empty()).map_err(|e| map_err(path, e.into()))?;
+    read_regular_fd(fd, path, max_bytes)
+}
+
+/// Reads at most `max_bytes` of the regular file open on `fd` (`shown` names it in errors);
+/// the bytes and the file's total size.
+fn read_regular_fd(fd: OwnedFd, shown: &Path, max_bytes: u64) -> Result<(Vec<u8>, u64), FsError> {
+    let st = rustix::fs::fstat(&fd).map_err(|e| map_err(shown, e.into()))?;
+    require_regular(shown, st.st_mode)?;
+    let total = st.st_size.max(0) as u64;
+    let cap = max_bytes.min(total.saturating_add(1));
+    let mut buf = Vec::with_capacity(usize::try_from(cap).unwrap_or(0).min(1 << 24));
+    // `take`: a file that grows while it is read still stops at the budget.
+    std::fs::File::from(fd)
+        .take(max_bytes)
+        .read_to_end(&mut buf)
+        .map_err(|e| map_err(shown, e))?;
+    Ok((buf, total))
+}
+
 /// Distinguishes temporary files of concurrent writes in one process.
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -203,18 +236,8 @@ impl Root {
     /// and the file's total size.
     pub fn read_bytes(&self, rel: &Path, max_bytes: u64) -> Result<(Vec<u8>, u64), FsError> {
         let rel = self.relative(rel)?;
-        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
-        let fd = self.open_rel(&rel, flags, Mode::empty())?;
-        let st = rustix::fs::fstat(&fd).map_err(|e| map_err(&rel, e.into()))?;
-        require_regular(&rel, st.st_mode)?;
-        let total = st.st_size.max(0) as u64;
-        let cap = max_bytes.min(total.saturating_add(1));
-        let mut buf = Vec::with_capacity(usize::try_from(cap).unwrap_or(0).min(1 << 24));
-        std::fs::File::from(fd)
-            .take(max_bytes)
-            .read_to_end(&mut buf)
-            .map_err(|e| map_err(&rel, e))?;
-        Ok((buf, total))
+        let fd = self.open_rel(&rel, READ_FLAGS, Mode::empty())?;
+        read_regular_fd(fd, &rel, max_bytes)
     }
 
     /// The kind of entry at `rel`, resolved beneath the root; `Ok(None)` when absent.

@@ -61,6 +61,11 @@ impl DeferPlan {
     }
 }
 
+/// A definition's name and description, for the keyword search.
+fn spec_key(s: &ToolSpec) -> (&str, &str) {
+    (&s.name, &s.description)
+}
+
 /// Estimated tokens of one tool definition.
 pub fn definition_tokens(spec: &ToolSpec) -> u64 {
     estimate_tokens(
@@ -184,7 +189,10 @@ pub fn search(deferred: &[ToolSpec], input: &Value) -> Result<String, String> {
             }
             (found, missing)
         } else {
-            (ranked(deferred, query, max), Vec::new())
+            (
+                crate::tools::listing::search(deferred, spec_key, query, max),
+                Vec::new(),
+            )
         };
     let mut out = if found.is_empty() {
         format!(
@@ -213,32 +221,6 @@ pub fn search(deferred: &[ToolSpec], input: &Value) -> Result<String, String> {
         out.push_str(&format!("\nNot found: {}.", missing.join(", ")));
     }
     Ok(out)
-}
-
-/// The best `max` matches for keyword `query`: a term in the name counts 3, in the
-/// description 1; ties go by name, so the answer is deterministic.
-fn ranked<'a>(deferred: &'a [ToolSpec], query: &str, max: usize) -> Vec<&'a ToolSpec> {
-    let terms: Vec<String> = query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|t| !t.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    let mut scored: Vec<(u32, &ToolSpec)> = deferred
-        .iter()
-        .filter_map(|s| {
-            let name = s.name.to_lowercase();
-            let desc = s.description.to_lowercase();
-            let score: u32 = terms
-                .iter()
-                .map(|t| {
-                    3 * u32::from(name.contains(t.as_str())) + u32::from(desc.contains(t.as_str()))
-                })
-                .sum();
-            (score > 0).then_some((score, s))
-        })
-        .collect();
-    scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.name.cmp(&b.1.name)));
-    scored.into_iter().take(max).map(|(_, s)| s).collect()
 }
 
 #[cfg(test)]

@@ -676,3 +676,36 @@ pub fn model_info(spec: &str, cfg: &ProviderConfig) -> ModelInfo {
     };
     models::lookup(spec, &model, &cfg.models)
 }
+
+/// Whether a model named by a file Garuda found (an agent file's `model`) may be used: only
+/// a model the user's config or Garuda's table knows, on a provider the user's config or
+/// the built-ins define, or exactly one of `configured` (the user's configured models).
+/// A file never names a cassette (`replay:` is a path: only the user's config and the
+/// command line name one) nor a provider endpoint; `Err` says why not.
+pub fn named_model_allowed(
+    spec: &str,
+    cfg: &ProviderConfig,
+    configured: &[String],
+) -> Result<(), String> {
+    match ModelSpec::parse(spec).map_err(|e| e.to_string())? {
+        ModelSpec::Replay(_) => Err("a replay cassette is a path, which only the user's config \
+             or the command line may name"
+            .into()),
+        ModelSpec::Remote { provider, model } => {
+            if builtin(&provider).is_none() && !cfg.providers.contains_key(&provider) {
+                return Err(format!(
+                    "`{provider}` is neither a built-in provider nor one of the user's config"
+                ));
+            }
+            let known = configured.iter().any(|c| c.trim() == spec.trim())
+                || cfg.models.contains_key(spec.trim())
+                || cfg.models.contains_key(&model)
+                || models::lookup(spec, &model, &cfg.models).known;
+            if known {
+                Ok(())
+            } else {
+                Err("neither the user's config nor Garuda's model table knows it".into())
+            }
+        }
+    }
+}

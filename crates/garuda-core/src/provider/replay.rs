@@ -13,6 +13,9 @@ use tokio_util::sync::CancellationToken;
 use super::{EventSink, ModelRequest, ModelResponse, Provider, ProviderError, StreamEvent};
 use crate::message::{Block, Role};
 
+/// Largest cassette read, in bytes (a recorded session of hundreds of turns is a few MiB).
+pub const MAX_CASSETTE_BYTES: u64 = 64 << 20;
+
 /// One cassette line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -35,11 +38,23 @@ pub struct ReplayProvider {
 }
 
 impl ReplayProvider {
-    /// Loads a cassette file; a malformed line is an error naming its line number.
+    /// Loads a cassette file; a malformed line is an error naming its line number. Only a
+    /// regular file of at most [`MAX_CASSETTE_BYTES`] is read, opened non-blocking: a pipe
+    /// (`/dev/stdin`), a FIFO, a device (`/dev/zero`) or a folder is an error at once, never
+    /// a read that waits or grows without end.
     pub fn open(path: &Path) -> Result<Self, ProviderError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ProviderError::Replay(format!("cannot read cassette {}: {e}", path.display()))
-        })?;
+        let cannot = |why: String| {
+            ProviderError::Replay(format!("cannot read cassette {}: {why}", path.display()))
+        };
+        let (bytes, total) = crate::fsroot::read_regular(path, MAX_CASSETTE_BYTES + 1)
+            .map_err(|e| cannot(e.to_string()))?;
+        if total > MAX_CASSETTE_BYTES || bytes.len() as u64 > MAX_CASSETTE_BYTES {
+            return Err(cannot(format!(
+                "larger than {} MiB",
+                MAX_CASSETTE_BYTES >> 20
+            )));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| cannot(format!("not UTF-8: {e}")))?;
         Self::parse(path, &text)
     }
 

@@ -1712,3 +1712,72 @@ fn text_of_response(r: &Result<ModelResponse, ProviderError>) -> String {
         Err(e) => panic!("{e}"),
     }
 }
+
+#[test]
+fn replay_refuses_what_is_not_a_small_regular_file_without_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    // A sparse file just over the cap: refused from its size, never read.
+    let huge = dir.path().join("huge.jsonl");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(replay::MAX_CASSETTE_BYTES + 1)
+        .unwrap();
+    // `/dev/stdin` is the integration tests' (a test runner's stdin may be a regular file).
+    let cases: [(&std::path::Path, &str); 4] = [
+        (&fifo, "not a regular file (FIFO)"),
+        (std::path::Path::new("/dev/zero"), "not a regular file"),
+        (dir.path(), "not a regular file (folder)"),
+        (&huge, "larger than 64 MiB"),
+    ];
+    for (path, want) in cases {
+        let err = ReplayProvider::open(path)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains(want), "{}: {err}", path.display());
+    }
+    let ok = cassette(&[
+        json!({"response":{"content":[{"type":"text","text":"hi"}],"stopReason":"end_turn","usage":{"inputTokens":1,"outputTokens":1}}}),
+    ]);
+    assert!(ReplayProvider::open(ok.path()).is_ok());
+}
+
+#[test]
+fn a_file_names_only_models_the_config_or_the_table_knows() {
+    let cfg: ProviderConfig = toml::from_str(
+        "[providers.mine]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\
+         [models.\"mine/custom\"]\ncontext_window = 1000\n",
+    )
+    .unwrap();
+    let configured = vec!["mine/default".to_string()];
+    let ok = |s: &str| named_model_allowed(s, &cfg, &configured);
+    for s in [
+        "anthropic/claude-haiku-4-5",
+        "claude-sonnet-4-5-20250929",
+        "ollama/qwen3-coder:30b",
+        "mine/custom",
+        "mine/default",
+    ] {
+        assert_eq!(ok(s), Ok(()), "{s}");
+    }
+    for (s, why) in [
+        ("replay:/dev/stdin", "only the user's config"),
+        ("replay:cassette.jsonl", "only the user's config"),
+        ("evil/claude-sonnet-4-5", "neither a built-in provider"),
+        ("anthropic/made-up", "neither the user's config nor"),
+        ("mine/other", "neither the user's config nor"),
+        ("nowhere", "model"),
+    ] {
+        let err = ok(s).unwrap_err();
+        assert!(err.contains(why), "{s}: {err}");
+    }
+}

@@ -147,7 +147,8 @@ pub fn discover(root: &Root, dirs: &SkillDirs) -> SkillSet {
     let mut set = SkillSet::default();
     for_each_skill_file(root, &user_roots, |place, name, rel, stamp| {
         set.stamps.push(stamp.clone());
-        let shown = &stamp.file;
+        // Warnings name the file: an invisible character in its name is shown, not obeyed.
+        let shown = &crate::text::escape_format_chars(&stamp.file);
         let Some(text) =
             read_definition(place.root, &rel, shown, MAX_SKILL_CHARS, &mut set.warnings)
         else {
@@ -248,6 +249,33 @@ fn places<'a>(root: &'a Root, user_roots: &'a [Root]) -> Vec<Place<'a>> {
 }
 
 impl SkillSet {
+    /// What the `skill` tool's description lists for a model window of `context_window`
+    /// tokens (the rest are found with its `query`).
+    pub fn listing(&self, context_window: u64) -> crate::tools::listing::Listing {
+        crate::tools::listing::fit(
+            self.skills
+                .iter()
+                .map(|s| (s.head.name.as_str(), s.head.description.as_str())),
+            context_window,
+        )
+    }
+
+    /// The skills whose name or description match keyword `query`, best first, as the
+    /// model reads them.
+    pub fn search(&self, query: &str) -> String {
+        use crate::tools::listing;
+        fn key(s: &Skill) -> (&str, &str) {
+            (&s.head.name, &s.head.description)
+        }
+        let found = listing::search(&self.skills, key, query, listing::SEARCH_RESULTS);
+        listing::search_text(
+            "skills",
+            query,
+            self.skills.len(),
+            found.into_iter().map(key),
+        )
+    }
+
     /// The skill called `name`.
     pub fn get(&self, name: &str) -> Option<&Skill> {
         self.skills.iter().find(|s| s.head.name == name)
@@ -275,10 +303,10 @@ impl SkillSet {
     /// for the workspace's skills and through a root at the folder for the user's.
     pub fn load(&self, name: &str, root: &Root) -> Result<SkillBody, String> {
         let skill = self.get(name).ok_or_else(|| {
-            let names: Vec<&str> = self.skills.iter().map(|s| s.head.name.as_str()).collect();
+            let names = self.skills.iter().map(|s| s.head.name.as_str());
             format!(
                 "no skill is called {name:?}; the skills are: {}",
-                names.join(", ")
+                crate::tools::listing::names_hint(names)
             )
         })?;
         let own;
@@ -405,6 +433,33 @@ mod tests {
             changes.contains(".agents/skills/mid/SKILL.md was removed"),
             "{changes}"
         );
+    }
+
+    #[test]
+    fn names_with_format_characters_are_refused_and_shown_escaped() {
+        let ws = tempfile::tempdir().unwrap();
+        write(
+            ws.path(),
+            ".agents/skills/deploy/SKILL.md",
+            "---\nname: \"dep\u{2066}loy\"\ndescription: d\n---\nSteps\n",
+        );
+        // Without a `name`, the folder's name is the name.
+        write(
+            ws.path(),
+            ".agents/skills/bo\u{feff}m/SKILL.md",
+            "---\ndescription: d\n---\nSteps\n",
+        );
+        let set = discover(&Root::open(ws.path()).unwrap(), &SkillDirs::default());
+        assert!(set.skills.is_empty(), "{:?}", set.skills);
+        let w = set.warnings.join("\n");
+        assert!(
+            w.contains(".agents/skills/deploy/SKILL.md: line 2:")
+                && w.contains("dep\\u{2066}loy")
+                && w.contains("skill skipped"),
+            "{w}"
+        );
+        assert!(w.contains(".agents/skills/bo\\u{feff}m/SKILL.md"), "{w}");
+        assert!(!w.contains('\u{2066}') && !w.contains('\u{feff}'), "{w}");
     }
 
     #[test]

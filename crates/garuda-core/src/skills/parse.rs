@@ -64,6 +64,22 @@ impl<'a> Frontmatter<'a> {
             .map_or(2, |i| i + 2)
     }
 
+    /// Refuses a name holding a Unicode format character: `safe\u{202e}elif_daer` shows as
+    /// `saferead_file`, so a person would approve a name other than the one that runs.
+    pub(crate) fn refuse_format_chars(&self, name: &str) -> Result<(), FrontmatterError> {
+        if !name.chars().any(crate::text::is_format_char) {
+            return Ok(());
+        }
+        Err(FrontmatterError {
+            line: self.line_of("name"),
+            message: format!(
+                "`name` holds an invisible formatting character (\"{}\"), which can make it \
+                 show as another name; refused",
+                crate::text::escape_format_chars(name)
+            ),
+        })
+    }
+
     /// The string `key`, on one line; `None` when absent or null.
     pub(crate) fn text(&self, key: &str) -> Result<Option<String>, FrontmatterError> {
         match self.map.get(key) {
@@ -114,6 +130,7 @@ pub fn parse_skill(text: &str, folder: &str) -> Result<(SkillHead, String), Fron
         });
     };
     let name = front.text("name")?.unwrap_or_else(|| folder.to_string());
+    front.refuse_format_chars(&name)?;
     if name.is_empty() || name.chars().count() > MAX_NAME || name.contains(char::is_whitespace) {
         return Err(FrontmatterError {
             line: front.line_of("name"),

@@ -53,6 +53,20 @@ mod tests {
     }
 
     #[test]
+    fn the_listed_ranges_and_nothing_else_are_format_characters() {
+        let listed = [
+            0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x2028, 0x2029, 0x202A, 0x202B, 0x202C, 0x202D,
+            0x202E, 0x2066, 0x2067, 0x2068, 0x2069, 0xFEFF,
+        ];
+        for cp in 0..=0x10FFFFu32 {
+            let Some(c) = char::from_u32(cp) else {
+                continue;
+            };
+            assert_eq!(is_format_char(c), listed.contains(&cp), "U+{cp:04X}");
+        }
+    }
+
+    #[test]
     fn neighbours_and_plain_text_are_not() {
         for c in [
             'a', ' ', '\n', '\u{200a}', '\u{2010}', '\u{2027}', '\u{202f}', '\u{2065}', '\u{206a}',

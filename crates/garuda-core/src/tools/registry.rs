@@ -336,7 +336,11 @@ impl ToolRegistry {
 
     /// This registry with the `skill` tool over `set` (replacing an earlier one), after the
     /// built-in tools; without it when `set` holds no skill.
-    pub fn with_skills(mut self, set: std::sync::Arc<crate::skills::SkillSet>) -> ToolRegistry {
+    pub fn with_skills(
+        mut self,
+        set: std::sync::Arc<crate::skills::SkillSet>,
+        context_window: u64,
+    ) -> ToolRegistry {
         self.entries
             .retain(|e| e.offer != Some(Offer::Skills) || !e.is_builtin());
         if set.skills.is_empty() {
@@ -347,7 +351,7 @@ impl ToolRegistry {
             .iter()
             .rposition(ToolEntry::is_builtin)
             .map_or(0, |i| i + 1);
-        let tool = Handler::new(super::SkillTool::new(set));
+        let tool = Handler::new(super::SkillTool::new(set, context_window));
         self.entries.insert(at, ToolEntry::builtin(tool));
         self
     }
@@ -359,6 +363,7 @@ impl ToolRegistry {
         mut self,
         set: std::sync::Arc<crate::agents::AgentSet>,
         explore: bool,
+        context_window: u64,
     ) -> (ToolRegistry, Vec<String>) {
         let mut clashes = Vec::new();
         let mut add = |r: &mut ToolRegistry, tool: Handler| {
@@ -377,7 +382,10 @@ impl ToolRegistry {
             add(&mut self, Handler::new(super::ExploreTool));
         }
         if !set.agents.is_empty() {
-            add(&mut self, Handler::new(super::AgentTool::new(set)));
+            add(
+                &mut self,
+                Handler::new(super::AgentTool::new(set, context_window)),
+            );
         }
         (self, clashes)
     }
@@ -389,8 +397,13 @@ impl ToolRegistry {
         let set = std::sync::Arc::new(crate::agents::AgentSet::default());
         let mut handlers: Vec<Handler> = super::builtin::all();
         handlers.push(Handler::new(super::ExploreTool));
-        handlers.push(Handler::new(super::AgentTool::new(set)));
-        handlers.push(Handler::new(super::SkillTool::new(Default::default())));
+        // Only the names matter here: any window will do.
+        let window = crate::provider::models::DEFAULT_CONTEXT_WINDOW;
+        handlers.push(Handler::new(super::AgentTool::new(set, window)));
+        handlers.push(Handler::new(super::SkillTool::new(
+            Default::default(),
+            window,
+        )));
         let mut tools: Vec<String> = Vec::new();
         let mut unknown = Vec::new();
         for name in listed {
@@ -422,6 +435,7 @@ impl ToolRegistry {
     pub fn only(
         names: &[String],
         agents: Option<std::sync::Arc<crate::agents::AgentSet>>,
+        context_window: u64,
     ) -> ToolRegistry {
         let mut r = ToolRegistry::builtins();
         r.entries.retain(|e| names.contains(&e.spec.name));
@@ -433,7 +447,7 @@ impl ToolRegistry {
             } else {
                 std::sync::Arc::new(crate::agents::AgentSet::default())
             };
-            r = r.with_agents(set, explore).0;
+            r = r.with_agents(set, explore, context_window).0;
         }
         r
     }
@@ -449,9 +463,10 @@ impl ToolRegistry {
         names: &[String],
         from: &ToolRegistry,
         agents: Option<std::sync::Arc<crate::agents::AgentSet>>,
+        context_window: u64,
     ) -> ToolRegistry {
         let listed = |n: &str| names.iter().any(|x| x == n);
-        let mut r = ToolRegistry::only(names, agents);
+        let mut r = ToolRegistry::only(names, agents, context_window);
         if listed(super::SKILL_TOOL)
             && let Some(skill) = from.entries.iter().find(|e| from.is_skill(&e.spec.name))
         {
@@ -665,6 +680,9 @@ impl ToolRegistry {
 mod tests {
     use super::*;
 
+    /// A model window for the tests' tools.
+    const W: u64 = 200_000;
+
     fn spec(name: &str) -> ToolSpec {
         ToolSpec {
             name: name.into(),
@@ -741,7 +759,7 @@ mod tests {
         let names: Vec<String> = ["bash", "read_file", "agent", "explore"]
             .map(String::from)
             .into();
-        let plain = ToolRegistry::only(&names, None);
+        let plain = ToolRegistry::only(&names, None, W);
         let listed: Vec<&str> = plain
             .entries()
             .iter()
@@ -763,7 +781,7 @@ mod tests {
             }],
             warnings: Vec::new(),
         });
-        let nested = ToolRegistry::only(&names, Some(set.clone()));
+        let nested = ToolRegistry::only(&names, Some(set.clone()), W);
         let listed: Vec<&str> = nested
             .entries()
             .iter()
@@ -772,7 +790,7 @@ mod tests {
         assert_eq!(listed, ["read_file", "bash", "explore", "agent"]);
         let (main, clashes) = ToolRegistry::for_session(vec![spec("explore")])
             .unwrap()
-            .with_agents(set, true);
+            .with_agents(set, true, W);
         assert_eq!(clashes, ["explore"], "a client's explore keeps its place");
         assert!(main.get("agent").is_some_and(ToolEntry::is_builtin));
         assert_eq!(
@@ -818,13 +836,13 @@ mod tests {
         let deferred = crate::mcp::defer::plan(&specs, 10, 0.1);
         let parent = ToolRegistry::for_session(vec![spec("sel"), spec("other")])
             .unwrap()
-            .with_skills(skills)
+            .with_skills(skills, W)
             .with_mcp(&tools, &deferred)
             .unwrap();
         let listed: Vec<String> = ["read_file", "sel", "skill", "mcp__a", "mcp__b__z", "nope"]
             .map(String::from)
             .into();
-        let child = ToolRegistry::for_agent(&listed, &parent, None);
+        let child = ToolRegistry::for_agent(&listed, &parent, None, W);
         assert_eq!(
             names(&child),
             [
@@ -840,7 +858,7 @@ mod tests {
         assert_eq!(child.get("mcp__a__y").map(|e| e.read_only), Some(true));
         assert_eq!(parent.missing_for_agent(&listed), ["nope"]);
         // Without a list: every tool but the agent tools, the caller's deferral kept.
-        let all = ToolRegistry::for_agent(&parent.agent_default_names(), &parent, None);
+        let all = ToolRegistry::for_agent(&parent.agent_default_names(), &parent, None, W);
         assert!(all.mcp_deferred());
         assert!(all.get("other").is_some() && all.get("snip").is_none());
         assert!(all.is_skill("skill"));

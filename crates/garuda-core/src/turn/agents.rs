@@ -62,12 +62,19 @@ fn plan(parent: &LiveSession, call: &AgentCall, depth: u32) -> Result<Plan, Stri
 }
 
 /// The tools of a sub-session of `parent` that runs `tools` (the agent tools only when
-/// nesting is on; client, MCP and skill tools from the caller's registry now).
-fn child_tools(parent: &LiveSession, tools: &[String], nested: bool) -> ToolRegistry {
+/// nesting is on, listing what fits the sub-session's window of `context_window` tokens;
+/// client, MCP and skill tools from the caller's registry now).
+fn child_tools(
+    parent: &LiveSession,
+    tools: &[String],
+    nested: bool,
+    context_window: u64,
+) -> ToolRegistry {
     ToolRegistry::for_agent(
         tools,
         &parent.tools(),
         nested.then(|| parent.setup.agents.clone()),
+        context_window,
     )
 }
 
@@ -220,7 +227,12 @@ fn open_child(
     binding: &ModelBinding,
 ) -> Result<Arc<LiveSession>, crate::session::StoreError> {
     let p = &parent.setup;
-    let tools = child_tools(parent, &plan.tools, plan.nested);
+    let tools = child_tools(
+        parent,
+        &plan.tools,
+        plan.nested,
+        binding.info.context_window,
+    );
     let store = SessionStore::new(store);
     let mut header = SessionHeader::new(
         p.workspace.root.path().display().to_string(),

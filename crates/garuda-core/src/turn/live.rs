@@ -760,7 +760,11 @@ impl LiveSession {
                     .is_empty()
             {
                 let fresh = Arc::new(crate::skills::discover(root, dirs));
-                next.registry = Arc::new((*next.registry).clone().with_skills(fresh.clone()));
+                next.registry = Arc::new(
+                    (*next.registry)
+                        .clone()
+                        .with_skills(fresh.clone(), self.setup.model_info.context_window),
+                );
                 next.skills = Some(fresh);
             }
         }

@@ -103,7 +103,11 @@ impl Workspace {
         // The tools of a session without client tools, skills or custom agents.
         let tools = crate::tools::ToolRegistry::for_session(Vec::new())
             .unwrap_or_default()
-            .with_agents(Default::default(), config.agents.explore)
+            .with_agents(
+                Default::default(),
+                config.agents.explore,
+                crate::provider::models::DEFAULT_CONTEXT_WINDOW,
+            )
             .0;
         let facts = crate::tools::session_facts(config.approval.policy, &sandbox, &tools);
         Ok(Workspace {

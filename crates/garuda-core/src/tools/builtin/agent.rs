@@ -13,13 +13,18 @@ use crate::agents::{AGENT_TOOL, AgentSet, EXPLORE};
 use crate::message::ToolSpec;
 use crate::prompt::Offer;
 use crate::tools::handler::{self, AgentCall, Tool, ToolKind, Workbench};
+use crate::tools::listing::Listing;
 use crate::tools::{ToolClass, ToolContext, ToolOutput, util};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AgentInput {
-    name: String,
-    task: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    task: Option<String>,
+    #[serde(default)]
+    query: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -42,12 +47,15 @@ async fn run_on(bench: &dyn Workbench, ctx: &ToolContext, call: AgentCall) -> To
 /// `agent`, over the custom agents a session found at its start.
 pub struct AgentTool {
     set: Arc<AgentSet>,
+    listing: Listing,
 }
 
 impl AgentTool {
-    /// The tool for these agents.
-    pub fn new(set: Arc<AgentSet>) -> AgentTool {
-        AgentTool { set }
+    /// The tool for these agents, listing what fits a model window of `context_window`
+    /// tokens in its description.
+    pub fn new(set: Arc<AgentSet>, context_window: u64) -> AgentTool {
+        let listing = set.listing(context_window);
+        AgentTool { set, listing }
     }
 }
 
@@ -62,20 +70,39 @@ impl Tool for AgentTool {
              in the task (it sees nothing of this conversation), and check its report.\n\n\
              Agents:",
         );
-        for a in &self.set.agents {
-            description.push_str(&format!("\n- {}: {}", a.name, a.description));
+        description.push_str(&self.listing.text);
+        if self.listing.left_out == 0 {
+            let names: Vec<&str> = self.set.agents.iter().map(|a| a.name.as_str()).collect();
+            return handler::spec(
+                AGENT_TOOL,
+                &description,
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "enum": names, "description": "The agent."},
+                        "task": {"type": "string", "description": "What it should do, with all the context it needs."}
+                    },
+                    "required": ["name", "task"],
+                    "additionalProperties": false
+                }),
+            );
         }
-        let names: Vec<&str> = self.set.agents.iter().map(|a| a.name.as_str()).collect();
+        // The rest are found by a search: no enum of every name, and `query` beside them.
+        description.push_str(&format!(
+            "\n({} more agents are not listed: call agent with `query` (keywords) to find \
+             them, then with `name` and `task`.)",
+            self.listing.left_out
+        ));
         handler::spec(
             AGENT_TOOL,
             &description,
             json!({
                 "type": "object",
                 "properties": {
-                    "name": {"type": "string", "enum": names, "description": "The agent."},
-                    "task": {"type": "string", "description": "What it should do, with all the context it needs."}
+                    "name": {"type": "string", "description": "The agent."},
+                    "task": {"type": "string", "description": "What it should do, with all the context it needs."},
+                    "query": {"type": "string", "description": "Keywords to find agents that are not listed (instead of name and task)."}
                 },
-                "required": ["name", "task"],
                 "additionalProperties": false
             }),
         )
@@ -94,6 +121,9 @@ impl Tool for AgentTool {
         &["Task", "Agent"]
     }
     fn describe(&self, input: &Value) -> String {
+        if let Some(q) = input.get("query").and_then(Value::as_str) {
+            return format!("search: {q}");
+        }
         format!(
             "{}: {}",
             handler::field(input, "name"),
@@ -111,17 +141,26 @@ impl Tool for AgentTool {
                 Ok(i) => i,
                 Err(e) => return e,
             };
-            let name = input.name.trim();
+            if let Some(query) = input.query.as_deref().map(str::trim)
+                && !query.is_empty()
+            {
+                return ToolOutput::ok(self.set.search(query));
+            }
+            let (Some(name), Some(task)) = (input.name, input.task) else {
+                return ToolOutput::error(
+                    "agent needs `name` and `task` (or `query`, keywords to find an agent)",
+                );
+            };
+            let name = name.trim();
             if self.set.get(name).is_none() {
-                let names: Vec<&str> = self.set.agents.iter().map(|a| a.name.as_str()).collect();
                 return ToolOutput::error(format!(
                     "no agent is called {name:?}; the agents are: {}",
-                    names.join(", ")
+                    self.set.names_hint()
                 ));
             }
             let call = AgentCall {
                 agent: name.to_string(),
-                task: input.task,
+                task,
             };
             run_on(bench, ctx, call).await
         })
@@ -190,5 +229,64 @@ impl Tool for ExploreTool {
             };
             run_on(bench, ctx, call).await
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agents::AgentDef;
+
+    #[test]
+    fn a_long_list_is_cut_and_searched_instead_of_enumerated() {
+        let agents = (0..1_000)
+            .map(|i| AgentDef {
+                name: format!("a{i:04}"),
+                description: "Reviews a change. ".repeat(30),
+                tools: None,
+                model: None,
+                prompt: "Review.".into(),
+                file: format!(".claude/agents/a{i:04}.md"),
+            })
+            .collect();
+        let set = Arc::new(AgentSet {
+            agents,
+            warnings: Vec::new(),
+        });
+        let tool = AgentTool::new(set.clone(), 200_000);
+        let spec = tool.spec();
+        assert!(
+            spec.description.len() < 20_000,
+            "{}",
+            spec.description.len()
+        );
+        assert!(
+            spec.input_schema["properties"]["name"]
+                .get("enum")
+                .is_none()
+        );
+        assert!(spec.input_schema["properties"].get("query").is_some());
+        assert!(tool.listing.left_out > 0);
+        assert!(
+            set.search("a0999")
+                .starts_with("1 of 1000 agents match `a0999`:")
+        );
+        assert!(
+            set.names_hint()
+                .ends_with("and 970 more (search with `query`)")
+        );
+        let few = AgentTool::new(
+            Arc::new(AgentSet {
+                agents: set.agents[..2].to_vec(),
+                warnings: Vec::new(),
+            }),
+            200_000,
+        )
+        .spec();
+        assert_eq!(few.input_schema["required"], json!(["name", "task"]));
+        assert_eq!(
+            few.input_schema["properties"]["name"]["enum"],
+            json!(["a0000", "a0001"])
+        );
     }
 }

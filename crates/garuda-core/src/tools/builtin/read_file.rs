@@ -118,11 +118,12 @@ fn read_state_file(input: &Input, ctx: &ToolContext) -> Option<ToolOutput> {
     if !abs.starts_with(&dir) || !abs.is_file() {
         return None;
     }
-    let bytes = match std::fs::read(&abs) {
-        Ok(b) => b,
-        Err(e) => return Some(ToolOutput::error(format!("{}: {e}", input.path))),
+    // Read the way a workspace file is: non-blocking, regular files only, at most the scan
+    // cap (the path was checked above, but what it is may change before the open).
+    let (bytes, total) = match crate::fsroot::read_regular(&abs, SCAN_CAP) {
+        Ok(r) => r,
+        Err(e) => return Some(util::fs_error(&input.path, e)),
     };
-    let total = bytes.len() as u64;
     Some(render(&bytes, total, input, ctx, &input.path).0)
 }
 

@@ -11,6 +11,7 @@ use crate::message::ToolSpec;
 use crate::prompt::Offer;
 use crate::skills::{SkillPlace, SkillSet};
 use crate::tools::handler::{self, Tool, Workbench};
+use crate::tools::listing::Listing;
 use crate::tools::{ToolClass, ToolContext, ToolOutput, util};
 
 /// The tool's name.
@@ -18,18 +19,24 @@ pub const SKILL_TOOL: &str = "skill";
 
 #[derive(Deserialize)]
 struct Input {
-    name: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    query: Option<String>,
 }
 
 /// `skill`, over the skills a session found at its start.
 pub struct SkillTool {
     set: Arc<SkillSet>,
+    listing: Listing,
 }
 
 impl SkillTool {
-    /// The tool for these skills.
-    pub fn new(set: Arc<SkillSet>) -> SkillTool {
-        SkillTool { set }
+    /// The tool for these skills, listing what fits a model window of `context_window`
+    /// tokens in its description.
+    pub fn new(set: Arc<SkillSet>, context_window: u64) -> SkillTool {
+        let listing = set.listing(context_window);
+        SkillTool { set, listing }
     }
 }
 
@@ -43,24 +50,43 @@ impl Tool for SkillTool {
              a task matches one of the skills below, load it first and follow it. Files of the \
              skill's folder that it names can then be read with read_file.\n\nSkills:",
         );
-        for s in &self.set.skills {
-            description.push_str(&format!("\n- {}: {}", s.head.name, s.head.description));
+        description.push_str(&self.listing.text);
+        if self.listing.left_out == 0 {
+            let names: Vec<&str> = self
+                .set
+                .skills
+                .iter()
+                .map(|s| s.head.name.as_str())
+                .collect();
+            return handler::spec(
+                SKILL_TOOL,
+                &description,
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "enum": names, "description": "The skill to load."}
+                    },
+                    "required": ["name"],
+                    "additionalProperties": false
+                }),
+            );
         }
-        let names: Vec<&str> = self
-            .set
-            .skills
-            .iter()
-            .map(|s| s.head.name.as_str())
-            .collect();
+        // The rest are found by a search: no enum of every name (it would carry the whole
+        // list again), and `query` beside `name`.
+        description.push_str(&format!(
+            "\n({} more skills are not listed: call skill with `query` (keywords) to find \
+             them, then load one by its `name`.)",
+            self.listing.left_out
+        ));
         handler::spec(
             SKILL_TOOL,
             &description,
             json!({
                 "type": "object",
                 "properties": {
-                    "name": {"type": "string", "enum": names, "description": "The skill to load."}
+                    "name": {"type": "string", "description": "The skill to load."},
+                    "query": {"type": "string", "description": "Keywords to find skills that are not listed (instead of name)."}
                 },
-                "required": ["name"],
                 "additionalProperties": false
             }),
         )
@@ -75,7 +101,10 @@ impl Tool for SkillTool {
         &["Skill"]
     }
     fn describe(&self, input: &Value) -> String {
-        handler::field(input, "name").to_string()
+        match input.get("query").and_then(Value::as_str) {
+            Some(q) => format!("search: {q}"),
+            None => handler::field(input, "name").to_string(),
+        }
     }
     fn run<'a>(
         &'a self,
@@ -88,9 +117,18 @@ impl Tool for SkillTool {
                 Ok(i) => i,
                 Err(e) => return e,
             };
+            if let Some(query) = input.query.as_deref().map(str::trim)
+                && !query.is_empty()
+            {
+                return ToolOutput::ok(self.set.search(query));
+            }
+            let Some(name) = input.name.map(|n| n.trim().to_string()) else {
+                return ToolOutput::error(
+                    "skill needs `name`, the skill to load (or `query`, keywords to find one)",
+                );
+            };
             let ctx2 = ctx.clone();
             let set = self.set.clone();
-            let name = input.name.trim().to_string();
             let job = tokio::task::spawn_blocking(move || {
                 let body = set.load(&name, &ctx2.root)?;
                 let skill = set.get(&name).cloned();
@@ -129,4 +167,63 @@ pub fn skill_text(name: &str, folder: &str, body: &crate::skills::SkillBody) -> 
     }
     out.push_str("</skill>");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::skills::{Skill, SkillHead};
+
+    fn set(n: usize) -> Arc<SkillSet> {
+        let skills = (0..n)
+            .map(|i| Skill {
+                head: SkillHead {
+                    name: format!("s{i:04}"),
+                    description: "Does a thing. ".repeat(40),
+                    allowed_tools: Vec::new(),
+                },
+                folder: format!(".agents/skills/s{i:04}").into(),
+                place: SkillPlace::Workspace,
+            })
+            .collect();
+        Arc::new(SkillSet {
+            skills,
+            ..SkillSet::default()
+        })
+    }
+
+    #[test]
+    fn a_long_list_is_cut_and_searched_instead_of_enumerated() {
+        let few = SkillTool::new(set(3), 200_000).spec();
+        assert_eq!(few.input_schema["required"], json!(["name"]));
+        assert_eq!(few.input_schema["properties"]["name"]["enum"][2], "s0002");
+        assert!(few.input_schema["properties"].get("query").is_none());
+
+        let tool = SkillTool::new(set(5_000), 200_000);
+        let many = tool.spec();
+        assert!(
+            many.description.len() < 20_000,
+            "{}",
+            many.description.len()
+        );
+        assert!(
+            many.input_schema["properties"]["name"]
+                .get("enum")
+                .is_none()
+        );
+        assert!(many.input_schema["properties"].get("query").is_some());
+        assert!(many.input_schema.get("required").is_none());
+        let left = tool.listing.left_out;
+        assert!(
+            many.description
+                .contains(&format!("({left} more skills are not listed")),
+            "{}",
+            many.description
+        );
+        let found = tool.set.search("s4999");
+        assert!(
+            found.starts_with("1 of 5000 skills match `s4999`:\n- s4999: Does"),
+            "{found}"
+        );
+    }
 }
