@@ -2,6 +2,7 @@
 """What `garuda exec` costs above the wire (stdlib and curl only).
 
 Usage: python3 benches/exec_overhead.py [--bin target/release/garuda] [--runs 100]
+       [--vs OTHER_BUILD]
 
 A loopback mock serves a one-line Anthropic Messages answer over SSE. The first `garuda exec`
 run records the request it sends; then, alternating, each round runs `garuda exec` once and
@@ -14,6 +15,10 @@ The workspace is a git repository with a commit and a changed file, so the sessi
 note runs `git status` as it would in a project. The probe cache lives in the run's own
 $XDG_CACHE_HOME: the first run fills it, the measured runs find it (pass --cold-probe to
 delete it before every run and measure the uncached probe instead).
+
+With --vs, every round also runs the other build's `garuda exec` (same workspace, same mock,
+same probe cache), and the report adds its median and the pairwise median of the difference
+(--bin minus --vs): two builds side by side under the same load.
 """
 
 import argparse
@@ -72,6 +77,7 @@ def main():
     ap.add_argument("--bin", default="target/release/garuda")
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--cold-probe", action="store_true", help="delete the sandbox probe cache before every exec run")
+    ap.add_argument("--vs", help="another build of garuda, run alternately with --bin")
     args = ap.parse_args()
     if not shutil.which("curl"):
         sys.exit("curl is needed")
@@ -97,13 +103,13 @@ def main():
         ANTHROPIC_BASE_URL=url,
         ANTHROPIC_API_KEY="sk-bench-not-a-key",
     )
-    exec_argv = [args.bin, "exec", "--model", "anthropic/claude-sonnet-4-5", ws, "say hello"]
+    exec_tail = ["exec", "--model", "anthropic/claude-sonnet-4-5", ws, "say hello"]
 
-    def run_exec():
+    def run_exec(binary=args.bin):
         if args.cold_probe:
             shutil.rmtree(os.path.join(home, "cache"), ignore_errors=True)
         t = time.perf_counter()
-        p = subprocess.run(exec_argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        p = subprocess.run([binary, *exec_tail], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wall = time.perf_counter() - t
         if p.returncode != 0:
             sys.exit("garuda exec failed: " + p.stderr.decode())
@@ -128,9 +134,11 @@ def main():
     for _ in range(5):  # warm-up: page cache, the mock's threads
         run_exec()
         run_curl()
-    execs, curls = [], []
+    execs, curls, others = [], [], []
     for _ in range(args.runs):
         execs.append(run_exec())
+        if args.vs:
+            others.append(run_exec(args.vs))
         curls.append(run_curl())
     ms = lambda xs: statistics.median(xs) * 1000
     diffs = sorted((e - c) * 1000 for e, c in zip(execs, curls))
@@ -143,6 +151,10 @@ def main():
         "cold_probe": args.cold_probe,
         "load": os.getloadavg()[0],
     }
+    if args.vs:
+        vs_diffs = sorted((e - o) * 1000 for e, o in zip(execs, others))
+        out["vs_median_ms"] = round(ms(others), 2)
+        out["vs_pairwise_diff_median_ms"] = round(statistics.median(vs_diffs), 2)
     print(json.dumps(out, indent=2))
     shutil.rmtree(home, ignore_errors=True)
 
