@@ -31,7 +31,8 @@ fn the_threat_model_names_only_tests_that_exist() {
     for span in doc.split('`').skip(1).step_by(2) {
         // A test path: words joined by `::`, the last one the function.
         let parts: Vec<&str> = span.split("::").collect();
-        let word = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let word =
+            |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if parts.len() < 2 || !parts.iter().all(|w| word(w)) || span.contains("::*") {
             continue;
         }
@@ -46,5 +47,8 @@ fn the_threat_model_names_only_tests_that_exist() {
             "docs/security.md names {span}, and no such test exists"
         );
     }
-    assert!(named >= 20, "the threat model names its tests ({named} found)");
+    assert!(
+        named >= 20,
+        "the threat model names its tests ({named} found)"
+    );
 }
