@@ -188,6 +188,7 @@ pub struct HookSet {
     skipped: Vec<SkippedHook>,
     problems: Vec<String>,
     root: PathBuf,
+    env: Vec<String>,
 }
 
 impl HookSet {
@@ -289,7 +290,14 @@ impl HookSet {
         };
         let mut set = HookSet::resolve(sources, &opts);
         set.problems = problems;
+        set.env = config.sandbox.env.iter().chain(&user.env).cloned().collect();
         set
+    }
+
+    /// Names hooks get from the server's environment besides the built-in allow-list: the
+    /// user's `[sandbox] env` (what commands get) and `[hooks] env` (hooks only).
+    pub fn env_names(&self) -> &[String] {
+        &self.env
     }
 
     /// The hooks in force, in config order.
