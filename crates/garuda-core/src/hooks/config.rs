@@ -26,8 +26,9 @@ pub struct HooksSettings {
     pub enabled: bool,
     /// Settings files of other agents whose hooks run too.
     pub import: Vec<ImportSource>,
-    /// Workspaces whose own hooks may run (user config only; `garuda trust DIR` writes the
-    /// separate trust file instead, see [`super::TrustList`]).
+    /// Workspaces named by hand (user config only). They cannot record which hooks were
+    /// trusted, so they let nothing run; the warning says to run `garuda trust DIR`, which
+    /// writes the separate trust file (see [`super::TrustList`]).
     pub trusted: Vec<PathBuf>,
     /// Seconds a hook without its own `timeout` may run.
     pub timeout: f64,

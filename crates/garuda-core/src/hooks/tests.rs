@@ -61,7 +61,7 @@ impl Fx {
                 enabled: true,
                 default_timeout: 60.0,
                 root: self.root.clone(),
-                trusted: false,
+                trust: crate::hooks::TrustStatus::Untrusted,
                 claude_disabled_by: None,
             },
         )
@@ -620,8 +620,24 @@ async fn an_untrusted_workspace_hook_never_runs() {
     let o = run(&set, &f.bash_call("ls")).await;
     assert!(o.reports.is_empty());
     assert!(!ran.exists());
+    assert_eq!(
+        set.trust_notice(),
+        None,
+        "never trusted: no warning, as before"
+    );
+    // A bare path (an old trust file, or `[hooks] trusted`) grants nothing and says so.
+    let old =
+        TrustList::default().with_hand_written(std::slice::from_ref(&f.root), None, "config.toml");
+    let set = HookSet::load(&config, &root, &old, None);
+    assert!(!set.any());
+    let notice = set.trust_notice().unwrap();
+    assert!(
+        notice.contains("records no hooks") && notice.contains("garuda trust"),
+        "{notice}"
+    );
     // Trusted, it runs.
-    let set = HookSet::load(&config, &root, &TrustList::of([f.root.clone()]), None);
+    let trust = TrustList::trusting(&root, set.workspace_hooks()).unwrap();
+    let set = HookSet::load(&config, &root, &trust, None);
     run(&set, &f.bash_call("ls")).await;
     assert!(ran.exists());
 }
