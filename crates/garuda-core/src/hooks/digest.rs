@@ -196,6 +196,19 @@ fn handler_digest(h: &super::HandlerConfig, command: &str, root: &Root) -> Strin
             .to_le_bytes()
             .as_slice(),
     );
+    field(scripts_digest(command, root).as_bytes());
+    hex(&d.finalize())
+}
+
+/// The digest of the files beneath the root a command line names (path, size, content): a
+/// workspace hook checks it again right before it runs, so a script rewritten during the
+/// session (by a command the model ran) does not run as trusted.
+pub(crate) fn scripts_digest(command: &str, root: &Root) -> String {
+    let mut d = Sha256::new();
+    let mut field = |b: &[u8]| {
+        d.update((b.len() as u64).to_le_bytes());
+        d.update(b);
+    };
     for rel in named_files(command, root.path()) {
         // Anything that is not a regular file beneath the root (a word such as `touch`, a
         // path outside) is not part of the workspace and does not count.
@@ -208,14 +221,21 @@ fn handler_digest(h: &super::HandlerConfig, command: &str, root: &Root) -> Strin
     hex(&d.finalize())
 }
 
-/// The words of a command line that may be files beneath the root: quotes dropped, the
-/// project-folder variables hooks get (and `root` itself) made relative. A heuristic on
-/// purpose: it finds the common `"$CLAUDE_PROJECT_DIR"/.claude/hooks/x.sh` and
-/// `bash scripts/hook.sh`, not a file a script opens in turn.
+/// Shells and interpreters whose first operand is the program that runs.
+const INTERPRETERS: &[&str] = &[
+    "bash", "sh", "dash", "zsh", "python", "python3", "node", "ruby", "perl", "deno", "bun",
+    "exec", "source", ".",
+];
+
+/// The programs a command line runs that may be files beneath the root: the word in command
+/// position of each simple command, and an interpreter's first operand (`bash scripts/x.sh`).
+/// Quotes are dropped and the project-folder variables hooks get (and `root` itself) made
+/// relative. Arguments and redirection targets do not count: a hook that writes `out.log`
+/// would otherwise change its own digest by running. A heuristic on purpose: it finds the
+/// common `"$CLAUDE_PROJECT_DIR"/.claude/hooks/x.sh`, not a file a script opens in turn.
 fn named_files(command: &str, root: &Path) -> Vec<String> {
     let root = format!("{}/", root.display());
-    let mut out: Vec<String> = Vec::new();
-    for word in command.split(|c: char| c.is_whitespace() || ";|&()<>`".contains(c)) {
+    let clean = |word: &str| -> Option<String> {
         let mut w: String = word.chars().filter(|c| *c != '"' && *c != '\'').collect();
         for var in [
             "$CLAUDE_PROJECT_DIR/",
@@ -228,16 +248,28 @@ fn named_files(command: &str, root: &Path) -> Vec<String> {
                 w = rest.to_string();
             }
         }
-        let plausible = !w.is_empty()
-            && !w.starts_with('-')
-            && !w.starts_with('/')
-            && !w.contains('=')
-            && !w.contains('$');
-        if plausible && !out.contains(&w) {
-            out.push(w);
+        let plausible = !w.is_empty() && !w.starts_with('/') && !w.contains('$');
+        plausible.then_some(w)
+    };
+    let mut out: Vec<String> = Vec::new();
+    for simple in command.split(|c: char| ";|&()`\n".contains(c)) {
+        // Words before a redirection only: what follows `>` or `<` is a file it writes or reads.
+        let head = simple.split(['<', '>']).next().unwrap_or_default();
+        let mut words = head
+            .split_whitespace()
+            .skip_while(|w| w.contains('=') && !w.starts_with('='));
+        let Some(first) = words.next() else { continue };
+        let mut programs = vec![first];
+        let name = first.rsplit('/').next().unwrap_or(first);
+        if INTERPRETERS.contains(&name)
+            && let Some(operand) = words.find(|w| !w.starts_with('-'))
+        {
+            programs.push(operand);
         }
-        if out.len() >= SCRIPTS_MAX {
-            break;
+        for w in programs.into_iter().filter_map(clean) {
+            if !out.contains(&w) && out.len() < SCRIPTS_MAX {
+                out.push(w);
+            }
         }
     }
     out
@@ -260,12 +292,17 @@ mod tests {
         let root = Path::new("/w");
         assert_eq!(
             named_files(
-                "\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/a.sh --x && bash scripts/b.sh; cat /etc/passwd",
+                "\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/a.sh --x && bash -e scripts/b.sh; cat /etc/passwd",
                 root
             ),
             [".claude/hooks/a.sh", "bash", "scripts/b.sh", "cat"]
         );
-        assert_eq!(named_files("/w/x.sh A=1 $HOME/y", root), ["x.sh"]);
+        assert_eq!(named_files("A=1 /w/x.sh $HOME/y", root), ["x.sh"]);
+        // Arguments and redirection targets are data, not programs.
+        assert_eq!(
+            named_files("touch ran; echo x >> .garuda/log", root),
+            ["touch", "echo"]
+        );
     }
 
     fn hook(file: &str, command: &str, digest: &str) -> TrustedHook {

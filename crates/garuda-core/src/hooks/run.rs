@@ -207,6 +207,20 @@ async fn run_one(
             ..failed(String::new())
         };
     }
+    // A workspace hook's scripts must still be the ones trusted: a command the model ran
+    // during the session may have rewritten one, and the hook would run it unsandboxed.
+    if let Some(expected) = &hook.scripts {
+        let now = crate::fsroot::Root::open(root)
+            .map(|r| super::digest::scripts_digest(&hook.command, &r))
+            .ok();
+        if now.as_ref() != Some(expected) {
+            return failed(format!(
+                "not run: a script its command names changed since the session started; if \
+                 the change is yours, run `garuda trust {}` and start a new session",
+                root.display()
+            ));
+        }
+    }
     let policy = SandboxPolicy {
         root: root.to_path_buf(),
         temp_dir: None,

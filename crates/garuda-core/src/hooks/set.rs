@@ -76,6 +76,9 @@ pub struct Hook {
     pub timeout: Duration,
     /// Where it was defined.
     pub origin: HookOrigin,
+    /// For a workspace's hook: the digest of the files its command names when the session
+    /// started (and trust matched); checked again before each run.
+    pub scripts: Option<String>,
 }
 
 /// Why a configured hook does not run.
@@ -299,6 +302,9 @@ impl HookSet {
             claude_disabled_by: disabled_by,
         };
         let mut set = HookSet::resolve(sources, &opts);
+        for h in set.hooks.iter_mut().filter(|h| h.origin.is_workspace()) {
+            h.scripts = Some(super::digest::scripts_digest(&h.command, root));
+        }
         set.problems = problems;
         set.workspace = workspace;
         set.trust = Some(status);
@@ -454,6 +460,7 @@ fn build(
         command,
         timeout: Duration::from_secs_f64(secs),
         origin: origin.clone(),
+        scripts: None,
     })
 }
 
