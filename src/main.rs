@@ -130,12 +130,14 @@ enum Command {
     /// `[hooks] import = ["claude"]`, its `.claude/settings.json` and `.claude/settings.local.json`.
     ///
     /// Hooks run outside the command sandbox with your rights: trust only a folder whose hooks
-    /// you have read. The list is `trusted.toml` beside the config file (protocol/HOOKS.md).
+    /// you have read. `trusted.toml` beside the config file records the folder (its identity,
+    /// not only its path) and exactly the hooks listed here; when they change they wait for
+    /// `garuda trust` again (protocol/HOOKS.md).
     Trust {
         /// The workspace folder (exactly this folder, not the ones below it).
         #[arg(default_value = ".")]
         dir: PathBuf,
-        /// Print the trusted folders instead (the trust file's and `[hooks] trusted`).
+        /// Print the trusted folders instead (and old entries that need `garuda trust` again).
         #[arg(long)]
         list: bool,
     },
@@ -216,9 +218,11 @@ fn load_config(cli: &Cli) -> anyhow::Result<Config> {
     Ok(cfg)
 }
 
-/// Takes provider keys (and anything named like a credential) out of the environment before
-/// any thread or command exists, and makes the process non-dumpable, so no command can read
-/// them from `/proc/<server>/environ` or memory (see garuda_core::sandbox).
+/// Takes provider keys (and anything named like a credential) out of the environment and
+/// every variable off the allow-list out of the block `/proc/<server>/environ` shows, before
+/// any thread or command exists, and makes the process non-dumpable, so no command of an
+/// ordinary user can read them from `/proc/<server>/environ` or memory; root still can
+/// (see garuda_core::sandbox::secrets).
 fn keep_secrets_from_commands(cli: &Cli) {
     let mut names: Vec<String> = vec!["ANTHROPIC_API_KEY".into(), "OPENAI_API_KEY".into()];
     // A config error is reported by the command itself; here it only means no extra names.
@@ -327,10 +331,19 @@ fn trust(cli: &Cli, dir: &Path, list: bool) -> anyhow::Result<u8> {
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from);
+    let trusted = TrustList::for_settings(&cfg.hooks, home.as_deref())?;
     if list {
-        let trusted = TrustList::for_settings(&cfg.hooks, home.as_deref())?;
+        // stdout: one trusted folder a line, for scripts; old entries that let nothing run
+        // any more go to stderr with what to do.
         for e in trusted.entries() {
-            println!("{}", e.display());
+            println!("{}", e.path.display());
+        }
+        for (p, source) in trusted.outdated() {
+            eprintln!(
+                "{} (in {source}) records no hooks and lets none run: run `garuda trust {}`",
+                p.display(),
+                p.display()
+            );
         }
         return Ok(0);
     }
@@ -339,18 +352,10 @@ fn trust(cli: &Cli, dir: &Path, list: bool) -> anyhow::Result<u8> {
         .trust_file
         .clone()
         .context("no config folder (set XDG_CONFIG_HOME or HOME, or pass --config)")?;
-    let (root, added) = TrustList::add(&file, dir)?;
-    if added {
-        eprintln!("trusted {} (in {})", root.display(), file.display());
-    } else {
-        eprintln!(
-            "{} was trusted already ({})",
-            root.display(),
-            file.display()
-        );
-    }
-    // Say what now runs, so trusting is never blind.
-    let fs = garuda_core::fsroot::Root::open(&root)?;
+    // The folder is opened once: its identity, its hooks and what is recorded all come from
+    // this one open folder, whatever happens to the path meanwhile.
+    let fs = garuda_core::fsroot::Root::open(dir)?;
+    let root = fs.path().to_path_buf();
     let ws_cfg = match fs.read_text(
         Path::new(garuda_core::workspace::WORKSPACE_CONFIG),
         256 * 1024,
@@ -361,23 +366,35 @@ fn trust(cli: &Cli, dir: &Path, list: bool) -> anyhow::Result<u8> {
         }
         Err(_) => cfg.clone(),
     };
-    let trusted = TrustList::for_settings(&ws_cfg.hooks, home.as_deref())?;
     let set = HookSet::load(&ws_cfg, &fs, &trusted, home.as_deref());
-    let mine: Vec<_> = set
-        .hooks()
-        .iter()
-        .filter(|h| h.origin.is_workspace())
-        .collect();
-    if mine.is_empty() {
-        eprintln!("the workspace defines no hooks that run now");
+    let hooks = set.workspace_hooks();
+    let added = TrustList::add(&file, &fs, hooks)?;
+    if added {
+        eprintln!("trusted {} (in {})", root.display(), file.display());
+    } else {
+        eprintln!(
+            "{} was trusted already with these hooks ({})",
+            root.display(),
+            file.display()
+        );
     }
-    for h in mine {
-        let matcher = h.matcher_text.as_deref().unwrap_or("*");
-        eprintln!("  {} [{matcher}] {}  ({})", h.event, h.command, h.origin);
+    // Say exactly what was recorded, so trusting is never blind: these hooks and no others
+    // may run; any change waits for `garuda trust` again.
+    if hooks.is_empty() {
+        eprintln!("the workspace defines no hooks; any it adds later wait for `garuda trust`");
+    } else {
+        eprintln!("its hooks, which run outside the sandbox with your rights:");
     }
+    for h in hooks.hooks() {
+        eprintln!("  {h}");
+    }
+    // Loaded again under the new trust, so hooks that cannot run for another reason (an
+    // unknown event, a bad matcher) say so; trust was checked first before.
+    let now = TrustList::for_settings(&cfg.hooks, home.as_deref())?;
+    let set = HookSet::load(&ws_cfg, &fs, &now, home.as_deref());
     for s in set.skipped().iter().filter(|s| s.origin.is_workspace()) {
         eprintln!(
-            "  skipped: {} {}: {}",
+            "  (does not run: {} {}: {})",
             s.event,
             s.command.as_deref().unwrap_or("-"),
             s.reason

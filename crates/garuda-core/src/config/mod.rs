@@ -870,7 +870,8 @@ mod tests {
         assert_eq!(c.hooks.events["PreToolUse"][0].hooks[0].timeout, Some(5.0));
         let e = Config::parse("[hooks]\nimport = [\"cursor\"]\n", Path::new("c.toml")).unwrap_err();
         assert!(e.to_string().contains("cursor"), "{e}");
-        let ws = "[hooks]\ntrusted = [\"/w\"]\nimport = [\"claude\"]\n[[hooks.Stop]]\nhooks = [{ command = \"x\" }]\n";
+        let ws = "[hooks]\ntrusted = [\"/w\"]\nimport = [\"claude\"]\nenv = [\"GITHUB_PAT\"]\n\
+                  [[hooks.Stop]]\nhooks = [{ command = \"x\" }]\n";
         let (merged, warnings) = c
             .with_workspace(ws, Path::new("/w/.garuda/config.toml"))
             .unwrap();
@@ -878,7 +879,11 @@ mod tests {
         let (path, h) = merged.workspace_hooks.unwrap();
         assert_eq!(path, Path::new("/w/.garuda/config.toml"));
         assert!(h.events.contains_key("Stop"));
-        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert!(
+            warnings.iter().any(|w| w.contains("hooks.env")),
+            "a workspace cannot take the server's variables for its hooks: {warnings:?}"
+        );
     }
 
     #[test]

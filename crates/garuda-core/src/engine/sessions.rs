@@ -295,6 +295,9 @@ impl Engine {
             });
         let set = crate::hooks::HookSet::load(&ws.config, &ws.root, &trust, home.as_deref());
         warnings.extend(set.problems().iter().map(|p| format!("hooks: {p}")));
+        // Hooks that ran before and now wait for `garuda trust` again: say which and why, as
+        // direnv does for a changed `.envrc`.
+        warnings.extend(set.trust_notice());
         set
     }
 

@@ -174,6 +174,13 @@ impl Root {
         &self.path
     }
 
+    /// The device and inode of the folder this root holds open: what it is, whatever path
+    /// leads to it now (trust compares it, so a folder swapped in at a trusted path differs).
+    pub fn identity(&self) -> Result<(u64, u64), FsError> {
+        let st = rustix::fs::fstat(&self.fd).map_err(|e| map_err(Path::new("."), e.into()))?;
+        Ok((st.st_dev, st.st_ino))
+    }
+
     /// Turns a model- or client-given path (absolute inside the root, or relative) into a
     /// root-relative path; `..` that escapes and absolute paths elsewhere are `OutsideRoot`.
     /// The root itself is `"."`. The check is lexical; links are checked when opening.

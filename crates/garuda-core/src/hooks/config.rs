@@ -26,11 +26,16 @@ pub struct HooksSettings {
     pub enabled: bool,
     /// Settings files of other agents whose hooks run too.
     pub import: Vec<ImportSource>,
-    /// Workspaces whose own hooks may run (user config only; `garuda trust DIR` writes the
-    /// separate trust file instead, see [`super::TrustList`]).
+    /// Workspaces named by hand (user config only). They cannot record which hooks were
+    /// trusted, so they let nothing run; the warning says to run `garuda trust DIR`, which
+    /// writes the separate trust file (see [`super::TrustList`]).
     pub trusted: Vec<PathBuf>,
     /// Seconds a hook without its own `timeout` may run.
     pub timeout: f64,
+    /// Variables hooks get from the server's environment besides the commands' allow-list
+    /// (`[sandbox] env` and the built-in names): for a hook's own token, which the model's
+    /// commands then never see.
+    pub env: Vec<String>,
     /// The trust file beside the config file this came from (set at load; never from a
     /// file).
     #[serde(skip)]
@@ -48,6 +53,7 @@ impl Default for HooksSettings {
             import: Vec::new(),
             trusted: Vec::new(),
             timeout: DEFAULT_TIMEOUT_SECS,
+            env: Vec::new(),
             trust_file: None,
             events: BTreeMap::new(),
         }
@@ -55,7 +61,7 @@ impl Default for HooksSettings {
 }
 
 /// The switches `[hooks]` knows besides event names.
-const SWITCHES: &[&str] = &["enabled", "import", "trusted", "timeout"];
+const SWITCHES: &[&str] = &["enabled", "import", "trusted", "timeout", "env"];
 
 /// By hand rather than with `#[serde(flatten)]`: flattening buffers the table, which loses the
 /// line and column of errors and turns a misspelt switch into a puzzling "expected struct
@@ -80,6 +86,7 @@ impl<'de> Deserialize<'de> for HooksSettings {
                         "import" => s.import = map.next_value()?,
                         "trusted" => s.trusted = map.next_value()?,
                         "timeout" => s.timeout = map.next_value()?,
+                        "env" => s.env = map.next_value()?,
                         k if k.starts_with(|c: char| c.is_ascii_uppercase()) => {
                             let groups: Vec<MatcherGroup> = map.next_value()?;
                             s.events.entry(key).or_default().extend(groups);
@@ -106,7 +113,8 @@ impl<'de> Deserialize<'de> for HooksSettings {
 
 impl HooksSettings {
     /// Warnings for the keys a workspace's own `[hooks]` may not set: only its matcher groups
-    /// count (a repository cannot trust itself, turn the user's imports on, or change limits).
+    /// count (a repository cannot trust itself, turn the user's imports on, change limits or
+    /// take variables from the server's environment).
     pub fn workspace_warnings(&self, path: &std::path::Path) -> Vec<String> {
         let d = HooksSettings::default();
         let mut keys = Vec::new();
@@ -121,6 +129,9 @@ impl HooksSettings {
         }
         if self.timeout != d.timeout {
             keys.push("timeout");
+        }
+        if self.env != d.env {
+            keys.push("env");
         }
         keys.into_iter()
             .map(|k| {

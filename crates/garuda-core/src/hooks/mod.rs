@@ -6,7 +6,8 @@
 //! The parts, pure where they can be:
 //! - [`HooksSettings`] (`config`): the `[hooks]` table of a config file;
 //! - [`claude`]: Claude Code's settings files as a source (`[hooks] import = ["claude"]`);
-//! - [`TrustList`] (`trust`): the workspaces whose own hooks may run;
+//! - [`TrustList`] (`trust`): the workspaces whose own hooks may run, and which hooks
+//!   ([`WorkspaceHooks`], `digest`);
 //! - [`HookSet`] (`set`): the hooks in force for a workspace and the ones skipped, with why;
 //! - [`Matcher`] (`matcher`): Claude Code's matcher rules, with Claude Code's tool names;
 //! - [`HookInput`] (`input`): the JSON a hook reads;
@@ -20,6 +21,7 @@
 
 pub mod claude;
 mod config;
+mod digest;
 mod event;
 mod input;
 mod matcher;
@@ -36,6 +38,7 @@ mod tests;
 pub const STOP_CONTINUATIONS_MAX: u32 = 3;
 
 pub use config::{DEFAULT_TIMEOUT_SECS, HandlerConfig, HooksSettings, ImportSource, MatcherGroup};
+pub use digest::{HookChanges, TrustedHook, WorkspaceHooks};
 pub use event::{CLAUDE_ONLY_EVENTS, HookEvent};
 pub use input::{CompactTrigger, EventData, HookInput, SessionSource, permission_mode};
 pub use matcher::{Matcher, MatcherError, tool_match_names};
@@ -44,4 +47,4 @@ pub use output::{
 };
 pub use run::{ENV_CLAUDE_PROJECT_DIR, ENV_PROJECT_DIR, OUTPUT_CAP_BYTES, RunLimits, run_hooks};
 pub use set::{Hook, HookOrigin, HookSet, HookSource, ResolveOptions, SkipReason, SkippedHook};
-pub use trust::{TRUST_FILE, TrustError, TrustList};
+pub use trust::{TRUST_FILE, TrustEntry, TrustError, TrustList, TrustStatus};

@@ -4,7 +4,7 @@
 //! [`super::TrustList`] for why workspace hooks need trust), but with the sandbox's process
 //! handling: a parent-death signal, and a group that is killed at a timeout, at a cancel, and
 //! when the hook is done (a process a hook wants to outlive it must leave the group, e.g.
-//! `setsid`).
+//! `setsid`); and with the commands' environment allow-list, never the server's environment.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -36,6 +36,9 @@ pub struct RunLimits {
     /// How long the output of a hook that exited may still take to end (a background process
     /// holding its stdout) before its group is killed.
     pub exit_grace: Duration,
+    /// Names passed from the server's environment besides [`crate::sandbox::ENV_ALLOW_LIST`]:
+    /// the user's `[sandbox] env` and `[hooks] env`.
+    pub env: Vec<String>,
 }
 
 impl Default for RunLimits {
@@ -43,6 +46,7 @@ impl Default for RunLimits {
         RunLimits {
             output_cap: OUTPUT_CAP_BYTES,
             exit_grace: Duration::from_secs(1),
+            env: Vec::new(),
         }
     }
 }
@@ -53,7 +57,11 @@ impl HookSet {
     /// `cancelled` and holds only what finished.
     pub async fn run(&self, input: &HookInput, cancel: &CancellationToken) -> HookOutcome {
         let hooks = self.matching(input.event(), input.subject());
-        run_hooks(&hooks, input, self.root(), cancel, &RunLimits::default()).await
+        let limits = RunLimits {
+            env: self.env_names().to_vec(),
+            ..RunLimits::default()
+        };
+        run_hooks(&hooks, input, self.root(), cancel, &limits).await
     }
 }
 
@@ -136,18 +144,17 @@ fn shell() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/bin/sh"))
 }
 
-/// The environment a hook gets: the server's (provider keys were taken out of it at start,
-/// see `sandbox::take_secrets`), plus the project folder.
-fn env_policy(root: &Path, claude: bool) -> EnvPolicy {
-    let pass = std::env::vars_os()
-        .filter_map(|(k, _)| k.into_string().ok())
-        .collect();
+/// The environment a hook gets: the commands' allow-list plus the names the user's config
+/// adds, and the project folder. Never the server's whole environment: a deny-list of
+/// secret-looking names misses `GITHUB_PAT` or a password inside `DATABASE_URL`.
+fn env_policy(root: &Path, claude: bool, extra: &[String]) -> EnvPolicy {
+    let mut policy = EnvPolicy::with_extra(extra);
     let root = root.display().to_string();
-    let mut set = vec![(ENV_PROJECT_DIR.to_string(), root.clone())];
+    policy.set.push((ENV_PROJECT_DIR.to_string(), root.clone()));
     if claude {
-        set.push((ENV_CLAUDE_PROJECT_DIR.to_string(), root));
+        policy.set.push((ENV_CLAUDE_PROJECT_DIR.to_string(), root));
     }
-    EnvPolicy { pass, set }
+    policy
 }
 
 #[derive(Default)]
@@ -200,6 +207,20 @@ async fn run_one(
             ..failed(String::new())
         };
     }
+    // A workspace hook's scripts must still be the ones trusted: a command the model ran
+    // during the session may have rewritten one, and the hook would run it unsandboxed.
+    if let Some(expected) = &hook.scripts {
+        let now = crate::fsroot::Root::open(root)
+            .map(|r| super::digest::scripts_digest(&hook.command, &r))
+            .ok();
+        if now.as_ref() != Some(expected) {
+            return failed(format!(
+                "not run: a script its command names changed since the session started; if \
+                 the change is yours, run `garuda trust {}` and start a new session",
+                root.display()
+            ));
+        }
+    }
     let policy = SandboxPolicy {
         root: root.to_path_buf(),
         temp_dir: None,
@@ -208,7 +229,7 @@ async fn run_one(
         deny_read: Vec::new(),
         visible: Vec::new(),
         network: true,
-        env: env_policy(root, hook.origin.is_claude()),
+        env: env_policy(root, hook.origin.is_claude(), &limits.env),
     };
     let args: [OsString; 2] = ["-c".into(), hook.command.clone().into()];
     let mut cmd = match SandboxCommand::unconfined(&policy, shell, &args) {
@@ -287,5 +308,36 @@ async fn run_one(
         stderr,
         truncated: t1 || t2,
         elapsed,
+    }
+}
+
+#[cfg(test)]
+mod env_tests {
+    use super::*;
+
+    #[test]
+    fn a_hook_gets_the_allow_list_the_users_names_and_the_project_folder_only() {
+        let p = env_policy(Path::new("/w"), true, &["SLACK_WEBHOOK".to_string()]);
+        let got = p.resolve(&|n| match n {
+            "PATH" => Some("/bin".into()),
+            "SLACK_WEBHOOK" => Some("https://hooks".into()),
+            "GITHUB_PAT" | "DATABASE_URL" => Some("secret".into()),
+            _ => None,
+        });
+        let names: Vec<String> = got
+            .iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "PATH",
+                "SLACK_WEBHOOK",
+                ENV_PROJECT_DIR,
+                ENV_CLAUDE_PROJECT_DIR
+            ]
+        );
+        let native = env_policy(Path::new("/w"), false, &[]);
+        assert!(!native.set.iter().any(|(k, _)| k == ENV_CLAUDE_PROJECT_DIR));
     }
 }

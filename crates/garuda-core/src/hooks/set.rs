@@ -7,9 +7,10 @@ use std::time::Duration;
 use super::HookEvent;
 use super::claude::{self, SettingsFile};
 use super::config::{ImportSource, MatcherGroup};
+use super::digest::WorkspaceHooks;
 use super::event::CLAUDE_ONLY_EVENTS;
 use super::matcher::{Matcher, MatcherError, tool_match_names};
-use super::trust::TrustList;
+use super::trust::{TrustList, TrustStatus};
 use crate::fsroot::Root;
 
 /// Longest timeout a hook may ask for: an hour (a bigger number is a typo for milliseconds).
@@ -75,6 +76,9 @@ pub struct Hook {
     pub timeout: Duration,
     /// Where it was defined.
     pub origin: HookOrigin,
+    /// For a workspace's hook: the digest of the files its command names when the session
+    /// started (and trust matched); checked again before each run.
+    pub scripts: Option<String>,
 }
 
 /// Why a configured hook does not run.
@@ -84,10 +88,13 @@ pub enum SkipReason {
     Disabled,
     /// A Claude Code settings file says `disableAllHooks: true`.
     DisabledByClaude(PathBuf),
-    /// The workspace defined it and the user has not trusted the workspace.
+    /// The workspace defined it and the user has not trusted the workspace with the hooks it
+    /// has now.
     Untrusted {
         /// The workspace root.
         root: PathBuf,
+        /// What the trust list says about it.
+        status: TrustStatus,
     },
     /// No such event; the closest known name, if one is close.
     UnknownEvent {
@@ -113,11 +120,13 @@ impl std::fmt::Display for SkipReason {
             SkipReason::DisabledByClaude(p) => {
                 write!(f, "{} sets disableAllHooks", p.display())
             }
-            SkipReason::Untrusted { root } => write!(
-                f,
-                "the workspace is not trusted; run `garuda trust {}` to let its hooks run",
-                root.display()
-            ),
+            SkipReason::Untrusted { root, status } => {
+                let why = status.explain(root).unwrap_or_else(|| {
+                    // Trusted hooks are never skipped for trust; say it plainly if one is.
+                    "the workspace is not trusted".to_string()
+                });
+                f.write_str(&why)
+            }
             SkipReason::UnknownEvent {
                 suggestion: Some(s),
             } => {
@@ -174,8 +183,8 @@ pub struct ResolveOptions {
     pub default_timeout: f64,
     /// The workspace root (canonical).
     pub root: PathBuf,
-    /// The user trusts this workspace.
-    pub trusted: bool,
+    /// What the user's trust says about this workspace and its hooks now.
+    pub trust: TrustStatus,
     /// A Claude Code settings file turned imported hooks off.
     pub claude_disabled_by: Option<PathBuf>,
 }
@@ -188,6 +197,9 @@ pub struct HookSet {
     skipped: Vec<SkippedHook>,
     problems: Vec<String>,
     root: PathBuf,
+    workspace: WorkspaceHooks,
+    trust: Option<TrustStatus>,
+    env: Vec<String>,
 }
 
 impl HookSet {
@@ -280,16 +292,54 @@ impl HookSet {
                 take(f, origin, &mut sources);
             }
         }
+        let workspace = WorkspaceHooks::from_sources(&sources, root);
+        let status = trust.status(root, &workspace);
         let opts = ResolveOptions {
             enabled: user.enabled,
             default_timeout: user.timeout,
             root: root.path().to_path_buf(),
-            trusted: trust.is_trusted(root.path()),
+            trust: status.clone(),
             claude_disabled_by: disabled_by,
         };
         let mut set = HookSet::resolve(sources, &opts);
+        for h in set.hooks.iter_mut().filter(|h| h.origin.is_workspace()) {
+            h.scripts = Some(super::digest::scripts_digest(&h.command, root));
+        }
         set.problems = problems;
+        set.workspace = workspace;
+        set.trust = Some(status);
+        set.env = config
+            .sandbox
+            .env
+            .iter()
+            .chain(&user.env)
+            .cloned()
+            .collect();
         set
+    }
+
+    /// Names hooks get from the server's environment besides the built-in allow-list: the
+    /// user's `[sandbox] env` (what commands get) and `[hooks] env` (hooks only).
+    pub fn env_names(&self) -> &[String] {
+        &self.env
+    }
+
+    /// The workspace's own hooks as trust records them (empty unless built by
+    /// [`HookSet::load`]): what `garuda trust` records and lists.
+    pub fn workspace_hooks(&self) -> &WorkspaceHooks {
+        &self.workspace
+    }
+
+    /// A warning for the session's start when the workspace has hooks that trust once covered
+    /// but no longer does (they changed, the folder was replaced, the entry is from before
+    /// hooks were recorded); `None` when they run or were never trusted (those are listed as
+    /// skipped, as before).
+    pub fn trust_notice(&self) -> Option<String> {
+        match &self.trust {
+            Some(TrustStatus::Trusted | TrustStatus::Untrusted) | None => None,
+            Some(_) if self.workspace.is_empty() => None,
+            Some(s) => s.explain(&self.root).map(|why| format!("hooks: {why}")),
+        }
     }
 
     /// The hooks in force, in config order.
@@ -364,9 +414,10 @@ fn build(
     }
     // Trust before anything about the hook itself: an untrusted workspace's hooks are listed
     // as untrusted even when they also have other problems.
-    if origin.is_workspace() && !opts.trusted {
+    if origin.is_workspace() && !opts.trust.is_trusted() {
         return Err(SkipReason::Untrusted {
             root: opts.root.clone(),
+            status: opts.trust.clone(),
         });
     }
     let Some(event) = HookEvent::parse(name) else {
@@ -409,6 +460,7 @@ fn build(
         command,
         timeout: Duration::from_secs_f64(secs),
         origin: origin.clone(),
+        scripts: None,
     })
 }
 
@@ -444,7 +496,11 @@ mod tests {
             enabled: true,
             default_timeout: 60.0,
             root: "/w".into(),
-            trusted,
+            trust: if trusted {
+                TrustStatus::Trusted
+            } else {
+                TrustStatus::Untrusted
+            },
             claude_disabled_by: None,
         }
     }
@@ -508,7 +564,13 @@ mod tests {
                 .any(|s| s.reason == SkipReason::NoCommand)
         );
         let untrusted = find("evil.sh");
-        assert_eq!(untrusted, SkipReason::Untrusted { root: "/w".into() });
+        assert_eq!(
+            untrusted,
+            SkipReason::Untrusted {
+                root: "/w".into(),
+                status: TrustStatus::Untrusted
+            }
+        );
         assert!(untrusted.to_string().contains("garuda trust /w"));
 
         let trusted = HookSet::resolve(vec![user.clone(), ws], &opts(true));
@@ -637,18 +699,30 @@ mod tests {
                 .all(|h| h.origin.is_claude() || h.command == "mine.sh")
         );
 
-        let trust = TrustList::of([ws.canonicalize().unwrap()]);
+        assert_eq!(
+            set.trust_notice(),
+            None,
+            "never trusted: listed as skipped only"
+        );
+        let trust = TrustList::trusting(&root, set.workspace_hooks()).unwrap();
         let set = HookSet::load(&config, &root, &trust, Some(&home));
+        assert_eq!(set.trust_notice(), None);
         let run: Vec<&str> = set.hooks().iter().map(|h| h.command.as_str()).collect();
         assert!(
             run.contains(&"ws.sh") && run.contains(&"wsconf.sh"),
             "{run:?}"
         );
 
-        // Without the import, Claude Code's files are not read at all.
+        // Without the import, Claude Code's files are not read at all; the hook set is another
+        // one then, so the workspace's remaining hook waits for trust again.
         config.hooks.import.clear();
         let set = HookSet::load(&config, &root, &trust, Some(&home));
         assert!(set.hooks().iter().all(|h| !h.origin.is_claude()));
         assert!(set.problems().is_empty());
+        let notice = set.trust_notice().unwrap();
+        assert!(
+            notice.contains("removed PreToolUse [Bash] `ws.sh` (.claude/settings.local.json)"),
+            "{notice}"
+        );
     }
 }

@@ -61,7 +61,7 @@ impl Fx {
                 enabled: true,
                 default_timeout: 60.0,
                 root: self.root.clone(),
-                trusted: false,
+                trust: crate::hooks::TrustStatus::Untrusted,
                 claude_disabled_by: None,
             },
         )
@@ -620,8 +620,24 @@ async fn an_untrusted_workspace_hook_never_runs() {
     let o = run(&set, &f.bash_call("ls")).await;
     assert!(o.reports.is_empty());
     assert!(!ran.exists());
+    assert_eq!(
+        set.trust_notice(),
+        None,
+        "never trusted: no warning, as before"
+    );
+    // A bare path (an old trust file, or `[hooks] trusted`) grants nothing and says so.
+    let old =
+        TrustList::default().with_hand_written(std::slice::from_ref(&f.root), None, "config.toml");
+    let set = HookSet::load(&config, &root, &old, None);
+    assert!(!set.any());
+    let notice = set.trust_notice().unwrap();
+    assert!(
+        notice.contains("records no hooks") && notice.contains("garuda trust"),
+        "{notice}"
+    );
     // Trusted, it runs.
-    let set = HookSet::load(&config, &root, &TrustList::of([f.root.clone()]), None);
+    let trust = TrustList::trusting(&root, set.workspace_hooks()).unwrap();
+    let set = HookSet::load(&config, &root, &trust, None);
     run(&set, &f.bash_call("ls")).await;
     assert!(ran.exists());
 }
@@ -783,4 +799,43 @@ async fn a_claude_hook_rewrites_a_file_path_in_claude_terms() {
         o.updated_input,
         Some(json!({"path": "src/b.rs", "content": "x"}))
     );
+}
+
+#[tokio::test]
+async fn a_workspace_script_rewritten_during_the_session_does_not_run() {
+    let f = fx();
+    std::fs::create_dir_all(f.root.join(".garuda")).unwrap();
+    std::fs::write(f.root.join(".garuda/h.sh"), "echo ok >> ran\n").unwrap();
+    let config = crate::config::Config::default();
+    let (config, _) = config
+        .with_workspace(
+            "[[hooks.PreToolUse]]\nhooks = [{ command = \"bash .garuda/h.sh\" }]\n",
+            &f.root.join(".garuda/config.toml"),
+        )
+        .unwrap();
+    let root = crate::fsroot::Root::open(&f.root).unwrap();
+    let untrusted = HookSet::load(&config, &root, &TrustList::default(), None);
+    let trust = TrustList::trusting(&root, untrusted.workspace_hooks()).unwrap();
+    let set = HookSet::load(&config, &root, &trust, None);
+    run(&set, &f.bash_call("ls")).await;
+    run(&set, &f.bash_call("ls")).await;
+    let ran = f.root.join("ran");
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        "ok\nok\n",
+        "what the hook writes is not part of its digest"
+    );
+    // Rewritten mid-session (a command the model ran): refused before it runs.
+    std::fs::write(f.root.join(".garuda/h.sh"), "echo evil >> ran\n").unwrap();
+    let o = run(&set, &f.bash_call("ls")).await;
+    assert!(
+        matches!(&o.reports[0].exit, HookExit::SpawnFailed(e) if e.contains("changed")),
+        "{:?}",
+        o.reports
+    );
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ok\nok\n");
+    // And the next session start sees a changed hook set.
+    let next = HookSet::load(&config, &root, &trust, None);
+    assert!(!next.any());
+    assert!(next.trust_notice().unwrap().contains("changed PreToolUse"));
 }

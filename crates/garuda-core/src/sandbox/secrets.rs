@@ -9,6 +9,15 @@
 //!    `/proc/PID/{environ,mem,fd}`.
 //! 4. Sandboxed commands run in their own PID namespace: the server has no `/proc` entry there,
 //!    which holds even when everything runs as root (root ignores 3).
+//! 5. The initial environment block keeps only the allow-list's names ([`take_secrets`] moves
+//!    every other variable to the heap first, so the server still reads them): a process that
+//!    can open `/proc/<server>/environ` despite 3 (one running as root, as the server does in
+//!    a container) finds no `GITHUB_PAT` or `DATABASE_URL` there.
+//!
+//! What no layer covers: a process of the same user that bypasses 3 (root, or `CAP_SYS_PTRACE`)
+//! and runs outside the sandbox (a hook, an approved `outside_sandbox` command, any command
+//! with `[sandbox] enabled = false`) can still read the server's memory through
+//! `/proc/<server>/mem` or ptrace, provider keys included. Only 4 holds against root.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -57,7 +66,8 @@ impl SecretEnv {
 }
 
 /// Takes every variable that [`looks_secret`] or whose name is in `also` out of the process
-/// environment and the `/proc/self/environ` block, and returns their values (provider
+/// environment and the `/proc/self/environ` block, and returns their values; every other
+/// variable off the allow-list stays in the environment but leaves the block too (provider
 /// lookups read them from here: `provider::build_with_env(spec, cfg, &|v| secrets.get(v)
 /// .or_else(|| std::env::var(v).ok()))`). Non-UTF-8 values are removed and not returned.
 ///
@@ -81,12 +91,32 @@ pub unsafe fn take_secrets(also: &[&str]) -> SecretEnv {
         // SAFETY: the caller guarantees no other thread touches the environment.
         unsafe { std::env::remove_var(n) };
     }
+    // Every other variable the block shows and commands do not get is copied to the heap (set
+    // again: libc then points at its own copy) so its entry in the block can go too, whatever
+    // its name. Loader and libc settings stay: the loader keeps pointers into the block.
+    for (k, v) in std::env::vars_os() {
+        let Some(name) = k.to_str() else { continue };
+        if !keeps_block_entry(name) {
+            // SAFETY: the caller guarantees no other thread touches the environment.
+            unsafe { std::env::set_var(&k, &v) };
+            names.push(name.to_string());
+        }
+    }
     // Best effort: a kernel without /proc or a locked-down /proc/self/mem leaves the copy in
     // the block; the PID namespace still hides it from commands.
     if let Err(e) = scrub_environ_block(&names) {
         tracing::debug!("could not scrub the initial environment block: {e}");
     }
     SecretEnv(taken)
+}
+
+/// Variables whose `NAME=value` stays visible in `/proc/<server>/environ`: the allow-list
+/// every command gets anyway, and what the loader and libc read at start and may point into.
+fn keeps_block_entry(name: &str) -> bool {
+    super::ENV_ALLOW_LIST.contains(&name)
+        || name.starts_with("LD_")
+        || name.starts_with("MALLOC_")
+        || name == "GLIBC_TUNABLES"
 }
 
 static SECRETS: std::sync::OnceLock<SecretEnv> = std::sync::OnceLock::new();
@@ -178,6 +208,13 @@ mod tests {
             "v4lue".to_string(),
         )]));
         assert_eq!(format!("{s:?}"), "{\"K_TOKEN\"}");
+    }
+
+    #[test]
+    fn the_block_keeps_only_the_allow_list_and_loader_settings() {
+        assert!(keeps_block_entry("PATH") && keeps_block_entry("LD_LIBRARY_PATH"));
+        assert!(!keeps_block_entry("GITHUB_PAT"));
+        assert!(!keeps_block_entry("DATABASE_URL"));
     }
 
     #[test]
