@@ -783,10 +783,15 @@ test("session/list newest first with titles; session/resume without replay; sess
     const p = await prompt(ctx, second, "go on");
     assert.equal(p.stopReason, "end_turn");
     assert.equal(text(rec.updates), "C.");
+    // A session id is a UUID: one no session has is not found, anything else is invalid params.
     const unknown = await rpcError(
-      ctx.request(methods.agent.session.resume, { sessionId: "no-such-session", cwd: fx.ws, mcpServers: [] }),
+      ctx.request(methods.agent.session.resume, { sessionId: "00000000-0000-4000-8000-000000000000", cwd: fx.ws, mcpServers: [] }),
     );
     assert.equal(unknown.code, -32002);
+    const malformed = await rpcError(
+      ctx.request(methods.agent.session.resume, { sessionId: "no-such-session", cwd: fx.ws, mcpServers: [] }),
+    );
+    assert.equal(malformed.code, -32602);
   });
   assert.equal(b.code, 0);
 });
@@ -1102,9 +1107,13 @@ test("session/fork (unstable): a new session with the history; the source stays 
     assert.equal(p.stopReason, "end_turn");
     assert.equal(text(rec.updates.filter((u) => u.sessionId === forked)), "The word was apple.");
     const unknown = await rpcError(
-      ctx.request(unstableMethods.agent.session.fork, { sessionId: "no-such-session", cwd: fx.ws, mcpServers: [] }),
+      ctx.request(unstableMethods.agent.session.fork, { sessionId: "00000000-0000-4000-8000-000000000000", cwd: fx.ws, mcpServers: [] }),
     );
     assert.equal(unknown.code, -32002);
+    const malformed = await rpcError(
+      ctx.request(unstableMethods.agent.session.fork, { sessionId: "../escape", cwd: fx.ws, mcpServers: [] }),
+    );
+    assert.equal(malformed.code, -32602);
   });
   assert.equal(a.code, 0);
   const prompts = async (ctx, rec, sessionId) => {
