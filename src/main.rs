@@ -366,7 +366,7 @@ fn trust(cli: &Cli, dir: &Path, list: bool) -> anyhow::Result<u8> {
         }
         Err(_) => cfg.clone(),
     };
-    let set = HookSet::load(&ws_cfg, &fs, &trusted, home.as_deref());
+    let set = HookSet::load(ws_cfg.hook_config(), &fs, &trusted, home.as_deref());
     let hooks = set.workspace_hooks();
     let added = TrustList::add(&file, &fs, hooks)?;
     if added {
@@ -391,7 +391,7 @@ fn trust(cli: &Cli, dir: &Path, list: bool) -> anyhow::Result<u8> {
     // Loaded again under the new trust, so hooks that cannot run for another reason (an
     // unknown event, a bad matcher) say so; trust was checked first before.
     let now = TrustList::for_settings(&cfg.hooks, home.as_deref())?;
-    let set = HookSet::load(&ws_cfg, &fs, &now, home.as_deref());
+    let set = HookSet::load(ws_cfg.hook_config(), &fs, &now, home.as_deref());
     for s in set.skipped().iter().filter(|s| s.origin.is_workspace()) {
         eprintln!(
             "  (does not run: {} {}: {})",

@@ -7,6 +7,7 @@
 
 pub mod agents;
 pub mod config;
+pub mod dirs;
 pub mod engine;
 pub mod fsroot;
 pub mod hooks;

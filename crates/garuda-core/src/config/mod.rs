@@ -612,24 +612,17 @@ impl Config {
     }
 }
 
-/// The state directory: `$XDG_STATE_HOME/garuda` (or `~/.local/state/garuda`).
-pub fn state_dir() -> PathBuf {
-    std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("state")))
-        .unwrap_or_else(std::env::temp_dir)
-        .join("garuda")
-}
+pub use crate::dirs::{cache_dir, state_dir};
 
-/// Where Garuda keeps what it can recompute (the sandbox probe's answer):
-/// `$XDG_CACHE_HOME/garuda`, else `~/.cache/garuda`.
-pub fn cache_dir() -> Option<PathBuf> {
-    std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .map(|d| d.join("garuda"))
+impl Config {
+    /// What the hooks read of this config.
+    pub fn hook_config(&self) -> crate::hooks::HookConfig<'_> {
+        crate::hooks::HookConfig {
+            user: &self.hooks,
+            workspace_hooks: self.workspace_hooks.as_ref(),
+            command_env: &self.sandbox.env,
+        }
+    }
 }
 
 /// toml errors span several lines with a source excerpt; protocol errors want one line.

@@ -293,7 +293,8 @@ impl Engine {
                 warnings.push(format!("hooks: {e}; no workspace is trusted"));
                 crate::hooks::TrustList::default()
             });
-        let set = crate::hooks::HookSet::load(&ws.config, &ws.root, &trust, home.as_deref());
+        let set =
+            crate::hooks::HookSet::load(ws.config.hook_config(), &ws.root, &trust, home.as_deref());
         warnings.extend(set.problems().iter().map(|p| format!("hooks: {p}")));
         // Hooks that ran before and now wait for `garuda trust` again: say which and why, as
         // direnv does for a changed `.envrc`.

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::set::HookSource;
+use super::source::HookSource;
 use crate::fsroot::Root;
 
 /// Bytes of a named script that count; a bigger file counts by this prefix and its size.

@@ -28,6 +28,7 @@ mod matcher;
 mod output;
 mod run;
 mod set;
+mod source;
 mod trust;
 
 #[cfg(test)]
@@ -46,5 +47,7 @@ pub use output::{
     HookExit, HookOutcome, HookReport, HookResult, HookRun, PermissionDecision, interpret,
 };
 pub use run::{ENV_CLAUDE_PROJECT_DIR, ENV_PROJECT_DIR, OUTPUT_CAP_BYTES, RunLimits, run_hooks};
-pub use set::{Hook, HookOrigin, HookSet, HookSource, ResolveOptions, SkipReason, SkippedHook};
+pub use set::{
+    Hook, HookConfig, HookOrigin, HookSet, HookSource, ResolveOptions, SkipReason, SkippedHook,
+};
 pub use trust::{TRUST_FILE, TrustEntry, TrustError, TrustList, TrustStatus};

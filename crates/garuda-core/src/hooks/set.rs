@@ -1,65 +1,20 @@
 //! The hooks in force for one workspace, and the ones skipped with the reason.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::HookEvent;
 use super::claude::{self, SettingsFile};
-use super::config::{ImportSource, MatcherGroup};
+use super::config::{HooksSettings, ImportSource};
 use super::digest::WorkspaceHooks;
 use super::event::CLAUDE_ONLY_EVENTS;
 use super::matcher::{Matcher, MatcherError, tool_match_names};
+pub use super::source::{HookOrigin, HookSource};
 use super::trust::{TrustList, TrustStatus};
 use crate::fsroot::Root;
 
 /// Longest timeout a hook may ask for: an hour (a bigger number is a typo for milliseconds).
 const MAX_TIMEOUT_SECS: f64 = 3_600.0;
-
-/// Where a hook was defined.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HookOrigin {
-    /// The user's `config.toml`.
-    UserConfig,
-    /// The user's `~/.claude/settings.json`.
-    ClaudeUser(PathBuf),
-    /// The workspace's `.garuda/config.toml`.
-    WorkspaceConfig(PathBuf),
-    /// The workspace's `.claude/settings.json` or `.claude/settings.local.json`.
-    ClaudeWorkspace(PathBuf),
-}
-
-impl HookOrigin {
-    /// True for hooks the workspace defines (they need the user's trust).
-    pub fn is_workspace(&self) -> bool {
-        matches!(
-            self,
-            HookOrigin::WorkspaceConfig(_) | HookOrigin::ClaudeWorkspace(_)
-        )
-    }
-
-    /// True for hooks imported from Claude Code's settings (they see Claude Code's tool names
-    /// and get `CLAUDE_PROJECT_DIR`).
-    pub fn is_claude(&self) -> bool {
-        matches!(
-            self,
-            HookOrigin::ClaudeUser(_) | HookOrigin::ClaudeWorkspace(_)
-        )
-    }
-}
-
-impl std::fmt::Display for HookOrigin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HookOrigin::UserConfig => f.write_str("user config"),
-            HookOrigin::ClaudeUser(p)
-            | HookOrigin::WorkspaceConfig(p)
-            | HookOrigin::ClaudeWorkspace(p) => {
-                write!(f, "{}", p.display())
-            }
-        }
-    }
-}
 
 /// One hook in force.
 #[derive(Debug, Clone)]
@@ -165,15 +120,6 @@ pub struct SkippedHook {
     pub reason: SkipReason,
 }
 
-/// Hooks from one place, as written.
-#[derive(Debug, Clone)]
-pub struct HookSource {
-    /// Where they come from.
-    pub origin: HookOrigin,
-    /// Matcher groups by event name.
-    pub events: BTreeMap<String, Vec<MatcherGroup>>,
-}
-
 /// What resolving needs besides the sources.
 #[derive(Debug, Clone)]
 pub struct ResolveOptions {
@@ -200,6 +146,20 @@ pub struct HookSet {
     workspace: WorkspaceHooks,
     trust: Option<TrustStatus>,
     env: Vec<String>,
+}
+
+/// What of the configuration the hooks read: the user's `[hooks]`, the workspace's own
+/// `[hooks]` with the file it came from, and the variables the user passes to commands (hooks
+/// get them too). The config builds it ([`crate::config::Config::hook_config`]), so the hooks
+/// need not know the whole config.
+#[derive(Debug, Clone, Copy)]
+pub struct HookConfig<'a> {
+    /// The user's `[hooks]`.
+    pub user: &'a HooksSettings,
+    /// The workspace's `.garuda/config.toml` and its `[hooks]`, when it has them.
+    pub workspace_hooks: Option<&'a (PathBuf, HooksSettings)>,
+    /// The user's `[sandbox] env` names.
+    pub command_env: &'a [String],
 }
 
 impl HookSet {
@@ -243,17 +203,20 @@ impl HookSet {
         set
     }
 
-    /// Loads the hooks for a workspace: the user's `[hooks]` (`config.hooks`), the
-    /// workspace's own (`config.workspace_hooks`, set when its `.garuda/config.toml` has
-    /// `[hooks]`), and with `import = ["claude"]` Claude Code's settings under `home` and
+    /// Loads the hooks for a workspace: the user's `[hooks]`, the workspace's own (when its
+    /// `.garuda/config.toml` has `[hooks]`), and with `import = ["claude"]` Claude Code's settings under `home` and
     /// beneath `root`. Workspace hooks run only when `trust` holds the root.
     pub fn load(
-        config: &crate::config::Config,
+        config: HookConfig<'_>,
         root: &Root,
         trust: &TrustList,
         home: Option<&Path>,
     ) -> HookSet {
-        let user = &config.hooks;
+        let HookConfig {
+            user,
+            workspace_hooks,
+            command_env,
+        } = config;
         let import_claude = user.import.contains(&ImportSource::Claude);
         let mut sources = vec![HookSource {
             origin: HookOrigin::UserConfig,
@@ -280,7 +243,7 @@ impl HookSet {
             let origin = HookOrigin::ClaudeUser(f.path.clone());
             take(f, origin, &mut sources);
         }
-        if let Some((path, ws)) = &config.workspace_hooks {
+        if let Some((path, ws)) = workspace_hooks {
             sources.push(HookSource {
                 origin: HookOrigin::WorkspaceConfig(path.clone()),
                 events: ws.events.clone(),
@@ -308,13 +271,7 @@ impl HookSet {
         set.problems = problems;
         set.workspace = workspace;
         set.trust = Some(status);
-        set.env = config
-            .sandbox
-            .env
-            .iter()
-            .chain(&user.env)
-            .cloned()
-            .collect();
+        set.env = command_env.iter().chain(&user.env).cloned().collect();
         set
     }
 
@@ -467,7 +424,8 @@ fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hooks::config::HandlerConfig;
+    use crate::hooks::config::{HandlerConfig, MatcherGroup};
+    use std::collections::BTreeMap;
 
     fn group(matcher: Option<&str>, kind: Option<&str>, command: Option<&str>) -> MatcherGroup {
         MatcherGroup {
@@ -676,7 +634,12 @@ mod tests {
         assert!(warnings[0].contains("hooks.trusted"), "{warnings:?}");
         config = merged;
         let root = Root::open(&ws).unwrap();
-        let set = HookSet::load(&config, &root, &TrustList::default(), Some(&home));
+        let set = HookSet::load(
+            config.hook_config(),
+            &root,
+            &TrustList::default(),
+            Some(&home),
+        );
         let run: Vec<&str> = set.hooks().iter().map(|h| h.command.as_str()).collect();
         assert_eq!(run[0], "mine.sh");
         assert!(run.iter().any(|c| c.contains("bash-command-log")));
@@ -705,7 +668,7 @@ mod tests {
             "never trusted: listed as skipped only"
         );
         let trust = TrustList::trusting(&root, set.workspace_hooks()).unwrap();
-        let set = HookSet::load(&config, &root, &trust, Some(&home));
+        let set = HookSet::load(config.hook_config(), &root, &trust, Some(&home));
         assert_eq!(set.trust_notice(), None);
         let run: Vec<&str> = set.hooks().iter().map(|h| h.command.as_str()).collect();
         assert!(
@@ -716,7 +679,7 @@ mod tests {
         // Without the import, Claude Code's files are not read at all; the hook set is another
         // one then, so the workspace's remaining hook waits for trust again.
         config.hooks.import.clear();
-        let set = HookSet::load(&config, &root, &trust, Some(&home));
+        let set = HookSet::load(config.hook_config(), &root, &trust, Some(&home));
         assert!(set.hooks().iter().all(|h| !h.origin.is_claude()));
         assert!(set.problems().is_empty());
         let notice = set.trust_notice().unwrap();

@@ -611,7 +611,7 @@ async fn an_untrusted_workspace_hook_never_runs() {
         )
         .unwrap();
     let root = crate::fsroot::Root::open(&f.root).unwrap();
-    let set = HookSet::load(&config, &root, &TrustList::default(), None);
+    let set = HookSet::load(config.hook_config(), &root, &TrustList::default(), None);
     assert!(!set.any());
     assert!(matches!(
         set.skipped()[0].reason,
@@ -628,7 +628,7 @@ async fn an_untrusted_workspace_hook_never_runs() {
     // A bare path (an old trust file, or `[hooks] trusted`) grants nothing and says so.
     let old =
         TrustList::default().with_hand_written(std::slice::from_ref(&f.root), None, "config.toml");
-    let set = HookSet::load(&config, &root, &old, None);
+    let set = HookSet::load(config.hook_config(), &root, &old, None);
     assert!(!set.any());
     let notice = set.trust_notice().unwrap();
     assert!(
@@ -637,7 +637,7 @@ async fn an_untrusted_workspace_hook_never_runs() {
     );
     // Trusted, it runs.
     let trust = TrustList::trusting(&root, set.workspace_hooks()).unwrap();
-    let set = HookSet::load(&config, &root, &trust, None);
+    let set = HookSet::load(config.hook_config(), &root, &trust, None);
     run(&set, &f.bash_call("ls")).await;
     assert!(ran.exists());
 }
@@ -814,9 +814,9 @@ async fn a_workspace_script_rewritten_during_the_session_does_not_run() {
         )
         .unwrap();
     let root = crate::fsroot::Root::open(&f.root).unwrap();
-    let untrusted = HookSet::load(&config, &root, &TrustList::default(), None);
+    let untrusted = HookSet::load(config.hook_config(), &root, &TrustList::default(), None);
     let trust = TrustList::trusting(&root, untrusted.workspace_hooks()).unwrap();
-    let set = HookSet::load(&config, &root, &trust, None);
+    let set = HookSet::load(config.hook_config(), &root, &trust, None);
     run(&set, &f.bash_call("ls")).await;
     run(&set, &f.bash_call("ls")).await;
     let ran = f.root.join("ran");
@@ -835,7 +835,7 @@ async fn a_workspace_script_rewritten_during_the_session_does_not_run() {
     );
     assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ok\nok\n");
     // And the next session start sees a changed hook set.
-    let next = HookSet::load(&config, &root, &trust, None);
+    let next = HookSet::load(config.hook_config(), &root, &trust, None);
     assert!(!next.any());
     assert!(next.trust_notice().unwrap().contains("changed PreToolUse"));
 }

@@ -77,10 +77,10 @@ impl SandboxState {
 /// milliseconds, unless the cache file answers) and kept for the process's life.
 pub fn probe() -> &'static SandboxState {
     static STATE: OnceLock<SandboxState> = OnceLock::new();
-    STATE.get_or_init(|| probe_cached(crate::config::cache_dir().map(|d| d.join(CACHE_FILE))))
+    STATE.get_or_init(|| probe_cached(crate::dirs::cache_dir().map(|d| d.join(CACHE_FILE))))
 }
 
-/// The cache file's name in [`crate::config::cache_dir`].
+/// The cache file's name in [`crate::dirs::cache_dir`].
 pub const CACHE_FILE: &str = "sandbox-probe";
 const CACHE_HEAD: &str = "garuda sandbox probe 1";
 
