@@ -5,7 +5,20 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use super::policy::SandboxPolicy;
-use super::probe::BwrapInfo;
+
+/// The bubblewrap found on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BwrapInfo {
+    /// The executable.
+    pub path: PathBuf,
+    /// Its version, e.g. `0.8.0`.
+    pub version: String,
+    /// Whether commands get their own user namespace (off only where bwrap works without one,
+    /// i.e. as root or installed setuid).
+    pub user_namespace: bool,
+    /// Whether bwrap can forbid nested user namespaces (`--disable-userns`, 0.8.0 and later).
+    pub disable_userns: bool,
+}
 
 /// What a path is on the host, as far as the mount plan cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

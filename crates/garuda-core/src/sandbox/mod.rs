@@ -32,13 +32,14 @@ mod tests;
 
 use std::path::PathBuf;
 
+pub use bwrap::BwrapInfo;
 pub use config::SandboxSettings;
 pub use env::{ENV_ALLOW_LIST, EnvPolicy};
 pub use policy::{
     CARGO_CACHES, HOME_CACHES, HOME_SECRETS, PROTECTED_IN_ROOT, SYSTEM_SECRETS, SandboxPolicy,
     XDG_CACHES, default_denied_reads, package_caches,
 };
-pub use probe::{BWRAP_ENV, BwrapInfo, SandboxMode, SandboxState, probe, probe_uncached};
+pub use probe::{BWRAP_ENV, SandboxMode, SandboxState, probe, probe_uncached};
 pub use runner::{CommandRunner, CommandSandbox, Unconfined, session_runner};
 pub use secrets::{
     SecretEnv, harden_process, install_secrets, looks_secret, secret_var, take_secrets,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use super::bwrap::namespace_args;
+use super::bwrap::{BwrapInfo, namespace_args};
 
 /// How commands are confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,20 +17,6 @@ pub enum SandboxMode {
     Bubblewrap,
     /// No sandbox: every command needs the user's approval.
     None,
-}
-
-/// The bubblewrap found on this machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BwrapInfo {
-    /// The executable.
-    pub path: PathBuf,
-    /// Its version, e.g. `0.8.0`.
-    pub version: String,
-    /// Whether commands get their own user namespace (off only where bwrap works without one,
-    /// i.e. as root or installed setuid).
-    pub user_namespace: bool,
-    /// Whether bwrap can forbid nested user namespaces (`--disable-userns`, 0.8.0 and later).
-    pub disable_userns: bool,
 }
 
 /// What the probe found.
