@@ -13,12 +13,12 @@ use super::budget::{budgets, context_tokens, fixed_chars, learn_limit};
 use super::events::{CompactionPhase, TurnEvent};
 use super::host::TurnHost;
 use super::live::{LiveSession, SessionState, TurnError};
-use super::side::{request_chars, side_call};
+use super::side::{request_chars, response_text, side_call};
 use super::view::{current_view, forget_reads_out_of_view, view_anchors};
 use crate::fsroot::FileStamp;
 use crate::message::{Block, Message, Usage};
 use crate::prompt::PartKind;
-use crate::provider::{ModelRequest, ModelResponse, ProviderError};
+use crate::provider::{ModelRequest, ProviderError};
 use crate::session::Record;
 use crate::session::compact::blocking_limit;
 use crate::session::compact::{
@@ -243,18 +243,6 @@ fn snapshot(session: &LiveSession, p: &str) -> Option<Snapshot> {
         rel,
         stamp,
     })
-}
-
-/// The text blocks of a side request's answer, one per line.
-pub(crate) fn response_text(resp: &ModelResponse) -> String {
-    resp.content
-        .iter()
-        .filter_map(|b| match b {
-            Block::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The older part a summary covers, twice: as the main request shows it (notes and restored

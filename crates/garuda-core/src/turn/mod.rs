@@ -3,6 +3,7 @@
 
 mod agents;
 mod approval;
+mod ask;
 mod budget;
 mod compact;
 mod events;

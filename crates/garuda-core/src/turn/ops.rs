@@ -373,7 +373,7 @@ async fn ask_collapse(
                         .content
                         .iter()
                         .any(|b| matches!(b, Block::ToolUse { .. }));
-                    let text = strip_analysis(&super::compact::response_text(&resp));
+                    let text = strip_analysis(&super::side::response_text(&resp));
                     if !called && !text.trim().is_empty() {
                         return Ok((text, usage));
                     }
@@ -407,7 +407,7 @@ async fn ask_collapse(
     let req = base(session.system(), Vec::new(), msgs, cache);
     let resp = collapse_call(session, state, req, cancel).await?;
     usage.add(&resp.usage);
-    let text = strip_analysis(&super::compact::response_text(&resp));
+    let text = strip_analysis(&super::side::response_text(&resp));
     if text.trim().is_empty() {
         return Err(TurnError::Invalid(
             "the model gave no summary for the span; pass one in `summary`".into(),

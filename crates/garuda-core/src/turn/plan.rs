@@ -196,8 +196,8 @@ pub(super) async fn exit(
         // the title is (`input.plan` keeps the model's exact text).
         plan: Some(crate::text::escape_format_chars(&plan).into_owned()),
     };
-    let Some(answer) = super::run::ask_person(session, host, &ctx.cancel, req, notice).await else {
-        return super::run::interrupted();
+    let Some(answer) = super::ask::ask_person(session, host, &ctx.cancel, req, notice).await else {
+        return super::ask::interrupted();
     };
     let with = |out: ToolOutput, approval: Approval| {
         out.with_meta(ToolMeta {

@@ -1,12 +1,12 @@
 //! The step loop of one turn.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::ask::{INTERRUPTED, ask_person, interrupted};
 use super::budget::learn_limit;
 use super::compact::{CompactRequest, compact_if_needed, compact_session};
 use super::events::{PermissionAnswer, PermissionRequest, TurnEvent, TurnFailure};
@@ -44,7 +44,6 @@ pub struct TurnOutcome {
 
 use crate::session::compact::{MIN_OUTPUT, blocking_limit};
 
-const INTERRUPTED: &str = "[interrupted: the turn was cancelled before this tool call finished]";
 const UNASKED: &str = "This tool call needs the user's approval and no one could be asked (a headless run without a terminal), so it did not run. The user has not refused it: they may allow it and continue this session.";
 const DENIED: &str = "The user denied this tool call. Do not retry it as is; ask the user what to do instead, or take another approach.";
 const APPROVAL_FAILED: &str = "The approval request for this tool call could not be completed (the client failed to answer), so it was not run. Do not retry it as is; take another approach, or end your turn saying what you need approved.";
@@ -855,39 +854,6 @@ fn touched(
     if out.meta.wrote && out.meta.path.as_deref().is_some_and(instruction_file) {
         ws.invalidate();
     }
-}
-
-/// Asks the person through the host: the Notification hooks hear `notice` first, and the
-/// answer is waited for within the approval timeout (the host enforces it and tells its
-/// client; this is a backstop for hosts that never answer). None: the turn was cancelled
-/// meanwhile.
-pub(super) async fn ask_person(
-    session: &Arc<LiveSession>,
-    host: &dyn TurnHost,
-    cancel: &CancellationToken,
-    req: PermissionRequest,
-    notice: String,
-) -> Option<PermissionAnswer> {
-    super::hooks::fire_and_forget(
-        session,
-        EventData::Notification {
-            message: notice,
-            notification_type: "permission_prompt".into(),
-        },
-    );
-    let secs = session.setup.approval_timeout_secs.max(1);
-    let wait = Duration::from_secs(secs + 2);
-    tokio::select! {
-        a = tokio::time::timeout(wait, host.ask_permission(req)) => Some(a.unwrap_or(PermissionAnswer::TimedOut)),
-        _ = cancel.cancelled() => None,
-    }
-}
-
-pub(super) fn interrupted() -> ToolOutput {
-    ToolOutput::error(INTERRUPTED).with_meta(ToolMeta {
-        cancelled: true,
-        ..Default::default()
-    })
 }
 
 /// Appends a partial assistant message and answers each of its tool calls with `note`,

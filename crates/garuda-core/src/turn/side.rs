@@ -81,3 +81,15 @@ pub(crate) fn request_chars(req: &ModelRequest) -> usize {
         .sum();
     req.system.chars().count() + tokens::tool_chars(&req.tools) + messages
 }
+
+/// The text blocks of a side request's answer, one per line.
+pub(crate) fn response_text(resp: &ModelResponse) -> String {
+    resp.content
+        .iter()
+        .filter_map(|b| match b {
+            Block::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
