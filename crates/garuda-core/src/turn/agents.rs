@@ -93,13 +93,8 @@ pub fn running_agent(id: &str) -> Option<Arc<LiveSession>> {
         .and_then(std::sync::Weak::upgrade)
 }
 
-/// True while the agent call that runs the sub-session `id` has not ended.
-pub(crate) fn is_running(id: &str) -> bool {
-    running_agent(id).is_some()
-}
-
-/// A sub-session listed in [`RUNNING`] until its call ends.
-struct Listed(String);
+/// A sub-session listed in [`RUNNING`], and marked as run by its call, until the call ends.
+struct Listed(Arc<LiveSession>);
 
 impl Listed {
     fn new(child: &Arc<LiveSession>) -> Listed {
@@ -107,16 +102,18 @@ impl Listed {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(child.id.clone(), Arc::downgrade(child));
-        Listed(child.id.clone())
+        child.set_agent_call(true);
+        Listed(child.clone())
     }
 }
 
 impl Drop for Listed {
     fn drop(&mut self) {
+        self.0.set_agent_call(false);
         RUNNING
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.0);
+            .remove(&self.0.id);
     }
 }
 

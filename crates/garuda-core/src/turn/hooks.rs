@@ -303,3 +303,34 @@ pub(crate) async fn stop_blocks(
     state.append(vec![Record::Message(note)])?;
     Ok(true)
 }
+
+/// A session leaving memory runs its SessionEnd hooks: here, beside the other firings, so the
+/// session state need not import the hooks.
+impl LiveSession {
+    /// The session leaves memory (`close`, `delete`, `evicted`): its SessionEnd hooks run,
+    /// without holding up the caller.
+    pub fn ended(self: &std::sync::Arc<Self>, reason: &str) {
+        if self.is_agent() {
+            return;
+        }
+        fire_and_forget(
+            self,
+            crate::hooks::EventData::SessionEnd {
+                reason: reason.to_string(),
+            },
+        );
+    }
+
+    /// The process exits with the session in memory: its SessionEnd hooks run (reason
+    /// `exit`) and the caller waits for them, so a cleanup hook is not cut off by the exit.
+    pub async fn end_at_exit(self: &std::sync::Arc<Self>) {
+        let data = crate::hooks::EventData::SessionEnd {
+            reason: "exit".to_string(),
+        };
+        if self.is_agent() || !self.setup.hooks.has(data.event()) {
+            return;
+        }
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let _ = fire(self, &super::host::NullHost, None, data, &cancel).await;
+    }
+}

@@ -8,21 +8,13 @@
 //! the model never has a file's text both in the prompt and in a note.
 
 use super::live::{LiveSession, SessionState, TurnError};
+pub use super::notes::RootNoted;
 use super::view::current_view;
 use crate::message::{Block, Role};
 use crate::prompt::changes::{InstructionText, render_note};
 use crate::session::records::{
     InstructionChangeRecord, MessageMeta, MessageRecord, Record, SnipRecord, new_id, now_ms,
 };
-
-/// The latest note about the instruction files: the text it put in force and its message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RootNoted {
-    /// The text the note carries.
-    pub text: InstructionText,
-    /// The note message.
-    pub message_id: String,
-}
 
 /// The notes about instruction files since the last compaction. A loaded session's system
 /// prompt is assembled from disk, so it already carries what they said (or newer text): they

@@ -193,7 +193,7 @@ pub struct SessionState {
     pub last_usage: Option<Usage>,
     /// The latest note putting changed instruction files in force (None: the system prompt
     /// is current, or no note was sent since the last compaction).
-    pub root_note: Option<super::instructions::RootNoted>,
+    pub root_note: Option<super::notes::RootNoted>,
     /// Notes about instruction files that a load made stale (its system prompt was assembled
     /// from disk): snipped before the next request.
     pub stale_notes: Vec<String>,
@@ -211,7 +211,7 @@ pub struct SessionState {
     pub collapse_failures: u32,
     /// Nested instruction files and path-scoped rules: touched paths, what is in force and
     /// what the model has.
-    pub scope: super::scoped::ScopeState,
+    pub scope: super::notes::ScopeState,
     /// The skills on disk when a change was last noted (so one change is noted once).
     pub skills_noted: Option<Vec<crate::skills::SkillStamp>>,
     /// A plan the user approved in the running step, recorded after the step's results.
@@ -297,6 +297,9 @@ pub struct LiveSession {
     start_hooks: Mutex<Option<crate::hooks::SessionSource>>,
     /// The transcript holds a message of the user's own.
     user_words: std::sync::atomic::AtomicBool,
+    /// An agent call is running this sub-session now (set by the call, see `turn/agents.rs`),
+    /// so a client's own turn on it is refused as `AgentRunning`, not plain `Busy`.
+    agent_call: std::sync::atomic::AtomicBool,
 }
 
 /// The tool registry a compaction would install, and the MCP list and skills behind it.
@@ -339,23 +342,44 @@ impl DerefMut for Operation<'_> {
     }
 }
 
+/// What a session's records say beyond the messages, found by the files that keep each part
+/// up (todos, skills, plan mode, instruction notes) when the session is brought to life.
+pub(super) struct Replayed {
+    /// The task list.
+    pub todos: Vec<TodoItem>,
+    /// Folders outside the root `read_file` may read (loaded skills of the user's).
+    pub readable: Vec<std::path::PathBuf>,
+    /// The model last heard that plan mode is on.
+    pub plan_heard: bool,
+    /// Instruction notes since the last compaction.
+    pub stale_notes: Vec<String>,
+    /// Nested instructions and rules touched and attached.
+    pub scope: super::notes::ScopeState,
+}
+
 impl LiveSession {
-    /// Brings a session to life from its header and records.
-    pub fn new(
+    /// A session from its header, records and what [`Replayed`] made of them (see
+    /// `turn/resume.rs`, which builds both: `LiveSession::new`).
+    pub(super) fn from_parts(
         header: SessionHeader,
         setup: SessionSetup,
         file: SessionFile,
         records: Vec<Record>,
+        replayed: Replayed,
     ) -> LiveSession {
+        let Replayed {
+            todos,
+            readable,
+            plan_heard,
+            stale_notes,
+            scope,
+        } = replayed;
         let opts = setup.prompt_options(&header.model, &setup.tools);
         let assembled = setup.workspace.assemble(&opts);
         let count = records.iter().filter(|r| r.as_message().is_some()).count();
         let message_count = Arc::new(AtomicU64::new(count as u64));
         let setup_tools = setup.tools.clone();
-        let todos = super::todo::replay(&records, &setup.tools);
-        let readable = super::skills::readable(&records, &setup.tools, &setup.skills);
         let skills = setup.skills.clone();
-        let plan_heard = super::plan::heard_in(&records);
         let user_words = records
             .iter()
             .filter_map(Record::as_message)
@@ -369,7 +393,7 @@ impl LiveSession {
                 file,
                 last_usage: None,
                 root_note: None,
-                stale_notes: super::instructions::notes_since_compaction(&records),
+                stale_notes,
                 view_cache: ViewCache::new(),
                 tracker: ContextTracker::replay(&records),
                 failures: FailureTracker::default(),
@@ -378,11 +402,7 @@ impl LiveSession {
                 collapse_failures: 0,
                 skills_noted: None,
                 approved_plan: None,
-                scope: super::scoped::ScopeState::replay(
-                    &records,
-                    &setup.tools,
-                    &setup.workspace.root,
-                ),
+                scope,
                 message_count,
                 records,
             }),
@@ -409,6 +429,7 @@ impl LiveSession {
             })),
             readable: Arc::new(Mutex::new(readable)),
             user_words: std::sync::atomic::AtomicBool::new(user_words),
+            agent_call: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -453,12 +474,17 @@ impl LiveSession {
         })
     }
 
+    /// Marks this sub-session as run by an agent call (`on`) or no longer.
+    pub(super) fn set_agent_call(&self, on: bool) {
+        self.agent_call.store(on, Ordering::SeqCst);
+    }
+
     /// Claims the session for one operation; `Busy` while another holds it.
     fn claim(&self, cancel: &CancellationToken) -> Result<Claim<'_>, TurnError> {
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         if running.is_some() {
             if let Some(link) = &self.header.parent
-                && super::agents::is_running(&self.id)
+                && self.agent_call.load(Ordering::SeqCst)
             {
                 return Err(TurnError::AgentRunning {
                     session_id: self.id.clone(),
@@ -678,33 +704,6 @@ impl LiveSession {
     /// The session's tool registry now (fixed between compactions).
     pub fn tools(&self) -> Arc<ToolRegistry> {
         self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// The session leaves memory (`close`, `delete`, `evicted`): its SessionEnd hooks run,
-    /// without holding up the caller.
-    pub fn ended(self: &Arc<Self>, reason: &str) {
-        if self.is_agent() {
-            return;
-        }
-        super::hooks::fire_and_forget(
-            self,
-            crate::hooks::EventData::SessionEnd {
-                reason: reason.to_string(),
-            },
-        );
-    }
-
-    /// The process exits with the session in memory: its SessionEnd hooks run (reason
-    /// `exit`) and the caller waits for them, so a cleanup hook is not cut off by the exit.
-    pub async fn end_at_exit(self: &Arc<Self>) {
-        let data = crate::hooks::EventData::SessionEnd {
-            reason: "exit".to_string(),
-        };
-        if self.is_agent() || !self.setup.hooks.has(data.event()) {
-            return;
-        }
-        let cancel = tokio_util::sync::CancellationToken::new();
-        let _ = super::hooks::fire(self, &super::host::NullHost, None, data, &cancel).await;
     }
 
     /// The SessionStart source still to fire, once.

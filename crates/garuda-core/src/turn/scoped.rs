@@ -2,10 +2,11 @@
 //! touched, what is in force for them, what the model has of it, and the notes that close
 //! the gap (once per file and version). The system prompt never changes for them.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use super::live::{LiveSession, SessionState, TurnError};
+pub use super::notes::{Attached, ScopeState};
 use super::view::current_view;
 use crate::fsroot::{EntryKind, Root};
 use crate::message::{Block, Role};
@@ -18,34 +19,6 @@ use crate::session::records::{
 };
 use crate::tools::{ToolRegistry, Touched as Place};
 use crate::workspace::Workspace;
-
-/// A source the model has: its version and the note message that carries it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Attached {
-    /// The version sent.
-    pub version: String,
-    /// The note message holding its text.
-    pub message_id: String,
-}
-
-/// The session's nested instructions and rules.
-#[derive(Debug, Clone, Default)]
-pub struct ScopeState {
-    /// Paths the session's tools worked in (the whole session, compactions included).
-    pub touched: Touched,
-    /// What the model has in its view, by path.
-    pub attached: BTreeMap<String, Attached>,
-    /// In force but left out of a re-attachment for room: sent again when touched again.
-    pub evicted: BTreeSet<String>,
-    /// What was in force when last computed.
-    pub in_force: InForce,
-    /// The workspace generation `in_force` was computed at.
-    generation: Option<u64>,
-    /// Something changed since (a touch, an eviction lifted).
-    dirty: bool,
-    /// Notes may have left the view (a load, a snip, a collapse): check before the next note.
-    check_view: bool,
-}
 
 impl ScopeState {
     /// The state of a transcript: every path its tool calls touched, and the sources its
