@@ -14,13 +14,12 @@ use std::sync::{Arc, OnceLock};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::errors::{engine_error, ws_error};
 use super::wire as cv;
 use super::{RpcHost, uri_to_path};
 use crate::rpc::{Client, Dispatch, Flow, Handler, RequestCtx, RpcError, codes as rpc_codes};
-use garuda_core::engine::{Engine, EngineError, EngineEvent, Inline, NewSession, PromptOverrides};
-use garuda_core::fsroot::FsError;
+use garuda_core::engine::{Engine, EngineEvent, Inline, NewSession, PromptOverrides};
 use garuda_core::turn::TurnHost;
-use garuda_core::workspace::WorkspaceError;
 use garuda_protocol::methods::{
     self as m, BlockingRequest, CachedRequest, ClientMethod, InlineRequest, Method, Null, Request,
     SpawnedRequest,
@@ -564,161 +563,6 @@ fn show_config(client: &Client, problems: Vec<garuda_core::config::ConfigProblem
     }
 }
 
-/// Maps engine errors to protocol errors; provider errors carry their kind in `data`.
-pub fn engine_error(e: EngineError) -> RpcError {
-    use garuda_core::provider::ProviderError as P;
-    use garuda_core::session::StoreError as S;
-    use garuda_core::turn::TurnError as T;
-    let provider = |p: P| {
-        let code = match &p {
-            P::Config(_) | P::MissingKey { .. } => codes::CONFIG_ERROR,
-            P::Auth { .. } => codes::AUTH_ERROR,
-            // Reactive compaction already ran and one retry failed: the context itself overflows.
-            P::PromptTooLong(_) => codes::CONTEXT_OVERFLOW,
-            _ => codes::PROVIDER_ERROR,
-        };
-        // A client names its own setting for the variable, so the data says which it is.
-        let data = match &p {
-            P::MissingKey {
-                provider, variable, ..
-            } => {
-                json!({"kind": p.kind(), "reason": "missingKey", "provider": provider, "variable": variable})
-            }
-            _ => json!({"kind": p.kind()}),
-        };
-        RpcError {
-            code,
-            message: p.to_string(),
-            data: Some(data),
-        }
-    };
-    let store = |s: S| match s {
-        S::NotFound(id) => {
-            RpcError::new(codes::SESSION_NOT_FOUND, format!("session {id} not found"))
-        }
-        e @ S::InvalidId(_) => RpcError::invalid_params(e.to_string()),
-        e @ S::MessageNotFound(_) => RpcError::new(codes::NOT_FOUND, e.to_string()),
-        e => RpcError::internal(e.to_string()),
-    };
-    match e {
-        EngineError::Workspace(w) => ws_error(w),
-        EngineError::SessionNotFound(id) => {
-            RpcError::new(codes::SESSION_NOT_FOUND, format!("session {id} not found"))
-        }
-        EngineError::Store(s) | EngineError::Turn(T::Store(s)) => store(s),
-        EngineError::Provider(p) | EngineError::Turn(T::Provider(p)) => provider(p),
-        EngineError::Turn(T::AgentRunning {
-            session_id,
-            agent,
-            parent_session_id,
-            tool_call_id,
-        }) => {
-            let data = json!({
-                "kind": "agentRunning",
-                "sessionId": session_id,
-                "agent": agent,
-                "parentSessionId": parent_session_id,
-                "parentToolCallId": tool_call_id,
-            });
-            let message = T::AgentRunning {
-                session_id,
-                agent,
-                parent_session_id,
-                tool_call_id,
-            }
-            .to_string();
-            RpcError {
-                code: codes::BUSY,
-                message,
-                data: Some(data),
-            }
-        }
-        EngineError::Turn(T::Busy(id)) => RpcError::new(
-            codes::BUSY,
-            format!("session {id} is already running a turn; wait for it or cancel it"),
-        ),
-        EngineError::Turn(T::Invalid(m)) | EngineError::Invalid(m) => RpcError::invalid_params(m),
-        EngineError::Turn(T::Cancelled) => RpcError::request_cancelled(),
-        EngineError::Turn(T::Blocked(reason)) => RpcError {
-            code: codes::BLOCKED_BY_HOOK,
-            message: T::Blocked(reason.clone()).to_string(),
-            data: Some(json!({"kind": "hook", "reason": reason})),
-        },
-        EngineError::Turn(T::TooLarge {
-            message_tokens,
-            fixed_tokens,
-            window_tokens,
-        }) => {
-            let message = T::TooLarge {
-                message_tokens,
-                fixed_tokens,
-                window_tokens,
-            }
-            .to_string();
-            RpcError {
-                code: codes::PROMPT_TOO_LONG,
-                message,
-                data: Some(json!({
-                    "kind": "messageTooLarge",
-                    "messageTokens": message_tokens,
-                    "fixedTokens": fixed_tokens,
-                    "windowTokens": window_tokens,
-                })),
-            }
-        }
-        EngineError::Turn(
-            e @ T::OverLimit {
-                context_tokens,
-                limit_tokens,
-                window_tokens,
-            },
-        ) => RpcError {
-            code: codes::PROMPT_TOO_LONG,
-            message: e.to_string(),
-            data: Some(json!({
-                "kind": "blockingLimit",
-                "contextTokens": context_tokens,
-                "limitTokens": limit_tokens,
-                "windowTokens": window_tokens,
-            })),
-        },
-        EngineError::Config(m) => RpcError::new(codes::CONFIG_ERROR, m),
-        EngineError::ConfigFile(problems) => {
-            let message = EngineError::ConfigFile(problems.clone()).to_string();
-            let problems: Vec<_> = problems.into_iter().map(cv::config_problem_out).collect();
-            RpcError {
-                code: codes::CONFIG_ERROR,
-                message,
-                data: Some(json!({"kind": "config", "reason": "configFile", "problems": problems})),
-            }
-        }
-        e @ EngineError::NoModel => RpcError {
-            code: codes::CONFIG_ERROR,
-            message: e.to_string(),
-            data: Some(json!({"kind": "config", "reason": "noModel"})),
-        },
-    }
-}
-
-/// Maps engine errors to protocol errors.
-pub fn ws_error(e: WorkspaceError) -> RpcError {
-    match e {
-        WorkspaceError::NotOpen(id) => RpcError::new(
-            codes::WORKSPACE_NOT_OPEN,
-            format!("workspace {id} is not open; call workspace/open first"),
-        ),
-        WorkspaceError::Config(c) => RpcError::new(codes::CONFIG_ERROR, c.to_string()),
-        WorkspaceError::Root(FsError::OutsideRoot(p)) => RpcError::new(
-            codes::OUTSIDE_ROOT,
-            format!("{}: outside the workspace root", p.display()),
-        ),
-        WorkspaceError::Root(e @ FsError::NotFound(_)) => {
-            RpcError::new(codes::NOT_FOUND, e.to_string())
-        }
-        WorkspaceError::Root(e) => RpcError::invalid_params(e.to_string()),
-    }
-}
-
 /// Polls the editor's process; when it is gone, Garuda stops (LSP's processId contract).
 fn watch_parent(pid: u32, stop: CancellationToken) {
     let Some(pid) = rustix::process::Pid::from_raw(pid as i32) else {
@@ -774,15 +618,13 @@ impl Handler for NativeFront {
                 )));
             }
         } else if state != RUNNING {
-            let (code, why) = if state == SHUTTING_DOWN {
-                (rpc_codes::INVALID_REQUEST, "the server is shutting down")
+            return Dispatch::Reply(Err(if state == SHUTTING_DOWN {
+                RpcError::invalid_request(format!("{method}: the server is shutting down"))
             } else {
-                (
-                    rpc_codes::SERVER_NOT_INITIALIZED,
-                    "the server is not initialized; send initialize first",
-                )
-            };
-            return Dispatch::Reply(Err(RpcError::new(code, format!("{method}: {why}"))));
+                RpcError::not_initialized(format!(
+                    "{method}: the server is not initialized; send initialize first"
+                ))
+            }));
         }
         match req {
             Request::Inline(r) => Dispatch::Reply(self.inline(&self.engine.inline(), r)),

@@ -56,7 +56,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::native::engine_error;
+use super::errors::{engine_error, ws_error};
 use crate::rpc::{Client, Dispatch, Flow, Handler, Id, RequestCtx, RpcError, Then, codes};
 use garuda_core::config::{ConfigProblem, Severity};
 use garuda_core::engine::{Engine, EngineError, EngineEvent, NewSession};
@@ -345,9 +345,7 @@ impl Front {
             }
             let mcp_servers = mcp_servers_of(&p.mcp_servers)?;
             let engine = &self.engine;
-            let ws = engine
-                .open_workspace(&p.cwd)
-                .map_err(super::native::ws_error)?;
+            let ws = engine.open_workspace(&p.cwd).map_err(ws_error)?;
             let extra = open_extra(engine, &p.additional_directories);
             let (live, warnings) = engine
                 .new_session(
@@ -769,9 +767,7 @@ fn list_sessions(engine: &Engine, p: acp::ListSessionsRequest) -> Result<Value, 
                     cwd.display()
                 )));
             }
-            let ws = engine
-                .open_workspace(cwd)
-                .map_err(super::native::ws_error)?;
+            let ws = engine.open_workspace(cwd).map_err(ws_error)?;
             engine.list_sessions(&ws.id).map_err(engine_error)?
         }
         None => engine
@@ -820,10 +816,9 @@ impl Handler for AcpFront {
         let front = &self.front;
         let _ = front.client.set(ctx.client.clone());
         if method != m::Initialize::NAME && !front.initialized.load(Ordering::Acquire) {
-            return Dispatch::Reply(Err(RpcError::new(
-                codes::SERVER_NOT_INITIALIZED,
-                format!("{method} before initialize; send initialize first"),
-            )));
+            return Dispatch::Reply(Err(RpcError::not_initialized(format!(
+                "{method} before initialize; send initialize first"
+            ))));
         }
         let params = if method == m::Initialize::NAME {
             methods::tolerant_version(params)
