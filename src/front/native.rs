@@ -4,13 +4,15 @@
 //! which also says where each runs: the inline ones see only [`Inline`], a view of the
 //! engine's in-memory state, so they cannot stall the read loop on disk; the blocking ones
 //! run on the blocking pool; the spawned ones (model calls, approvals) as tasks of their own.
-//! The transport runs quick and long work under separate limits: the spawned methods, and a
-//! blocking one that may start MCP servers, are long ([`Dispatch::Long`]); the rest is quick.
+//! The transport runs quick and long work under separate limits; each row of the table says
+//! its lane ([`Lane`]), and the front only resolves a row that may start MCP servers against
+//! the config and the live sessions.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -21,8 +23,8 @@ use crate::rpc::{Client, Dispatch, Flow, Handler, RequestCtx, RpcError, codes as
 use garuda_core::engine::{Engine, EngineEvent, Inline, NewSession, PromptOverrides};
 use garuda_core::turn::TurnHost;
 use garuda_protocol::methods::{
-    self as m, BlockingRequest, CachedRequest, ClientMethod, InlineRequest, Method, Null, Request,
-    SpawnedRequest,
+    self as m, BlockingRequest, CachedRequest, ClientMethod, InlineRequest, Lane, Method, Null,
+    Request, SpawnedRequest,
 };
 use garuda_protocol::{self as protocol, codes};
 
@@ -63,6 +65,19 @@ pub struct NativeFront {
 /// A method's result as the wire value, typed by the method table.
 fn ok<M: Method>(r: M::Result) -> Result<Value, RpcError> {
     serde_json::to_value(r).map_err(|e| RpcError::internal(e.to_string()))
+}
+
+/// A request's answer computed off the read loop.
+type Work = BoxFuture<'static, Result<Value, RpcError>>;
+
+/// Runs `work` off the read loop in `lane`, resolved already ([`NativeFront::resolve`]).
+fn off_loop(lane: Lane, work: Work) -> Dispatch {
+    match lane {
+        Lane::Long => Dispatch::Long(work),
+        Lane::Ordered => Dispatch::Ordered(work),
+        // A resolved lane is never StartsMcp, and a read-loop request never gets here.
+        Lane::Quick | Lane::StartsMcp | Lane::Loop => Dispatch::Spawn(work),
+    }
 }
 
 impl NativeFront {
@@ -164,6 +179,7 @@ impl NativeFront {
 
     /// Requests answered from memory when the answer is there, else on the blocking pool.
     fn cached(&self, req: CachedRequest) -> Dispatch {
+        let lane = self.resolve(req.lane());
         match req {
             CachedRequest::AssemblePrompt(p) => {
                 let overrides = prompt_overrides(p.options);
@@ -174,54 +190,40 @@ impl NativeFront {
                 {
                     Ok(Some(a)) => Dispatch::Reply(ok::<m::AssemblePrompt>(cv::assemble_out(&a))),
                     Err(e) => Dispatch::Reply(Err(ws_error(e))),
-                    Ok(None) => self.on_pool(move |engine| {
-                        let a = engine
-                            .assemble(&p.workspace_id, overrides)
-                            .map_err(ws_error)?;
-                        ok::<m::AssemblePrompt>(cv::assemble_out(&a))
-                    }),
+                    Ok(None) => off_loop(
+                        lane,
+                        self.on_pool(move |engine| {
+                            let a = engine
+                                .assemble(&p.workspace_id, overrides)
+                                .map_err(ws_error)?;
+                            ok::<m::AssemblePrompt>(cv::assemble_out(&a))
+                        }),
+                    ),
                 }
             }
         }
     }
 
-    /// Whether a blocking request may start the user's MCP servers (seconds, not
-    /// milliseconds): a new session, or one brought back from disk, when the config names any.
-    fn starts_mcp(&self, req: &BlockingRequest) -> bool {
-        if self.engine.config().mcp_servers.is_empty() {
-            return false;
+    /// The lane a request runs in: its row's, with a [`Lane::StartsMcp`] row long only when it
+    /// would start the config's MCP servers (the config names any, and the request makes a
+    /// session or names one that is not live), else quick.
+    fn resolve(&self, (lane, session): (Lane, Option<&str>)) -> Lane {
+        if lane != Lane::StartsMcp {
+            return lane;
         }
-        let session = match req {
-            BlockingRequest::NewSession(_) => return true,
-            BlockingRequest::LoadSession(p) => &p.session_id,
-            BlockingRequest::ReadMessages(p) => &p.session_id,
-            BlockingRequest::Configure(p) => &p.session_id,
-            BlockingRequest::Snip(p) => &p.session_id,
-            BlockingRequest::ViewRequest(p) => &p.session_id,
-            BlockingRequest::InspectContext(p) => &p.session_id,
-            // Never bring a session back: they work on the store, or on live sessions only.
-            BlockingRequest::Initialize(_)
-            | BlockingRequest::OpenWorkspace(_)
-            | BlockingRequest::ListSessions(_)
-            | BlockingRequest::ForkSession(_)
-            | BlockingRequest::DeleteSession(_)
-            | BlockingRequest::RevokePermission(_) => return false,
-        };
-        // A live session has its servers already.
-        self.engine.inline().mcp_servers(session).is_none()
+        let starts = !self.engine.config().mcp_servers.is_empty()
+            && session.is_none_or(|id| self.engine.inline().mcp_servers(id).is_none());
+        if starts { Lane::Long } else { Lane::Quick }
     }
 
     /// Runs `f` on the blocking pool and answers with its result.
-    fn on_pool(
-        &self,
-        f: impl FnOnce(&Engine) -> Result<Value, RpcError> + Send + 'static,
-    ) -> Dispatch {
+    fn on_pool(&self, f: impl FnOnce(&Engine) -> Result<Value, RpcError> + Send + 'static) -> Work {
         let engine = self.engine.clone();
-        Dispatch::Spawn(Box::pin(async move {
+        Box::pin(async move {
             tokio::task::spawn_blocking(move || f(&engine))
                 .await
                 .map_err(|e| RpcError::internal(e.to_string()))?
-        }))
+        })
     }
 
     /// Requests that may read or write files, on the blocking pool.
@@ -341,11 +343,11 @@ impl NativeFront {
     }
 
     /// Long requests, each a task of its own; `$/cancelRequest` cancels `ctx.cancel`.
-    fn spawned(&self, req: SpawnedRequest, ctx: RequestCtx) -> Dispatch {
+    fn spawned(&self, req: SpawnedRequest, ctx: RequestCtx) -> Work {
         let engine = self.engine.clone();
         let host = self.host(&ctx);
         let cancel = ctx.cancel.clone();
-        Dispatch::Long(Box::pin(async move {
+        Box::pin(async move {
             match req {
                 SpawnedRequest::RunTurn(p) => {
                     let input = p.input.into_iter().map(cv::block_in).collect();
@@ -375,7 +377,7 @@ impl NativeFront {
                         .map_err(engine_error)?,
                 )),
             }
-        }))
+        })
     }
 }
 
@@ -630,7 +632,7 @@ impl Handler for NativeFront {
             Request::Inline(r) => Dispatch::Reply(self.inline(&self.engine.inline(), r)),
             Request::Cached(r) => self.cached(r),
             Request::Blocking(r) => {
-                let long = self.starts_mcp(&r);
+                let lane = self.resolve(r.lane());
                 let facts = FrontFacts {
                     state: self.state.clone(),
                     facts: self.facts.clone(),
@@ -640,16 +642,15 @@ impl Handler for NativeFront {
                         .then(|| self.config_path.clone().map(|p| (self.engine.clone(), p)))
                         .flatten(),
                 };
-                let work = self.on_pool(move |engine| Self::blocking(engine, &facts, r));
-                match work {
-                    // Initialize runs off the loop, but the loop reads on only after it has
-                    // answered: a script may send its next request without waiting.
-                    Dispatch::Spawn(fut) if is_initialize => Dispatch::Ordered(fut),
-                    Dispatch::Spawn(fut) if long => Dispatch::Long(fut),
-                    other => other,
-                }
+                off_loop(
+                    lane,
+                    self.on_pool(move |engine| Self::blocking(engine, &facts, r)),
+                )
             }
-            Request::Spawned(r) => self.spawned(r, ctx),
+            Request::Spawned(r) => {
+                let lane = self.resolve(r.lane());
+                off_loop(lane, self.spawned(r, ctx))
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 //! The method table: every request the native front answers, declared once with its params,
-//! its result and where it runs. Dispatch (by schedule), the schema, the `initialize` method
-//! list and the documentation's list all come from here.
+//! its result, where it runs and in which lane; and the notifications the client sends.
+//! Dispatch (by schedule and lane), the schema, the `initialize` method list and the
+//! documentation's list all come from here.
 
 use schemars::{JsonSchema, SchemaGenerator};
 use serde::de::{DeserializeOwned, Deserializer};
@@ -22,12 +23,49 @@ pub enum Schedule {
     Spawned,
 }
 
+/// Which of the transport's running limits a request off the read loop counts against: long
+/// work has a lane of its own, so it never holds a slot quick work needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// None: the request never leaves the read loop (the inline rows).
+    Loop,
+    /// Quick work (files, a cache miss) under `max_in_flight`.
+    Quick,
+    /// Long work (model calls, approvals) under `max_long_in_flight`.
+    Long,
+    /// None: it runs off the read loop, but the loop reads on only after it has answered
+    /// (LSP `initialize`: a script may send its next request without waiting).
+    Ordered,
+    /// Quick, unless it may start the config's MCP servers (seconds, not milliseconds): long
+    /// when the config names any and the request makes a session, or names one that is not
+    /// live (bringing it back from disk starts its servers; a live one has them already).
+    StartsMcp,
+}
+
+impl Lane {
+    /// How the documentation names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Lane::Loop => "none",
+            Lane::Quick => "quick",
+            Lane::Long => "long",
+            Lane::Ordered => "none: answered before the next message is read",
+            Lane::StartsMcp => "long if it starts MCP servers, else quick",
+        }
+    }
+}
+
 /// One method of the table.
 pub trait Method {
     /// The wire name.
     const NAME: &'static str;
     /// Where it runs.
     const SCHEDULE: Schedule;
+    /// Its lane off the read loop.
+    const LANE: Lane;
+    /// The session whose liveness decides a [`Lane::StartsMcp`] row's lane (`None`: the
+    /// request makes a new session, or the lane does not depend on one).
+    fn lane_session(params: &Self::Params) -> Option<&str>;
     /// Its params.
     type Params: DeserializeOwned + Send + 'static;
     /// Its result.
@@ -132,6 +170,40 @@ mod tests {
         assert!(Request::parse("prompt/assemble", p).is_ok());
         assert!(matches!(Request::parse("nope", Value::Null), Ok(None)));
     }
+
+    #[test]
+    fn lanes_fit_schedules() {
+        for m in method_infos() {
+            let fits = match m.schedule {
+                Schedule::Inline => m.lane == Lane::Loop,
+                Schedule::Cached => m.lane == Lane::Quick,
+                Schedule::Blocking => {
+                    matches!(m.lane, Lane::Quick | Lane::StartsMcp | Lane::Ordered)
+                }
+                Schedule::Spawned => m.lane == Lane::Long,
+            };
+            assert!(
+                fits,
+                "{}: {:?} does not fit {:?}",
+                m.name, m.lane, m.schedule
+            );
+        }
+        let lane = |method: &str, params: Value| match Request::parse(method, params) {
+            Ok(Some(Request::Blocking(r))) => {
+                let (lane, session) = r.lane();
+                (lane, session.map(str::to_string))
+            }
+            other => panic!("{method}: {other:?}"),
+        };
+        let p = serde_json::json!({"sessionId": "s1"});
+        assert_eq!(
+            lane("session/load", p),
+            (Lane::StartsMcp, Some("s1".into()))
+        );
+        let p = serde_json::json!({"workspaceId": "w"});
+        assert_eq!(lane("session/new", p.clone()), (Lane::StartsMcp, None));
+        assert_eq!(lane("session/list", p), (Lane::Quick, None));
+    }
 }
 
 /// One row of the table, for the schema and the docs.
@@ -140,6 +212,8 @@ pub struct MethodInfo {
     pub name: &'static str,
     /// Where it runs.
     pub schedule: Schedule,
+    /// Its lane off the read loop.
+    pub lane: Lane,
     /// Its params' schema (None: it takes none, or LSP's own).
     pub params: fn(&mut SchemaGenerator) -> Option<Value>,
     /// Its result's schema (None: `null`).
@@ -168,7 +242,7 @@ impl Schedule {
 /// markers), so the documentation's list cannot drift from dispatch.
 pub fn methods_markdown() -> String {
     let mut out = String::from(
-        "| method | runs on | params | result | what it does |\n| --- | --- | --- | --- | --- |\n",
+        "| method | runs on | lane | params | result | what it does |\n| --- | --- | --- | --- | --- | --- |\n",
     );
     for m in method_infos() {
         let ty = |n: &str| match n {
@@ -177,9 +251,10 @@ pub fn methods_markdown() -> String {
             t => format!("`{t}`"),
         };
         out.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} |\n",
+            "| `{}` | {} | {} | {} | {} | {} |\n",
             m.name,
             m.schedule.describe(),
+            m.lane.describe(),
             ty(m.params_name),
             ty(m.result_name),
             m.doc.trim()
@@ -196,13 +271,15 @@ fn no_schema(_: &mut SchemaGenerator) -> Option<Value> {
     None
 }
 
-/// Declares the table. Each row: `Type = "name", Schedule, params -> result;` where params is
-/// a type, `none` (no params) or `lsp` (LSP's own params, not in our schema), and result is a
-/// type or `none`. Generates one marker type per method implementing [`Method`], `METHODS`,
-/// [`method_infos`] and the parsed [`Request`], split by schedule so a front handles each
-/// schedule in a function of its own and the compiler checks every method is handled.
+/// Declares the table. Each row: `Type = "name", Schedule, Lane, params -> result;` where
+/// Lane is a [`Lane`] variant, `StartsMcp` naming the params' session field when the request
+/// names a session (`StartsMcp(session_id)`); params is a type, `none` (no params) or `lsp`
+/// (LSP's own params, not in our schema), and result is a type or `none`. Generates one
+/// marker type per method implementing [`Method`], `METHODS`, [`method_infos`] and the parsed
+/// [`Request`], split by schedule so a front handles each schedule in a function of its own
+/// and the compiler checks every method is handled.
 macro_rules! methods {
-    ($( $(#[doc = $doc:literal])* $ty:ident = $name:literal, $sched:ident, $p:tt -> $r:tt; )*) => {
+    ($( $(#[doc = $doc:literal])* $ty:ident = $name:literal, $sched:ident, $lane:ident $(($field:ident))?, $p:tt -> $r:tt; )*) => {
         $(
             $(#[doc = $doc])*
             #[derive(Debug, Clone, Copy)]
@@ -210,6 +287,10 @@ macro_rules! methods {
             impl Method for $ty {
                 const NAME: &'static str = $name;
                 const SCHEDULE: Schedule = Schedule::$sched;
+                const LANE: Lane = Lane::$lane;
+                fn lane_session(params: &Self::Params) -> Option<&str> {
+                    methods!(@session params $($field)?)
+                }
                 type Params = methods!(@ptype $p);
                 type Result = methods!(@rtype $r);
                 const BY_NAME: bool = methods!(@byname $p);
@@ -224,6 +305,7 @@ macro_rules! methods {
             vec![$(MethodInfo {
                 name: $name,
                 schedule: Schedule::$sched,
+                lane: Lane::$lane,
                 params: methods!(@pschema $p),
                 result: methods!(@rschema $r),
                 params_name: stringify!($p),
@@ -234,6 +316,11 @@ macro_rules! methods {
 
         methods!(@split [] [] [] [] $($ty $sched,)*);
     };
+    (@session $params:ident) => {{
+        let _ = $params;
+        None
+    }};
+    (@session $params:ident $field:ident) => { Some($params.$field.as_str()) };
     (@byname none) => { false };
     (@byname lsp) => { false };
     (@byname $t:ty) => { true };
@@ -247,6 +334,17 @@ macro_rules! methods {
     (@pschema $t:ty) => { schema_of::<$t> };
     (@rschema none) => { no_schema };
     (@rschema $t:ty) => { schema_of::<$t> };
+    // Reads each request's lane from its row, so no front keeps a schedule of its own.
+    (@lane $enum:ident $($v:ident)*) => {
+        impl $enum {
+            /// Its row's lane, and the session that decides a [`Lane::StartsMcp`] lane.
+            pub fn lane(&self) -> (Lane, Option<&str>) {
+                match *self {
+                    $($enum::$v(ref p) => (<$v as Method>::LANE, <$v as Method>::lane_session(p)),)*
+                }
+            }
+        }
+    };
     // Sorts the rows into one list per schedule, then emits the request enums.
     (@split [$($i:ident)*] [$($c:ident)*] [$($b:ident)*] [$($s:ident)*] $ty:ident Inline, $($rest:tt)*) => {
         methods!(@split [$($i)* $ty] [$($c)*] [$($b)*] [$($s)*] $($rest)*);
@@ -278,6 +376,11 @@ macro_rules! methods {
         #[allow(missing_docs)]
         pub enum SpawnedRequest { $($s(<$s as Method>::Params)),* }
 
+        methods!(@lane InlineRequest $($i)*);
+        methods!(@lane CachedRequest $($c)*);
+        methods!(@lane BlockingRequest $($b)*);
+        methods!(@lane SpawnedRequest $($s)*);
+
         /// A request of the table with its params decoded, by schedule.
         #[derive(Debug)]
         pub enum Request {
@@ -308,49 +411,49 @@ macro_rules! methods {
 
 methods! {
     /// LSP `initialize`: opens the workspace folders, answers the capabilities.
-    Initialize = "initialize", Blocking, lsp -> InitializeResult;
+    Initialize = "initialize", Blocking, Ordered, lsp -> InitializeResult;
     /// LSP `shutdown`.
-    Shutdown = "shutdown", Inline, none -> none;
+    Shutdown = "shutdown", Inline, Loop, none -> none;
     /// Opens a workspace folder.
-    OpenWorkspace = "workspace/open", Blocking, OpenParams -> WorkspaceInfo;
+    OpenWorkspace = "workspace/open", Blocking, Quick, OpenParams -> WorkspaceInfo;
     /// Closes a workspace.
-    CloseWorkspace = "workspace/close", Inline, WorkspaceRef -> CloseResult;
+    CloseWorkspace = "workspace/close", Inline, Loop, WorkspaceRef -> CloseResult;
     /// The open workspaces.
-    ListWorkspaces = "workspace/list", Inline, none -> ListResult;
+    ListWorkspaces = "workspace/list", Inline, Loop, none -> ListResult;
     /// Assembles a workspace's system prompt.
-    AssemblePrompt = "prompt/assemble", Cached, AssembleParams -> AssembleResult;
+    AssemblePrompt = "prompt/assemble", Cached, Quick, AssembleParams -> AssembleResult;
     /// Creates a session (a transcript file).
-    NewSession = "session/new", Blocking, NewSessionParams -> NewSessionResult;
+    NewSession = "session/new", Blocking, StartsMcp, NewSessionParams -> NewSessionResult;
     /// A workspace's sessions.
-    ListSessions = "session/list", Blocking, WorkspaceRef -> SessionList;
+    ListSessions = "session/list", Blocking, Quick, WorkspaceRef -> SessionList;
     /// Loads a stored session.
-    LoadSession = "session/load", Blocking, SessionRef -> LoadResult;
+    LoadSession = "session/load", Blocking, StartsMcp(session_id), SessionRef -> LoadResult;
     /// A page of a session's durable history.
-    ReadMessages = "session/messages", Blocking, MessagesParams -> MessagesPage;
+    ReadMessages = "session/messages", Blocking, StartsMcp(session_id), MessagesParams -> MessagesPage;
     /// Copies a session.
-    ForkSession = "session/fork", Blocking, ForkParams -> SessionRef;
+    ForkSession = "session/fork", Blocking, Quick, ForkParams -> SessionRef;
     /// Deletes a session.
-    DeleteSession = "session/delete", Blocking, SessionRef -> Ack;
+    DeleteSession = "session/delete", Blocking, Quick, SessionRef -> Ack;
     /// Switches a live session's model or approval policy.
-    Configure = "session/configure", Blocking, ConfigureParams -> ConfigureResult;
+    Configure = "session/configure", Blocking, StartsMcp(session_id), ConfigureParams -> ConfigureResult;
     /// Takes back "allow always" for a tool (or every tool) of a session.
-    RevokePermission = "session/revokePermission", Blocking, RevokePermissionParams -> RevokePermissionResult;
+    RevokePermission = "session/revokePermission", Blocking, Quick, RevokePermissionParams -> RevokePermissionResult;
     /// Runs one user turn.
-    RunTurn = "turn/run", Spawned, TurnParams -> TurnResult;
+    RunTurn = "turn/run", Spawned, Long, TurnParams -> TurnResult;
     /// Cancels a live session's running operation.
-    CancelTurn = "turn/cancel", Inline, SessionRef -> Ack;
+    CancelTurn = "turn/cancel", Inline, Loop, SessionRef -> Ack;
     /// The manual `/compact [focus]`.
-    Compact = "session/compact", Spawned, CompactParams -> CompactResult;
+    Compact = "session/compact", Spawned, Long, CompactParams -> CompactResult;
     /// Drops messages from the model's view.
-    Snip = "session/snip", Blocking, SnipParams -> SnipResult;
+    Snip = "session/snip", Blocking, StartsMcp(session_id), SnipParams -> SnipResult;
     /// Replaces a span of the view with a summary.
-    Collapse = "session/collapse", Spawned, CollapseParams -> CollapseResult;
+    Collapse = "session/collapse", Spawned, Long, CollapseParams -> CollapseResult;
     /// The exact request the next step would send.
-    ViewRequest = "session/view", Blocking, SessionRef -> ViewResult;
+    ViewRequest = "session/view", Blocking, StartsMcp(session_id), SessionRef -> ViewResult;
     /// The context by part, and what the requests used per purpose (`usageByPurpose`).
-    InspectContext = "context/inspect", Blocking, SessionRef -> InspectResult;
+    InspectContext = "context/inspect", Blocking, StartsMcp(session_id), SessionRef -> InspectResult;
     /// The MCP servers of a live session, with their state and tool counts.
-    McpServers = "mcp/servers", Inline, SessionRef -> McpServersResult;
+    McpServers = "mcp/servers", Inline, Loop, SessionRef -> McpServersResult;
 }
 
 /// What a server-to-client method is.
