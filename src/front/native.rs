@@ -23,8 +23,8 @@ use crate::rpc::{Client, Dispatch, Flow, Handler, RequestCtx, RpcError, codes as
 use garuda_core::engine::{Engine, EngineEvent, Inline, NewSession, PromptOverrides};
 use garuda_core::turn::TurnHost;
 use garuda_protocol::methods::{
-    self as m, BlockingRequest, CachedRequest, ClientMethod, InlineRequest, Lane, Method, Null,
-    Request, SpawnedRequest,
+    self as m, BlockingRequest, CachedRequest, ClientMethod, InlineRequest, Lane, Method, Notice,
+    Null, Request, SpawnedRequest,
 };
 use garuda_protocol::{self as protocol, codes};
 
@@ -656,23 +656,30 @@ impl Handler for NativeFront {
 
     fn notification(&self, method: &str, params: Value, client: &Client) -> Flow {
         let _ = self.client.set(client.clone());
-        match method {
-            "exit" => Flow::Exit(if self.state.load(Ordering::SeqCst) == SHUTTING_DOWN {
-                0
-            } else {
-                1
-            }),
+        match Notice::parse(method, params) {
+            Ok(Some(Notice::Exit(_))) => {
+                Flow::Exit(if self.state.load(Ordering::SeqCst) == SHUTTING_DOWN {
+                    0
+                } else {
+                    1
+                })
+            }
             _ if self.state.load(Ordering::SeqCst) != RUNNING => {
                 tracing::debug!("{method} before initialize: ignored");
                 Flow::Continue
             }
-            "initialized" => Flow::Continue,
-            "workspace/didChangeWorkspaceFolders" => {
-                self.queue_folder_change(params);
+            Ok(Some(Notice::Initialized(_))) => Flow::Continue,
+            Ok(Some(Notice::DidChangeWorkspaceFolders(p))) => {
+                self.queue_folder_change(p);
                 Flow::Continue
             }
-            _ => {
+            Ok(None) => {
                 tracing::debug!("notification {method} ignored");
+                Flow::Continue
+            }
+            // A notification has no answer to carry the error: the log is all there is.
+            Err(e) => {
+                tracing::warn!("{method}: invalid params: {e}");
                 Flow::Continue
             }
         }

@@ -1,5 +1,6 @@
 //! The method table: every request the native front answers, declared once with its params,
-//! its result, where it runs and in which lane; and the notifications the client sends.
+//! its result, where it runs and in which lane; the notifications the client sends; and the
+//! methods the server calls or notifies on the client.
 //! Dispatch (by schedule and lane), the schema, the `initialize` method list and the
 //! documentation's list all come from here.
 
@@ -203,6 +204,27 @@ mod tests {
         let p = serde_json::json!({"workspaceId": "w"});
         assert_eq!(lane("session/new", p.clone()), (Lane::StartsMcp, None));
         assert_eq!(lane("session/list", p), (Lane::Quick, None));
+    }
+
+    #[test]
+    fn notices_pass_lsp_params_on() {
+        // LSP's params are the client's business: any shape is taken, as before the table.
+        for params in [
+            Value::Null,
+            serde_json::json!({"x": 1}),
+            serde_json::json!([1]),
+        ] {
+            assert!(matches!(
+                Notice::parse("exit", params.clone()),
+                Ok(Some(Notice::Exit(_)))
+            ));
+        }
+        let p = serde_json::json!({"event": {"added": [], "removed": []}});
+        assert!(matches!(
+            Notice::parse("workspace/didChangeWorkspaceFolders", p.clone()),
+            Ok(Some(Notice::DidChangeWorkspaceFolders(v))) if v == p
+        ));
+        assert!(matches!(Notice::parse("$/cancelRequest", p), Ok(None)));
     }
 }
 
@@ -454,6 +476,58 @@ methods! {
     InspectContext = "context/inspect", Blocking, StartsMcp(session_id), SessionRef -> InspectResult;
     /// The MCP servers of a live session, with their state and tool counts.
     McpServers = "mcp/servers", Inline, Loop, SessionRef -> McpServersResult;
+}
+
+/// A notification the client sends the server.
+pub trait Notification {
+    /// The wire name.
+    const NAME: &'static str;
+    /// Its params.
+    type Params: DeserializeOwned + Send + 'static;
+}
+
+/// Declares the client's notifications: `Type = "name", params;` where params is a type or
+/// `lsp` (LSP's own, passed on undecoded). Generates one marker type per notification
+/// implementing [`Notification`] and the parsed [`Notice`], so a front handles them in one
+/// exhaustive `match`. `$/cancelRequest` is not a row: the transport handles it for every
+/// front, before any handler sees it.
+macro_rules! notifications {
+    ($( $(#[doc = $doc:literal])* $ty:ident = $name:literal, $p:tt; )*) => {
+        $(
+            $(#[doc = $doc])*
+            #[derive(Debug, Clone, Copy)]
+            pub struct $ty;
+            impl Notification for $ty {
+                const NAME: &'static str = $name;
+                type Params = methods!(@ptype $p);
+            }
+        )*
+
+        /// A notification of the table with its params decoded.
+        #[derive(Debug)]
+        #[allow(missing_docs)]
+        pub enum Notice { $($ty(<$ty as Notification>::Params)),* }
+
+        impl Notice {
+            /// Decodes a notification; `Ok(None)` for one not in the table.
+            pub fn parse(method: &str, params: Value) -> Result<Option<Notice>, serde_json::Error> {
+                Ok(Some(match method {
+                    $(<$ty as Notification>::NAME => Notice::$ty(serde_json::from_value(params)?),)*
+                    _ => return Ok(None),
+                }))
+            }
+        }
+    };
+}
+
+notifications! {
+    /// LSP `initialized`: nothing to do, requests work once `initialize` is answered.
+    Initialized = "initialized", lsp;
+    /// LSP `exit`: stop serving, with code 0 after `shutdown`, else 1 (also before
+    /// `initialize`).
+    Exit = "exit", lsp;
+    /// LSP's folder change: the removed folders' workspaces close, the added folders open.
+    DidChangeWorkspaceFolders = "workspace/didChangeWorkspaceFolders", lsp;
 }
 
 /// What a server-to-client method is.
