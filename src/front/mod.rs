@@ -1,6 +1,7 @@
 //! Fronts: convert protocol messages into engine calls and engine results into answers.
 
 pub mod acp;
+pub mod errors;
 pub mod exec;
 mod host;
 pub mod native;

@@ -4,26 +4,27 @@
 //! which also says where each runs: the inline ones see only [`Inline`], a view of the
 //! engine's in-memory state, so they cannot stall the read loop on disk; the blocking ones
 //! run on the blocking pool; the spawned ones (model calls, approvals) as tasks of their own.
-//! The transport runs quick and long work under separate limits: the spawned methods, and a
-//! blocking one that may start MCP servers, are long ([`Dispatch::Long`]); the rest is quick.
+//! The transport runs quick and long work under separate limits; each row of the table says
+//! its lane ([`Lane`]), and the front only resolves a row that may start MCP servers against
+//! the config and the live sessions.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::errors::{engine_error, ws_error};
 use super::wire as cv;
 use super::{RpcHost, uri_to_path};
 use crate::rpc::{Client, Dispatch, Flow, Handler, RequestCtx, RpcError, codes as rpc_codes};
-use garuda_core::engine::{Engine, EngineError, EngineEvent, Inline, NewSession, PromptOverrides};
-use garuda_core::fsroot::FsError;
+use garuda_core::engine::{Engine, EngineEvent, Inline, NewSession, PromptOverrides};
 use garuda_core::turn::TurnHost;
-use garuda_core::workspace::WorkspaceError;
 use garuda_protocol::methods::{
-    self as m, BlockingRequest, CachedRequest, ClientMethod, InlineRequest, Method, Null, Request,
-    SpawnedRequest,
+    self as m, BlockingRequest, CachedRequest, ClientMethod, InlineRequest, Lane, Method, Notice,
+    Null, Request, SpawnedRequest,
 };
 use garuda_protocol::{self as protocol, codes};
 
@@ -64,6 +65,19 @@ pub struct NativeFront {
 /// A method's result as the wire value, typed by the method table.
 fn ok<M: Method>(r: M::Result) -> Result<Value, RpcError> {
     serde_json::to_value(r).map_err(|e| RpcError::internal(e.to_string()))
+}
+
+/// A request's answer computed off the read loop.
+type Work = BoxFuture<'static, Result<Value, RpcError>>;
+
+/// Runs `work` off the read loop in `lane`, resolved already ([`NativeFront::resolve`]).
+fn off_loop(lane: Lane, work: Work) -> Dispatch {
+    match lane {
+        Lane::Long => Dispatch::Long(work),
+        Lane::Ordered => Dispatch::Ordered(work),
+        // A resolved lane is never StartsMcp, and a read-loop request never gets here.
+        Lane::Quick | Lane::StartsMcp | Lane::Loop => Dispatch::Spawn(work),
+    }
 }
 
 impl NativeFront {
@@ -165,6 +179,7 @@ impl NativeFront {
 
     /// Requests answered from memory when the answer is there, else on the blocking pool.
     fn cached(&self, req: CachedRequest) -> Dispatch {
+        let lane = self.resolve(req.lane());
         match req {
             CachedRequest::AssemblePrompt(p) => {
                 let overrides = prompt_overrides(p.options);
@@ -175,54 +190,40 @@ impl NativeFront {
                 {
                     Ok(Some(a)) => Dispatch::Reply(ok::<m::AssemblePrompt>(cv::assemble_out(&a))),
                     Err(e) => Dispatch::Reply(Err(ws_error(e))),
-                    Ok(None) => self.on_pool(move |engine| {
-                        let a = engine
-                            .assemble(&p.workspace_id, overrides)
-                            .map_err(ws_error)?;
-                        ok::<m::AssemblePrompt>(cv::assemble_out(&a))
-                    }),
+                    Ok(None) => off_loop(
+                        lane,
+                        self.on_pool(move |engine| {
+                            let a = engine
+                                .assemble(&p.workspace_id, overrides)
+                                .map_err(ws_error)?;
+                            ok::<m::AssemblePrompt>(cv::assemble_out(&a))
+                        }),
+                    ),
                 }
             }
         }
     }
 
-    /// Whether a blocking request may start the user's MCP servers (seconds, not
-    /// milliseconds): a new session, or one brought back from disk, when the config names any.
-    fn starts_mcp(&self, req: &BlockingRequest) -> bool {
-        if self.engine.config().mcp_servers.is_empty() {
-            return false;
+    /// The lane a request runs in: its row's, with a [`Lane::StartsMcp`] row long only when it
+    /// would start the config's MCP servers (the config names any, and the request makes a
+    /// session or names one that is not live), else quick.
+    fn resolve(&self, (lane, session): (Lane, Option<&str>)) -> Lane {
+        if lane != Lane::StartsMcp {
+            return lane;
         }
-        let session = match req {
-            BlockingRequest::NewSession(_) => return true,
-            BlockingRequest::LoadSession(p) => &p.session_id,
-            BlockingRequest::ReadMessages(p) => &p.session_id,
-            BlockingRequest::Configure(p) => &p.session_id,
-            BlockingRequest::Snip(p) => &p.session_id,
-            BlockingRequest::ViewRequest(p) => &p.session_id,
-            BlockingRequest::InspectContext(p) => &p.session_id,
-            // Never bring a session back: they work on the store, or on live sessions only.
-            BlockingRequest::Initialize(_)
-            | BlockingRequest::OpenWorkspace(_)
-            | BlockingRequest::ListSessions(_)
-            | BlockingRequest::ForkSession(_)
-            | BlockingRequest::DeleteSession(_)
-            | BlockingRequest::RevokePermission(_) => return false,
-        };
-        // A live session has its servers already.
-        self.engine.inline().mcp_servers(session).is_none()
+        let starts = !self.engine.config().mcp_servers.is_empty()
+            && session.is_none_or(|id| self.engine.inline().mcp_servers(id).is_none());
+        if starts { Lane::Long } else { Lane::Quick }
     }
 
     /// Runs `f` on the blocking pool and answers with its result.
-    fn on_pool(
-        &self,
-        f: impl FnOnce(&Engine) -> Result<Value, RpcError> + Send + 'static,
-    ) -> Dispatch {
+    fn on_pool(&self, f: impl FnOnce(&Engine) -> Result<Value, RpcError> + Send + 'static) -> Work {
         let engine = self.engine.clone();
-        Dispatch::Spawn(Box::pin(async move {
+        Box::pin(async move {
             tokio::task::spawn_blocking(move || f(&engine))
                 .await
                 .map_err(|e| RpcError::internal(e.to_string()))?
-        }))
+        })
     }
 
     /// Requests that may read or write files, on the blocking pool.
@@ -342,11 +343,11 @@ impl NativeFront {
     }
 
     /// Long requests, each a task of its own; `$/cancelRequest` cancels `ctx.cancel`.
-    fn spawned(&self, req: SpawnedRequest, ctx: RequestCtx) -> Dispatch {
+    fn spawned(&self, req: SpawnedRequest, ctx: RequestCtx) -> Work {
         let engine = self.engine.clone();
         let host = self.host(&ctx);
         let cancel = ctx.cancel.clone();
-        Dispatch::Long(Box::pin(async move {
+        Box::pin(async move {
             match req {
                 SpawnedRequest::RunTurn(p) => {
                     let input = p.input.into_iter().map(cv::block_in).collect();
@@ -376,7 +377,7 @@ impl NativeFront {
                         .map_err(engine_error)?,
                 )),
             }
-        }))
+        })
     }
 }
 
@@ -564,161 +565,6 @@ fn show_config(client: &Client, problems: Vec<garuda_core::config::ConfigProblem
     }
 }
 
-/// Maps engine errors to protocol errors; provider errors carry their kind in `data`.
-pub fn engine_error(e: EngineError) -> RpcError {
-    use garuda_core::provider::ProviderError as P;
-    use garuda_core::session::StoreError as S;
-    use garuda_core::turn::TurnError as T;
-    let provider = |p: P| {
-        let code = match &p {
-            P::Config(_) | P::MissingKey { .. } => codes::CONFIG_ERROR,
-            P::Auth { .. } => codes::AUTH_ERROR,
-            // Reactive compaction already ran and one retry failed: the context itself overflows.
-            P::PromptTooLong(_) => codes::CONTEXT_OVERFLOW,
-            _ => codes::PROVIDER_ERROR,
-        };
-        // A client names its own setting for the variable, so the data says which it is.
-        let data = match &p {
-            P::MissingKey {
-                provider, variable, ..
-            } => {
-                json!({"kind": p.kind(), "reason": "missingKey", "provider": provider, "variable": variable})
-            }
-            _ => json!({"kind": p.kind()}),
-        };
-        RpcError {
-            code,
-            message: p.to_string(),
-            data: Some(data),
-        }
-    };
-    let store = |s: S| match s {
-        S::NotFound(id) => {
-            RpcError::new(codes::SESSION_NOT_FOUND, format!("session {id} not found"))
-        }
-        e @ S::InvalidId(_) => RpcError::invalid_params(e.to_string()),
-        e @ S::MessageNotFound(_) => RpcError::new(codes::NOT_FOUND, e.to_string()),
-        e => RpcError::internal(e.to_string()),
-    };
-    match e {
-        EngineError::Workspace(w) => ws_error(w),
-        EngineError::SessionNotFound(id) => {
-            RpcError::new(codes::SESSION_NOT_FOUND, format!("session {id} not found"))
-        }
-        EngineError::Store(s) | EngineError::Turn(T::Store(s)) => store(s),
-        EngineError::Provider(p) | EngineError::Turn(T::Provider(p)) => provider(p),
-        EngineError::Turn(T::AgentRunning {
-            session_id,
-            agent,
-            parent_session_id,
-            tool_call_id,
-        }) => {
-            let data = json!({
-                "kind": "agentRunning",
-                "sessionId": session_id,
-                "agent": agent,
-                "parentSessionId": parent_session_id,
-                "parentToolCallId": tool_call_id,
-            });
-            let message = T::AgentRunning {
-                session_id,
-                agent,
-                parent_session_id,
-                tool_call_id,
-            }
-            .to_string();
-            RpcError {
-                code: codes::BUSY,
-                message,
-                data: Some(data),
-            }
-        }
-        EngineError::Turn(T::Busy(id)) => RpcError::new(
-            codes::BUSY,
-            format!("session {id} is already running a turn; wait for it or cancel it"),
-        ),
-        EngineError::Turn(T::Invalid(m)) | EngineError::Invalid(m) => RpcError::invalid_params(m),
-        EngineError::Turn(T::Cancelled) => RpcError::request_cancelled(),
-        EngineError::Turn(T::Blocked(reason)) => RpcError {
-            code: codes::BLOCKED_BY_HOOK,
-            message: T::Blocked(reason.clone()).to_string(),
-            data: Some(json!({"kind": "hook", "reason": reason})),
-        },
-        EngineError::Turn(T::TooLarge {
-            message_tokens,
-            fixed_tokens,
-            window_tokens,
-        }) => {
-            let message = T::TooLarge {
-                message_tokens,
-                fixed_tokens,
-                window_tokens,
-            }
-            .to_string();
-            RpcError {
-                code: codes::PROMPT_TOO_LONG,
-                message,
-                data: Some(json!({
-                    "kind": "messageTooLarge",
-                    "messageTokens": message_tokens,
-                    "fixedTokens": fixed_tokens,
-                    "windowTokens": window_tokens,
-                })),
-            }
-        }
-        EngineError::Turn(
-            e @ T::OverLimit {
-                context_tokens,
-                limit_tokens,
-                window_tokens,
-            },
-        ) => RpcError {
-            code: codes::PROMPT_TOO_LONG,
-            message: e.to_string(),
-            data: Some(json!({
-                "kind": "blockingLimit",
-                "contextTokens": context_tokens,
-                "limitTokens": limit_tokens,
-                "windowTokens": window_tokens,
-            })),
-        },
-        EngineError::Config(m) => RpcError::new(codes::CONFIG_ERROR, m),
-        EngineError::ConfigFile(problems) => {
-            let message = EngineError::ConfigFile(problems.clone()).to_string();
-            let problems: Vec<_> = problems.into_iter().map(cv::config_problem_out).collect();
-            RpcError {
-                code: codes::CONFIG_ERROR,
-                message,
-                data: Some(json!({"kind": "config", "reason": "configFile", "problems": problems})),
-            }
-        }
-        e @ EngineError::NoModel => RpcError {
-            code: codes::CONFIG_ERROR,
-            message: e.to_string(),
-            data: Some(json!({"kind": "config", "reason": "noModel"})),
-        },
-    }
-}
-
-/// Maps engine errors to protocol errors.
-pub fn ws_error(e: WorkspaceError) -> RpcError {
-    match e {
-        WorkspaceError::NotOpen(id) => RpcError::new(
-            codes::WORKSPACE_NOT_OPEN,
-            format!("workspace {id} is not open; call workspace/open first"),
-        ),
-        WorkspaceError::Config(c) => RpcError::new(codes::CONFIG_ERROR, c.to_string()),
-        WorkspaceError::Root(FsError::OutsideRoot(p)) => RpcError::new(
-            codes::OUTSIDE_ROOT,
-            format!("{}: outside the workspace root", p.display()),
-        ),
-        WorkspaceError::Root(e @ FsError::NotFound(_)) => {
-            RpcError::new(codes::NOT_FOUND, e.to_string())
-        }
-        WorkspaceError::Root(e) => RpcError::invalid_params(e.to_string()),
-    }
-}
-
 /// Polls the editor's process; when it is gone, Garuda stops (LSP's processId contract).
 fn watch_parent(pid: u32, stop: CancellationToken) {
     let Some(pid) = rustix::process::Pid::from_raw(pid as i32) else {
@@ -774,21 +620,19 @@ impl Handler for NativeFront {
                 )));
             }
         } else if state != RUNNING {
-            let (code, why) = if state == SHUTTING_DOWN {
-                (rpc_codes::INVALID_REQUEST, "the server is shutting down")
+            return Dispatch::Reply(Err(if state == SHUTTING_DOWN {
+                RpcError::invalid_request(format!("{method}: the server is shutting down"))
             } else {
-                (
-                    rpc_codes::SERVER_NOT_INITIALIZED,
-                    "the server is not initialized; send initialize first",
-                )
-            };
-            return Dispatch::Reply(Err(RpcError::new(code, format!("{method}: {why}"))));
+                RpcError::not_initialized(format!(
+                    "{method}: the server is not initialized; send initialize first"
+                ))
+            }));
         }
         match req {
             Request::Inline(r) => Dispatch::Reply(self.inline(&self.engine.inline(), r)),
             Request::Cached(r) => self.cached(r),
             Request::Blocking(r) => {
-                let long = self.starts_mcp(&r);
+                let lane = self.resolve(r.lane());
                 let facts = FrontFacts {
                     state: self.state.clone(),
                     facts: self.facts.clone(),
@@ -798,38 +642,44 @@ impl Handler for NativeFront {
                         .then(|| self.config_path.clone().map(|p| (self.engine.clone(), p)))
                         .flatten(),
                 };
-                let work = self.on_pool(move |engine| Self::blocking(engine, &facts, r));
-                match work {
-                    // Initialize runs off the loop, but the loop reads on only after it has
-                    // answered: a script may send its next request without waiting.
-                    Dispatch::Spawn(fut) if is_initialize => Dispatch::Ordered(fut),
-                    Dispatch::Spawn(fut) if long => Dispatch::Long(fut),
-                    other => other,
-                }
+                off_loop(
+                    lane,
+                    self.on_pool(move |engine| Self::blocking(engine, &facts, r)),
+                )
             }
-            Request::Spawned(r) => self.spawned(r, ctx),
+            Request::Spawned(r) => {
+                let lane = self.resolve(r.lane());
+                off_loop(lane, self.spawned(r, ctx))
+            }
         }
     }
 
     fn notification(&self, method: &str, params: Value, client: &Client) -> Flow {
         let _ = self.client.set(client.clone());
-        match method {
-            "exit" => Flow::Exit(if self.state.load(Ordering::SeqCst) == SHUTTING_DOWN {
-                0
-            } else {
-                1
-            }),
+        match Notice::parse(method, params) {
+            Ok(Some(Notice::Exit(_))) => {
+                Flow::Exit(if self.state.load(Ordering::SeqCst) == SHUTTING_DOWN {
+                    0
+                } else {
+                    1
+                })
+            }
             _ if self.state.load(Ordering::SeqCst) != RUNNING => {
                 tracing::debug!("{method} before initialize: ignored");
                 Flow::Continue
             }
-            "initialized" => Flow::Continue,
-            "workspace/didChangeWorkspaceFolders" => {
-                self.queue_folder_change(params);
+            Ok(Some(Notice::Initialized(_))) => Flow::Continue,
+            Ok(Some(Notice::DidChangeWorkspaceFolders(p))) => {
+                self.queue_folder_change(p);
                 Flow::Continue
             }
-            _ => {
+            Ok(None) => {
                 tracing::debug!("notification {method} ignored");
+                Flow::Continue
+            }
+            // A notification has no answer to carry the error: the log is all there is.
+            Err(e) => {
+                tracing::warn!("{method}: invalid params: {e}");
                 Flow::Continue
             }
         }

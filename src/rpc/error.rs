@@ -81,9 +81,10 @@ impl RpcError {
         Self::new(codes::INTERNAL_ERROR, message)
     }
 
-    /// -32002: a request before `initialize`.
-    pub fn not_initialized() -> Self {
-        Self::new(codes::SERVER_NOT_INITIALIZED, "server not initialized")
+    /// -32002: a request before `initialize`; the message names the request, as each
+    /// protocol words it.
+    pub fn not_initialized(message: impl Into<String>) -> Self {
+        Self::new(codes::SERVER_NOT_INITIALIZED, message)
     }
 
     /// -32800: the request was cancelled.

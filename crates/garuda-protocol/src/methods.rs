@@ -1,6 +1,8 @@
 //! The method table: every request the native front answers, declared once with its params,
-//! its result and where it runs. Dispatch (by schedule), the schema, the `initialize` method
-//! list and the documentation's list all come from here.
+//! its result, where it runs and in which lane; the notifications the client sends; and the
+//! methods the server calls or notifies on the client.
+//! Dispatch (by schedule and lane), the schema, the `initialize` method list and the
+//! documentation's list all come from here.
 
 use schemars::{JsonSchema, SchemaGenerator};
 use serde::de::{DeserializeOwned, Deserializer};
@@ -22,12 +24,49 @@ pub enum Schedule {
     Spawned,
 }
 
+/// Which of the transport's running limits a request off the read loop counts against: long
+/// work has a lane of its own, so it never holds a slot quick work needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// None: the request never leaves the read loop (the inline rows).
+    Loop,
+    /// Quick work (files, a cache miss) under `max_in_flight`.
+    Quick,
+    /// Long work (model calls, approvals) under `max_long_in_flight`.
+    Long,
+    /// None: it runs off the read loop, but the loop reads on only after it has answered
+    /// (LSP `initialize`: a script may send its next request without waiting).
+    Ordered,
+    /// Quick, unless it may start the config's MCP servers (seconds, not milliseconds): long
+    /// when the config names any and the request makes a session, or names one that is not
+    /// live (bringing it back from disk starts its servers; a live one has them already).
+    StartsMcp,
+}
+
+impl Lane {
+    /// How the documentation names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Lane::Loop => "none",
+            Lane::Quick => "quick",
+            Lane::Long => "long",
+            Lane::Ordered => "none: answered before the next message is read",
+            Lane::StartsMcp => "long if it starts MCP servers, else quick",
+        }
+    }
+}
+
 /// One method of the table.
 pub trait Method {
     /// The wire name.
     const NAME: &'static str;
     /// Where it runs.
     const SCHEDULE: Schedule;
+    /// Its lane off the read loop.
+    const LANE: Lane;
+    /// The session whose liveness decides a [`Lane::StartsMcp`] row's lane (`None`: the
+    /// request makes a new session, or the lane does not depend on one).
+    fn lane_session(params: &Self::Params) -> Option<&str>;
     /// Its params.
     type Params: DeserializeOwned + Send + 'static;
     /// Its result.
@@ -132,6 +171,61 @@ mod tests {
         assert!(Request::parse("prompt/assemble", p).is_ok());
         assert!(matches!(Request::parse("nope", Value::Null), Ok(None)));
     }
+
+    #[test]
+    fn lanes_fit_schedules() {
+        for m in method_infos() {
+            let fits = match m.schedule {
+                Schedule::Inline => m.lane == Lane::Loop,
+                Schedule::Cached => m.lane == Lane::Quick,
+                Schedule::Blocking => {
+                    matches!(m.lane, Lane::Quick | Lane::StartsMcp | Lane::Ordered)
+                }
+                Schedule::Spawned => m.lane == Lane::Long,
+            };
+            assert!(
+                fits,
+                "{}: {:?} does not fit {:?}",
+                m.name, m.lane, m.schedule
+            );
+        }
+        let lane = |method: &str, params: Value| match Request::parse(method, params) {
+            Ok(Some(Request::Blocking(r))) => {
+                let (lane, session) = r.lane();
+                (lane, session.map(str::to_string))
+            }
+            other => panic!("{method}: {other:?}"),
+        };
+        let p = serde_json::json!({"sessionId": "s1"});
+        assert_eq!(
+            lane("session/load", p),
+            (Lane::StartsMcp, Some("s1".into()))
+        );
+        let p = serde_json::json!({"workspaceId": "w"});
+        assert_eq!(lane("session/new", p.clone()), (Lane::StartsMcp, None));
+        assert_eq!(lane("session/list", p), (Lane::Quick, None));
+    }
+
+    #[test]
+    fn notices_pass_lsp_params_on() {
+        // LSP's params are the client's business: any shape is taken, as before the table.
+        for params in [
+            Value::Null,
+            serde_json::json!({"x": 1}),
+            serde_json::json!([1]),
+        ] {
+            assert!(matches!(
+                Notice::parse("exit", params.clone()),
+                Ok(Some(Notice::Exit(_)))
+            ));
+        }
+        let p = serde_json::json!({"event": {"added": [], "removed": []}});
+        assert!(matches!(
+            Notice::parse("workspace/didChangeWorkspaceFolders", p.clone()),
+            Ok(Some(Notice::DidChangeWorkspaceFolders(v))) if v == p
+        ));
+        assert!(matches!(Notice::parse("$/cancelRequest", p), Ok(None)));
+    }
 }
 
 /// One row of the table, for the schema and the docs.
@@ -140,6 +234,8 @@ pub struct MethodInfo {
     pub name: &'static str,
     /// Where it runs.
     pub schedule: Schedule,
+    /// Its lane off the read loop.
+    pub lane: Lane,
     /// Its params' schema (None: it takes none, or LSP's own).
     pub params: fn(&mut SchemaGenerator) -> Option<Value>,
     /// Its result's schema (None: `null`).
@@ -168,7 +264,7 @@ impl Schedule {
 /// markers), so the documentation's list cannot drift from dispatch.
 pub fn methods_markdown() -> String {
     let mut out = String::from(
-        "| method | runs on | params | result | what it does |\n| --- | --- | --- | --- | --- |\n",
+        "| method | runs on | lane | params | result | what it does |\n| --- | --- | --- | --- | --- | --- |\n",
     );
     for m in method_infos() {
         let ty = |n: &str| match n {
@@ -177,9 +273,10 @@ pub fn methods_markdown() -> String {
             t => format!("`{t}`"),
         };
         out.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} |\n",
+            "| `{}` | {} | {} | {} | {} | {} |\n",
             m.name,
             m.schedule.describe(),
+            m.lane.describe(),
             ty(m.params_name),
             ty(m.result_name),
             m.doc.trim()
@@ -196,13 +293,15 @@ fn no_schema(_: &mut SchemaGenerator) -> Option<Value> {
     None
 }
 
-/// Declares the table. Each row: `Type = "name", Schedule, params -> result;` where params is
-/// a type, `none` (no params) or `lsp` (LSP's own params, not in our schema), and result is a
-/// type or `none`. Generates one marker type per method implementing [`Method`], `METHODS`,
-/// [`method_infos`] and the parsed [`Request`], split by schedule so a front handles each
-/// schedule in a function of its own and the compiler checks every method is handled.
+/// Declares the table. Each row: `Type = "name", Schedule, Lane, params -> result;` where
+/// Lane is a [`Lane`] variant, `StartsMcp` naming the params' session field when the request
+/// names a session (`StartsMcp(session_id)`); params is a type, `none` (no params) or `lsp`
+/// (LSP's own params, not in our schema), and result is a type or `none`. Generates one
+/// marker type per method implementing [`Method`], `METHODS`, [`method_infos`] and the parsed
+/// [`Request`], split by schedule so a front handles each schedule in a function of its own
+/// and the compiler checks every method is handled.
 macro_rules! methods {
-    ($( $(#[doc = $doc:literal])* $ty:ident = $name:literal, $sched:ident, $p:tt -> $r:tt; )*) => {
+    ($( $(#[doc = $doc:literal])* $ty:ident = $name:literal, $sched:ident, $lane:ident $(($field:ident))?, $p:tt -> $r:tt; )*) => {
         $(
             $(#[doc = $doc])*
             #[derive(Debug, Clone, Copy)]
@@ -210,6 +309,10 @@ macro_rules! methods {
             impl Method for $ty {
                 const NAME: &'static str = $name;
                 const SCHEDULE: Schedule = Schedule::$sched;
+                const LANE: Lane = Lane::$lane;
+                fn lane_session(params: &Self::Params) -> Option<&str> {
+                    methods!(@session params $($field)?)
+                }
                 type Params = methods!(@ptype $p);
                 type Result = methods!(@rtype $r);
                 const BY_NAME: bool = methods!(@byname $p);
@@ -224,6 +327,7 @@ macro_rules! methods {
             vec![$(MethodInfo {
                 name: $name,
                 schedule: Schedule::$sched,
+                lane: Lane::$lane,
                 params: methods!(@pschema $p),
                 result: methods!(@rschema $r),
                 params_name: stringify!($p),
@@ -234,6 +338,11 @@ macro_rules! methods {
 
         methods!(@split [] [] [] [] $($ty $sched,)*);
     };
+    (@session $params:ident) => {{
+        let _ = $params;
+        None
+    }};
+    (@session $params:ident $field:ident) => { Some($params.$field.as_str()) };
     (@byname none) => { false };
     (@byname lsp) => { false };
     (@byname $t:ty) => { true };
@@ -247,6 +356,17 @@ macro_rules! methods {
     (@pschema $t:ty) => { schema_of::<$t> };
     (@rschema none) => { no_schema };
     (@rschema $t:ty) => { schema_of::<$t> };
+    // Reads each request's lane from its row, so no front keeps a schedule of its own.
+    (@lane $enum:ident $($v:ident)*) => {
+        impl $enum {
+            /// Its row's lane, and the session that decides a [`Lane::StartsMcp`] lane.
+            pub fn lane(&self) -> (Lane, Option<&str>) {
+                match *self {
+                    $($enum::$v(ref p) => (<$v as Method>::LANE, <$v as Method>::lane_session(p)),)*
+                }
+            }
+        }
+    };
     // Sorts the rows into one list per schedule, then emits the request enums.
     (@split [$($i:ident)*] [$($c:ident)*] [$($b:ident)*] [$($s:ident)*] $ty:ident Inline, $($rest:tt)*) => {
         methods!(@split [$($i)* $ty] [$($c)*] [$($b)*] [$($s)*] $($rest)*);
@@ -278,6 +398,11 @@ macro_rules! methods {
         #[allow(missing_docs)]
         pub enum SpawnedRequest { $($s(<$s as Method>::Params)),* }
 
+        methods!(@lane InlineRequest $($i)*);
+        methods!(@lane CachedRequest $($c)*);
+        methods!(@lane BlockingRequest $($b)*);
+        methods!(@lane SpawnedRequest $($s)*);
+
         /// A request of the table with its params decoded, by schedule.
         #[derive(Debug)]
         pub enum Request {
@@ -308,49 +433,101 @@ macro_rules! methods {
 
 methods! {
     /// LSP `initialize`: opens the workspace folders, answers the capabilities.
-    Initialize = "initialize", Blocking, lsp -> InitializeResult;
+    Initialize = "initialize", Blocking, Ordered, lsp -> InitializeResult;
     /// LSP `shutdown`.
-    Shutdown = "shutdown", Inline, none -> none;
+    Shutdown = "shutdown", Inline, Loop, none -> none;
     /// Opens a workspace folder.
-    OpenWorkspace = "workspace/open", Blocking, OpenParams -> WorkspaceInfo;
+    OpenWorkspace = "workspace/open", Blocking, Quick, OpenParams -> WorkspaceInfo;
     /// Closes a workspace.
-    CloseWorkspace = "workspace/close", Inline, WorkspaceRef -> CloseResult;
+    CloseWorkspace = "workspace/close", Inline, Loop, WorkspaceRef -> CloseResult;
     /// The open workspaces.
-    ListWorkspaces = "workspace/list", Inline, none -> ListResult;
+    ListWorkspaces = "workspace/list", Inline, Loop, none -> ListResult;
     /// Assembles a workspace's system prompt.
-    AssemblePrompt = "prompt/assemble", Cached, AssembleParams -> AssembleResult;
+    AssemblePrompt = "prompt/assemble", Cached, Quick, AssembleParams -> AssembleResult;
     /// Creates a session (a transcript file).
-    NewSession = "session/new", Blocking, NewSessionParams -> NewSessionResult;
+    NewSession = "session/new", Blocking, StartsMcp, NewSessionParams -> NewSessionResult;
     /// A workspace's sessions.
-    ListSessions = "session/list", Blocking, WorkspaceRef -> SessionList;
+    ListSessions = "session/list", Blocking, Quick, WorkspaceRef -> SessionList;
     /// Loads a stored session.
-    LoadSession = "session/load", Blocking, SessionRef -> LoadResult;
+    LoadSession = "session/load", Blocking, StartsMcp(session_id), SessionRef -> LoadResult;
     /// A page of a session's durable history.
-    ReadMessages = "session/messages", Blocking, MessagesParams -> MessagesPage;
+    ReadMessages = "session/messages", Blocking, StartsMcp(session_id), MessagesParams -> MessagesPage;
     /// Copies a session.
-    ForkSession = "session/fork", Blocking, ForkParams -> SessionRef;
+    ForkSession = "session/fork", Blocking, Quick, ForkParams -> SessionRef;
     /// Deletes a session.
-    DeleteSession = "session/delete", Blocking, SessionRef -> Ack;
+    DeleteSession = "session/delete", Blocking, Quick, SessionRef -> Ack;
     /// Switches a live session's model or approval policy.
-    Configure = "session/configure", Blocking, ConfigureParams -> ConfigureResult;
+    Configure = "session/configure", Blocking, StartsMcp(session_id), ConfigureParams -> ConfigureResult;
     /// Takes back "allow always" for a tool (or every tool) of a session.
-    RevokePermission = "session/revokePermission", Blocking, RevokePermissionParams -> RevokePermissionResult;
+    RevokePermission = "session/revokePermission", Blocking, Quick, RevokePermissionParams -> RevokePermissionResult;
     /// Runs one user turn.
-    RunTurn = "turn/run", Spawned, TurnParams -> TurnResult;
+    RunTurn = "turn/run", Spawned, Long, TurnParams -> TurnResult;
     /// Cancels a live session's running operation.
-    CancelTurn = "turn/cancel", Inline, SessionRef -> Ack;
+    CancelTurn = "turn/cancel", Inline, Loop, SessionRef -> Ack;
     /// The manual `/compact [focus]`.
-    Compact = "session/compact", Spawned, CompactParams -> CompactResult;
+    Compact = "session/compact", Spawned, Long, CompactParams -> CompactResult;
     /// Drops messages from the model's view.
-    Snip = "session/snip", Blocking, SnipParams -> SnipResult;
+    Snip = "session/snip", Blocking, StartsMcp(session_id), SnipParams -> SnipResult;
     /// Replaces a span of the view with a summary.
-    Collapse = "session/collapse", Spawned, CollapseParams -> CollapseResult;
+    Collapse = "session/collapse", Spawned, Long, CollapseParams -> CollapseResult;
     /// The exact request the next step would send.
-    ViewRequest = "session/view", Blocking, SessionRef -> ViewResult;
+    ViewRequest = "session/view", Blocking, StartsMcp(session_id), SessionRef -> ViewResult;
     /// The context by part, and what the requests used per purpose (`usageByPurpose`).
-    InspectContext = "context/inspect", Blocking, SessionRef -> InspectResult;
+    InspectContext = "context/inspect", Blocking, StartsMcp(session_id), SessionRef -> InspectResult;
     /// The MCP servers of a live session, with their state and tool counts.
-    McpServers = "mcp/servers", Inline, SessionRef -> McpServersResult;
+    McpServers = "mcp/servers", Inline, Loop, SessionRef -> McpServersResult;
+}
+
+/// A notification the client sends the server.
+pub trait Notification {
+    /// The wire name.
+    const NAME: &'static str;
+    /// Its params.
+    type Params: DeserializeOwned + Send + 'static;
+}
+
+/// Declares the client's notifications: `Type = "name", params;` where params is a type or
+/// `lsp` (LSP's own, passed on undecoded). Generates one marker type per notification
+/// implementing [`Notification`] and the parsed [`Notice`], so a front handles them in one
+/// exhaustive `match`. `$/cancelRequest` is not a row: the transport handles it for every
+/// front, before any handler sees it.
+macro_rules! notifications {
+    ($( $(#[doc = $doc:literal])* $ty:ident = $name:literal, $p:tt; )*) => {
+        $(
+            $(#[doc = $doc])*
+            #[derive(Debug, Clone, Copy)]
+            pub struct $ty;
+            impl Notification for $ty {
+                const NAME: &'static str = $name;
+                type Params = methods!(@ptype $p);
+            }
+        )*
+
+        /// A notification of the table with its params decoded.
+        #[derive(Debug)]
+        #[allow(missing_docs)]
+        pub enum Notice { $($ty(<$ty as Notification>::Params)),* }
+
+        impl Notice {
+            /// Decodes a notification; `Ok(None)` for one not in the table.
+            pub fn parse(method: &str, params: Value) -> Result<Option<Notice>, serde_json::Error> {
+                Ok(Some(match method {
+                    $(<$ty as Notification>::NAME => Notice::$ty(serde_json::from_value(params)?),)*
+                    _ => return Ok(None),
+                }))
+            }
+        }
+    };
+}
+
+notifications! {
+    /// LSP `initialized`: nothing to do, requests work once `initialize` is answered.
+    Initialized = "initialized", lsp;
+    /// LSP `exit`: stop serving, with code 0 after `shutdown`, else 1 (also before
+    /// `initialize`).
+    Exit = "exit", lsp;
+    /// LSP's folder change: the removed folders' workspaces close, the added folders open.
+    DidChangeWorkspaceFolders = "workspace/didChangeWorkspaceFolders", lsp;
 }
 
 /// What a server-to-client method is.

@@ -1,6 +1,7 @@
 //! The ACP method table: every method the ACP front answers, declared once with its name
-//! (the schema crate's own constant), its params and result (the schema crate's types) and
-//! where it runs; and the methods Garuda calls on the client, typed the same way.
+//! (the schema crate's own constant), its params and result (the schema crate's types),
+//! where it runs and in which lane; and the methods Garuda calls on the client, typed the same
+//! way.
 //!
 //! The table generates one marker type per method and one request enum per schedule; the
 //! front handles each schedule in a function of its own with an exhaustive `match`, so a
@@ -28,12 +29,27 @@ pub enum Schedule {
     Spawned,
 }
 
+/// Which of the transport's running limits a request off the read loop counts against: long
+/// work has a lane of its own, so it never holds a slot quick work needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// None: the request never leaves the read loop (the inline rows).
+    Loop,
+    /// Quick work (files) under `max_in_flight`.
+    Quick,
+    /// Long work under `max_long_in_flight`: a turn, or a session that starts, since it may
+    /// start MCP servers (the client's `mcpServers` as well as the config's).
+    Long,
+}
+
 /// One request of the table.
 pub trait AcpMethod {
     /// The wire name.
     const NAME: &'static str;
     /// Where it runs.
     const SCHEDULE: Schedule;
+    /// Its lane off the read loop.
+    const LANE: Lane;
     /// Its params.
     type Params: DeserializeOwned + Send + 'static;
     /// Its result.
@@ -69,7 +85,7 @@ pub fn ok<M: AcpMethod>(r: M::Result) -> Result<Value, RpcError> {
 
 macro_rules! acp_methods {
     (
-        requests { $( $(#[doc = $doc:literal])* $ty:ident = $name:expr, $sched:ident, $p:ty => $r:ty; )* }
+        requests { $( $(#[doc = $doc:literal])* $ty:ident = $name:expr, $sched:ident, $lane:ident, $p:ty => $r:ty; )* }
         notifications { $( $(#[doc = $ndoc:literal])* $nty:ident = $nname:expr, $np:ty; )* }
     ) => {
         $(
@@ -79,6 +95,7 @@ macro_rules! acp_methods {
             impl AcpMethod for $ty {
                 const NAME: &'static str = $name;
                 const SCHEDULE: Schedule = Schedule::$sched;
+                const LANE: Lane = Lane::$lane;
                 type Params = $p;
                 type Result = $r;
             }
@@ -98,6 +115,12 @@ macro_rules! acp_methods {
 
         acp_methods!(@split [] [] [] $($ty $sched,)*);
 
+        /// Every row's name, schedule and lane, for the test that they fit.
+        #[cfg(test)]
+        fn rows() -> Vec<(&'static str, Schedule, Lane)> {
+            vec![$(($name, Schedule::$sched, Lane::$lane)),*]
+        }
+
         /// A notification of the table with its params decoded.
         #[derive(Debug)]
         #[allow(missing_docs)]
@@ -110,6 +133,17 @@ macro_rules! acp_methods {
                     return Ok(Some(AcpNotice::$nty(parse_params(params)?)));
                 })*
                 Ok(None)
+            }
+        }
+    };
+    // Reads each request's lane from its row, so the front keeps no list of its own.
+    (@lane $enum:ident $($v:ident)*) => {
+        impl $enum {
+            /// Its row's lane.
+            pub fn lane(&self) -> Lane {
+                match *self {
+                    $($enum::$v(_) => <$v as AcpMethod>::LANE,)*
+                }
             }
         }
     };
@@ -136,6 +170,10 @@ macro_rules! acp_methods {
         #[derive(Debug)]
         #[allow(missing_docs)]
         pub enum SpawnedRequest { $($s(<$s as AcpMethod>::Params)),* }
+
+        acp_methods!(@lane InlineRequest $($i)*);
+        acp_methods!(@lane BlockingRequest $($b)*);
+        acp_methods!(@lane SpawnedRequest $($s)*);
 
         /// A request of the table with its params decoded, by schedule.
         #[derive(Debug)]
@@ -170,33 +208,33 @@ macro_rules! acp_methods {
 acp_methods! {
     requests {
         /// Remembers the client's capabilities, answers Garuda's.
-        Initialize = AGENT_METHOD_NAMES.initialize, Inline, acp::InitializeRequest => acp::InitializeResponse;
+        Initialize = AGENT_METHOD_NAMES.initialize, Inline, Loop, acp::InitializeRequest => acp::InitializeResponse;
         /// No auth methods are offered, so every method id is refused.
-        Authenticate = AGENT_METHOD_NAMES.authenticate, Inline, acp::AuthenticateRequest => acp::AuthenticateResponse;
+        Authenticate = AGENT_METHOD_NAMES.authenticate, Inline, Loop, acp::AuthenticateRequest => acp::AuthenticateResponse;
         /// Nothing to forget: keys come from the environment or the config file, never from
         /// the client, so it answers success and changes nothing.
-        Logout = AGENT_METHOD_NAMES.logout, Inline, acp::LogoutRequest => acp::LogoutResponse;
+        Logout = AGENT_METHOD_NAMES.logout, Inline, Loop, acp::LogoutRequest => acp::LogoutResponse;
         /// Opens `cwd` as a workspace and starts a session (MCP servers included).
-        NewSession = AGENT_METHOD_NAMES.session_new, Blocking, acp::NewSessionRequest => acp::NewSessionResponse;
+        NewSession = AGENT_METHOD_NAMES.session_new, Blocking, Long, acp::NewSessionRequest => acp::NewSessionResponse;
         /// Loads a stored session and replays its history.
-        LoadSession = AGENT_METHOD_NAMES.session_load, Blocking, acp::LoadSessionRequest => acp::LoadSessionResponse;
+        LoadSession = AGENT_METHOD_NAMES.session_load, Blocking, Long, acp::LoadSessionRequest => acp::LoadSessionResponse;
         /// A session without a replay.
-        ResumeSession = AGENT_METHOD_NAMES.session_resume, Blocking, acp::ResumeSessionRequest => acp::ResumeSessionResponse;
+        ResumeSession = AGENT_METHOD_NAMES.session_resume, Blocking, Long, acp::ResumeSessionRequest => acp::ResumeSessionResponse;
         /// A new session with a stored session's history; the source stays as it was
         /// (unstable in ACP: the schema crate's `unstable_session_fork` types).
-        ForkSession = AGENT_METHOD_NAMES.session_fork, Blocking, acp::ForkSessionRequest => acp::ForkSessionResponse;
+        ForkSession = AGENT_METHOD_NAMES.session_fork, Blocking, Long, acp::ForkSessionRequest => acp::ForkSessionResponse;
         /// The stored sessions, newest first.
-        ListSessions = AGENT_METHOD_NAMES.session_list, Blocking, acp::ListSessionsRequest => acp::ListSessionsResponse;
+        ListSessions = AGENT_METHOD_NAMES.session_list, Blocking, Quick, acp::ListSessionsRequest => acp::ListSessionsResponse;
         /// Closes a live session and removes its transcript and side files (no trash).
-        DeleteSession = AGENT_METHOD_NAMES.session_delete, Blocking, acp::DeleteSessionRequest => acp::DeleteSessionResponse;
+        DeleteSession = AGENT_METHOD_NAMES.session_delete, Blocking, Quick, acp::DeleteSessionRequest => acp::DeleteSessionResponse;
         /// Cancels a session's work and frees it from memory.
-        CloseSession = AGENT_METHOD_NAMES.session_close, Inline, acp::CloseSessionRequest => acp::CloseSessionResponse;
+        CloseSession = AGENT_METHOD_NAMES.session_close, Inline, Loop, acp::CloseSessionRequest => acp::CloseSessionResponse;
         /// Runs one turn.
-        Prompt = AGENT_METHOD_NAMES.session_prompt, Spawned, acp::PromptRequest => acp::PromptResponse;
+        Prompt = AGENT_METHOD_NAMES.session_prompt, Spawned, Long, acp::PromptRequest => acp::PromptResponse;
         /// Sets the approval policy.
-        SetMode = AGENT_METHOD_NAMES.session_set_mode, Inline, acp::SetSessionModeRequest => acp::SetSessionModeResponse;
+        SetMode = AGENT_METHOD_NAMES.session_set_mode, Inline, Loop, acp::SetSessionModeRequest => acp::SetSessionModeResponse;
         /// Sets `model` or `mode`.
-        SetConfigOption = AGENT_METHOD_NAMES.session_set_config_option, Blocking, acp::SetSessionConfigOptionRequest => acp::SetSessionConfigOptionResponse;
+        SetConfigOption = AGENT_METHOD_NAMES.session_set_config_option, Blocking, Quick, acp::SetSessionConfigOptionRequest => acp::SetSessionConfigOptionResponse;
     }
     notifications {
         /// Cancels a session's running turn.
@@ -254,3 +292,20 @@ client_methods! {
 
 /// What the client is told when Garuda gives up on a request it sent.
 pub const CANCEL_REQUEST: &str = PROTOCOL_LEVEL_METHOD_NAMES.cancel_request;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lanes_fit_schedules() {
+        for (name, schedule, lane) in rows() {
+            let fits = match schedule {
+                Schedule::Inline => lane == Lane::Loop,
+                Schedule::Blocking => matches!(lane, Lane::Quick | Lane::Long),
+                Schedule::Spawned => lane == Lane::Long,
+            };
+            assert!(fits, "{name}: {lane:?} does not fit {schedule:?}");
+        }
+    }
+}

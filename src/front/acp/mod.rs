@@ -5,8 +5,9 @@
 //! detects the framing). The messages are the types of the official
 //! `agent-client-protocol-schema` crate (pinned in `Cargo.toml`), so the wire follows the
 //! protocol's own definitions. Each method is a row of the table in [`methods`], whose
-//! schedule says where it runs (nothing that reads the disk or waits runs on the read loop),
-//! and maps onto the same [`Engine`] calls as the native front:
+//! schedule says where it runs (nothing that reads the disk or waits runs on the read loop)
+//! and whose lane which running limit it counts against, and maps onto the same [`Engine`]
+//! calls as the native front:
 //!
 //! | ACP | Garuda |
 //! | --- | --- |
@@ -56,7 +57,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::native::engine_error;
+use super::errors::{engine_error, ws_error};
 use crate::rpc::{Client, Dispatch, Flow, Handler, Id, RequestCtx, RpcError, Then, codes};
 use garuda_core::config::{ConfigProblem, Severity};
 use garuda_core::engine::{Engine, EngineError, EngineEvent, NewSession};
@@ -64,7 +65,8 @@ use garuda_core::message::Block;
 use garuda_core::tools::Policy;
 use garuda_core::turn::{LiveSession, TurnHost};
 use methods::{
-    self as m, AcpMethod, AcpNotice, AcpRequest, BlockingRequest, InlineRequest, SpawnedRequest, ok,
+    self as m, AcpMethod, AcpNotice, AcpRequest, BlockingRequest, InlineRequest, Lane,
+    SpawnedRequest, ok,
 };
 
 /// The environment variable that picks the model of ACP sessions.
@@ -267,12 +269,16 @@ impl Front {
         }
     }
 
-    /// Long requests, each a task of its own; `$/cancel_request` cancels `ctx.cancel`.
-    fn spawned(self: &Arc<Self>, req: SpawnedRequest, ctx: RequestCtx) -> Dispatch {
+    /// Requests that run as a task of their own; `$/cancel_request` cancels `ctx.cancel`.
+    fn spawned(
+        self: &Arc<Self>,
+        req: SpawnedRequest,
+        ctx: RequestCtx,
+    ) -> BoxFuture<'static, Result<Value, RpcError>> {
         match req {
             SpawnedRequest::Prompt(p) => {
                 let front = self.clone();
-                Dispatch::Long(Box::pin(async move { front.session_prompt(p, ctx).await }))
+                Box::pin(async move { front.session_prompt(p, ctx).await })
             }
         }
     }
@@ -345,9 +351,7 @@ impl Front {
             }
             let mcp_servers = mcp_servers_of(&p.mcp_servers)?;
             let engine = &self.engine;
-            let ws = engine
-                .open_workspace(&p.cwd)
-                .map_err(super::native::ws_error)?;
+            let ws = engine.open_workspace(&p.cwd).map_err(ws_error)?;
             let extra = open_extra(engine, &p.additional_directories);
             let (live, warnings) = engine
                 .new_session(
@@ -769,9 +773,7 @@ fn list_sessions(engine: &Engine, p: acp::ListSessionsRequest) -> Result<Value, 
                     cwd.display()
                 )));
             }
-            let ws = engine
-                .open_workspace(cwd)
-                .map_err(super::native::ws_error)?;
+            let ws = engine.open_workspace(cwd).map_err(ws_error)?;
             engine.list_sessions(&ws.id).map_err(engine_error)?
         }
         None => engine
@@ -820,10 +822,9 @@ impl Handler for AcpFront {
         let front = &self.front;
         let _ = front.client.set(ctx.client.clone());
         if method != m::Initialize::NAME && !front.initialized.load(Ordering::Acquire) {
-            return Dispatch::Reply(Err(RpcError::new(
-                codes::SERVER_NOT_INITIALIZED,
-                format!("{method} before initialize; send initialize first"),
-            )));
+            return Dispatch::Reply(Err(RpcError::not_initialized(format!(
+                "{method} before initialize; send initialize first"
+            ))));
         }
         let params = if method == m::Initialize::NAME {
             methods::tolerant_version(params)
@@ -843,15 +844,7 @@ impl Handler for AcpFront {
         match req {
             AcpRequest::Inline(r) => Dispatch::Reply(front.inline(r)),
             AcpRequest::Blocking(r) => {
-                // A session that starts (new, load, resume, fork) may start MCP servers: long
-                // work, so a slow server never holds a slot quick requests need.
-                let long = matches!(
-                    r,
-                    BlockingRequest::NewSession(_)
-                        | BlockingRequest::LoadSession(_)
-                        | BlockingRequest::ResumeSession(_)
-                        | BlockingRequest::ForkSession(_)
-                );
+                let lane = r.lane();
                 let front = front.clone();
                 let client = ctx.client;
                 let work: BoxFuture<'static, Answer> = Box::pin(async move {
@@ -859,13 +852,20 @@ impl Handler for AcpFront {
                         .await
                         .unwrap_or_else(|e| (Err(RpcError::internal(e.to_string())), None))
                 });
-                if long {
-                    Dispatch::LongThen(work)
-                } else {
-                    Dispatch::SpawnThen(work)
+                match lane {
+                    Lane::Long => Dispatch::LongThen(work),
+                    // A read-loop request never gets here.
+                    Lane::Quick | Lane::Loop => Dispatch::SpawnThen(work),
                 }
             }
-            AcpRequest::Spawned(r) => front.spawned(r, ctx),
+            AcpRequest::Spawned(r) => {
+                let lane = r.lane();
+                let work = front.spawned(r, ctx);
+                match lane {
+                    Lane::Long => Dispatch::Long(work),
+                    Lane::Quick | Lane::Loop => Dispatch::Spawn(work),
+                }
+            }
         }
     }
 
