@@ -7,7 +7,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use ignore::WalkBuilder;
 
 use super::util;
-use super::{ToolContext, ToolMeta, ToolOutput};
+use super::vocab::{ToolContext, ToolMeta, ToolOutput};
 
 /// A walker over `base` that honours .gitignore, .ignore and git excludes (even outside a git
 /// repository), shows hidden files but never descends into `.git`, and never follows links.

@@ -1,47 +1,18 @@
 //! How `edit_file` and `write_file` change a file: planned as its whole new text, then written
 //! through fsroot or handed to the editor (its `workspace/applyEdit`, its ACP `fs/write_text_file`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
-use super::handler::{Risk, Workbench};
+use super::handler::Workbench;
+use super::policy::risky_target;
 use super::util;
-use super::{ReadState, ToolContext, ToolMeta, ToolOutput};
+use super::vocab::{Anchor, PlannedWrite, ReadState, Risk, ToolContext, ToolMeta, ToolOutput};
 use crate::fsroot::{EntryKind, FileStamp, Root};
 
 /// Largest file `edit_file` works on, in characters.
 pub(crate) const EDIT_MAX_CHARS: usize = 8 * 1024 * 1024;
-
-/// A computed write: the whole new text of one file, not yet written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedWrite {
-    /// Root-relative path of the file.
-    pub rel_path: PathBuf,
-    /// The file's text before the write; `None` when the file is new.
-    pub old_text: Option<String>,
-    /// The file's text after the write.
-    pub new_text: String,
-    /// The file's stamp when the plan was made; the write is refused if it changed since.
-    pub base: Option<FileStamp>,
-    /// One line for the model describing what the write does.
-    pub summary: String,
-}
-
-/// What an `edit_file` or `write_file` call would change, for an editor to draw before it
-/// runs (ACP diff content and locations). Best effort: no freshness check, and `None` when
-/// the call would fail or the tool is not an edit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EditPreview {
-    /// Root-relative path of the file.
-    pub rel_path: PathBuf,
-    /// The whole text before; `None` for a new file.
-    pub old_text: Option<String>,
-    /// The whole text after.
-    pub new_text: String,
-    /// 1-based line where the change starts.
-    pub line: u32,
-}
 
 /// Refuses unless the model read the file in this session and it has not changed since.
 /// Returns the current stamp.
@@ -124,7 +95,7 @@ pub fn commit_write(plan: &PlannedWrite, ctx: &ToolContext) -> ToolOutput {
 pub fn finish_write(plan: &PlannedWrite, ctx: &ToolContext) -> ToolOutput {
     let shown = util::show(&plan.rel_path);
     if let Ok(stamp) = ctx.root.stamp(&plan.rel_path) {
-        let anchor = ctx.call_id.clone().map(super::Anchor::Call);
+        let anchor = ctx.call_id.clone().map(Anchor::Call);
         ctx.tracker().record_at(&plan.rel_path, stamp, anchor);
     }
     let meta = ToolMeta {
@@ -152,7 +123,7 @@ pub(crate) fn current_text(root: &Root, rel: &Path) -> Option<Option<String>> {
 pub(crate) fn risk(input: &Value, root: &Root) -> Option<Risk> {
     let p = input.get("path")?.as_str()?;
     let rel = root.relative(Path::new(p)).ok()?;
-    super::risky_target(root.path(), &rel).map(|why| (rel, why))
+    risky_target(root.path(), &rel).map(|why| (rel, why))
 }
 
 /// Writes a planned change: through the editor where it edits buffers, otherwise through

@@ -8,10 +8,12 @@ use serde_json::{Value, json};
 
 use crate::fsroot::Root;
 use crate::message::ToolSpec;
-use crate::tools::handler::{self, Risk, Tool, Workbench};
+use crate::tools::handler::{self, Tool, Workbench};
 use crate::tools::util::{self, lenient_bool};
-use crate::tools::write::{self, EditPreview, PlannedWrite};
-use crate::tools::{ToolClass, ToolContext, ToolOutput, Touch};
+use crate::tools::vocab::{
+    EditPreview, PlannedWrite, Risk, ToolClass, ToolContext, ToolOutput, Touch,
+};
+use crate::tools::write;
 #[derive(Deserialize)]
 struct EditInput {
     path: String,

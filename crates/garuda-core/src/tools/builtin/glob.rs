@@ -4,14 +4,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::fsroot::EntryKind;
+use crate::tools::handler::{self, Tool, Workbench};
 use crate::tools::util;
-use crate::tools::{ToolContext, ToolOutput};
+use crate::tools::vocab::{ToolClass, ToolContext, ToolOutput, Touch};
+use crate::tools::walk::{cancelled, compile_glob, finish, walker};
 use futures_util::future::BoxFuture;
 
 use crate::message::ToolSpec;
-use crate::tools::handler::{self, Tool, Workbench};
-use crate::tools::walk::{cancelled, compile_glob, finish, walker};
-use crate::tools::{ToolClass, Touch};
 
 #[derive(Deserialize)]
 struct GlobInput {

@@ -11,9 +11,8 @@ use crate::fsroot::EntryKind;
 use crate::message::ToolSpec;
 use crate::tools::handler::{self, Tool, Workbench};
 use crate::tools::util::{self, lenient_bool, lenient_u64};
+use crate::tools::vocab::{ToolClass, ToolContext, ToolMeta, ToolOutput, Touch};
 use crate::tools::walk::{compile_glob, files_under};
-use crate::tools::{ToolClass, Touch};
-use crate::tools::{ToolContext, ToolMeta, ToolOutput};
 use futures_util::future::BoxFuture;
 
 /// Most bytes of one file searched; the rest of a larger file is not searched.

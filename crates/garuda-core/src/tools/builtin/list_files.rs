@@ -4,14 +4,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::fsroot::EntryKind;
+use crate::tools::handler::{self, Tool, Workbench};
 use crate::tools::util::{self, lenient_u64};
-use crate::tools::{ToolContext, ToolOutput};
+use crate::tools::vocab::{ToolClass, ToolContext, ToolOutput, Touch};
+use crate::tools::walk::{cancelled, finish, walker};
 use futures_util::future::BoxFuture;
 
 use crate::message::ToolSpec;
-use crate::tools::handler::{self, Tool, Workbench};
-use crate::tools::walk::{cancelled, finish, walker};
-use crate::tools::{ToolClass, Touch};
 
 /// Deepest `list_files` walk the model may ask for.
 const MAX_DEPTH: u64 = 20;

@@ -11,13 +11,15 @@ mod list_files;
 mod read_file;
 mod remember;
 mod skill;
+mod snip;
 mod todo_write;
 mod write_file;
 
 pub use agent::{AgentTool, ExploreTool};
 pub use exit_plan_mode::{PLAN_TOOL, plan_in};
 pub use skill::{SKILL_TOOL, SkillTool, skill_text};
-pub use todo_write::{TodoItem, TodoStatus, todos_in};
+pub use snip::{SNIP_TOOL, snip_tool_spec};
+pub use todo_write::todos_in;
 
 use super::handler::Handler;
 
