@@ -673,6 +673,37 @@ mod tests {
     }
 
     #[test]
+    fn claude_code_tool_names_map_to_garudas() {
+        let listed = [
+            "Read",
+            "Grep",
+            "Glob",
+            "Bash",
+            "Edit",
+            "MultiEdit",
+            "LS",
+            "WebFetch",
+        ]
+        .map(String::from);
+        let (tools, unknown) = ToolRegistry::resolve_names(&listed);
+        assert_eq!(
+            tools,
+            [
+                "read_file",
+                "grep",
+                "glob",
+                "bash",
+                "edit_file",
+                "list_files"
+            ]
+        );
+        assert_eq!(unknown, ["WebFetch"]);
+        let (tools, _) =
+            ToolRegistry::resolve_names(&["read_file".into(), "Task".into(), "explore".into()]);
+        assert_eq!(tools, ["read_file", "agent", "explore"]);
+    }
+
+    #[test]
     fn order_classes_and_clashes() {
         let r = ToolRegistry::for_session(vec![spec("open_in_editor")]).unwrap();
         let names: Vec<&str> = r.entries().iter().map(|e| e.spec.name.as_str()).collect();
