@@ -3,16 +3,98 @@
 
 use std::path::Path;
 
+use futures_util::future::BoxFuture;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::handler::Workbench;
+use super::handler::{Tool, Workbench};
 use super::policy::risky_target;
 use super::util;
-use super::vocab::{Anchor, PlannedWrite, ReadState, Risk, ToolContext, ToolMeta, ToolOutput};
+use super::vocab::{
+    Anchor, EditPreview, PlannedWrite, ReadState, Risk, ToolClass, ToolContext, ToolMeta,
+    ToolOutput, Touch,
+};
 use crate::fsroot::{EntryKind, FileStamp, Root};
+use crate::message::ToolSpec;
 
 /// Largest file `edit_file` works on, in characters.
 pub(crate) const EDIT_MAX_CHARS: usize = 8 * 1024 * 1024;
+
+/// What one whole-file writing tool (`edit_file`, `write_file`) has of its own: its names,
+/// spec, input and how it plans the new text. [`WholeFile`] makes it a [`Tool`], so both
+/// are edits of the file in `path` that need a prior read, and plan, preview and run alike.
+pub(crate) trait FileChange: Send + Sync + 'static {
+    /// The tool's input.
+    type Input: DeserializeOwned;
+    /// The name the model calls it by.
+    fn name(&self) -> &'static str;
+    /// Claude Code's names for it.
+    fn claude_names(&self) -> &'static [&'static str];
+    /// What the model sees (bytes fixed).
+    fn spec(&self) -> ToolSpec;
+    /// A short account of a call's input.
+    fn describe(&self, input: &Value) -> String;
+    /// What a call would change, for an editor to draw before it runs.
+    fn preview(&self, input: &Value, root: &Root) -> Option<EditPreview>;
+    /// The write a call makes, or why it is refused.
+    fn plan(&self, input: Self::Input, ctx: &ToolContext) -> Result<PlannedWrite, ToolOutput>;
+}
+
+/// A [`FileChange`] as a tool.
+pub(crate) struct WholeFile<C>(pub(crate) C);
+
+impl<C: FileChange> WholeFile<C> {
+    fn planned(&self, input: Value, ctx: &ToolContext) -> Result<PlannedWrite, ToolOutput> {
+        util::parse(self.0.name(), input).and_then(|i| self.0.plan(i, ctx))
+    }
+}
+
+impl<C: FileChange> Tool for WholeFile<C> {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn claude_names(&self) -> &'static [&'static str] {
+        self.0.claude_names()
+    }
+    fn claude_file_path(&self) -> bool {
+        true
+    }
+    fn spec(&self) -> ToolSpec {
+        self.0.spec()
+    }
+    fn class(&self) -> ToolClass {
+        ToolClass::Edit
+    }
+    fn path_arg(&self) -> Option<&'static str> {
+        Some("path")
+    }
+    fn needs_read(&self) -> bool {
+        true
+    }
+    fn touch(&self) -> Option<Touch> {
+        Some(Touch::File("path"))
+    }
+    fn risk(&self, input: &Value, root: &Root) -> Option<Risk> {
+        risk(input, root)
+    }
+    fn plan(&self, input: &Value, ctx: &ToolContext) -> Option<Result<PlannedWrite, ToolOutput>> {
+        Some(self.planned(input.clone(), ctx))
+    }
+    fn run<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        bench: &'a dyn Workbench,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move { apply(self.planned(input, ctx), ctx, bench).await })
+    }
+    fn describe(&self, input: &Value) -> String {
+        self.0.describe(input)
+    }
+    fn preview(&self, input: &Value, root: &Root) -> Option<EditPreview> {
+        self.0.preview(input, root)
+    }
+}
 
 /// Refuses unless the model read the file in this session and it has not changed since.
 /// Returns the current stamp.

@@ -22,6 +22,7 @@ pub use snip::{SNIP_TOOL, snip_tool_spec};
 pub use todo_write::todos_in;
 
 use super::handler::Handler;
+use super::write::WholeFile;
 
 /// The built-in tools every session has, in the order the model sees them (tools built from
 /// what a session finds at its start, like `skill`, follow them).
@@ -31,8 +32,8 @@ pub fn all() -> Vec<Handler> {
         Handler::new(list_files::ListFiles),
         Handler::new(glob::Glob),
         Handler::new(grep::Grep),
-        Handler::new(edit_file::EditFile),
-        Handler::new(write_file::WriteFile),
+        Handler::new(WholeFile(edit_file::EditFile)),
+        Handler::new(WholeFile(write_file::WriteFile)),
         Handler::new(bash::Bash),
         Handler::new(remember::Remember),
         Handler::new(todo_write::TodoWrite),
