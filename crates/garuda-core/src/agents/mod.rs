@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use crate::fsroot::{EntryKind, Root};
 use crate::prompt::sources::FrontmatterError;
 use crate::skills::Frontmatter;
-use crate::tools::ToolRegistry;
 
 /// The workspace folders agents are found in, in precedence order (a name found in an
 /// earlier folder shadows the same name later; the user's folder comes last).
@@ -161,13 +160,14 @@ impl AgentSet {
         }
     }
 
-    /// A warning for each agent listing tools that neither Garuda nor the session's `tools`
-    /// (its client and MCP tools) has.
-    pub fn missing_tools(&self, tools: &ToolRegistry) -> Vec<String> {
+    /// A warning for each agent listing tools that neither Garuda nor the session's tools
+    /// (its client and MCP tools) has; `missing` answers which of a list the session lacks
+    /// (the session's `ToolRegistry::missing_for_agent`).
+    pub fn missing_tools(&self, missing: impl Fn(&[String]) -> Vec<String>) -> Vec<String> {
         self.agents
             .iter()
             .filter_map(|a| {
-                let missing = tools.missing_for_agent(a.tools.as_deref()?);
+                let missing = missing(a.tools.as_deref()?);
                 (!missing.is_empty()).then(|| {
                     format!(
                         "{}: this session has no tool called {}; the agent runs without it",
@@ -261,12 +261,10 @@ pub fn parse_agent(text: &str, stem: &str) -> Result<(AgentHead, String), Frontm
     ))
 }
 
-/// Garuda's names for the tools a file lists (its own names or Claude Code's, as each
-/// built-in tool declares them; `Task` and `Agent` are the agent tool), and the names no
-/// tool answers to.
-pub fn resolve_tools(listed: &[String]) -> (Vec<String>, Vec<String>) {
-    ToolRegistry::resolve_names(listed)
-}
+/// Garuda's names for the tools an agent file lists (its own names or Claude Code's), and the
+/// names no tool answers to: the tools know their names (`ToolRegistry::resolve_names`), so
+/// the caller hands the answer in and agents stay below the tools.
+pub type ResolveTools<'a> = &'a dyn Fn(&[String]) -> (Vec<String>, Vec<String>);
 
 /// One folder to scan: the root it is read through and the folder beneath it.
 struct Place<'a> {
@@ -275,8 +273,9 @@ struct Place<'a> {
     user: bool,
 }
 
-/// Finds the custom agents of a session: the workspace's folders first, then the user's.
-pub fn discover(root: &Root, user: Option<&Path>) -> AgentSet {
+/// Finds the custom agents of a session: the workspace's folders first, then the user's;
+/// `resolve` turns the tool names each file lists into Garuda's.
+pub fn discover(root: &Root, user: Option<&Path>, resolve: ResolveTools<'_>) -> AgentSet {
     let user_root = user.and_then(|d| Root::open(d).ok());
     let mut places: Vec<Place> = WORKSPACE_DIRS
         .iter()
@@ -347,7 +346,7 @@ pub fn discover(root: &Root, user: Option<&Path>) -> AgentSet {
             // A name no built-in tool answers to may be a client or MCP tool of the
             // session: kept as written, checked once the session's tools are known.
             let tools = head.tools.as_ref().map(|listed| {
-                let (mut tools, unknown) = resolve_tools(listed);
+                let (mut tools, unknown) = resolve(listed);
                 tools.extend(unknown);
                 tools
             });
@@ -368,6 +367,17 @@ pub fn discover(root: &Root, user: Option<&Path>) -> AgentSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Stands in for the tools' resolver (`ToolRegistry::resolve_names`, tested beside it):
+    /// Claude Code's `Read` is `read_file`, every other name is unknown.
+    fn resolve(listed: &[String]) -> (Vec<String>, Vec<String>) {
+        let (known, unknown): (Vec<String>, Vec<String>) =
+            listed.iter().cloned().partition(|n| n == "Read");
+        (
+            known.iter().map(|_| "read_file".to_string()).collect(),
+            unknown,
+        )
+    }
 
     fn write(dir: &Path, rel: &str, text: &str) {
         let p = dir.join(rel);
@@ -401,36 +411,6 @@ mod tests {
     }
 
     #[test]
-    fn claude_code_tool_names_map_to_garudas() {
-        let listed = [
-            "Read",
-            "Grep",
-            "Glob",
-            "Bash",
-            "Edit",
-            "MultiEdit",
-            "LS",
-            "WebFetch",
-        ]
-        .map(String::from);
-        let (tools, unknown) = resolve_tools(&listed);
-        assert_eq!(
-            tools,
-            [
-                "read_file",
-                "grep",
-                "glob",
-                "bash",
-                "edit_file",
-                "list_files"
-            ]
-        );
-        assert_eq!(unknown, ["WebFetch"]);
-        let (tools, _) = resolve_tools(&["read_file".into(), "Task".into(), "explore".into()]);
-        assert_eq!(tools, ["read_file", "agent", "explore"]);
-    }
-
-    #[test]
     fn finds_agents_sorted_with_shadowing_and_warnings() {
         let ws = tempfile::tempdir().unwrap();
         let user = tempfile::tempdir().unwrap();
@@ -445,7 +425,7 @@ mod tests {
         write(ws.path(), ".claude/agents/explore.md", &agent("explore"));
         write(user.path(), "mine.md", &agent("mine"));
         let root = Root::open(ws.path()).unwrap();
-        let set = discover(&root, Some(user.path()));
+        let set = discover(&root, Some(user.path()), &resolve);
         let names: Vec<&str> = set.agents.iter().map(|a| a.name.as_str()).collect();
         assert_eq!(names, ["alpha", "mine", "zed"]);
         assert_eq!(
@@ -477,7 +457,7 @@ mod tests {
             ".garuda/agents/zero\u{200b}width.md",
             "---\ndescription: d\n---\nBody\n",
         );
-        let set = discover(&Root::open(ws.path()).unwrap(), None);
+        let set = discover(&Root::open(ws.path()).unwrap(), None, &resolve);
         assert!(set.agents.is_empty(), "{:?}", set.agents);
         let w = set.warnings.join("\n");
         assert!(
@@ -506,7 +486,7 @@ mod tests {
             ".claude/agents/fast.md",
             &agent("fast", "anthropic/claude-haiku-4-5"),
         );
-        let mut set = discover(&Root::open(ws.path()).unwrap(), None);
+        let mut set = discover(&Root::open(ws.path()).unwrap(), None, &resolve);
         set.vet_models(|m| {
             if m.starts_with("replay:") {
                 Err("a path".into())
@@ -544,6 +524,6 @@ mod tests {
         )
         .unwrap();
         let root = Root::open(ws.path()).unwrap();
-        assert!(discover(&root, None).agents.is_empty());
+        assert!(discover(&root, None, &resolve).agents.is_empty());
     }
 }

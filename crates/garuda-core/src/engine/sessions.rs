@@ -209,8 +209,11 @@ impl Engine {
         let agents = std::sync::Arc::new(if agent_settings.enabled {
             let config_dir = crate::config::Config::user_path();
             let config_dir = config_dir.as_deref().and_then(std::path::Path::parent);
-            let mut set =
-                crate::agents::discover(&ws.root, crate::agents::user_dir(config_dir).as_deref());
+            let mut set = crate::agents::discover(
+                &ws.root,
+                crate::agents::user_dir(config_dir).as_deref(),
+                &crate::tools::ToolRegistry::resolve_names,
+            );
             let allowed = self.named_model_check();
             set.vet_models(|m| allowed(m));
             set
@@ -254,7 +257,7 @@ impl Engine {
                 .with_mcp(&mcp_tools, &plan)
                 .map_err(|e| EngineError::Invalid(e.to_string()))?;
         }
-        warnings.extend(agents.missing_tools(&tools));
+        warnings.extend(agents.missing_tools(|names| tools.missing_for_agent(names)));
         Ok((
             SessionSetup {
                 commands,

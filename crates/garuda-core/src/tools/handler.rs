@@ -9,38 +9,13 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
-use super::registry::Touch;
-use super::write::{EditPreview, PlannedWrite};
-use super::{ToolClass, ToolContext, ToolOutput};
+use super::vocab::{
+    AgentCall, ClientToolResult, CommandRun, EditPreview, PlannedWrite, Risk, ToolClass,
+    ToolContext, ToolKind, ToolOutput, Touch,
+};
 use crate::fsroot::Root;
 use crate::message::ToolSpec;
 use crate::prompt::Offer;
-
-/// What a client-side tool (or a command in the client's terminal) returned.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ClientToolResult {
-    /// Text for the model.
-    pub content: String,
-    /// True on failure.
-    pub is_error: bool,
-}
-
-/// A `bash` call the client runs in a terminal of its own (ACP `terminal/*`).
-#[derive(Debug, Clone)]
-pub struct CommandRun {
-    /// The tool call.
-    pub tool_call_id: String,
-    /// The command line, run by `bash -c`.
-    pub command: String,
-    /// The workspace root, where it runs.
-    pub cwd: PathBuf,
-    /// Milliseconds before it is killed.
-    pub timeout_ms: u64,
-    /// Largest output kept, in bytes.
-    pub output_limit: u64,
-    /// Cancelled with the turn: the host kills the command.
-    pub cancel: tokio_util::sync::CancellationToken,
-}
 
 /// What the client lends a running tool: its buffers, its edits, its terminals. Each answers
 /// `None` when the client does not offer it (the tool then does the work itself).
@@ -68,62 +43,16 @@ pub trait Workbench: Send + Sync {
     fn run_agent<'a>(
         &'a self,
         _call: AgentCall,
-        _ctx: &'a super::ToolContext,
+        _ctx: &'a ToolContext,
     ) -> Option<BoxFuture<'a, ToolOutput>> {
         None
     }
-}
-
-/// One call of an agent: which agent, and the task handed to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentCall {
-    /// `explore` or a custom agent's name.
-    pub agent: String,
-    /// The task, as the agent reads it (its first user message).
-    pub task: String,
 }
 
 /// A workbench that lends nothing: every tool does its own work.
 pub struct NoWorkbench;
 
 impl Workbench for NoWorkbench {}
-
-/// The editor's icon for a call (the ACP tool kinds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ToolKind {
-    /// Reads files or data.
-    Read,
-    /// Changes files.
-    Edit,
-    /// Searches.
-    Search,
-    /// Runs commands.
-    Execute,
-    /// Thinks or plans.
-    Think,
-    /// Switches the session's mode (`exit_plan_mode`).
-    SwitchMode,
-    /// Anything else.
-    Other,
-}
-
-impl ToolKind {
-    /// The kind a tool of `class` shows when it declares none (client and MCP tools).
-    pub fn of(class: ToolClass) -> ToolKind {
-        match class {
-            ToolClass::Read => ToolKind::Read,
-            ToolClass::Search => ToolKind::Search,
-            ToolClass::Edit => ToolKind::Edit,
-            ToolClass::Exec => ToolKind::Execute,
-            ToolClass::Todo => ToolKind::Think,
-            ToolClass::Plan => ToolKind::SwitchMode,
-            ToolClass::Memory | ToolClass::Session | ToolClass::Other => ToolKind::Other,
-        }
-    }
-}
-
-/// A path an edit would change that deserves a second look, and why.
-pub type Risk = (PathBuf, String);
 
 /// One built-in tool. Defaults describe a tool that reads nothing in particular and has no
 /// editor-side form; each tool overrides what it has.

@@ -9,7 +9,7 @@ use std::path::{Component, Path};
 
 use serde::{Deserialize, Serialize};
 
-use super::ToolClass;
+use super::vocab::ToolClass;
 use crate::sandbox::{CommandSandbox, Unconfined};
 
 /// A session's approval policy.

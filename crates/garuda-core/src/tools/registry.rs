@@ -6,9 +6,10 @@
 
 use serde_json::Value;
 
-use super::handler::{Handler, Risk, ToolKind};
-use super::write::EditPreview;
-use super::{ToolClass, util};
+use super::builtin::{self, AgentTool, ExploreTool, SKILL_TOOL, SNIP_TOOL, SkillTool};
+use super::handler::Handler;
+use super::util;
+use super::vocab::{EditPreview, Risk, ToolClass, ToolKind, Touch};
 use crate::fsroot::Root;
 use crate::message::ToolSpec;
 use crate::prompt::Offer;
@@ -31,17 +32,6 @@ pub enum ToolSource {
     },
     /// `mcp_tool_search`: answers from the deferred MCP definitions.
     McpSearch,
-}
-
-/// How a tool's input names the place it works in (for nested instructions and rules).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Touch {
-    /// A file, in this input field: its folder is worked in.
-    File(&'static str),
-    /// A folder (the root when the field is absent).
-    Folder(&'static str),
-    /// A file or a folder (a search's `path`).
-    Either(&'static str),
 }
 
 /// A place a call works in, root-relative as the model gave it.
@@ -251,10 +241,7 @@ impl ToolRegistry {
     /// Garuda's built-in tools alone.
     pub fn builtins() -> ToolRegistry {
         ToolRegistry {
-            entries: super::builtin::all()
-                .into_iter()
-                .map(ToolEntry::builtin)
-                .collect(),
+            entries: builtin::all().into_iter().map(ToolEntry::builtin).collect(),
         }
     }
 
@@ -269,14 +256,14 @@ impl ToolRegistry {
         let mut r = ToolRegistry::builtins();
         if snip {
             r.entries.push(ToolEntry::plain(
-                crate::turn::snip_tool_spec(),
+                builtin::snip_tool_spec(),
                 ToolClass::Session,
                 ToolSource::Session,
             ));
         }
         for spec in client {
             // `snip` stays reserved when it is off, so turning it on never breaks a client.
-            if r.get(&spec.name).is_some() || spec.name == crate::turn::SNIP_TOOL {
+            if r.get(&spec.name).is_some() || spec.name == SNIP_TOOL {
                 return Err(ToolClash(spec.name));
             }
             r.entries
@@ -351,7 +338,7 @@ impl ToolRegistry {
             .iter()
             .rposition(ToolEntry::is_builtin)
             .map_or(0, |i| i + 1);
-        let tool = Handler::new(super::SkillTool::new(set, context_window));
+        let tool = Handler::new(SkillTool::new(set, context_window));
         self.entries.insert(at, ToolEntry::builtin(tool));
         self
     }
@@ -379,13 +366,10 @@ impl ToolRegistry {
             r.entries.insert(at, ToolEntry::builtin(tool));
         };
         if explore {
-            add(&mut self, Handler::new(super::ExploreTool));
+            add(&mut self, Handler::new(ExploreTool));
         }
         if !set.agents.is_empty() {
-            add(
-                &mut self,
-                Handler::new(super::AgentTool::new(set, context_window)),
-            );
+            add(&mut self, Handler::new(AgentTool::new(set, context_window)));
         }
         (self, clashes)
     }
@@ -395,15 +379,12 @@ impl ToolRegistry {
     /// no tool answers to.
     pub fn resolve_names(listed: &[String]) -> (Vec<String>, Vec<String>) {
         let set = std::sync::Arc::new(crate::agents::AgentSet::default());
-        let mut handlers: Vec<Handler> = super::builtin::all();
-        handlers.push(Handler::new(super::ExploreTool));
+        let mut handlers: Vec<Handler> = builtin::all();
+        handlers.push(Handler::new(ExploreTool));
         // Only the names matter here: any window will do.
         let window = crate::provider::models::DEFAULT_CONTEXT_WINDOW;
-        handlers.push(Handler::new(super::AgentTool::new(set, window)));
-        handlers.push(Handler::new(super::SkillTool::new(
-            Default::default(),
-            window,
-        )));
+        handlers.push(Handler::new(AgentTool::new(set, window)));
+        handlers.push(Handler::new(SkillTool::new(Default::default(), window)));
         let mut tools: Vec<String> = Vec::new();
         let mut unknown = Vec::new();
         for name in listed {
@@ -467,7 +448,7 @@ impl ToolRegistry {
     ) -> ToolRegistry {
         let listed = |n: &str| names.iter().any(|x| x == n);
         let mut r = ToolRegistry::only(names, agents, context_window);
-        if listed(super::SKILL_TOOL)
+        if listed(SKILL_TOOL)
             && let Some(skill) = from.entries.iter().find(|e| from.is_skill(&e.spec.name))
         {
             r.entries.push(skill.clone());
@@ -502,7 +483,7 @@ impl ToolRegistry {
     /// registry's client or MCP tools (or an MCP server's `mcp__SERVER`).
     pub fn missing_for_agent(&self, names: &[String]) -> Vec<String> {
         let known = [
-            super::SKILL_TOOL,
+            SKILL_TOOL,
             crate::agents::AGENT_TOOL,
             crate::agents::EXPLORE,
         ];
@@ -511,7 +492,7 @@ impl ToolRegistry {
             .filter(|n| {
                 let n = n.as_str();
                 !known.contains(&n)
-                    && !super::builtin::all().iter().any(|h| h.name() == n)
+                    && !builtin::all().iter().any(|h| h.name() == n)
                     && !self.entries.iter().any(|e| match &e.source {
                         ToolSource::Client | ToolSource::McpSearch => e.spec.name == n,
                         ToolSource::Mcp { server, .. } => {
@@ -528,11 +509,11 @@ impl ToolRegistry {
     /// agent tools), `skill`, and this registry's client and MCP tools (with
     /// `mcp_tool_search` when their definitions are deferred here).
     pub fn agent_default_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = super::builtin::all()
+        let mut names: Vec<String> = builtin::all()
             .iter()
             .map(|h| h.name().to_string())
             .collect();
-        names.push(super::SKILL_TOOL.to_string());
+        names.push(SKILL_TOOL.to_string());
         names.extend(
             self.entries
                 .iter()
@@ -689,6 +670,37 @@ mod tests {
             description: "d".into(),
             input_schema: serde_json::json!({"type": "object"}),
         }
+    }
+
+    #[test]
+    fn claude_code_tool_names_map_to_garudas() {
+        let listed = [
+            "Read",
+            "Grep",
+            "Glob",
+            "Bash",
+            "Edit",
+            "MultiEdit",
+            "LS",
+            "WebFetch",
+        ]
+        .map(String::from);
+        let (tools, unknown) = ToolRegistry::resolve_names(&listed);
+        assert_eq!(
+            tools,
+            [
+                "read_file",
+                "grep",
+                "glob",
+                "bash",
+                "edit_file",
+                "list_files"
+            ]
+        );
+        assert_eq!(unknown, ["WebFetch"]);
+        let (tools, _) =
+            ToolRegistry::resolve_names(&["read_file".into(), "Task".into(), "explore".into()]);
+        assert_eq!(tools, ["read_file", "agent", "explore"]);
     }
 
     #[test]

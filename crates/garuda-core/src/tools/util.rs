@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use super::{ToolContext, ToolOutput};
+use super::vocab::{ToolContext, ToolOutput};
 use crate::fsroot::{EntryKind, FsError};
 
 /// Parses a tool's input object, turning serde's complaint into a message the model can act on.

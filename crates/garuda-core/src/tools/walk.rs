@@ -4,14 +4,14 @@
 use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobMatcher};
-use ignore::WalkBuilder;
+use ignore::{DirEntry, WalkBuilder};
 
 use super::util;
-use super::{ToolContext, ToolMeta, ToolOutput};
+use super::vocab::{ToolContext, ToolMeta, ToolOutput};
 
 /// A walker over `base` that honours .gitignore, .ignore and git excludes (even outside a git
 /// repository), shows hidden files but never descends into `.git`, and never follows links.
-pub(crate) fn walker(base: &Path, max_depth: Option<usize>) -> WalkBuilder {
+fn walker(base: &Path, max_depth: Option<usize>) -> WalkBuilder {
     let mut b = WalkBuilder::new(base);
     b.follow_links(false)
         .hidden(false)
@@ -37,6 +37,7 @@ pub(crate) fn compile_glob(pattern: &str) -> Result<GlobMatcher, String> {
         .map_err(|e| format!("invalid glob pattern {pattern:?}: {e}"))
 }
 
+/// The answer of a call the turn's cancellation stopped.
 pub(crate) fn cancelled() -> ToolOutput {
     let mut out = ToolOutput::error("cancelled");
     out.meta.cancelled = true;
@@ -44,12 +45,7 @@ pub(crate) fn cancelled() -> ToolOutput {
 }
 
 /// Joins sorted entries, capped by count and characters, with a note when cut.
-pub(crate) fn finish(
-    entries: Vec<String>,
-    ctx: &ToolContext,
-    empty: &str,
-    narrower: &str,
-) -> ToolOutput {
+fn finish(entries: Vec<String>, ctx: &ToolContext, empty: &str, narrower: &str) -> ToolOutput {
     if entries.is_empty() {
         return ToolOutput::ok(empty.to_string());
     }
@@ -73,6 +69,39 @@ pub(crate) fn finish(
         ));
     }
     ToolOutput::ok(out).with_meta(meta)
+}
+
+/// The entries beneath `base` (to `max_depth`) that `mark` keeps, shown root-relative with
+/// the mark it gives each (`""`, or a suffix like `/`), sorted and capped by [`finish`]; the
+/// turn's cancellation stops the walk.
+pub(crate) fn list_walk(
+    ctx: &ToolContext,
+    base: &Path,
+    max_depth: Option<usize>,
+    mut mark: impl FnMut(&DirEntry) -> Option<&'static str>,
+    empty: &str,
+    narrower: &str,
+) -> ToolOutput {
+    let mut entries: Vec<String> = Vec::new();
+    let mut within = ctx.root.within();
+    for item in walker(base, max_depth).build() {
+        if ctx.cancel.is_cancelled() {
+            return cancelled();
+        }
+        let Ok(entry) = item else { continue };
+        let Some(suffix) = mark(&entry) else {
+            continue;
+        };
+        let Some(r) = util::rel_of(ctx, entry.path()) else {
+            continue;
+        };
+        if !within.contains(&r) {
+            continue;
+        }
+        entries.push(util::show(&r) + suffix);
+    }
+    entries.sort();
+    finish(entries, ctx, empty, narrower)
 }
 
 /// Root-relative paths of the files beneath `base` (already checked to lie in the root).

@@ -1,46 +1,99 @@
 //! How `edit_file` and `write_file` change a file: planned as its whole new text, then written
 //! through fsroot or handed to the editor (its `workspace/applyEdit`, its ACP `fs/write_text_file`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use futures_util::future::BoxFuture;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::handler::{Risk, Workbench};
+use super::handler::{Tool, Workbench};
+use super::policy::risky_target;
 use super::util;
-use super::{ReadState, ToolContext, ToolMeta, ToolOutput};
+use super::vocab::{
+    Anchor, EditPreview, PlannedWrite, ReadState, Risk, ToolClass, ToolContext, ToolMeta,
+    ToolOutput, Touch,
+};
 use crate::fsroot::{EntryKind, FileStamp, Root};
+use crate::message::ToolSpec;
 
 /// Largest file `edit_file` works on, in characters.
 pub(crate) const EDIT_MAX_CHARS: usize = 8 * 1024 * 1024;
 
-/// A computed write: the whole new text of one file, not yet written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedWrite {
-    /// Root-relative path of the file.
-    pub rel_path: PathBuf,
-    /// The file's text before the write; `None` when the file is new.
-    pub old_text: Option<String>,
-    /// The file's text after the write.
-    pub new_text: String,
-    /// The file's stamp when the plan was made; the write is refused if it changed since.
-    pub base: Option<FileStamp>,
-    /// One line for the model describing what the write does.
-    pub summary: String,
+/// What one whole-file writing tool (`edit_file`, `write_file`) has of its own: its names,
+/// spec, input and how it plans the new text. [`WholeFile`] makes it a [`Tool`], so both
+/// are edits of the file in `path` that need a prior read, and plan, preview and run alike.
+pub(crate) trait FileChange: Send + Sync + 'static {
+    /// The tool's input.
+    type Input: DeserializeOwned;
+    /// The name the model calls it by.
+    fn name(&self) -> &'static str;
+    /// Claude Code's names for it.
+    fn claude_names(&self) -> &'static [&'static str];
+    /// What the model sees (bytes fixed).
+    fn spec(&self) -> ToolSpec;
+    /// A short account of a call's input.
+    fn describe(&self, input: &Value) -> String;
+    /// What a call would change, for an editor to draw before it runs.
+    fn preview(&self, input: &Value, root: &Root) -> Option<EditPreview>;
+    /// The write a call makes, or why it is refused.
+    fn plan(&self, input: Self::Input, ctx: &ToolContext) -> Result<PlannedWrite, ToolOutput>;
 }
 
-/// What an `edit_file` or `write_file` call would change, for an editor to draw before it
-/// runs (ACP diff content and locations). Best effort: no freshness check, and `None` when
-/// the call would fail or the tool is not an edit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EditPreview {
-    /// Root-relative path of the file.
-    pub rel_path: PathBuf,
-    /// The whole text before; `None` for a new file.
-    pub old_text: Option<String>,
-    /// The whole text after.
-    pub new_text: String,
-    /// 1-based line where the change starts.
-    pub line: u32,
+/// A [`FileChange`] as a tool.
+pub(crate) struct WholeFile<C>(pub(crate) C);
+
+impl<C: FileChange> WholeFile<C> {
+    fn planned(&self, input: Value, ctx: &ToolContext) -> Result<PlannedWrite, ToolOutput> {
+        util::parse(self.0.name(), input).and_then(|i| self.0.plan(i, ctx))
+    }
+}
+
+impl<C: FileChange> Tool for WholeFile<C> {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn claude_names(&self) -> &'static [&'static str] {
+        self.0.claude_names()
+    }
+    fn claude_file_path(&self) -> bool {
+        true
+    }
+    fn spec(&self) -> ToolSpec {
+        self.0.spec()
+    }
+    fn class(&self) -> ToolClass {
+        ToolClass::Edit
+    }
+    fn path_arg(&self) -> Option<&'static str> {
+        Some("path")
+    }
+    fn needs_read(&self) -> bool {
+        true
+    }
+    fn touch(&self) -> Option<Touch> {
+        Some(Touch::File("path"))
+    }
+    fn risk(&self, input: &Value, root: &Root) -> Option<Risk> {
+        risk(input, root)
+    }
+    fn plan(&self, input: &Value, ctx: &ToolContext) -> Option<Result<PlannedWrite, ToolOutput>> {
+        Some(self.planned(input.clone(), ctx))
+    }
+    fn run<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        bench: &'a dyn Workbench,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move { apply(self.planned(input, ctx), ctx, bench).await })
+    }
+    fn describe(&self, input: &Value) -> String {
+        self.0.describe(input)
+    }
+    fn preview(&self, input: &Value, root: &Root) -> Option<EditPreview> {
+        self.0.preview(input, root)
+    }
 }
 
 /// Refuses unless the model read the file in this session and it has not changed since.
@@ -124,7 +177,7 @@ pub fn commit_write(plan: &PlannedWrite, ctx: &ToolContext) -> ToolOutput {
 pub fn finish_write(plan: &PlannedWrite, ctx: &ToolContext) -> ToolOutput {
     let shown = util::show(&plan.rel_path);
     if let Ok(stamp) = ctx.root.stamp(&plan.rel_path) {
-        let anchor = ctx.call_id.clone().map(super::Anchor::Call);
+        let anchor = ctx.call_id.clone().map(Anchor::Call);
         ctx.tracker().record_at(&plan.rel_path, stamp, anchor);
     }
     let meta = ToolMeta {
@@ -152,7 +205,7 @@ pub(crate) fn current_text(root: &Root, rel: &Path) -> Option<Option<String>> {
 pub(crate) fn risk(input: &Value, root: &Root) -> Option<Risk> {
     let p = input.get("path")?.as_str()?;
     let rel = root.relative(Path::new(p)).ok()?;
-    super::risky_target(root.path(), &rel).map(|why| (rel, why))
+    risky_target(root.path(), &rel).map(|why| (rel, why))
 }
 
 /// Writes a planned change: through the editor where it edits buffers, otherwise through

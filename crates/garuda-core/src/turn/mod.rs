@@ -23,6 +23,7 @@ mod todo;
 mod view;
 mod worker;
 
+pub use crate::tools::{SNIP_TOOL, snip_tool_spec};
 pub use agents::running_agent;
 pub use budget::{budgets, context_tokens, fixed_chars, window};
 pub use compact::{CompactOutcome, CompactRequest, ProgressFn, compact_session};
@@ -35,7 +36,7 @@ pub use instructions::RootNoted;
 pub use live::{
     LiveSession, ModelBinder, ModelBinding, Operation, SessionSetup, SessionState, TurnError,
 };
-pub use ops::{CollapseOutcome, SNIP_TOOL, SnipOutcome, collapse, snip_ids, snip_tool_spec};
+pub use ops::{CollapseOutcome, SnipOutcome, collapse, snip_ids};
 pub use plan::{PLAN_REFUSED, plan_off_note, plan_on_note};
 pub use run::{TurnOptions, TurnOutcome, model_in_note, model_note, run_turn, run_turn_with};
 pub use scoped::{Attached, ScopeState, scoped_sources};

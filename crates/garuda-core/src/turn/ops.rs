@@ -3,14 +3,14 @@
 
 use std::collections::HashSet;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::events::{CompactionPhase, TurnEvent};
 use super::host::TurnHost;
 use super::live::{LiveSession, SessionState, TurnError};
 use super::view::current_view;
-use crate::message::{Block, Message, Role, ToolSpec, Usage};
+use crate::message::{Block, Message, Role, Usage};
 use crate::provider::{CachePlan, ModelRequest};
 use crate::session::Record;
 use crate::session::compact::{
@@ -21,32 +21,6 @@ use crate::session::records::{
     CollapseRecord, CompactTrigger, SnipRecord, UsagePurpose, new_id, now_ms,
 };
 use crate::session::view::{CONTINUES_TEXT, View, collapse_span, resolve_short_id};
-
-/// The name of the model's snip tool.
-pub const SNIP_TOOL: &str = "snip";
-
-/// The spec of the model's snip tool.
-pub fn snip_tool_spec() -> ToolSpec {
-    ToolSpec {
-        name: SNIP_TOOL.to_string(),
-        description: "Remove earlier messages you no longer need from your context, to keep it \
-                      small. Pass the ids shown as [id:...] tags at the end of user messages. \
-                      Messages carrying tool calls or results that later messages still need are \
-                      kept, and so is the user's first request."
-            .to_string(),
-        input_schema: json!({
-            "type": "object",
-            "properties": {
-                "ids": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": "Tags of the messages to remove, e.g. [\"a1b2c3d4\"]"
-                }
-            },
-            "required": ["ids"]
-        }),
-    }
-}
 
 /// What a snip did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -12,9 +12,10 @@ use serde_json::{Value, json};
 use crate::agents::{AGENT_TOOL, AgentSet, EXPLORE};
 use crate::message::ToolSpec;
 use crate::prompt::Offer;
-use crate::tools::handler::{self, AgentCall, Tool, ToolKind, Workbench};
+use crate::tools::handler::{self, Tool, Workbench};
 use crate::tools::listing::Listing;
-use crate::tools::{ToolClass, ToolContext, ToolOutput, util};
+use crate::tools::util;
+use crate::tools::vocab::{AgentCall, ToolClass, ToolContext, ToolKind, ToolOutput};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -24,11 +24,9 @@ use tokio::io::AsyncReadExt;
 
 use crate::message::ToolSpec;
 use crate::prompt::Offer;
-use crate::tools::ToolClass;
-use crate::tools::handler::CommandRun;
 use crate::tools::handler::{self, Tool, Workbench};
 use crate::tools::util::{self, lenient_bool, lenient_u64};
-use crate::tools::{ToolContext, ToolMeta, ToolOutput};
+use crate::tools::vocab::{CommandRun, ToolClass, ToolContext, ToolMeta, ToolOutput};
 use futures_util::future::BoxFuture;
 
 /// How long output is still collected after the shell exited while something else holds the

@@ -2,18 +2,18 @@
 
 use std::path::Path;
 
-use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::fsroot::Root;
 use crate::message::ToolSpec;
-use crate::tools::handler::{self, Risk, Tool, Workbench};
+use crate::tools::handler;
 use crate::tools::util::{self, lenient_bool};
-use crate::tools::write::{self, EditPreview, PlannedWrite};
-use crate::tools::{ToolClass, ToolContext, ToolOutput, Touch};
+use crate::tools::vocab::{EditPreview, PlannedWrite, ToolContext, ToolOutput};
+use crate::tools::write::{self, FileChange};
+
 #[derive(Deserialize)]
-struct EditInput {
+pub(super) struct EditInput {
     path: String,
     old_string: String,
     new_string: String,
@@ -24,15 +24,13 @@ struct EditInput {
 /// `edit_file`.
 pub(super) struct EditFile;
 
-impl Tool for EditFile {
+impl FileChange for EditFile {
+    type Input = EditInput;
     fn name(&self) -> &'static str {
         "edit_file"
     }
     fn claude_names(&self) -> &'static [&'static str] {
         &["Edit", "MultiEdit"]
-    }
-    fn claude_file_path(&self) -> bool {
-        true
     }
     fn spec(&self) -> ToolSpec {
         handler::spec(
@@ -54,35 +52,6 @@ impl Tool for EditFile {
                 "additionalProperties": false
             }),
         )
-    }
-    fn class(&self) -> ToolClass {
-        ToolClass::Edit
-    }
-    fn path_arg(&self) -> Option<&'static str> {
-        Some("path")
-    }
-    fn needs_read(&self) -> bool {
-        true
-    }
-    fn touch(&self) -> Option<Touch> {
-        Some(Touch::File("path"))
-    }
-    fn risk(&self, input: &Value, root: &Root) -> Option<Risk> {
-        write::risk(input, root)
-    }
-    fn plan(&self, input: &Value, ctx: &ToolContext) -> Option<Result<PlannedWrite, ToolOutput>> {
-        Some(util::parse("edit_file", input.clone()).and_then(|i| plan(i, ctx)))
-    }
-    fn run<'a>(
-        &'a self,
-        input: Value,
-        ctx: &'a ToolContext,
-        bench: &'a dyn Workbench,
-    ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let plan = util::parse("edit_file", input).and_then(|i| plan(i, ctx));
-            write::apply(plan, ctx, bench).await
-        })
     }
     fn describe(&self, input: &Value) -> String {
         handler::path_or_root(input)
@@ -108,65 +77,64 @@ impl Tool for EditFile {
             line,
         })
     }
-}
-
-fn plan(input: EditInput, ctx: &ToolContext) -> Result<PlannedWrite, ToolOutput> {
-    let rel = util::resolve(ctx, &input.path)?;
-    let shown = util::show(&rel);
-    if input.old_string.is_empty() {
-        return Err(ToolOutput::error(
-            "old_string is empty; to create or replace a whole file use write_file",
-        ));
-    }
-    if input.old_string == input.new_string {
-        return Err(ToolOutput::error(
-            "old_string and new_string are identical; nothing to change",
-        ));
-    }
-    let stamp = write::check_fresh(ctx, &rel, &shown, "edit")?;
-    let text = write::whole_text(ctx, &rel, &shown)?;
-    let (mut old, mut new) = (input.old_string, input.new_string);
-    let mut count = text.matches(old.as_str()).count();
-    // A file with CRLF line ends still matches text the model wrote with LF.
-    if count == 0 && text.contains("\r\n") && old.contains('\n') && !old.contains('\r') {
-        let crlf_old = old.replace('\n', "\r\n");
-        let c = text.matches(crlf_old.as_str()).count();
-        if c > 0 {
-            old = crlf_old;
-            new = new.replace("\r\n", "\n").replace('\n', "\r\n");
-            count = c;
+    fn plan(&self, input: EditInput, ctx: &ToolContext) -> Result<PlannedWrite, ToolOutput> {
+        let rel = util::resolve(ctx, &input.path)?;
+        let shown = util::show(&rel);
+        if input.old_string.is_empty() {
+            return Err(ToolOutput::error(
+                "old_string is empty; to create or replace a whole file use write_file",
+            ));
         }
+        if input.old_string == input.new_string {
+            return Err(ToolOutput::error(
+                "old_string and new_string are identical; nothing to change",
+            ));
+        }
+        let stamp = write::check_fresh(ctx, &rel, &shown, "edit")?;
+        let text = write::whole_text(ctx, &rel, &shown)?;
+        let (mut old, mut new) = (input.old_string, input.new_string);
+        let mut count = text.matches(old.as_str()).count();
+        // A file with CRLF line ends still matches text the model wrote with LF.
+        if count == 0 && text.contains("\r\n") && old.contains('\n') && !old.contains('\r') {
+            let crlf_old = old.replace('\n', "\r\n");
+            let c = text.matches(crlf_old.as_str()).count();
+            if c > 0 {
+                old = crlf_old;
+                new = new.replace("\r\n", "\n").replace('\n', "\r\n");
+                count = c;
+            }
+        }
+        if count == 0 {
+            return Err(ToolOutput::error(format!(
+                "old_string was not found in {shown}; it must match the file exactly, including \
+                 whitespace and indentation (read the file again if unsure)"
+            )));
+        }
+        if count > 1 && !input.replace_all {
+            return Err(ToolOutput::error(format!(
+                "old_string occurs {count} times in {shown}; add surrounding lines to make it unique, \
+                 or set replace_all to true to replace every occurrence"
+            )));
+        }
+        let new_text = if input.replace_all {
+            text.replace(&old, &new)
+        } else {
+            text.replacen(&old, &new, 1)
+        };
+        // Where the first replacement landed, for a snippet the model can check.
+        let at = text.find(old.as_str()).unwrap_or(0);
+        let n = if input.replace_all { count } else { 1 };
+        let s = if n == 1 { "" } else { "s" };
+        let summary = format!(
+            "edited {shown}: {n} replacement{s}\n{}",
+            write::snippet(&new_text, at, &new)
+        );
+        Ok(PlannedWrite {
+            rel_path: rel,
+            old_text: Some(text),
+            new_text,
+            base: Some(stamp),
+            summary,
+        })
     }
-    if count == 0 {
-        return Err(ToolOutput::error(format!(
-            "old_string was not found in {shown}; it must match the file exactly, including \
-             whitespace and indentation (read the file again if unsure)"
-        )));
-    }
-    if count > 1 && !input.replace_all {
-        return Err(ToolOutput::error(format!(
-            "old_string occurs {count} times in {shown}; add surrounding lines to make it unique, \
-             or set replace_all to true to replace every occurrence"
-        )));
-    }
-    let new_text = if input.replace_all {
-        text.replace(&old, &new)
-    } else {
-        text.replacen(&old, &new, 1)
-    };
-    // Where the first replacement landed, for a snippet the model can check.
-    let at = text.find(old.as_str()).unwrap_or(0);
-    let n = if input.replace_all { count } else { 1 };
-    let s = if n == 1 { "" } else { "s" };
-    let summary = format!(
-        "edited {shown}: {n} replacement{s}\n{}",
-        write::snippet(&new_text, at, &new)
-    );
-    Ok(PlannedWrite {
-        rel_path: rel,
-        old_text: Some(text),
-        new_text,
-        base: Some(stamp),
-        summary,
-    })
 }

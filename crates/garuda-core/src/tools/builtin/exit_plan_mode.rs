@@ -9,9 +9,8 @@
 use serde_json::{Value, json};
 
 use crate::message::ToolSpec;
-use crate::tools::ToolClass;
-use crate::tools::handler::{self, Tool, ToolKind, Workbench};
-use crate::tools::{ToolContext, ToolOutput};
+use crate::tools::handler::{self, Tool, Workbench};
+use crate::tools::vocab::{ToolClass, ToolContext, ToolKind, ToolOutput};
 use futures_util::future::BoxFuture;
 
 /// The tool's name.

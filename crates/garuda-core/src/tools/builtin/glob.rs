@@ -4,14 +4,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::fsroot::EntryKind;
+use crate::tools::handler::{self, Tool, Workbench};
 use crate::tools::util;
-use crate::tools::{ToolContext, ToolOutput};
+use crate::tools::vocab::{ToolClass, ToolContext, ToolOutput, Touch};
+use crate::tools::walk::{compile_glob, list_walk};
 use futures_util::future::BoxFuture;
 
 use crate::message::ToolSpec;
-use crate::tools::handler::{self, Tool, Workbench};
-use crate::tools::walk::{cancelled, compile_glob, finish, walker};
-use crate::tools::{ToolClass, Touch};
 
 #[derive(Deserialize)]
 struct GlobInput {
@@ -39,34 +38,16 @@ fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
     if kind != EntryKind::Dir {
         return ToolOutput::error(format!("{shown} is not a folder"));
     }
-    let mut entries: Vec<String> = Vec::new();
-    let mut within = ctx.root.within();
-    for item in walker(&base, None).build() {
-        if ctx.cancel.is_cancelled() {
-            return cancelled();
-        }
-        let Ok(entry) = item else { continue };
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let Ok(under) = entry.path().strip_prefix(&base) else {
-            continue;
-        };
-        if !matcher.is_match(under) {
-            continue;
-        }
-        let Some(r) = util::rel_of(ctx, entry.path()) else {
-            continue;
-        };
-        if !within.contains(&r) {
-            continue;
-        }
-        entries.push(util::show(&r));
-    }
-    entries.sort();
-    finish(
-        entries,
+    let matches = |entry: &ignore::DirEntry| {
+        let file = entry.file_type().is_some_and(|t| t.is_file());
+        let under = entry.path().strip_prefix(&base);
+        (file && under.is_ok_and(|u| matcher.is_match(u))).then_some("")
+    };
+    list_walk(
         ctx,
+        &base,
+        None,
+        matches,
         &format!("no files match {:?} in {shown}", input.pattern),
         "a narrower pattern or path",
     )

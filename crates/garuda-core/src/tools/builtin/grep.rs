@@ -11,9 +11,8 @@ use crate::fsroot::EntryKind;
 use crate::message::ToolSpec;
 use crate::tools::handler::{self, Tool, Workbench};
 use crate::tools::util::{self, lenient_bool, lenient_u64};
-use crate::tools::walk::{compile_glob, files_under};
-use crate::tools::{ToolClass, Touch};
-use crate::tools::{ToolContext, ToolMeta, ToolOutput};
+use crate::tools::vocab::{ToolClass, ToolContext, ToolMeta, ToolOutput, Touch};
+use crate::tools::walk::{cancelled, compile_glob, files_under};
 use futures_util::future::BoxFuture;
 
 /// Most bytes of one file searched; the rest of a larger file is not searched.
@@ -144,9 +143,7 @@ fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
     let mut capped = false;
     for f in &files {
         if ctx.cancel.is_cancelled() {
-            let mut out = ToolOutput::error("cancelled");
-            out.meta.cancelled = true;
-            return out;
+            return cancelled();
         }
         let Ok((bytes, _total)) = ctx.root.read_bytes(f, FILE_CAP) else {
             continue;

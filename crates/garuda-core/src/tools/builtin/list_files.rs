@@ -4,14 +4,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::fsroot::EntryKind;
+use crate::tools::handler::{self, Tool, Workbench};
 use crate::tools::util::{self, lenient_u64};
-use crate::tools::{ToolContext, ToolOutput};
+use crate::tools::vocab::{ToolClass, ToolContext, ToolOutput, Touch};
+use crate::tools::walk::list_walk;
 use futures_util::future::BoxFuture;
 
 use crate::message::ToolSpec;
-use crate::tools::handler::{self, Tool, Workbench};
-use crate::tools::walk::{cancelled, finish, walker};
-use crate::tools::{ToolClass, Touch};
 
 /// Deepest `list_files` walk the model may ask for.
 const MAX_DEPTH: u64 = 20;
@@ -42,34 +41,18 @@ fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
         ));
     }
     let depth = input.depth.unwrap_or(2).clamp(1, MAX_DEPTH) as usize;
-    let mut entries: Vec<String> = Vec::new();
-    let mut within = ctx.root.within();
-    for item in walker(&base, Some(depth)).build() {
-        if ctx.cancel.is_cancelled() {
-            return cancelled();
-        }
-        let Ok(entry) = item else { continue };
-        if entry.depth() == 0 {
-            continue;
-        }
-        let Some(r) = util::rel_of(ctx, entry.path()) else {
-            continue;
-        };
-        if !within.contains(&r) {
-            continue;
-        }
-        let mut s = util::show(&r);
-        match entry.file_type() {
-            Some(t) if t.is_dir() => s.push('/'),
-            Some(t) if t.is_symlink() => s.push('@'),
-            _ => {}
-        }
-        entries.push(s);
-    }
-    entries.sort();
-    finish(
-        entries,
+    // The folder itself is not one of its entries.
+    let marks = |entry: &ignore::DirEntry| match entry.file_type() {
+        _ if entry.depth() == 0 => None,
+        Some(t) if t.is_dir() => Some("/"),
+        Some(t) if t.is_symlink() => Some("@"),
+        _ => Some(""),
+    };
+    list_walk(
         ctx,
+        &base,
+        Some(depth),
+        marks,
         &format!("{shown} is empty (or every entry in it is ignored)"),
         "list_files with a deeper path or smaller depth",
     )

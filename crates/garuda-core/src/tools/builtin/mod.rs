@@ -11,15 +11,18 @@ mod list_files;
 mod read_file;
 mod remember;
 mod skill;
+mod snip;
 mod todo_write;
 mod write_file;
 
 pub use agent::{AgentTool, ExploreTool};
 pub use exit_plan_mode::{PLAN_TOOL, plan_in};
 pub use skill::{SKILL_TOOL, SkillTool, skill_text};
-pub use todo_write::{TodoItem, TodoStatus, todos_in};
+pub use snip::{SNIP_TOOL, snip_tool_spec};
+pub use todo_write::todos_in;
 
 use super::handler::Handler;
+use super::write::WholeFile;
 
 /// The built-in tools every session has, in the order the model sees them (tools built from
 /// what a session finds at its start, like `skill`, follow them).
@@ -29,8 +32,8 @@ pub fn all() -> Vec<Handler> {
         Handler::new(list_files::ListFiles),
         Handler::new(glob::Glob),
         Handler::new(grep::Grep),
-        Handler::new(edit_file::EditFile),
-        Handler::new(write_file::WriteFile),
+        Handler::new(WholeFile(edit_file::EditFile)),
+        Handler::new(WholeFile(write_file::WriteFile)),
         Handler::new(bash::Bash),
         Handler::new(remember::Remember),
         Handler::new(todo_write::TodoWrite),

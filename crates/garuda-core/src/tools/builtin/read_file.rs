@@ -9,8 +9,7 @@ use serde_json::{Value, json};
 use crate::message::ToolSpec;
 use crate::tools::handler::{self, Tool, Workbench};
 use crate::tools::util::{self, lenient_u64};
-use crate::tools::{Anchor, ReadMark, ToolContext, ToolMeta, ToolOutput};
-use crate::tools::{ToolClass, Touch};
+use crate::tools::vocab::{Anchor, ReadMark, ToolClass, ToolContext, ToolMeta, ToolOutput, Touch};
 use futures_util::future::BoxFuture;
 
 /// Most bytes read from disk to find a line range; lines beyond are reachable with `bash`.

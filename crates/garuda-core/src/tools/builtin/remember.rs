@@ -6,10 +6,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::message::ToolSpec;
-use crate::tools::ToolClass;
 use crate::tools::handler::{self, Tool, Workbench};
 use crate::tools::util;
-use crate::tools::{MEMORY_FILE, ToolContext, ToolMeta, ToolOutput};
+use crate::tools::vocab::{MEMORY_FILE, ToolClass, ToolContext, ToolMeta, ToolOutput};
 use futures_util::future::BoxFuture;
 
 /// Longest fact accepted, in characters.

@@ -12,7 +12,8 @@ use crate::prompt::Offer;
 use crate::skills::{SkillPlace, SkillSet};
 use crate::tools::handler::{self, Tool, Workbench};
 use crate::tools::listing::Listing;
-use crate::tools::{ToolClass, ToolContext, ToolOutput, util};
+use crate::tools::util;
+use crate::tools::vocab::{ToolClass, ToolContext, ToolOutput};
 
 /// The tool's name.
 pub const SKILL_TOOL: &str = "skill";

@@ -1,39 +1,17 @@
 //! `todo_write`: replaces the session's task list.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::message::ToolSpec;
 use crate::prompt::Offer;
-use crate::tools::ToolClass;
 use crate::tools::handler::{self, Tool, Workbench};
 use crate::tools::util;
-use crate::tools::{ToolContext, ToolMeta, ToolOutput};
+use crate::tools::vocab::{TodoItem, TodoStatus, ToolClass, ToolContext, ToolMeta, ToolOutput};
 use futures_util::future::BoxFuture;
 
 /// Most items in a list.
 const MAX_ITEMS: usize = 100;
-
-/// Where a task stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TodoStatus {
-    /// Not started.
-    Pending,
-    /// Being worked on (at most one at a time).
-    InProgress,
-    /// Done.
-    Completed,
-}
-
-/// One task of the session's list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TodoItem {
-    /// What to do.
-    pub content: String,
-    /// Its state.
-    pub status: TodoStatus,
-}
 
 #[derive(Deserialize)]
 struct Input {

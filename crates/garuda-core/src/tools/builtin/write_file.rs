@@ -2,20 +2,19 @@
 
 use std::path::Path;
 
-use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::fsroot::EntryKind;
 use crate::fsroot::Root;
 use crate::message::ToolSpec;
-use crate::tools::handler::{self, Risk, Tool, Workbench};
+use crate::tools::handler;
 use crate::tools::util;
-use crate::tools::write::{self, EditPreview, PlannedWrite};
-use crate::tools::{ToolClass, ToolContext, ToolOutput, Touch};
+use crate::tools::vocab::{EditPreview, PlannedWrite, ToolContext, ToolOutput};
+use crate::tools::write::{self, FileChange};
 
 #[derive(Deserialize)]
-struct WriteInput {
+pub(super) struct WriteInput {
     path: String,
     content: String,
 }
@@ -23,15 +22,13 @@ struct WriteInput {
 /// `write_file`.
 pub(super) struct WriteFile;
 
-impl Tool for WriteFile {
+impl FileChange for WriteFile {
+    type Input = WriteInput;
     fn name(&self) -> &'static str {
         "write_file"
     }
     fn claude_names(&self) -> &'static [&'static str] {
         &["Write"]
-    }
-    fn claude_file_path(&self) -> bool {
-        true
     }
     fn spec(&self) -> ToolSpec {
         handler::spec(
@@ -49,35 +46,6 @@ impl Tool for WriteFile {
                 "additionalProperties": false
             }),
         )
-    }
-    fn class(&self) -> ToolClass {
-        ToolClass::Edit
-    }
-    fn path_arg(&self) -> Option<&'static str> {
-        Some("path")
-    }
-    fn needs_read(&self) -> bool {
-        true
-    }
-    fn touch(&self) -> Option<Touch> {
-        Some(Touch::File("path"))
-    }
-    fn risk(&self, input: &Value, root: &Root) -> Option<Risk> {
-        write::risk(input, root)
-    }
-    fn plan(&self, input: &Value, ctx: &ToolContext) -> Option<Result<PlannedWrite, ToolOutput>> {
-        Some(util::parse("write_file", input.clone()).and_then(|i| plan(i, ctx)))
-    }
-    fn run<'a>(
-        &'a self,
-        input: Value,
-        ctx: &'a ToolContext,
-        bench: &'a dyn Workbench,
-    ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let plan = util::parse("write_file", input).and_then(|i| plan(i, ctx));
-            write::apply(plan, ctx, bench).await
-        })
     }
     fn describe(&self, input: &Value) -> String {
         format!(
@@ -97,40 +65,41 @@ impl Tool for WriteFile {
             line: 1,
         })
     }
-}
-
-fn plan(input: WriteInput, ctx: &ToolContext) -> Result<PlannedWrite, ToolOutput> {
-    let rel = util::resolve(ctx, &input.path)?;
-    let shown = util::show(&rel);
-    if rel == Path::new(".") {
-        return Err(ToolOutput::error(
-            "write_file needs a file path, not the workspace root",
-        ));
-    }
-    match ctx.root.kind(&rel).map_err(|e| util::fs_error(&shown, e))? {
-        None => Ok(PlannedWrite {
-            rel_path: rel,
-            old_text: None,
-            summary: format!("created {shown} ({} bytes)", input.content.len()),
-            new_text: input.content,
-            base: None,
-        }),
-        Some(EntryKind::File) => {
-            let stamp = write::check_fresh(ctx, &rel, &shown, "overwrite")?;
-            let old = ctx
-                .root
-                .read_text(&rel, write::EDIT_MAX_CHARS)
-                .map(|r| r.text)
-                .map_err(|e| util::fs_error(&shown, e))?;
-            Ok(PlannedWrite {
-                rel_path: rel,
-                old_text: Some(old),
-                summary: format!("wrote {shown} ({} bytes)", input.content.len()),
-                new_text: input.content,
-                base: Some(stamp),
-            })
+    fn plan(&self, input: WriteInput, ctx: &ToolContext) -> Result<PlannedWrite, ToolOutput> {
+        let rel = util::resolve(ctx, &input.path)?;
+        let shown = util::show(&rel);
+        if rel == Path::new(".") {
+            return Err(ToolOutput::error(
+                "write_file needs a file path, not the workspace root",
+            ));
         }
-        Some(EntryKind::Dir) => Err(ToolOutput::error(format!("{shown} is a folder"))),
-        Some(EntryKind::Other) => Err(ToolOutput::error(format!("{shown} is not a regular file"))),
+        match ctx.root.kind(&rel).map_err(|e| util::fs_error(&shown, e))? {
+            None => Ok(PlannedWrite {
+                rel_path: rel,
+                old_text: None,
+                summary: format!("created {shown} ({} bytes)", input.content.len()),
+                new_text: input.content,
+                base: None,
+            }),
+            Some(EntryKind::File) => {
+                let stamp = write::check_fresh(ctx, &rel, &shown, "overwrite")?;
+                let old = ctx
+                    .root
+                    .read_text(&rel, write::EDIT_MAX_CHARS)
+                    .map(|r| r.text)
+                    .map_err(|e| util::fs_error(&shown, e))?;
+                Ok(PlannedWrite {
+                    rel_path: rel,
+                    old_text: Some(old),
+                    summary: format!("wrote {shown} ({} bytes)", input.content.len()),
+                    new_text: input.content,
+                    base: Some(stamp),
+                })
+            }
+            Some(EntryKind::Dir) => Err(ToolOutput::error(format!("{shown} is a folder"))),
+            Some(EntryKind::Other) => {
+                Err(ToolOutput::error(format!("{shown} is not a regular file")))
+            }
+        }
     }
 }
