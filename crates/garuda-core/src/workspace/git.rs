@@ -1,10 +1,12 @@
 //! The repository's git state at session start: branch, short status and recent commits,
-//! read with the `git` binary under a deadline, inside the command sandbox. A repository's
-//! configuration names programs git runs (a clean filter during `status`, `gpg.program` for
-//! `log.showSignature`, `core.fsmonitor`, a pager, …) and `.git/commondir` moves where that
-//! configuration is read from, so git runs confined (root read-only, no network, the
-//! environment allow-list) or not at all. Outside a repository, without `git` or a sandbox,
-//! or past the deadline there is no state, and the session starts without it.
+//! read with the `git` binary under a deadline. A repository's configuration can name programs
+//! git runs (a clean filter during `status`, `gpg.program` for `log.showSignature`,
+//! `core.fsmonitor`, a pager, …) and `.git/commondir` moves where that configuration is read
+//! from, so git runs as the user would only when the repository's own configuration is inert
+//! (`git_config`: an allow-list of keys, no `commondir`, no `config.worktree`, no submodules);
+//! otherwise it runs in the command sandbox (root read-only, no network, the environment
+//! allow-list), or not at all. Outside a repository, without `git`, or past the deadline there
+//! is no state, and the session starts without it.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -12,6 +14,8 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
+use super::git_config::config_is_inert;
+use crate::fsroot::{EntryKind, Root};
 use crate::sandbox::{SandboxCommand, SandboxPolicy, SandboxSettings, SandboxState};
 
 /// Characters of `git status` kept in the note (the rest is counted, not shown).
@@ -20,6 +24,8 @@ pub const STATUS_MAX_CHARS: usize = 2_000;
 pub const RECENT_COMMITS: usize = 5;
 /// Bytes read of one command's output.
 const OUTPUT_CAP: usize = 64 * 1024;
+/// Bytes of `.git/config` read to judge it; a larger one is not inert.
+const CONFIG_CAP: u64 = 64 * 1024;
 
 /// What `git` said about the workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,47 +38,91 @@ pub struct GitState {
     pub commits: Vec<String>,
 }
 
-/// Where git runs for one root: the machine's sandbox and a policy that writes nothing.
+/// How git runs for one root: as the user would (the repository's configuration is inert) or
+/// in the machine's sandbox; either way with a policy that writes nothing.
 #[derive(Debug, Clone)]
 pub struct GitSandbox {
-    state: SandboxState,
+    /// The sandbox, when the repository's configuration is not inert.
+    state: Option<SandboxState>,
     policy: SandboxPolicy,
 }
 
 impl GitSandbox {
-    /// The sandbox git runs in for `root`, or why git cannot run there: the machine has no
-    /// sandbox, or the user's config turned it off (then git does not run either: the rule is
-    /// confined or not at all).
+    /// How git runs for `root`, or why it cannot: a configuration that is not inert needs the
+    /// sandbox, and the machine has none or the user's config turned it off (then git does
+    /// not run: the rule is confined or not at all).
     pub fn new(
         state: &SandboxState,
         settings: &SandboxSettings,
         root: &Path,
     ) -> Result<GitSandbox, String> {
-        if !settings.enabled {
-            return Err("the command sandbox is turned off ([sandbox] enabled = false)".into());
-        }
-        if !state.available() {
-            return Err(state
-                .reason
-                .clone()
-                .unwrap_or_else(|| "no sandbox was found".into()));
-        }
         let mut policy = settings.policy(root).map_err(|e| e.to_string())?;
         // git only reads: the root read-only (protected paths stay as they are), no caches,
-        // no network, nothing the user added for commands.
+        // no network, nothing the user added for commands; its own config folder besides.
         policy.read_only.push(policy.root.clone());
         policy.writable.clear();
         policy.network = false;
         policy.temp_dir = None;
-        policy.env = crate::sandbox::EnvPolicy::default();
+        policy.env = crate::sandbox::EnvPolicy::with_extra(&["XDG_CONFIG_HOME".into()]);
+        if repository_is_inert(&policy.root) {
+            return Ok(GitSandbox {
+                state: None,
+                policy,
+            });
+        }
+        if !settings.enabled {
+            return Err(
+                "the repository's git config names more than the usual keys, and the \
+                        command sandbox is turned off ([sandbox] enabled = false)"
+                    .into(),
+            );
+        }
+        if !state.available() {
+            let why = state.reason.as_deref().unwrap_or("no sandbox was found");
+            return Err(format!(
+                "the repository's git config names more than the usual keys, and there is no \
+                 sandbox: {why}"
+            ));
+        }
         Ok(GitSandbox {
-            state: state.clone(),
+            state: Some(state.clone()),
             policy,
         })
     }
+
+    /// True when git runs in the sandbox.
+    pub fn confined(&self) -> bool {
+        self.state.is_some()
+    }
 }
 
-/// Reads the git state of `root` within `timeout`, with git confined by `sandbox`; None
+/// True when `root` is a repository whose own files name nothing git could run for `status`
+/// and `log`: `.git` is a folder of the root (no `gitdir:` file), with no `commondir` or
+/// `config.worktree` moving its config, no submodules (`.gitmodules`: git would read theirs),
+/// and an inert `.git/config` read root-confined. False for everything else, a folder that is
+/// no repository included (git would look at the folders above it).
+fn repository_is_inert(root: &Path) -> bool {
+    let Ok(root) = Root::open(root) else {
+        return false;
+    };
+    let is = |rel: &str, want: EntryKind| root.kind(Path::new(rel)).ok().flatten() == Some(want);
+    let absent = |rel: &str| matches!(root.kind(Path::new(rel)), Ok(None));
+    if !is(".git", EntryKind::Dir)
+        || !absent(".git/commondir")
+        || !absent(".git/config.worktree")
+        || !absent(".gitmodules")
+    {
+        return false;
+    }
+    match root.read_bytes(Path::new(".git/config"), CONFIG_CAP) {
+        Ok((bytes, total)) if total <= CONFIG_CAP => {
+            std::str::from_utf8(&bytes).is_ok_and(config_is_inert)
+        }
+        _ => false,
+    }
+}
+
+/// Reads the git state of `root` within `timeout`, with git run as `sandbox` says; None
 /// outside a repository or on any failure. Blocks: call it off the request loop.
 pub fn read_git_state(root: &Path, timeout: Duration, sandbox: &GitSandbox) -> Option<GitState> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -98,7 +148,16 @@ async fn read_confined(root: &Path, sandbox: &GitSandbox) -> Option<GitState> {
         "--untracked-files=normal",
         "--ignore-submodules=dirty",
     ];
-    let log_args = ["log", "--oneline", "--no-decorate", "--no-color", &log_n];
+    // No signature check: it would run `gpg.program` (the user's own config may set
+    // `log.showSignature`), and the note shows subjects only.
+    let log_args = [
+        "log",
+        "--oneline",
+        "--no-decorate",
+        "--no-color",
+        "--no-show-signature",
+        &log_n,
+    ];
     let (status, log) = tokio::join!(
         run_git(root, sandbox, &status_args),
         run_git(root, sandbox, &log_args)
@@ -137,7 +196,10 @@ async fn run_git(root: &Path, sandbox: &GitSandbox, args: &[&str]) -> Option<Str
     {
         full.push(a.into());
     }
-    let mut cmd = SandboxCommand::new(&sandbox.state, &sandbox.policy, "git", &full).ok()?;
+    let mut cmd = match &sandbox.state {
+        Some(state) => SandboxCommand::new(state, &sandbox.policy, "git", &full).ok()?,
+        None => SandboxCommand::unconfined(&sandbox.policy, "git", &full).ok()?,
+    };
     cmd.env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_OPTIONAL_LOCKS", "0")
         .env("LC_ALL", "C")
@@ -214,17 +276,37 @@ mod tests {
     }
 
     #[test]
-    fn without_a_sandbox_git_does_not_run() {
+    fn without_a_sandbox_git_runs_only_for_an_inert_repository() {
         let dir = tempfile::tempdir().unwrap();
         let off = SandboxSettings {
             enabled: false,
             ..SandboxSettings::default()
         };
-        let state = crate::sandbox::probe();
-        assert!(GitSandbox::new(state, &off, dir.path()).is_err());
         let none = SandboxState::none("no bwrap");
+        // No repository: git would look above it, so only the sandbox may run it.
+        assert!(GitSandbox::new(crate::sandbox::probe(), &off, dir.path()).is_err());
         let why = GitSandbox::new(&none, &SandboxSettings::default(), dir.path()).unwrap_err();
-        assert_eq!(why, "no bwrap");
+        assert!(why.ends_with("no bwrap"), "{why}");
+        // A repository as git init writes it runs git as the user would, sandbox or not.
+        git(dir.path(), &["init", "-q", "-b", "trunk"]);
+        let plain = GitSandbox::new(&none, &off, dir.path()).unwrap();
+        assert!(!plain.confined());
+        let s = read_git_state(dir.path(), Duration::from_secs(20), &plain).unwrap();
+        assert!(s.branch.contains("trunk"), "{s:?}");
+        // A filter in its config: the sandbox or nothing.
+        git(dir.path(), &["config", "filter.x.clean", "cat"]);
+        assert!(GitSandbox::new(&none, &off, dir.path()).is_err());
+        if let Ok(boxed) = confined(dir.path()) {
+            assert!(boxed.confined());
+        }
+        // So do a commondir, a config.worktree and submodules.
+        git(dir.path(), &["config", "--unset", "filter.x.clean"]);
+        assert!(GitSandbox::new(&none, &off, dir.path()).is_ok());
+        for f in [".git/commondir", ".git/config.worktree", ".gitmodules"] {
+            std::fs::write(dir.path().join(f), "x").unwrap();
+            assert!(GitSandbox::new(&none, &off, dir.path()).is_err(), "{f}");
+            std::fs::remove_file(dir.path().join(f)).unwrap();
+        }
     }
 
     #[test]

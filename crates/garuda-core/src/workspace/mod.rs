@@ -2,6 +2,7 @@
 
 mod date;
 mod git;
+mod git_config;
 pub mod watch;
 
 pub use date::{civil_date, local_date, restate_date, start_note, today};
