@@ -2,8 +2,10 @@
 //! server's requests for the person's input reach the tool call in flight, which asks the
 //! turn's client while the call waits.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability,
@@ -12,8 +14,9 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient, ServiceError};
+use tokio_util::sync::CancellationToken;
 
-use crate::mcp::elicit::{self, ElicitationAnswer, Relay};
+use crate::mcp::elicit::{self, ElicitationAnswer, Elicitor, Relay};
 
 /// Our side of the MCP connection: identifies Garuda, hears notifications and passes
 /// elicitation requests to the tool call in flight.
@@ -94,10 +97,10 @@ pub(super) async fn answer_inputs(
 }
 
 /// Counts a call in flight on the relay while it lives.
-pub(super) struct Active<'a>(&'a Relay);
+struct Active<'a>(&'a Relay);
 
 impl<'a> Active<'a> {
-    pub(super) fn enter(relay: &'a Relay) -> Active<'a> {
+    fn enter(relay: &'a Relay) -> Active<'a> {
         relay.active.fetch_add(1, Ordering::SeqCst);
         Active(relay)
     }
@@ -106,5 +109,48 @@ impl<'a> Active<'a> {
 impl Drop for Active<'_> {
     fn drop(&mut self) {
         self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Why a call ended without the server's answer.
+pub(super) enum Stopped {
+    /// The call's time ran out.
+    Timeout,
+    /// The turn was cancelled.
+    Cancelled,
+}
+
+/// Drives `call` to its answer within `limit`, handing the elicitation requests that arrive
+/// meanwhile to `elicitor`. Dropping `call` on a timeout or a cancel is what cancels its
+/// request at the server.
+pub(super) async fn relay_during<T>(
+    call: impl Future<Output = T>,
+    relay: &Relay,
+    elicitor: &dyn Elicitor,
+    cancel: &CancellationToken,
+    limit: Duration,
+) -> Result<T, Stopped> {
+    let _active = Active::enter(relay);
+    tokio::pin!(call);
+    let sleep = tokio::time::sleep(limit);
+    tokio::pin!(sleep);
+    loop {
+        let pending = async { relay.rx.lock().await.recv().await };
+        tokio::select! {
+            r = &mut call => return Ok(r),
+            _ = &mut sleep => return Err(Stopped::Timeout),
+            _ = cancel.cancelled() => return Err(Stopped::Cancelled),
+            Some(p) = pending => {
+                let asked = Instant::now();
+                let answer = tokio::select! {
+                    a = elicitor.elicit(p.request) => a,
+                    _ = cancel.cancelled() => return Err(Stopped::Cancelled),
+                };
+                let _ = p.answer.send(answer);
+                // The person's time does not count against the call's timeout.
+                let deadline = sleep.deadline() + asked.elapsed();
+                sleep.as_mut().reset(deadline);
+            }
+        }
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! This file is the hub's API; the jobs behind it live beside it, and none of them imports
 //! this file: `connect.rs` starts a server, `child.rs` runs a stdio server's process,
-//! `handler.rs` is our side of a connection and relays elicitations,
+//! `handler.rs` is our side of a connection and relays elicitations to the call in flight,
 //! `tasks.rs` drives calls a server runs as tasks, `server.rs` holds what is known about one
 //! server, `event.rs` what the session hears once.
 //!
@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::ServiceError;
-use rmcp::model::{CallToolRequestParams, Tool};
+use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -46,7 +46,8 @@ use super::naming::assign_names;
 use crate::message::ToolSpec;
 use child::TERM_GRACE;
 use connect::start_server;
-use server::{Server, expiry, lock};
+use handler::{Stopped, relay_during};
+use server::{Server, Service, expiry, lock};
 
 pub use child::BASE_ENV;
 pub use event::McpEvent;
@@ -533,6 +534,46 @@ impl McpHub {
         cancel: &CancellationToken,
         elicitor: &dyn Elicitor,
     ) -> Result<McpToolResult, McpCallError> {
+        let (tool, server, service) = self.target(name)?;
+        let mut params = CallToolRequestParams::new(tool.tool.clone());
+        match arguments {
+            Value::Object(map) => params = params.with_arguments(map),
+            Value::Null => {}
+            _ => return Err(McpCallError::BadArguments(name.to_string())),
+        }
+        let ms = server.config.call_timeout_ms.max(1);
+        let started = Instant::now();
+        // The task the server made of this call, while it runs (tasks servers only).
+        let task = Mutex::new(None);
+        let call = self.send(server, &service, params, &task);
+        let relay = &self.inner.relay;
+        let limit = Duration::from_millis(ms);
+        let outcome = relay_during(call, relay, elicitor, cancel, limit).await;
+        tracing::debug!(target: "garuda::mcp", server = %server.name, tool = %tool.tool,
+            ms = started.elapsed().as_millis() as u64, "tools/call");
+        let pending_task = lock(&task).take();
+        match outcome {
+            Err(stopped) => {
+                if let Some(id) = pending_task {
+                    tasks::cancel_task(service.peer(), &server.name, id).await;
+                }
+                Err(match stopped {
+                    Stopped::Timeout => McpCallError::Timeout {
+                        server: server.name.clone(),
+                        tool: tool.tool.clone(),
+                        ms,
+                    },
+                    Stopped::Cancelled => McpCallError::Cancelled,
+                })
+            }
+            Ok(Ok(result)) => Ok(convert_result(&server.name, &tool.tool, &result)),
+            Ok(Err(e)) => Err(self.call_failed(server, &tool, e)),
+        }
+    }
+
+    /// The tool the model calls `name`, its server, and the server's connection if it is
+    /// ready to take the call.
+    fn target(&self, name: &str) -> Result<(McpTool, &Server, Arc<Service>), McpCallError> {
         let tool = self
             .find(name)
             .ok_or_else(|| McpCallError::UnknownTool(name.to_string()))?;
@@ -555,96 +596,45 @@ impl McpHub {
             }
             other => return Err(unavailable(format!("{other:?}").to_lowercase())),
         };
-        let mut params = CallToolRequestParams::new(tool.tool.clone());
-        match arguments {
-            Value::Object(map) => params = params.with_arguments(map),
-            Value::Null => {}
-            _ => return Err(McpCallError::BadArguments(name.to_string())),
-        }
-        let ms = server.config.call_timeout_ms.max(1);
-        let started = Instant::now();
-        // The task the server made of this call, while it runs (tasks servers only).
-        let task = Mutex::new(None);
+        Ok((tool, server, service))
+    }
+
+    /// Sends `tools/call`: as a task when the server offers tasks, else as a plain request.
+    async fn send(
+        &self,
+        server: &Server,
+        service: &Service,
+        params: CallToolRequestParams,
+        task: &Mutex<Option<String>>,
+    ) -> Result<CallToolResult, ServiceError> {
         let tasks = service
             .peer()
             .peer_info()
             .is_some_and(|i| i.capabilities.supports_tasks());
-        let outcome = {
-            let _active = handler::Active::enter(&self.inner.relay);
-            let call = async {
-                if tasks {
-                    let relay = &self.inner.relay;
-                    tasks::call_with_tasks(service.peer(), &server.name, relay, params, &task).await
-                } else {
-                    service.call_tool(params).await
-                }
+        if tasks {
+            let relay = &self.inner.relay;
+            tasks::call_with_tasks(service.peer(), &server.name, relay, params, task).await
+        } else {
+            service.call_tool(params).await
+        }
+    }
+
+    /// The error for a call the server did not complete: a lost connection makes the server
+    /// unavailable (and marks it stopped), anything else is the server's failure.
+    fn call_failed(&self, server: &Server, tool: &McpTool, e: ServiceError) -> McpCallError {
+        if self.note_call_error(server, &e) {
+            return McpCallError::Unavailable {
+                server: server.name.clone(),
+                reason: server_lost(&e),
             };
-            tokio::pin!(call);
-            let sleep = tokio::time::sleep(Duration::from_millis(ms));
-            tokio::pin!(sleep);
-            'call: loop {
-                let pending = async { self.inner.relay.rx.lock().await.recv().await };
-                tokio::select! {
-                    r = &mut call => break Ok(r),
-                    _ = &mut sleep => break Err(McpCallError::Timeout {
-                        server: server.name.clone(),
-                        tool: tool.tool.clone(),
-                        ms,
-                    }),
-                    _ = cancel.cancelled() => break Err(McpCallError::Cancelled),
-                    Some(p) = pending => {
-                        let asked = Instant::now();
-                        let answer = tokio::select! {
-                            a = elicitor.elicit(p.request) => a,
-                            _ = cancel.cancelled() => break 'call Err(McpCallError::Cancelled),
-                        };
-                        let _ = p.answer.send(answer);
-                        // The person's time does not count against the call's timeout.
-                        let deadline = sleep.deadline() + asked.elapsed();
-                        sleep.as_mut().reset(deadline);
-                    }
-                }
-            }
-        };
-        tracing::debug!(target: "garuda::mcp", server = %server.name, tool = %tool.tool,
-            ms = started.elapsed().as_millis() as u64, "tools/call");
-        let pending_task = lock(&task).take();
-        match outcome {
-            Err(e) => {
-                // Dropping the call cancelled its request; a task goes on at the server
-                // unless it is told.
-                if let Some(id) = pending_task {
-                    let cancel = service
-                        .peer()
-                        .cancel_task(rmcp::model::CancelTaskParams::new(id.clone()));
-                    match tokio::time::timeout(tasks::TASK_CANCEL_WAIT, cancel).await {
-                        Ok(Ok(())) => {
-                            tracing::debug!(target: "garuda::mcp", server = %server.name, task = %id, "tasks/cancel")
-                        }
-                        Ok(Err(e)) => {
-                            tracing::warn!(target: "garuda::mcp", server = %server.name, task = %id, "tasks/cancel failed: {e}")
-                        }
-                        Err(_) => {
-                            tracing::warn!(target: "garuda::mcp", server = %server.name, task = %id, "tasks/cancel not acknowledged")
-                        }
-                    }
-                }
-                Err(e)
-            }
-            Ok(Ok(result)) => Ok(convert_result(&server.name, &tool.tool, &result)),
-            Ok(Err(e)) => {
-                if self.note_call_error(server, &e) {
-                    return Err(unavailable(server_lost(&e)));
-                }
-                Err(McpCallError::Failed {
-                    server: server.name.clone(),
-                    tool: tool.tool.clone(),
-                    message: match e {
-                        ServiceError::McpError(data) => data.message.to_string(),
-                        other => other.to_string(),
-                    },
-                })
-            }
+        }
+        McpCallError::Failed {
+            server: server.name.clone(),
+            tool: tool.tool.clone(),
+            message: match e {
+                ServiceError::McpError(data) => data.message.to_string(),
+                other => other.to_string(),
+            },
         }
     }
 

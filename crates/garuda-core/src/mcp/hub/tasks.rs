@@ -1,12 +1,13 @@
 //! Tool calls that a server runs as tasks (SEP-2663): the `input_required` rounds, polling
-//! with `tasks/get`, and answering in-task input with `tasks/update`.
+//! with `tasks/get`, answering in-task input with `tasks/update`, and `tasks/cancel` when the
+//! call is given up.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, GetTaskParams,
-    InputRequests, Task, TaskPayload, UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ErrorData,
+    GetTaskParams, InputRequests, Task, TaskPayload, UpdateTaskParams,
 };
 use rmcp::{Peer, RoleClient, ServiceError};
 use serde_json::Value;
@@ -21,7 +22,7 @@ const POLL_MIN: Duration = Duration::from_millis(10);
 const POLL_MAX: Duration = Duration::from_secs(5);
 const POLL_DEFAULT: Duration = Duration::from_millis(500);
 /// How long a turn's cancel waits for the server to acknowledge `tasks/cancel`.
-pub(super) const TASK_CANCEL_WAIT: Duration = Duration::from_secs(2);
+const TASK_CANCEL_WAIT: Duration = Duration::from_secs(2);
 
 /// A tool call on a server that offers tasks (SEP-2663): `tools/call`, answering
 /// `input_required` rounds; when the server makes it a task, `tasks/get` is polled (at the
@@ -124,4 +125,22 @@ async fn poll_task(
     };
     lock(slot).take();
     outcome
+}
+
+/// Tells the server to cancel task `id` of a call that was given up (dropping the call
+/// cancels only its request; a task goes on at the server unless it is told), waiting a
+/// little for the acknowledgment.
+pub(super) async fn cancel_task(peer: &Peer<RoleClient>, server: &str, id: String) {
+    let cancel = peer.cancel_task(CancelTaskParams::new(id.clone()));
+    match tokio::time::timeout(TASK_CANCEL_WAIT, cancel).await {
+        Ok(Ok(())) => {
+            tracing::debug!(target: "garuda::mcp", server = %server, task = %id, "tasks/cancel")
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(target: "garuda::mcp", server = %server, task = %id, "tasks/cancel failed: {e}")
+        }
+        Err(_) => {
+            tracing::warn!(target: "garuda::mcp", server = %server, task = %id, "tasks/cancel not acknowledged")
+        }
+    }
 }
