@@ -56,18 +56,25 @@ impl GitSandbox {
         settings: &SandboxSettings,
         root: &Path,
     ) -> Result<GitSandbox, String> {
-        let mut policy = settings.policy(root).map_err(|e| e.to_string())?;
         // git only reads: the root read-only (protected paths stay as they are), no caches,
         // no network, nothing the user added for commands; its own config folder besides.
-        policy.read_only.push(policy.root.clone());
-        policy.writable.clear();
-        policy.network = false;
-        policy.temp_dir = None;
-        policy.env = crate::sandbox::EnvPolicy::with_extra(&["XDG_CONFIG_HOME".into()]);
-        if repository_is_inert(&policy.root) {
+        let env = crate::sandbox::EnvPolicy::with_extra(&["XDG_CONFIG_HOME".into()]);
+        if repository_is_inert(root) {
+            // Unconfined, only the root and the environment count: the mount plan's secret
+            // list (many canonicalized paths) is not made on the path to the first request.
+            let root = std::fs::canonicalize(root).map_err(|e| e.to_string())?;
             return Ok(GitSandbox {
                 state: None,
-                policy,
+                policy: SandboxPolicy {
+                    root,
+                    temp_dir: None,
+                    writable: Vec::new(),
+                    read_only: Vec::new(),
+                    deny_read: Vec::new(),
+                    visible: Vec::new(),
+                    network: false,
+                    env,
+                },
             });
         }
         if !settings.enabled {
@@ -84,6 +91,12 @@ impl GitSandbox {
                  sandbox: {why}"
             ));
         }
+        let mut policy = settings.policy(root).map_err(|e| e.to_string())?;
+        policy.read_only.push(policy.root.clone());
+        policy.writable.clear();
+        policy.network = false;
+        policy.temp_dir = None;
+        policy.env = env;
         Ok(GitSandbox {
             state: Some(state.clone()),
             policy,
