@@ -78,6 +78,7 @@ def main():
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--cold-probe", action="store_true", help="delete the sandbox probe cache before every exec run")
     ap.add_argument("--vs", help="another build of garuda, run alternately with --bin")
+    ap.add_argument("--no-git", action="store_true", help="the workspace is a plain folder, not a git repository")
     args = ap.parse_args()
     if not shutil.which("curl"):
         sys.exit("curl is needed")
@@ -90,10 +91,11 @@ def main():
     for name, text in [("README.md", "# demo\n"), ("main.py", "print('hi')\n")]:
         with open(os.path.join(ws, name), "w") as f:
             f.write(text)
-    git(ws, "init", "-q")
-    git(ws, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "init", "--allow-empty")
-    git(ws, "add", "README.md")
-    git(ws, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "readme")
+    if not args.no_git:
+        git(ws, "init", "-q")
+        git(ws, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "init", "--allow-empty")
+        git(ws, "add", "README.md")
+        git(ws, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "readme")
     env = dict(os.environ)
     env.update(
         XDG_CONFIG_HOME=os.path.join(home, "config"),

@@ -59,7 +59,11 @@ impl GitSandbox {
         // git only reads: the root read-only (protected paths stay as they are), no caches,
         // no network, nothing the user added for commands; its own config folder besides.
         let env = crate::sandbox::EnvPolicy::with_extra(&["XDG_CONFIG_HOME".into()]);
-        if repository_is_inert(root) {
+        // Outside any repository there is nothing to read: git would only say so.
+        let Some(top) = repository_top(root) else {
+            return Err("not in a git repository".into());
+        };
+        if repository_is_inert(&top) {
             // Unconfined, only the root and the environment count: the mount plan's secret
             // list (many canonicalized paths) is not made on the path to the first request.
             let root = std::fs::canonicalize(root).map_err(|e| e.to_string())?;
@@ -109,11 +113,19 @@ impl GitSandbox {
     }
 }
 
-/// True when `root` is a repository whose own files name nothing git could run for `status`
-/// and `log`: `.git` is a folder of the root (no `gitdir:` file), with no `commondir` or
-/// `config.worktree` moving its config, no submodules (`.gitmodules`: git would read theirs),
-/// and an inert `.git/config` read root-confined. False for everything else, a folder that is
-/// no repository included (git would look at the folders above it).
+/// The folder whose `.git` git would find for `root`: the root or the nearest folder above it
+/// that holds one (a folder or a `gitdir:` file). None outside any repository.
+fn repository_top(root: &Path) -> Option<std::path::PathBuf> {
+    let root = std::fs::canonicalize(root).ok()?;
+    root.ancestors()
+        .find(|d| d.join(".git").symlink_metadata().is_ok())
+        .map(Path::to_path_buf)
+}
+
+/// True when `top` (see [`repository_top`]) is a repository whose own files name nothing git
+/// could run for `status` and `log`: `.git` is a folder (no `gitdir:` file), with no
+/// `commondir` or `config.worktree` moving its config, no submodules (`.gitmodules`: git would
+/// read theirs), and an inert `.git/config`, read confined to `top`.
 fn repository_is_inert(root: &Path) -> bool {
     let Ok(root) = Root::open(root) else {
         return false;
@@ -296,19 +308,29 @@ mod tests {
             ..SandboxSettings::default()
         };
         let none = SandboxState::none("no bwrap");
-        // No repository: git would look above it, so only the sandbox may run it.
-        assert!(GitSandbox::new(crate::sandbox::probe(), &off, dir.path()).is_err());
-        let why = GitSandbox::new(&none, &SandboxSettings::default(), dir.path()).unwrap_err();
-        assert!(why.ends_with("no bwrap"), "{why}");
+        // No repository here or above: nothing to run.
+        let why = GitSandbox::new(crate::sandbox::probe(), &off, dir.path()).unwrap_err();
+        assert_eq!(why, "not in a git repository");
         // A repository as git init writes it runs git as the user would, sandbox or not.
         git(dir.path(), &["init", "-q", "-b", "trunk"]);
         let plain = GitSandbox::new(&none, &off, dir.path()).unwrap();
         assert!(!plain.confined());
         let s = read_git_state(dir.path(), Duration::from_secs(20), &plain).unwrap();
         assert!(s.branch.contains("trunk"), "{s:?}");
+        // A subfolder is judged by the repository above it.
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        assert!(
+            !GitSandbox::new(&none, &off, &dir.path().join("sub"))
+                .unwrap()
+                .confined()
+        );
         // A filter in its config: the sandbox or nothing.
         git(dir.path(), &["config", "filter.x.clean", "cat"]);
-        assert!(GitSandbox::new(&none, &off, dir.path()).is_err());
+        let why = GitSandbox::new(&none, &off, dir.path()).unwrap_err();
+        assert!(why.contains("turned off"), "{why}");
+        let why = GitSandbox::new(&none, &SandboxSettings::default(), dir.path()).unwrap_err();
+        assert!(why.ends_with("no bwrap"), "{why}");
+        assert!(GitSandbox::new(&none, &off, &dir.path().join("sub")).is_err());
         if let Ok(boxed) = confined(dir.path()) {
             assert!(boxed.confined());
         }
@@ -325,14 +347,14 @@ mod tests {
     #[test]
     fn git_state_of_a_repository_and_none_outside() {
         let outside = tempfile::tempdir().unwrap();
-        let Ok(sb) = confined(outside.path()) else {
-            return;
-        };
+        assert_eq!(
+            confined(outside.path()).unwrap_err(),
+            "not in a git repository"
+        );
         let timeout = Duration::from_secs(20);
-        assert_eq!(read_git_state(outside.path(), timeout, &sb), None);
         let dir = tempfile::tempdir().unwrap();
-        let sb = confined(dir.path()).unwrap();
         git(dir.path(), &["init", "-q", "-b", "trunk"]);
+        let sb = confined(dir.path()).unwrap();
         let empty = read_git_state(dir.path(), timeout, &sb).unwrap();
         assert!(empty.branch.contains("trunk"), "{empty:?}");
         assert!(empty.commits.is_empty());
