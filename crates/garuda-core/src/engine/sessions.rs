@@ -554,18 +554,21 @@ impl Engine {
             return None;
         }
         let timeout = std::time::Duration::from_millis(cfg.context.git_timeout_ms);
-        // git runs confined or not at all: a repository's config names programs it runs.
-        let sandbox =
-            match crate::workspace::GitSandbox::new(crate::sandbox::probe(), &cfg.sandbox, &root) {
-                Ok(s) => s,
-                Err(why) => {
-                    tracing::info!("no git state note for {}: {why}", root.display());
-                    return None;
-                }
-            };
+        let settings = cfg.sandbox.clone();
+        // Judging the repository reads a few files: on the thread too, off the caller's path.
         std::thread::Builder::new()
             .name("garuda-git".into())
-            .spawn(move || crate::workspace::read_git_state(&root, timeout, &sandbox))
+            .spawn(move || {
+                // A repository's config can name programs git runs: git runs as the user
+                // would only when it names none, else confined, else not at all.
+                match crate::workspace::GitSandbox::new(crate::sandbox::probe, &settings, &root) {
+                    Ok(sandbox) => crate::workspace::read_git_state(&root, timeout, &sandbox),
+                    Err(why) => {
+                        tracing::info!("no git state note for {}: {why}", root.display());
+                        None
+                    }
+                }
+            })
             .ok()
     }
 

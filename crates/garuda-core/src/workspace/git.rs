@@ -51,8 +51,10 @@ impl GitSandbox {
     /// How git runs for `root`, or why it cannot: a configuration that is not inert needs the
     /// sandbox, and the machine has none or the user's config turned it off (then git does
     /// not run: the rule is confined or not at all).
-    pub fn new(
-        state: &SandboxState,
+    /// `state` is asked for only when the sandbox is needed: probing it is not on the path
+    /// to the first request of an ordinary repository.
+    pub fn new<'a>(
+        state: impl FnOnce() -> &'a SandboxState,
         settings: &SandboxSettings,
         root: &Path,
     ) -> Result<GitSandbox, String> {
@@ -88,6 +90,7 @@ impl GitSandbox {
                     .into(),
             );
         }
+        let state = state();
         if !state.available() {
             let why = state.reason.as_deref().unwrap_or("no sandbox was found");
             return Err(format!(
@@ -221,25 +224,54 @@ async fn run_git(root: &Path, sandbox: &GitSandbox, args: &[&str]) -> Option<Str
     {
         full.push(a.into());
     }
-    let mut cmd = match &sandbox.state {
-        Some(state) => SandboxCommand::new(state, &sandbox.policy, "git", &full).ok()?,
-        None => SandboxCommand::unconfined(&sandbox.policy, "git", &full).ok()?,
+    let env = [
+        ("GIT_TERMINAL_PROMPT", "0"),
+        ("GIT_OPTIONAL_LOCKS", "0"),
+        ("LC_ALL", "C"),
+    ];
+    let (out, status) = match &sandbox.state {
+        Some(state) => {
+            let mut cmd = SandboxCommand::new(state, &sandbox.policy, "git", &full).ok()?;
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            cmd.stdout(Stdio::piped());
+            let mut child = cmd.spawn().await.ok()?;
+            let out = drain(child.take_stdout()?).await?;
+            (out, child.wait().await.ok()?)
+        }
+        None => {
+            // An inert repository's git starts directly: the sandbox's pre-exec setup (the
+            // parent-death signal) makes every spawn a fork of the whole server, about half a
+            // millisecond each on the path to the first request. The deadline's drop kills it.
+            let mut cmd = tokio::process::Command::new("git");
+            cmd.args(&full)
+                .env_clear()
+                .envs(sandbox.policy.env.resolve(&|n| std::env::var_os(n)))
+                .envs(env)
+                .current_dir(&sandbox.policy.root)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .kill_on_drop(true);
+            let mut child = cmd.spawn().ok()?;
+            let out = drain(child.stdout.take()?).await?;
+            (out, child.wait().await.ok()?)
+        }
     };
-    cmd.env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .env("LC_ALL", "C")
-        .stdout(Stdio::piped());
-    let mut child = cmd.spawn().await.ok()?;
-    let out = child.take_stdout()?;
+    status
+        .success()
+        .then(|| String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The first [`OUTPUT_CAP`] bytes of `out`; the rest is read and dropped so git is never
+/// stalled on a full pipe.
+async fn drain(out: impl tokio::io::AsyncRead + Unpin) -> Option<Vec<u8>> {
     let mut buf = Vec::new();
     let mut capped = out.take(OUTPUT_CAP as u64);
     capped.read_to_end(&mut buf).await.ok()?;
-    // The rest is drained so git is never stalled on a full pipe.
     let _ = tokio::io::copy(&mut capped.into_inner(), &mut tokio::io::sink()).await;
-    let status = child.wait().await.ok()?;
-    status
-        .success()
-        .then(|| String::from_utf8_lossy(&buf).into_owned())
+    Some(buf)
 }
 
 /// The `<garuda_note>` the model gets with its first message (pure).
@@ -283,7 +315,7 @@ mod tests {
     /// The sandbox git runs in here; None on a machine without one (the tests then check
     /// only that nothing runs).
     fn confined(root: &Path) -> Result<GitSandbox, String> {
-        GitSandbox::new(crate::sandbox::probe(), &SandboxSettings::default(), root)
+        GitSandbox::new(crate::sandbox::probe, &SandboxSettings::default(), root)
     }
 
     fn git(dir: &Path, args: &[&str]) {
@@ -309,37 +341,37 @@ mod tests {
         };
         let none = SandboxState::none("no bwrap");
         // No repository here or above: nothing to run.
-        let why = GitSandbox::new(crate::sandbox::probe(), &off, dir.path()).unwrap_err();
+        let why = GitSandbox::new(crate::sandbox::probe, &off, dir.path()).unwrap_err();
         assert_eq!(why, "not in a git repository");
         // A repository as git init writes it runs git as the user would, sandbox or not.
         git(dir.path(), &["init", "-q", "-b", "trunk"]);
-        let plain = GitSandbox::new(&none, &off, dir.path()).unwrap();
+        let plain = GitSandbox::new(|| &none, &off, dir.path()).unwrap();
         assert!(!plain.confined());
         let s = read_git_state(dir.path(), Duration::from_secs(20), &plain).unwrap();
         assert!(s.branch.contains("trunk"), "{s:?}");
         // A subfolder is judged by the repository above it.
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         assert!(
-            !GitSandbox::new(&none, &off, &dir.path().join("sub"))
+            !GitSandbox::new(|| &none, &off, &dir.path().join("sub"))
                 .unwrap()
                 .confined()
         );
         // A filter in its config: the sandbox or nothing.
         git(dir.path(), &["config", "filter.x.clean", "cat"]);
-        let why = GitSandbox::new(&none, &off, dir.path()).unwrap_err();
+        let why = GitSandbox::new(|| &none, &off, dir.path()).unwrap_err();
         assert!(why.contains("turned off"), "{why}");
-        let why = GitSandbox::new(&none, &SandboxSettings::default(), dir.path()).unwrap_err();
+        let why = GitSandbox::new(|| &none, &SandboxSettings::default(), dir.path()).unwrap_err();
         assert!(why.ends_with("no bwrap"), "{why}");
-        assert!(GitSandbox::new(&none, &off, &dir.path().join("sub")).is_err());
+        assert!(GitSandbox::new(|| &none, &off, &dir.path().join("sub")).is_err());
         if let Ok(boxed) = confined(dir.path()) {
             assert!(boxed.confined());
         }
         // So do a commondir, a config.worktree and submodules.
         git(dir.path(), &["config", "--unset", "filter.x.clean"]);
-        assert!(GitSandbox::new(&none, &off, dir.path()).is_ok());
+        assert!(GitSandbox::new(|| &none, &off, dir.path()).is_ok());
         for f in [".git/commondir", ".git/config.worktree", ".gitmodules"] {
             std::fs::write(dir.path().join(f), "x").unwrap();
-            assert!(GitSandbox::new(&none, &off, dir.path()).is_err(), "{f}");
+            assert!(GitSandbox::new(|| &none, &off, dir.path()).is_err(), "{f}");
             std::fs::remove_file(dir.path().join(f)).unwrap();
         }
     }
