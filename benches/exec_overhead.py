@@ -79,6 +79,7 @@ def main():
     ap.add_argument("--cold-probe", action="store_true", help="delete the sandbox probe cache before every exec run")
     ap.add_argument("--vs", help="another build of garuda, run alternately with --bin")
     ap.add_argument("--no-git", action="store_true", help="the workspace is a plain folder, not a git repository")
+    ap.add_argument("--filter", action="store_true", help="the repository's config names a clean filter, so git runs in the sandbox")
     args = ap.parse_args()
     if not shutil.which("curl"):
         sys.exit("curl is needed")
@@ -96,6 +97,8 @@ def main():
         git(ws, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "init", "--allow-empty")
         git(ws, "add", "README.md")
         git(ws, "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "readme")
+        if args.filter:
+            git(ws, "config", "filter.x.clean", "cat")
     env = dict(os.environ)
     env.update(
         XDG_CONFIG_HOME=os.path.join(home, "config"),
