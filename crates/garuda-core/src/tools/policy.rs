@@ -146,9 +146,8 @@ pub const RISKY_DIRS: &[&str] = &[
     ".devcontainer",
 ];
 
-/// Why a change of the root-relative `rel` is risky, or `None`. Lexical: `.` and `..` are
-/// resolved first; see [`risky_target`] for links.
-pub fn risky_path(rel: &Path) -> Option<String> {
+/// The names of `rel` with `.` and `..` folded away (lexically).
+fn folded(rel: &Path) -> Vec<String> {
     let mut parts: Vec<String> = Vec::new();
     for c in rel.components() {
         match c {
@@ -159,6 +158,13 @@ pub fn risky_path(rel: &Path) -> Option<String> {
             _ => {}
         }
     }
+    parts
+}
+
+/// Why a change of the root-relative `rel` is risky, or `None`. Lexical: `.` and `..` are
+/// resolved first; see [`risky_target`] for links.
+pub fn risky_path(rel: &Path) -> Option<String> {
+    let parts = folded(rel);
     let eq = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
     if let Some(d) = parts
         .iter()
@@ -188,16 +194,7 @@ pub fn risky_target(root: &Path, rel: &Path) -> Option<String> {
 /// skill files). The sandbox keeps the same folders read-only at the root
 /// ([`crate::sandbox::PROTECTED_IN_ROOT`]); a file-tool edit of them asks under every policy.
 pub fn protected_path(rel: &Path) -> bool {
-    let mut parts: Vec<String> = Vec::new();
-    for c in rel.components() {
-        match c {
-            Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
-            Component::ParentDir => {
-                parts.pop();
-            }
-            _ => {}
-        }
-    }
+    let parts = folded(rel);
     parts.iter().any(|p| {
         crate::sandbox::PROTECTED_IN_ROOT
             .iter()
