@@ -223,7 +223,7 @@ impl Front {
             InlineRequest::CloseSession(p) => {
                 let id = p.session_id.0.to_string();
                 let known = lock(&self.sessions).remove(&id).is_some();
-                let freed = self.engine.close_session(&id);
+                let freed = self.engine.inline().close_session(&id);
                 if !known && !freed {
                     return Err(not_open(&id));
                 }
@@ -236,12 +236,9 @@ impl Front {
                     .parse()
                     .map_err(|e| RpcError::invalid_params(format!("{e}")))?;
                 let id = p.session_id.0.to_string();
-                let live = self
-                    .engine
-                    .sessions
-                    .live(&id)
-                    .ok_or_else(|| not_open(&id))?;
-                live.set_policy(policy);
+                if !self.engine.inline().set_policy(&id, policy) {
+                    return Err(not_open(&id));
+                }
                 ok::<m::SetMode>(acp::SetSessionModeResponse::new())
             }
         }
@@ -471,7 +468,7 @@ impl Front {
             let mcp_servers = mcp_servers_of(&p.mcp_servers)?;
             let engine = &self.engine;
             let source = p.session_id.0.to_string();
-            let policy = engine.sessions.live(&source).map(|s| s.policy());
+            let policy = engine.session_in_memory(&source).map(|s| s.policy());
             // A non-UUID id is invalid params (acp_error), as for load, resume and delete.
             let id = engine.fork_session(&source, None).map_err(|e| match e {
                 EngineError::Store(garuda_core::session::StoreError::NotFound(_)) => {
@@ -559,7 +556,7 @@ impl Front {
     ) -> Result<Value, RpcError> {
         let id = p.session_id.0.to_string();
         let engine = &self.engine;
-        let live = engine.sessions.live(&id).ok_or_else(|| not_open(&id))?;
+        let live = engine.session_in_memory(&id).ok_or_else(|| not_open(&id))?;
         let Some(value) = p.value.as_value_id().map(|v| v.0.to_string()) else {
             return Err(RpcError::invalid_params(format!(
                 "{} takes one of its listed values, not a boolean",
@@ -609,7 +606,7 @@ impl Front {
     ) -> Result<Value, RpcError> {
         let id = p.session_id.0.to_string();
         let engine = self.engine.clone();
-        let live = match engine.sessions.live(&id) {
+        let live = match engine.session_in_memory(&id) {
             Some(live) => live,
             None => {
                 let (engine, id) = (engine.clone(), id.clone());
@@ -702,7 +699,7 @@ impl Front {
     fn notification(&self, notice: AcpNotice) {
         match notice {
             AcpNotice::Cancel(p) => {
-                if let Some(live) = self.engine.sessions.live(&p.session_id.0) {
+                if let Some(live) = self.engine.session_in_memory(&p.session_id.0) {
                     live.cancel();
                 }
             }

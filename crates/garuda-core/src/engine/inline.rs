@@ -45,6 +45,23 @@ impl Inline<'_> {
             .is_some_and(|s| s.cancel())
     }
 
+    /// Takes a live session out of memory (its turn cancelled, its SessionEnd hooks started);
+    /// false when it was not live. Its transcript stays.
+    pub fn close_session(&self, session_id: &str) -> bool {
+        self.engine.close_session(session_id)
+    }
+
+    /// Switches a live session's approval policy; false when the session is not live.
+    pub fn set_policy(&self, session_id: &str, policy: crate::tools::Policy) -> bool {
+        match self.engine.sessions.live(session_id) {
+            Some(s) => {
+                s.set_policy(policy);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The MCP servers of a live session (an empty list when it has none); None when the
     /// session is not live.
     pub fn mcp_servers(&self, session_id: &str) -> Option<Vec<crate::mcp::McpServerStatus>> {

@@ -86,11 +86,11 @@ pub struct Engine {
     /// The watch on the user's config file, when one runs.
     config_watch: Mutex<Option<crate::workspace::watch::WatchHandle>>,
     /// Open workspaces.
-    pub workspaces: Workspaces,
+    pub(crate) workspaces: Workspaces,
     /// Where transcripts and side files live.
-    pub state_dir: PathBuf,
+    pub(crate) state_dir: PathBuf,
     /// Sessions loaded in memory.
-    pub sessions: Sessions,
+    pub(crate) sessions: Sessions,
     /// A git state read started before its session exists (`garuda exec`), with the folder
     /// it reads; the next new session in that folder takes it.
     git_ahead: Mutex<Option<(PathBuf, sessions::GitRead)>>,

@@ -620,6 +620,12 @@ impl Engine {
         self.bring_back(id, req)
     }
 
+    /// The session with this id when it is in memory (no load from disk): what a front asks
+    /// of a session it already holds open, without reaching into the engine's tables.
+    pub fn session_in_memory(&self, id: &str) -> Option<Arc<LiveSession>> {
+        self.sessions.live(id)
+    }
+
     /// The session in memory: a live one, or an agent's sub-session whose call is running
     /// (that copy, now live too: a second one would write the same file). While the call
     /// runs its turns answer `AgentRunning`; reads work.
@@ -770,7 +776,7 @@ impl Engine {
 
     /// Stops a session's running operation and frees it from memory; its transcript stays
     /// (a later `session` call loads it again). False when it was not in memory.
-    pub fn close_session(&self, id: &str) -> bool {
+    pub(crate) fn close_session(&self, id: &str) -> bool {
         match self.sessions.remove(id) {
             Some(live) => {
                 live.cancel();
