@@ -459,3 +459,37 @@ fn file_tools_ask_before_writing_what_runs_later_even_under_full_auto() {
         assert!(!w.join(p).exists(), "{p} was written without approval");
     }
 }
+
+#[test]
+fn writing_a_gitdir_file_asks_even_under_full_auto() {
+    let (home, ws) = (outside_dir(), tempfile::tempdir().expect("ws"));
+    let w = ws.path();
+    std::fs::create_dir_all(w.join("sub")).expect("mkdir");
+    // A `.git` *file* moves where git reads its config from (`gitdir: …`), at the root or in
+    // any folder the user later runs git in.
+    let targets = [".git", "sub/.git"];
+    let mut replies: Vec<MockReply> = targets
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            tool(
+                &format!("g{i}"),
+                "write_file",
+                json!({"path": p, "content": "gitdir: /elsewhere\n"}),
+            )
+        })
+        .collect();
+    replies.push(done());
+    let mock = Mock::start(replies);
+    let (mut g, wid) = start(&mock, home.path(), w, "");
+    let sid = session(&mut g, &wid, "full-auto");
+    let asked = turn(&mut g, &sid, "reject");
+    assert_eq!(
+        asked.len(),
+        targets.len(),
+        "every gitdir write asks: {asked:?}"
+    );
+    for p in targets {
+        assert!(!w.join(p).exists(), "{p} was written without approval");
+    }
+}

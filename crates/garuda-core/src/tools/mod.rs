@@ -28,14 +28,14 @@ pub use builtin::{
 };
 pub use handler::{Handler, NoWorkbench, Tool, Workbench};
 pub use policy::{
-    EditRisk, Policy, RISKY_DIRS, RISKY_FILES, UnknownPolicy, approval_needed, needs_approval,
-    plan_refuses, protected_path, protected_target, risky_path, risky_target,
+    Policy, RISKY_DIRS, RISKY_FILES, UnknownPolicy, approval_needed, needs_approval, plan_refuses,
+    protected_path, risky_path, target_risk,
 };
 pub use registry::{ToolClash, ToolEntry, ToolRegistry, ToolSource, Touched};
 pub use vocab::{
-    AgentCall, AgentRan, Anchor, Approval, ClientToolResult, CommandRun, EditPreview, FileTracker,
-    MEMORY_FILE, PlannedWrite, ReadMark, ReadState, Risk, TodoItem, TodoStatus, ToolClass,
-    ToolContext, ToolKind, ToolLimits, ToolMeta, ToolOutput, Touch, ViewAnchors,
+    AgentCall, AgentRan, Anchor, Approval, ClientToolResult, CommandRun, EditPreview, EditRisk,
+    FileTracker, MEMORY_FILE, PlannedWrite, ReadMark, ReadState, Risk, TodoItem, TodoStatus,
+    ToolClass, ToolContext, ToolKind, ToolLimits, ToolMeta, ToolOutput, Touch, ViewAnchors,
 };
 pub use write::{commit_write, finish_write};
 

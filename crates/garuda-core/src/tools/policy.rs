@@ -9,7 +9,7 @@ use std::path::{Component, Path};
 
 use serde::{Deserialize, Serialize};
 
-use super::vocab::ToolClass;
+use super::vocab::{EditRisk, ToolClass};
 use crate::sandbox::{CommandSandbox, Unconfined};
 
 /// A session's approval policy.
@@ -162,7 +162,7 @@ fn folded(rel: &Path) -> Vec<String> {
 }
 
 /// Why a change of the root-relative `rel` is risky, or `None`. Lexical: `.` and `..` are
-/// resolved first; see [`risky_target`] for links.
+/// resolved first; see [`target_risk`] for links.
 pub fn risky_path(rel: &Path) -> Option<String> {
     let parts = folded(rel);
     let eq = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
@@ -182,29 +182,42 @@ pub fn risky_path(rel: &Path) -> Option<String> {
     None
 }
 
-/// Like [`risky_path`], for `rel` as it resolves under `root` now: a link inside the root that
-/// leads into `.git/` is caught too. The target need not exist.
-pub fn risky_target(root: &Path, rel: &Path) -> Option<String> {
-    risky_path(rel).or_else(|| resolved(root, rel).as_deref().and_then(risky_path))
+/// How much a change of the root-relative `rel` matters, and why, as it resolves under `root`
+/// now: the path as written and the one it leads to (a link into `.git/` is `.git/`) are both
+/// judged, once each, a protected place before a risky one. None for an ordinary file. The
+/// target need not exist.
+pub fn target_risk(root: &Path, rel: &Path) -> Option<(EditRisk, String)> {
+    let resolved = resolved(root, rel);
+    let paths = || std::iter::once(rel).chain(resolved.as_deref());
+    paths()
+        .find_map(protected_path)
+        .map(|why| (EditRisk::Protected, why))
+        .or_else(|| {
+            paths()
+                .find_map(risky_path)
+                .map(|why| (EditRisk::Risky, why))
+        })
 }
 
-/// True when `rel` (as written, `..` folded) is inside a folder that changes what runs
-/// outside the sandbox later: `.git` (its config, hooks, `commondir`; at any depth, a
-/// submodule's too), `.garuda`, `.claude` and `.agents` (settings with hooks, agent and
-/// skill files). The sandbox keeps the same folders read-only at the root
+/// Why `rel` (as written, `..` folded) changes what runs outside the sandbox later, or None:
+/// it is, or is inside, `.git` (its config, hooks, `commondir`, or a `.git` file holding
+/// `gitdir:`; at any depth, a submodule's too), `.garuda`, `.claude` or `.agents` (settings with
+/// hooks, agent and skill files). The sandbox keeps the same folders read-only at the root
 /// ([`crate::sandbox::PROTECTED_IN_ROOT`]); a file-tool edit of them asks under every policy.
-pub fn protected_path(rel: &Path) -> bool {
+pub fn protected_path(rel: &Path) -> Option<String> {
     let parts = folded(rel);
-    parts.iter().any(|p| {
+    let last = parts.len().checked_sub(1)?;
+    let (i, name) = parts.iter().enumerate().find(|(_, p)| {
         crate::sandbox::PROTECTED_IN_ROOT
             .iter()
             .any(|d| p.eq_ignore_ascii_case(d))
+    })?;
+    Some(if i == last {
+        format!("{name} changes what runs outside the sandbox")
+    } else {
+        // The wording of `risky_path` for these folders, so titles read as before.
+        format!("it is inside {name}/, which runs code or steers tools")
     })
-}
-
-/// [`protected_path`] for the path written or the one it resolves to (a link into `.git`).
-pub fn protected_target(root: &Path, rel: &Path) -> bool {
-    protected_path(rel) || resolved(root, rel).is_some_and(|r| protected_path(&r))
 }
 
 /// `rel` with links resolved, relative to the canonical root: the nearest existing ancestor
@@ -227,21 +240,8 @@ fn resolved(root: &Path, rel: &Path) -> Option<std::path::PathBuf> {
     }
 }
 
-/// How much the path an edit changes matters to the approval policy.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum EditRisk {
-    /// An ordinary file.
-    #[default]
-    Plain,
-    /// Runs code or steers the agent later ([`risky_target`]): asks under `auto-edit`.
-    Risky,
-    /// Changes what runs outside the sandbox ([`protected_target`]): asks under every policy,
-    /// as a command that leaves the sandbox does.
-    Protected,
-}
-
 /// True when a call of `class` must be approved under `policy`, for a session whose commands
-/// run as `commands` and a call that changes `risky` (see [`risky_target`]) when it edits.
+/// run as `commands` and a call whose edit carries `risk` (see [`target_risk`]).
 pub fn approval_needed(
     policy: Policy,
     class: ToolClass,
@@ -321,8 +321,8 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(d.path().join(".git/hooks")).unwrap();
         std::os::unix::fs::symlink(".git/hooks", d.path().join("h")).unwrap();
-        assert!(risky_target(d.path(), Path::new("h/pre-commit")).is_some());
-        assert!(risky_target(d.path(), Path::new("new/dir/file.rs")).is_none());
+        assert!(target_risk(d.path(), Path::new("h/pre-commit")).is_some());
+        assert!(target_risk(d.path(), Path::new("new/dir/file.rs")).is_none());
     }
 
     #[test]
@@ -364,7 +364,7 @@ mod tests {
             ".agents/skills/x/SKILL.md",
             "a/../.git/info/attributes",
         ] {
-            assert!(protected_path(Path::new(p)), "{p}");
+            assert!(protected_path(Path::new(p)).is_some(), "{p}");
         }
         for p in [
             "src/main.rs",
@@ -372,13 +372,18 @@ mod tests {
             ".github/workflows/ci.yml",
             ".gitignore",
         ] {
-            assert!(!protected_path(Path::new(p)), "{p}");
+            assert!(protected_path(Path::new(p)).is_none(), "{p}");
         }
         let d = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(d.path().join(".git/hooks")).unwrap();
         std::os::unix::fs::symlink(".git/hooks", d.path().join("h")).unwrap();
-        assert!(protected_target(d.path(), Path::new("h/pre-commit")));
-        assert!(!protected_target(d.path(), Path::new("src/x.rs")));
+        let risk = |p: &str| target_risk(d.path(), Path::new(p)).map(|(r, _)| r);
+        assert_eq!(risk("h/pre-commit"), Some(EditRisk::Protected));
+        assert_eq!(risk("src/x.rs"), None);
+        assert_eq!(risk(".envrc"), Some(EditRisk::Risky));
+        // A `.git` file (`gitdir:`) is protected where it is written, the root or deeper.
+        assert_eq!(risk(".git"), Some(EditRisk::Protected));
+        assert_eq!(risk("sub/.git"), Some(EditRisk::Protected));
     }
 
     #[test]

@@ -496,8 +496,22 @@ impl ToolKind {
     }
 }
 
-/// A path an edit would change that deserves a second look, and why.
-pub type Risk = (PathBuf, String);
+/// How much the path an edit changes matters to the approval policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EditRisk {
+    /// An ordinary file.
+    #[default]
+    Plain,
+    /// Runs code or steers the agent later (`tools::target_risk`): asks under `auto-edit`.
+    Risky,
+    /// Changes what runs outside the sandbox (`tools::protected_path`): asks under every policy,
+    /// as a command that leaves the sandbox does.
+    Protected,
+}
+
+/// A path an edit would change that deserves a second look: the path, how much it matters,
+/// and why.
+pub type Risk = (PathBuf, EditRisk, String);
 
 /// How a tool's input names the place it works in (for nested instructions and rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

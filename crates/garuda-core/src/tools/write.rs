@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::handler::{Tool, Workbench};
-use super::policy::risky_target;
+use super::policy::target_risk;
 use super::util;
 use super::vocab::{
     Anchor, EditPreview, PlannedWrite, ReadState, Risk, ToolClass, ToolContext, ToolMeta,
@@ -201,11 +201,11 @@ pub(crate) fn current_text(root: &Root, rel: &Path) -> Option<Option<String>> {
     }
 }
 
-/// The risky target of a write to the file named in `input.path` (links resolved).
+/// The risk of a write to the file named in `input.path` (links resolved).
 pub(crate) fn risk(input: &Value, root: &Root) -> Option<Risk> {
     let p = input.get("path")?.as_str()?;
     let rel = root.relative(Path::new(p)).ok()?;
-    risky_target(root.path(), &rel).map(|why| (rel, why))
+    target_risk(root.path(), &rel).map(|(risk, why)| (rel, risk, why))
 }
 
 /// Writes a planned change: through the editor where it edits buffers, otherwise through

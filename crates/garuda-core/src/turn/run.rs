@@ -1064,19 +1064,13 @@ async fn run_tool_inner(
     }
     // Risk follows the path an edit changes (links resolved), not the tool's name.
     let risk = entry.risk(&input, &ctx.root);
-    let edit_risk = match &risk {
-        Some((rel, _)) if tools::protected_target(ctx.root.path(), rel) => {
-            tools::EditRisk::Protected
-        }
-        Some(_) => tools::EditRisk::Risky,
-        None => tools::EditRisk::Plain,
-    };
+    let edit_risk = risk.as_ref().map_or(tools::EditRisk::Plain, |(_, r, _)| *r);
     // A call that asks to leave the sandbox always asks the person. Where commands run
     // unconfined anyway the flag changes nothing.
     let escape = session.setup.sandbox.confined() && entry.leaves_sandbox(&input);
     // "Allow always" on a risky edit allows that path, not every edit.
     let always_key = match &risk {
-        Some((rel, _)) => format!("{name}:{}", rel.display()),
+        Some((rel, _, _)) => format!("{name}:{}", rel.display()),
         None => name.to_string(),
     };
     let decision = super::approval::decide(&super::approval::CallFacts {
@@ -1093,7 +1087,7 @@ async fn run_tool_inner(
         approval = Some(Approval::AllowedAlways);
     }
     if let super::approval::Decision::Ask { once_only } = decision {
-        let title = entry.approval_title(&input, risk.as_ref().map(|(_, w)| w.as_str()));
+        let title = entry.approval_title(&input, risk.as_ref().map(|(_, _, w)| w.as_str()));
         let notice = format!("Garuda needs your permission: {title}");
         let req = PermissionRequest {
             session_id: session.id.clone(),
