@@ -51,6 +51,7 @@ impl GitSandbox {
     /// How git runs for `root`, or why it cannot: a configuration that is not inert needs the
     /// sandbox, and the machine has none or the user's config turned it off (then git does
     /// not run: the rule is confined or not at all).
+    ///
     /// `state` is asked for only when the sandbox is needed: probing it is not on the path
     /// to the first request of an ordinary repository.
     pub fn new<'a>(
@@ -61,14 +62,14 @@ impl GitSandbox {
         // git only reads: the root read-only (protected paths stay as they are), no caches,
         // no network, nothing the user added for commands; its own config folder besides.
         let env = crate::sandbox::EnvPolicy::with_extra(&["XDG_CONFIG_HOME".into()]);
+        let root = std::fs::canonicalize(root).map_err(|e| e.to_string())?;
         // Outside any repository there is nothing to read: git would only say so.
-        let Some(top) = repository_top(root) else {
+        let Some(top) = repository_top(&root) else {
             return Err("not in a git repository".into());
         };
-        if repository_is_inert(&top) {
+        if repository_is_inert(top) {
             // Unconfined, only the root and the environment count: the mount plan's secret
             // list (many canonicalized paths) is not made on the path to the first request.
-            let root = std::fs::canonicalize(root).map_err(|e| e.to_string())?;
             return Ok(GitSandbox {
                 state: None,
                 policy: SandboxPolicy {
@@ -98,7 +99,7 @@ impl GitSandbox {
                  sandbox: {why}"
             ));
         }
-        let mut policy = settings.policy(root).map_err(|e| e.to_string())?;
+        let mut policy = settings.policy(&root).map_err(|e| e.to_string())?;
         policy.read_only.push(policy.root.clone());
         policy.writable.clear();
         policy.network = false;
@@ -116,13 +117,11 @@ impl GitSandbox {
     }
 }
 
-/// The folder whose `.git` git would find for `root`: the root or the nearest folder above it
-/// that holds one (a folder or a `gitdir:` file). None outside any repository.
-fn repository_top(root: &Path) -> Option<std::path::PathBuf> {
-    let root = std::fs::canonicalize(root).ok()?;
+/// The folder whose `.git` git would find for the canonical `root`: the root or the nearest
+/// folder above it that holds one (a folder or a `gitdir:` file). None outside any repository.
+fn repository_top(root: &Path) -> Option<&Path> {
     root.ancestors()
         .find(|d| d.join(".git").symlink_metadata().is_ok())
-        .map(Path::to_path_buf)
 }
 
 /// True when `top` (see [`repository_top`]) is a repository whose own files name nothing git
@@ -158,16 +157,16 @@ pub fn read_git_state(root: &Path, timeout: Duration, sandbox: &GitSandbox) -> O
         .build()
         .ok()?;
     rt.block_on(async {
-        tokio::time::timeout(timeout, read_confined(root, sandbox))
+        tokio::time::timeout(timeout, read_both(root, sandbox))
             .await
             .ok()
             .flatten()
     })
 }
 
-async fn read_confined(root: &Path, sandbox: &GitSandbox) -> Option<GitState> {
-    // Both run at once: the first request waits for this note, so the two sandboxes cost one
-    // start, not two.
+async fn read_both(root: &Path, sandbox: &GitSandbox) -> Option<GitState> {
+    // Both run at once: the first request waits for this note, so the two git processes (or
+    // sandboxes) cost one start, not two.
     let log_n = format!("-n{RECENT_COMMITS}");
     let status_args = [
         "status",
