@@ -8,7 +8,7 @@
 //! allow-list), or not at all. Outside a repository, without `git`, or past the deadline there
 //! is no state, and the session starts without it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use tokio::io::AsyncReadExt;
 
 use super::git_config::config_is_inert;
 use crate::fsroot::{EntryKind, Root};
-use crate::sandbox::{SandboxCommand, SandboxPolicy, SandboxSettings, SandboxState};
+use crate::sandbox::{EnvPolicy, SandboxCommand, SandboxPolicy, SandboxSettings, SandboxState};
 
 /// Characters of `git status` kept in the note (the rest is counted, not shown).
 pub const STATUS_MAX_CHARS: usize = 2_000;
@@ -42,9 +42,12 @@ pub struct GitState {
 /// in the machine's sandbox; either way with a policy that writes nothing.
 #[derive(Debug, Clone)]
 pub struct GitSandbox {
-    /// The sandbox, when the repository's configuration is not inert.
-    state: Option<SandboxState>,
-    policy: SandboxPolicy,
+    /// The canonical root git runs in.
+    root: PathBuf,
+    /// The environment git gets (an allow-list), confined or not.
+    env: EnvPolicy,
+    /// The sandbox and its policy, when the repository's configuration is not inert.
+    confined: Option<(SandboxState, SandboxPolicy)>,
 }
 
 impl GitSandbox {
@@ -61,7 +64,7 @@ impl GitSandbox {
     ) -> Result<GitSandbox, String> {
         // git only reads: the root read-only (protected paths stay as they are), no caches,
         // no network, nothing the user added for commands; its own config folder besides.
-        let env = crate::sandbox::EnvPolicy::with_extra(&["XDG_CONFIG_HOME".into()]);
+        let env = EnvPolicy::with_extra(&["XDG_CONFIG_HOME".into()]);
         let root = std::fs::canonicalize(root).map_err(|e| e.to_string())?;
         // Outside any repository there is nothing to read: git would only say so.
         let Some(top) = repository_top(&root) else {
@@ -71,17 +74,9 @@ impl GitSandbox {
             // Unconfined, only the root and the environment count: the mount plan's secret
             // list (many canonicalized paths) is not made on the path to the first request.
             return Ok(GitSandbox {
-                state: None,
-                policy: SandboxPolicy {
-                    root,
-                    temp_dir: None,
-                    writable: Vec::new(),
-                    read_only: Vec::new(),
-                    deny_read: Vec::new(),
-                    visible: Vec::new(),
-                    network: false,
-                    env,
-                },
+                root,
+                env,
+                confined: None,
             });
         }
         if !settings.enabled {
@@ -104,16 +99,17 @@ impl GitSandbox {
         policy.writable.clear();
         policy.network = false;
         policy.temp_dir = None;
-        policy.env = env;
+        policy.env = env.clone();
         Ok(GitSandbox {
-            state: Some(state.clone()),
-            policy,
+            root,
+            env,
+            confined: Some((state.clone(), policy)),
         })
     }
 
     /// True when git runs in the sandbox.
     pub fn confined(&self) -> bool {
-        self.state.is_some()
+        self.confined.is_some()
     }
 }
 
@@ -228,9 +224,9 @@ async fn run_git(root: &Path, sandbox: &GitSandbox, args: &[&str]) -> Option<Str
         ("GIT_OPTIONAL_LOCKS", "0"),
         ("LC_ALL", "C"),
     ];
-    let (out, status) = match &sandbox.state {
-        Some(state) => {
-            let mut cmd = SandboxCommand::new(state, &sandbox.policy, "git", &full).ok()?;
+    let (out, status) = match &sandbox.confined {
+        Some((state, policy)) => {
+            let mut cmd = SandboxCommand::new(state, policy, "git", &full).ok()?;
             for (k, v) in env {
                 cmd.env(k, v);
             }
@@ -246,9 +242,9 @@ async fn run_git(root: &Path, sandbox: &GitSandbox, args: &[&str]) -> Option<Str
             let mut cmd = tokio::process::Command::new("git");
             cmd.args(&full)
                 .env_clear()
-                .envs(sandbox.policy.env.resolve(&|n| std::env::var_os(n)))
+                .envs(sandbox.env.resolve(&|n| std::env::var_os(n)))
                 .envs(env)
-                .current_dir(&sandbox.policy.root)
+                .current_dir(&sandbox.root)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
