@@ -102,6 +102,15 @@ fn start(mock: &Mock, home: &Path, ws: &Path, extra_config: &str) -> (Garuda, St
     (g, wid)
 }
 
+/// `garuda` (the subcommand still to add) with `home`'s config, wired to `mock`.
+fn garuda(home: &Path, mock: &Mock) -> Command {
+    write_config(home, "");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_garuda"));
+    crate::client::isolated_env(&mut c, home);
+    c.envs(mock.env());
+    c
+}
+
 fn session(g: &mut Garuda, wid: &str, policy: &str) -> String {
     let r = g.call("session/new", json!({"workspaceId": wid, "policy": policy}));
     r["sessionId"].as_str().expect("sessionId").to_string()
@@ -177,12 +186,7 @@ fn exec_in_plan_mode_does_not_run_the_repository_s_clean_filter() {
     );
     let marker = repo_with_clean_filter(ws.path(), out.path());
     let mock = Mock::start(vec![done()]);
-    write_config(home.path(), "");
-    let mut c = Command::new(env!("CARGO_BIN_EXE_garuda"));
-    crate::client::isolated_env(&mut c, home.path());
-    for (k, v) in mock.env() {
-        c.env(k, v);
-    }
+    let mut c = garuda(home.path(), &mock);
     let o = c
         .args(["exec", "--policy", "plan", "--json"])
         .arg(ws.path())
@@ -204,12 +208,7 @@ fn acp_session_start_does_not_run_the_repository_s_clean_filter() {
     );
     let marker = repo_with_clean_filter(ws.path(), out.path());
     let mock = Mock::start(vec![done()]);
-    write_config(home.path(), "");
-    let mut c = Command::new(env!("CARGO_BIN_EXE_garuda"));
-    crate::client::isolated_env(&mut c, home.path());
-    for (k, v) in mock.env() {
-        c.env(k, v);
-    }
+    let mut c = garuda(home.path(), &mock);
     let mut child = c
         .arg("acp")
         .stdin(Stdio::piped())
