@@ -148,12 +148,18 @@ fn repository_is_inert(root: &Path) -> bool {
 /// Reads the git state of `root` within `timeout`, with git run as `sandbox` says; None
 /// outside a repository or on any failure. Blocks: call it off the request loop.
 pub fn read_git_state(root: &Path, timeout: Duration, sandbox: &GitSandbox) -> Option<GitState> {
+    let deadline = std::time::Instant::now() + timeout;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .ok()?;
+    // A deadline already past starts nothing: a timer that has elapsed is only noticed when
+    // the runtime next turns, by which time a fast git may have finished.
+    if std::time::Instant::now() >= deadline {
+        return None;
+    }
     rt.block_on(async {
-        tokio::time::timeout(timeout, read_both(root, sandbox))
+        tokio::time::timeout_at(deadline.into(), read_both(root, sandbox))
             .await
             .ok()
             .flatten()
