@@ -5,6 +5,7 @@ mod agents;
 mod approval;
 mod ask;
 mod budget;
+mod call;
 mod compact;
 mod events;
 mod hooks;

@@ -8,6 +8,7 @@ mod exit_plan_mode;
 mod glob;
 mod grep;
 mod list_files;
+mod mcp_search;
 mod read_file;
 mod remember;
 mod skill;
@@ -17,8 +18,9 @@ mod write_file;
 
 pub use agent::{AgentTool, ExploreTool};
 pub use exit_plan_mode::{PLAN_TOOL, plan_in};
+pub use mcp_search::McpSearchTool;
 pub use skill::{SKILL_TOOL, SkillTool, skill_text};
-pub use snip::{SNIP_TOOL, snip_tool_spec};
+pub use snip::{SNIP_TOOL, SnipTool, snip_tool_spec};
 pub use todo_write::todos_in;
 
 use super::handler::Handler;
