@@ -747,7 +747,7 @@ impl Engine {
     /// (reading instead of waiting).
     fn records_of(&self, live: &LiveSession) -> Result<Vec<Record>, EngineError> {
         Ok(match live.try_state() {
-            Some(s) => s.records.clone(),
+            Some(s) => s.records().to_vec(),
             None => self.store().load(live.id())?.records,
         })
     }

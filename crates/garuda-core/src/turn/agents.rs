@@ -295,13 +295,13 @@ fn report_of(child: &LiveSession) -> (String, Usage) {
         return (String::new(), Usage::default());
     };
     let mut usage = Usage::default();
-    for r in &state.records {
+    for r in state.records() {
         if let Record::Usage(u) = r {
             usage.add(&u.usage);
         }
     }
     let text = state
-        .records
+        .records()
         .iter()
         .rev()
         .filter_map(Record::as_message)

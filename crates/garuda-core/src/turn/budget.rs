@@ -16,12 +16,12 @@ pub fn fixed_chars(session: &LiveSession) -> usize {
 }
 
 /// The window the session plans with: the configured one or the provider's smaller limit.
-pub fn window(session: &LiveSession, state: &SessionState) -> u64 {
+pub(crate) fn window(session: &LiveSession, state: &SessionState) -> u64 {
     effective_window(session.model().info.context_window, state.learned_limit)
 }
 
 /// The budgets at the session's window.
-pub fn budgets(session: &LiveSession, state: &SessionState) -> Budgets {
+pub(crate) fn budgets(session: &LiveSession, state: &SessionState) -> Budgets {
     compact::budgets(
         window(session, state),
         session.model().info.max_output as u64,
@@ -30,7 +30,10 @@ pub fn budgets(session: &LiveSession, state: &SessionState) -> Budgets {
 }
 
 /// The context size now (the view's messages, system prompt and tools).
-pub fn context_tokens(session: &LiveSession, state: &mut SessionState) -> Result<u64, TurnError> {
+pub(crate) fn context_tokens(
+    session: &LiveSession,
+    state: &mut SessionState,
+) -> Result<u64, TurnError> {
     current_view(state, &session.setup.view_policy)?;
     let chars = state.view_cache.chars();
     Ok(state.tracker.context_tokens(chars, fixed_chars(session)))

@@ -895,7 +895,7 @@ fn forward_event(host: &dyn TurnHost, session_id: &str, ev: StreamEvent) {
 fn session_cost(session: &LiveSession, state: &SessionState, latest: &Usage) -> Option<f64> {
     let prices = session.model().info.prices?;
     Some(crate::session::usage::session_cost(
-        &state.records,
+        state.records(),
         &prices,
         latest,
     ))

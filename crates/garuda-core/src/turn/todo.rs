@@ -78,7 +78,7 @@ pub(crate) fn kept_in_view(
         return Ok(Vec::new());
     };
     let tools = session.tools();
-    let carrier = state.records.iter().rev().find_map(|r| {
+    let carrier = state.records().iter().rev().find_map(|r| {
         let m = r.as_message()?;
         let carries = m.meta == Some(MessageMeta::Todo)
             || m.content
