@@ -11,13 +11,13 @@ use super::vocab::{ToolClass, ToolContext, ToolOutput};
 use crate::message::ToolSpec;
 
 /// A tool the client registered.
-pub struct ClientTool {
+pub(crate) struct ClientTool {
     spec: ToolSpec,
 }
 
 impl ClientTool {
     /// The client's tool as it described it.
-    pub fn new(spec: ToolSpec) -> ClientTool {
+    pub(crate) fn new(spec: ToolSpec) -> ClientTool {
         ClientTool { spec }
     }
 }
@@ -54,14 +54,14 @@ impl Tool for ClientTool {
 }
 
 /// A tool of an MCP server, by the name the session gives it (`mcp__SERVER__TOOL`).
-pub struct McpCallTool {
+pub(crate) struct McpCallTool {
     spec: ToolSpec,
     read_only: bool,
 }
 
 impl McpCallTool {
     /// The server's tool as the session names it; `read_only` when the config marks it so.
-    pub fn new(spec: ToolSpec, read_only: bool) -> McpCallTool {
+    pub(crate) fn new(spec: ToolSpec, read_only: bool) -> McpCallTool {
         McpCallTool { spec, read_only }
     }
 }

@@ -43,7 +43,7 @@ pub(crate) fn context_tokens(
 /// inferred from the refused request's estimated size) is recorded in the transcript when it
 /// is below the session's window, and a main request's real size recalibrates the estimate.
 /// Returns the refused request's size in tokens, as well as it is known.
-pub fn learn_limit(
+pub(crate) fn learn_limit(
     session: &LiveSession,
     state: &mut SessionState,
     err: &ProviderError,

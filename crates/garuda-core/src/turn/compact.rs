@@ -93,7 +93,7 @@ pub type ProgressFn<'a> = &'a (dyn Fn(CompactionPhase, Option<u64>, Option<u64>)
 
 /// Between the collapse threshold and the threshold, collapses an older span (the cheaper
 /// relief); over the threshold, compacts unless auto-compaction is paused.
-pub async fn compact_if_needed(
+pub(crate) async fn compact_if_needed(
     session: &Arc<LiveSession>,
     state: &mut SessionState,
     host: &dyn TurnHost,

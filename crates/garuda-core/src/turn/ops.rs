@@ -77,7 +77,7 @@ pub(crate) fn snip_ids(
 }
 
 /// Runs the model's snip tool: `{ids: [tag, ...]}`.
-pub fn snip_tool(
+pub(crate) fn snip_tool(
     session: &LiveSession,
     state: &mut SessionState,
     input: &Value,

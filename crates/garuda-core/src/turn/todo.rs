@@ -14,7 +14,7 @@ use crate::session::records::{MessageMeta, MessageRecord};
 use crate::tools::{TodoItem, TodoStatus, ToolClass, ToolRegistry, todos_in};
 
 /// The list the latest successful `todo_write` of a transcript set (empty when none).
-pub fn replay(records: &[Record], tools: &ToolRegistry) -> Vec<TodoItem> {
+pub(crate) fn replay(records: &[Record], tools: &ToolRegistry) -> Vec<TodoItem> {
     let failed: HashSet<&str> = records
         .iter()
         .filter_map(Record::as_message)

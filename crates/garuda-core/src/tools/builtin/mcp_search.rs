@@ -10,14 +10,14 @@ use crate::tools::handler::{Tool, Workbench};
 use crate::tools::vocab::{ToolClass, ToolContext, ToolOutput};
 
 /// `mcp_tool_search` over a fixed set of deferred definitions.
-pub struct McpSearchTool {
+pub(crate) struct McpSearchTool {
     spec: ToolSpec,
     deferred: Vec<ToolSpec>,
 }
 
 impl McpSearchTool {
     /// The tool `spec` (its listing names the deferred tools) searching `deferred`.
-    pub fn new(spec: ToolSpec, deferred: Vec<ToolSpec>) -> McpSearchTool {
+    pub(crate) fn new(spec: ToolSpec, deferred: Vec<ToolSpec>) -> McpSearchTool {
         McpSearchTool { spec, deferred }
     }
 }

@@ -36,7 +36,7 @@ pub fn snip_tool_spec() -> ToolSpec {
 }
 
 /// `snip`.
-pub struct SnipTool;
+pub(crate) struct SnipTool;
 
 impl Tool for SnipTool {
     fn name(&self) -> &str {
