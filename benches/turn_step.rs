@@ -18,7 +18,7 @@ use garuda_core::provider::{
 };
 use garuda_core::session::SessionHeader;
 use garuda_core::tools::Policy;
-use garuda_core::turn::{LiveSession, NullHost, SessionSetup, run_turn};
+use garuda_core::turn::{LiveSession, NullHost, SessionSetup, SessionStart, run_turn};
 use tokio_util::sync::CancellationToken;
 
 /// Answers every request at once with one line of text.
@@ -78,15 +78,13 @@ fn bench(c: &mut Criterion) {
             known: true,
             prices: None,
         },
-        policy: Policy::FullAuto,
-        tools: garuda_core::tools::ToolRegistry::for_session(Vec::new()).expect("no clash"),
+        prompt_policy: Policy::FullAuto,
         approval_timeout_secs: 1,
         view_policy: Default::default(),
         compact: Default::default(),
         commands: None,
         sandbox: garuda_core::sandbox::session_runner(&Default::default(), ws_dir.path()).1,
         mcp: None,
-        skills: Default::default(),
         skill_dirs: None,
         hooks: Default::default(),
         agents: Default::default(),
@@ -94,7 +92,17 @@ fn bench(c: &mut Criterion) {
         role: None,
         bind_model: None,
     };
-    let live = Arc::new(LiveSession::new(header.clone(), setup(), file, Vec::new()));
+    let start = || SessionStart {
+        tools: garuda_core::tools::ToolRegistry::for_session(Vec::new()).expect("no clash"),
+        skills: Default::default(),
+    };
+    let live = Arc::new(LiveSession::new(
+        header.clone(),
+        setup(),
+        start(),
+        file,
+        Vec::new(),
+    ));
     let host: Arc<dyn garuda_core::turn::TurnHost> = Arc::new(NullHost);
     let turn = |live: Arc<LiveSession>, text: String| {
         let host = host.clone();
@@ -130,7 +138,13 @@ fn bench(c: &mut Criterion) {
             for _ in 0..iters {
                 let header = SessionHeader::new(header.workspace_root.clone(), "instant/model");
                 let file = engine.store().create(&header).expect("create");
-                let fresh = Arc::new(LiveSession::new(header, setup(), file, base.clone()));
+                let fresh = Arc::new(LiveSession::new(
+                    header,
+                    setup(),
+                    start(),
+                    file,
+                    base.clone(),
+                ));
                 let t = std::time::Instant::now();
                 rt.block_on(turn(fresh, "one more question".to_string()));
                 total += t.elapsed();

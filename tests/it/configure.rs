@@ -147,3 +147,24 @@ fn strip(v: &mut Value) {
         _ => {}
     }
 }
+
+#[test]
+fn context_inspect_says_whether_commands_ask_under_the_policy_in_force() {
+    // The system prompt keeps describing the start policy (its bytes are cached), but
+    // `context/inspect` answers for the policy a client switched to.
+    let mock = Mock::start(Vec::new());
+    let (mut g, _home, _ws, wid) = setup(&mock, "");
+    let r = g.call("session/new", json!({"workspaceId": wid, "policy": "ask"}));
+    let sid = r["sessionId"].as_str().expect("sid").to_string();
+    let inspect = g.call("context/inspect", json!({"sessionId": sid}));
+    assert_eq!(inspect["sandbox"]["commandsAsk"], true, "{inspect}");
+    let confined = inspect["sandbox"]["confined"] == true;
+    let r = g.call(
+        "session/configure",
+        json!({"sessionId": sid, "policy": "full-auto"}),
+    );
+    assert_eq!(r["policy"], "full-auto");
+    let inspect = g.call("context/inspect", json!({"sessionId": sid}));
+    // Under full-auto confined commands run unasked; unconfined ones still ask.
+    assert_eq!(inspect["sandbox"]["commandsAsk"], !confined, "{inspect}");
+}

@@ -417,7 +417,7 @@ impl Front {
         let caps = self.caps();
         let live = engine.load_session(&id, mcp_servers).map_err(acp_error)?;
         let root = live.workspace().root.path().to_path_buf();
-        let tools = live.setup().tools.clone();
+        let tools = live.tools();
         let mut entries = Vec::new();
         let mut cursor = None;
         loop {

@@ -268,7 +268,7 @@ impl Engine {
                     let records = self.store().load(&live.id)?.records;
                     let mut scope = turn::ScopeState::replay(
                         &records,
-                        &live.setup.tools,
+                        &live.tools(),
                         &live.setup.workspace.root,
                     );
                     let scoped = turn::scoped_sources(&live, &mut scope);
@@ -351,7 +351,7 @@ impl Engine {
             paused,
             sandbox: live.setup.sandbox.clone(),
             commands_ask: crate::tools::approval_needed(
-                live.setup.policy,
+                live.policy(),
                 crate::tools::ToolClass::Exec,
                 &live.setup.sandbox,
                 crate::tools::EditRisk::Plain,

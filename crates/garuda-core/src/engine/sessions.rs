@@ -14,7 +14,9 @@ use crate::session::store::SessionSummary;
 use crate::session::view::Removal;
 use crate::session::{Record, SessionHeader, SessionStore};
 use crate::tools::Policy;
-use crate::turn::{self, LiveSession, ModelBinding, SessionSetup, TurnHost, TurnOutcome};
+use crate::turn::{
+    self, LiveSession, ModelBinding, SessionSetup, SessionStart, TurnHost, TurnOutcome,
+};
 use crate::workspace::GitState;
 use crate::workspace::Workspace;
 
@@ -107,8 +109,7 @@ impl Sessions {
                         && e.session.try_state().is_some()
                         && !e
                             .session
-                            .setup
-                            .tools
+                            .tools()
                             .entries()
                             .iter()
                             .any(|t| t.source == crate::tools::ToolSource::Client)
@@ -180,7 +181,7 @@ impl Engine {
         policy: Policy,
         client_tools: Vec<ToolSpec>,
         mcp_servers: Vec<(String, McpServerConfig)>,
-    ) -> Result<(SessionSetup, Vec<String>), EngineError> {
+    ) -> Result<(SessionSetup, SessionStart, Vec<String>), EngineError> {
         let (binding, mut warnings) = self.binding(model)?;
         let mut tools =
             crate::tools::ToolRegistry::with_options(client_tools, self.config().context.snip)
@@ -267,13 +268,11 @@ impl Engine {
                 model_id: binding.id,
                 provider: binding.provider,
                 model_info: binding.info,
-                policy,
-                tools,
+                prompt_policy: policy,
                 approval_timeout_secs: self.config().approval.timeout_secs,
                 view_policy: Default::default(),
                 compact: self.config().context.compact_policy(),
                 mcp,
-                skills,
                 skill_dirs,
                 hooks,
                 agents,
@@ -281,6 +280,7 @@ impl Engine {
                 role: None,
                 bind_model: Some(self.binder()),
             },
+            SessionStart { tools, skills },
             warnings,
         ))
     }
@@ -494,7 +494,7 @@ impl Engine {
         // git answers while the session is set up (the sandbox probe, MCP, skills, the
         // prompt), so nothing waits on it before the first request.
         let git = self.start_git(&ws);
-        let (mut setup, warnings) = self.setup(
+        let (mut setup, mut start, warnings) = self.setup(
             ws.clone(),
             &model,
             policy,
@@ -505,7 +505,7 @@ impl Engine {
             setup.provider = provider::recording(setup.provider, path);
         }
         if !req.read_only_tools.is_empty() {
-            setup.tools = setup
+            start.tools = start
                 .tools
                 .with_read_only_client_tools(&req.read_only_tools);
         }
@@ -513,12 +513,12 @@ impl Engine {
         header.policy = Some(policy_name(policy));
         header.origin = req.origin;
         let mut file = self.store().create(&header)?;
-        setup.view_policy = self.view_policy(&header.session_id, &setup.model_info, &setup.tools);
+        setup.view_policy = self.view_policy(&header.session_id, &setup.model_info, &start.tools);
         let mut records = Vec::new();
         let note = start_note(git.and_then(|h| h.join().ok()).flatten());
         file.append(&note)?;
         records.push(note);
-        let live = Arc::new(LiveSession::new(header, setup, file, records));
+        let live = Arc::new(LiveSession::new(header, setup, start, file, records));
         let live = self.sessions.insert(live);
         Ok((live, warnings))
     }
@@ -677,16 +677,23 @@ impl Engine {
             "" => self.default_model(&ws)?,
             m => m.to_string(),
         };
-        let (mut setup, warnings) = self.setup(ws, &model, policy, Vec::new(), req.mcp_servers)?;
+        let (mut setup, mut start, warnings) =
+            self.setup(ws, &model, policy, Vec::new(), req.mcp_servers)?;
         if let Some(link) = &loaded.header.parent {
-            as_agent(&mut setup, link);
+            as_agent(&mut setup, &mut start, link);
         }
         if let Some(path) = req.record {
             setup.provider = provider::recording(setup.provider, path);
         }
-        setup.view_policy = self.view_policy(id, &setup.model_info, &setup.tools);
+        setup.view_policy = self.view_policy(id, &setup.model_info, &start.tools);
         let switched = switched_model(&loaded.records).filter(|m| *m != loaded.header.model);
-        let live = Arc::new(LiveSession::new(loaded.header, setup, file, loaded.records));
+        let live = Arc::new(LiveSession::new(
+            loaded.header,
+            setup,
+            start,
+            file,
+            loaded.records,
+        ));
         if let Some(model) = switched {
             match self.binding(&model) {
                 Ok((binding, _)) => live.switch_model(binding, false),
@@ -892,13 +899,13 @@ pub struct HistoryPage {
 
 /// A stored agent's sub-session loads again as that agent: its tools and its prompt, no
 /// MCP servers and no skills.
-fn as_agent(setup: &mut SessionSetup, link: &crate::session::ParentLink) {
+fn as_agent(setup: &mut SessionSetup, start: &mut SessionStart, link: &crate::session::ParentLink) {
     // The agent tools are in `link.tools` only when nesting gave them; the MCP tools it
     // names come from the servers started for this load, client tools are gone with the
     // client that had them.
-    setup.tools = crate::tools::ToolRegistry::for_agent(
+    start.tools = crate::tools::ToolRegistry::for_agent(
         &link.tools,
-        &setup.tools,
+        &start.tools,
         Some(setup.agents.clone()),
         setup.model_info.context_window,
     );
@@ -907,11 +914,11 @@ fn as_agent(setup: &mut SessionSetup, link: &crate::session::ParentLink) {
         prompt: link.prompt.clone(),
         depth: link.depth,
     });
-    if !setup.tools.has_mcp() {
+    if !start.tools.has_mcp() {
         setup.mcp = None;
     }
-    if !setup.tools.is_skill(crate::tools::SKILL_TOOL) {
-        setup.skills = Arc::new(crate::skills::SkillSet::default());
+    if !start.tools.is_skill(crate::tools::SKILL_TOOL) {
+        start.skills = Arc::new(crate::skills::SkillSet::default());
     }
     setup.skill_dirs = None;
 }

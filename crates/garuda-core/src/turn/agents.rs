@@ -15,7 +15,7 @@ use futures_util::future::BoxFuture;
 
 use super::events::{AgentMark, PermissionAnswer, PermissionRequest, TurnEvent};
 use super::host::{ClientToolResult, CommandRun, Progress, TurnHost};
-use super::live::{LiveSession, ModelBinding, SessionSetup};
+use super::live::{LiveSession, ModelBinding, SessionSetup, SessionStart};
 use crate::agents::{AgentRole, EXPLORE, EXPLORE_PROMPT, MAX_DEPTH};
 use crate::message::{Block, Role, StopReason, Usage};
 use crate::session::records::ParentLink;
@@ -263,16 +263,13 @@ fn open_child(
         model_id: binding.id.clone(),
         provider: binding.provider.clone(),
         model_info: binding.info,
-        policy,
-        tools,
+        prompt_policy: policy,
         approval_timeout_secs: p.approval_timeout_secs,
         view_policy,
         compact: p.compact.clone(),
         commands: p.commands.clone(),
         sandbox: p.sandbox.clone(),
         mcp,
-        // The caller's list as its `skill` tool shows it; changes on disk are the caller's.
-        skills: parent.skills(),
         skill_dirs: None,
         hooks: p.hooks.clone(),
         agents: p.agents.clone(),
@@ -284,7 +281,12 @@ fn open_child(
         }),
         bind_model: p.bind_model.clone(),
     };
-    let child = LiveSession::new(header, setup, file, Vec::new()).child_of(parent);
+    let start = SessionStart {
+        tools,
+        // The caller's list as its `skill` tool shows it; changes on disk are the caller's.
+        skills: parent.skills(),
+    };
+    let child = LiveSession::new(header, setup, start, file, Vec::new()).child_of(parent);
     Ok(Arc::new(child))
 }
 

@@ -195,6 +195,7 @@ struct Snapshot {
 /// transcript keeps every call, so files restored by an earlier compaction come back too.
 fn snapshots(session: &LiveSession, records: &[Record]) -> Vec<Snapshot> {
     let policy = &session.setup.compact;
+    let tools = session.tools();
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     'records: for r in records.iter().rev() {
@@ -203,9 +204,7 @@ fn snapshots(session: &LiveSession, records: &[Record]) -> Vec<Snapshot> {
             let Block::ToolUse { name, input, .. } = b else {
                 continue;
             };
-            let Some(p) = session
-                .setup
-                .tools
+            let Some(p) = tools
                 .get(name)
                 .filter(|e| matches!(e.class, ToolClass::Read | ToolClass::Edit))
                 .and_then(|e| e.path_in(input))
@@ -901,7 +900,7 @@ impl<'a> Compaction<'a> {
     fn handoff(&self, prep: &Prepared) -> SummaryText {
         let older = prep.older();
         let rest = &older[usize::from(prefix_end(older).is_some())..];
-        let tools = &self.session.setup.tools;
+        let tools = self.session.tools();
         let runs_commands =
             |name: &str| tools.get(name).is_some_and(|e| e.class == ToolClass::Exec);
         SummaryText::Extractive(extractive_handoff(

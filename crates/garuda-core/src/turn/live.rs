@@ -117,10 +117,10 @@ pub struct SessionSetup {
     pub provider: Arc<dyn Provider>,
     /// Window and output limits of the model.
     pub model_info: ModelInfo,
-    /// Approval policy.
-    pub policy: Policy,
-    /// The session's tools, fixed at its start.
-    pub tools: crate::tools::ToolRegistry,
+    /// The approval policy the system prompt describes: the one the session started with.
+    /// Kept only for the prompt's bytes (a client's switch is told in a note, so the cached
+    /// prefix holds); the policy in force is [`LiveSession::policy`].
+    pub prompt_policy: Policy,
     /// Seconds to wait for an approval.
     pub approval_timeout_secs: u64,
     /// The view pipeline's settings (side-file directory included).
@@ -133,8 +133,6 @@ pub struct SessionSetup {
     pub sandbox: crate::sandbox::CommandSandbox,
     /// The session's MCP servers, started before its tools were fixed (None: no servers).
     pub mcp: Option<crate::mcp::McpHub>,
-    /// The skills found at its start (listed in the `skill` tool).
-    pub skills: Arc<crate::skills::SkillSet>,
     /// Where skills are looked for (None: skills are off).
     pub skill_dirs: Option<crate::skills::SkillDirs>,
     /// The hooks in force for the session (and the ones skipped), fixed at its start.
@@ -149,6 +147,16 @@ pub struct SessionSetup {
     pub bind_model: Option<ModelBinder>,
 }
 
+/// What a session starts with that changes later: its tools (a compaction may install a
+/// changed MCP list) and skills (a compaction installs the list on disk). The live session
+/// keeps the one current copy ([`LiveSession::tools`], [`LiveSession::skills`]).
+pub struct SessionStart {
+    /// The session's tools at its start.
+    pub tools: crate::tools::ToolRegistry,
+    /// The skills found at its start (listed in the `skill` tool).
+    pub skills: Arc<crate::skills::SkillSet>,
+}
+
 /// Binds a model spec to its provider and limits (an agent that names its model).
 pub type ModelBinder = Arc<dyn Fn(&str) -> Result<ModelBinding, String> + Send + Sync>;
 
@@ -161,7 +169,7 @@ impl SessionSetup {
         tools: &crate::tools::ToolRegistry,
     ) -> crate::prompt::PromptOptions {
         let mut o = self.workspace.default_options(Some(model));
-        o.facts = crate::tools::session_facts(self.policy, &self.sandbox, tools);
+        o.facts = crate::tools::session_facts(self.prompt_policy, &self.sandbox, tools);
         o.facts.hooks = self.hooks.any();
         o.agent = self.role.as_ref().map(|r| crate::prompt::AgentPrompt {
             name: r.name.clone(),
@@ -314,7 +322,7 @@ pub struct LiveSession {
     /// The running operation's cancellation, for `turn/cancel`.
     running: Mutex<Option<CancellationToken>>,
     message_count: Arc<AtomicU64>,
-    /// The approval policy now (starts as `setup.policy`; a client may switch it).
+    /// The approval policy now (starts as `setup.prompt_policy`; a client may switch it).
     policy: Mutex<Policy>,
     /// The model now (starts as the setup's; a client may switch it).
     model: Mutex<Arc<ModelBinding>>,
@@ -323,9 +331,9 @@ pub struct LiveSession {
     model_note: std::sync::atomic::AtomicBool,
     /// The model last heard that plan mode is on (a note says when that changes).
     plan_heard: std::sync::atomic::AtomicBool,
-    /// The tools now: `setup.tools` until a compaction installs a changed MCP tool list.
+    /// The tools now: the start's until a compaction installs a changed MCP tool list.
     tools: Mutex<Arc<ToolRegistry>>,
-    /// The skills now: `setup.skills` until a compaction installs the list on disk.
+    /// The skills now: the start's until a compaction installs the list on disk.
     skills: Mutex<Arc<crate::skills::SkillSet>>,
     /// Folders outside the root `read_file` may read: loaded skills of the user's.
     pub readable: Arc<Mutex<Vec<std::path::PathBuf>>>,
@@ -400,6 +408,7 @@ impl LiveSession {
     pub(super) fn from_parts(
         header: SessionHeader,
         setup: SessionSetup,
+        start: SessionStart,
         file: SessionFile,
         records: Vec<Record>,
         replayed: Replayed,
@@ -411,12 +420,11 @@ impl LiveSession {
             stale_notes,
             scope,
         } = replayed;
-        let opts = setup.prompt_options(&header.model, &setup.tools);
+        let opts = setup.prompt_options(&header.model, &start.tools);
         let assembled = setup.workspace.assemble(&opts);
         let count = records.iter().filter(|r| r.as_message().is_some()).count();
         let message_count = Arc::new(AtomicU64::new(count as u64));
-        let setup_tools = setup.tools.clone();
-        let skills = setup.skills.clone();
+        let SessionStart { tools, skills } = start;
         let user_words = records
             .iter()
             .filter_map(Record::as_message)
@@ -443,7 +451,7 @@ impl LiveSession {
                 message_count,
                 records,
             }),
-            policy: Mutex::new(setup.policy),
+            policy: Mutex::new(setup.prompt_policy),
             model: Mutex::new(Arc::new(ModelBinding {
                 spec: setup.model_spec.clone(),
                 id: setup.model_id.clone(),
@@ -457,7 +465,7 @@ impl LiveSession {
             todos: Arc::new(Mutex::new(todos)),
             always_allow: Arc::new(Mutex::new(HashSet::new())),
             running: Mutex::new(None),
-            tools: Mutex::new(Arc::new(setup_tools)),
+            tools: Mutex::new(Arc::new(tools)),
             skills: Mutex::new(skills),
             start_hooks: Mutex::new(Some(if user_words {
                 crate::hooks::SessionSource::Resume

@@ -760,7 +760,7 @@ impl<'a> Turn<'a> {
 /// joins the next user message.
 fn nudge_if_due(session: &LiveSession, state: &mut SessionState) -> Result<(), TurnError> {
     let share = session.setup.compact.nudge_share;
-    if share <= 0.0 || !session.setup.tools.offers_snip() {
+    if share <= 0.0 || !session.tools().offers_snip() {
         return Ok(());
     }
     let tokens = super::budget::context_tokens(session, state)?;
@@ -819,7 +819,7 @@ fn touched(
     out: &ToolOutput,
 ) {
     let ws = &session.setup.workspace;
-    if let Some(place) = session.setup.tools.get(name).and_then(|e| e.touched(input)) {
+    if let Some(place) = session.tools().get(name).and_then(|e| e.touched(input)) {
         state.scope.touch(&ws.root, place);
     }
     let instruction_file = |p: &str| {

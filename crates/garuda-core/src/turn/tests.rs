@@ -184,15 +184,13 @@ fn fixture_reporting(
             known: true,
             prices: None,
         },
-        policy,
-        tools: ToolRegistry::for_session(Vec::new()).unwrap(),
+        prompt_policy: policy,
         approval_timeout_secs: 1,
         view_policy: Default::default(),
         compact: Default::default(),
         commands: workspace_runner.0,
         sandbox: sandbox.unwrap_or(workspace_runner.1),
         mcp: None,
-        skills: Default::default(),
         skill_dirs: None,
         hooks: Default::default(),
         agents: Default::default(),
@@ -200,10 +198,14 @@ fn fixture_reporting(
         role: None,
         bind_model: None,
     };
+    let start = SessionStart {
+        tools: ToolRegistry::for_session(Vec::new()).unwrap(),
+        skills: Default::default(),
+    };
     Fixture {
         _state: state,
         ws,
-        live: Arc::new(LiveSession::new(header, setup, file, Vec::new())),
+        live: Arc::new(LiveSession::new(header, setup, start, file, Vec::new())),
         script,
     }
 }
