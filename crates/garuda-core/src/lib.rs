@@ -15,6 +15,7 @@ pub mod dirs;
 pub mod engine;
 pub mod fsroot;
 pub mod hooks;
+pub mod listing;
 pub mod mcp;
 pub mod message;
 pub mod prompt;

@@ -112,8 +112,8 @@ impl AgentSet {
 
     /// What the `agent` tool's description lists for a model window of `context_window`
     /// tokens (the rest are found with its `query`).
-    pub fn listing(&self, context_window: u64) -> crate::tools::listing::Listing {
-        crate::tools::listing::fit(
+    pub fn listing(&self, context_window: u64) -> crate::listing::Listing {
+        crate::listing::fit(
             self.agents
                 .iter()
                 .map(|a| (a.name.as_str(), a.description.as_str())),
@@ -124,7 +124,7 @@ impl AgentSet {
     /// The agents whose name or description match keyword `query`, best first, as the
     /// model reads them.
     pub fn search(&self, query: &str) -> String {
-        use crate::tools::listing;
+        use crate::listing;
         fn key(a: &AgentDef) -> (&str, &str) {
             (&a.name, &a.description)
         }
@@ -139,7 +139,7 @@ impl AgentSet {
 
     /// Its names for an error message (bounded).
     pub fn names_hint(&self) -> String {
-        crate::tools::listing::names_hint(self.agents.iter().map(|a| a.name.as_str()))
+        crate::listing::names_hint(self.agents.iter().map(|a| a.name.as_str()))
     }
 
     /// Keeps each agent's model only when `allowed` accepts it: a refused one (a cassette,

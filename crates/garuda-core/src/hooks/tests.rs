@@ -839,3 +839,92 @@ async fn a_workspace_script_rewritten_during_the_session_does_not_run() {
     assert!(!next.any());
     assert!(next.trust_notice().unwrap().contains("changed PreToolUse"));
 }
+
+// The config builds what the hook set loads; this joins them, here above both.
+#[test]
+fn load_reads_claude_settings_and_confines_workspace_hooks() {
+    let d = tempfile::tempdir().unwrap();
+    let home = d.path().join("home");
+    let ws = d.path().join("ws");
+    std::fs::create_dir_all(home.join(".claude")).unwrap();
+    std::fs::create_dir_all(ws.join(".claude")).unwrap();
+    std::fs::write(
+        home.join(".claude/settings.json"),
+        include_str!("fixtures/claude-settings.json"),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join(".claude/settings.local.json"),
+        r#"{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "ws.sh"}]}]}}"#,
+    )
+    .unwrap();
+    std::fs::write(ws.join(".claude/settings.json"), "{ not json").unwrap();
+    let mut config = crate::config::Config::parse(
+        "[hooks]\nimport = [\"claude\"]\n[[hooks.Stop]]\nhooks = [{ command = \"mine.sh\" }]\n",
+        Path::new("c.toml"),
+    )
+    .unwrap();
+    let (merged, warnings) = config
+        .with_workspace(
+            "[[hooks.PostToolUse]]\nhooks = [{ command = \"wsconf.sh\" }]\n[hooks]\ntrusted = [\"/\"]\n",
+            &ws.join(".garuda/config.toml"),
+        )
+        .unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("hooks.trusted"), "{warnings:?}");
+    config = merged;
+    let root = crate::fsroot::Root::open(&ws).unwrap();
+    let set = HookSet::load(
+        config.hook_config(),
+        &root,
+        &TrustList::default(),
+        Some(&home),
+    );
+    let run: Vec<&str> = set.hooks().iter().map(|h| h.command.as_str()).collect();
+    assert_eq!(run[0], "mine.sh");
+    assert!(run.iter().any(|c| c.contains("bash-command-log")));
+    assert!(!run.contains(&"ws.sh") && !run.contains(&"wsconf.sh"));
+    let untrusted: Vec<&str> = set
+        .skipped()
+        .iter()
+        .filter(|s| matches!(s.reason, SkipReason::Untrusted { .. }))
+        .filter_map(|s| s.command.as_deref())
+        .collect();
+    assert_eq!(untrusted, ["wsconf.sh", "ws.sh"]);
+    assert_eq!(set.problems().len(), 1, "{:?}", set.problems());
+    assert!(
+        run.contains(&"echo subagent done"),
+        "SubagentStop is imported"
+    );
+    assert!(
+        set.hooks()
+            .iter()
+            .all(|h| h.origin.is_claude() || h.command == "mine.sh")
+    );
+
+    assert_eq!(
+        set.trust_notice(),
+        None,
+        "never trusted: listed as skipped only"
+    );
+    let trust = TrustList::trusting(&root, set.workspace_hooks()).unwrap();
+    let set = HookSet::load(config.hook_config(), &root, &trust, Some(&home));
+    assert_eq!(set.trust_notice(), None);
+    let run: Vec<&str> = set.hooks().iter().map(|h| h.command.as_str()).collect();
+    assert!(
+        run.contains(&"ws.sh") && run.contains(&"wsconf.sh"),
+        "{run:?}"
+    );
+
+    // Without the import, Claude Code's files are not read at all; the hook set is another
+    // one then, so the workspace's remaining hook waits for trust again.
+    config.hooks.import.clear();
+    let set = HookSet::load(config.hook_config(), &root, &trust, Some(&home));
+    assert!(set.hooks().iter().all(|h| !h.origin.is_claude()));
+    assert!(set.problems().is_empty());
+    let notice = set.trust_notice().unwrap();
+    assert!(
+        notice.contains("removed PreToolUse [Bash] `ws.sh` (.claude/settings.local.json)"),
+        "{notice}"
+    );
+}

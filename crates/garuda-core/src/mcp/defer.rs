@@ -190,7 +190,7 @@ pub fn search(deferred: &[ToolSpec], input: &Value) -> Result<String, String> {
             (found, missing)
         } else {
             (
-                crate::tools::listing::search(deferred, spec_key, query, max),
+                crate::listing::search(deferred, spec_key, query, max),
                 Vec::new(),
             )
         };

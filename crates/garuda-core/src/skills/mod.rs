@@ -251,8 +251,8 @@ fn places<'a>(root: &'a Root, user_roots: &'a [Root]) -> Vec<Place<'a>> {
 impl SkillSet {
     /// What the `skill` tool's description lists for a model window of `context_window`
     /// tokens (the rest are found with its `query`).
-    pub fn listing(&self, context_window: u64) -> crate::tools::listing::Listing {
-        crate::tools::listing::fit(
+    pub fn listing(&self, context_window: u64) -> crate::listing::Listing {
+        crate::listing::fit(
             self.skills
                 .iter()
                 .map(|s| (s.head.name.as_str(), s.head.description.as_str())),
@@ -263,7 +263,7 @@ impl SkillSet {
     /// The skills whose name or description match keyword `query`, best first, as the
     /// model reads them.
     pub fn search(&self, query: &str) -> String {
-        use crate::tools::listing;
+        use crate::listing;
         fn key(s: &Skill) -> (&str, &str) {
             (&s.head.name, &s.head.description)
         }
@@ -306,7 +306,7 @@ impl SkillSet {
             let names = self.skills.iter().map(|s| s.head.name.as_str());
             format!(
                 "no skill is called {name:?}; the skills are: {}",
-                crate::tools::listing::names_hint(names)
+                crate::listing::names_hint(names)
             )
         })?;
         let own;

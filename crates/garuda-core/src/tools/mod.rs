@@ -9,7 +9,6 @@
 
 mod builtin;
 mod handler;
-pub mod listing;
 mod policy;
 mod registry;
 mod remote;

@@ -10,10 +10,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::agents::{AGENT_TOOL, AgentSet, EXPLORE};
+use crate::listing::Listing;
 use crate::message::ToolSpec;
 use crate::prompt::Offer;
 use crate::tools::handler::{self, Tool, Workbench};
-use crate::tools::listing::Listing;
 use crate::tools::util;
 use crate::tools::vocab::{AgentCall, ToolClass, ToolContext, ToolKind, ToolOutput};
 

@@ -7,11 +7,11 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::listing::Listing;
 use crate::message::ToolSpec;
 use crate::prompt::Offer;
 use crate::skills::{SkillPlace, SkillSet};
 use crate::tools::handler::{self, Tool, Workbench};
-use crate::tools::listing::Listing;
 use crate::tools::util;
 use crate::tools::vocab::{ToolClass, ToolContext, ToolOutput};
 
