@@ -139,44 +139,47 @@ impl NativeFront {
             ),
         })
     }
+}
 
-    /// Requests answered on the read loop, from memory only.
-    fn inline(&self, view: &Inline<'_>, req: InlineRequest) -> Result<Value, RpcError> {
-        match req {
-            InlineRequest::Shutdown(_) => {
-                self.state.store(SHUTTING_DOWN, Ordering::SeqCst);
-                ok::<m::Shutdown>(Null::default())
-            }
-            InlineRequest::CloseWorkspace(p) => ok::<m::CloseWorkspace>(protocol::CloseResult {
-                closed: view.close_workspace(&p.workspace_id),
-            }),
-            InlineRequest::ListWorkspaces(_) => ok::<m::ListWorkspaces>(protocol::ListResult {
-                workspaces: view
-                    .workspaces()
-                    .into_iter()
-                    .map(cv::workspace_out)
-                    .collect(),
-            }),
-            // Only a live session can be running anything: nothing is loaded from disk.
-            InlineRequest::CancelTurn(p) => ok::<m::CancelTurn>(protocol::Ack {
-                ok: view.cancel(&p.session_id),
-            }),
-            // Status is in memory; a session on disk has no servers running.
-            InlineRequest::McpServers(p) => match view.mcp_servers(&p.session_id) {
-                Some(list) => ok::<m::McpServers>(protocol::McpServersResult {
-                    servers: list.into_iter().map(cv::mcp_server_out).collect(),
-                }),
-                None => Err(RpcError::new(
-                    codes::SESSION_NOT_FOUND,
-                    format!(
-                        "session {} is not loaded; session/load it first",
-                        p.session_id
-                    ),
-                )),
-            },
+/// Requests answered on the read loop, from memory only: a free function given the engine's
+/// memory-only view and the connection's state, so it cannot reach the disk by construction.
+fn inline(view: &Inline<'_>, state: &AtomicU8, req: InlineRequest) -> Result<Value, RpcError> {
+    match req {
+        InlineRequest::Shutdown(_) => {
+            state.store(SHUTTING_DOWN, Ordering::SeqCst);
+            ok::<m::Shutdown>(Null::default())
         }
+        InlineRequest::CloseWorkspace(p) => ok::<m::CloseWorkspace>(protocol::CloseResult {
+            closed: view.close_workspace(&p.workspace_id),
+        }),
+        InlineRequest::ListWorkspaces(_) => ok::<m::ListWorkspaces>(protocol::ListResult {
+            workspaces: view
+                .workspaces()
+                .into_iter()
+                .map(cv::workspace_out)
+                .collect(),
+        }),
+        // Only a live session can be running anything: nothing is loaded from disk.
+        InlineRequest::CancelTurn(p) => ok::<m::CancelTurn>(protocol::Ack {
+            ok: view.cancel(&p.session_id),
+        }),
+        // Status is in memory; a session on disk has no servers running.
+        InlineRequest::McpServers(p) => match view.mcp_servers(&p.session_id) {
+            Some(list) => ok::<m::McpServers>(protocol::McpServersResult {
+                servers: list.into_iter().map(cv::mcp_server_out).collect(),
+            }),
+            None => Err(RpcError::new(
+                codes::SESSION_NOT_FOUND,
+                format!(
+                    "session {} is not loaded; session/load it first",
+                    p.session_id
+                ),
+            )),
+        },
     }
+}
 
+impl NativeFront {
     /// Requests answered from memory when the answer is there, else on the blocking pool.
     fn cached(&self, req: CachedRequest) -> Dispatch {
         let lane = self.resolve(req.lane());
@@ -629,7 +632,7 @@ impl Handler for NativeFront {
             }));
         }
         match req {
-            Request::Inline(r) => Dispatch::Reply(self.inline(&self.engine.inline(), r)),
+            Request::Inline(r) => Dispatch::Reply(inline(&self.engine.inline(), &self.state, r)),
             Request::Cached(r) => self.cached(r),
             Request::Blocking(r) => {
                 let lane = self.resolve(r.lane());

@@ -211,36 +211,22 @@ impl Front {
         *lock(&self.caps)
     }
 
-    /// Requests answered on the read loop, from memory only.
-    fn inline(&self, req: InlineRequest) -> Result<Value, RpcError> {
-        match req {
-            InlineRequest::Initialize(p) => self.initialize(p),
-            // `initialize` offers no auth methods, so no method id can be valid.
-            InlineRequest::Authenticate(_) => Err(RpcError::invalid_params(
-                "authenticate: this agent offers no authentication methods (authMethods is empty)",
-            )),
-            InlineRequest::Logout(_) => ok::<m::Logout>(acp::LogoutResponse::new()),
-            InlineRequest::CloseSession(p) => {
-                let id = p.session_id.0.to_string();
-                let known = lock(&self.sessions).remove(&id).is_some();
-                let freed = self.engine.inline().close_session(&id);
-                if !known && !freed {
-                    return Err(not_open(&id));
-                }
-                ok::<m::CloseSession>(acp::CloseSessionResponse::new())
-            }
-            InlineRequest::SetMode(p) => {
-                let policy: Policy = p
-                    .mode_id
-                    .0
-                    .parse()
-                    .map_err(|e| RpcError::invalid_params(format!("{e}")))?;
-                let id = p.session_id.0.to_string();
-                if !self.engine.inline().set_policy(&id, policy) {
-                    return Err(not_open(&id));
-                }
-                ok::<m::SetMode>(acp::SetSessionModeResponse::new())
-            }
+    /// The memory-only view inline requests get.
+    fn inline_view(&self) -> InlineView<'_> {
+        InlineView {
+            engine: self.engine.inline(),
+            caps: &self.caps,
+            sessions: &self.sessions,
+            initialized: &self.initialized,
+        }
+    }
+
+    /// Starts watching the user's config file (its first look at the disk runs off the
+    /// read loop).
+    fn watch_config(&self) {
+        if let Some(path) = self.config_path.clone() {
+            let engine = self.engine.clone();
+            tokio::task::spawn_blocking(move || engine.watch_config(path));
         }
     }
 
@@ -278,64 +264,6 @@ impl Front {
                 Box::pin(async move { front.session_prompt(p, ctx).await })
             }
         }
-    }
-
-    fn initialize(&self, p: acp::InitializeRequest) -> Result<Value, RpcError> {
-        *lock(&self.caps) = ClientCaps::of(&p.client_capabilities);
-        let session = acp::SessionCapabilities::new()
-            .list(acp::SessionListCapabilities::new())
-            .resume(acp::SessionResumeCapabilities::new())
-            .close(acp::SessionCloseCapabilities::new())
-            .delete(acp::SessionDeleteCapabilities::new())
-            // Unstable in ACP: only clients built with the unstable schema read it.
-            .fork(acp::SessionForkCapabilities::new())
-            .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new());
-        let caps = acp::AgentCapabilities::new()
-            .load_session(true)
-            .prompt_capabilities(
-                acp::PromptCapabilities::new()
-                    .image(true)
-                    .audio(false)
-                    .embedded_context(true),
-            )
-            .session_capabilities(session)
-            // Streamable HTTP servers start like stdio ones; the older SSE transport does not.
-            .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(false))
-            .auth(acp::AgentAuthCapabilities::new().logout(acp::LogoutCapabilities::new()));
-        let first = !self.initialized.swap(true, Ordering::AcqRel);
-        if let Some(path) = self.config_path.clone()
-            && first
-        {
-            // Watching starts with a look at the disk: off the read loop.
-            let engine = self.engine.clone();
-            tokio::task::spawn_blocking(move || engine.watch_config(path));
-        }
-        // ACP has no connection-level notice: the config file's problems ride in `_meta`
-        // (and the log); sessions get them as notices when the file changes.
-        let problems = self.engine.config_problems();
-        let meta = (!problems.is_empty()).then(|| {
-            let list: Vec<_> = problems
-                .into_iter()
-                .map(crate::front::wire::config_problem_out)
-                .collect();
-            let mut meta = acp::Meta::new();
-            meta.insert(
-                "garuda".into(),
-                serde_json::json!({ "configProblems": list }),
-            );
-            meta
-        });
-        // Garuda speaks v1 whatever the client asks for (the latest it knows, as the spec
-        // says); a client without v1 disconnects.
-        ok::<m::Initialize>(
-            acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
-                .agent_capabilities(caps)
-                .agent_info(acp::Implementation::new(
-                    "garuda",
-                    env!("CARGO_PKG_VERSION"),
-                ))
-                .meta(meta),
-        )
     }
 
     fn session_new(&self, p: acp::NewSessionRequest) -> Answer {
@@ -839,7 +767,17 @@ impl Handler for AcpFront {
             Err(e) => return Dispatch::Reply(Err(e)),
         };
         match req {
-            AcpRequest::Inline(r) => Dispatch::Reply(front.inline(r)),
+            AcpRequest::Inline(r) => {
+                // The first `initialize` starts watching the config file (inline requests
+                // run one at a time, on the read loop).
+                let first = matches!(r, InlineRequest::Initialize(_))
+                    && !front.initialized.load(Ordering::Acquire);
+                let answer = inline(&front.inline_view(), r);
+                if first && answer.is_ok() {
+                    front.watch_config();
+                }
+                Dispatch::Reply(answer)
+            }
             AcpRequest::Blocking(r) => {
                 let lane = r.lane();
                 let front = front.clone();
@@ -883,6 +821,100 @@ fn mcp_servers_of(
 ) -> Result<Vec<(String, garuda_core::mcp::McpServerConfig)>, RpcError> {
     let v = serde_json::to_value(servers).map_err(|e| RpcError::internal(e.to_string()))?;
     garuda_core::mcp::from_acp(&v).map_err(|e| RpcError::invalid_params(e.to_string()))
+}
+
+/// What an inline request may touch: the engine's memory-only view and the front's own maps
+/// in memory. The read-loop handlers get only this, so none can reach the disk.
+struct InlineView<'a> {
+    engine: garuda_core::engine::Inline<'a>,
+    caps: &'a Mutex<ClientCaps>,
+    sessions: &'a Mutex<HashMap<String, AcpSession>>,
+    initialized: &'a AtomicBool,
+}
+
+/// A request answered on the read loop, from memory only.
+fn inline(v: &InlineView<'_>, req: InlineRequest) -> Result<Value, RpcError> {
+    match req {
+        InlineRequest::Initialize(p) => initialize(v, p),
+        // `initialize` offers no auth methods, so no method id can be valid.
+        InlineRequest::Authenticate(_) => Err(RpcError::invalid_params(
+            "authenticate: this agent offers no authentication methods (authMethods is empty)",
+        )),
+        InlineRequest::Logout(_) => ok::<m::Logout>(acp::LogoutResponse::new()),
+        InlineRequest::CloseSession(p) => {
+            let id = p.session_id.0.to_string();
+            let known = lock(v.sessions).remove(&id).is_some();
+            let freed = v.engine.close_session(&id);
+            if !known && !freed {
+                return Err(not_open(&id));
+            }
+            ok::<m::CloseSession>(acp::CloseSessionResponse::new())
+        }
+        InlineRequest::SetMode(p) => {
+            let policy: Policy = p
+                .mode_id
+                .0
+                .parse()
+                .map_err(|e| RpcError::invalid_params(format!("{e}")))?;
+            let id = p.session_id.0.to_string();
+            if !v.engine.set_policy(&id, policy) {
+                return Err(not_open(&id));
+            }
+            ok::<m::SetMode>(acp::SetSessionModeResponse::new())
+        }
+    }
+}
+
+/// `initialize`: the client's capabilities are kept and the agent's answered.
+fn initialize(v: &InlineView<'_>, p: acp::InitializeRequest) -> Result<Value, RpcError> {
+    *lock(v.caps) = ClientCaps::of(&p.client_capabilities);
+    let session = acp::SessionCapabilities::new()
+        .list(acp::SessionListCapabilities::new())
+        .resume(acp::SessionResumeCapabilities::new())
+        .close(acp::SessionCloseCapabilities::new())
+        .delete(acp::SessionDeleteCapabilities::new())
+        // Unstable in ACP: only clients built with the unstable schema read it.
+        .fork(acp::SessionForkCapabilities::new())
+        .additional_directories(acp::SessionAdditionalDirectoriesCapabilities::new());
+    let caps = acp::AgentCapabilities::new()
+        .load_session(true)
+        .prompt_capabilities(
+            acp::PromptCapabilities::new()
+                .image(true)
+                .audio(false)
+                .embedded_context(true),
+        )
+        .session_capabilities(session)
+        // Streamable HTTP servers start like stdio ones; the older SSE transport does not.
+        .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(false))
+        .auth(acp::AgentAuthCapabilities::new().logout(acp::LogoutCapabilities::new()));
+    v.initialized.store(true, Ordering::Release);
+    // ACP has no connection-level notice: the config file's problems ride in `_meta`
+    // (and the log); sessions get them as notices when the file changes.
+    let problems = v.engine.config_problems();
+    let meta = (!problems.is_empty()).then(|| {
+        let list: Vec<_> = problems
+            .into_iter()
+            .map(crate::front::wire::config_problem_out)
+            .collect();
+        let mut meta = acp::Meta::new();
+        meta.insert(
+            "garuda".into(),
+            serde_json::json!({ "configProblems": list }),
+        );
+        meta
+    });
+    // Garuda speaks v1 whatever the client asks for (the latest it knows, as the spec
+    // says); a client without v1 disconnects.
+    ok::<m::Initialize>(
+        acp::InitializeResponse::new(agent_client_protocol_schema::ProtocolVersion::V1)
+            .agent_capabilities(caps)
+            .agent_info(acp::Implementation::new(
+                "garuda",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .meta(meta),
+    )
 }
 
 #[cfg(test)]

@@ -75,6 +75,11 @@ impl Inline<'_> {
         )
     }
 
+    /// The config file's problems as last read.
+    pub fn config_problems(&self) -> Vec<crate::config::ConfigProblem> {
+        self.engine.config_problems()
+    }
+
     /// The assembled prompt when it is already cached; `Ok(None)` when it must be read.
     pub fn assemble_cached(
         &self,
