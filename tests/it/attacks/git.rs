@@ -437,6 +437,9 @@ fn file_tools_ask_before_writing_what_runs_later_even_under_full_auto() {
             )
         })
         .collect();
+    // The model reads the existing config first: an unread file's write is refused before
+    // anyone is asked (and writes nothing either way).
+    replies.insert(0, tool("r0", "read_file", json!({"path": ".git/config"})));
     replies.push(done());
     let mock = Mock::start(replies);
     let (mut g, wid) = start(&mock, home.path(), w, "");

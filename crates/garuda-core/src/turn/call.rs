@@ -180,6 +180,9 @@ impl Call<'_> {
             Decision::Run { remembered: true } => return Ok(Some(Approval::AllowedAlways)),
             Decision::Ask { once_only } => once_only,
         };
+        if let Some(refusal) = self.refused_anyway(entry, input).await {
+            return Err(refusal);
+        }
         let title = entry.approval_title(input, risk.as_ref().map(|(_, _, w)| w.as_str()));
         let notice = format!("Garuda needs your permission: {title}");
         let req = PermissionRequest {
@@ -223,6 +226,22 @@ impl Call<'_> {
             }
             PermissionAnswer::Failed => Err(refused(APPROVAL_FAILED.into(), Approval::Failed)),
             PermissionAnswer::Unavailable => Err(refused(UNASKED.into(), Approval::Unavailable)),
+        }
+    }
+
+    /// What the call's tool would answer without running: an edit of a file the model has
+    /// not read (or that changed since), or whose text is not there. Checked before the
+    /// person is asked, so nobody approves a call that cannot run. Only tools that plan
+    /// their change without making it have anything to say.
+    async fn refused_anyway(&self, entry: &ToolEntry, input: &Value) -> Option<ToolOutput> {
+        if !entry.needs_read {
+            return None;
+        }
+        let (handler, input, ctx) = (entry.handler.clone(), input.clone(), self.ctx.clone());
+        // Planning reads the file: off the async workers, as the tool's own run does.
+        match tokio::task::spawn_blocking(move || handler.plan(&input, &ctx)).await {
+            Ok(Some(Err(refusal))) => Some(refusal),
+            _ => None,
         }
     }
 }

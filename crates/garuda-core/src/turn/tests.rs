@@ -269,6 +269,54 @@ async fn an_edit_asks_under_ask_and_a_rejection_reaches_the_model() {
     assert!(f.ws.path().join("c.txt").exists());
 }
 
+/// An edit its tool would refuse anyway (the file was never read, or its text is not there)
+/// fails at once: the person is never asked to approve a call that cannot run.
+#[tokio::test]
+async fn an_edit_that_cannot_run_is_refused_before_anyone_is_asked() {
+    let f = fixture(
+        Policy::Ask,
+        100_000,
+        vec![
+            call(
+                "t1",
+                "write_file",
+                json!({"path": "a.txt", "content": "new"}),
+            ),
+            call(
+                "t2",
+                "edit_file",
+                json!({"path": "a.txt", "old_string": "x", "new_string": "y"}),
+            ),
+            text("ok"),
+        ],
+    );
+    std::fs::write(f.ws.path().join("a.txt"), "old\n").unwrap();
+    let host = Recorder::new(PermissionAnswer::AllowOnce);
+    let out = turn(&f, host.clone(), 5).await;
+    assert_eq!(out.stop_reason, StopReason::EndTurn);
+    assert!(host.asked.lock().unwrap().is_empty(), "nothing is asked");
+    let r = results(&f);
+    assert!(r[0].1 && r[0].0.contains("has not been read"), "{r:?}");
+    assert!(r[1].1 && r[1].0.contains("has not been read"), "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(f.ws.path().join("a.txt")).unwrap(),
+        "old\n"
+    );
+    // A new file needs no read: it is asked for as before.
+    let f = fixture(
+        Policy::Ask,
+        100_000,
+        vec![
+            call("t1", "write_file", json!({"path": "n.txt", "content": "1"})),
+            text("ok"),
+        ],
+    );
+    let host = Recorder::new(PermissionAnswer::AllowOnce);
+    turn(&f, host.clone(), 5).await;
+    assert_eq!(host.asked.lock().unwrap().len(), 1);
+    assert!(f.ws.path().join("n.txt").exists());
+}
+
 /// Defect 6: a call the provider boundary refused (arguments not one JSON object) is answered
 /// with its error: nothing runs, nothing is asked, and the turn goes on.
 #[tokio::test]
