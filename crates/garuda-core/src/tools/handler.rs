@@ -12,7 +12,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::vocab::{
-    AgentCall, ClientToolResult, CommandRun, EditPreview, PlannedWrite, Risk, ToolClass,
+    AgentCall, ClientToolResult, CommandRun, EditPreview, PlannedWrite, Remote, Risk, ToolClass,
     ToolContext, ToolKind, ToolOutput, Touch,
 };
 use crate::fsroot::Root;
@@ -64,18 +64,11 @@ pub trait Workbench: Send + Sync {
     ) -> Option<BoxFuture<'a, ToolOutput>> {
         None
     }
-    /// Calls the MCP tool the session knows as `name` on its server.
-    fn call_mcp<'a>(
+    /// Calls the tool the session knows as `name` where it runs: in the client, or on the
+    /// session's MCP server that has it.
+    fn call_remote<'a>(
         &'a self,
-        _name: &'a str,
-        _input: Value,
-        _ctx: &'a ToolContext,
-    ) -> Option<BoxFuture<'a, ToolOutput>> {
-        None
-    }
-    /// Calls the tool `name` the client registered; it runs in the client.
-    fn call_client<'a>(
-        &'a self,
+        _remote: Remote,
         _name: &'a str,
         _input: Value,
         _ctx: &'a ToolContext,
@@ -123,8 +116,11 @@ pub trait Tool: Send + Sync + 'static {
     fn offer(&self) -> Option<Offer> {
         None
     }
-    /// A short account of a call's input, for titles and logs (`name: ` is added).
-    fn describe(&self, input: &Value) -> String;
+    /// A short account of a call's input, for titles and logs (`name: ` is added); by
+    /// default the input itself.
+    fn describe(&self, input: &Value) -> String {
+        input.to_string()
+    }
     /// The approval title, where it must differ from the cut description (a command is
     /// shown whole, so the dangerous part is never cut away).
     fn title(&self, _input: &Value) -> Option<String> {

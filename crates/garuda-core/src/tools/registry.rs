@@ -10,7 +10,7 @@ use super::builtin::{
     self, AgentTool, ExploreTool, McpSearchTool, SKILL_TOOL, SNIP_TOOL, SkillTool, SnipTool,
 };
 use super::handler::Handler;
-use super::remote::{ClientTool, McpCallTool};
+use super::remote::RemoteTool;
 use super::util;
 use super::vocab::{EditPreview, Risk, ToolClass, ToolKind, Touch};
 use crate::fsroot::Root;
@@ -261,7 +261,7 @@ impl ToolRegistry {
             if r.get(&spec.name).is_some() || spec.name == SNIP_TOOL {
                 return Err(ToolClash(spec.name));
             }
-            let tool = Handler::new(ClientTool::new(spec));
+            let tool = Handler::new(RemoteTool::client(spec));
             r.entries.push(ToolEntry::other(tool, ToolSource::Client));
         }
         Ok(r)
@@ -294,7 +294,7 @@ impl ToolRegistry {
                 server: t.server.clone(),
                 tool: t.tool.clone(),
             };
-            let tool = Handler::new(McpCallTool::new(t.spec.clone(), t.read_only));
+            let tool = Handler::new(RemoteTool::mcp(t.spec.clone(), t.read_only));
             let mut entry = ToolEntry::other(tool, source);
             entry.deferred = plan.is_deferred();
             self.entries.push(entry);

@@ -343,6 +343,15 @@ pub enum Approval {
     Unavailable,
 }
 
+/// Where a tool Garuda does not run itself runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remote {
+    /// In the client that registered it (`tool/call`).
+    Client,
+    /// On the session's MCP server that offers it.
+    Mcp,
+}
+
 /// The result of one tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {

@@ -284,13 +284,6 @@ struct HostBench<'a> {
     terminal: bool,
 }
 
-impl HostBench<'_> {
-    /// What a session tool says when its call runs beside others (it has no state then).
-    fn beside_others(&self) -> String {
-        format!("{} cannot run beside other calls", self.entry.spec.name)
-    }
-}
-
 impl tools::Workbench for HostBench<'_> {
     fn read_text(&self, path: PathBuf) -> Option<BoxFuture<'static, Result<String, String>>> {
         self.host.read_text(path)
@@ -351,6 +344,27 @@ impl tools::Workbench for HostBench<'_> {
         }))
     }
 
+    fn call_remote<'b>(
+        &'b self,
+        remote: tools::Remote,
+        name: &'b str,
+        input: Value,
+        ctx: &'b ToolContext,
+    ) -> Option<BoxFuture<'b, ToolOutput>> {
+        match remote {
+            tools::Remote::Client => Some(self.call_client(name, input, ctx)),
+            tools::Remote::Mcp => self.call_mcp(name, input, ctx),
+        }
+    }
+}
+
+impl HostBench<'_> {
+    /// What a session tool says when its call runs beside others (it has no state then).
+    fn beside_others(&self) -> String {
+        format!("{} cannot run beside other calls", self.entry.spec.name)
+    }
+
+    /// Calls the MCP tool `name` on the session's server (None: the session has none).
     fn call_mcp<'b>(
         &'b self,
         name: &'b str,
@@ -389,13 +403,14 @@ impl tools::Workbench for HostBench<'_> {
         }))
     }
 
+    /// Calls the client's tool `name`; the turn's cancel abandons it.
     fn call_client<'b>(
         &'b self,
         name: &'b str,
         input: Value,
         ctx: &'b ToolContext,
-    ) -> Option<BoxFuture<'b, ToolOutput>> {
-        Some(Box::pin(async move {
+    ) -> BoxFuture<'b, ToolOutput> {
+        Box::pin(async move {
             let r = tokio::select! {
                 r = self.host.call_client_tool(&self.session.id, name, input, None) => r,
                 _ = ctx.cancel.cancelled() => return interrupted(),
@@ -405,6 +420,6 @@ impl tools::Workbench for HostBench<'_> {
             } else {
                 ToolOutput::ok(r.content)
             }
-        }))
+        })
     }
 }

@@ -32,9 +32,6 @@ impl Tool for McpSearchTool {
     fn class(&self) -> ToolClass {
         ToolClass::Search
     }
-    fn describe(&self, input: &Value) -> String {
-        input.to_string()
-    }
     fn run<'a>(
         &'a self,
         input: Value,

@@ -48,9 +48,6 @@ impl Tool for SnipTool {
     fn class(&self) -> ToolClass {
         ToolClass::Session
     }
-    fn describe(&self, input: &Value) -> String {
-        input.to_string()
-    }
     fn run<'a>(
         &'a self,
         input: Value,
