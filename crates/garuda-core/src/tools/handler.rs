@@ -160,13 +160,26 @@ pub trait Tool: Send + Sync + 'static {
     fn plan(&self, _input: &Value, _ctx: &ToolContext) -> Option<Result<PlannedWrite, ToolOutput>> {
         None
     }
-    /// Runs the call. Never panics: bad input and refusals are error outputs.
+    /// The call's work, when it is plain filesystem work that blocks: the default `run` does
+    /// it off the async workers.
+    fn blocking_work(&self) -> Option<BlockingWork> {
+        None
+    }
+    /// Runs the call. Never panics: bad input and refusals are error outputs. By default the
+    /// [`Tool::blocking_work`], off the async workers.
     fn run<'a>(
         &'a self,
         input: Value,
         ctx: &'a ToolContext,
-        bench: &'a dyn Workbench,
-    ) -> BoxFuture<'a, ToolOutput>;
+        _bench: &'a dyn Workbench,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            match self.blocking_work() {
+                Some(work) => blocking(self.name(), input, ctx, work).await,
+                None => ToolOutput::error(format!("{} cannot be run here", self.name())),
+            }
+        })
+    }
 }
 
 /// A registered built-in tool: shared, compared and shown by name.
@@ -201,12 +214,15 @@ impl PartialEq for Handler {
 
 impl Eq for Handler {}
 
+/// A tool's blocking work: its input and context in, its output out.
+pub(crate) type BlockingWork = fn(Value, &ToolContext) -> ToolOutput;
+
 /// Runs blocking filesystem work off the async workers.
 pub(crate) async fn blocking(
-    name: &'static str,
+    name: &str,
     input: Value,
     ctx: &ToolContext,
-    work: fn(Value, &ToolContext) -> ToolOutput,
+    work: BlockingWork,
 ) -> ToolOutput {
     let ctx = ctx.clone();
     match tokio::task::spawn_blocking(move || work(input, &ctx)).await {

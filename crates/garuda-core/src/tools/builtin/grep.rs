@@ -9,11 +9,10 @@ use serde_json::{Value, json};
 
 use crate::fsroot::EntryKind;
 use crate::message::ToolSpec;
-use crate::tools::handler::{self, Tool, Workbench};
+use crate::tools::handler::{self, Tool};
 use crate::tools::util::{self, lenient_bool, lenient_u64};
 use crate::tools::vocab::{ToolClass, ToolContext, ToolMeta, ToolOutput, Touch};
 use crate::tools::walk::{cancelled, compile_glob, files_under};
-use futures_util::future::BoxFuture;
 
 /// Most bytes of one file searched; the rest of a larger file is not searched.
 const FILE_CAP: u64 = 8 * 1024 * 1024;
@@ -234,12 +233,7 @@ impl Tool for Grep {
             handler::field(input, "path"),
         )
     }
-    fn run<'a>(
-        &'a self,
-        input: Value,
-        ctx: &'a ToolContext,
-        _bench: &'a dyn Workbench,
-    ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(handler::blocking("grep", input, ctx, run))
+    fn blocking_work(&self) -> Option<handler::BlockingWork> {
+        Some(run)
     }
 }

@@ -4,11 +4,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::fsroot::EntryKind;
-use crate::tools::handler::{self, Tool, Workbench};
+use crate::tools::handler::{self, Tool};
 use crate::tools::util::{self, lenient_u64};
 use crate::tools::vocab::{ToolClass, ToolContext, ToolOutput, Touch};
 use crate::tools::walk::list_walk;
-use futures_util::future::BoxFuture;
 
 use crate::message::ToolSpec;
 
@@ -93,12 +92,7 @@ impl Tool for ListFiles {
     fn describe(&self, input: &Value) -> String {
         handler::path_or_root(input)
     }
-    fn run<'a>(
-        &'a self,
-        input: Value,
-        ctx: &'a ToolContext,
-        _bench: &'a dyn Workbench,
-    ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(handler::blocking("list_files", input, ctx, run))
+    fn blocking_work(&self) -> Option<handler::BlockingWork> {
+        Some(run)
     }
 }

@@ -6,10 +6,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::message::ToolSpec;
-use crate::tools::handler::{self, Tool, Workbench};
+use crate::tools::handler::{self, Tool};
 use crate::tools::util;
 use crate::tools::vocab::{MEMORY_FILE, ToolClass, ToolContext, ToolMeta, ToolOutput};
-use futures_util::future::BoxFuture;
 
 /// Longest fact accepted, in characters.
 const MAX_FACT_CHARS: usize = 1000;
@@ -88,12 +87,7 @@ impl Tool for Remember {
     fn describe(&self, input: &Value) -> String {
         handler::field(input, "fact").to_string()
     }
-    fn run<'a>(
-        &'a self,
-        input: Value,
-        ctx: &'a ToolContext,
-        _bench: &'a dyn Workbench,
-    ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(handler::blocking("remember", input, ctx, run))
+    fn blocking_work(&self) -> Option<handler::BlockingWork> {
+        Some(run)
     }
 }
