@@ -35,6 +35,7 @@ METHODS = {
     'turn/run': 'request',
     'turn/update': 'notification (server to client)',
     'window/showMessage': 'notification (server to client)',
+    'workspace/applyEdit': 'request (server to client)',
     'workspace/close': 'request',
     'workspace/contextChanged': 'notification (server to client)',
     'workspace/list': 'request',
@@ -58,6 +59,27 @@ class AgentOrigin(TypedDict):
     sessionId: str
     # The `agent` or `explore` call that runs it, in the session that started it (the notification's session, or for a nested agent the sub-session of the agent that started it).
     toolCallId: str
+
+
+class ApplyEditParams(TypedDict):
+    """`workspace/applyEdit` parameters (server to client; LSP's `ApplyWorkspaceEditParams` as Garuda sends them): one edit that replaces the whole text of one file."""
+
+    # The change.
+    edit: WorkspaceEdit
+    # Always `garuda`.
+    label: str
+
+
+class _ApplyEditResultRequired(TypedDict):
+    # The edit landed.
+    applied: bool
+
+
+class ApplyEditResult(_ApplyEditResultRequired, total=False):
+    """`workspace/applyEdit` result from the client (LSP's `ApplyWorkspaceEditResult`)."""
+
+    # Why not, when the client says.
+    failureReason: Optional[str]
 
 
 class AssembleOptions(TypedDict, total=False):
@@ -730,6 +752,15 @@ class PermissionResult(_PermissionResultRequired, total=False):
     feedback: Optional[str]
 
 
+class Position(TypedDict):
+    """LSP's `Position`."""
+
+    # Zero-based column in UTF-16 code units.
+    character: int
+    # Zero-based line.
+    line: int
+
+
 class ProgressParams(TypedDict):
     """`$/progress` parameters (LSP work-done progress) for `session/compact`."""
 
@@ -753,6 +784,15 @@ class PurposeUsage(_PurposeUsageRequired, total=False):
 
     # Their cost in US dollars, when the config names the model's prices.
     costUsd: Optional[float]
+
+
+class Range(TypedDict):
+    """LSP's `Range`: zero-based lines, UTF-16 columns."""
+
+    # Where it ends (exclusive).
+    end: Position
+    # Where it starts.
+    start: Position
 
 
 class _RevokePermissionParamsRequired(TypedDict):
@@ -898,6 +938,15 @@ class SnipResult(TypedDict):
     protected: List[str]
     # Ids now out of the view.
     removed: List[str]
+
+
+class TextEdit(TypedDict):
+    """LSP's `TextEdit`."""
+
+    # The text put in its place.
+    newText: str
+    # The text replaced (Garuda's: from `0:0` to the end of the old text).
+    range: Range
 
 
 class TodoItem(TypedDict):
@@ -1227,6 +1276,13 @@ class ViewResult(TypedDict):
     messageCount: int
     # The provider request body, cache markers included.
     request: Any
+
+
+class WorkspaceEdit(TypedDict):
+    """LSP's `WorkspaceEdit`, with `changes` only: the edits by `file://` URI."""
+
+    # The text edits of each file, keyed by its `file://` URI.
+    changes: Dict[str, List[TextEdit]]
 
 
 class WorkspaceInfo(TypedDict):

@@ -12,12 +12,9 @@ use garuda_core::turn::{
 };
 use garuda_protocol::methods::{ClientMethod, client};
 use garuda_protocol::{
-    ElicitAction, ElicitMode, ElicitParams, ElicitResult, ToolCallParams, ToolCallResult,
-    TurnUpdate,
+    ApplyEditParams, ApplyEditResult, ElicitAction, ElicitMode, ElicitParams, ElicitResult,
+    Position, Range, TextEdit, ToolCallParams, ToolCallResult, TurnUpdate, WorkspaceEdit,
 };
-
-/// LSP's own request for edits (not in Garuda's table: its types are LSP's).
-const APPLY_EDIT: &str = "workspace/applyEdit";
 
 /// Relays a turn to a JSON-RPC client.
 pub struct RpcHost {
@@ -80,10 +77,13 @@ pub fn acp_permission_answer(v: &Value) -> PermissionAnswer {
 }
 
 /// The LSP position just past the end of `text` (UTF-16 columns, as LSP requires).
-fn end_position(text: &str) -> Value {
+fn end_position(text: &str) -> Position {
     let line = text.matches('\n').count();
     let last = text.rsplit('\n').next().unwrap_or("");
-    json!({"line": line, "character": last.encode_utf16().count()})
+    Position {
+        line: line as u32,
+        character: last.encode_utf16().count() as u32,
+    }
 }
 
 impl RpcHost {
@@ -233,21 +233,29 @@ impl TurnHost for RpcHost {
         }
         let client = self.client.clone();
         Some(Box::pin(async move {
-            let uri = file_uri(&path);
-            let edit = json!({
-                "label": "garuda",
-                "edit": {"changes": {uri: [{
-                    "range": {"start": {"line": 0, "character": 0}, "end": end_position(&old)},
-                    "newText": new_text,
-                }]}}
-            });
-            match client.request(APPLY_EDIT, edit).await {
-                Ok(v) if v.get("applied").and_then(Value::as_bool) == Some(true) => Ok(()),
-                Ok(v) => Err(v
-                    .get("failureReason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("refused")
-                    .to_string()),
+            let edit = TextEdit {
+                range: Range {
+                    start: Position {
+                        line: 0,
+                        character: 0,
+                    },
+                    end: end_position(&old),
+                },
+                new_text,
+            };
+            let params = ApplyEditParams {
+                label: "garuda".into(),
+                edit: WorkspaceEdit {
+                    changes: [(file_uri(&path), vec![edit])].into_iter().collect(),
+                },
+            };
+            let params = serde_json::to_value(params).unwrap_or(Value::Null);
+            match client.request(client::ApplyEdit::NAME, params).await {
+                Ok(v) => match serde_json::from_value::<ApplyEditResult>(v) {
+                    Ok(r) if r.applied => Ok(()),
+                    Ok(r) => Err(r.failure_reason.unwrap_or_else(|| "refused".into())),
+                    Err(e) => Err(format!("the editor answered workspace/applyEdit with {e}")),
+                },
                 Err(e) => Err(e.message),
             }
         }))
@@ -309,8 +317,9 @@ mod tests {
             PermissionAnswer::Reject
         );
         assert_eq!(permission_answer(&json!(null)), PermissionAnswer::Reject);
-        assert_eq!(end_position("a\nbé"), json!({"line": 1, "character": 2}));
-        assert_eq!(end_position("x\n"), json!({"line": 1, "character": 0}));
+        let at = |line, character| Position { line, character };
+        assert_eq!(end_position("a\nbé"), at(1, 2));
+        assert_eq!(end_position("x\n"), at(1, 0));
         assert_eq!(
             file_uri(std::path::Path::new("/a b/#x%.rs")),
             "file:///a%20b/%23x%25.rs"

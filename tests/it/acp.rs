@@ -432,6 +432,27 @@ fn unknown_sessions_are_resource_not_found_and_bad_settings_are_refused() {
         let r = acp.wait_response(id);
         assert_eq!(r["error"]["code"], -32602, "{method}: {r}");
     }
+    // The two refusals a person reads: a boolean value and a notification sent as a request.
+    let id = acp.send_request(
+        "session/set_config_option",
+        json!({"sessionId": sid, "configId": "mode", "type": "boolean", "value": true}),
+    );
+    let r = acp.wait_response(id);
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("must be a string") && !message.contains("untagged"),
+        "{r}"
+    );
+    let id = acp.send_request("session/cancel", json!({"sessionId": sid}));
+    let r = acp.wait_response(id);
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("is a notification"),
+        "{r}"
+    );
     // The session is still there and switches mode.
     let r = acp.call(
         "session/set_config_option",
@@ -538,8 +559,8 @@ fn initialize_answers_the_latest_version_to_any_asked_one() {
 }
 
 /// `logout` answers success (keys come from the environment or config: nothing to forget);
-/// `session/delete` closes a live session and removes its transcript; a second delete, and a
-/// load of the deleted session, are "resource not found".
+/// `session/delete` closes a live session and removes its transcript; a second delete succeeds
+/// silently, and a load of the deleted session is "resource not found".
 #[test]
 fn logout_and_session_delete() {
     let home = tempfile::tempdir().unwrap();
@@ -568,8 +589,16 @@ fn logout_and_session_delete() {
     assert!(files().is_empty(), "{:?}", files());
     let listed = acp.call("session/list", json!({"cwd": ws.path()}));
     assert_eq!(listed["sessions"], json!([]));
+    // ACP: deleting a session already gone SHOULD succeed silently.
+    assert_eq!(
+        acp.call("session/delete", json!({"sessionId": sid})),
+        json!({})
+    );
+    // ACP: a `cwd` that does not exist MUST list no sessions (not an error).
+    let gone = ws.path().join("no-such-folder");
+    let listed = acp.call("session/list", json!({"cwd": gone}));
+    assert_eq!(listed["sessions"], json!([]), "{listed}");
     for (method, params) in [
-        ("session/delete", json!({"sessionId": sid})),
         (
             "session/set_mode",
             json!({"sessionId": sid, "modeId": "ask"}),

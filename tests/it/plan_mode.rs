@@ -478,6 +478,21 @@ fn acp_offers_plan_mode_and_an_approved_plan_switches_it() {
         "{:?}",
         acp.updates
     );
+    // A client that shows the mode as a config option hears of the switch too (ACP: the
+    // agent sends the full set of options whenever one changes).
+    let options = acp
+        .updates
+        .iter()
+        .rev()
+        .find(|u| u["sessionUpdate"] == "config_option_update")
+        .unwrap_or_else(|| panic!("no config_option_update: {:?}", acp.updates));
+    let mode = options["configOptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "mode")
+        .unwrap();
+    assert_eq!(mode["currentValue"], "auto-edit", "{options}");
     // The second write ran under auto-edit.
     assert_eq!(
         std::fs::read_to_string(ws.path().join("new.txt")).unwrap(),

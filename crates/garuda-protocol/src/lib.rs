@@ -539,6 +539,64 @@ pub struct PermissionResult {
     pub feedback: Option<String>,
 }
 
+/// `workspace/applyEdit` parameters (server to client; LSP's `ApplyWorkspaceEditParams` as
+/// Garuda sends them): one edit that replaces the whole text of one file.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyEditParams {
+    /// Always `garuda`.
+    pub label: String,
+    /// The change.
+    pub edit: WorkspaceEdit,
+}
+
+/// LSP's `WorkspaceEdit`, with `changes` only: the edits by `file://` URI.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceEdit {
+    /// The text edits of each file, keyed by its `file://` URI.
+    pub changes: std::collections::BTreeMap<String, Vec<TextEdit>>,
+}
+
+/// LSP's `TextEdit`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct TextEdit {
+    /// The text replaced (Garuda's: from `0:0` to the end of the old text).
+    pub range: Range,
+    /// The text put in its place.
+    pub new_text: String,
+}
+
+/// LSP's `Range`: zero-based lines, UTF-16 columns.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+pub struct Range {
+    /// Where it starts.
+    pub start: Position,
+    /// Where it ends (exclusive).
+    pub end: Position,
+}
+
+/// LSP's `Position`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+pub struct Position {
+    /// Zero-based line.
+    pub line: u32,
+    /// Zero-based column in UTF-16 code units.
+    pub character: u32,
+}
+
+/// `workspace/applyEdit` result from the client (LSP's `ApplyWorkspaceEditResult`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyEditResult {
+    /// The edit landed.
+    pub applied: bool,
+    /// Why not, when the client says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
+}
+
 /// `mcp/elicit` parameters (server to client): an MCP server asks the person for input
 /// while one of its tools runs.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

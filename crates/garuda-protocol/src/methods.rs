@@ -616,6 +616,9 @@ client_methods! {
     PermissionRequest = "permission/request", request crate::PermissionRequest => crate::PermissionResult;
     /// Runs a tool the client registered.
     ToolCall = "tool/call", request crate::ToolCallParams => crate::ToolCallResult;
+    /// Hands a file edit to the editor (sent only to clients that advertised
+    /// `capabilities.workspace.applyEdit`).
+    ApplyEdit = "workspace/applyEdit", request crate::ApplyEditParams => crate::ApplyEditResult;
     /// Asks the person for what an MCP server requested during a tool call (sent only to
     /// clients that advertised `capabilities.experimental.garuda.elicitation`).
     Elicit = "mcp/elicit", request crate::ElicitParams => crate::ElicitResult;

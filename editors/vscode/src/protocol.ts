@@ -24,6 +24,25 @@ export type AgentOrigin = {
   toolCallId: string;
 };
 
+/**
+ * `workspace/applyEdit` parameters (server to client; LSP's `ApplyWorkspaceEditParams` as
+ * Garuda sends them): one edit that replaces the whole text of one file.
+ */
+export type ApplyEditParams = {
+  /** The change. */
+  edit: WorkspaceEdit;
+  /** Always `garuda`. */
+  label: string;
+};
+
+/** `workspace/applyEdit` result from the client (LSP's `ApplyWorkspaceEditResult`). */
+export type ApplyEditResult = {
+  /** The edit landed. */
+  applied: boolean;
+  /** Why not, when the client says. */
+  failureReason?: string | null;
+};
+
 /** The outcome of a tool call's approval (`toolCallFinished`'s `meta.approval`). */
 export type Approval = "allowed" | "allowedAlways" | "rejected" | "timedOut" | "failed" | "unavailable";
 
@@ -652,6 +671,14 @@ export type PermissionResult = {
 /** A session's approval policy. */
 export type Policy = "ask" | "auto-edit" | "full-auto" | "plan";
 
+/** LSP's `Position`. */
+export type Position = {
+  /** Zero-based column in UTF-16 code units. */
+  character: number;
+  /** Zero-based line. */
+  line: number;
+};
+
 /** `$/progress` parameters (LSP work-done progress) for `session/compact`. */
 export type ProgressParams = {
   /** The progress token. */
@@ -670,6 +697,14 @@ export type PurposeUsage = {
   requests: number;
   /** Their usage, summed: cache reads and writes show what the cache saved. */
   usage: Usage;
+};
+
+/** LSP's `Range`: zero-based lines, UTF-16 columns. */
+export type Range = {
+  /** Where it ends (exclusive). */
+  end: Position;
+  /** Where it starts. */
+  start: Position;
 };
 
 /** `session/revokePermission` params. */
@@ -812,6 +847,14 @@ export type SnipResult = {
 
 /** Why the model (or Garuda) ended a response or turn. */
 export type StopReason = "end_turn" | "tool_use" | "max_tokens" | "stop_sequence" | "refusal" | "cancelled" | "max_steps" | "max_turns" | "max_budget" | "error";
+
+/** LSP's `TextEdit`. */
+export type TextEdit = {
+  /** The text put in its place. */
+  newText: string;
+  /** The text replaced (Garuda's: from `0:0` to the end of the old text). */
+  range: Range;
+};
 
 /** One task of the session's list. */
 export type TodoItem = {
@@ -1079,6 +1122,14 @@ export type ViewResult = {
   request: unknown;
 };
 
+/** LSP's `WorkspaceEdit`, with `changes` only: the edits by `file://` URI. */
+export type WorkspaceEdit = {
+  /** The text edits of each file, keyed by its `file://` URI. */
+  changes: {
+    [key: string]: TextEdit[];
+  };
+};
+
 /** A workspace as the client sees it. */
 export type WorkspaceInfo = {
   /** Instruction and memory files present in the root. */
@@ -1149,6 +1200,8 @@ export interface Methods {
   "turn/update": { params: TurnUpdate; result: null };
   /** notification (server to client). */
   "window/showMessage": { params: ShowMessageParams; result: null };
+  /** request (server to client). */
+  "workspace/applyEdit": { params: ApplyEditParams; result: ApplyEditResult };
   /** request. */
   "workspace/close": { params: WorkspaceRef; result: CloseResult };
   /** notification (server to client). */

@@ -36,6 +36,9 @@ pub struct AcpHost {
     pub caps: ClientCaps,
     /// The session.
     pub session_id: String,
+    /// The session's model and the known models: a mode change re-sends the config options
+    /// they make (None: only the mode is sent).
+    pub models: Option<(String, Vec<String>)>,
     /// Tool calls announced and not finished: what the permission request repeats and the
     /// content (diff, terminal) the final update keeps.
     calls: Calls,
@@ -187,6 +190,7 @@ impl AcpHost {
             root,
             caps,
             session_id,
+            models: None,
             calls: Arc::new(Mutex::new(HashMap::new())),
             compaction: Mutex::new(None),
             agent_text: Mutex::new(HashMap::new()),
@@ -287,6 +291,26 @@ impl TurnHost for AcpHost {
                     session_id,
                     convert::notice(severity, &title, message),
                 );
+            }
+            // An approved plan switched the mode: a client may show it as the mode or as the
+            // `mode` config option, so both are sent.
+            TurnEvent::ModeChanged { policy } => {
+                let mode = acp::CurrentModeUpdate::new(policy.name());
+                send_update(
+                    &self.client,
+                    session_id,
+                    acp::SessionUpdate::CurrentModeUpdate(mode),
+                );
+                if let Some((model, known)) = &self.models {
+                    let options = convert::config_options(model, known, policy);
+                    send_update(
+                        &self.client,
+                        session_id,
+                        acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(
+                            options,
+                        )),
+                    );
+                }
             }
             other => {
                 if let Some(u) = convert::event_update(other, self.context_window) {

@@ -78,6 +78,22 @@ pub fn tolerant_version(mut params: Value) -> Value {
     params
 }
 
+/// Garuda's config options are selects: a `session/set_config_option` whose `value` is not a
+/// string is refused in words a person reads, before the schema's untagged enum would answer
+/// with its own type name.
+pub fn check_config_value(method: &str, params: &Value) -> Result<(), RpcError> {
+    if method != SetConfigOption::NAME {
+        return Ok(());
+    }
+    match params.get("value") {
+        Some(v) if !v.is_string() => Err(RpcError::invalid_params(format!(
+            "session/set_config_option: `value` must be a string naming one of the option's \
+             choices (Garuda's options, `model` and `mode`, are selects), not {v}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// A method's result as the wire value, typed by the table.
 pub fn ok<M: AcpMethod>(r: M::Result) -> Result<Value, RpcError> {
     serde_json::to_value(r).map_err(|e| RpcError::internal(e.to_string()))
@@ -127,6 +143,11 @@ macro_rules! acp_methods {
         pub enum AcpNotice { $($nty(<$nty as AcpNotification>::Params)),* }
 
         impl AcpNotice {
+            /// The table's notification names.
+            pub fn names() -> Vec<&'static str> {
+                vec![$(<$nty as AcpNotification>::NAME),*]
+            }
+
             /// Decodes a notification; `Ok(None)` for one not in the table.
             pub fn parse(method: &str, params: Value) -> Result<Option<AcpNotice>, RpcError> {
                 $(if method == <$nty as AcpNotification>::NAME {

@@ -241,7 +241,12 @@ impl Front {
             BlockingRequest::DeleteSession(p) => {
                 let id = p.session_id.0.to_string();
                 lock(&self.sessions).remove(&id);
-                let deleted = self.engine.delete_session(&id).map_err(acp_error);
+                // ACP: deleting a session that is unknown or already gone SHOULD succeed
+                // silently (the client's list may be older than the store).
+                let deleted = match self.engine.delete_session(&id) {
+                    Err(EngineError::SessionNotFound(_)) => Ok(()),
+                    other => other.map_err(acp_error),
+                };
                 (
                     deleted
                         .and_then(|()| ok::<m::DeleteSession>(acp::DeleteSessionResponse::new())),
@@ -547,14 +552,16 @@ impl Front {
         // The MCP servers may still be starting: the host classifies calls by the list the
         // turn will offer, so it is fixed first (the turn's own wait is then a no-op).
         live.settle_mcp(&ctx.cancel).await;
-        let host = Arc::new(AcpHost::new(
+        let mut host = AcpHost::new(
             ctx.client.clone(),
             live.context_window(),
             (*live.tools()).clone(),
             live.workspace().root.clone(),
             self.caps(),
             id.clone(),
-        ));
+        );
+        host.models = Some((live.model_spec(), self.engine.known_models()));
+        let host = Arc::new(host);
         let text = convert::prompt_text(&p.prompt);
         if let Some(cmd) = slash::parse(&text) {
             let host: Arc<dyn TurnHost> = host;
@@ -698,6 +705,11 @@ fn list_sessions(engine: &Engine, p: acp::ListSessionsRequest) -> Result<Value, 
                     cwd.display()
                 )));
             }
+            // ACP: a `cwd` that does not exist has no sessions; the list MUST be empty, not
+            // an error.
+            if !cwd.is_dir() {
+                return ok::<m::ListSessions>(acp::ListSessionsResponse::new(Vec::new()));
+            }
             let ws = engine.open_workspace(cwd).map_err(ws_error)?;
             engine.list_sessions(&ws.id).map_err(engine_error)?
         }
@@ -756,13 +768,20 @@ impl Handler for AcpFront {
         } else {
             params
         };
+        if let Err(e) = methods::check_config_value(method, &params) {
+            return Dispatch::Reply(Err(e));
+        }
         let req = match AcpRequest::parse(method, params) {
             Ok(Some(r)) => r,
             Ok(None) => {
-                return Dispatch::Reply(Err(RpcError::new(
-                    codes::METHOD_NOT_FOUND,
-                    format!("unknown method {method}"),
-                )));
+                let message = if AcpNotice::names().contains(&method) {
+                    format!(
+                        "{method} is a notification: send it without an `id` (nothing answers it)"
+                    )
+                } else {
+                    format!("unknown method {method}")
+                };
+                return Dispatch::Reply(Err(RpcError::new(codes::METHOD_NOT_FOUND, message)));
             }
             Err(e) => return Dispatch::Reply(Err(e)),
         };
