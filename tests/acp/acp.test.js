@@ -731,6 +731,57 @@ test("the agent's lines are newline-delimited JSON-RPC 2.0 objects, one per line
   }
 });
 
+test("plan operations: a client with `plan` gets the todo list by id, valid by the SDK's schema", async () => {
+  // The pinned SDK has plan_update/plan_removed in its unstable schema only (the Rust schema
+  // crate made them stable), so its client cannot take them yet: this reads the wire and
+  // checks each update with the SDK's unstable zod schema.
+  const todos = { todos: [{ content: "fix the bug", status: "in_progress" }] };
+  const fx = fixture([
+    { response: { content: [{ type: "tool_use", id: "toolu_t", name: "todo_write", input: todos }], stopReason: "tool_use" } },
+    { response: { content: [{ type: "tool_use", id: "toolu_u", name: "todo_write", input: { todos: [] } }], stopReason: "tool_use" } },
+    answer("Done."),
+  ]);
+  const child = spawn(BIN, ["acp"], {
+    stdio: ["pipe", "pipe", "inherit"],
+    env: {
+      PATH: process.env.PATH,
+      HOME: fx.home,
+      XDG_CONFIG_HOME: join(fx.home, "config"),
+      XDG_STATE_HOME: join(fx.home, "state"),
+      GARUDA_MODEL: `replay:${fx.cassette}`,
+    },
+  });
+  children.add(child);
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  const exited = new Promise((resolve) => child.on("exit", resolve));
+  const send = (m) => child.stdin.write(JSON.stringify(m) + "\n");
+  const lines = () => out.split("\n").filter(Boolean).map((l) => JSON.parse(l));
+  const waitFor = async (pred) => {
+    for (let i = 0; i < 500; i++) {
+      const hit = lines().find(pred);
+      if (hit) return hit;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    assert.fail(`timed out; got ${out}`);
+  };
+  send({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: 1, clientCapabilities: { plan: {} } } });
+  await waitFor((m) => m.id === 0);
+  send({ jsonrpc: "2.0", id: 1, method: "session/new", params: { cwd: fx.ws, mcpServers: [] } });
+  const sid = (await waitFor((m) => m.id === 1)).result.sessionId;
+  send({ jsonrpc: "2.0", id: 2, method: "session/prompt", params: { sessionId: sid, prompt: [{ type: "text", text: "plan" }] } });
+  await waitFor((m) => m.id === 2);
+  child.stdin.end();
+  assert.equal(await exited, 0);
+  const updates = lines().filter((m) => m.method === "session/update").map((m) => m.params);
+  for (const u of updates) zu.zSessionNotification.parse(u);
+  const planKinds = updates.map((u) => u.update.sessionUpdate).filter((k) => k.startsWith("plan"));
+  assert.deepEqual(planKinds, ["plan_update", "plan_removed"]);
+  const shown = updates.find((u) => u.update.sessionUpdate === "plan_update").update;
+  assert.equal(shown.plan.planId, "todos");
+  assert.equal(shown.plan.entries[0].content, "fix the bug");
+});
+
 test("session/list newest first with titles; session/resume without replay; session/close", async () => {
   // Each process replays the cassette from its start: lines answer by what they match.
   const fx = fixture([

@@ -382,6 +382,56 @@ fn todo_write_becomes_a_plan_and_extra_directories_are_named() {
     acp.finish();
 }
 
+/// ACP plan operations: a client that advertises `plan` gets the todo list as `plan_update`
+/// with a stable id (`todos`), live and replayed, never the flat `plan`; an emptied list is
+/// `plan_removed`.
+#[test]
+fn a_client_with_plans_gets_the_todo_list_by_id() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let todos = json!({"todos": [
+        {"content": "read the code", "status": "completed"},
+        {"content": "fix the bug", "status": "in_progress"},
+    ]});
+    let tape = cassette(
+        home.path(),
+        &[
+            json!({"response": {"content": [{"type": "tool_use", "id": "toolu_t", "name": "todo_write", "input": todos}],
+                "stopReason": "tool_use"}}),
+            json!({"response": {"content": [{"type": "tool_use", "id": "toolu_u", "name": "todo_write", "input": {"todos": []}}],
+                "stopReason": "tool_use"}}),
+            json!({"response": {"content": [{"type": "text", "text": "Planned."}], "stopReason": "end_turn"}}),
+        ],
+    );
+    let caps = json!({"protocolVersion": 1, "clientCapabilities": {"plan": {}}});
+    let mut acp = Acp::spawn(home.path(), &tape);
+    acp.call("initialize", caps.clone());
+    let new = acp.call("session/new", json!({"cwd": ws.path(), "mcpServers": []}));
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+    let r = acp.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "plan it"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let kinds = acp.kinds();
+    assert!(!kinds.iter().any(|k| k == "plan"), "{kinds:?}");
+    let update = acp
+        .updates
+        .iter()
+        .find(|u| u["update"]["sessionUpdate"] == "plan_update")
+        .expect("a plan_update");
+    let plan = &update["update"]["plan"];
+    assert_eq!(plan["planId"], "todos", "{update}");
+    assert_eq!(plan["entries"][1]["content"], "fix the bug", "{update}");
+    let removed = acp
+        .updates
+        .iter()
+        .find(|u| u["update"]["sessionUpdate"] == "plan_removed")
+        .expect("the emptied list removed");
+    assert_eq!(removed["update"]["planId"], "todos");
+    acp.finish();
+}
+
 #[test]
 fn unknown_sessions_are_resource_not_found_and_bad_settings_are_refused() {
     let home = tempfile::tempdir().unwrap();

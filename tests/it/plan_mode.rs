@@ -501,3 +501,59 @@ fn acp_offers_plan_mode_and_an_approved_plan_switches_it() {
     let bodies = mock.rec.bodies();
     assert!(bodies[1].to_string().contains("Plan mode is on"));
 }
+
+/// ACP plan operations: to a client that advertises `plan`, plan mode's plan is a Markdown
+/// `plan_update` (id `plan`) while it is asked about, and a rejected one is `plan_removed`.
+#[test]
+fn acp_shows_the_plan_by_id_to_a_client_with_plans() {
+    let mock = Mock::start(vec![
+        call("p1", "exit_plan_mode", json!({ "plan": PLAN })),
+        text("I will revise it.", 50),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    write_config(home.path(), "");
+    let ws = tempfile::tempdir().unwrap();
+    let mut acp = AcpRun::spawn(home.path(), &mock);
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"plan": {}}}),
+        "",
+    );
+    let new = acp.call(
+        "session/new",
+        json!({"cwd": ws.path(), "mcpServers": []}),
+        "",
+    );
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+    acp.call(
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "plan"}),
+        "",
+    );
+    let r = acp.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "plan it"}]}),
+        "reject",
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let kinds: Vec<&str> = acp
+        .updates
+        .iter()
+        .filter_map(|u| u["sessionUpdate"].as_str())
+        .filter(|k| k.starts_with("plan"))
+        .collect();
+    assert_eq!(kinds, ["plan_update", "plan_removed"], "{:?}", acp.updates);
+    let shown = acp
+        .updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "plan_update")
+        .unwrap();
+    assert_eq!(shown["plan"]["planId"], "plan", "{shown}");
+    assert!(
+        shown["plan"]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Change alpha to ALPHA"),
+        "{shown}"
+    );
+}

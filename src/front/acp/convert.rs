@@ -32,6 +32,9 @@ pub struct ClientCaps {
     pub elicitation_form: bool,
     /// `elicitation.url`: MCP servers' URL requests go to `elicitation/create`.
     pub elicitation_url: bool,
+    /// `plan`: plans go as `plan_update` by id (the todo list, plan mode's plan) and leave
+    /// as `plan_removed`; without it the todo list is the flat `plan` update.
+    pub plans: bool,
 }
 
 impl ClientCaps {
@@ -45,6 +48,7 @@ impl ClientCaps {
             notices: c.session.as_ref().is_some_and(|s| s.notices.is_some()),
             elicitation_form: c.elicitation.as_ref().is_some_and(|e| e.form.is_some()),
             elicitation_url: c.elicitation.as_ref().is_some_and(|e| e.url.is_some()),
+            plans: c.plan.is_some(),
         }
     }
 }
@@ -229,22 +233,48 @@ pub fn text(t: impl Into<String>) -> acp::ContentBlock {
 
 /// The ACP plan of a todo list.
 pub fn plan(todos: &[TodoItem]) -> acp::SessionUpdate {
-    acp::SessionUpdate::Plan(acp::Plan::new(
-        todos
-            .iter()
-            .map(|t| {
-                acp::PlanEntry::new(
-                    t.content.clone(),
-                    acp::PlanEntryPriority::Medium,
-                    match t.status {
-                        TodoStatus::Pending => acp::PlanEntryStatus::Pending,
-                        TodoStatus::InProgress => acp::PlanEntryStatus::InProgress,
-                        TodoStatus::Completed => acp::PlanEntryStatus::Completed,
-                    },
-                )
-            })
-            .collect(),
-    ))
+    acp::SessionUpdate::Plan(acp::Plan::new(plan_entries(todos)))
+}
+
+/// The plan id of the session's todo list.
+pub const TODOS_PLAN: &str = "todos";
+/// The plan id of the plan plan mode presents for approval.
+pub const PLAN_MODE_PLAN: &str = "plan";
+
+/// The todo list as the client shows it: by id to a client with the `plan` capability (an
+/// emptied list removes it), else the flat `plan` update.
+pub fn todos_update(todos: &[TodoItem], caps: ClientCaps) -> acp::SessionUpdate {
+    if !caps.plans {
+        return plan(todos);
+    }
+    if todos.is_empty() {
+        return acp::SessionUpdate::PlanRemoved(acp::PlanRemoved::new(TODOS_PLAN));
+    }
+    let items = acp::PlanItems::new(TODOS_PLAN, plan_entries(todos));
+    acp::SessionUpdate::PlanUpdate(acp::PlanUpdate::new(acp::PlanUpdateContent::Items(items)))
+}
+
+/// Plan mode's plan, in Markdown, by its id (for a client with the `plan` capability).
+pub fn plan_mode_update(markdown: &str) -> acp::SessionUpdate {
+    let plan = acp::PlanMarkdown::new(PLAN_MODE_PLAN, markdown.to_string());
+    acp::SessionUpdate::PlanUpdate(acp::PlanUpdate::new(acp::PlanUpdateContent::Markdown(plan)))
+}
+
+fn plan_entries(todos: &[TodoItem]) -> Vec<acp::PlanEntry> {
+    todos
+        .iter()
+        .map(|t| {
+            acp::PlanEntry::new(
+                t.content.clone(),
+                acp::PlanEntryPriority::Medium,
+                match t.status {
+                    TodoStatus::Pending => acp::PlanEntryStatus::Pending,
+                    TodoStatus::InProgress => acp::PlanEntryStatus::InProgress,
+                    TodoStatus::Completed => acp::PlanEntryStatus::Completed,
+                },
+            )
+        })
+        .collect()
 }
 
 /// A chunk of agent text.
@@ -508,7 +538,7 @@ pub fn history(
         }
     }
     if let Some(todos) = last_plan {
-        out.push(plan(&todos));
+        out.push(todos_update(&todos, caps));
     }
     out
 }

@@ -16,7 +16,7 @@ use super::methods::{self, ClientMethod};
 use crate::front::acp_permission_answer as permission_answer;
 use crate::rpc::{Client, RpcError};
 use garuda_core::fsroot::Root;
-use garuda_core::tools::ToolRegistry;
+use garuda_core::tools::{Policy, ToolRegistry};
 use garuda_core::turn::{
     AgentMark, ClientToolResult, CommandRun, HookPhase, PermissionAnswer, PermissionRequest,
     TurnEvent, TurnHost,
@@ -292,6 +292,13 @@ impl TurnHost for AcpHost {
                     convert::notice(severity, &title, message),
                 );
             }
+            TurnEvent::Todos { todos } => {
+                send_update(
+                    &self.client,
+                    session_id,
+                    convert::todos_update(&todos, self.caps),
+                );
+            }
             // An approved plan switched the mode: a client may show it as the mode or as the
             // `mode` config option, so both are sent.
             TurnEvent::ModeChanged { policy } => {
@@ -405,6 +412,15 @@ impl TurnHost for AcpHost {
             Some(plan) => plan_params(&req.session_id, call, plan, &req),
             None => permission_params(&req.session_id, call, always),
         };
+        // A client that keeps plans by id shows plan mode's plan as one while it is asked
+        // about; a rejected plan leaves (the model presents a revised one).
+        let plan_shown = match &req.plan {
+            Some(plan) if self.caps.plans => {
+                send_update(&client, &req.session_id, convert::plan_mode_update(plan));
+                Some(req.session_id.clone())
+            }
+            _ => None,
+        };
         Box::pin(async move {
             // A turn cancelled meanwhile drops this future: the client hears `$/cancel_request`.
             let asked = client.request_or_cancel(
@@ -412,7 +428,7 @@ impl TurnHost for AcpHost {
                 params,
                 methods::CANCEL_REQUEST,
             );
-            match asked.await {
+            let answer = match asked.await {
                 // `{outcome: {outcome: "cancelled"}}` and unknown ids count as a rejection.
                 Ok(v) => permission_answer(&v),
                 Err(e) => {
@@ -422,7 +438,16 @@ impl TurnHost for AcpHost {
                     );
                     PermissionAnswer::Failed
                 }
+            };
+            // Approved, the plan stays: it is the work now. Any other answer takes it away.
+            let approved = matches!(answer, PermissionAnswer::Mode(p) if p != Policy::Plan);
+            if let Some(session_id) = plan_shown
+                && !approved
+            {
+                let gone = acp::PlanRemoved::new(convert::PLAN_MODE_PLAN);
+                send_update(&client, &session_id, acp::SessionUpdate::PlanRemoved(gone));
             }
+            answer
         })
     }
 
