@@ -378,10 +378,16 @@ answer) unparsed until more output comes; run the filter again to parse it."
       (jsonrpc--process-filter proc ""))))
 
 (defun garuda--workspace (root)
-  "Open ROOT as a workspace (once) and return its id."
+  "Open ROOT as a workspace (once) and return its id.
+Its warnings (instruction files cut or unreadable, ignored project
+settings) go to the echo area and `garuda-doctor'."
   (or (cdr (assoc root garuda--workspaces))
-      (let ((id (plist-get (garuda--call "workspace/open" (list :root root)) :workspaceId)))
+      (let* ((ws (garuda--call "workspace/open" (list :root root)))
+             (id (plist-get ws :workspaceId)))
         (push (cons root id) garuda--workspaces)
+        (seq-doseq (w (plist-get ws :warnings))
+          (garuda--remember-warning w)
+          (message "Garuda: %s" w))
         id)))
 
 (defun garuda-shutdown ()
@@ -427,9 +433,21 @@ answer) unparsed until more output comes; run the filter again to parse it."
     ('workspace/contextChanged
      (message "Garuda: context files changed: %s"
               (mapconcat #'identity (plist-get params :changed) ", ")))
-    ;; The config file's problems (and "in force again" once fixed), in the server's words.
+    ;; The config file's problems (and "in force again" once fixed), an MCP server that did
+    ;; not start: in the server's words, which already start with "Garuda" when about config.
     ('window/showMessage
-     (message "Garuda: %s" (plist-get params :message)))))
+     (let ((text (or (plist-get params :message) "")))
+       (when (memq (plist-get params :type) '(1 2))
+         (garuda--remember-warning text))
+       (message "%s" (if (string-prefix-p "Garuda" text) text (concat "Garuda: " text)))))))
+
+(defvar garuda--warnings nil
+  "The warnings the chat's server gave, newest first (at most 20).
+`garuda-doctor' lists them.")
+
+(defun garuda--remember-warning (text)
+  "Keep TEXT, a server warning, for `garuda-doctor' (once)."
+  (setq garuda--warnings (seq-take (cons text (delete text garuda--warnings)) 20)))
 
 (defun garuda--problem-text (p)
   "One line for config problem P: file, line and column, key, what was expected."
@@ -526,6 +544,29 @@ over its options' names instead."
     (with-current-buffer buf
       (garuda--insert (concat "\n" text) (or face 'garuda-note-face)))))
 
+(defvar garuda--read-only)
+
+(defun garuda--note-answer (a text)
+  "Say TEXT, the answer to approval A, in its chat: in place of its
+\"approval waiting\" line, which would otherwise stay after the answer."
+  (let ((chat (plist-get a :chat)) (id (plist-get a :id)))
+    (when (buffer-live-p chat)
+      (with-current-buffer chat
+        (let ((start (and id (text-property-any (point-min) (point-max) 'garuda-waiting id))))
+          (if (not start)
+              (garuda--note chat text)
+            (let* ((end (or (next-single-property-change start 'garuda-waiting) (point-max)))
+                   (last (= end garuda--output-marker))
+                   (inhibit-read-only t))
+              (save-excursion
+                (goto-char start)
+                ;; The line's own text, after its newline; what was added below stays.
+                (when (eq (char-after) ?\n) (forward-char))
+                (delete-region (point) end)
+                (insert (apply #'propertize (string-trim-left text "\n")
+                               'face 'garuda-note-face garuda--read-only))
+                (when last (set-marker garuda--output-marker (point)))))))))))
+
 (defun garuda--permission (params)
   "Handle a permission request PARAMS: answered later, on purpose."
   (let* ((sid (plist-get params :sessionId))
@@ -542,9 +583,11 @@ over its options' names instead."
        (lambda (conn id)
          (let ((a (list :id id :conn conn :params params :chat chat :start (float-time))))
            (setq garuda--approvals (append garuda--approvals (list a)))
-           (garuda--note chat (format "  ⚠ approval waiting: %s · C-c C-a (M-x garuda-approve) to answer"
-                                      (plist-get params :title))
-                         'warning)
+           (when (buffer-live-p chat)
+             (with-current-buffer chat
+               (garuda--insert (concat "\n" (format "  ⚠ approval waiting: %s · C-c C-a (M-x garuda-approve) to answer"
+                                                    (plist-get params :title)))
+                               'warning (list 'garuda-waiting id))))
            (when (eq (car garuda--approvals) a) (garuda--show-approval a))
            (garuda--approvals-changed)))))))
 
@@ -745,11 +788,12 @@ Text properties around them stay."
   (when garuda--approvals (garuda--show-approval (car garuda--approvals)))
   (garuda--approvals-changed))
 
-(defun garuda--answer (a choice &optional words)
+(defun garuda--answer (a choice &optional words note)
   "Answer approval A with CHOICE, an optionId its request offers.
 Another CHOICE answers nothing: the approval keeps waiting, and a
 message names the offered keys.  WORDS, with a rejection, go to the
-model as the answer's feedback.  Returns non-nil when answered."
+model as the answer's feedback.  NOTE, when given, is the chat's line
+for an allow once.  Returns non-nil when answered."
   (let* ((params (plist-get a :params))
          (offered (garuda--offered params choice)))
     (if (not offered)
@@ -768,16 +812,16 @@ model as the answer's feedback.  Returns non-nil when answered."
            (when chat
              (with-current-buffer chat (cl-pushnew tool garuda--always :test #'equal))
              (garuda--update-header chat))
-           (garuda--note chat (format "  approval: allowed; %s is now always allowed in this session (M-x garuda-permissions revokes)" tool))
+           (garuda--note-answer a (format "  approval: allowed; %s is now always allowed in this session (M-x garuda-permissions revokes)" tool))
            ;; Remembered here, so it stays revocable.
            (setq choice "allow_once"))
-          ("allow_always" (garuda--note chat "  approval: allowed always (the server remembers it)"))
-          ("allow_once" (garuda--note chat "  approval: allowed once"))
+          ("allow_always" (garuda--note-answer a "  approval: allowed always (the server remembers it)"))
+          ("allow_once" (garuda--note-answer a (or note "  approval: allowed once")))
           ((and "reject" (guard words))
-           (garuda--note chat (format "  approval: rejected; told the model: %s"
-                                      (replace-regexp-in-string "\n" " ⏎ " words))))
-          ("reject" (garuda--note chat "  approval: rejected"))
-          (_ (garuda--note chat (format "  approval: %s (%s)" (plist-get offered :name) choice))))
+           (garuda--note-answer a (format "  approval: rejected; told the model: %s"
+                                          (replace-regexp-in-string "\n" " ⏎ " words))))
+          ("reject" (garuda--note-answer a "  approval: rejected"))
+          (_ (garuda--note-answer a (format "  approval: %s (%s)" (plist-get offered :name) choice))))
         (garuda--reply (plist-get a :conn) (plist-get a :id)
                        (if (and words (equal choice "reject"))
                            (list :optionId choice :feedback words)
@@ -794,7 +838,7 @@ model as the answer's feedback.  Returns non-nil when answered."
     (when chat
       (with-current-buffer chat
         (push (cons (plist-get (plist-get a :params) :toolCallId) secs) garuda--timed-out)))
-    (garuda--note chat (format "  approval: timed out after %d s without an answer; the call was not run" secs))
+    (garuda--note-answer a (format "  approval: timed out after %d s without an answer; the call was not run" secs))
     (message "Garuda: approval timed out: %s" (plist-get (plist-get a :params) :title)))
   (garuda--next-approval))
 
@@ -872,10 +916,14 @@ Empty words send nothing: the approval keeps waiting."
      ((not buf)
       (message "Garuda: nothing to save"))
      (t
-      (with-current-buffer buf (save-buffer))
-      (garuda--show-approval a)
-      (select-window (get-buffer-window (plist-get a :buffer)))
-      (message "Garuda: saved %s; %s" (buffer-name buf) (garuda--choices-hint (plist-get a :params)))))))
+      ;; Answered here: showing the approval again from its own window would split it.
+      (condition-case err
+          (progn
+            (with-current-buffer buf (save-buffer))
+            (garuda--answer a "allow_once" nil
+                            (format "  approval: saved %s, then allowed once" (buffer-name buf))))
+        (error (message "Garuda: could not save %s: %s; the approval still waits"
+                        (buffer-name buf) (error-message-string err))))))))
 
 (defun garuda-approval-hint ()
   "Say which keys answer (RET never approves)."
@@ -1363,6 +1411,12 @@ block is not repeated."
       (garuda--insert-history messages)
       (garuda--insert "\n\n[resumed: the next prompt continues this session; C-c C-n starts a new one]"
                       'garuda-note-face)
+      ;; The header's context use, as it was when the session was left.
+      (let ((info (ignore-errors (garuda--call "context/inspect" (list :sessionId sid)))))
+        (when info
+          (setq garuda--window (plist-get info :window)
+                garuda--context-tokens (plist-get info :contextTokens))
+          (force-mode-line-update)))
       sid)))
 
 (defun garuda--ensure-session (buf)
@@ -1737,10 +1791,24 @@ around the user's first request, their messages and the summary."
           (when (string-match "^\\(\\[[0-9]+ earlier user message.*\\]\\)$" tx)
             (push (match-string 1 tx) msgs))
           (push (concat "Your messages from that part:\n" (string-join (nreverse msgs) "\n")) out)))
-       ((string-match "\\`<summary>\n?\\(\\(?:.\\|\n\\)*?\\)\n?</summary>\\'" (string-trim tx))
-        (push (concat "Summary:\n" (match-string 1 (string-trim tx))) out))
+       ((string-match "\\`<files_edited>\n?\\(\\(?:.\\|\n\\)*?\\)\n?</files_edited>" tx)
+        ;; Its first line tells the model what the list is; the heading says it here.
+        (push (concat "Files edited:\n"
+                      (replace-regexp-in-string "\\`Files created or changed[^\n]*\n" ""
+                                                (match-string 1 tx)))
+              out))
+       ((string-prefix-p "<summary>" (string-trim tx))
+        (push (concat "Summary:\n" (garuda--summary-body tx)) out))
        (t (push tx out))))
     (string-join (nreverse out) "\n\n")))
+
+(defun garuda--summary-body (text)
+  "The summary in TEXT (a `<summary>' block) without its tags and without
+a heading of its own that says Summary again (the section is titled so)."
+  (let ((body (string-trim
+               (replace-regexp-in-string "</?\\(?:summary\\|references\\)>\n?" "" text))))
+    (string-trim
+     (replace-regexp-in-string "\\`#+[ \t]*\\(?:\\*\\*\\)?Summary\\(?:\\*\\*\\)?:?[ \t]*\n+" "" body))))
 
 (defun garuda--result-text (block)
   "The text of a tool_result BLOCK."
@@ -1867,8 +1935,8 @@ RET at once resumes the newest; the time and size are shown beside."
                                                    (or (plist-get s :messageCount) 0)))))))
                     (complete-with-action action choices string pred)))))
     (unless choices (user-error "Garuda: this project has no sessions yet"))
-    (let* ((pick (cdr (assoc (completing-read "Resume Garuda session: " table nil t nil nil
-                                              (caar choices))
+    (let* ((pick (cdr (assoc (completing-read (format-prompt "Resume Garuda session" (caar choices))
+                                              table nil t nil nil (caar choices))
                              choices)))
            (sid (plist-get pick :sessionId)))
       (unless sid (user-error "Garuda: no session chosen"))
@@ -1952,12 +2020,18 @@ Returns a list of (LEVEL . TEXT), LEVEL being ok, warn or error."
                               (add 'ok "project %s opens" root)
                               (seq-doseq (w (plist-get ws :warnings)) (add 'warn "%s" w)))
                           (jsonrpc-error (add 'error "project %s: %s" root (garuda--error-message err))))))
-                  (ignore-errors (jsonrpc-request conn 'shutdown nil :timeout 5)
-                                 (jsonrpc-notify conn 'exit nil))
-                  (let ((proc (jsonrpc--process conn)))
-                    (with-timeout (5 nil) (while (process-live-p proc) (accept-process-output proc 0.05))))
-                  (jsonrpc-shutdown conn t)))
-            (user-error (add 'error "%s" (string-remove-prefix "Garuda: " (error-message-string err)))))))
+                  ;; The doctor's own server ends as asked: jsonrpc.el's "[jsonrpc] Server
+                  ;; exited with status 0" would read as a problem.
+                  (let ((inhibit-message t) (message-log-max nil))
+                    (ignore-errors (jsonrpc-request conn 'shutdown nil :timeout 5)
+                                   (jsonrpc-notify conn 'exit nil))
+                    (let ((proc (jsonrpc--process conn)))
+                      (with-timeout (5 nil) (while (process-live-p proc) (accept-process-output proc 0.05))))
+                    (jsonrpc-shutdown conn t))))
+            (user-error (add 'error "%s" (string-remove-prefix "Garuda: " (error-message-string err)))))
+          ;; What the chat's server said meanwhile (an MCP server that did not start, say).
+          (dolist (w (reverse garuda--warnings))
+            (add 'warn "chat's server said: %s" w))))
       (let* ((found (garuda--configured-model))
              (model (car found)))
         (if (not model)

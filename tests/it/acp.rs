@@ -630,8 +630,9 @@ fn logout_and_session_delete() {
             .unwrap_or_default()
     };
     assert!(!files().is_empty(), "no transcript for {sid}");
+    // Nobody wrote in it: nothing to resume, so not listed (its transcript is there).
     let listed = acp.call("session/list", json!({"cwd": ws.path()}));
-    assert_eq!(listed["sessions"][0]["sessionId"], sid.as_str());
+    assert_eq!(listed["sessions"], json!([]));
     assert_eq!(
         acp.call("session/delete", json!({"sessionId": sid})),
         json!({})
@@ -976,6 +977,86 @@ fn replayed_prompts(acp: &mut Acp, sid: &str, ws: &Path) -> Vec<String> {
         .filter(|u| u["update"]["sessionUpdate"] == "user_message_chunk")
         .filter_map(|u| u["update"]["content"]["text"].as_str().map(str::to_string))
         .collect()
+}
+
+/// What a resume picker shows: sessions someone wrote in, by last activity, titled by the
+/// user's own words (not a rule file the client shared first), with `updatedAt` the last
+/// activity; a replayed message sent in blocks reads as the user wrote it.
+#[test]
+fn session_list_shows_titled_sessions_by_last_activity_and_a_replay_keeps_blocks_apart() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let tape = cassette(
+        home.path(),
+        &[
+            answer_if("fix the parser", "Fixed."),
+            answer_if("older one", "Noted."),
+            answer_if("back to it", "Again."),
+        ],
+    );
+    let mut acp = Acp::spawn(home.path(), &tape);
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let new_session = |acp: &mut Acp| {
+        let r = acp.call("session/new", json!({"cwd": ws.path(), "mcpServers": []}));
+        r["sessionId"].as_str().expect("sessionId").to_string()
+    };
+    let shared = "Sharing AGENTS.md:\n---\n# proj1\nBe brief.";
+    let first = new_session(&mut acp);
+    acp.updates.clear();
+    acp.call(
+        "session/prompt",
+        json!({"sessionId": first, "prompt": [
+            {"type": "text", "text": shared},
+            {"type": "text", "text": "fix the parser"}]}),
+    );
+    let live_title = acp
+        .updates
+        .iter()
+        .find(|u| u["update"]["sessionUpdate"] == "session_info_update")
+        .map(|u| u["update"]["title"].clone());
+    assert_eq!(live_title, Some(json!("fix the parser")));
+    let second = new_session(&mut acp);
+    acp.call(
+        "session/prompt",
+        json!({"sessionId": second, "prompt": [{"type": "text", "text": "older one"}]}),
+    );
+    let empty = new_session(&mut acp);
+    // Written in last, the first session is the most recent again.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    acp.call(
+        "session/prompt",
+        json!({"sessionId": first, "prompt": [{"type": "text", "text": "back to it"}]}),
+    );
+    let listed = acp.call("session/list", json!({"cwd": ws.path()}));
+    let sessions = listed["sessions"].as_array().expect("sessions");
+    let ids: Vec<&str> = sessions
+        .iter()
+        .filter_map(|s| s["sessionId"].as_str())
+        .collect();
+    assert_eq!(ids, [first.as_str(), second.as_str()], "{listed}");
+    assert!(!ids.contains(&empty.as_str()));
+    assert_eq!(sessions[0]["title"], "fix the parser", "{listed}");
+    assert_eq!(sessions[1]["title"], "older one", "{listed}");
+    let at = |i: usize| sessions[i]["updatedAt"].as_str().unwrap().to_string();
+    assert!(at(0) > at(1), "{listed}");
+    acp.finish();
+
+    let mut acp = Acp::spawn(home.path(), &tape);
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let chunks = replayed_prompts(&mut acp, &first, ws.path());
+    // The first message's blocks with a blank line between; the next message starts afresh.
+    assert_eq!(
+        chunks,
+        [shared, "\n\nfix the parser", "back to it"],
+        "{chunks:?}"
+    );
+    acp.finish();
 }
 
 #[test]

@@ -197,6 +197,45 @@ fn hostile_commands_fail_and_legitimate_work_passes() {
     assert_eq!(inspect["sandbox"]["commandsAsk"], false);
 }
 
+/// A sandboxed command that writes under `/tmp` succeeds, yet the file never reaches the
+/// host: its result says so (the model and the person read it), and the tool's description
+/// warns beforehand. A write inside the workspace (here itself under /tmp) gets no note.
+#[test]
+fn a_write_to_the_private_tmp_is_named_in_the_result() {
+    let lost = format!("/tmp/garuda-it-{}.txt", uuid::Uuid::new_v4());
+    let mock = Mock::start(vec![
+        bash("t1", &format!("echo hi > {lost} && cat {lost}")),
+        bash("t2", "echo kept > in-root.txt && cat \"$PWD/in-root.txt\""),
+        done(),
+    ]);
+    let (mut g, _home, ws, wid) = start(&mock, "");
+    let sid = new_session(&mut g, &wid);
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": text_input("go")}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let out = outputs(&g);
+    assert!(out[0].contains("exit code: 0"), "{}", out[0]);
+    assert!(out[0].contains("/tmp is private"), "{}", out[0]);
+    assert!(out[0].contains(&lost), "{}", out[0]);
+    assert!(!Path::new(&lost).exists());
+    assert!(out[1].contains("kept"), "{}", out[1]);
+    assert!(!out[1].contains("/tmp is private"), "{}", out[1]);
+    assert!(ws.path().join("in-root.txt").exists());
+    let first = &mock.rec.bodies()[0];
+    let bash_spec = first["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "bash"))
+        .expect("bash offered");
+    assert!(
+        bash_spec["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("`/tmp` is private")),
+        "{bash_spec}"
+    );
+}
+
 #[test]
 fn background_processes_die_with_the_call_the_cancel_and_the_server() {
     let (t1, t2, t3) = (token(), token(), token());

@@ -176,7 +176,9 @@
       (should (equal (plist-get garuda--last-result :stopReason) "end_turn"))
       (should garuda--session-id)
       (let ((text (garuda-test--text-of chat)))
-        (should (string-match-p "> please run echo\n+▸ bash: echo garuda-ok\n  ⚠ approval waiting[^\n]*\n  approval: allowed once\n  ✓ done · exit 0" text))
+        ;; The answer took the place of the "waiting" line: nothing stale stays.
+        (should (string-match-p "> please run echo\n+▸ bash: echo garuda-ok\n  approval: allowed once\n  ✓ done · exit 0" text))
+        (should-not (string-match-p "approval waiting" text))
         (should (string-match-p "The command printed garuda-ok\\.\n\n> \\'" text))
         (should-not (string-match-p "end_turn" text))
         (should (string-match-p "💭 thinking" text)))
@@ -343,19 +345,35 @@ allowed as it is, the edit is refused and the chat says why; s saves first."
       (should (string-match-p "✗ failed: [^\n]*draft.txt has unsaved changes in Emacs; save or revert it first"
                               (garuda-test--text-of chat)))
       (should (equal (with-current-buffer file-buf (buffer-string)) "one\ntwo\nthree (unsaved)\n"))
-      ;; Again, saving first from the approval.
+      ;; Again, saving first from the approval, asked from the file's window with the chat
+      ;; beside it: s saves and allows at once, in one step, and the layout stays.
       (setq garuda-test-prompts nil)
-      (with-current-buffer chat (garuda-send "try again"))
-      (garuda-test--wait (lambda () garuda--approvals))
-      (garuda-test--approve "s")
-      (should-not (buffer-modified-p file-buf))
-      (should-not (string-match-p "has unsaved changes" (with-current-buffer "*garuda approval*" (buffer-string))))
-      (garuda-test--press "y")
-      ;; Saved, the file changed since the model read it: it is told so, reads it again, asks again.
-      (garuda-test--wait (lambda () (string-match-p "file changed on disk since you read it" (garuda-test--text-of chat))))
-      (garuda-test--wait (lambda () garuda--approvals))
-      (garuda-test--approve "y")
-      (garuda-test--wait (garuda-test--done chat))
+      (delete-other-windows)
+      (switch-to-buffer file-buf)
+      (let ((code-win (selected-window))
+            (layout (lambda (code-win)
+                      (should (eq (selected-window) code-win))
+                      (should (eq (window-buffer code-win) file-buf))
+                      (should (= 1 (length (get-buffer-window-list chat nil t))))
+                      (should-not (get-buffer-window "*scratch*" t)))))
+        (set-window-buffer (split-window-right) chat)
+        (with-current-buffer chat (garuda-send "try again"))
+        (garuda-test--wait (lambda () garuda--approvals))
+        (should (= 1 (length (get-buffer-window-list "*garuda approval*" nil t))))
+        (garuda-test--approve "s")
+        (should-not (buffer-modified-p file-buf))
+        (should-not garuda--approvals)
+        (should-not (get-buffer-window "*garuda approval*" t))
+        (funcall layout code-win)
+        (should (string-match-p "approval: saved draft.txt, then allowed once" (garuda-test--text-of chat)))
+        ;; Saved, the file changed since the model read it: it is told so, reads it again, asks again.
+        (garuda-test--wait (lambda () (string-match-p "file changed on disk since you read it" (garuda-test--text-of chat))))
+        (garuda-test--wait (lambda () garuda--approvals))
+        (should (= 1 (length (get-buffer-window-list "*garuda approval*" nil t))))
+        (garuda-test--approve "y")
+        (funcall layout code-win)
+        (garuda-test--wait (garuda-test--done chat))
+        (funcall layout code-win))
       (should (equal (with-current-buffer file-buf (buffer-string)) "one\nTWO\nthree (unsaved)\n"))
       (kill-buffer file-buf))))
 
@@ -458,21 +476,28 @@ allowed as it is, the edit is refused and the chat says why; s saves first."
           (should (= seen (length garuda-test-prompts))))))))
 
 (defun garuda-test--big-turns (prompts)
-  "Cassette lines: for each of PROMPTS a read of big.txt and an answer, then a summary."
+  "Cassette lines: for each of PROMPTS a read of big.txt and an answer (the first also
+writes made.txt), then a summary with a heading of its own, as models write them."
   (with-temp-file (expand-file-name "big.txt" garuda-test-ws)
     (dotimes (i 800) (insert (format "filler line %d of the big file\n" i))))
+  (let ((made (expand-file-name "made.txt" garuda-test-ws)))
+    (when (file-exists-p made) (delete-file made)))
   (let ((lines nil) (i 0))
     (dolist (_ prompts)
+      (when (= i 0)
+        (push (garuda-test--tool "w0" "write_file" '(:path "made.txt" :content "made\n")) lines))
       (push (garuda-test--tool (format "r%d" i) "read_file" '(:path "big.txt") :tokens 20000) lines)
       (push (garuda-test--text (format "answer %d" i) :tokens 20000) lines)
       (cl-incf i))
-    (push (garuda-test--text "SUMMARY-OF-THE-SESSION") lines)
+    (push (garuda-test--text "### Summary\n\nSUMMARY-OF-THE-SESSION") lines)
     (nreverse lines)))
 
 (defun garuda-test--pick-first (&optional check)
-  "Stand-in for `completing-read' in the picker: CHECK the table, answer the default."
-  (lambda (_p table _pred _req _init _hist def &rest _)
+  "Stand-in for `completing-read' in the picker: CHECK the table, answer the default,
+which the prompt names (RET takes it)."
+  (lambda (prompt table _pred _req _init _hist def &rest _)
     (when check (funcall check table))
+    (should (string-match-p (format "(default %s)" (regexp-quote def)) prompt))
     def))
 
 (ert-deftest garuda-test-7-compaction-and-resume ()
@@ -497,7 +522,11 @@ session shows it as a summary and each step once; the picker lists titles, newes
               (should (string-match-p "SUMMARY-OF-THE-SESSION" text))
               (should (string-match-p "^First request:\nquestion 0$" text))
               (should (string-match-p "^• question 1$" text))
-              (should-not (string-match-p "</?\\(first_user_request\\|user_messages\\|message\\|summary\\)>" text))
+              (should-not (string-match-p "</?\\(first_user_request\\|user_messages\\|message\\|summary\\|files_edited\\)>" text))
+              ;; The edited files as a list, and one heading for the summary, not two.
+              (should (string-match-p "^Files edited:\n- made\\.txt$" text))
+              (should (string-match-p "^Summary:\nSUMMARY-OF-THE-SESSION" text))
+              (should-not (string-match-p "### Summary" text))
               (should-not (string-match-p "This session continues" text))))
           (quit-window t))
         (cl-letf (((symbol-function 'completing-read)
@@ -513,7 +542,8 @@ session shows it as a summary and each step once; the picker lists titles, newes
       (let ((text (garuda-test--text-of chat)))
         (should (string-match-p "⟲ earlier conversation compacted; the model continues from this summary" text))
         (should (string-match-p "SUMMARY-OF-THE-SESSION" text))
-        (should-not (string-match-p "<first_user_request>\\|</user_messages>" text))
+        (should-not (string-match-p "<first_user_request>\\|</user_messages>\\|<files_edited>" text))
+        (should-not (string-match-p "### Summary" text))
         (should-not (string-match-p "> This session continues" text))
         (should (= 1 (garuda-test--count "^> question 5$" text)))
         (should (= 1 (garuda-test--count "^> question 0$" text)))
@@ -579,6 +609,9 @@ continues it; opening creates no session; `garuda-continue-latest' nil starts fr
       (setq chat (garuda garuda-test-ws))
       (with-current-buffer chat
         (should (equal garuda--session-id sid))
+        ;; Its context use is in the header from the start, not only after a turn.
+        (should (string-match-p "· [0-9.]+k?/128\\.0k ([0-9]+%%)" (garuda--header-line)))
+        (should-not (string-match-p "· 0/" (garuda--header-line)))
         (should (string-match-p "> remember-me\n\nNoted\\." (buffer-string)))
         (should (string-match-p "\\[resumed: the next prompt continues this session" (buffer-string)))
         (garuda-send "second")
@@ -941,6 +974,46 @@ works without a restart."
             (garuda-test--wait (garuda-test--done chat))
             (should (string-match-p "Works again\\." (buffer-string)))))
       (when (file-exists-p cfg) (delete-file cfg)))))
+
+(defun garuda-test--messages ()
+  "The text of *Messages*."
+  (with-current-buffer (messages-buffer) (buffer-substring-no-properties (point-min) (point-max))))
+
+(ert-deftest garuda-test-c5-every-warning-reaches-the-user ()
+  "Every warning of the server is seen: a misspelled key of config.toml (the server's \"did
+you mean\") in the echo area with one prefix and in `garuda-doctor'; a project setting the
+server ignores (a workspace warning) and an MCP server that did not start, likewise; the
+doctor's own server leaves no `[jsonrpc] Server exited' behind."
+  (let* ((cfg (expand-file-name "garuda/config.toml" (getenv "XDG_CONFIG_HOME")))
+         (ws3 (garuda-test--project "ws3"))
+         (default-directory (file-name-as-directory ws3)))
+    (garuda-shutdown)
+    (setq garuda--warnings nil)
+    (make-directory (file-name-directory cfg) t)
+    (make-directory (expand-file-name ".garuda" ws3) t)
+    (with-temp-file (expand-file-name ".garuda/config.toml" ws3) (insert "model = \"x/y\"\n"))
+    (with-temp-file cfg (insert "[approval]\ntimeout_sec = 3\n\n[mcp_servers.missing]\ncommand = \"/nonexistent/mcp-server\"\n"))
+    (unwind-protect
+        (let ((chat (progn (setq garuda-model (garuda-test--cassette (list (garuda-test--text "Hi."))))
+                           (garuda ws3))))
+          (with-current-buffer chat (garuda-new-chat) (garuda-send "hello"))
+          (garuda-test--wait (garuda-test--done chat))
+          (garuda-test--wait (lambda () (string-match-p "MCP server missing" (garuda-test--messages))))
+          (let ((said (garuda-test--messages)))
+            (should (string-match-p "^Garuda config: [^\n]*timeout_sec[^\n]*did you mean `timeout_secs`" said))
+            (should-not (string-match-p "Garuda: Garuda" said))
+            (should (string-match-p "^Garuda: [^\n]*\\.garuda/config\\.toml: `model` is ignored here" said))
+            (should (string-match-p "^Garuda: MCP server missing failed to start" said)))
+          (let ((before (garuda-test--count "Server exited" (garuda-test--messages)))
+                (report (garuda-doctor)))
+            (cl-flet ((warned (re) (cl-find-if (lambda (r) (and (eq (car r) 'warn) (string-match-p re (cdr r))))
+                                               report)))
+              (should (warned "did you mean `timeout_secs`"))
+              (should (warned "`model` is ignored here"))
+              (should (warned "MCP server missing failed to start")))
+            (should (= before (garuda-test--count "Server exited" (garuda-test--messages))))))
+      (delete-file cfg)
+      (garuda-shutdown))))
 
 (ert-deftest garuda-test-c4-blocked-by-a-hook ()
   "A call the user's PreToolUse hook blocked says so and why, is not shown as a failure and

@@ -141,10 +141,21 @@ vim.ui.select = function(items, opts, cb)
 end
 
 -- Notifications are collected and echoed on their own lines (not as raw messages).
-local notes = {}
-vim.notify = function(msg)
+local notes, note_levels = {}, {}
+vim.notify = function(msg, level)
   notes[#notes + 1] = msg
+  note_levels[#notes] = level
   io.stdout:write('  notify: ' .. msg:gsub('\n', ' / ') .. '\n')
+end
+--- The notes since the n-th said at this level, one per line.
+local function notes_at(level, n)
+  local out = {}
+  for i = (n or 0) + 1, #notes do
+    if note_levels[i] == level then
+      out[#out + 1] = notes[i]
+    end
+  end
+  return table.concat(out, '\n')
 end
 
 --- Processes whose command line contains `mark` (not counting pgrep itself).
@@ -336,19 +347,37 @@ test(':GarudaModel and :GarudaPolicy switch the running session', function()
 end)
 
 test('input typed while a turn runs is queued, then sent; the tool result stays under its tool', function()
+  local long = {}
+  for i = 1, 80 do
+    long[i] = 'earlier line ' .. i
+  end
   fresh({
+    text(table.concat(long, '\n')),
     bash('s1', 'sleep 1; echo slept'),
     text('First done.'),
     text('Second done.'),
   })
+  -- A chat longer than its window, which follows its end.
+  vim.cmd('Garuda earlier')
+  wait_for('the earlier answer', turn_done(1))
   vim.cmd('Garuda first')
   wait_for('the command running', function()
     return chat_text():find('approval: allowed once', 1, true) ~= nil
   end)
+  local cw = vim.fn.bufwinid(garuda.chat_buf())
+  assert(vim.api.nvim_buf_line_count(garuda.chat_buf()) > vim.api.nvim_win_get_height(cw), 'a long chat')
+  -- As a screen shows it: the chat's last line at the window's bottom before the prompt is queued.
+  vim.api.nvim_win_call(cw, function()
+    vim.cmd('normal! Gzb')
+  end)
   vim.cmd('Garuda second question')
   has(table.concat(garuda.queued_lines(), '\n'), '⏳ queued (sent when the running turn ends): second question', 'queued note')
+  assert(
+    vim.api.nvim_win_text_height(cw, { start_row = vim.fn.line('w0', cw) - 1 }).all <= vim.api.nvim_win_get_height(cw),
+    'the window shows the queued line'
+  )
   assert(not chat_text():find('queued', 1, true), 'the queued note is not part of the turn text')
-  wait_for('both answers', turn_done(2), 30000)
+  wait_for('both answers', turn_done(3), 30000)
   local txt = chat_text()
   has(txt, 'Second done.', 'queued prompt sent')
   has(txt, '▸ bash: sleep 1; echo slept\n  approval: allowed once\n  ✓ done · exit 0', 'result right under its tool')
@@ -373,6 +402,21 @@ test('a cancel says the queued prompt was dropped', function()
   eq(#garuda.queued_lines(), 0, 'no queued line left')
   eq(#P().queue, 0, 'queue empty')
   assert(not txt:find('## You\n\nand then this', 1, true), 'not sent')
+  -- The call's approval, its result and the cancel stay together; the dropped line comes last.
+  has(txt, '▸ bash: sleep 30; echo garuda-nvim-drop\n  approval: allowed once\n  ✗ interrupted', 'result under its call')
+  assert(txt:find('⏹ cancelled', 1, true) < txt:find('⏳ dropped', 1, true), txt)
+  -- Resumed, the call reads as it did live.
+  local sid, shown = P().session, nil
+  garuda.render_history(sid, function()
+    shown = true
+  end)
+  wait_for('history', function()
+    return shown
+  end)
+  txt = chat_text()
+  has(txt, '▸ bash: sleep 30; echo garuda-nvim-drop\n  ✗ interrupted', 'interrupted in the history')
+  has(txt, '⏹ cancelled', 'the cancel in the history')
+  assert(not txt:find('✗ failed', 1, true), txt)
 end)
 
 test('the multi-line prompt window sends on <C-s>', function()
@@ -396,7 +440,10 @@ test(':GarudaCompact shows one line with the numbers; :GarudaSummary shows the s
     lines[#lines + 1] = line({ { type = 'tool_use', id = 'r' .. i, name = 'read_file', input = { path = 'big.txt' } } }, 'tool_use', nil, nil, 20000)
     lines[#lines + 1] = line({ { type = 'text', text = 'answer ' .. i } }, 'end_turn', nil, nil, 20000)
   end
-  lines[#lines + 1] = text('SUMMARY-OF-THE-SESSION')
+  -- An edit first (the summary lists edited files), and a summary with a heading of its own.
+  table.insert(lines, 1, tool('w0', 'write_file', { path = 'made.txt', content = 'made\n' }))
+  vim.fn.delete(project .. '/made.txt')
+  lines[#lines + 1] = text('### Summary\n\nSUMMARY-OF-THE-SESSION')
   fresh(lines)
   for i = 0, 5 do
     vim.cmd('Garuda question ' .. i)
@@ -426,7 +473,14 @@ test(':GarudaCompact shows one line with the numbers; :GarudaSummary shows the s
   wait_for('summary float', function()
     return win ~= nil
   end)
-  has(table.concat(vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(win), 0, -1, false), '\n'), 'SUMMARY-OF-THE-SESSION')
+  local float_text = table.concat(vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(win), 0, -1, false), '\n')
+  has(float_text, 'SUMMARY-OF-THE-SESSION')
+  -- The edited files as a section of their own, one Summary heading, no tags.
+  has(float_text, '### Files edited\n\n- made.txt', 'edited files listed')
+  has(float_text, '### Summary\n\nSUMMARY-OF-THE-SESSION', 'the summary under its heading')
+  local _, headings = float_text:gsub('### Summary', '')
+  eq(headings, 1, 'one Summary heading')
+  assert(not float_text:find('<', 1, true), float_text)
   vim.api.nvim_win_close(win, true)
 
   -- Resume: the summary is a summary, and the kept steps appear once.
@@ -448,6 +502,9 @@ test(':GarudaCompact shows one line with the numbers; :GarudaSummary shows the s
   txt = chat_text()
   has(txt, '⟲ earlier conversation compacted; the model continues from this summary', 'summary shown as a summary')
   has(txt, '  ┊ SUMMARY-OF-THE-SESSION', 'summary text folded under it')
+  assert(not txt:find('files_edited', 1, true), 'no tags in the history')
+  local _, resumed_headings = txt:gsub('### Summary', '')
+  eq(resumed_headings, 1, 'one Summary heading in the history')
   assert(not txt:find('## You\n\nThis session continues', 1, true), 'summary not rendered as the user speaking')
   local _, q5 = txt:gsub('## You\n\nquestion 5', '')
   eq(q5, 1, 'kept turn not duplicated')
@@ -872,12 +929,88 @@ test('errors: the server\'s own text once, with the setting that caused it; a br
   said = table.concat(notes, '\n', n + 1)
   has(said, 'config.toml', 'names the file')
   has(said, 'line 1', 'and the line')
-  eq(#notes, n + 1, 'said once')
+  -- Once as an error (its warnings, such as the key the broken table leaves at the top, are
+  -- warnings).
+  eq(#vim.split(notes_at(vim.log.levels.ERROR, n), '\n'), 1, 'said once')
   eq(P().busy, false, 'not running')
   vim.fn.delete(cfg)
   vim.cmd('Garuda hello again')
   wait_for('the next prompt works', turn_done(1))
   has(chat_text(), 'Config fixed.', 'answered')
+end)
+
+test('every server warning is a WARN notification and in :checkhealth; a refused prompt is kept', function()
+  garuda.stop({ keep_sessions = true })
+  local cfg = env.XDG_CONFIG_HOME .. '/garuda/config.toml'
+  vim.fn.mkdir(env.XDG_CONFIG_HOME .. '/garuda', 'p')
+  vim.fn.writefile({ '[approval]', 'timeout_sec = 3', '', '[mcp_servers.missing]', 'command = "/nonexistent/mcp-server"' }, cfg)
+  local warned = mkproject('warned')
+  vim.fn.mkdir(warned .. '/.garuda', 'p')
+  vim.fn.writefile({ 'model = "x/y"' }, warned .. '/.garuda/config.toml')
+  vim.cmd.cd(warned)
+  local n = #notes
+  garuda.config.model = cassette({ text('Hi.') })
+  vim.cmd('GarudaNew')
+  vim.cmd('Garuda hello')
+  wait_for('the turn', turn_done(1))
+  wait_for('the MCP warning', function()
+    return notes_at(vim.log.levels.WARN, n):find('MCP server missing failed to start', 1, true) ~= nil
+  end)
+  local warns = notes_at(vim.log.levels.WARN, n)
+  has(warns, 'timeout_sec', 'the misspelled key')
+  has(warns, 'did you mean `timeout_secs`', 'the server\'s did-you-mean')
+  has(warns, '`model` is ignored here', 'the project\'s ignored setting')
+  assert(not warns:find('garuda: Garuda', 1, true), warns)
+  vim.cmd('checkhealth garuda')
+  local health = table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\n')
+  vim.cmd('bwipeout!')
+  has(health, 'WARNING config: ' .. cfg .. ': line 2', 'the config warning in :checkhealth')
+  has(health, 'did you mean `timeout_secs`', 'with the did-you-mean')
+  has(health, 'WARNING project: ', 'the project warning')
+  has(health, 'WARNING the server said: MCP server missing failed to start', 'the MCP warning')
+  -- An invalid value: no session starts; the prompt is in the chat with why, and kept.
+  vim.fn.writefile({ '[approval]', 'timeout_secs = "soon"' }, cfg)
+  garuda.stop({ keep_sessions = true })
+  vim.cmd('GarudaNew')
+  vim.cmd('Garuda please keep these words')
+  eq(P().busy, false, 'no turn')
+  local txt = chat_text()
+  has(txt, '## You\n\nplease keep these words', 'the prompt is in the chat')
+  has(txt, 'not sent:', 'with why')
+  has(txt, 'approval.timeout_secs', 'in the server\'s words')
+  eq(table.concat(P().draft or {}, '\n'), 'please keep these words', 'kept as the draft')
+  vim.fn.delete(cfg)
+  garuda.config.model = cassette({ text('Sent now.') })
+  local b = garuda.input()
+  vim.cmd('stopinsert')
+  eq(table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), '\n'), 'please keep these words', ':Garuda opens it again')
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<C-s>', true, false, true), 'x', false)
+  wait_for('sent', turn_done(1))
+  has(chat_text(), 'Sent now.', 'answered')
+  vim.cmd.cd(project)
+  garuda.stop({ keep_sessions = true })
+end)
+
+test('a long output: its status line counts its lines and is its own fold text', function()
+  fresh({ bash('l1', 'seq 300'), text('Counted.') })
+  vim.cmd('Garuda count')
+  wait_for('the turn', turn_done(1))
+  local b = garuda.chat_buf()
+  local w = vim.fn.bufwinid(b)
+  local lnum
+  for i, l in ipairs(vim.api.nvim_buf_get_lines(b, 0, -1, false)) do
+    if l:find('✓ done', 1, true) then
+      lnum = i
+    end
+  end
+  assert(lnum, chat_text())
+  local status = vim.api.nvim_buf_get_lines(b, lnum - 1, lnum, false)[1]
+  has(status, '301 lines (za to unfold the first 200)', 'counted, with what is kept')
+  local folded_as = vim.api.nvim_win_call(w, function()
+    vim.cmd(lnum .. 'foldclose')
+    return vim.fn.foldtextresult(lnum)
+  end)
+  eq(folded_as, status, 'no second, different count beside it')
 end)
 
 test(':checkhealth garuda checks the model and its key', function()
@@ -1217,7 +1350,7 @@ test('a resumed history shows a repeated message across a compaction and a resta
     local l = vim.fn.search('^⟲ earlier conversation compacted', 'nw')
     assert(l > 0, 'heading')
     eq(vim.fn.foldclosed(l), l, 'za works on the heading line')
-    l = vim.fn.search('(za to unfold)$', 'nw')
+    l = vim.fn.search('(za to unfold[^)]*)$', 'nw')
     assert(l > 0, 'a tool status line')
     eq(vim.fn.foldclosed(l), l, 'the unfold hint sits on the fold it names')
   end)
@@ -1301,10 +1434,16 @@ test('README snippets work when pasted, the statusline with a running session', 
   wait_for('approval', function()
     return approval.current ~= nil
   end)
+  vim.cmd.edit('statusline-check.txt')
+  assert(vim.fn.expand('%') ~= '', 'a named buffer')
   for _, sl in ipairs(statuslines) do
     vim.o.statusline = sl
     local ok, res = pcall(vim.api.nvim_eval_statusline, sl, { maxwidth = 400 })
     assert(ok, tostring(res))
+    -- In a window too narrow for all of it, the file name stays; Garuda's part is cut.
+    local narrow = vim.api.nvim_eval_statusline(sl, { maxwidth = 60 })
+    has(narrow.str, vim.fn.expand('%'), 'the file name in a narrow window')
+    has(narrow.str, 'approval waiting (:GarudaApprove)', 'and the end of Garuda\'s part')
     has(res.str, 'Garuda: replay:', 'the model in ' .. sl)
     has(res.str, 'approval waiting (:GarudaApprove)', 'the approval')
     vim.cmd('redrawstatus') -- E5101 here for a v:lua call Neovim cannot make

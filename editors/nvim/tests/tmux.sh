@@ -180,5 +180,16 @@ check "y ran the command that leaves the sandbox" chat_has '│ fourth-ran'
 check "the answer streamed in" chat_has 'All done.'
 check "each tool's output is folded under its status line (also those made while typing)" [ "$(q open_folds)" = 0 ]
 
+# 5. After the turn, every window's statusline says the same: the chat's too, though the code
+#    window is the current one (each is redrawn, not only the current one's).
+statuslines() { tmux -L "$tmx" capture-pane -p -t t | grep -E 'cassette\.jsonl · [0-9.]+k?/128\.0k'; }
+both_statuslines() { [ "$(statuslines | grep -oE 'cassette\.jsonl · [0-9.]+k?/128\.0k' | wc -l)" = 2 ]; }
+wait_until "both statuslines" both_statuslines
+check "the chat's statusline is as current as the code window's" sh -c '
+  row="$1"
+  [ "$(printf "%s" "$row" | grep -oE "cassette\.jsonl · [0-9.]+k?/128\.0k" | wc -l)" = 2 ] || exit 1
+  ! printf "%s" "$row" | grep -qE "step [0-9]|⚙" || exit 1
+  [ "$(printf "%s" "$row" | grep -oE "[0-9.]+k?/128\.0k \([0-9]+%\)" | sort -u | wc -l)" = 1 ]' _ "$(statuslines)"
+
 echo "tmux: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -4,7 +4,7 @@ vim.opt.runtimepath:prepend(vim.env.GARUDA_PLUGIN_DIR)
 vim.cmd.runtime('plugin/garuda.lua')
 vim.o.swapfile = false
 vim.o.shortmess = vim.o.shortmess .. 'I'
-vim.o.statusline = "%f %= %{v:lua.require'garuda'.status()}"
+vim.o.statusline = "%f %<%= %{v:lua.require'garuda'.status()}"
 require('garuda').setup({
   cmd = { vim.env.GARUDA_BIN, 'serve' },
   model = vim.env.GARUDA_TEST_MODEL,

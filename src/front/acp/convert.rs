@@ -474,11 +474,22 @@ pub fn history(
             }
             Some(_) => continue,
         }
+        // A client joins the chunks of one message as they come: the blocks of a message the
+        // user sent in parts (words, then an attached file) get a blank line between them.
+        let mut user_texts = 0;
         for b in &m.content {
             match (m.role, b) {
-                (Role::User, Block::Text { text: t }) => out.push(
-                    acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(text(t.clone()))),
-                ),
+                (Role::User, Block::Text { text: t }) => {
+                    user_texts += 1;
+                    let t = if user_texts > 1 {
+                        format!("\n\n{t}")
+                    } else {
+                        t.clone()
+                    };
+                    out.push(acp::SessionUpdate::UserMessageChunk(
+                        acp::ContentChunk::new(text(t)),
+                    ))
+                }
                 (
                     Role::User,
                     Block::Image {

@@ -17,7 +17,7 @@
 //! | `session/load` | replays the visible history as `session/update`s |
 //! | `session/resume` | the session without a replay |
 //! | `session/fork` (unstable) | `Engine::fork_session`: a new session with the history, the source unchanged; no replay |
-//! | `session/list` | the workspace's stored sessions, newest first, with titles |
+//! | `session/list` | the workspace's stored sessions the user wrote in, most recently active first, titled by the user's words |
 //! | `session/close` | cancels its work and frees it from memory |
 //! | `session/delete` | closes it and removes its transcript (`Engine::delete_session`) |
 //! | `session/prompt` | `Engine::run_turn`; turn events become `session/update` |
@@ -141,13 +141,6 @@ fn iso8601(ms: u64) -> String {
         rem % 3600 / 60,
         rem % 60
     )
-}
-
-/// A title from the first user text, as the store makes it (one line, at most 80
-/// characters), so the live title and `session/list` agree.
-fn title_of(text: &str) -> Option<String> {
-    let t = garuda_core::session::store::excerpt(text, 80);
-    (!t.is_empty()).then_some(t)
 }
 
 impl AcpFront {
@@ -568,8 +561,9 @@ impl Front {
             slash::run(&engine, &id, cmd, host, ctx.cancel.clone()).await;
             return ok::<m::Prompt>(acp::PromptResponse::new(acp::StopReason::EndTurn));
         }
+        let blocks = convert::prompt_blocks(p.prompt);
         if !live.has_user_words()
-            && let Some(title) = title_of(&text)
+            && let Some(title) = garuda_core::session::store::title_of_blocks(&blocks)
         {
             send_update(&ctx.client, &id, session_info(title));
         }
@@ -585,7 +579,7 @@ impl Front {
                 list.join("\n")
             )));
         }
-        input.extend(convert::prompt_blocks(p.prompt));
+        input.extend(blocks);
         lock(&self.prompts).insert(ctx.id.clone(), ctx.cancel.clone());
         let out = engine.run_turn(&id, input, host, ctx.cancel.clone()).await;
         lock(&self.prompts).remove(&ctx.id);
@@ -718,7 +712,10 @@ fn list_sessions(engine: &Engine, p: acp::ListSessionsRequest) -> Result<Value, 
             .list()
             .map_err(|e| engine_error(EngineError::Store(e)))?,
     };
-    list.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| b.id.cmp(&a.id)));
+    // A session the user never wrote in (its transcript holds only what Garuda set up) is
+    // nothing to resume; the rest by last activity.
+    list.retain(|s| s.title.is_some());
+    garuda_core::session::store::sort_newest_first(&mut list);
     let start = match p.cursor.as_deref() {
         None => 0,
         Some(c) => c
@@ -746,7 +743,7 @@ fn list_sessions(engine: &Engine, p: acp::ListSessionsRequest) -> Result<Value, 
             });
             acp::SessionInfo::new(s.id.clone(), PathBuf::from(&s.workspace_root))
                 .title(s.title.clone())
-                .updated_at(iso8601(s.created))
+                .updated_at(iso8601(s.updated))
                 .meta(meta)
         })
         .collect();
@@ -945,6 +942,9 @@ mod tests {
         assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
         assert_eq!(iso8601(1_764_547_200_000), "2025-12-01T00:00:00Z");
         assert_eq!(iso8601(951_782_400_000 + 3_661_000), "2000-02-29T01:01:01Z");
+        let title_of = |t: &str| {
+            garuda_core::session::store::title_of_blocks(&[garuda_core::message::Block::text(t)])
+        };
         assert_eq!(
             title_of("\n  fix the bug  \nplease"),
             Some("fix the bug please".into())

@@ -689,7 +689,7 @@ fn find_incomplete_install(records: &[Record]) -> Option<String> {
 /// The session index's file name in the store's folder (not `.jsonl`, so never listed).
 const INDEX_FILE: &str = ".index.json";
 /// Bumped when the index's meaning changes; an index of another version is rebuilt.
-const INDEX_VERSION: u32 = 2;
+const INDEX_VERSION: u32 = 3;
 
 /// The listing cache: one entry per transcript, valid while the file's stamp is unchanged.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -919,15 +919,44 @@ fn strip_injected(mut text: &str) -> &str {
     }
 }
 
-/// The user's own first words in a message: its first text that is not an injected block.
+/// True for a text block that carries something attached to the user's words rather than the
+/// words: a resource named in brackets (`[resource: …]`, as the ACP front writes one), or a
+/// lead-in line ending in `:` over more lines (`Sharing AGENTS.md:` and the file, as an ACP
+/// client such as CodeCompanion.nvim sends a rule or buffer it shares).
+fn attached(words: &str) -> bool {
+    let t = words.trim();
+    if t.starts_with("[resource:") || t.starts_with("[binary resource") {
+        return true;
+    }
+    match t.split_once('\n') {
+        Some((first, rest)) => first.trim_end().ends_with(':') && !rest.trim().is_empty(),
+        None => false,
+    }
+}
+
+/// The user's own first words in a message: its first text that is not an injected block nor,
+/// when the message has another text, an attachment; a message of attachments only is named by
+/// its first.
 fn first_words(blocks: &[Block]) -> Option<String> {
-    blocks.iter().find_map(|b| match b {
-        Block::Text { text } => {
-            let words = strip_injected(text);
-            (!words.trim().is_empty()).then(|| words.to_string())
-        }
-        _ => None,
-    })
+    let texts: Vec<&str> = blocks
+        .iter()
+        .filter_map(|b| match b {
+            Block::Text { text } => Some(strip_injected(text)),
+            _ => None,
+        })
+        .filter(|w| !w.trim().is_empty())
+        .collect();
+    texts
+        .iter()
+        .find(|w| !attached(w))
+        .or(texts.first())
+        .map(|w| w.to_string())
+}
+
+/// The title a session gets from the blocks of its first user message: the user's own words,
+/// on one line, cut as `session/list` shows it.
+pub fn title_of_blocks(blocks: &[Block]) -> Option<String> {
+    first_words(blocks).map(|t| excerpt(&t, TITLE_CHARS))
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -1411,5 +1440,48 @@ mod tests {
         // The user's own markup stays.
         assert_eq!(strip_injected("<div>hi</div> why?"), "<div>hi</div> why?");
         assert_eq!(strip_injected("<contextual> words"), "<contextual> words");
+    }
+
+    #[test]
+    fn a_title_is_the_users_words_not_an_attached_block() {
+        let t = |blocks: &[&str]| {
+            let blocks: Vec<Block> = blocks.iter().map(|b| Block::text(*b)).collect();
+            title_of_blocks(&blocks)
+        };
+        // An ACP client's shared rule file comes first; the words after it name the session.
+        assert_eq!(
+            t(&[
+                "Sharing AGENTS.md:\n---\n# proj1\nBe brief.",
+                "fix the parser"
+            ])
+            .as_deref(),
+            Some("fix the parser")
+        );
+        assert_eq!(
+            t(&["[resource: a.rs <file:///p/a.rs>]", "explain a.rs"]).as_deref(),
+            Some("explain a.rs")
+        );
+        assert_eq!(
+            t(&[
+                "<context uri=\"file:///p/a.rs\">\nfn a() {}\n</context>",
+                "why?"
+            ])
+            .as_deref(),
+            Some("why?")
+        );
+        // One block is the user's own, colon or not; only attachments: the first names it.
+        assert_eq!(
+            t(&["Fix this:\nlet x = 1;"]).as_deref(),
+            Some("Fix this: let x = 1;")
+        );
+        assert_eq!(
+            t(&["Sharing a.md:\nA", "Sharing b.md:\nB"]).as_deref(),
+            Some("Sharing a.md: A")
+        );
+        assert_eq!(
+            t(&["first words", "Sharing b.md:\nB"]).as_deref(),
+            Some("first words")
+        );
+        assert_eq!(t(&["  "]), None);
     }
 }

@@ -123,8 +123,34 @@ function M.check()
   else
     local si = res and res.serverInfo or {}
     h.ok(('initialize: %s %s'):format(si.name or 'garuda', si.version or ''))
+    -- The config file's problems in the server's words: a misspelled key is a warning with
+    -- its "did you mean", an invalid value an error (no session starts until it is fixed).
+    local problems = type(res.garuda) == 'table' and res.garuda.configProblems or {}
+    for _, pr in ipairs(problems ~= vim.NIL and problems or {}) do
+      local where = pr.file .. (pr.line and (': line ' .. pr.line) or '') .. (pr.key and (': `' .. pr.key .. '`') or '')
+      local say = ('config: %s: %s'):format(where, pr.message)
+      if pr.severity == 'error' then
+        h.error(say, { 'fix the file; the server rereads it when it is saved' })
+      else
+        h.warn(say)
+      end
+    end
+    local root = require('garuda').root()
+    local ws, werr = c:request_sync('workspace/open', { root = root }, 5000)
+    if werr then
+      h.error(('project %s: %s'):format(root, werr.message or vim.inspect(werr)))
+    else
+      h.ok('project opens: ' .. root)
+      for _, w in ipairs(ws and ws.warnings or {}) do
+        h.warn('project: ' .. w)
+      end
+    end
   end
   c:stop(2000)
+  -- What the plugin's own server said since it started (an MCP server that did not start).
+  for _, w in ipairs(require('garuda')._state.warnings or {}) do
+    h.warn('the server said: ' .. w)
+  end
   h.info('approval policy: ' .. tostring(cfg.policy) .. '; approvals: ' .. tostring(cfg.approval))
 end
 

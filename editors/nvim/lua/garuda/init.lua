@@ -30,10 +30,12 @@ local state = {
   by_session = {}, -- session id -> root
   server_info = nil,
   errors = {}, -- last error messages (for :checkhealth)
+  warnings = {}, -- the server's warnings, oldest first, each once (for :checkhealth)
 }
 M._state = state
 
 local FOLD_OUT, FOLD_THINK = '  │ ', '  ┊ '
+local FOLD_MAX = 200 -- lines of a tool's output kept in the chat
 local PLAN = '  > ' -- a plan in the chat: never folded, a Markdown quote
 local drop_queue -- (p, why): forget a project's queued prompts, saying so in its chat
 local continue_latest -- (p): resume the project's newest session; true when there was one
@@ -44,9 +46,27 @@ local function notify(msg, level)
   vim.notify('garuda: ' .. msg, level or vim.log.levels.INFO)
 end
 
+--- A warning of the server (its config file, a project's instruction files or settings, an MCP
+--- server that did not start): notified at WARN level and kept for :checkhealth garuda, once.
+local function server_warning(msg)
+  for _, w in ipairs(state.warnings) do
+    if w == msg then
+      return
+    end
+  end
+  state.warnings[#state.warnings + 1] = msg
+  if #state.warnings > 50 then
+    table.remove(state.warnings, 1)
+  end
+  -- The config file's warnings already start "Garuda config:".
+  vim.notify(msg:match('^[Gg]aruda') and msg or ('garuda: ' .. msg), vim.log.levels.WARN)
+end
+M.server_warning = server_warning
+
 local function redraw_status()
   pcall(vim.api.nvim_exec_autocmds, 'User', { pattern = 'GarudaStatus', modeline = false })
-  pcall(vim.cmd.redrawstatus)
+  -- Every window's: the chat's statusline is not the current window's while one types code.
+  pcall(vim.cmd, 'redrawstatus!')
 end
 
 --- Server messages in this client's words: settings are named as Neovim users set them.
@@ -136,8 +156,21 @@ function M.foldexpr(lnum)
 end
 
 function M.foldtext()
+  local first = vim.fn.getline(vim.v.foldstart)
+  if first:find('(za to unfold', 1, true) then
+    -- A tool's status line says how many lines its output has: a second count would differ.
+    return first
+  end
   local n = vim.v.foldend - vim.v.foldstart
-  return ('%s  [+ %d line%s folded]'):format(vim.fn.getline(vim.v.foldstart), n, n == 1 and '' or 's')
+  return ('%s  [+ %d line%s folded]'):format(first, n, n == 1 and '' or 's')
+end
+
+--- The end of a tool's status line: how many lines its output has and how many are kept.
+function M.lines_note(n)
+  if n > FOLD_MAX then
+    return (' · %d lines (za to unfold the first %d)'):format(n, FOLD_MAX)
+  end
+  return (' · %d line%s (za to unfold)'):format(n, n == 1 and '' or 's')
 end
 
 local function chat_window_options(w)
@@ -222,7 +255,23 @@ local function show_queue(b, p)
   for _, q in ipairs(p.queue) do
     lines[#lines + 1] = { { '⏳ queued (sent when the running turn ends): ' .. vim.split(q.prompt, '\n')[1], 'Comment' } }
   end
-  vim.api.nvim_buf_set_extmark(b, NS_QUEUE, vim.api.nvim_buf_line_count(b) - 1, 0, { virt_lines = lines })
+  local last = vim.api.nvim_buf_line_count(b)
+  vim.api.nvim_buf_set_extmark(b, NS_QUEUE, last - 1, 0, { virt_lines = lines })
+  -- A window at the chat's end keeps the queued lines in sight: Neovim scrolls to the last
+  -- line, not to virtual lines below it.
+  local w = vim.fn.bufwinid(b)
+  if w ~= -1 and vim.api.nvim_win_get_cursor(w)[1] == last and vim.api.nvim_win_text_height then
+    local height = vim.api.nvim_win_get_height(w)
+    local top = vim.fn.line('w0', w)
+    while top < last and vim.api.nvim_win_text_height(w, { start_row = top - 1 }).all > height do
+      top = top + 1
+    end
+    if top ~= vim.fn.line('w0', w) then
+      vim.api.nvim_win_call(w, function()
+        vim.fn.winrestview({ topline = top })
+      end)
+    end
+  end
 end
 
 --- The queued lines shown under a project's chat.
@@ -310,7 +359,7 @@ vim.api.nvim_create_autocmd('InsertLeave', {
 --- Lines with a fold prefix (folded by default in the chat window).
 local function folded(text, prefix, max)
   local out = vim.split((text or ''):gsub('\n+$', ''), '\n', { plain = true })
-  max = max or 200
+  max = max or FOLD_MAX
   local shown = {}
   for i = 1, math.min(#out, max) do
     shown[#shown + 1] = prefix .. out[i]
@@ -419,7 +468,7 @@ local function tool_finished(p, ev)
       status = status .. ': ' .. why
     end
   end
-  status = status .. (' · %d line%s (za to unfold)'):format(n, n == 1 and '' or 's')
+  status = status .. M.lines_note(n)
   local b = M.chat_buf(p.root)
   local at = vim.api.nvim_buf_line_count(b) + 1
   M.append('\n' .. status .. '\n' .. table.concat(lines, '\n'), p.root)
@@ -601,7 +650,17 @@ local function on_update(params)
 end
 
 local function on_notification(method, params)
-  if method == 'workspace/contextChanged' then
+  if method == 'window/showMessage' and type(params) == 'table' then
+    local msg = tostring(params.message or '')
+    if params.type == 1 then
+      -- An error of the config file: the refused prompt says it (once); :checkhealth lists it.
+      state.errors[#state.errors + 1] = msg
+    elseif params.type == 2 then
+      server_warning(msg)
+    else
+      notify(msg:gsub('^Garuda config: ', 'config: '))
+    end
+  elseif method == 'workspace/contextChanged' then
     for _, p in pairs(state.projects) do
       if p.workspace and params.workspaceId == p.workspace.workspaceId then
         notify('context files changed: ' .. table.concat(params.changed or {}, ', '))
@@ -855,6 +914,9 @@ local function ensure_workspace(root)
     return nil, 'workspace/open: ' .. M.explain(err)
   end
   p.workspace = ws
+  for _, w in ipairs(type(ws) == 'table' and ws.warnings or {}) do
+    server_warning(w)
+  end
   -- After a restart the session lives on disk only: load it again, or start afresh.
   if p.session then
     local lr, lerr = c:request_sync('session/load', { sessionId = p.session }, M.config.timeout_ms)
@@ -921,7 +983,9 @@ local function ensure_session(root)
   append_block(header(p), p.root)
   for _, w in ipairs(res.warnings or {}) do
     -- A warning about the model names the setting it came from.
-    append_block('⚠ ' .. M.explain({ message = w, data = { kind = 'config' } }), p.root)
+    local said = M.explain({ message = w, data = { kind = 'config' } })
+    append_block('⚠ ' .. said, p.root)
+    server_warning(said)
   end
   return p
 end
@@ -1007,6 +1071,15 @@ function M.ask(prompt, cb, opts)
   local p, err = ensure_session(root)
   if not p then
     state.errors[#state.errors + 1] = err
+    -- The prompt is not lost: it is in the chat with the reason, and :Garuda opens it again.
+    local kept = M.project(root)
+    kept.draft = vim.split(prompt, '\n', { plain = true })
+    show_chat(root)
+    append_block(
+      '## You\n\n' .. prompt .. '\n\n> **not sent:** ' .. err:gsub('\n', '\n> ')
+        .. '\n\n_(the prompt is kept: `:Garuda` opens it again)_',
+      root
+    )
     notify(err, vim.log.levels.ERROR)
     if cb then
       cb({ message = err })
@@ -1042,6 +1115,11 @@ function M.ask(prompt, cb, opts)
       end
     elseif res.stopReason ~= 'end_turn' then
       append_block(STOPPED[res.stopReason] or ('⏹ the turn ended: ' .. tostring(res.stopReason)), root)
+    end
+    if p.dropped then
+      -- Said once the turn is over, so it never lands between a tool call and its result.
+      append_block(table.concat(p.dropped, '\n'), root)
+      p.dropped = nil
     end
     p.turns = p.turns + 1
     p.mode = nil
@@ -1142,8 +1220,9 @@ function M.new_chat(root)
   show_chat(root)
 end
 
---- Forget the queued prompts, saying so in the chat.
-drop_queue = function(p, why)
+--- Forget the queued prompts, saying so in the chat (at the end of the running turn when
+--- `later`, so the line does not split a tool call from its result).
+drop_queue = function(p, why, later)
   if #p.queue == 0 then
     return
   end
@@ -1152,7 +1231,12 @@ drop_queue = function(p, why)
     lines[#lines + 1] = ('⏳ dropped, not sent (%s): %s'):format(why, vim.split(q.prompt, '\n')[1])
   end
   p.queue = {}
-  append_block(table.concat(lines, '\n'), p.root)
+  show_queue(M.chat_buf(p.root), p)
+  if later then
+    p.dropped = vim.list_extend(p.dropped or {}, lines)
+  else
+    append_block(table.concat(lines, '\n'), p.root)
+  end
 end
 
 --- :GarudaCancel — cancel the running turn of the current project.
@@ -1161,7 +1245,8 @@ function M.cancel(root)
   if not (state.client and p.session and p.busy) then
     return notify('nothing to cancel', vim.log.levels.WARN)
   end
-  drop_queue(p, 'the turn was cancelled')
+  drop_queue(p, 'the turn was cancelled', true)
+  redraw_status()
   state.client:request('turn/cancel', { sessionId = p.session }, function(e)
     if e then
       notify('cancel: ' .. M.explain(e), vim.log.levels.ERROR)
@@ -1371,7 +1456,16 @@ local function block_text(blk)
 end
 
 -- Tags around what the server gives the model in a summary message; never shown as such.
-local MODEL_TAGS = { 'summary', 'analysis', 'first_user_request', 'user_messages', 'message', 'garuda_note' }
+local MODEL_TAGS = {
+  'summary',
+  'analysis',
+  'first_user_request',
+  'user_messages',
+  'message',
+  'garuda_note',
+  'files_edited',
+  'references',
+}
 
 local function strip_tags(text)
   for _, t in ipairs(MODEL_TAGS) do
@@ -1396,6 +1490,9 @@ function M.summary_lines(m)
     local t = blk.type == 'text' and blk.text or nil
     if not t or t:match('^This session continues from an earlier') then
       -- Addressed to the model.
+    elseif t:match('^%s*<files_edited>') then
+      -- Its first line tells the model what the list is; the heading says it here.
+      section('Files edited', (strip_tags(t):gsub('^Files created or changed[^\n]*\n', '')))
     elseif t:match('^%s*<first_user_request>') then
       section('Your first request', strip_tags(t))
     elseif t:match('^%s*<user_messages>') then
@@ -1409,7 +1506,9 @@ function M.summary_lines(m)
       end
       section('Your later messages', table.concat(items, '\n'))
     else
-      section(m.meta == 'handoff' and 'Handoff (what was done before)' or 'Summary', strip_tags(t))
+      -- The section has its heading: one the model wrote itself ("### Summary") goes.
+      local body = strip_tags(t):gsub('^#+%s*%**Summary%**:?%s*\n+', '')
+      section(m.meta == 'handoff' and 'Handoff (what was done before)' or 'Summary', body)
     end
   end
   return out
@@ -1495,9 +1594,17 @@ function M.history_lines(messages)
           vim.list_extend(tools, M.plan_lines(blk.name, blk.input) or {})
           local r = results[blk.id]
           if r then
-            local lines, n = folded(block_text(r), FOLD_OUT)
-            tools[#tools + 1] = ('  %s · %d line%s (za to unfold)'):format(r.is_error and '✗ failed' or '✓ done', n, n == 1 and '' or 's')
+            local text = block_text(r)
+            local lines, n = folded(text, FOLD_OUT)
+            -- As it was shown live: a call the cancel stopped was interrupted, not failed.
+            local cut = text:find('[command cancelled;', 1, true)
+              or text:find('[interrupted: the turn was cancelled', 1, true)
+            tools[#tools + 1] = '  ' .. (cut and '✗ interrupted' or r.is_error and '✗ failed' or '✓ done') .. M.lines_note(n)
             vim.list_extend(tools, lines)
+            if cut then
+              tools[#tools + 1] = ''
+              tools[#tools + 1] = STOPPED.cancelled
+            end
           end
         end
       end

@@ -56,6 +56,39 @@ fn wants_outside(input: &Value) -> bool {
     }
 }
 
+/// Paths under `/tmp` a command names that the sandbox's private `/tmp` hides from the user:
+/// not inside the workspace root or another folder the sandbox binds from the host.
+fn private_tmp_paths(command: &str, policy: &crate::sandbox::SandboxPolicy) -> Vec<String> {
+    let bound = |p: &std::path::Path| {
+        std::iter::once(&policy.root)
+            .chain(&policy.writable)
+            .any(|b| p.starts_with(b))
+    };
+    let mut out: Vec<String> = Vec::new();
+    let seps = |c: char| c.is_whitespace() || "'\";|&<>()=`".contains(c);
+    for word in command.split(seps) {
+        let w = word.trim_end_matches([',', ':']);
+        if (w == "/tmp" || w.starts_with("/tmp/"))
+            && !bound(std::path::Path::new(w))
+            && !out.iter().any(|o| o == w)
+        {
+            out.push(w.to_string());
+        }
+    }
+    out
+}
+
+/// The note a result gets when its command wrote (or may have written) under the private
+/// `/tmp`: the command succeeded, yet nobody outside it will find the file.
+fn private_tmp_note(paths: &[String]) -> String {
+    format!(
+        "\n[note: this command ran in the sandbox, whose /tmp is private to the command: {} \
+         vanished when it ended and is not on the user's disk; write inside the workspace \
+         instead]",
+        paths.join(", ")
+    )
+}
+
 /// Keeps the first and last `half` bytes of a stream and counts what falls between.
 struct HeadTail {
     half: usize,
@@ -133,7 +166,8 @@ async fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
         );
     };
     let args = ["-c", input.command.as_str()];
-    let made = if input.outside_sandbox && ctx.outside_sandbox {
+    let unconfined = input.outside_sandbox && ctx.outside_sandbox;
+    let made = if unconfined {
         runner.unconfined_command("bash", &args)
     } else {
         runner.command("bash", &args)
@@ -226,6 +260,12 @@ async fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
                     let sig = st.signal().unwrap_or(0);
                     text.push_str(&format!("exit code: none (killed by signal {sig})"));
                 }
+                if !unconfined && runner.report().confined() {
+                    let lost = private_tmp_paths(&input.command, runner.policy());
+                    if !lost.is_empty() {
+                        text.push_str(&private_tmp_note(&lost));
+                    }
+                }
                 ToolOutput::ok(text).with_meta(meta)
             }
             Err(e) => {
@@ -268,7 +308,10 @@ impl Tool for Bash {
              the exit code. Use read_file, grep, glob and list_files rather than cat, grep or \
              find. Set `outside_sandbox` to true only for a command the sandbox blocks (a \
              package install that needs the network, a tool that writes outside the root): \
-             the user approves each such call, and it runs with the user's full permissions.",
+             the user approves each such call, and it runs with the user's full permissions. \
+             In the sandbox `/tmp` is private to each command: what it writes there is gone when \
+             it ends and the user never sees it, so write files the user or a later command \
+             needs inside the workspace.",
             json!({
                 "type": "object",
                 "properties": {
@@ -370,6 +413,28 @@ mod tests {
         assert!(cut);
         assert!(t.starts_with("abcde\n[… 10 bytes omitted …]\n"), "{t}");
         assert!(t.ends_with("vwxyz"), "{t}");
+    }
+
+    #[test]
+    fn private_tmp_paths_names_only_what_the_sandbox_hides() {
+        let mut policy =
+            crate::sandbox::SandboxPolicy::for_root_with(&std::env::temp_dir(), None, &[]).unwrap();
+        policy.root = "/tmp/ws".into();
+        policy.writable = vec!["/tmp/cache".into()];
+        assert_eq!(
+            private_tmp_paths("echo hi > /tmp/out.txt; cat '/tmp/a b'", &policy),
+            vec!["/tmp/out.txt".to_string(), "/tmp/a".to_string()]
+        );
+        assert!(private_tmp_paths("echo ok > /tmp/ws/ran.txt", &policy).is_empty());
+        assert!(private_tmp_paths("cp x /tmp/cache/y", &policy).is_empty());
+        assert!(private_tmp_paths("ls /tmpfoo ./tmp/x", &policy).is_empty());
+        assert_eq!(
+            private_tmp_paths("TMP=/tmp/x make && ls /tmp/x", &policy),
+            vec!["/tmp/x".to_string()]
+        );
+        let note = private_tmp_note(&["/tmp/out.txt".into()]);
+        assert!(note.contains("/tmp is private"), "{note}");
+        assert!(note.contains("/tmp/out.txt"), "{note}");
     }
 
     #[test]
