@@ -442,9 +442,10 @@ fn compacts_mid_turn_when_usage_passes_the_window_between_tool_steps() {
     replies.push(text("<summary>MID-TURN</summary>", 50));
     replies.push(text("done", 300));
     let mock = Mock::start(replies);
+    // A window the fixed part fits (a smaller one is refused before anything is sent).
     let (mut g, _h, _ws, wid) = setup(
         &mock,
-        "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 2000\n",
+        "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 8000\n",
     );
     let sid = new_session(&mut g, &wid);
     let r = turn(&mut g, &sid, "read a.txt five times");

@@ -139,6 +139,7 @@ impl Engine {
                 trigger: CompactTrigger::Manual,
                 focus: focus.as_deref(),
                 refused_tokens: None,
+                relief: None,
             },
             &report,
         )

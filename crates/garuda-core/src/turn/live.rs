@@ -85,11 +85,45 @@ pub enum TurnError {
         /// The window the session plans with.
         window_tokens: u64,
     },
+    /// Even with every relief taken, the next request would not fit the window with room
+    /// for an answer: refused before it is sent.
+    #[error(
+        "the request does not fit the model's {window_tokens}-token window: Garuda's fixed \
+         part (system prompt and tool definitions) is about {fixed_tokens} tokens, the \
+         conversation {history_tokens}, this message {message_tokens}, and the answer needs at \
+         least {output_tokens}. Raise the server's context size (llama.cpp: --ctx-size; \
+         Ollama: num_ctx; or contextWindow in [models] when the server allows more), snip \
+         messages or send a shorter one, or start a new session"
+    )]
+    DoesNotFit {
+        /// System prompt and tool definitions.
+        fixed_tokens: u64,
+        /// The conversation before this message, as the view carries it.
+        history_tokens: u64,
+        /// This turn's message (and what the turn added since).
+        message_tokens: u64,
+        /// The least output room a request asks for at this window.
+        output_tokens: u64,
+        /// The window the session plans with.
+        window_tokens: u64,
+    },
 }
 
 impl TurnError {
+    /// True when the turn failed because its request did not fit the window (the provider
+    /// said so, or Garuda refused it before sending).
+    pub fn is_context_full(&self) -> bool {
+        match self {
+            TurnError::Provider(p) => p.is_prompt_too_long(),
+            TurnError::TooLarge { .. }
+            | TurnError::OverLimit { .. }
+            | TurnError::DoesNotFit { .. } => true,
+            _ => false,
+        }
+    }
+
     /// A stable name for the failure: the provider error's kind, or `store`, `busy`,
-    /// `invalid`, `cancelled`, `messageTooLarge`, `blockingLimit`.
+    /// `invalid`, `cancelled`, `messageTooLarge`, `blockingLimit`, `doesNotFit`.
     pub fn kind(&self) -> &'static str {
         match self {
             TurnError::Provider(p) => p.kind(),
@@ -101,6 +135,7 @@ impl TurnError {
             TurnError::Blocked(_) => "hook",
             TurnError::TooLarge { .. } => "messageTooLarge",
             TurnError::OverLimit { .. } => "blockingLimit",
+            TurnError::DoesNotFit { .. } => "doesNotFit",
         }
     }
 }

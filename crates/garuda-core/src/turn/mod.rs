@@ -7,6 +7,7 @@ mod ask;
 mod budget;
 mod compact;
 mod events;
+mod fit;
 mod hooks;
 mod host;
 mod instructions;
