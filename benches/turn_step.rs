@@ -78,6 +78,7 @@ fn bench(c: &mut Criterion) {
             max_output: 8192,
             known: true,
             prices: None,
+            window_from: "config",
         },
         policy: Policy::FullAuto,
         tools: garuda_core::tools::ToolRegistry::for_session(Vec::new()).expect("no clash"),

@@ -482,7 +482,7 @@ class _InspectResultRequired(TypedDict):
     threshold: int
     # Tool specs (without MCP's).
     tools: int
-    # The window the session plans with: the configured one, or the smaller limit the provider named in a prompt-too-long answer.
+    # The window the session plans with: the configured one, the smaller one the model's local server reported, or the smaller limit the provider named in a prompt-too-long answer.
     window: int
 
 
@@ -513,10 +513,14 @@ class InspectResult(_InspectResultRequired, total=False):
     nudges: int
     # What prompt assembly reported for this session's prompt: files cut or skipped, and feature switches that add no line because the session offers no such tool.
     promptWarnings: List[str]
+    # The window the model's local server reported, once asked (before the first request).
+    serverWindow: Optional[int]
     # Every instruction source of the session: those of its system prompt, the nested files and path-scoped rules in force for the paths its tools touched (`placement: "note"`), and the rules not in force yet.
     sources: List[InstructionSource]
     # What the session's model requests used and cost, per purpose: `main` (the turns' steps), `summary`, `collapse`, `worker`, `agent`; purposes without a request are left out. The session's cost (`costUsd` of `usage` events) is the sum of these rows.
     usageByPurpose: List[PurposeUsage]
+    # Where `window` comes from: `learned` (a prompt-too-long answer named it), the local server's endpoint that reported it (`llama.cpp /props`, `ollama /api/show`, `lmstudio /api/v0/models`, `vllm /v1/models`), or the model's `config`, `table`, `default` or `environment` (`GARUDA_CONTEXT_WINDOW`).
+    windowSource: str
 
 
 class _InstructionSourceRequired(TypedDict):

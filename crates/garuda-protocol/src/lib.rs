@@ -755,11 +755,21 @@ pub struct InspectResult {
     pub free: u64,
     /// Reserved for the model's output.
     pub reserved: u64,
-    /// The window the session plans with: the configured one, or the smaller limit the
-    /// provider named in a prompt-too-long answer.
+    /// The window the session plans with: the configured one, the smaller one the model's
+    /// local server reported, or the smaller limit the provider named in a prompt-too-long
+    /// answer.
     pub window: u64,
+    /// Where `window` comes from: `learned` (a prompt-too-long answer named it), the local
+    /// server's endpoint that reported it (`llama.cpp /props`, `ollama /api/show`,
+    /// `lmstudio /api/v0/models`, `vllm /v1/models`), or the model's `config`, `table`,
+    /// `default` or `environment` (`GARUDA_CONTEXT_WINDOW`).
+    #[serde(default)]
+    pub window_source: String,
     /// The model's window from the model table or the config.
     pub configured_window: u64,
+    /// The window the model's local server reported, once asked (before the first request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_window: Option<u64>,
     /// The limit learned from the provider, when one was (kept in the transcript).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learned_limit: Option<u64>,

@@ -416,6 +416,8 @@ export type InspectResult = {
   reserved: number;
   /** What the session's commands run in, measured at its start. */
   sandbox: SandboxReport;
+  /** The window the model's local server reported, once asked (before the first request). */
+  serverWindow?: number | null;
   /**
    * Every instruction source of the session: those of its system prompt, the nested files
    * and path-scoped rules in force for the paths its tools touched (`placement: "note"`),
@@ -435,10 +437,18 @@ export type InspectResult = {
    */
   usageByPurpose?: PurposeUsage[];
   /**
-   * The window the session plans with: the configured one, or the smaller limit the
-   * provider named in a prompt-too-long answer.
+   * The window the session plans with: the configured one, the smaller one the model's
+   * local server reported, or the smaller limit the provider named in a prompt-too-long
+   * answer.
    */
   window: number;
+  /**
+   * Where `window` comes from: `learned` (a prompt-too-long answer named it), the local
+   * server's endpoint that reported it (`llama.cpp /props`, `ollama /api/show`,
+   * `lmstudio /api/v0/models`, `vllm /v1/models`), or the model's `config`, `table`,
+   * `default` or `environment` (`GARUDA_CONTEXT_WINDOW`).
+   */
+  windowSource?: string;
 };
 
 /** Where an instruction source reaches the model. */

@@ -1169,6 +1169,7 @@ fn endpoint_resolution_merges_config_and_env() {
             max_output: 32_000,
             known: true,
             prices: None,
+            window_from: "config",
         }
     );
     assert!(!model_info("ollama/unknown-thing", &cfg).known);

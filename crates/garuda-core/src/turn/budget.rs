@@ -15,9 +15,41 @@ pub fn fixed_chars(session: &LiveSession) -> usize {
     session.system().chars().count() + tokens::tool_chars(&session.tool_specs())
 }
 
-/// The window the session plans with: the configured one or the provider's smaller limit.
+/// The window the session plans with: the configured one, or the smaller one the model's
+/// server reported, or the provider's smaller limit learned from a refusal.
 pub fn window(session: &LiveSession, state: &SessionState) -> u64 {
-    effective_window(session.model().info.context_window, state.learned_limit)
+    planned_window(
+        &session.model().info,
+        session.server_window(),
+        state.learned_limit,
+    )
+    .0
+}
+
+/// Where the window the session plans with comes from (see [`planned_window`]).
+pub fn window_source(session: &LiveSession, state: &SessionState) -> &'static str {
+    planned_window(
+        &session.model().info,
+        session.server_window(),
+        state.learned_limit,
+    )
+    .1
+}
+
+/// The window planned with, and where it comes from: `learned` (a refusal named it), the
+/// server's endpoint (`llama.cpp /props`, …) when it reported less, or the model's `config`,
+/// `table`, `default` or `environment`.
+pub fn planned_window(
+    info: &crate::provider::ModelInfo,
+    server: Option<crate::provider::ServerWindow>,
+    learned: Option<u64>,
+) -> (u64, &'static str) {
+    let (declared, from) = match server {
+        Some(s) if s.tokens < info.context_window => (s.tokens, s.source),
+        _ => (info.context_window, info.window_from),
+    };
+    let w = effective_window(declared, learned);
+    (w, if w < declared { "learned" } else { from })
 }
 
 /// The budgets at the session's window.

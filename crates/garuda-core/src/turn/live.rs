@@ -335,6 +335,8 @@ pub struct LiveSession {
     /// An agent call is running this sub-session now (set by the call, see `turn/agents.rs`),
     /// so a client's own turn on it is refused as `AgentRunning`, not plain `Busy`.
     agent_call: std::sync::atomic::AtomicBool,
+    /// What the model's server said of its window: (model id asked for, its answer).
+    server_window: Mutex<Option<(String, Option<crate::provider::ServerWindow>)>>,
 }
 
 /// The tool registry a compaction would install, and the MCP list and skills behind it.
@@ -465,6 +467,7 @@ impl LiveSession {
             readable: Arc::new(Mutex::new(readable)),
             user_words: std::sync::atomic::AtomicBool::new(user_words),
             agent_call: std::sync::atomic::AtomicBool::new(false),
+            server_window: Mutex::new(None),
         }
     }
 
@@ -611,9 +614,41 @@ impl LiveSession {
         self.model().info.context_window
     }
 
+    /// The configured window, lowered to what the model's server reported (before any limit
+    /// a refusal teaches).
+    pub fn planned_window(&self) -> u64 {
+        super::budget::planned_window(&self.model().info, self.server_window(), None).0
+    }
+
     /// The model the session talks to now.
     pub fn model(&self) -> Arc<ModelBinding> {
         self.model.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The window the current model's server reported, once asked ([`Self::ask_server_window`]).
+    pub fn server_window(&self) -> Option<crate::provider::ServerWindow> {
+        let id = self.model().id.clone();
+        let held = self.server_window.lock().unwrap_or_else(|p| p.into_inner());
+        held.as_ref()
+            .filter(|(m, _)| *m == id)
+            .and_then(|(_, w)| *w)
+    }
+
+    /// Asks the current model's server for its window once per model (a local server only;
+    /// the provider caches the answer per server and model across sessions).
+    pub async fn ask_server_window(&self) -> Option<crate::provider::ServerWindow> {
+        let model = self.model();
+        {
+            let held = self.server_window.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((m, w)) = held.as_ref()
+                && *m == model.id
+            {
+                return *w;
+            }
+        }
+        let w = model.provider.server_window(&model.id).await;
+        *self.server_window.lock().unwrap_or_else(|p| p.into_inner()) = Some((model.id.clone(), w));
+        w
     }
 
     /// Switches the model from the next model request on. The system prompt keeps naming the

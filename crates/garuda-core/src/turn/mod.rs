@@ -26,7 +26,7 @@ mod worker;
 
 pub use crate::tools::{SNIP_TOOL, snip_tool_spec};
 pub use agents::running_agent;
-pub use budget::{budgets, context_tokens, fixed_chars, window};
+pub use budget::{budgets, context_tokens, fixed_chars, planned_window, window, window_source};
 pub use compact::{CompactOutcome, CompactRequest, ProgressFn, compact_session};
 pub use events::{
     AgentMark, CompactionPhase, HookPhase, PermissionAnswer, PermissionOption, PermissionRequest,

@@ -291,6 +291,8 @@ async fn run_locked(
     max_steps: u32,
     opts: &TurnOptions,
 ) -> Result<TurnOutcome, TurnError> {
+    // A local server says what window it was started with before the first request.
+    session.ask_server_window().await;
     let mut t = Turn::open(session, state, input, host, cancel).await?;
     t.output_schema = opts.output_schema.clone();
     let (limit, at_limit) = match opts.max_turns {
