@@ -17,7 +17,6 @@ use garuda_core::provider::{
     EventSink, ModelInfo, ModelRequest, ModelResponse, Provider, ProviderError,
 };
 use garuda_core::session::SessionHeader;
-use garuda_core::session::view::ViewCache;
 use garuda_core::tools::Policy;
 use garuda_core::turn::{LiveSession, NullHost, SessionSetup, run_turn};
 use tokio_util::sync::CancellationToken;
@@ -68,8 +67,8 @@ fn bench(c: &mut Criterion) {
     let ws = engine.open_workspace(ws_dir.path()).expect("workspace");
     let header = SessionHeader::new(ws.root.path().display().to_string(), "instant/model");
     let file = engine.store().create(&header).expect("create");
-    let setup = SessionSetup {
-        workspace: ws,
+    let setup = || SessionSetup {
+        workspace: ws.clone(),
         model_spec: "instant/model".into(),
         model_id: "model".into(),
         provider: Arc::new(Instant),
@@ -96,10 +95,10 @@ fn bench(c: &mut Criterion) {
         role: None,
         bind_model: None,
     };
-    let live = Arc::new(LiveSession::new(header, setup, file, Vec::new()));
+    let live = Arc::new(LiveSession::new(header.clone(), setup(), file, Vec::new()));
     let host: Arc<dyn garuda_core::turn::TurnHost> = Arc::new(NullHost);
-    let turn = |text: String| {
-        let (live, host) = (live.clone(), host.clone());
+    let turn = |live: Arc<LiveSession>, text: String| {
+        let host = host.clone();
         async move {
             run_turn(
                 &live,
@@ -115,26 +114,26 @@ fn bench(c: &mut Criterion) {
     // 100 turns: 200 messages.
     rt.block_on(async {
         for i in 0..100 {
-            turn(format!(
-                "question {i} about the code base, with some words to weigh it"
-            ))
+            turn(
+                live.clone(),
+                format!("question {i} about the code base, with some words to weigh it"),
+            )
             .await;
         }
     });
-    // Each sample starts from the same 200 messages, with the view cache emptied, so the
-    // figure is an upper bound: the view is rebuilt whole instead of extended.
-    let base = live.try_state().expect("idle session").records.len();
+    // Each sample starts from the same 200 messages in a session brought to life afresh (a
+    // new transcript, its view not yet built), so the figure is an upper bound: the view is
+    // rebuilt whole instead of extended.
+    let base = engine.store().load(live.id()).expect("load").records;
     c.bench_function("one step, 200-message session (view rebuilt)", |b| {
         b.iter_custom(|iters| {
             let mut total = std::time::Duration::ZERO;
             for _ in 0..iters {
-                {
-                    let mut st = live.try_state().expect("idle session");
-                    st.records.truncate(base);
-                    st.view_cache = ViewCache::new();
-                }
+                let header = SessionHeader::new(header.workspace_root.clone(), "instant/model");
+                let file = engine.store().create(&header).expect("create");
+                let fresh = Arc::new(LiveSession::new(header, setup(), file, base.clone()));
                 let t = std::time::Instant::now();
-                rt.block_on(turn("one more question".to_string()));
+                rt.block_on(turn(fresh, "one more question".to_string()));
                 total += t.elapsed();
             }
             total

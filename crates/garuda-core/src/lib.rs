@@ -5,6 +5,10 @@
 //! It knows nothing of JSON-RPC: the `garuda` binary's fronts turn protocol messages into
 //! calls of [`engine::Engine`] and its results back into wire types.
 
+// Every public item is documented, and `pub` means reachable from outside the crate: what
+// only the crate uses says `pub(crate)`, so a reader knows the surface the fronts build on.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod agents;
 pub mod config;
 pub mod dirs;

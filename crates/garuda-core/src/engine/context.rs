@@ -255,23 +255,20 @@ impl Engine {
             match live.try_state().ok_or(()) {
                 Ok(mut state) => {
                     let t = turn::context_tokens(&live, &mut state)?;
-                    let scoped = turn::scoped_sources(&live, &mut state.scope);
+                    let scoped = turn::scoped_sources(&live, state.scope_mut());
                     // `context_tokens` brought the view up to date (a due microcompact appended).
-                    let st = &mut *state;
-                    let view = st
-                        .view_cache
-                        .view(&st.records, &live.setup.view_policy, now_ms());
-                    let relief = relief_report(&st.records, view);
+                    let view = state.view(&live.setup.view_policy, now_ms()).clone();
+                    let relief = relief_report(state.records(), &view);
                     (
                         t,
-                        state.view_cache.chars(),
-                        state.tracker,
-                        state.failures.paused(&live.setup.compact),
-                        state.learned_limit,
+                        state.message_chars(),
+                        state.tracker(),
+                        state.compaction_paused(&live.setup.compact),
+                        state.learned_limit(),
                         relief,
                         scoped,
-                        last_compaction(&state.records),
-                        by_purpose(&state.records),
+                        last_compaction(state.records()),
+                        by_purpose(state.records()),
                     )
                 }
                 Err(_) => {

@@ -22,11 +22,11 @@ use crate::workspace::Workspace;
 pub(crate) type GitRead = std::thread::JoinHandle<Option<GitState>>;
 
 /// How long the process waits at exit for the sessions' SessionEnd hooks.
-pub const EXIT_HOOKS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+pub(crate) const EXIT_HOOKS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Most sessions kept in memory; past it the least recently used idle ones are dropped (their
 /// transcripts are on disk, and the next request for one loads it again).
-pub const MAX_LIVE_SESSIONS: usize = 256;
+pub(crate) const MAX_LIVE_SESSIONS: usize = 256;
 
 struct Entry {
     session: Arc<LiveSession>,
@@ -773,7 +773,7 @@ impl Engine {
     /// (reading instead of waiting).
     fn records_of(&self, live: &LiveSession) -> Result<Vec<Record>, EngineError> {
         Ok(match live.try_state() {
-            Some(s) => s.records.clone(),
+            Some(s) => s.records().to_vec(),
             None => self.store().load(live.id())?.records,
         })
     }

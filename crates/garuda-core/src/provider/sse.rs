@@ -19,7 +19,7 @@ use crate::message::Block;
 
 /// Most bytes read of an error answer (or of a JSON answer where a stream was asked for);
 /// only a 500-character excerpt is kept, the rest is not read.
-pub const MAX_ERROR_BODY: usize = 64 * 1024;
+pub(crate) const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// What a decoder says after one SSE event.
 pub(crate) enum Step {

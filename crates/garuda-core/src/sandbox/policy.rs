@@ -220,7 +220,7 @@ pub(crate) const REPLACED: &[&str] = &["/tmp", "/run", "/dev", "/proc"];
 /// `/tmp` (or `/run`) would hide it, and the toolchain folders (`toolchain`, else `.cargo`
 /// and `.rustup` in `home`), so commands find `cargo` and `rustc` from a checkout with its
 /// home under `/tmp`.
-pub fn visible_folders(home: Option<&Path>, toolchain: &[Option<PathBuf>]) -> Vec<PathBuf> {
+pub(crate) fn visible_folders(home: Option<&Path>, toolchain: &[Option<PathBuf>]) -> Vec<PathBuf> {
     let hidden = |p: &Path| REPLACED.iter().any(|r| p.starts_with(r));
     let mut out = Vec::new();
     if let Some(h) = home.and_then(|h| h.canonicalize().ok())

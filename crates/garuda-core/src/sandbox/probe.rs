@@ -67,13 +67,13 @@ pub fn probe() -> &'static SandboxState {
 }
 
 /// The cache file's name in [`crate::dirs::cache_dir`].
-pub const CACHE_FILE: &str = "sandbox-probe";
+pub(crate) const CACHE_FILE: &str = "sandbox-probe";
 const CACHE_HEAD: &str = "garuda sandbox probe 1";
 
 /// The probe through the cache file `file`: an entry whose key matches this machine's is the
 /// answer; otherwise the probe runs and a working sandbox is written down. Only success is
 /// kept: a failure may be passing (a full process table), and it costs no more than a probe.
-pub fn probe_cached(file: Option<PathBuf>) -> SandboxState {
+pub(crate) fn probe_cached(file: Option<PathBuf>) -> SandboxState {
     let found = find_bwrap();
     let key = found.as_deref().and_then(cache_key);
     if let (Some(file), Some(key), Some(path)) = (&file, &key, &found)

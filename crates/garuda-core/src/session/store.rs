@@ -767,7 +767,7 @@ mod summary_serde {
         Option<ParentRef>,
     );
 
-    pub fn serialize<S: Serializer>(s: &SessionSummary, ser: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(s: &SessionSummary, ser: S) -> Result<S::Ok, S::Error> {
         (
             &s.id,
             s.created,
@@ -784,7 +784,7 @@ mod summary_serde {
             .serialize(ser)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SessionSummary, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SessionSummary, D::Error> {
         let (
             id,
             created,

@@ -1,6 +1,8 @@
-//! What a built-in tool is: one type per tool (in `builtin/`) that declares everything the rest
-//! of Garuda asks about it (name, spec, class, editor kind, the paths it touches, its risk) and
-//! runs it. The registry holds these handlers; nothing outside `tools/` matches a tool by name.
+//! What a tool is: one type per tool that declares everything the rest of Garuda asks about it
+//! (name, spec, class, editor kind, the paths it touches, its risk) and runs it. Built-ins
+//! live in `builtin/`; a client's and an MCP server's tools in `remote.rs` (they forward
+//! through the [`Workbench`]). The registry holds these handlers and the turn calls
+//! `run` for every tool; nothing outside `tools/` matches a tool by name.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -17,8 +19,9 @@ use crate::fsroot::Root;
 use crate::message::ToolSpec;
 use crate::prompt::Offer;
 
-/// What the client lends a running tool: its buffers, its edits, its terminals. Each answers
-/// `None` when the client does not offer it (the tool then does the work itself).
+/// What the turn lends a running tool: the client's buffers, edits, terminals and tools, the
+/// session's own operations (snip, leaving plan mode, agents) and its MCP servers. Each
+/// answers `None` when nothing lends it (the tool then does the work itself, or refuses).
 pub trait Workbench: Send + Sync {
     /// The text of `path` as the editor holds it, unsaved changes included.
     fn read_text(&self, _path: PathBuf) -> Option<BoxFuture<'static, Result<String, String>>> {
@@ -47,6 +50,38 @@ pub trait Workbench: Send + Sync {
     ) -> Option<BoxFuture<'a, ToolOutput>> {
         None
     }
+    /// Removes messages from the session's view (`snip`): what the model reads back, or why
+    /// nothing was removed.
+    fn snip(&self, _input: Value) -> Option<BoxFuture<'_, Result<String, String>>> {
+        None
+    }
+    /// Asks the person to approve the plan in `input` and, approved, leaves plan mode
+    /// (`exit_plan_mode`).
+    fn leave_plan<'a>(
+        &'a self,
+        _input: Value,
+        _ctx: &'a ToolContext,
+    ) -> Option<BoxFuture<'a, ToolOutput>> {
+        None
+    }
+    /// Calls the MCP tool the session knows as `name` on its server.
+    fn call_mcp<'a>(
+        &'a self,
+        _name: &'a str,
+        _input: Value,
+        _ctx: &'a ToolContext,
+    ) -> Option<BoxFuture<'a, ToolOutput>> {
+        None
+    }
+    /// Calls the tool `name` the client registered; it runs in the client.
+    fn call_client<'a>(
+        &'a self,
+        _name: &'a str,
+        _input: Value,
+        _ctx: &'a ToolContext,
+    ) -> Option<BoxFuture<'a, ToolOutput>> {
+        None
+    }
 }
 
 /// A workbench that lends nothing: every tool does its own work.
@@ -58,7 +93,7 @@ impl Workbench for NoWorkbench {}
 /// editor-side form; each tool overrides what it has.
 pub trait Tool: Send + Sync + 'static {
     /// The name the model calls it by.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     /// What the model sees (bytes fixed: they sit in the cached prompt prefix).
     fn spec(&self) -> ToolSpec;
     /// What it does, for the approval policy and compaction.

@@ -12,6 +12,7 @@ mod handler;
 pub mod listing;
 mod policy;
 mod registry;
+mod remote;
 mod util;
 mod vocab;
 mod walk;
@@ -48,10 +49,7 @@ pub fn builtin_specs() -> Vec<crate::message::ToolSpec> {
 /// Garuda's tools (`MultiEdit` edits like `edit_file`); empty for tools Claude Code has no
 /// equivalent of. MCP tools are `mcp__SERVER__TOOL` in both and need no alias.
 pub fn claude_aliases(name: &str) -> &'static [&'static str] {
-    if let Some(h) = ToolRegistry::builtins()
-        .get(name)
-        .and_then(ToolEntry::handler)
-    {
+    if let Some(h) = ToolRegistry::builtins().get(name).map(|e| &e.handler) {
         return h.claude_names();
     }
     // Tools a client may register under the names Claude Code's own tools have.
@@ -66,7 +64,7 @@ pub fn claude_aliases(name: &str) -> &'static [&'static str] {
 /// root-relative `path`, for hooks written for Claude Code.
 pub fn claude_file_path_field(name: &str) -> Option<&'static str> {
     let tools = ToolRegistry::builtins();
-    let h = tools.get(name).and_then(ToolEntry::handler)?;
+    let h = tools.get(name).map(|e| &e.handler)?;
     h.claude_file_path().then_some(h.path_arg()).flatten()
 }
 
@@ -96,7 +94,7 @@ pub fn describe_call(name: &str, input: &Value) -> String {
 /// and bad input are error outputs.
 pub async fn run(name: &str, input: Value, ctx: &ToolContext) -> ToolOutput {
     let tools = ToolRegistry::builtins();
-    match tools.get(name).and_then(ToolEntry::handler) {
+    match tools.get(name).map(|e| &e.handler) {
         Some(h) => run_handler(h, input, ctx, &NoWorkbench).await,
         None => ToolOutput::error(format!(
             "unknown tool `{name}`; available tools: {}",

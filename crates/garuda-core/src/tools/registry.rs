@@ -1,13 +1,16 @@
 //! The tools of a session, each registered once with what the rest of Garuda needs to know
-//! about it: its spec, its class (approval policy, compaction, the fronts' display), where
-//! it runs, and which input names a workspace file. Built-in tools (their handlers), the
-//! session tool `snip`, client tools and MCP tools register the same way; nothing outside
-//! `tools/` matches tool names.
+//! about it: its handler (what runs it), its spec, its class (approval policy, compaction,
+//! the fronts' display), where it runs, and which input names a workspace file. Built-in
+//! tools, the session tool `snip`, client tools, MCP tools and `mcp_tool_search` register the
+//! same way, each with a handler; nothing outside `tools/` matches tool names.
 
 use serde_json::Value;
 
-use super::builtin::{self, AgentTool, ExploreTool, SKILL_TOOL, SNIP_TOOL, SkillTool};
+use super::builtin::{
+    self, AgentTool, ExploreTool, McpSearchTool, SKILL_TOOL, SNIP_TOOL, SkillTool, SnipTool,
+};
 use super::handler::Handler;
+use super::remote::{ClientTool, McpCallTool};
 use super::util;
 use super::vocab::{EditPreview, Risk, ToolClass, ToolKind, Touch};
 use crate::fsroot::Root;
@@ -17,8 +20,8 @@ use crate::prompt::Offer;
 /// Where a tool runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolSource {
-    /// One of Garuda's built-in tools, run by its handler.
-    Builtin(Handler),
+    /// One of Garuda's built-in tools.
+    Builtin,
     /// An operation on the session itself (`snip`).
     Session,
     /// A tool the client registered; it runs in the client (`tool/call`).
@@ -48,6 +51,8 @@ pub enum Touched<'a> {
 /// One registered tool.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolEntry {
+    /// What runs it and answers for it.
+    pub handler: Handler,
     /// What the model sees.
     pub spec: ToolSpec,
     /// What it does.
@@ -89,25 +94,21 @@ impl ToolEntry {
         input.get(self.path_arg?)?.as_str()
     }
 
-    /// The handler of a built-in tool.
-    pub fn handler(&self) -> Option<&Handler> {
-        match &self.source {
-            ToolSource::Builtin(h) => Some(h),
-            _ => None,
-        }
-    }
-
     /// True for one of Garuda's built-in tools.
     pub fn is_builtin(&self) -> bool {
-        self.handler().is_some()
+        self.source == ToolSource::Builtin
+    }
+
+    /// True for a tool that works on the session itself (`snip`, `exit_plan_mode`,
+    /// `mcp_tool_search`): it is never asked for, and plan mode runs it.
+    pub fn works_on_session(&self) -> bool {
+        matches!(self.source, ToolSource::Session | ToolSource::McpSearch)
+            || self.class == ToolClass::Plan
     }
 
     /// One line describing a call, for titles and logs: e.g. `bash: cargo test`.
     pub fn describe(&self, input: &Value) -> String {
-        let detail = match self.handler() {
-            Some(h) => h.describe(input),
-            None => input.to_string(),
-        };
+        let detail = self.handler.describe(input);
         let line = format!("{}: {}", self.spec.name, one_line(&detail));
         // Titles of ACP cards and exec's lines come from here: a bidi override in a path or
         // a command must show as `\u{202e}`, not turn the line around.
@@ -121,8 +122,8 @@ impl ToolEntry {
     /// what runs.
     pub fn approval_title(&self, input: &Value, risk: Option<&str>) -> String {
         let base = self
-            .handler()
-            .and_then(|h| h.title(input))
+            .handler
+            .title(input)
             .unwrap_or_else(|| self.describe(input));
         let title = match risk {
             Some(why) => format!("{base} ({why})"),
@@ -135,19 +136,19 @@ impl ToolEntry {
 
     /// The call asks to run outside the sandbox (see [`crate::tools::Tool::leaves_sandbox`]).
     pub fn leaves_sandbox(&self, input: &Value) -> bool {
-        self.handler().is_some_and(|h| h.leaves_sandbox(input))
+        self.handler.leaves_sandbox(input)
     }
 
     /// The path a call would change that needs a second look, and why.
     pub fn risk(&self, input: &Value, root: &Root) -> Option<Risk> {
-        self.handler()?.risk(input, root)
+        self.handler.risk(input, root)
     }
 
     /// What a call would change, for an editor to draw before it runs. The texts are for a
     /// person's eyes, so format characters in them show escaped (the write itself uses the
     /// call's exact input); `rel_path` stays exact, for navigation.
     pub fn preview(&self, input: &Value, root: &Root) -> Option<EditPreview> {
-        let mut p = self.handler()?.preview(input, root)?;
+        let mut p = self.handler.preview(input, root)?;
         let shown = |t: &str| crate::text::escape_format_chars(t).into_owned();
         p.old_text = p.old_text.as_deref().map(shown);
         p.new_text = shown(&p.new_text);
@@ -156,22 +157,16 @@ impl ToolEntry {
 
     /// The 1-based line a call starts at, when its input names one.
     pub fn line(&self, input: &Value) -> Option<u32> {
-        self.handler()?.line(input)
+        self.handler.line(input)
     }
 
-    fn plain(spec: ToolSpec, class: ToolClass, source: ToolSource) -> ToolEntry {
-        ToolEntry {
-            offer: offer_of(&spec.name, &source),
-            kind: ToolKind::of(class),
-            spec,
-            class,
-            source,
-            path_arg: None,
-            needs_read: false,
-            deferred: false,
-            touch: None,
-            read_only: class.read_only(),
-        }
+    /// A tool Garuda does not implement itself, or a session tool: what its handler
+    /// declares, with `source` saying where it runs.
+    fn other(h: Handler, source: ToolSource) -> ToolEntry {
+        let mut e = ToolEntry::builtin(h);
+        e.offer = offer_of(&e.spec.name, &source);
+        e.source = source;
+        e
     }
 
     fn builtin(h: Handler) -> ToolEntry {
@@ -185,7 +180,8 @@ impl ToolEntry {
             touch: h.touch(),
             read_only: h.read_only(),
             deferred: false,
-            source: ToolSource::Builtin(h),
+            source: ToolSource::Builtin,
+            handler: h,
         }
     }
 }
@@ -255,9 +251,8 @@ impl ToolRegistry {
     pub fn with_options(client: Vec<ToolSpec>, snip: bool) -> Result<ToolRegistry, ToolClash> {
         let mut r = ToolRegistry::builtins();
         if snip {
-            r.entries.push(ToolEntry::plain(
-                builtin::snip_tool_spec(),
-                ToolClass::Session,
+            r.entries.push(ToolEntry::other(
+                Handler::new(SnipTool),
                 ToolSource::Session,
             ));
         }
@@ -266,8 +261,8 @@ impl ToolRegistry {
             if r.get(&spec.name).is_some() || spec.name == SNIP_TOOL {
                 return Err(ToolClash(spec.name));
             }
-            r.entries
-                .push(ToolEntry::plain(spec, ToolClass::Other, ToolSource::Client));
+            let tool = Handler::new(ClientTool::new(spec));
+            r.entries.push(ToolEntry::other(tool, ToolSource::Client));
         }
         Ok(r)
     }
@@ -295,16 +290,12 @@ impl ToolRegistry {
             if self.get(&t.name).is_some() {
                 return Err(ToolClash(t.name.clone()));
             }
-            let class = if t.read_only {
-                ToolClass::Read
-            } else {
-                ToolClass::Exec
-            };
             let source = ToolSource::Mcp {
                 server: t.server.clone(),
                 tool: t.tool.clone(),
             };
-            let mut entry = ToolEntry::plain(t.spec.clone(), class, source);
+            let tool = Handler::new(McpCallTool::new(t.spec.clone(), t.read_only));
+            let mut entry = ToolEntry::other(tool, source);
             entry.deferred = plan.is_deferred();
             self.entries.push(entry);
         }
@@ -312,13 +303,16 @@ impl ToolRegistry {
             if self.get(&search.name).is_some() {
                 return Err(ToolClash(search.name.clone()));
             }
-            self.entries.push(ToolEntry::plain(
-                search.clone(),
-                ToolClass::Search,
-                ToolSource::McpSearch,
-            ));
+            let entry = self.search_entry(search.clone());
+            self.entries.push(entry);
         }
         Ok(self)
+    }
+
+    /// `mcp_tool_search` over this registry's deferred definitions.
+    fn search_entry(&self, spec: ToolSpec) -> ToolEntry {
+        let tool = Handler::new(McpSearchTool::new(spec, self.deferred_specs()));
+        ToolEntry::other(tool, ToolSource::McpSearch)
     }
 
     /// This registry with the `skill` tool over `set` (replacing an earlier one), after the
@@ -470,10 +464,12 @@ impl ToolRegistry {
                 _ => {}
             }
         }
+        // Its handler searches the definitions this sub-session defers, not the caller's.
         if let Some(s) = search
             && r.mcp_deferred_entries()
         {
-            r.entries.push(s.clone());
+            let entry = r.search_entry(s.spec.clone());
+            r.entries.push(entry);
         }
         r
     }

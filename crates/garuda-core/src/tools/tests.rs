@@ -52,7 +52,7 @@ impl Fx {
 
 fn plan_edit(name: &str, input: &Value, ctx: &ToolContext) -> Result<PlannedWrite, ToolOutput> {
     let tools = ToolRegistry::builtins();
-    let handler = tools.get(name).and_then(ToolEntry::handler).unwrap();
+    let handler = &tools.get(name).unwrap().handler;
     handler.plan(input, ctx).unwrap()
 }
 
@@ -965,11 +965,7 @@ fn schema_snapshot() {
 fn specs_names_and_classes_agree() {
     let tools = ToolRegistry::builtins();
     let names: Vec<String> = builtin_specs().into_iter().map(|s| s.name).collect();
-    let handlers: Vec<&str> = tools
-        .entries()
-        .iter()
-        .filter_map(|e| e.handler().map(|h| h.name()))
-        .collect();
+    let handlers: Vec<&str> = tools.entries().iter().map(|e| e.handler.name()).collect();
     assert_eq!(names, handlers, "each handler's name is its spec's");
     for e in tools.entries() {
         assert_ne!(e.class, ToolClass::Other, "{}", e.spec.name);

@@ -352,6 +352,8 @@ pub struct ToolOutput {
     pub is_error: bool,
     /// Side facts.
     pub meta: ToolMeta,
+    /// Blocks after the text (an MCP tool's images and resources).
+    pub blocks: Vec<crate::message::Block>,
 }
 
 impl ToolOutput {
@@ -361,6 +363,7 @@ impl ToolOutput {
             content: content.into(),
             is_error: false,
             meta: ToolMeta::default(),
+            blocks: Vec::new(),
         }
     }
 
@@ -370,6 +373,7 @@ impl ToolOutput {
             content: content.into(),
             is_error: true,
             meta: ToolMeta::default(),
+            blocks: Vec::new(),
         }
     }
 

@@ -27,7 +27,7 @@ pub(crate) trait FileChange: Send + Sync + 'static {
     /// The tool's input.
     type Input: DeserializeOwned;
     /// The name the model calls it by.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     /// Claude Code's names for it.
     fn claude_names(&self) -> &'static [&'static str];
     /// What the model sees (bytes fixed).
@@ -50,7 +50,7 @@ impl<C: FileChange> WholeFile<C> {
 }
 
 impl<C: FileChange> Tool for WholeFile<C> {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         self.0.name()
     }
     fn claude_names(&self) -> &'static [&'static str] {

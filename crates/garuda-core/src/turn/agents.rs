@@ -295,13 +295,13 @@ fn report_of(child: &LiveSession) -> (String, Usage) {
         return (String::new(), Usage::default());
     };
     let mut usage = Usage::default();
-    for r in &state.records {
+    for r in state.records() {
         if let Record::Usage(u) = r {
             usage.add(&u.usage);
         }
     }
     let text = state
-        .records
+        .records()
         .iter()
         .rev()
         .filter_map(Record::as_message)
@@ -326,7 +326,7 @@ const RELAY_CHARS: usize = 400;
 /// Longest wait before gathered text goes out (checked when more arrives).
 const RELAY_EVERY: Duration = Duration::from_millis(250);
 /// Most characters of a relayed tool call's output.
-pub const RELAY_OUTPUT_CHARS: usize = 2_000;
+pub(crate) const RELAY_OUTPUT_CHARS: usize = 2_000;
 
 /// A sub-session's text deltas, gathered so a client gets a few relayed events a second
 /// rather than one per streamed token.

@@ -13,6 +13,8 @@ use crate::tools::{self, EditRisk, Policy, ToolClass};
 pub(crate) struct CallFacts<'a> {
     /// What the tool does.
     pub class: ToolClass,
+    /// The tool works on the session itself (`snip`, `exit_plan_mode`, `mcp_tool_search`).
+    pub works_on_session: bool,
     /// How much the path an edit changes matters (links resolved).
     pub edit_risk: EditRisk,
     /// The call asks to leave the sandbox of a session whose commands are confined.
@@ -44,6 +46,11 @@ pub(crate) enum Decision {
 
 /// The decision for one call (pure).
 pub(crate) fn decide(f: &CallFacts<'_>) -> Decision {
+    // Changing the session's own view or mode touches nothing of the person's: never asked
+    // (leaving plan mode asks its own question, with the plan).
+    if f.works_on_session {
+        return Decision::Run { remembered: false };
+    }
     let policy_needs = tools::approval_needed(f.policy, f.class, f.sandbox, f.edit_risk);
     // Leaving the sandbox, or editing what runs outside it later (git's config, hooks, agent
     // and skill files), asks each time: no policy, "allow always" or hook `allow` skips it.
@@ -147,10 +154,14 @@ mod tests {
             // Memory writes ask under `ask` only.
             (Ask, Memory, Plain, false, None, &boxed, false, ASK),
             (AutoEdit, Memory, Plain, false, None, &boxed, false, RUN),
+            // Work on the session itself is never asked, not even at a hook's `ask`.
+            (Ask, Session, Plain, false, ask, &no_box, false, RUN),
+            (Ask, ToolClass::Plan, Plain, false, ask, &no_box, false, RUN),
         ];
         for (i, (policy, class, risk, escape, hook, sb, always, want)) in rows.iter().enumerate() {
             let got = decide(&CallFacts {
                 class: *class,
+                works_on_session: matches!(class, Session | ToolClass::Plan),
                 edit_risk: *risk,
                 escape: *escape,
                 hook: *hook,

@@ -17,7 +17,7 @@ pub fn fixed_chars(session: &LiveSession) -> usize {
 
 /// The window the session plans with: the configured one, or the smaller one the model's
 /// server reported, or the provider's smaller limit learned from a refusal.
-pub fn window(session: &LiveSession, state: &SessionState) -> u64 {
+pub(crate) fn window(session: &LiveSession, state: &SessionState) -> u64 {
     planned_window(
         &session.model().info,
         session.server_window(),
@@ -26,20 +26,10 @@ pub fn window(session: &LiveSession, state: &SessionState) -> u64 {
     .0
 }
 
-/// Where the window the session plans with comes from (see [`planned_window`]).
-pub fn window_source(session: &LiveSession, state: &SessionState) -> &'static str {
-    planned_window(
-        &session.model().info,
-        session.server_window(),
-        state.learned_limit,
-    )
-    .1
-}
-
 /// The window planned with, and where it comes from: `learned` (a refusal named it), the
 /// server's endpoint (`llama.cpp /props`, …) when it reported less, or the model's `config`,
 /// `table`, `default` or `environment`.
-pub fn planned_window(
+pub(crate) fn planned_window(
     info: &crate::provider::ModelInfo,
     server: Option<crate::provider::ServerWindow>,
     learned: Option<u64>,
@@ -53,7 +43,7 @@ pub fn planned_window(
 }
 
 /// The budgets at the session's window.
-pub fn budgets(session: &LiveSession, state: &SessionState) -> Budgets {
+pub(crate) fn budgets(session: &LiveSession, state: &SessionState) -> Budgets {
     compact::budgets(
         window(session, state),
         session.model().info.max_output as u64,
@@ -62,7 +52,10 @@ pub fn budgets(session: &LiveSession, state: &SessionState) -> Budgets {
 }
 
 /// The context size now (the view's messages, system prompt and tools).
-pub fn context_tokens(session: &LiveSession, state: &mut SessionState) -> Result<u64, TurnError> {
+pub(crate) fn context_tokens(
+    session: &LiveSession,
+    state: &mut SessionState,
+) -> Result<u64, TurnError> {
     current_view(state, &session.setup.view_policy)?;
     let chars = state.view_cache.chars();
     Ok(state.tracker.context_tokens(chars, fixed_chars(session)))
@@ -72,7 +65,7 @@ pub fn context_tokens(session: &LiveSession, state: &mut SessionState) -> Result
 /// inferred from the refused request's estimated size) is recorded in the transcript when it
 /// is below the session's window, and a main request's real size recalibrates the estimate.
 /// Returns the refused request's size in tokens, as well as it is known.
-pub fn learn_limit(
+pub(crate) fn learn_limit(
     session: &LiveSession,
     state: &mut SessionState,
     err: &ProviderError,

@@ -96,7 +96,7 @@ pub type ProgressFn<'a> = &'a (dyn Fn(CompactionPhase, Option<u64>, Option<u64>)
 
 /// Between the collapse threshold and the threshold, collapses an older span (the cheaper
 /// relief); over the threshold, compacts unless auto-compaction is paused.
-pub async fn compact_if_needed(
+pub(crate) async fn compact_if_needed(
     session: &Arc<LiveSession>,
     state: &mut SessionState,
     host: &dyn TurnHost,
@@ -585,7 +585,7 @@ struct Written {
 /// always summarizes. Nothing changes unless the installation is written whole. A manual
 /// compaction that fails or is cancelled answers an error; automatic ones never leave the
 /// session stuck (an extractive handoff stands in when the model cannot summarize).
-pub async fn compact_session(
+pub(crate) async fn compact_session(
     session: &Arc<LiveSession>,
     state: &mut SessionState,
     host: &dyn TurnHost,
@@ -807,8 +807,8 @@ impl<'a> Compaction<'a> {
             target: b.target,
             stage1_saves: saves(&s1),
             deep_saves: saves(&deep),
-            steps_since: steps_since_compaction(&self.state.records),
-            last_poor: last_progress_poor(&self.state.records, b.threshold),
+            steps_since: steps_since_compaction(self.state.records()),
+            last_poor: last_progress_poor(self.state.records(), b.threshold),
         };
         let record = match choose_relief(&pressure, policy.min_summary_gap) {
             None => {
@@ -868,7 +868,7 @@ impl<'a> Compaction<'a> {
         let fixed = est.estimate(
             assembled.system.chars().count() + tokens::tool_chars(&next_tools.registry.specs()),
         );
-        let messages = without_regenerated(&view.messages, &self.state.records);
+        let messages = without_regenerated(&view.messages, self.state.records());
         let todo = super::todo::entries(session);
         let todo_t = est.estimate(compact::render_todo(&todo).len() + 64);
         // Nested instructions and rules in force come back, re-read from disk, within a
@@ -916,14 +916,14 @@ impl<'a> Compaction<'a> {
             }
             return nothing("nothing to compact: the session has a single assistant turn".into());
         };
-        let origin = origins(&self.state.records);
+        let origin = origins(self.state.records());
         let present: HashSet<String> = messages[kept.split..]
             .iter()
             .flat_map(|m| m.source_ids.iter())
             .map(|id| origin.get(id).cloned().unwrap_or_else(|| id.clone()))
             .collect();
         let pinned = pin(
-            &user_messages(&self.state.records),
+            &user_messages(self.state.records()),
             &present,
             (b.user_words as f64 * cpt) as usize,
         );
@@ -946,7 +946,7 @@ impl<'a> Compaction<'a> {
     fn fresh_start(&mut self) -> Result<CompactOutcome, TurnError> {
         let session = self.session;
         let view = current_view(self.state, &session.setup.view_policy)?.clone();
-        let messages = without_regenerated(&view.messages, &self.state.records);
+        let messages = without_regenerated(&view.messages, self.state.records());
         let Some(from) = compact::current_request(&messages) else {
             return Ok(CompactOutcome::nothing(
                 self.tokens_before,
@@ -1129,20 +1129,20 @@ impl<'a> Compaction<'a> {
                 .iter()
                 .filter_map(|p| snapshot(session, p))
                 .collect(),
-            None => snapshots(session, &self.state.records),
+            None => snapshots(session, self.state.records()),
         };
         let references = worker.map_or(&[][..], |w| &w.references[..]);
         let files: Vec<FileSnapshot> = snaps.iter().map(|s| s.file.clone()).collect();
         let transcript = self.state.file.path().display().to_string();
-        let edited = edited_paths(session, &self.state.records);
-        let skills = super::skills::snapshots(session, &self.state.records);
+        let edited = edited_paths(session, self.state.records());
+        let skills = super::skills::snapshots(session, self.state.records());
         let approved_plan = super::plan::current(
-            &self.state.records,
+            self.state.records(),
             &session.tools(),
             session.policy() == crate::tools::Policy::Plan,
         );
         // The start note comes back with today's date when the day changed.
-        let git = git_note(&self.state.records)
+        let git = git_note(self.state.records())
             .map(|n| crate::workspace::restate_date(&n, &crate::workspace::today()));
         let plan = |summary: SummaryText, summarizer: Summarizer| {
             compact::plan_installation(&InstallInput {

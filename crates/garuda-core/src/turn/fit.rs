@@ -29,7 +29,7 @@ fn fits(session: &LiveSession, state: &mut SessionState) -> Result<bool, TurnErr
 
 /// Makes the next request fit, taking the steps in order; refuses it (`DoesNotFit`) when
 /// none suffices. Returns what the steps' model calls used (none make any today).
-pub async fn make_room(
+pub(super) async fn make_room(
     session: &Arc<LiveSession>,
     state: &mut SessionState,
     host: &dyn TurnHost,
@@ -55,7 +55,7 @@ pub async fn make_room(
 
 /// The refusal with the sizes: the fixed part, the conversation before the current request,
 /// the request (and what its turn added), the answer room and the window.
-pub fn does_not_fit(
+pub(super) fn does_not_fit(
     session: &LiveSession,
     state: &mut SessionState,
 ) -> Result<TurnError, TurnError> {
@@ -82,14 +82,14 @@ pub fn does_not_fit(
 /// After a turn failed because its request did not fit: when the turn's user message got no
 /// answer, it leaves the view (the transcript keeps it, marked by a snip record), so the
 /// next turn does not carry it too.
-pub fn drop_unanswered(state: &mut SessionState, err: &TurnError) -> Result<(), TurnError> {
+pub(super) fn drop_unanswered(state: &mut SessionState, err: &TurnError) -> Result<(), TurnError> {
     if !err.is_context_full() {
         return Ok(());
     }
     // The turn's message, and any copy of it an installation made during the turn: only
     // while nothing answered it.
     let mut ids = Vec::new();
-    for r in state.records.iter().rev() {
+    for r in state.records().iter().rev() {
         let Some(m) = r.as_message() else { continue };
         // An answer, or a tool result: the turn got somewhere, and its steps stay.
         let answered = m.role == Role::Assistant

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::events::{AgentMark, PermissionAnswer, PermissionRequest, TurnEvent};
 
-pub use crate::mcp::{ElicitationAnswer, ElicitationRequest, Elicitor};
+use crate::mcp::{ElicitationAnswer, ElicitationRequest, Elicitor};
 pub use crate::tools::{ClientToolResult, CommandRun};
 
 /// The turn loop's view of its client; the native and ACP fronts implement it.
@@ -84,7 +84,7 @@ pub trait TurnHost: Send + Sync {
 }
 
 /// The host as the MCP hub's [`Elicitor`] for one session's tool call.
-pub struct HostElicitor<'a> {
+pub(crate) struct HostElicitor<'a> {
     /// The turn's host.
     pub host: &'a dyn TurnHost,
     /// The session the call belongs to.

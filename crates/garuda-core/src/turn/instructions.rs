@@ -19,7 +19,7 @@ use crate::session::records::{
 /// The notes about instruction files since the last compaction. A loaded session's system
 /// prompt is assembled from disk, so it already carries what they said (or newer text): they
 /// are snipped before its next request, and a note is sent only for what differs from it.
-pub fn notes_since_compaction(records: &[Record]) -> Vec<String> {
+pub(crate) fn notes_since_compaction(records: &[Record]) -> Vec<String> {
     let mut out = Vec::new();
     // The record comes just before its note (older transcripts name no message).
     let mut waiting: Option<Option<String>> = None;

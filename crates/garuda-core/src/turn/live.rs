@@ -12,7 +12,7 @@ use crate::prompt::Assembled;
 use crate::provider::{ModelInfo, Provider, ProviderError};
 use crate::session::compact::{CompactPolicy, FailureTracker};
 use crate::session::tokens::ContextTracker;
-use crate::session::view::{ViewCache, ViewPolicy};
+use crate::session::view::{View, ViewCache, ViewPolicy};
 use crate::session::{Record, SessionFile, SessionHeader, StoreError};
 use crate::tools::{FileTracker, Policy, TodoItem, ToolRegistry};
 use crate::workspace::Workspace;
@@ -218,46 +218,48 @@ pub struct ModelBinding {
     pub info: ModelInfo,
 }
 
-/// Mutable state, held for the whole of a turn so turns of one session never interleave.
-pub struct SessionState {
+/// Mutable state, held for the whole of a turn so turns of one session never interleave. Only
+/// the turn module changes it; the rest of the crate reads it through its methods.
+pub(crate) struct SessionState {
     /// The transcript file, opened for appending.
-    pub file: SessionFile,
-    /// Every record, in file order (header excluded).
-    pub records: Vec<Record>,
+    pub(super) file: SessionFile,
+    /// Every record, in file order (header excluded). Private to this file: records are only
+    /// ever appended, through [`SessionState::append`], so memory and file agree.
+    records: Vec<Record>,
     /// Usage of the last response.
-    pub last_usage: Option<Usage>,
+    pub(super) last_usage: Option<Usage>,
     /// The latest note putting changed instruction files in force (None: the system prompt
     /// is current, or no note was sent since the last compaction).
-    pub root_note: Option<super::notes::RootNoted>,
+    pub(super) root_note: Option<super::notes::RootNoted>,
     /// Notes about instruction files that a load made stale (its system prompt was assembled
     /// from disk): snipped before the next request.
-    pub stale_notes: Vec<String>,
+    pub(super) stale_notes: Vec<String>,
     /// The incremental view of `records`.
-    pub view_cache: ViewCache,
+    pub(super) view_cache: ViewCache,
     /// Context-size accounting.
-    pub tracker: ContextTracker,
+    pub(super) tracker: ContextTracker,
     /// Consecutive compaction failures (auto-compaction pauses after too many).
-    pub failures: FailureTracker,
+    pub(super) failures: FailureTracker,
     /// The smallest context limit the provider named (from `context_limit` records).
-    pub learned_limit: Option<u64>,
+    pub(super) learned_limit: Option<u64>,
     /// The context size the snip nudge counts growth from (None: taken at the next step).
-    pub nudge_since: Option<u64>,
+    pub(super) nudge_since: Option<u64>,
     /// Automatic collapses that failed in a row.
-    pub collapse_failures: u32,
+    pub(super) collapse_failures: u32,
     /// Nested instruction files and path-scoped rules: touched paths, what is in force and
     /// what the model has.
-    pub scope: super::notes::ScopeState,
+    pub(super) scope: super::notes::ScopeState,
     /// The skills on disk when a change was last noted (so one change is noted once).
-    pub skills_noted: Option<Vec<crate::skills::SkillStamp>>,
+    pub(super) skills_noted: Option<Vec<crate::skills::SkillStamp>>,
     /// A plan the user approved in the running step, recorded after the step's results.
-    pub approved_plan: Option<String>,
+    pub(super) approved_plan: Option<String>,
     /// Message records in `records`, published for readers that must not wait.
     message_count: Arc<AtomicU64>,
 }
 
 impl SessionState {
     /// Appends records to the file and to memory, in order; stops at the first failure.
-    pub fn append(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
+    pub(super) fn append(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
         for r in records {
             self.file.append(&r)?;
             self.count(std::slice::from_ref(&r));
@@ -267,7 +269,7 @@ impl SessionState {
     }
 
     /// Appends records in one write (a compaction installation), then to memory.
-    pub fn append_batch(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
+    pub(super) fn append_batch(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
         self.file.append_batch(&records)?;
         self.count(&records);
         self.records.extend(records);
@@ -279,8 +281,43 @@ impl SessionState {
         self.message_count.fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// Every record, in file order (header excluded).
+    pub(crate) fn records(&self) -> &[Record] {
+        &self.records
+    }
+
+    /// The view of the records at `now` (built incrementally).
+    pub(crate) fn view(&mut self, policy: &ViewPolicy, now: u64) -> &View {
+        self.view_cache.view(&self.records, policy, now)
+    }
+
+    /// The size of the view's messages in characters, as last built.
+    pub(crate) fn message_chars(&self) -> usize {
+        self.view_cache.chars()
+    }
+
+    /// The context-size accounting.
+    pub(crate) fn tracker(&self) -> ContextTracker {
+        self.tracker
+    }
+
+    /// The smallest context limit the provider named.
+    pub(crate) fn learned_limit(&self) -> Option<u64> {
+        self.learned_limit
+    }
+
+    /// Automatic compaction is paused after too many failures in a row.
+    pub(crate) fn compaction_paused(&self, policy: &CompactPolicy) -> bool {
+        self.failures.paused(policy)
+    }
+
+    /// Nested instruction files and rules: what is in force and what the model has.
+    pub(crate) fn scope_mut(&mut self) -> &mut super::notes::ScopeState {
+        &mut self.scope
+    }
+
     /// The id of the last message record, the parent of the next one.
-    pub fn last_message_id(&self) -> Option<String> {
+    pub(super) fn last_message_id(&self) -> Option<String> {
         self.records
             .iter()
             .rev()
@@ -350,7 +387,7 @@ pub(crate) struct NextTools {
 }
 
 /// The running operation of a session: the session's state, exclusively, until it drops.
-pub struct Operation<'a> {
+pub(crate) struct Operation<'a> {
     state: tokio::sync::MutexGuard<'a, SessionState>,
     /// Dropped after `state`: the session stays claimed until its state is free.
     _claim: Claim<'a>,
@@ -489,7 +526,10 @@ impl LiveSession {
     /// cancels until the operation ends. A read that holds the state for a moment
     /// (`context/inspect`, a fork's copy) is waited out, so a turn sent right after another
     /// one answered never fails because a client was looking at the session.
-    pub async fn begin(&self, cancel: &CancellationToken) -> Result<Operation<'_>, TurnError> {
+    pub(crate) async fn begin(
+        &self,
+        cancel: &CancellationToken,
+    ) -> Result<Operation<'_>, TurnError> {
         let claim = self.claim(cancel)?;
         let state = self.state.lock().await;
         Ok(Operation {
@@ -500,7 +540,7 @@ impl LiveSession {
 
     /// [`Self::begin`] for a caller that cannot wait: `Busy` also while a read holds the
     /// state.
-    pub fn try_begin(&self, cancel: &CancellationToken) -> Result<Operation<'_>, TurnError> {
+    pub(crate) fn try_begin(&self, cancel: &CancellationToken) -> Result<Operation<'_>, TurnError> {
         let claim = self.claim(cancel)?;
         let state = self
             .state
@@ -538,7 +578,7 @@ impl LiveSession {
     }
 
     /// The state when no operation runs, for a read that must not wait (None: busy).
-    pub fn try_state(&self) -> Option<tokio::sync::MutexGuard<'_, SessionState>> {
+    pub(crate) fn try_state(&self) -> Option<tokio::sync::MutexGuard<'_, SessionState>> {
         self.state.try_lock().ok()
     }
 

@@ -5,6 +5,7 @@ mod agents;
 mod approval;
 mod ask;
 mod budget;
+mod call;
 mod compact;
 mod events;
 mod fit;
@@ -26,22 +27,24 @@ mod worker;
 
 pub use crate::tools::{SNIP_TOOL, snip_tool_spec};
 pub use agents::running_agent;
-pub use budget::{budgets, context_tokens, fixed_chars, planned_window, window, window_source};
-pub use compact::{CompactOutcome, CompactRequest, ProgressFn, compact_session};
+pub use budget::fixed_chars;
+pub(crate) use budget::{context_tokens, planned_window};
+pub(crate) use compact::compact_session;
+pub use compact::{CompactOutcome, CompactRequest, ProgressFn};
 pub use events::{
     AgentMark, CompactionPhase, HookPhase, PermissionAnswer, PermissionOption, PermissionRequest,
     TurnEvent, TurnFailure,
 };
 pub use host::{ClientToolResult, CommandRun, NullHost, Progress, TurnHost};
 pub use instructions::RootNoted;
-pub use live::{
-    LiveSession, ModelBinder, ModelBinding, Operation, SessionSetup, SessionState, TurnError,
-};
-pub use ops::{CollapseOutcome, SnipOutcome, collapse, snip_ids};
+pub use live::{LiveSession, ModelBinder, ModelBinding, SessionSetup, TurnError};
+pub use ops::{CollapseOutcome, SnipOutcome};
+pub(crate) use ops::{collapse, snip_ids};
 pub use plan::{PLAN_REFUSED, plan_off_note, plan_on_note};
 pub use run::{TurnOptions, TurnOutcome, model_in_note, model_note, run_turn, run_turn_with};
 pub use scoped::{Attached, ScopeState, scoped_sources};
-pub use view::{StepView, current_view, request_messages, step_view, view_anchors};
+pub(crate) use view::step_view;
+pub use view::{StepView, request_messages, view_anchors};
 
 /// Most model requests in one turn before it stops with `max_steps`.
 pub const DEFAULT_MAX_STEPS: u32 = 50;

@@ -32,13 +32,13 @@ pub struct SnipOutcome {
 }
 
 /// Snips transcript message ids (each must be a message of the transcript).
-pub fn snip_ids(
+pub(crate) fn snip_ids(
     session: &LiveSession,
     state: &mut SessionState,
     ids: Vec<String>,
 ) -> Result<SnipOutcome, TurnError> {
     let known: HashSet<&str> = state
-        .records
+        .records()
         .iter()
         .filter_map(|r| r.as_message().map(|m| m.uuid.as_str()))
         .collect();
@@ -78,7 +78,7 @@ pub fn snip_ids(
 }
 
 /// Runs the model's snip tool: `{ids: [tag, ...]}`.
-pub fn snip_tool(
+pub(crate) fn snip_tool(
     session: &LiveSession,
     state: &mut SessionState,
     input: &Value,
@@ -139,7 +139,7 @@ pub struct CollapseOutcome {
 }
 
 /// Collapses the span `from..=to` of the view into a summary (asked of the model when absent).
-pub async fn collapse(
+pub(crate) async fn collapse(
     session: &LiveSession,
     state: &mut SessionState,
     from: &str,
@@ -262,7 +262,7 @@ async fn collapse_with(
     // the summary, as every compaction does: the user's words never depend on a summary.
     let b = super::budget::budgets(session, state);
     let budget = (b.user_words as f64 * state.tracker.estimator.chars_per_token()) as usize;
-    let mut summary = match span_user_words(&state.records, &span, budget) {
+    let mut summary = match span_user_words(state.records(), &span, budget) {
         Some(words) => format!("{summary}\n\n{words}"),
         None => summary,
     };

@@ -6,16 +6,16 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::ask::{INTERRUPTED, ask_person, interrupted};
+use super::ask::{INTERRUPTED, interrupted};
 use super::budget::learn_limit;
+use super::call::Call;
 use super::compact::{CompactRequest, compact_if_needed, compact_session};
-use super::events::{PermissionAnswer, PermissionRequest, TurnEvent, TurnFailure};
-use super::host::{CommandRun, TurnHost};
+use super::events::{TurnEvent, TurnFailure};
+use super::host::TurnHost;
 use super::live::{LiveSession, SessionState, TurnError};
 use super::side::request_chars;
 use super::view::forget_reads_out_of_view;
 use super::view::step_view;
-use crate::hooks::{EventData, PermissionDecision};
 use crate::message::{Block, Role, StopReason, Usage};
 use crate::provider::{ModelRequest, ModelResponse, ProviderError, StreamEvent};
 use crate::session::compact::{nudge_due, nudge_text, result_budget_chars};
@@ -25,9 +25,7 @@ use crate::session::records::{
 };
 use crate::session::view::{media_refusal_targets, message_chars, oversized_results};
 use crate::session::{MessageRecord, Record};
-use crate::tools::{
-    self, Approval, ToolClass, ToolContext, ToolEntry, ToolLimits, ToolMeta, ToolOutput, ToolSource,
-};
+use crate::tools::{ToolClass, ToolContext, ToolLimits, ToolOutput};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,10 +41,6 @@ pub struct TurnOutcome {
 }
 
 use crate::session::compact::{blocking_limit, output_floor};
-
-const UNASKED: &str = "This tool call needs the user's approval and no one could be asked (a headless run without a terminal), so it did not run. The user has not refused it: they may allow it and continue this session.";
-const DENIED: &str = "The user denied this tool call. Do not retry it as is; ask the user what to do instead, or take another approach.";
-const APPROVAL_FAILED: &str = "The approval request for this tool call could not be completed (the client failed to answer), so it was not run. Do not retry it as is; take another approach, or end your turn saying what you need approved.";
 
 /// What a caller may bound or ask of one turn beyond the defaults (`garuda exec`'s
 /// `--max-turns`, `--max-budget-usd`, `--output-schema`).
@@ -637,11 +631,7 @@ impl<'a> Turn<'a> {
         }
         let refused = |id: &str| response.tool_errors.iter().find(|e| e.id == id);
         let together = |id: &str, name: &str| {
-            refused(id).is_none()
-                && tools
-                    .get(name)
-                    .and_then(ToolEntry::handler)
-                    .is_some_and(|h| h.concurrent())
+            refused(id).is_none() && tools.get(name).is_some_and(|e| e.handler.concurrent())
         };
         let transcript = Some(self.state.file.path().to_path_buf());
         let mut results = Vec::with_capacity(calls.len());
@@ -665,38 +655,31 @@ impl<'a> Turn<'a> {
                         },
                     );
                 }
-                let ctxs: Vec<ToolContext> =
-                    group.iter().map(|c| self.ctx.for_call(&c.0)).collect();
                 // Boxed one by one (no closure over borrowed calls): the future of a turn
                 // that runs agents' turns must stay nameable as `Send`.
                 let mut runs: Vec<futures_util::future::BoxFuture<'_, _>> = Vec::new();
-                for (k, ((id, name, input), ctx)) in group.iter().zip(&ctxs).enumerate() {
-                    let transcript = transcript.clone();
-                    runs.push(Box::pin(async move {
-                        let ran = run_tool(
-                            session,
-                            None,
-                            transcript,
-                            host,
-                            ctx,
-                            id,
-                            name,
-                            input.clone(),
-                        )
-                        .await;
-                        (k, ran)
-                    }));
+                for (k, (id, name, input)) in group.iter().enumerate() {
+                    let call = Call {
+                        session,
+                        host,
+                        state: None,
+                        transcript: transcript.clone(),
+                        ctx: self.ctx.for_call(id),
+                        id,
+                        name,
+                    };
+                    runs.push(Box::pin(async move { (k, call.run(input.clone()).await) }));
                 }
                 let limit = session.setup.agent_settings.concurrency.max(1);
-                let mut done: Vec<Option<(ToolOutput, Vec<Block>)>> = vec![None; group.len()];
+                let mut done: Vec<Option<ToolOutput>> = vec![None; group.len()];
                 let mut stream = futures_util::stream::iter(runs).buffer_unordered(limit);
-                while let Some((k, ran)) = stream.next().await {
-                    done[k] = Some(ran);
+                while let Some((k, out)) = stream.next().await {
+                    done[k] = Some(out);
                 }
                 drop(stream);
-                for ((id, name, input), ran) in group.iter().zip(done) {
-                    let (out, blocks) = ran.unwrap_or_else(|| (interrupted(), Vec::new()));
-                    let block = self.finish_call(id, name, input, out, blocks)?;
+                for ((id, name, input), out) in group.iter().zip(done) {
+                    let out = out.unwrap_or_else(interrupted);
+                    let block = self.finish_call(id, name, input, out)?;
                     results.push(block);
                 }
                 i = end;
@@ -704,8 +687,8 @@ impl<'a> Turn<'a> {
             }
             let (id, name, input) = calls[i].clone();
             i += 1;
-            let (out, extra) = if cancel.is_cancelled() {
-                (interrupted(), Vec::new())
+            let out = if cancel.is_cancelled() {
+                interrupted()
             } else {
                 host.event(
                     &session.id,
@@ -717,25 +700,22 @@ impl<'a> Turn<'a> {
                 );
                 match refused(&id) {
                     // Bad arguments: the model hears why, nothing runs, nothing is asked.
-                    Some(e) => (ToolOutput::error(e.message.clone()), Vec::new()),
+                    Some(e) => ToolOutput::error(e.message.clone()),
                     None => {
-                        let ctx = self.ctx.for_call(&id);
-                        let state = &mut *self.state;
-                        run_tool(
+                        let call = Call {
                             session,
-                            Some(state),
-                            transcript.clone(),
                             host,
-                            &ctx,
-                            &id,
-                            &name,
-                            input.clone(),
-                        )
-                        .await
+                            state: Some(&mut *self.state),
+                            transcript: transcript.clone(),
+                            ctx: self.ctx.for_call(&id),
+                            id: &id,
+                            name: &name,
+                        };
+                        call.run(input.clone()).await
                     }
                 }
             };
-            let block = self.finish_call(&id, &name, &input, out, extra)?;
+            let block = self.finish_call(&id, &name, &input, out)?;
             results.push(block);
         }
         let state = &mut *self.state;
@@ -765,8 +745,7 @@ impl<'a> Turn<'a> {
         id: &str,
         name: &str,
         input: &Value,
-        out: ToolOutput,
-        extra: Vec<Block>,
+        mut out: ToolOutput,
     ) -> Result<Block, TurnError> {
         let (session, host) = (self.session, self.host);
         let state = &mut *self.state;
@@ -803,7 +782,7 @@ impl<'a> Turn<'a> {
             },
         );
         let mut content = vec![Block::text(out.content)];
-        content.extend(extra);
+        content.append(&mut out.blocks);
         Ok(Block::ToolResult {
             tool_use_id: id.to_string(),
             content,
@@ -947,396 +926,12 @@ fn forward_event(host: &dyn TurnHost, session_id: &str, ev: StreamEvent) {
     host.event(session_id, ev);
 }
 
-/// Runs one call: its PreToolUse hooks, its approval, the call, its PostToolUse hooks.
-/// `state` is None for calls that run beside others (they never need it: `explore`).
-#[allow(clippy::too_many_arguments)]
-async fn run_tool(
-    session: &Arc<LiveSession>,
-    state: Option<&mut SessionState>,
-    transcript: Option<std::path::PathBuf>,
-    host: &dyn TurnHost,
-    ctx: &ToolContext,
-    id: &str,
-    name: &str,
-    input: Value,
-) -> (ToolOutput, Vec<Block>) {
-    // Plan mode refuses first: a call that never runs is no PreToolUse (a hook cannot turn
-    // it into another tool, so its answer could not matter).
-    if session
-        .tools()
-        .get(name)
-        .is_some_and(|e| plan_refuses(session, e))
-    {
-        return (super::plan::refused(), Vec::new());
-    }
-    let pre = super::hooks::fire(
-        session,
-        host,
-        transcript.clone(),
-        EventData::PreToolUse {
-            tool_name: name.to_string(),
-            tool_input: input.clone(),
-            tool_use_id: id.to_string(),
-        },
-        &ctx.cancel,
-    )
-    .await;
-    if pre.cancelled {
-        return (interrupted(), Vec::new());
-    }
-    if let Some(reason) = super::hooks::denied(&pre) {
-        let out = ToolOutput::error(format!("Blocked by a hook: {reason}")).with_meta(ToolMeta {
-            blocked_by_hook: true,
-            ..Default::default()
-        });
-        return (out, Vec::new());
-    }
-    // The updated input replaces the call's before the policy looks at it.
-    let input = pre.updated_input.clone().unwrap_or(input);
-    let (mut out, blocks) = match run_tool_inner(
-        session,
-        state,
-        transcript.as_deref(),
-        host,
-        ctx,
-        id,
-        name,
-        input.clone(),
-        pre.permission,
-    )
-    .await
-    {
-        Ran::Text(out) => (out, Vec::new()),
-        Ran::Blocks(out, blocks) => (out, blocks),
-    };
-    if super::hooks::ran(&out) {
-        let post = super::hooks::fire(
-            session,
-            host,
-            transcript,
-            EventData::PostToolUse {
-                tool_name: name.to_string(),
-                tool_input: input,
-                tool_response: serde_json::json!({"content": out.content, "isError": out.is_error}),
-                tool_use_id: id.to_string(),
-            },
-            &ctx.cancel,
-        )
-        .await;
-        super::hooks::add_feedback(&mut out, &post);
-    }
-    (out, blocks)
-}
-
-/// True when plan mode refuses a call of `entry` without asking: plan mode is on and the
-/// tool is not read-only, nor one that works on the session itself (`snip`,
-/// `exit_plan_mode`, `mcp_tool_search`).
-fn plan_refuses(session: &LiveSession, entry: &ToolEntry) -> bool {
-    let own = entry.source == ToolSource::Session
-        || entry.source == ToolSource::McpSearch
-        || entry.class == ToolClass::Plan;
-    !own && tools::plan_refuses(session.policy(), entry.read_only)
-}
-
-/// A tool's answer: text alone, or text with further blocks (an MCP tool's images).
-enum Ran {
-    Text(ToolOutput),
-    Blocks(ToolOutput, Vec<Block>),
-}
-
-impl From<ToolOutput> for Ran {
-    fn from(out: ToolOutput) -> Ran {
-        Ran::Text(out)
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn run_tool_inner(
-    session: &Arc<LiveSession>,
-    state: Option<&mut SessionState>,
-    transcript: Option<&std::path::Path>,
-    host: &dyn TurnHost,
-    ctx: &ToolContext,
-    id: &str,
-    name: &str,
-    input: Value,
-    hook: Option<PermissionDecision>,
-) -> Ran {
-    let tools = session.tools();
-    let Some(entry) = tools.get(name) else {
-        return ToolOutput::error(format!(
-            "unknown tool {name}; use one of the tools listed in the request"
-        ))
-        .into();
-    };
-    // The tools that change the session itself need its state, which calls run beside
-    // others (consecutive explores) do not hold.
-    if entry.source == ToolSource::Session || entry.class == ToolClass::Plan {
-        let Some(state) = state else {
-            return ToolOutput::error(format!("{name} cannot run beside other calls")).into();
-        };
-        if entry.class == ToolClass::Plan {
-            return super::plan::exit(session, state, host, ctx, id, entry, &input)
-                .await
-                .into();
-        }
-        return match super::ops::snip_tool(session, state, &input) {
-            Ok(t) => ToolOutput::ok(t),
-            Err(e) => ToolOutput::error(e),
-        }
-        .into();
-    }
-    if entry.source == ToolSource::McpSearch {
-        let deferred = tools.deferred_specs();
-        return match crate::mcp::defer::search(&deferred, &input) {
-            Ok(t) => ToolOutput::ok(t),
-            Err(e) => ToolOutput::error(e),
-        }
-        .into();
-    }
-    // The policy may have switched to plan mode while the PreToolUse hooks ran.
-    if plan_refuses(session, entry) {
-        return super::plan::refused().into();
-    }
-    // Risk follows the path an edit changes (links resolved), not the tool's name.
-    let risk = entry.risk(&input, &ctx.root);
-    let edit_risk = risk.as_ref().map_or(tools::EditRisk::Plain, |(_, r, _)| *r);
-    // A call that asks to leave the sandbox always asks the person. Where commands run
-    // unconfined anyway the flag changes nothing.
-    let escape = session.setup.sandbox.confined() && entry.leaves_sandbox(&input);
-    // "Allow always" on a risky edit allows that path, not every edit.
-    let always_key = match &risk {
-        Some((rel, _, _)) => format!("{name}:{}", rel.display()),
-        None => name.to_string(),
-    };
-    let decision = super::approval::decide(&super::approval::CallFacts {
-        class: entry.class,
-        edit_risk,
-        escape,
-        hook,
-        policy: session.policy(),
-        sandbox: &session.setup.sandbox,
-        always_allowed: session.is_always_allowed(&always_key),
-    });
-    let mut approval = None;
-    if let super::approval::Decision::Run { remembered: true } = decision {
-        approval = Some(Approval::AllowedAlways);
-    }
-    if let super::approval::Decision::Ask { once_only } = decision {
-        let title = entry.approval_title(&input, risk.as_ref().map(|(_, _, w)| w.as_str()));
-        let notice = format!("Garuda needs your permission: {title}");
-        let req = PermissionRequest {
-            session_id: session.id.clone(),
-            tool_call_id: id.to_string(),
-            tool_name: name.to_string(),
-            title,
-            input: input.clone(),
-            options: if once_only {
-                PermissionRequest::once_options()
-            } else {
-                PermissionRequest::standard_options()
-            },
-            agent: None,
-            plan: None,
-        };
-        let Some(answer) = ask_person(session, host, &ctx.cancel, req, notice).await else {
-            return interrupted().into();
-        };
-        match answer {
-            PermissionAnswer::AllowOnce => approval = Some(Approval::Allowed),
-            // Not offered for a call that leaves the sandbox; a client that answers it
-            // anyway allows this one call.
-            PermissionAnswer::AllowAlways if once_only => approval = Some(Approval::Allowed),
-            PermissionAnswer::AllowAlways => {
-                session.allow_always(&always_key);
-                approval = Some(Approval::AllowedAlways);
-            }
-            // A mode answers a plan's request only; offered none, it is no approval.
-            PermissionAnswer::Reject | PermissionAnswer::Mode(_) => {
-                return refused(DENIED.into(), Approval::Rejected).into();
-            }
-            PermissionAnswer::RejectWith(words) => {
-                let text = format!("{DENIED}\nThe user said: {words}");
-                return refused(text, Approval::Rejected).into();
-            }
-            PermissionAnswer::TimedOut => {
-                let secs = session.setup.approval_timeout_secs.max(1);
-                return refused(timed_out_text(secs), Approval::TimedOut).into();
-            }
-            PermissionAnswer::Failed => {
-                return refused(APPROVAL_FAILED.into(), Approval::Failed).into();
-            }
-            PermissionAnswer::Unavailable => {
-                return refused(UNASKED.into(), Approval::Unavailable).into();
-            }
-        }
-    }
-    // Only an approved call leaves the sandbox.
-    let escaped;
-    let ctx = if escape && approval.is_some() {
-        escaped = ToolContext {
-            outside_sandbox: true,
-            ..ctx.clone()
-        };
-        &escaped
-    } else {
-        ctx
-    };
-    let store = transcript.and_then(std::path::Path::parent);
-    let mut ran = execute(session, host, ctx, store, entry, id, name, input).await;
-    match &mut ran {
-        Ran::Text(out) | Ran::Blocks(out, _) => out.meta.approval = approval,
-    }
-    ran
-}
-
-/// A call that did not run because its approval did not allow it.
-fn refused(text: String, approval: Approval) -> ToolOutput {
-    ToolOutput::error(text).with_meta(ToolMeta {
-        approval: Some(approval),
-        ..Default::default()
-    })
-}
-
-/// What the model reads when nobody answered: not a denial, so it may ask again later.
-fn timed_out_text(secs: u64) -> String {
-    format!(
-        "Nobody answered the approval request for this tool call within {secs} s, so it was not run. \
-         This is not a denial: the user may be away. Do not retry it in a loop; continue with what \
-         does not need it, or end your turn saying what you need approved."
-    )
-}
-
-/// Runs an approved (or approval-free) call; `store` is the transcript's folder (an agent's
-/// sub-session is stored there).
-#[allow(clippy::too_many_arguments)]
-async fn execute(
-    session: &Arc<LiveSession>,
-    host: &dyn TurnHost,
-    ctx: &ToolContext,
-    store: Option<&std::path::Path>,
-    entry: &ToolEntry,
-    id: &str,
-    name: &str,
-    input: Value,
-) -> Ran {
-    host.tool_running(&session.id, id);
-    if let ToolSource::Mcp { .. } = entry.source {
-        let Some(hub) = &session.setup.mcp else {
-            return ToolOutput::error(format!("{name}: this session has no MCP servers")).into();
-        };
-        let elicitor = super::host::HostElicitor {
-            host,
-            session_id: &session.id,
-            tool_call_id: id,
-        };
-        return match hub.call(name, input, &ctx.cancel, &elicitor).await {
-            Ok(result) => {
-                let mut text = Vec::new();
-                let mut blocks = Vec::new();
-                for b in result.content {
-                    match b {
-                        Block::Text { text: t } => text.push(t),
-                        other => blocks.push(other),
-                    }
-                }
-                let text = text.join("\n");
-                let out = if result.is_error {
-                    ToolOutput::error(text)
-                } else {
-                    ToolOutput::ok(text)
-                };
-                Ran::Blocks(out, blocks)
-            }
-            Err(crate::mcp::McpCallError::Cancelled) => interrupted().into(),
-            Err(e) => ToolOutput::error(e.to_string()).into(),
-        };
-    }
-    if entry.source == ToolSource::Client {
-        let r = tokio::select! {
-            r = host.call_client_tool(&session.id, name, input, None) => r,
-            _ = ctx.cancel.cancelled() => return interrupted().into(),
-        };
-        return if r.is_error {
-            ToolOutput::error(r.content)
-        } else {
-            ToolOutput::ok(r.content)
-        }
-        .into();
-    }
-    let Some(handler) = entry.handler() else {
-        return ToolOutput::error(format!("{name} cannot be run here")).into();
-    };
-    let bench = HostBench {
-        host,
-        session,
-        store,
-        session_id: &session.id,
-        // An editor terminal runs outside Garuda's sandbox, so commands go there only when
-        // the session has no sandbox (and then they were asked for like any unconfined
-        // command) or the user approved this call to leave it.
-        terminal: session.setup.sandbox.unconfined.is_some() || ctx.outside_sandbox,
-    };
-    tools::run_handler(handler, input, ctx, &bench).await.into()
-}
-
-/// What the turn's host lends the built-in tools: the editor's buffers, edits and terminal.
-struct HostBench<'a> {
-    host: &'a dyn TurnHost,
-    session: &'a Arc<LiveSession>,
-    store: Option<&'a std::path::Path>,
-    session_id: &'a str,
-    terminal: bool,
-}
-
-impl tools::Workbench for HostBench<'_> {
-    fn read_text(
-        &self,
-        path: std::path::PathBuf,
-    ) -> Option<futures_util::future::BoxFuture<'static, Result<String, String>>> {
-        self.host.read_text(path)
-    }
-
-    fn apply_edit(
-        &self,
-        path: std::path::PathBuf,
-        old_text: Option<String>,
-        new_text: String,
-    ) -> Option<futures_util::future::BoxFuture<'static, Result<(), String>>> {
-        self.host.apply_edit(path, old_text, new_text)
-    }
-
-    fn run_command(
-        &self,
-        run: CommandRun,
-    ) -> Option<futures_util::future::BoxFuture<'static, tools::ClientToolResult>> {
-        if !self.terminal {
-            return None;
-        }
-        self.host.run_command(self.session_id, run)
-    }
-
-    fn run_agent<'b>(
-        &'b self,
-        call: tools::AgentCall,
-        ctx: &'b ToolContext,
-    ) -> Option<futures_util::future::BoxFuture<'b, ToolOutput>> {
-        Some(Box::pin(super::agents::run_agent(
-            self.session,
-            self.host,
-            ctx,
-            self.store,
-            call,
-        )))
-    }
-}
-
 /// The session's cost so far in US dollars, `latest` included (not yet recorded); `None`
 /// when the config names no prices for the session's model.
 fn session_cost(session: &LiveSession, state: &SessionState, latest: &Usage) -> Option<f64> {
     let prices = session.model().info.prices?;
     Some(crate::session::usage::session_cost(
-        &state.records,
+        state.records(),
         &prices,
         latest,
     ))

@@ -224,7 +224,7 @@ async fn turn(f: &Fixture, host: Arc<Recorder>, max_steps: u32) -> TurnOutcome {
 fn results(f: &Fixture) -> Vec<(String, bool)> {
     let state = f.live.try_state().unwrap();
     state
-        .records
+        .records()
         .iter()
         .filter_map(Record::as_message)
         .flat_map(|m| m.content.iter())
@@ -295,7 +295,7 @@ async fn a_refused_tool_call_is_answered_with_its_error() {
     // What was stored and is sent again has an object input.
     let state = f.live.try_state().unwrap();
     let stored = state
-        .records
+        .records()
         .iter()
         .filter_map(Record::as_message)
         .flat_map(|m| m.content.iter())
@@ -561,7 +561,7 @@ async fn a_callers_step_limit_stops_with_max_turns_and_a_consistent_transcript()
     assert_eq!(results(&f).len(), 2);
     let state = f.live.try_state().unwrap();
     let last = state
-        .records
+        .records()
         .iter()
         .rev()
         .find_map(Record::as_message)
@@ -625,7 +625,7 @@ async fn a_cancel_keeps_the_partial_answer_and_frees_the_session() {
     let out = task.await.unwrap().unwrap();
     assert_eq!(out.stop_reason, StopReason::Cancelled);
     let state = f.live.try_state().expect("free again");
-    let last = state.records.iter().rev().find_map(Record::as_message);
+    let last = state.records().iter().rev().find_map(Record::as_message);
     assert_eq!(
         last.map(|m| m.to_message().text()),
         Some("half an ans".into())
@@ -659,7 +659,7 @@ async fn a_prompt_too_long_teaches_the_limit_and_the_step_runs_again() {
     assert_eq!(state.learned_limit, Some(8_000));
     assert!(
         state
-            .records
+            .records()
             .iter()
             .any(|r| matches!(r, Record::CompactBoundary(_)))
     );
@@ -773,7 +773,7 @@ async fn a_nested_file_comes_once_and_again_when_a_snip_takes_its_note_away() {
     {
         let state = f.live.try_state().unwrap();
         let tools = ToolRegistry::for_session(Vec::new()).unwrap();
-        let replayed = ScopeState::replay(&state.records, &tools, &f.live.setup.workspace.root);
+        let replayed = ScopeState::replay(state.records(), &tools, &f.live.setup.workspace.root);
         assert_eq!(replayed.attached, state.scope.attached);
         assert!(replayed.touched.dirs.contains("pkg"));
     }
@@ -781,7 +781,7 @@ async fn a_nested_file_comes_once_and_again_when_a_snip_takes_its_note_away() {
     {
         let mut state = f.live.try_state().unwrap();
         let note = state
-            .records
+            .records()
             .iter()
             .filter_map(Record::as_message)
             .find(|m| m.meta == Some(crate::session::MessageMeta::InstructionNote))

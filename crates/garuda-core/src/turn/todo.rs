@@ -14,7 +14,7 @@ use crate::session::records::{MessageMeta, MessageRecord};
 use crate::tools::{TodoItem, TodoStatus, ToolClass, ToolRegistry, todos_in};
 
 /// The list the latest successful `todo_write` of a transcript set (empty when none).
-pub fn replay(records: &[Record], tools: &ToolRegistry) -> Vec<TodoItem> {
+pub(crate) fn replay(records: &[Record], tools: &ToolRegistry) -> Vec<TodoItem> {
     let failed: HashSet<&str> = records
         .iter()
         .filter_map(Record::as_message)
@@ -78,7 +78,7 @@ pub(crate) fn kept_in_view(
         return Ok(Vec::new());
     };
     let tools = session.tools();
-    let carrier = state.records.iter().rev().find_map(|r| {
+    let carrier = state.records().iter().rev().find_map(|r| {
         let m = r.as_message()?;
         let carries = m.meta == Some(MessageMeta::Todo)
             || m.content

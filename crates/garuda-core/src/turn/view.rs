@@ -22,16 +22,12 @@ pub struct StepView {
 
 /// The view now; when the time rule of microcompact fires, its record is appended first so
 /// that a resume replays the same view.
-pub fn current_view<'a>(
+pub(crate) fn current_view<'a>(
     state: &'a mut SessionState,
     policy: &ViewPolicy,
 ) -> Result<&'a View, StoreError> {
     let now = now_ms();
-    let due = state
-        .view_cache
-        .view(&state.records, policy, now)
-        .microcompact_due
-        .clone();
+    let due = state.view(policy, now).microcompact_due.clone();
     if !due.is_empty() {
         state.append(vec![Record::Microcompact(MicrocompactRecord {
             uuid: new_id(),
@@ -39,11 +35,14 @@ pub fn current_view<'a>(
             cleared_tool_use_ids: due,
         })])?;
     }
-    Ok(state.view_cache.view(&state.records, policy, now))
+    Ok(state.view(policy, now))
 }
 
 /// The messages and cache plan of the next step.
-pub fn step_view(state: &mut SessionState, policy: &ViewPolicy) -> Result<StepView, StoreError> {
+pub(crate) fn step_view(
+    state: &mut SessionState,
+    policy: &ViewPolicy,
+) -> Result<StepView, StoreError> {
     let view = current_view(state, policy)?;
     let messages = view::render_id_tags(view);
     let cache = view.cache.clone();

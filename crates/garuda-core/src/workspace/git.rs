@@ -19,9 +19,9 @@ use crate::fsroot::{EntryKind, Root};
 use crate::sandbox::{EnvPolicy, SandboxCommand, SandboxPolicy, SandboxSettings, SandboxState};
 
 /// Characters of `git status` kept in the note (the rest is counted, not shown).
-pub const STATUS_MAX_CHARS: usize = 2_000;
+pub(crate) const STATUS_MAX_CHARS: usize = 2_000;
 /// Recent commits shown.
-pub const RECENT_COMMITS: usize = 5;
+pub(crate) const RECENT_COMMITS: usize = 5;
 /// Bytes read of one command's output.
 const OUTPUT_CAP: usize = 64 * 1024;
 /// Bytes of `.git/config` read to judge it; a larger one is not inert.

@@ -55,7 +55,7 @@ const INERT_KEYS: &[&str] = &[
 /// True when every line of `text` (a `.git/config`) is blank, a comment, a section header or
 /// an allow-listed key, as git's own reader would see it or stricter: a header with more on
 /// its line, a continued value, a byte-order mark or anything unusual is not inert.
-pub fn config_is_inert(text: &str) -> bool {
+pub(crate) fn config_is_inert(text: &str) -> bool {
     let mut section: Option<(String, bool)> = None;
     for raw in text.lines() {
         let line = raw.trim_matches([' ', '\t', '\r']);

@@ -126,19 +126,19 @@ and add_reference are for.
 again with a shorter version.";
 
 /// The `show_overview` tool.
-pub const SHOW_OVERVIEW: &str = "show_overview";
+pub(crate) const SHOW_OVERVIEW: &str = "show_overview";
 /// The `search_entries` tool.
-pub const SEARCH_ENTRIES: &str = "search_entries";
+pub(crate) const SEARCH_ENTRIES: &str = "search_entries";
 /// The `read_entry` tool.
-pub const READ_ENTRY: &str = "read_entry";
+pub(crate) const READ_ENTRY: &str = "read_entry";
 /// The `read_file` tool (the worker's own, read-only and root-confined).
-pub const READ_FILE: &str = "read_file";
+pub(crate) const READ_FILE: &str = "read_file";
 /// The `mark_read_required` tool.
-pub const MARK_READ_REQUIRED: &str = "mark_read_required";
+pub(crate) const MARK_READ_REQUIRED: &str = "mark_read_required";
 /// The `add_reference` tool.
-pub const ADD_REFERENCE: &str = "add_reference";
+pub(crate) const ADD_REFERENCE: &str = "add_reference";
 /// The `write_summary` tool.
-pub const WRITE_SUMMARY: &str = "write_summary";
+pub(crate) const WRITE_SUMMARY: &str = "write_summary";
 
 /// The worker's tools, in a fixed order (so its requests share their prefix): all read-only.
 pub fn worker_tools() -> Vec<ToolSpec> {

@@ -9,7 +9,7 @@ use crate::message::{Block, Role};
 use crate::session::records::CollapseRecord;
 
 /// The first line of a collapse summary message.
-pub const COLLAPSE_HEADING: &str = "[Summary of an earlier part of this conversation]";
+pub(crate) const COLLAPSE_HEADING: &str = "[Summary of an earlier part of this conversation]";
 
 /// Why a collapse span cannot be formed.
 #[derive(Debug, Error, PartialEq, Eq)]

@@ -61,7 +61,7 @@ impl AgentTool {
 }
 
 impl Tool for AgentTool {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         AGENT_TOOL
     }
     fn spec(&self) -> ToolSpec {
@@ -172,7 +172,7 @@ impl Tool for AgentTool {
 pub struct ExploreTool;
 
 impl Tool for ExploreTool {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         EXPLORE
     }
     fn spec(&self) -> ToolSpec {

@@ -252,7 +252,7 @@ async fn read_some<R: tokio::io::AsyncRead + Unpin>(
 pub(super) struct Bash;
 
 impl Tool for Bash {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "bash"
     }
     fn claude_names(&self) -> &'static [&'static str] {

@@ -26,7 +26,7 @@ pub(super) struct EditFile;
 
 impl FileChange for EditFile {
     type Input = EditInput;
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "edit_file"
     }
     fn claude_names(&self) -> &'static [&'static str] {

@@ -1,6 +1,7 @@
 //! `exit_plan_mode`: the model presents its plan; the user approves it (and picks the mode
 //! the work runs in) or sends it back. The question itself is the turn's (a permission
-//! request with the plan); this handler declares the tool and reads its input.
+//! request with the plan), lent through the [`Workbench`]; this handler declares the tool,
+//! reads its input and asks.
 //!
 //! It is offered in every session, plan mode or not, so the tool definitions stay the same
 //! bytes when the mode changes (the provider's cache holds); outside plan mode a call is
@@ -45,7 +46,7 @@ pub fn plan_in(input: &Value) -> Result<String, String> {
 pub(super) struct ExitPlanMode;
 
 impl Tool for ExitPlanMode {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         PLAN_TOOL
     }
     fn claude_names(&self) -> &'static [&'static str] {
@@ -89,12 +90,15 @@ impl Tool for ExitPlanMode {
     fn run<'a>(
         &'a self,
         input: Value,
-        _ctx: &'a ToolContext,
-        _bench: &'a dyn Workbench,
+        ctx: &'a ToolContext,
+        bench: &'a dyn Workbench,
     ) -> BoxFuture<'a, ToolOutput> {
-        // A session's turn answers the call itself (it asks the user); run alone, the tool
-        // has no one to ask.
         Box::pin(async move {
+            // A session lends the question (and the mode change); run alone, the tool has no
+            // one to ask.
+            if let Some(leave) = bench.leave_plan(input.clone(), ctx) {
+                return leave.await;
+            }
             match plan_in(&input) {
                 Ok(_) => ToolOutput::error(format!(
                     "{PLAN_TOOL} needs a session in plan mode to ask the user"

@@ -57,7 +57,7 @@ fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
 pub(super) struct Glob;
 
 impl Tool for Glob {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "glob"
     }
     fn claude_names(&self) -> &'static [&'static str] {

@@ -196,7 +196,7 @@ fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
 pub(super) struct Grep;
 
 impl Tool for Grep {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "grep"
     }
     fn claude_names(&self) -> &'static [&'static str] {

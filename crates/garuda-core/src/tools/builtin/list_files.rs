@@ -62,7 +62,7 @@ fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
 pub(super) struct ListFiles;
 
 impl Tool for ListFiles {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "list_files"
     }
     fn claude_names(&self) -> &'static [&'static str] {

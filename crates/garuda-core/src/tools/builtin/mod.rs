@@ -8,6 +8,7 @@ mod exit_plan_mode;
 mod glob;
 mod grep;
 mod list_files;
+mod mcp_search;
 mod read_file;
 mod remember;
 mod skill;
@@ -17,7 +18,9 @@ mod write_file;
 
 pub use agent::{AgentTool, ExploreTool};
 pub use exit_plan_mode::{PLAN_TOOL, plan_in};
+pub(crate) use mcp_search::McpSearchTool;
 pub use skill::{SKILL_TOOL, SkillTool, skill_text};
+pub(crate) use snip::SnipTool;
 pub use snip::{SNIP_TOOL, snip_tool_spec};
 pub use todo_write::todos_in;
 
@@ -26,7 +29,7 @@ use super::write::WholeFile;
 
 /// The built-in tools every session has, in the order the model sees them (tools built from
 /// what a session finds at its start, like `skill`, follow them).
-pub fn all() -> Vec<Handler> {
+pub(crate) fn all() -> Vec<Handler> {
     vec![
         Handler::new(read_file::ReadFile),
         Handler::new(list_files::ListFiles),

@@ -232,7 +232,7 @@ fn render(
 pub(super) struct ReadFile;
 
 impl Tool for ReadFile {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "read_file"
     }
     fn claude_names(&self) -> &'static [&'static str] {

@@ -63,7 +63,7 @@ fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
 pub(super) struct Remember;
 
 impl Tool for Remember {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "remember"
     }
     fn spec(&self) -> ToolSpec {

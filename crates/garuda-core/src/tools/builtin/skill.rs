@@ -42,7 +42,7 @@ impl SkillTool {
 }
 
 impl Tool for SkillTool {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         SKILL_TOOL
     }
     fn spec(&self) -> ToolSpec {

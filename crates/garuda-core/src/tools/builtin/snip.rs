@@ -1,10 +1,13 @@
-//! `snip`'s spec: the tool works on the session's own view, so the turn runs it
-//! (`turn::ops`); its name and spec sit here beside the other tools' so the registry offers
-//! it without importing the turn. It is not in [`super::all`]: it has no handler.
+//! `snip`: the model removes earlier messages from its own view. The work is the session's
+//! (`turn::ops`), lent through the [`Workbench`]; this handler declares the tool and asks.
+//! It is not in [`super::all`]: the registry adds it when `[context] snip` is on.
 
-use serde_json::json;
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
 
 use crate::message::ToolSpec;
+use crate::tools::handler::{Tool, Workbench};
+use crate::tools::vocab::{ToolClass, ToolContext, ToolOutput};
 
 /// The name of the model's snip tool.
 pub const SNIP_TOOL: &str = "snip";
@@ -29,5 +32,39 @@ pub fn snip_tool_spec() -> ToolSpec {
             },
             "required": ["ids"]
         }),
+    }
+}
+
+/// `snip`.
+pub(crate) struct SnipTool;
+
+impl Tool for SnipTool {
+    fn name(&self) -> &str {
+        SNIP_TOOL
+    }
+    fn spec(&self) -> ToolSpec {
+        snip_tool_spec()
+    }
+    fn class(&self) -> ToolClass {
+        ToolClass::Session
+    }
+    fn describe(&self, input: &Value) -> String {
+        input.to_string()
+    }
+    fn run<'a>(
+        &'a self,
+        input: Value,
+        _ctx: &'a ToolContext,
+        bench: &'a dyn Workbench,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let Some(snip) = bench.snip(input) else {
+                return ToolOutput::error(format!("{SNIP_TOOL} needs a session's view to work on"));
+            };
+            match snip.await {
+                Ok(text) => ToolOutput::ok(text),
+                Err(e) => ToolOutput::error(e),
+            }
+        })
     }
 }

@@ -83,7 +83,7 @@ fn run(input: Value, ctx: &ToolContext) -> ToolOutput {
 pub(super) struct TodoWrite;
 
 impl Tool for TodoWrite {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "todo_write"
     }
     fn claude_names(&self) -> &'static [&'static str] {

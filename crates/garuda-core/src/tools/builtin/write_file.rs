@@ -24,7 +24,7 @@ pub(super) struct WriteFile;
 
 impl FileChange for WriteFile {
     type Input = WriteInput;
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "write_file"
     }
     fn claude_names(&self) -> &'static [&'static str] {
