@@ -503,6 +503,8 @@ class InspectResult(_InspectResultRequired, total=False):
     hooksSkipped: List[HookSkipped]
     # The newest compaction that installed a summary or a handoff, if any.
     lastCompaction: Union[LastCompaction, None]
+    # The lean fixed part of a small window (under 16 384 tokens), when in force: what it aims at, the prompt parts dropped or cut, and the tools deferred behind `mcp_tool_search`.
+    lean: Union[LeanFixedPart, None]
     # The limit learned from the provider, when one was (kept in the transcript).
     learnedLimit: Optional[int]
     # MCP tool definitions (or `mcp_tool_search` when they are deferred).
@@ -567,6 +569,17 @@ class LastCompaction(_LastCompactionRequired, total=False):
     summarizer: Optional[str]
     # Tokens its summary requests used, all paths together.
     usage: Union[Usage, None]
+
+
+class LeanFixedPart(TypedDict):
+    """The lean fixed part of a small window, in `context/inspect`."""
+
+    # Tokens the system prompt and tool definitions aim at (a quarter of the window).
+    budgetTokens: int
+    # The tools whose definitions are deferred behind `mcp_tool_search`.
+    deferredTools: List[str]
+    # The prompt parts dropped or cut to reach it, in order (`dropped: build and test commands`, …).
+    dropped: List[str]
 
 
 class Limits(TypedDict, total=False):

@@ -404,6 +404,11 @@ pub fn inspect_out(r: ContextReport) -> w::InspectResult {
         configured_window: r.configured_window,
         server_window: r.server_window,
         learned_limit: r.learned_limit,
+        lean: r.lean.map(|l| w::LeanFixedPart {
+            budget_tokens: l.budget_tokens,
+            dropped: l.dropped,
+            deferred_tools: l.deferred_tools,
+        }),
         threshold: p.threshold,
         context_tokens: r.context_tokens,
         paused: r.paused,

@@ -734,6 +734,19 @@ pub struct ViewResult {
     pub context_tokens: u64,
 }
 
+/// The lean fixed part of a small window, in `context/inspect`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LeanFixedPart {
+    /// Tokens the system prompt and tool definitions aim at (a quarter of the window).
+    pub budget_tokens: u64,
+    /// The prompt parts dropped or cut to reach it, in order (`dropped: build and test
+    /// commands`, …).
+    pub dropped: Vec<String>,
+    /// The tools whose definitions are deferred behind `mcp_tool_search`.
+    pub deferred_tools: Vec<String>,
+}
+
 /// `context/inspect` result: the context by part, in tokens.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -773,6 +786,11 @@ pub struct InspectResult {
     /// The limit learned from the provider, when one was (kept in the transcript).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learned_limit: Option<u64>,
+    /// The lean fixed part of a small window (under 16 384 tokens), when in force: what it
+    /// aims at, the prompt parts dropped or cut, and the tools deferred behind
+    /// `mcp_tool_search`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lean: Option<LeanFixedPart>,
     /// Compaction starts above this many tokens.
     pub threshold: u64,
     /// The context size now (real count of the last response plus the estimate since).

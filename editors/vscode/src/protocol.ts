@@ -393,6 +393,12 @@ export type InspectResult = {
   instructions: number;
   /** The newest compaction that installed a summary or a handoff, if any. */
   lastCompaction?: LastCompaction | null;
+  /**
+   * The lean fixed part of a small window (under 16 384 tokens), when in force: what it
+   * aims at, the prompt parts dropped or cut, and the tools deferred behind
+   * `mcp_tool_search`.
+   */
+  lean?: LeanFixedPart | null;
   /** The limit learned from the provider, when one was (kept in the transcript). */
   learnedLimit?: number | null;
   /** MCP tool definitions (or `mcp_tool_search` when they are deferred). */
@@ -503,6 +509,19 @@ export type LastCompaction = {
   trigger: string;
   /** Tokens its summary requests used, all paths together. */
   usage?: Usage | null;
+};
+
+/** The lean fixed part of a small window, in `context/inspect`. */
+export type LeanFixedPart = {
+  /** Tokens the system prompt and tool definitions aim at (a quarter of the window). */
+  budgetTokens: number;
+  /** The tools whose definitions are deferred behind `mcp_tool_search`. */
+  deferredTools: string[];
+  /**
+   * The prompt parts dropped or cut to reach it, in order (`dropped: build and test
+   * commands`, …).
+   */
+  dropped: string[];
 };
 
 /** Character limits of the prompt's file-based parts. */

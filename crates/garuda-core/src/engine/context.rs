@@ -44,6 +44,8 @@ pub struct ContextReport {
     pub window_source: &'static str,
     /// The window the model's local server reported, when it was asked and said.
     pub server_window: Option<u64>,
+    /// The lean fixed part of a small window, when in force.
+    pub lean: Option<crate::turn::LeanState>,
     /// The context size now.
     pub context_tokens: u64,
     /// True while auto-compaction is paused.
@@ -357,6 +359,7 @@ impl Engine {
             learned_limit: learned,
             window_source,
             server_window: server.map(|s| s.tokens),
+            lean: live.lean(),
             context_tokens,
             paused,
             sandbox: live.setup.sandbox.clone(),

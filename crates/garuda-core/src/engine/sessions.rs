@@ -534,6 +534,7 @@ impl Engine {
         let server = live.ask_server_window().await;
         let info = live.model().info;
         let (window, from) = turn::planned_window(&info, server, None);
+        live.settle_lean(window);
         let fixed =
             crate::session::tokens::TokenEstimator::default().estimate(turn::fixed_chars(live));
         (fixed * 2 > window).then(|| {

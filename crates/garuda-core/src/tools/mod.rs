@@ -9,6 +9,7 @@
 
 mod builtin;
 mod handler;
+pub mod lean;
 pub mod listing;
 mod policy;
 mod registry;

@@ -860,10 +860,12 @@ impl<'a> Compaction<'a> {
         ws.invalidate();
         // A changed MCP tool list comes in with the rebuilt prompt, never mid-phase.
         let next_tools = session.next_tools();
-        let assembled = ws.assemble(
-            &session
-                .setup
-                .prompt_options(&session.header.model, &next_tools.registry),
+        let assembled = session.fit_prompt(
+            ws.assemble(
+                &session
+                    .setup
+                    .prompt_options(&session.header.model, &next_tools.registry),
+            ),
         );
         let fixed = est.estimate(
             assembled.system.chars().count() + tokens::tool_chars(&next_tools.registry.specs()),

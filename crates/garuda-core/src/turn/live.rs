@@ -374,6 +374,30 @@ pub struct LiveSession {
     agent_call: std::sync::atomic::AtomicBool,
     /// What the model's server said of its window: (model id asked for, its answer).
     server_window: Mutex<Option<(String, Option<crate::provider::ServerWindow>)>>,
+    /// The lean fixed part of a small window, once in force (it stays for the session).
+    lean: Mutex<Option<LeanState>>,
+}
+
+/// The fewest characters a lean prompt keeps, whatever the budget: the short base rules and
+/// the identity line.
+const LEAN_PROMPT_FLOOR: usize = 1_200;
+
+/// True when `a` is already a lean prompt (its assembly says so).
+fn is_lean_prompt(a: &Assembled) -> bool {
+    a.warnings
+        .iter()
+        .any(|w| w.starts_with(crate::prompt::lean::LEAN_NOTE))
+}
+
+/// The lean fixed part in force ([`crate::prompt::lean`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeanState {
+    /// What the system prompt and tools aim at, in tokens.
+    pub budget_tokens: u64,
+    /// The prompt parts dropped or cut to reach it.
+    pub dropped: Vec<String>,
+    /// The tools deferred behind the tool search.
+    pub deferred_tools: Vec<String>,
 }
 
 /// The tool registry a compaction would install, and the MCP list and skills behind it.
@@ -505,6 +529,7 @@ impl LiveSession {
             user_words: std::sync::atomic::AtomicBool::new(user_words),
             agent_call: std::sync::atomic::AtomicBool::new(false),
             server_window: Mutex::new(None),
+            lean: Mutex::new(None),
         }
     }
 
@@ -663,6 +688,86 @@ impl LiveSession {
     /// The model the session talks to now.
     pub fn model(&self) -> Arc<ModelBinding> {
         self.model.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The lean fixed part in force, if any.
+    pub fn lean(&self) -> Option<LeanState> {
+        self.lean.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Puts the lean fixed part in force when `window` is small ([`crate::prompt::lean`]):
+    /// the core tools with compact descriptions and the rest behind the tool search, and the
+    /// system prompt cut to what the budget leaves. Before the first request (or once a
+    /// refusal showed the window small); once in force it stays, so the bytes stay stable.
+    pub(crate) fn settle_lean(&self, window: u64) {
+        use crate::prompt::lean;
+        let held = self.lean();
+        if held.is_none() && !lean::is_lean(window) {
+            return;
+        }
+        let budget_tokens = held
+            .as_ref()
+            .map_or((window as f64 * lean::LEAN_SHARE) as u64, |l| {
+                l.budget_tokens
+            });
+        let tools = self.tools();
+        let lean_tools = tools.lean();
+        if lean_tools != *tools {
+            *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(lean_tools);
+        }
+        let prompt = self.prompt();
+        let deferred_tools = self
+            .tools()
+            .deferred_specs()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        let mut state = LeanState {
+            budget_tokens,
+            dropped: held.map(|h| h.dropped).unwrap_or_default(),
+            deferred_tools,
+        };
+        if !is_lean_prompt(&prompt) {
+            let (p, dropped) = lean::lean_prompt(
+                &prompt,
+                &self.root_text(),
+                self.prompt_budget(budget_tokens),
+            );
+            state.dropped = dropped;
+            self.set_prompt(Arc::new(p));
+        }
+        *self.lean.lock().unwrap_or_else(|p| p.into_inner()) = Some(state);
+    }
+
+    /// A prompt rebuilt from disk (a compaction), lean when the lean fixed part is in force.
+    pub(crate) fn fit_prompt(&self, a: Arc<Assembled>) -> Arc<Assembled> {
+        let Some(mut held) = self.lean() else {
+            return a;
+        };
+        if is_lean_prompt(&a) {
+            return a;
+        }
+        let (p, dropped) = crate::prompt::lean::lean_prompt(
+            &a,
+            &self.root_text(),
+            self.prompt_budget(held.budget_tokens),
+        );
+        held.dropped = dropped;
+        *self.lean.lock().unwrap_or_else(|p| p.into_inner()) = Some(held);
+        Arc::new(p)
+    }
+
+    /// The working root as the prompt names it.
+    fn root_text(&self) -> String {
+        self.setup.workspace.root.path().display().to_string()
+    }
+
+    /// Characters the lean prompt may take: the budget less the tools' definitions.
+    fn prompt_budget(&self, budget_tokens: u64) -> usize {
+        let tools = crate::session::tokens::tool_chars(&self.tools().specs());
+        ((budget_tokens as f64 * crate::session::tokens::DEFAULT_CHARS_PER_TOKEN) as usize)
+            .saturating_sub(tools)
+            .max(LEAN_PROMPT_FLOOR)
     }
 
     /// The window the current model's server reported, once asked ([`Self::ask_server_window`]).
@@ -876,6 +981,9 @@ impl LiveSession {
                 );
                 next.skills = Some(fresh);
             }
+        }
+        if self.lean().is_some() && (next.mcp.is_some() || next.skills.is_some()) {
+            next.registry = Arc::new(next.registry.lean());
         }
         next
     }

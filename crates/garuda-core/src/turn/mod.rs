@@ -37,7 +37,7 @@ pub use events::{
 };
 pub use host::{ClientToolResult, CommandRun, NullHost, Progress, TurnHost};
 pub use instructions::RootNoted;
-pub use live::{LiveSession, ModelBinder, ModelBinding, SessionSetup, TurnError};
+pub use live::{LeanState, LiveSession, ModelBinder, ModelBinding, SessionSetup, TurnError};
 pub use ops::{CollapseOutcome, SnipOutcome};
 pub(crate) use ops::{collapse, snip_ids};
 pub use plan::{PLAN_REFUSED, plan_off_note, plan_on_note};

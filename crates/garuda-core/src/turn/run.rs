@@ -363,6 +363,8 @@ impl<'a> Turn<'a> {
             error: None,
         };
         session.settle_mcp(cancel).await;
+        // A small window gets the lean fixed part before its first request.
+        session.settle_lean(super::budget::window(session, state));
         check_fits(session, state, &input)?;
         let input = super::hooks::before_prompt(session, state, host, cancel, input).await?;
         let note = super::instructions::current_note(session, state)?;
