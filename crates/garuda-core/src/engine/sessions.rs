@@ -530,14 +530,20 @@ impl Engine {
     /// Asks the session's model server for its window (a local server; cached) and warns
     /// when Garuda's fixed part (system prompt and tool definitions) takes more than half of
     /// the window the session will plan with.
-    pub async fn window_warning(&self, live: &LiveSession) -> Option<String> {
+    pub async fn window_warning(&self, live: &LiveSession) -> Vec<String> {
         let server = live.ask_server_window().await;
         let info = live.model().info;
         let (window, from) = turn::planned_window(&info, server, None);
         live.settle_lean(window);
         let fixed =
             crate::session::tokens::TokenEstimator::default().estimate(turn::fixed_chars(live));
-        (fixed * 2 > window).then(|| {
+        let reported = server.filter(|s| s.tokens < info.context_window).map(|s| {
+            format!(
+                "the model's server reports a {}-token window ({}): the session plans with it",
+                s.tokens, s.source
+            )
+        });
+        let half = (fixed * 2 > window).then(|| {
             format!(
                 "Garuda's fixed part (system prompt and {} tool definitions) is about {fixed} \
                  tokens, more than half of the model's {window}-token window ({from}): about {} \
@@ -547,7 +553,8 @@ impl Engine {
                 live.tool_specs().len(),
                 window.saturating_sub(fixed)
             )
-        })
+        });
+        reported.into_iter().chain(half).collect()
     }
 
     /// Starts reading the repository's git state for the session-start note, on its own

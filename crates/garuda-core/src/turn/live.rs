@@ -57,9 +57,11 @@ pub enum TurnError {
     Blocked(String),
     /// A user message that cannot fit the model's window whatever is compacted.
     #[error(
-        "the message is about {message_tokens} tokens; with the system prompt and tools \
-         ({fixed_tokens} tokens) it exceeds the model's {window_tokens}-token window. Send a \
-         shorter message, or put the content in a file the agent can read in parts"
+        "the message is about {message_tokens} tokens; with Garuda's fixed part (system prompt \
+         and tool definitions, {fixed_tokens} tokens) it exceeds the model's \
+         {window_tokens}-token window. Send a shorter message, put the content in a file the \
+         agent can read in parts, or raise the server's context size (llama.cpp: --ctx-size; \
+         Ollama: num_ctx)"
     )]
     TooLarge {
         /// Estimated tokens of the message.
