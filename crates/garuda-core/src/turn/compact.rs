@@ -505,7 +505,12 @@ async fn shrink(
         messages: vec![Message::user_text(shrink_instruction(
             &summary, tokens, b.summary,
         ))],
-        max_tokens: (session.model().info.max_output as u64).min(b.summary * 2 + 1_024) as u32,
+        // The summary's own budget, as for the summary itself, beside this request.
+        max_tokens: crate::session::compact::summary_max_tokens(
+            session.model().info.max_output as u64,
+            b.summary,
+            b.window.saturating_sub(tokens + b.window / 20),
+        ) as u32,
         cache: crate::provider::CachePlan::default(),
         thinking_budget: None,
         output_schema: None,
