@@ -77,6 +77,7 @@ fn bench(c: &mut Criterion) {
             max_output: 8192,
             known: true,
             prices: None,
+            window_from: "config",
         },
         prompt_policy: Policy::FullAuto,
         approval_timeout_secs: 1,

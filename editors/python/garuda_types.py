@@ -504,7 +504,7 @@ class _InspectResultRequired(TypedDict):
     threshold: int
     # Tool specs (without MCP's).
     tools: int
-    # The window the session plans with: the configured one, or the smaller limit the provider named in a prompt-too-long answer.
+    # The window the session plans with: the configured one, the smaller one the model's local server reported, or the smaller limit the provider named in a prompt-too-long answer.
     window: int
 
 
@@ -525,6 +525,8 @@ class InspectResult(_InspectResultRequired, total=False):
     hooksSkipped: List[HookSkipped]
     # The newest compaction that installed a summary or a handoff, if any.
     lastCompaction: Union[LastCompaction, None]
+    # The lean fixed part of a small window (under 16 384 tokens), when in force: what it aims at, the prompt parts dropped or cut, and the tools deferred behind `mcp_tool_search`.
+    lean: Union[LeanFixedPart, None]
     # The limit learned from the provider, when one was (kept in the transcript).
     learnedLimit: Optional[int]
     # MCP tool definitions (or `mcp_tool_search` when they are deferred).
@@ -535,10 +537,14 @@ class InspectResult(_InspectResultRequired, total=False):
     nudges: int
     # What prompt assembly reported for this session's prompt: files cut or skipped, and feature switches that add no line because the session offers no such tool.
     promptWarnings: List[str]
+    # The window the model's local server reported, once asked (before the first request).
+    serverWindow: Optional[int]
     # Every instruction source of the session: those of its system prompt, the nested files and path-scoped rules in force for the paths its tools touched (`placement: "note"`), and the rules not in force yet.
     sources: List[InstructionSource]
     # What the session's model requests used and cost, per purpose: `main` (the turns' steps), `summary`, `collapse`, `worker`, `agent`; purposes without a request are left out. The session's cost (`costUsd` of `usage` events) is the sum of these rows.
     usageByPurpose: List[PurposeUsage]
+    # Where `window` comes from: `learned` (a prompt-too-long answer named it), the local server's endpoint that reported it (`llama.cpp /props`, `ollama /api/show`, `lmstudio /api/v0/models`, `vllm /v1/models`), or the model's `config`, `table`, `default` or `environment` (`GARUDA_CONTEXT_WINDOW`).
+    windowSource: str
 
 
 class _InstructionSourceRequired(TypedDict):
@@ -585,6 +591,17 @@ class LastCompaction(_LastCompactionRequired, total=False):
     summarizer: Optional[str]
     # Tokens its summary requests used, all paths together.
     usage: Union[Usage, None]
+
+
+class LeanFixedPart(TypedDict):
+    """The lean fixed part of a small window, in `context/inspect`."""
+
+    # Tokens the system prompt and tool definitions aim at (a quarter of the window).
+    budgetTokens: int
+    # The tools whose definitions are deferred behind `mcp_tool_search`.
+    deferredTools: List[str]
+    # The prompt parts dropped or cut to reach it, in order (`dropped: build and test commands`, …).
+    dropped: List[str]
 
 
 class Limits(TypedDict, total=False):

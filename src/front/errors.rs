@@ -129,6 +129,26 @@ pub fn engine_error(e: EngineError) -> RpcError {
                 "windowTokens": window_tokens,
             })),
         },
+        EngineError::Turn(
+            e @ T::DoesNotFit {
+                fixed_tokens,
+                history_tokens,
+                message_tokens,
+                output_tokens,
+                window_tokens,
+            },
+        ) => RpcError {
+            code: codes::PROMPT_TOO_LONG,
+            message: e.to_string(),
+            data: Some(json!({
+                "kind": "doesNotFit",
+                "fixedTokens": fixed_tokens,
+                "historyTokens": history_tokens,
+                "messageTokens": message_tokens,
+                "outputTokens": output_tokens,
+                "windowTokens": window_tokens,
+            })),
+        },
         EngineError::Config(m) => RpcError::new(codes::CONFIG_ERROR, m),
         EngineError::ConfigFile(problems) => {
             let message = EngineError::ConfigFile(problems.clone()).to_string();

@@ -264,13 +264,18 @@ impl NativeFront {
                     origin: garuda_core::session::SessionOrigin::Serve,
                     mcp_servers: Vec::new(),
                 };
-                let (session, warnings) = engine.new_session(&p.workspace_id, req).map_err(err)?;
+                let (session, mut warnings) =
+                    engine.new_session(&p.workspace_id, req).map_err(err)?;
+                // On a blocking thread: the local server's window is asked for here, once.
+                warnings.extend(
+                    tokio::runtime::Handle::current().block_on(engine.window_warning(&session)),
+                );
                 // The servers start in the background: their failures follow the answer.
                 show_mcp_failures(&session, facts.client.get());
                 ok::<m::NewSession>(protocol::NewSessionResult {
                     session_id: session.id().to_string(),
                     model: session.model_spec(),
-                    context_window: session.context_window(),
+                    context_window: session.planned_window(),
                     warnings,
                 })
             }

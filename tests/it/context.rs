@@ -442,9 +442,10 @@ fn compacts_mid_turn_when_usage_passes_the_window_between_tool_steps() {
     replies.push(text("<summary>MID-TURN</summary>", 50));
     replies.push(text("done", 300));
     let mock = Mock::start(replies);
+    // A window the fixed part fits (a smaller one is refused before anything is sent).
     let (mut g, _h, _ws, wid) = setup(
         &mock,
-        "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 2000\n",
+        "[models.\"anthropic/claude-sonnet-4-5\"]\ncontextWindow = 8000\n",
     );
     let sid = new_session(&mut g, &wid);
     let r = turn(&mut g, &sid, "read a.txt five times");
@@ -1126,4 +1127,56 @@ fn a_manual_compaction_fails_only_when_every_path_failed_with_the_last_error() {
     assert!(r["error"].to_string().contains("regular went wrong"), "{r}");
     let after = g.call("session/messages", json!({"sessionId": sid}));
     assert_eq!(before, after, "the session is unchanged");
+}
+
+/// A summary that ends on the output limit is asked once for half the size; cut again, it is
+/// not installed: the extractive handoff is. The answer, `context/inspect` and the
+/// `compaction` event give the same tokensAfter.
+#[test]
+fn a_cut_summary_is_never_installed_and_the_three_tokens_after_agree() {
+    let cut = |t: &str| {
+        MockReply::Sse(
+            AnthropicSse::new(MockUsage::new(500, 4_000))
+                .text(t)
+                .finish("max_tokens"),
+        )
+    };
+    let mut replies = history(60_000);
+    replies.push(cut("<summary>CUT-ONE and then"));
+    replies.push(cut("<summary>CUT-TWO and then"));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    let r = g.call("session/compact", json!({"sessionId": sid}));
+    assert_eq!(r["compacted"], true, "{r}");
+    assert_eq!(r["kind"], "handoff", "{r}");
+    let bodies = mock.rec.bodies();
+    assert_eq!(
+        bodies.len(),
+        8,
+        "one summary request, then one asking for less"
+    );
+    let first = all_text(&bodies[6]["messages"]);
+    let second = all_text(&bodies[7]["messages"]);
+    assert!(first.contains("under about 10000 tokens"), "{first}");
+    assert!(second.contains("under about 5000 tokens"), "{second}");
+    // Its own output budget, not the session's.
+    assert!(bodies[6]["max_tokens"].as_u64().unwrap_or(0) >= 10_000);
+    let view = view_messages(&mut g, &sid);
+    let shown = all_text(&json!(view));
+    assert!(
+        !shown.contains("CUT-ONE") && !shown.contains("CUT-TWO"),
+        "{shown}"
+    );
+    let inspect = g.call("context/inspect", json!({"sessionId": sid}));
+    assert_eq!(
+        inspect["lastCompaction"]["tokensAfter"], r["tokensAfter"],
+        "{inspect}"
+    );
+    let finished = compaction_events(&g)
+        .into_iter()
+        .find(|e| e["phase"] == "finished")
+        .expect("finished");
+    assert_eq!(finished["tokensAfter"], r["tokensAfter"], "{finished}");
 }

@@ -32,5 +32,6 @@ mod sandbox;
 mod server;
 mod sim_provider;
 mod skills;
+mod small_window;
 mod turns;
 mod worker;

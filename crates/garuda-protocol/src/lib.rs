@@ -792,6 +792,19 @@ pub struct ViewResult {
     pub context_tokens: u64,
 }
 
+/// The lean fixed part of a small window, in `context/inspect`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LeanFixedPart {
+    /// Tokens the system prompt and tool definitions aim at (a quarter of the window).
+    pub budget_tokens: u64,
+    /// The prompt parts dropped or cut to reach it, in order (`dropped: build and test
+    /// commands`, …).
+    pub dropped: Vec<String>,
+    /// The tools whose definitions are deferred behind `mcp_tool_search`.
+    pub deferred_tools: Vec<String>,
+}
+
 /// `context/inspect` result: the context by part, in tokens.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -813,14 +826,29 @@ pub struct InspectResult {
     pub free: u64,
     /// Reserved for the model's output.
     pub reserved: u64,
-    /// The window the session plans with: the configured one, or the smaller limit the
-    /// provider named in a prompt-too-long answer.
+    /// The window the session plans with: the configured one, the smaller one the model's
+    /// local server reported, or the smaller limit the provider named in a prompt-too-long
+    /// answer.
     pub window: u64,
+    /// Where `window` comes from: `learned` (a prompt-too-long answer named it), the local
+    /// server's endpoint that reported it (`llama.cpp /props`, `ollama /api/show`,
+    /// `lmstudio /api/v0/models`, `vllm /v1/models`), or the model's `config`, `table`,
+    /// `default` or `environment` (`GARUDA_CONTEXT_WINDOW`).
+    #[serde(default)]
+    pub window_source: String,
     /// The model's window from the model table or the config.
     pub configured_window: u64,
+    /// The window the model's local server reported, once asked (before the first request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_window: Option<u64>,
     /// The limit learned from the provider, when one was (kept in the transcript).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learned_limit: Option<u64>,
+    /// The lean fixed part of a small window (under 16 384 tokens), when in force: what it
+    /// aims at, the prompt parts dropped or cut, and the tools deferred behind
+    /// `mcp_tool_search`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lean: Option<LeanFixedPart>,
     /// Compaction starts above this many tokens.
     pub threshold: u64,
     /// The context size now (real count of the last response plus the estimate since).

@@ -412,6 +412,12 @@ export type InspectResult = {
   instructions: number;
   /** The newest compaction that installed a summary or a handoff, if any. */
   lastCompaction?: LastCompaction | null;
+  /**
+   * The lean fixed part of a small window (under 16 384 tokens), when in force: what it
+   * aims at, the prompt parts dropped or cut, and the tools deferred behind
+   * `mcp_tool_search`.
+   */
+  lean?: LeanFixedPart | null;
   /** The limit learned from the provider, when one was (kept in the transcript). */
   learnedLimit?: number | null;
   /** MCP tool definitions (or `mcp_tool_search` when they are deferred). */
@@ -435,6 +441,8 @@ export type InspectResult = {
   reserved: number;
   /** What the session's commands run in, measured at its start. */
   sandbox: SandboxReport;
+  /** The window the model's local server reported, once asked (before the first request). */
+  serverWindow?: number | null;
   /**
    * Every instruction source of the session: those of its system prompt, the nested files
    * and path-scoped rules in force for the paths its tools touched (`placement: "note"`),
@@ -454,10 +462,18 @@ export type InspectResult = {
    */
   usageByPurpose?: PurposeUsage[];
   /**
-   * The window the session plans with: the configured one, or the smaller limit the
-   * provider named in a prompt-too-long answer.
+   * The window the session plans with: the configured one, the smaller one the model's
+   * local server reported, or the smaller limit the provider named in a prompt-too-long
+   * answer.
    */
   window: number;
+  /**
+   * Where `window` comes from: `learned` (a prompt-too-long answer named it), the local
+   * server's endpoint that reported it (`llama.cpp /props`, `ollama /api/show`,
+   * `lmstudio /api/v0/models`, `vllm /v1/models`), or the model's `config`, `table`,
+   * `default` or `environment` (`GARUDA_CONTEXT_WINDOW`).
+   */
+  windowSource?: string;
 };
 
 /** Where an instruction source reaches the model. */
@@ -512,6 +528,19 @@ export type LastCompaction = {
   trigger: string;
   /** Tokens its summary requests used, all paths together. */
   usage?: Usage | null;
+};
+
+/** The lean fixed part of a small window, in `context/inspect`. */
+export type LeanFixedPart = {
+  /** Tokens the system prompt and tool definitions aim at (a quarter of the window). */
+  budgetTokens: number;
+  /** The tools whose definitions are deferred behind `mcp_tool_search`. */
+  deferredTools: string[];
+  /**
+   * The prompt parts dropped or cut to reach it, in order (`dropped: build and test
+   * commands`, …).
+   */
+  dropped: string[];
 };
 
 /** Character limits of the prompt's file-based parts. */

@@ -38,6 +38,14 @@ pub struct ContextReport {
     pub configured_window: u64,
     /// The limit learned from the provider, if any.
     pub learned_limit: Option<u64>,
+    /// Where the window in use comes from: `learned`, a server endpoint (`llama.cpp /props`,
+    /// `ollama /api/show`, `lmstudio /api/v0/models`, `vllm /v1/models`), or the model's
+    /// `config`, `table`, `default` or `environment`.
+    pub window_source: &'static str,
+    /// The window the model's local server reported, when it was asked and said.
+    pub server_window: Option<u64>,
+    /// The lean fixed part of a small window, when in force.
+    pub lean: Option<crate::turn::LeanState>,
     /// The context size now.
     pub context_tokens: u64,
     /// True while auto-compaction is paused.
@@ -139,6 +147,7 @@ impl Engine {
                 trigger: CompactTrigger::Manual,
                 focus: focus.as_deref(),
                 refused_tokens: None,
+                relief: None,
             },
             &report,
         )
@@ -328,7 +337,8 @@ impl Engine {
         };
         let model = live.model();
         let info = &model.info;
-        let window = tokens::effective_window(info.context_window, learned);
+        let server = live.server_window();
+        let (window, window_source) = crate::session::tokens::planned_window(info, server, learned);
         let threshold = crate::session::compact::threshold_tokens(
             window,
             info.max_output as u64,
@@ -347,6 +357,9 @@ impl Engine {
             mcp_tools,
             configured_window: info.context_window,
             learned_limit: learned,
+            window_source,
+            server_window: server.map(|s| s.tokens),
+            lean: live.lean(),
             context_tokens,
             paused,
             sandbox: live.setup.sandbox.clone(),

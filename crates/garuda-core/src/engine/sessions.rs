@@ -355,7 +355,11 @@ fn bind(
     let provider = provider::build(model, cfg)?;
     let mut info = provider::model_info(model, cfg);
     // `GARUDA_CONTEXT_WINDOW` lowers every model's window for this run.
-    info.context_window = context.window(info.context_window);
+    let lowered = context.window(info.context_window);
+    if lowered < info.context_window {
+        info.window_from = "environment";
+    }
+    info.context_window = lowered;
     let mut warnings = Vec::new();
     if !info.known {
         let mut known: Vec<&str> = crate::provider::models::table_ids().collect();
@@ -521,6 +525,36 @@ impl Engine {
         let live = Arc::new(LiveSession::new(header, setup, start, file, records));
         let live = self.sessions.insert(live);
         Ok((live, warnings))
+    }
+
+    /// Asks the session's model server for its window (a local server; cached) and warns
+    /// when Garuda's fixed part (system prompt and tool definitions) takes more than half of
+    /// the window the session will plan with.
+    pub async fn window_warning(&self, live: &LiveSession) -> Vec<String> {
+        let server = live.ask_server_window().await;
+        let info = live.model().info;
+        let (window, from) = crate::session::tokens::planned_window(&info, server, None);
+        live.settle_lean(window);
+        let fixed =
+            crate::session::tokens::TokenEstimator::default().estimate(turn::fixed_chars(live));
+        let reported = server.filter(|s| s.tokens < info.context_window).map(|s| {
+            format!(
+                "the model's server reports a {}-token window ({}): the session plans with it",
+                s.tokens, s.source
+            )
+        });
+        let half = (fixed * 2 > window).then(|| {
+            format!(
+                "Garuda's fixed part (system prompt and {} tool definitions) is about {fixed} \
+                 tokens, more than half of the model's {window}-token window ({from}): about {} \
+                 tokens are left for the conversation and the answers. Raise the server's \
+                 context size (llama.cpp: --ctx-size; Ollama: num_ctx) and the model's \
+                 contextWindow if you can",
+                live.tool_specs().len(),
+                window.saturating_sub(fixed)
+            )
+        });
+        reported.into_iter().chain(half).collect()
     }
 
     /// Starts reading the repository's git state for the session-start note, on its own

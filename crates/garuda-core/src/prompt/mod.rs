@@ -12,6 +12,7 @@ mod base;
 pub mod changes;
 mod features;
 mod instructions;
+pub mod lean;
 mod memory;
 pub mod nested;
 mod profiles;

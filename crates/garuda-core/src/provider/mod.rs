@@ -16,6 +16,7 @@ pub mod replay;
 pub mod retry;
 pub mod spec;
 mod sse;
+pub mod window;
 
 #[cfg(test)]
 mod tests;
@@ -35,6 +36,7 @@ pub use models::ModelInfo;
 pub use normalize::ToolCallError;
 pub use replay::{ReplayProvider, recording};
 pub use spec::ModelSpec;
+pub use window::ServerWindow;
 
 /// Everything a provider needs for one model call, in canonical form.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -136,6 +138,11 @@ pub type EventSink = tokio::sync::mpsc::UnboundedSender<StreamEvent>;
 pub trait Provider: Send + Sync {
     /// Short provider name (`anthropic`, `openai`, `ollama`, `replay`, …).
     fn name(&self) -> &str;
+    /// The context window the server serving `model` was started with, when it is a local
+    /// server that says (see [`window`]); None for hosted APIs and cassettes.
+    fn server_window(&self, _model: &str) -> BoxFuture<'static, Option<ServerWindow>> {
+        Box::pin(async { None })
+    }
     /// Runs one model call, streaming events into `events`; stops promptly on `cancel`.
     fn complete(
         &self,

@@ -19,6 +19,9 @@ pub struct ModelInfo {
     /// What its tokens cost, when the config names prices (the table has none: prices change
     /// more often than releases, and a stale price misleads).
     pub prices: Option<Prices>,
+    /// Where `context_window` comes from: `config`, `table`, `default` or `environment`.
+    #[serde(skip)]
+    pub window_from: &'static str,
 }
 
 /// Prices in US dollars per million tokens.
@@ -132,24 +135,36 @@ pub fn lookup(spec: &str, model: &str, overrides: &BTreeMap<String, ModelOverrid
             max_output: o.max_output.unwrap_or(mo),
             known: true,
             prices: None,
+            window_from: if o.context_window.is_some() {
+                "config"
+            } else {
+                "table"
+            },
         },
         (Some((cw, mo)), None) => ModelInfo {
             context_window: cw,
             max_output: mo,
             known: true,
             prices: None,
+            window_from: "table",
         },
         (None, Some(o)) => ModelInfo {
             context_window: o.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
             max_output: o.max_output.unwrap_or(DEFAULT_MAX_OUTPUT),
             known: o.context_window.is_some(),
             prices: None,
+            window_from: if o.context_window.is_some() {
+                "config"
+            } else {
+                "default"
+            },
         },
         (None, None) => ModelInfo {
             context_window: DEFAULT_CONTEXT_WINDOW,
             max_output: DEFAULT_MAX_OUTPUT,
             known: false,
             prices: None,
+            window_from: "default",
         },
     };
     ModelInfo { prices, ..info }
@@ -206,6 +221,7 @@ mod tests {
                 max_output: 8_192,
                 known: false,
                 prices: None,
+                window_from: "default",
             }
         );
         // "gpt-50" is not "gpt-5" followed by a separator.

@@ -34,6 +34,19 @@ impl Provider for OpenAiProvider {
         &self.ep.name
     }
 
+    fn server_window(&self, model: &str) -> BoxFuture<'static, Option<super::ServerWindow>> {
+        if !super::window::is_local(&self.ep.base_url) {
+            return Box::pin(async { None });
+        }
+        let client = self.shared.client.clone();
+        let (name, url, model) = (
+            self.ep.name.clone(),
+            self.ep.base_url.clone(),
+            model.to_string(),
+        );
+        Box::pin(async move { super::window::ask(&client, &name, &url, &model).await })
+    }
+
     fn complete(
         &self,
         req: ModelRequest,

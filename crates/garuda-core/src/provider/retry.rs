@@ -182,9 +182,16 @@ pub fn excerpt(body: &str) -> String {
                 .get("type")
                 .or_else(|| e.get("code"))
                 .and_then(|t| t.as_str());
+            // llama.cpp names the sizes beside its message: they teach the window.
+            let sizes = match (e.get("n_prompt_tokens"), e.get("n_ctx")) {
+                (Some(n), Some(c)) if n.is_u64() && c.is_u64() => {
+                    format!(" {{\"n_prompt_tokens\":{n},\"n_ctx\":{c}}}")
+                }
+                _ => String::new(),
+            };
             match (t, m) {
-                (Some(t), Some(m)) => Some(format!("{t}: {m}")),
-                (None, Some(m)) => Some(m),
+                (Some(t), Some(m)) => Some(format!("{t}: {m}{sizes}")),
+                (None, Some(m)) => Some(format!("{m}{sizes}")),
                 (_, None) => e.as_str().map(str::to_string),
             }
         });

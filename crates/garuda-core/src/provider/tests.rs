@@ -1169,6 +1169,7 @@ fn endpoint_resolution_merges_config_and_env() {
             max_output: 32_000,
             known: true,
             prices: None,
+            window_from: "config",
         }
     );
     assert!(!model_info("ollama/unknown-thing", &cfg).known);
@@ -1780,4 +1781,115 @@ fn a_file_names_only_models_the_config_or_the_table_knows() {
         let err = ok(s).unwrap_err();
         assert!(err.contains(why), "{s}: {err}");
     }
+}
+
+// ---------- llama.cpp shapes (fixtures/llamacpp), replayed by a local server ----------
+
+const LLAMA_OVERFLOW: &str = include_str!("fixtures/llamacpp/overflow_400.json");
+const LLAMA_TOOL_LENGTH: &str = include_str!("fixtures/llamacpp/tool_call_length.sse");
+const LLAMA_TEXT: &str = include_str!("fixtures/llamacpp/text_timings.sse");
+const LLAMA_PROPS: &str = include_str!("fixtures/llamacpp/props.json");
+
+async fn llama_server(status: u16, body: &str, sse_body: bool) -> MockServer {
+    let server = MockServer::start().await;
+    let t = ResponseTemplate::new(status).set_body_string(body.to_string());
+    let t = if sse_body {
+        t.insert_header("content-type", "text/event-stream")
+    } else {
+        t.insert_header("content-type", "application/json")
+    };
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(t)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/props"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "application/json")
+                .set_body_string(LLAMA_PROPS),
+        )
+        .mount(&server)
+        .await;
+    server
+}
+
+#[tokio::test]
+async fn llamacpp_overflow_names_the_request_and_the_window() {
+    let server = llama_server(400, LLAMA_OVERFLOW, false).await;
+    let (res, _) = run(&openai(&server.uri()), request()).await;
+    let err = res.unwrap_err();
+    assert!(err.is_prompt_too_long(), "{err:?}");
+    let lim = err.context_limit().expect("a limit");
+    assert_eq!(
+        (lim.request_tokens, lim.limit_tokens),
+        (Some(4_135), Some(4_096))
+    );
+}
+
+#[tokio::test]
+async fn llamacpp_tool_call_cut_by_length_and_its_usage_chunk() {
+    let server = llama_server(200, LLAMA_TOOL_LENGTH, true).await;
+    let (res, _) = run(&openai(&server.uri()), request()).await;
+    let resp = res.unwrap();
+    assert_eq!(resp.stop_reason, StopReason::MaxTokens);
+    // The usage chunk has no choices and carries llama.cpp's timings beside the usage.
+    assert_eq!(
+        resp.usage,
+        Usage {
+            input_tokens: 62,
+            output_tokens: 200,
+            cache_creation_input_tokens: 0,
+            cache_read_input_tokens: 3_850,
+        }
+    );
+    // The arguments were cut mid-JSON: the call is answered with an error, never run.
+    assert_eq!(resp.tool_errors.len(), 1, "{resp:?}");
+}
+
+#[tokio::test]
+async fn llamacpp_text_with_comment_pings_and_timings() {
+    let server = llama_server(200, LLAMA_TEXT, true).await;
+    let (res, evs) = run(&openai(&server.uri()), request()).await;
+    let resp = res.unwrap();
+    assert_eq!(
+        resp.content,
+        vec![Block::text("The handlers add their offsets consistently.")]
+    );
+    assert_eq!(resp.stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        (resp.usage.input_tokens, resp.usage.cache_read_input_tokens),
+        (168, 1_312)
+    );
+    assert_eq!(
+        text_of(&evs),
+        "The handlers add their offsets consistently."
+    );
+}
+
+#[tokio::test]
+async fn llamacpp_props_give_the_server_window() {
+    let server = llama_server(200, LLAMA_TEXT, true).await;
+    let p = openai(&server.uri());
+    let w = p.server_window("gemma-3-270m").await.expect("a window");
+    assert_eq!((w.tokens, w.source), (4_096, "llama.cpp /props"));
+    // Asked once per server and model: a second ask is answered from the cache.
+    assert_eq!(p.server_window("gemma-3-270m").await, Some(w));
+    let props = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.url.path() == "/props")
+        .count();
+    assert_eq!(props, 1);
+    // A hosted API is never asked.
+    let remote = build_endpoint(endpoint(
+        ProviderKind::Openai,
+        "https://api.example.com/v1",
+        None,
+    ))
+    .unwrap();
+    assert_eq!(remote.server_window("m").await, None);
 }

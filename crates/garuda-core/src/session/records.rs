@@ -219,6 +219,10 @@ pub struct SnipRecord {
     pub time: u64,
     /// Message ids to drop.
     pub removed_ids: Vec<String>,
+    /// The ids are user messages of turns that failed unanswered (the window was too
+    /// small): they leave the view even when one is the session's first request.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed_turn: bool,
 }
 
 /// A committed span summary substituted for the span at read time.

@@ -165,6 +165,22 @@ pub fn effective_window(configured: u64, learned: Option<u64>) -> u64 {
     learned.map_or(configured, |l| l.min(configured))
 }
 
+/// The window planned with, and where it comes from: `learned` (a refusal named it), the
+/// server's endpoint (`llama.cpp /props`, …) when it reported less, or the model's `config`,
+/// `table`, `default` or `environment`.
+pub fn planned_window(
+    info: &crate::provider::ModelInfo,
+    server: Option<crate::provider::ServerWindow>,
+    learned: Option<u64>,
+) -> (u64, &'static str) {
+    let (declared, from) = match server {
+        Some(s) if s.tokens < info.context_window => (s.tokens, s.source),
+        _ => (info.context_window, info.window_from),
+    };
+    let w = effective_window(declared, learned);
+    (w, if w < declared { "learned" } else { from })
+}
+
 /// Characters the tool list costs in a request.
 pub fn tool_chars(tools: &[ToolSpec]) -> usize {
     tools

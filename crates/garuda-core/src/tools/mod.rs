@@ -9,6 +9,7 @@
 
 mod builtin;
 mod handler;
+pub mod lean;
 mod policy;
 mod registry;
 mod remote;

@@ -536,6 +536,41 @@ impl ToolRegistry {
             .is_some_and(|e| e.is_builtin() && e.offer == Some(Offer::Skills))
     }
 
+    /// This registry for a small window ([`super::lean`]): the core tools with compact
+    /// descriptions, every other tool deferred behind the tool search (which then also
+    /// answers for deferred MCP tools); the same registry twice gives the same one.
+    pub fn lean(&self) -> ToolRegistry {
+        let mut entries: Vec<ToolEntry> = self
+            .entries
+            .iter()
+            .filter(|e| e.source != ToolSource::McpSearch)
+            .cloned()
+            .collect();
+        for e in &mut entries {
+            if super::lean::CORE_TOOLS.contains(&e.spec.name.as_str()) {
+                e.spec = super::lean::compact_spec(&e.spec);
+            } else {
+                e.deferred = true;
+            }
+        }
+        let mut r = ToolRegistry { entries };
+        let deferred = r.deferred_specs();
+        if !deferred.is_empty() {
+            let entry = r.search_entry(super::lean::search_spec(&deferred));
+            r.entries.push(entry);
+        }
+        r
+    }
+
+    /// True when this is a small window's registry ([`Self::lean`]).
+    pub fn is_lean(&self) -> bool {
+        self.entries.iter().any(|e| {
+            e.deferred
+                && e.source != ToolSource::McpSearch
+                && !matches!(e.source, ToolSource::Mcp { .. })
+        })
+    }
+
     /// This registry without its MCP tools and search tool (to add a changed list).
     pub fn without_mcp(&self) -> ToolRegistry {
         ToolRegistry {
@@ -909,5 +944,39 @@ mod tests {
             .unwrap()
             .with_mcp(&tools, &loaded);
         assert_eq!(clash, Err(ToolClash("mcp__a__x".into())));
+    }
+
+    #[test]
+    fn a_small_window_s_registry_defers_all_but_the_core_tools() {
+        let full = ToolRegistry::for_session(vec![spec("client_tool")]).unwrap();
+        let lean = full.lean();
+        let names: Vec<String> = lean.specs().into_iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                "read_file",
+                "grep",
+                "edit_file",
+                "write_file",
+                "bash",
+                "mcp_tool_search"
+            ]
+        );
+        assert!(lean.is_lean() && !full.is_lean());
+        // Deferred tools stay callable by name; the search answers with their full specs.
+        assert!(lean.get("todo_write").is_some_and(|e| e.deferred));
+        assert!(
+            lean.deferred_specs()
+                .iter()
+                .any(|s| s.name == "client_tool")
+        );
+        let full_len: usize = full.specs().iter().map(|s| s.description.len()).sum();
+        let lean_len: usize = lean.specs().iter().map(|s| s.description.len()).sum();
+        assert!(lean_len < full_len / 2, "{lean_len} vs {full_len}");
+        assert_eq!(
+            lean.lean(),
+            lean,
+            "the same registry twice gives the same one"
+        );
     }
 }

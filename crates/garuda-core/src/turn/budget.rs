@@ -8,16 +8,22 @@ use crate::provider::ProviderError;
 use crate::session::Record;
 use crate::session::compact::{self, Budgets};
 use crate::session::records::{ContextLimitRecord, new_id, now_ms};
-use crate::session::tokens::{self, effective_window};
+use crate::session::tokens::{self, planned_window};
 
 /// Characters of the parts every request carries besides its messages.
 pub fn fixed_chars(session: &LiveSession) -> usize {
     session.system().chars().count() + tokens::tool_chars(&session.tool_specs())
 }
 
-/// The window the session plans with: the configured one or the provider's smaller limit.
+/// The window the session plans with: the configured one, or the smaller one the model's
+/// server reported, or the provider's smaller limit learned from a refusal.
 pub(crate) fn window(session: &LiveSession, state: &SessionState) -> u64 {
-    effective_window(session.model().info.context_window, state.learned_limit)
+    planned_window(
+        &session.model().info,
+        session.server_window(),
+        state.learned_limit,
+    )
+    .0
 }
 
 /// The budgets at the session's window.

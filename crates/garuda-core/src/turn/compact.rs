@@ -75,6 +75,8 @@ pub struct CompactRequest<'a> {
     pub focus: Option<&'a str>,
     /// For a reactive compaction: the refused request's size, when the provider said.
     pub refused_tokens: Option<u64>,
+    /// The relief to take instead of choosing one (the steps that make a request fit).
+    pub relief: Option<Relief>,
 }
 
 impl CompactRequest<'_> {
@@ -84,6 +86,7 @@ impl CompactRequest<'_> {
             trigger,
             focus: None,
             refused_tokens: None,
+            relief: None,
         }
     }
 }
@@ -257,6 +260,8 @@ struct Older<'a> {
 enum SummaryError {
     Cancelled,
     Failed(ProviderError),
+    /// The summary ended on the output limit, also when asked for less.
+    Cut,
 }
 
 /// Asks the model for a summary of `older` (the part before the split). The fork is tried
@@ -289,14 +294,20 @@ async fn summarize(
     let head = usize::from(prefix_end(older).is_some());
     let max_output = session.model().info.max_output;
     let mut attempts = 0u32;
+    // A summary cut by the output limit is asked again once, for half the size.
+    let mut cut_retried = false;
     let mut fork_ok = true;
     let mut tried_worker = false;
     let regular_tools: Vec<_> = session.tools().file_reader().cloned().into_iter().collect();
     let (summary, path) = 'outer: loop {
         let b = budgets(session, state);
         let est = state.tracker.estimator;
-        let instruction = summary_instruction(section.as_deref(), focus, b.summary);
-        let max_tokens = crate::session::compact::summary_max_tokens(max_output as u64, b.summary);
+        let target = if cut_retried {
+            b.summary / 2
+        } else {
+            b.summary
+        };
+        let instruction = summary_instruction(section.as_deref(), focus, target);
         let margin = b.window / 20;
         let instruction_t = est.estimate(instruction.chars().count());
         let source_chars: usize = fork_source
@@ -304,6 +315,14 @@ async fn summarize(
             .map(crate::session::view::message_chars)
             .sum();
         let fork_t = est.estimate(fixed_chars(session) + source_chars) + instruction_t;
+        let regular_in = est.estimate(SUMMARY_SYSTEM.len()) + instruction_t + target * 3 / 2;
+        // The summary's own output budget: its target and room for the analysis, within
+        // what the window leaves beside the smallest request that can carry it.
+        let max_tokens = crate::session::compact::summary_max_tokens(
+            max_output as u64,
+            target,
+            b.window.saturating_sub(regular_in + margin),
+        );
         let base = |system: String, tools, cache| ModelRequest {
             model: session.model().id.clone(),
             system,
@@ -326,8 +345,7 @@ async fn summarize(
         } else {
             // Each refusal shrinks the chunks by a quarter; the summary so far rides along
             // with every later chunk.
-            let fixed = est.estimate(SUMMARY_SYSTEM.len()) + instruction_t + b.summary * 3 / 2;
-            let room = b.window.saturating_sub(fixed + max_tokens + margin);
+            let room = b.window.saturating_sub(regular_in + max_tokens + margin);
             let room = (room as f64 * 0.75f64.powi(attempts as i32)) as u64;
             let chars = (room.max(256) as f64 * est.chars_per_token()) as usize;
             (
@@ -387,6 +405,20 @@ async fn summarize(
                         };
                         fork_ok = false;
                         summary_event(session, host, trigger, fallback(why));
+                        continue 'outer;
+                    }
+                    if resp.stop_reason == crate::message::StopReason::MaxTokens {
+                        if cut_retried {
+                            return Err(SummaryError::Cut);
+                        }
+                        cut_retried = true;
+                        summary_event(
+                            session,
+                            host,
+                            trigger,
+                            "the summary ended on the output limit; asking for a shorter one"
+                                .into(),
+                        );
                         continue 'outer;
                     }
                     if !text.trim().is_empty() {
@@ -472,7 +504,12 @@ async fn shrink(
         messages: vec![Message::user_text(shrink_instruction(
             &summary, tokens, b.summary,
         ))],
-        max_tokens: (session.model().info.max_output as u64).min(b.summary * 2 + 1_024) as u32,
+        // The summary's own budget, as for the summary itself, beside this request.
+        max_tokens: crate::session::compact::summary_max_tokens(
+            session.model().info.max_output as u64,
+            b.summary,
+            b.window.saturating_sub(tokens + b.window / 20),
+        ) as u32,
         cache: crate::provider::CachePlan::default(),
         thinking_budget: None,
         output_schema: None,
@@ -561,9 +598,13 @@ pub(crate) async fn compact_session(
     progress: ProgressFn<'_>,
 ) -> Result<CompactOutcome, TurnError> {
     let mut c = Compaction::start(session, state, host, cancel, &req, progress)?;
-    let relief = match c.choose()? {
-        Phase::Go(r) => r,
-        Phase::Done(out) => return Ok(out),
+    let relief = match req.relief {
+        Some(Relief::FreshStart) => return c.fresh_start(),
+        Some(r) => r,
+        None => match c.choose()? {
+            Phase::Go(r) => r,
+            Phase::Done(out) => return Ok(out),
+        },
     };
     let prep = match c.prepare(relief)? {
         Phase::Go(p) => p,
@@ -823,10 +864,12 @@ impl<'a> Compaction<'a> {
         ws.invalidate();
         // A changed MCP tool list comes in with the rebuilt prompt, never mid-phase.
         let next_tools = session.next_tools();
-        let assembled = ws.assemble(
-            &session
-                .setup
-                .prompt_options(&session.header.model, &next_tools.registry),
+        let assembled = session.fit_prompt(
+            ws.assemble(
+                &session
+                    .setup
+                    .prompt_options(&session.header.model, &next_tools.registry),
+            ),
         );
         let fixed = est.estimate(
             assembled.system.chars().count() + tokens::tool_chars(&next_tools.registry.specs()),
@@ -844,8 +887,12 @@ impl<'a> Compaction<'a> {
             .map_or(0, |r| est.estimate(r.plan.text.chars().count()));
         let keep_steps = match relief {
             Relief::Reinstall => (policy.keep_steps / 2).max(1),
+            Relief::Handoff => 1,
             _ => policy.keep_steps,
         };
+        // Over the threshold, `/compact` always does something: fewer kept steps, or the
+        // view restarted from the current request.
+        let over = self.tokens_before > b.threshold;
         let nothing = |why: String| {
             Ok(Phase::Done(CompactOutcome::nothing(
                 self.tokens_before,
@@ -853,6 +900,7 @@ impl<'a> Compaction<'a> {
             )))
         };
         if self.trigger == CompactTrigger::Manual
+            && !over
             && split_index(&messages, policy.keep_steps).is_none()
         {
             return nothing(format!(
@@ -869,6 +917,9 @@ impl<'a> Compaction<'a> {
             policy.trim_to,
             (room as f64 * cpt) as usize,
         ) else {
+            if over || relief == Relief::Handoff {
+                return self.fresh_start().map(Phase::Done);
+            }
             return nothing("nothing to compact: the session has a single assistant turn".into());
         };
         let origin = origins(self.state.records());
@@ -894,6 +945,59 @@ impl<'a> Compaction<'a> {
             kept,
             pinned,
         }))
+    }
+
+    /// The last resort: the view restarts from the current request after a one-line note
+    /// (no model, nothing restored). Nothing is installed when that would not be smaller.
+    fn fresh_start(&mut self) -> Result<CompactOutcome, TurnError> {
+        let session = self.session;
+        let view = current_view(self.state, &session.setup.view_policy)?.clone();
+        let messages = without_regenerated(&view.messages, self.state.records());
+        let Some(from) = compact::current_request(&messages) else {
+            return Ok(CompactOutcome::nothing(
+                self.tokens_before,
+                "nothing to compact: no request to start from",
+            ));
+        };
+        let est = self.state.tracker.estimator;
+        let transcript = self.state.file.path().display().to_string();
+        let note = compact::fresh_start_note(&transcript);
+        let inst = compact::plan_fresh_start(&compact::FreshStart {
+            messages: &messages,
+            from,
+            note: &note,
+            trigger: self.trigger,
+            tokens_before: self.tokens_before,
+            fixed_tokens: est.estimate(fixed_chars(session)),
+            estimator: &est,
+            now_ms: self.now,
+        });
+        if !compact::worth_installing(self.tokens_before, inst.tokens_after) {
+            let why = "the compaction would not reduce the context";
+            self.event(CompactionPhase::Failed, None, Some(why.into()));
+            return Ok(CompactOutcome::nothing(self.tokens_before, why));
+        }
+        self.event(CompactionPhase::Started, None, None);
+        let state = &mut *self.state;
+        state.append_batch(inst.records)?;
+        state.view_cache.clear();
+        state.tracker.reset();
+        state.failures.succeeded();
+        forget_reads_out_of_view(session, state)?;
+        self.event(
+            CompactionPhase::Finished,
+            Some(inst.tokens_after),
+            Some("fresh".into()),
+        );
+        Ok(CompactOutcome {
+            compacted: true,
+            tokens_before: self.tokens_before,
+            tokens_after: inst.tokens_after,
+            kind: Some("fresh".into()),
+            message: None,
+            cancelled: false,
+            usage: Usage::default(),
+        })
     }
 
     /// The extractive handoff of the older part: no model, the facts from the transcript.
@@ -925,7 +1029,27 @@ impl<'a> Compaction<'a> {
             summarizer: Summarizer::Extractive,
             worker: None,
         };
-        let written = if prep.relief == Relief::Summary {
+        let est = self.state.tracker.estimator;
+        let pinned_chars: usize = prep.pinned.blocks().iter().map(Block::char_len).sum();
+        // Before any model call: a summary at its size target beside what the installation
+        // keeps must leave the context smaller, or the model's time is spent for nothing.
+        // The user's own `/compact` asks the model whatever the odds.
+        let at_best =
+            prep.fixed + self.budgets.summary / 4 + est.estimate(prep.kept.chars + pinned_chars);
+        let worth = self.trigger == CompactTrigger::Manual
+            || compact::worth_installing(self.tokens_before, at_best);
+        if prep.relief == Relief::Summary && !worth {
+            self.event(
+                CompactionPhase::Summary,
+                None,
+                Some(format!(
+                    "a summary would not reduce the context (about {at_best} tokens at best, \
+                     {} now): the extractive handoff instead, without a model call",
+                    self.tokens_before
+                )),
+            );
+        }
+        let written = if prep.relief == Relief::Summary && worth {
             self.event(CompactionPhase::Summary, None, None);
             let older = prep.older();
             // The same span of the view, as the main request carries it.
@@ -952,6 +1076,19 @@ impl<'a> Compaction<'a> {
                 }
                 Ok(_) => extractive(self.handoff(prep)),
                 Err(SummaryError::Cancelled) => return self.cancelled(*usage),
+                // A summary cut by the output limit is never installed as the whole.
+                Err(SummaryError::Cut) => {
+                    self.event(
+                        CompactionPhase::Summary,
+                        None,
+                        Some(
+                            "the summary ended on the output limit twice: the extractive \
+                             handoff instead"
+                                .into(),
+                        ),
+                    );
+                    extractive(self.handoff(prep))
+                }
                 Err(SummaryError::Failed(e)) => {
                     self.event(CompactionPhase::Failed, None, Some(e.to_string()));
                     match self.trigger {
@@ -1013,7 +1150,7 @@ impl<'a> Compaction<'a> {
         // The start note comes back with today's date when the day changed.
         let git = git_note(self.state.records())
             .map(|n| crate::workspace::restate_date(&n, &crate::workspace::today()));
-        let plan = |summary: SummaryText| {
+        let plan = |summary: SummaryText, summarizer: Summarizer| {
             compact::plan_installation(&InstallInput {
                 messages: &prep.messages,
                 kept: &prep.kept,
@@ -1031,7 +1168,7 @@ impl<'a> Compaction<'a> {
                 trim_to: self.policy.trim_to,
                 estimator: &est,
                 now_ms: self.now,
-                summarizer: written.summarizer,
+                summarizer,
                 summary_usage: (usage != Usage::default()).then_some(usage),
                 references,
                 edited: &edited,
@@ -1039,23 +1176,33 @@ impl<'a> Compaction<'a> {
                 plan: approved_plan.as_deref(),
             })
         };
-        let summary = &written.summary;
-        let mut inst = plan(summary.clone());
+        let mut summary = written.summary.clone();
+        let mut summarizer = written.summarizer;
+        let mut inst = plan(summary.clone(), summarizer);
+        if inst.tokens_after > b.threshold && matches!(summary, SummaryText::Model(_)) {
+            // A model summary is installed whole or not at all: one far over its target
+            // gives way to the extractive handoff, which may be cut.
+            summary = self.handoff(&prep);
+            summarizer = Summarizer::Extractive;
+            inst = plan(summary.clone(), summarizer);
+        }
         if inst.tokens_after > b.threshold {
-            // A summary far over its target would leave the context over the threshold: it
-            // is cut, visibly, to what fits.
+            // An extractive handoff over the threshold is cut, visibly, to what fits.
             let over = inst.tokens_after - b.threshold;
             let text = summary.text();
             let keep_t = est
                 .estimate(text.chars().count())
                 .saturating_sub(over + b.window / 20);
             let cut = cut_with_marker(text, (keep_t as f64 * cpt) as usize);
-            inst = plan(match summary {
-                SummaryText::Model(_) => SummaryText::Model(cut),
-                SummaryText::Extractive(_) => SummaryText::Extractive(cut),
-            });
+            summary = SummaryText::Extractive(cut);
+            inst = plan(summary.clone(), summarizer);
         }
+        let summary = &summary;
         if !compact::worth_installing(self.tokens_before, inst.tokens_after) {
+            if prep.relief == Relief::Handoff {
+                // The handoff freed nothing: the view restarts from the current request.
+                return self.fresh_start();
+            }
             let why = "the compaction would not reduce the context";
             self.event(CompactionPhase::Failed, None, Some(why.into()));
             self.count_failure();
@@ -1102,7 +1249,9 @@ impl<'a> Compaction<'a> {
                 }
             }
         }
-        let tokens_after = context_tokens(session, state)?;
+        // The figure the boundary records, so the answer, the event and `context/inspect`
+        // report the same one.
+        let tokens_after = inst.tokens_after;
         let kind = match (summary, prep.relief) {
             (SummaryText::Model(_), _) => "summary",
             (SummaryText::Extractive(_), Relief::Reinstall) => "reinstall",

@@ -58,6 +58,7 @@ pub(crate) fn current_note(
                 uuid: new_id(),
                 time: now_ms(),
                 removed_ids: ids,
+                failed_turn: false,
             })])?;
         }
     }

@@ -57,9 +57,11 @@ pub enum TurnError {
     Blocked(String),
     /// A user message that cannot fit the model's window whatever is compacted.
     #[error(
-        "the message is about {message_tokens} tokens; with the system prompt and tools \
-         ({fixed_tokens} tokens) it exceeds the model's {window_tokens}-token window. Send a \
-         shorter message, or put the content in a file the agent can read in parts"
+        "the message is about {message_tokens} tokens; with Garuda's fixed part (system prompt \
+         and tool definitions, {fixed_tokens} tokens) it exceeds the model's \
+         {window_tokens}-token window. Send a shorter message, put the content in a file the \
+         agent can read in parts, or raise the server's context size (llama.cpp: --ctx-size; \
+         Ollama: num_ctx)"
     )]
     TooLarge {
         /// Estimated tokens of the message.
@@ -85,11 +87,45 @@ pub enum TurnError {
         /// The window the session plans with.
         window_tokens: u64,
     },
+    /// Even with every relief taken, the next request would not fit the window with room
+    /// for an answer: refused before it is sent.
+    #[error(
+        "the request does not fit the model's {window_tokens}-token window: Garuda's fixed \
+         part (system prompt and tool definitions) is about {fixed_tokens} tokens, the \
+         conversation {history_tokens}, this message {message_tokens}, and the answer needs at \
+         least {output_tokens}. Raise the server's context size (llama.cpp: --ctx-size; \
+         Ollama: num_ctx; or contextWindow in [models] when the server allows more), snip \
+         messages or send a shorter one, or start a new session"
+    )]
+    DoesNotFit {
+        /// System prompt and tool definitions.
+        fixed_tokens: u64,
+        /// The conversation before this message, as the view carries it.
+        history_tokens: u64,
+        /// This turn's message (and what the turn added since).
+        message_tokens: u64,
+        /// The least output room a request asks for at this window.
+        output_tokens: u64,
+        /// The window the session plans with.
+        window_tokens: u64,
+    },
 }
 
 impl TurnError {
+    /// True when the turn failed because its request did not fit the window (the provider
+    /// said so, or Garuda refused it before sending).
+    pub fn is_context_full(&self) -> bool {
+        match self {
+            TurnError::Provider(p) => p.is_prompt_too_long(),
+            TurnError::TooLarge { .. }
+            | TurnError::OverLimit { .. }
+            | TurnError::DoesNotFit { .. } => true,
+            _ => false,
+        }
+    }
+
     /// A stable name for the failure: the provider error's kind, or `store`, `busy`,
-    /// `invalid`, `cancelled`, `messageTooLarge`, `blockingLimit`.
+    /// `invalid`, `cancelled`, `messageTooLarge`, `blockingLimit`, `doesNotFit`.
     pub fn kind(&self) -> &'static str {
         match self {
             TurnError::Provider(p) => p.kind(),
@@ -101,6 +137,7 @@ impl TurnError {
             TurnError::Blocked(_) => "hook",
             TurnError::TooLarge { .. } => "messageTooLarge",
             TurnError::OverLimit { .. } => "blockingLimit",
+            TurnError::DoesNotFit { .. } => "doesNotFit",
         }
     }
 }
@@ -345,6 +382,32 @@ pub struct LiveSession {
     /// An agent call is running this sub-session now (set by the call, see `turn/agents.rs`),
     /// so a client's own turn on it is refused as `AgentRunning`, not plain `Busy`.
     agent_call: std::sync::atomic::AtomicBool,
+    /// What the model's server said of its window: (model id asked for, its answer).
+    server_window: Mutex<Option<(String, Option<crate::provider::ServerWindow>)>>,
+    /// The lean fixed part of a small window, once in force (it stays for the session).
+    lean: Mutex<Option<LeanState>>,
+}
+
+/// The fewest characters a lean prompt keeps, whatever the budget: the short base rules and
+/// the identity line.
+const LEAN_PROMPT_FLOOR: usize = 1_200;
+
+/// True when `a` is already a lean prompt (its assembly says so).
+fn is_lean_prompt(a: &Assembled) -> bool {
+    a.warnings
+        .iter()
+        .any(|w| w.starts_with(crate::prompt::lean::LEAN_NOTE))
+}
+
+/// The lean fixed part in force ([`crate::prompt::lean`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeanState {
+    /// What the system prompt and tools aim at, in tokens.
+    pub budget_tokens: u64,
+    /// The prompt parts dropped or cut to reach it.
+    pub dropped: Vec<String>,
+    /// The tools deferred behind the tool search.
+    pub deferred_tools: Vec<String>,
 }
 
 /// The tool registry a compaction would install, and the MCP list and skills behind it.
@@ -475,6 +538,8 @@ impl LiveSession {
             readable: Arc::new(Mutex::new(readable)),
             user_words: std::sync::atomic::AtomicBool::new(user_words),
             agent_call: std::sync::atomic::AtomicBool::new(false),
+            server_window: Mutex::new(None),
+            lean: Mutex::new(None),
         }
     }
 
@@ -624,9 +689,121 @@ impl LiveSession {
         self.model().info.context_window
     }
 
+    /// The configured window, lowered to what the model's server reported (before any limit
+    /// a refusal teaches).
+    pub fn planned_window(&self) -> u64 {
+        crate::session::tokens::planned_window(&self.model().info, self.server_window(), None).0
+    }
+
     /// The model the session talks to now.
     pub fn model(&self) -> Arc<ModelBinding> {
         self.model.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The lean fixed part in force, if any.
+    pub fn lean(&self) -> Option<LeanState> {
+        self.lean.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Puts the lean fixed part in force when `window` is small ([`crate::prompt::lean`]):
+    /// the core tools with compact descriptions and the rest behind the tool search, and the
+    /// system prompt cut to what the budget leaves. Before the first request (or once a
+    /// refusal showed the window small); once in force it stays, so the bytes stay stable.
+    pub(crate) fn settle_lean(&self, window: u64) {
+        use crate::prompt::lean;
+        let held = self.lean();
+        if held.is_none() && !lean::is_lean(window) {
+            return;
+        }
+        let budget_tokens = held
+            .as_ref()
+            .map_or((window as f64 * lean::LEAN_SHARE) as u64, |l| {
+                l.budget_tokens
+            });
+        let tools = self.tools();
+        let lean_tools = tools.lean();
+        if lean_tools != *tools {
+            *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(lean_tools);
+        }
+        let prompt = self.prompt();
+        let deferred_tools = self
+            .tools()
+            .deferred_specs()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        let mut state = LeanState {
+            budget_tokens,
+            dropped: held.map(|h| h.dropped).unwrap_or_default(),
+            deferred_tools,
+        };
+        if !is_lean_prompt(&prompt) {
+            let (p, dropped) = lean::lean_prompt(
+                &prompt,
+                &self.root_text(),
+                self.prompt_budget(budget_tokens),
+            );
+            state.dropped = dropped;
+            self.set_prompt(Arc::new(p));
+        }
+        *self.lean.lock().unwrap_or_else(|p| p.into_inner()) = Some(state);
+    }
+
+    /// A prompt rebuilt from disk (a compaction), lean when the lean fixed part is in force.
+    pub(crate) fn fit_prompt(&self, a: Arc<Assembled>) -> Arc<Assembled> {
+        let Some(mut held) = self.lean() else {
+            return a;
+        };
+        if is_lean_prompt(&a) {
+            return a;
+        }
+        let (p, dropped) = crate::prompt::lean::lean_prompt(
+            &a,
+            &self.root_text(),
+            self.prompt_budget(held.budget_tokens),
+        );
+        held.dropped = dropped;
+        *self.lean.lock().unwrap_or_else(|p| p.into_inner()) = Some(held);
+        Arc::new(p)
+    }
+
+    /// The working root as the prompt names it.
+    fn root_text(&self) -> String {
+        self.setup.workspace.root.path().display().to_string()
+    }
+
+    /// Characters the lean prompt may take: the budget less the tools' definitions.
+    fn prompt_budget(&self, budget_tokens: u64) -> usize {
+        let tools = crate::session::tokens::tool_chars(&self.tools().specs());
+        ((budget_tokens as f64 * crate::session::tokens::DEFAULT_CHARS_PER_TOKEN) as usize)
+            .saturating_sub(tools)
+            .max(LEAN_PROMPT_FLOOR)
+    }
+
+    /// The window the current model's server reported, once asked ([`Self::ask_server_window`]).
+    pub fn server_window(&self) -> Option<crate::provider::ServerWindow> {
+        let id = self.model().id.clone();
+        let held = self.server_window.lock().unwrap_or_else(|p| p.into_inner());
+        held.as_ref()
+            .filter(|(m, _)| *m == id)
+            .and_then(|(_, w)| *w)
+    }
+
+    /// Asks the current model's server for its window once per model (a local server only;
+    /// the provider caches the answer per server and model across sessions).
+    pub async fn ask_server_window(&self) -> Option<crate::provider::ServerWindow> {
+        let model = self.model();
+        {
+            let held = self.server_window.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((m, w)) = held.as_ref()
+                && *m == model.id
+            {
+                return *w;
+            }
+        }
+        let w = model.provider.server_window(&model.id).await;
+        *self.server_window.lock().unwrap_or_else(|p| p.into_inner()) = Some((model.id.clone(), w));
+        w
     }
 
     /// Switches the model from the next model request on. The system prompt keeps naming the
@@ -814,6 +991,9 @@ impl LiveSession {
                 );
                 next.skills = Some(fresh);
             }
+        }
+        if self.lean().is_some() && (next.mcp.is_some() || next.skills.is_some()) {
+            next.registry = Arc::new(next.registry.lean());
         }
         next
     }

@@ -8,6 +8,7 @@ mod budget;
 mod call;
 mod compact;
 mod events;
+mod fit;
 mod hooks;
 mod host;
 mod instructions;
@@ -36,7 +37,9 @@ pub use events::{
 };
 pub use host::{ClientToolResult, CommandRun, NullHost, Progress, TurnHost};
 pub use instructions::RootNoted;
-pub use live::{LiveSession, ModelBinder, ModelBinding, SessionSetup, SessionStart, TurnError};
+pub use live::{
+    LeanState, LiveSession, ModelBinder, ModelBinding, SessionSetup, SessionStart, TurnError,
+};
 pub use ops::{CollapseOutcome, SnipOutcome};
 pub(crate) use ops::{collapse, snip_ids};
 pub use plan::{PLAN_REFUSED, plan_off_note, plan_on_note};

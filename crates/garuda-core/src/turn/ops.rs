@@ -54,6 +54,7 @@ pub(crate) fn snip_ids(
         uuid: new_id(),
         time: now_ms(),
         removed_ids: ids.clone(),
+        failed_turn: false,
     })])?;
     super::view::forget_reads_out_of_view(session, state)?;
     // The nudge counts growth from the last snip.
@@ -310,7 +311,7 @@ async fn ask_collapse(
     let mut usage = Usage::default();
     let b = super::budget::budgets(session, state);
     let max_output = session.model().info.max_output as u64;
-    let max_tokens = summary_max_tokens(max_output, b.summary);
+    let max_tokens = summary_max_tokens(max_output, b.summary, b.window / 2);
     let base = |system: String, tools, messages, cache| ModelRequest {
         model: session.model().id.clone(),
         system,

@@ -40,7 +40,7 @@ pub struct TurnOutcome {
     pub error: Option<String>,
 }
 
-use crate::session::compact::{MIN_OUTPUT, blocking_limit};
+use crate::session::compact::{blocking_limit, output_floor};
 
 /// What a caller may bound or ask of one turn beyond the defaults (`garuda exec`'s
 /// `--max-turns`, `--max-budget-usd`, `--output-schema`).
@@ -97,7 +97,7 @@ pub async fn run_turn_with(
         )));
     }
     let mut state = session.begin(&cancel).await?;
-    let result = run_locked(
+    let mut result = run_locked(
         session,
         &mut state,
         input,
@@ -107,6 +107,11 @@ pub async fn run_turn_with(
         &opts,
     )
     .await;
+    if let Err(e) = &result
+        && let Err(store) = super::fit::drop_unanswered(&mut state, e)
+    {
+        result = Err(store);
+    }
     drop(state);
     // Clients wait for `finished` to end their spinner, whatever the outcome.
     let (stop_reason, usage, error) = match &result {
@@ -142,7 +147,11 @@ pub(crate) async fn run_child(
 ) -> Result<TurnOutcome, TurnError> {
     let mut state = session.begin(cancel).await?;
     let opts = TurnOptions::default();
-    run_locked(session, &mut state, input, host, cancel, max_steps, &opts).await
+    let result = run_locked(session, &mut state, input, host, cancel, max_steps, &opts).await;
+    if let Err(e) = &result {
+        super::fit::drop_unanswered(&mut state, e)?;
+    }
+    result
 }
 
 const MODEL_NOTE_HEAD: &str = "<garuda_note>The model was switched: from here on the model is ";
@@ -189,12 +198,22 @@ fn check_fits(
     let est = state.tracker.estimator;
     let message_tokens = est.estimate(input.iter().map(Block::char_len).sum());
     let fixed_tokens = est.estimate(super::budget::fixed_chars(session));
-    // A window smaller than the system prompt and tools is a configuration matter the
-    // provider reports; only a message that cannot fit beside them is refused here.
+    let floor = output_floor(b.window);
     if fixed_tokens < b.window && fixed_tokens + message_tokens > b.window {
         return Err(TurnError::TooLarge {
             message_tokens,
             fixed_tokens,
+            window_tokens: b.window,
+        });
+    }
+    // Whatever is compacted, the fixed part, the message and the least answer room must
+    // fit: a window smaller than that is refused here, with the sizes, never sent.
+    if fixed_tokens + message_tokens + floor > b.window {
+        return Err(TurnError::DoesNotFit {
+            fixed_tokens,
+            history_tokens: 0,
+            message_tokens,
+            output_tokens: floor,
             window_tokens: b.window,
         });
     }
@@ -266,6 +285,8 @@ async fn run_locked(
     max_steps: u32,
     opts: &TurnOptions,
 ) -> Result<TurnOutcome, TurnError> {
+    // A local server says what window it was started with before the first request.
+    session.ask_server_window().await;
     let mut t = Turn::open(session, state, input, host, cancel).await?;
     t.output_schema = opts.output_schema.clone();
     let (limit, at_limit) = match opts.max_turns {
@@ -342,6 +363,8 @@ impl<'a> Turn<'a> {
             error: None,
         };
         session.settle_mcp(cancel).await;
+        // A small window gets the lean fixed part before its first request.
+        session.settle_lean(super::budget::window(session, state));
         check_fits(session, state, &input)?;
         let input = super::hooks::before_prompt(session, state, host, cancel, input).await?;
         let note = super::instructions::current_note(session, state)?;
@@ -420,18 +443,32 @@ impl<'a> Turn<'a> {
         super::plan::mode_note(session, state)?;
         let before = super::budget::context_tokens(session, state)?;
         check_blocking(session, state, before)?;
+        if session.setup.compact.auto_compact {
+            let used = super::fit::make_room(session, state, host, cancel).await?;
+            self.outcome.usage.add(&used);
+            if cancel.is_cancelled() {
+                return Ok(false);
+            }
+        }
         nudge_if_due(session, state)?;
         Ok(true)
     }
 
     /// The step's request: the view, the session's system prompt and tools, and no more
-    /// output than the window has left (providers count it into the window).
+    /// output than the window has left (providers count it into the window; the reliefs
+    /// left at least the output floor).
     fn request(&mut self) -> Result<(ModelRequest, Sent), TurnError> {
         let session = self.session;
         let state = &mut *self.state;
         let tokens = super::budget::context_tokens(session, state)?;
-        let room = super::budget::window(session, state).saturating_sub(tokens);
-        let max_tokens = (session.model().info.max_output as u64).min(room.max(MIN_OUTPUT));
+        let window = super::budget::window(session, state);
+        let room = window.saturating_sub(tokens);
+        let floor = if session.setup.compact.auto_compact {
+            1
+        } else {
+            output_floor(window)
+        };
+        let max_tokens = (session.model().info.max_output as u64).min(room.max(floor));
         let sv = step_view(state, &session.setup.view_policy)?;
         let request = ModelRequest {
             model: session.model().id.clone(),
@@ -513,14 +550,15 @@ impl<'a> Turn<'a> {
                     trigger: CompactTrigger::Reactive,
                     focus: None,
                     refused_tokens: refused,
+                    relief: None,
                 },
                 &|_, _, _| {},
             )
             .await?;
             self.outcome.usage.add(&done.usage);
-            if done.compacted {
-                return Ok(Answer::Again);
-            }
+            // Compacted or not, the step runs again: its reliefs now count with the size the
+            // provider named, and take the further steps (or refuse) before sending again.
+            return Ok(Answer::Again);
         }
         Err(TurnError::Provider(e))
     }

@@ -183,6 +183,7 @@ fn fixture_reporting(
             max_output: 1024,
             known: true,
             prices: None,
+            window_from: "config",
         },
         prompt_policy: policy,
         approval_timeout_secs: 1,

@@ -38,6 +38,12 @@ pub enum Relief {
     /// Install again without the model: the last summary, an extractive account of what
     /// came after it, and a smaller kept part.
     Reinstall,
+    /// When a request still does not fit: the extractive handoff with one step kept and the
+    /// user's earlier words shortened to their budget (a tenth of the window).
+    Handoff,
+    /// The last resort: the view starts again from the current request, after a one-line
+    /// note.
+    FreshStart,
 }
 
 /// Chooses the relief; None when the context is at or below the threshold.

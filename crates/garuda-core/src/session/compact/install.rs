@@ -602,3 +602,112 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
         instructions_id,
     }
 }
+
+/// The one-line note that opens a view restarted from the current request.
+pub fn fresh_start_note(transcript_path: &str) -> String {
+    format!(
+        "<garuda_note>The window is too small for the earlier conversation: it was left out \
+         (the full transcript is at {transcript_path}); continue from the request below.\
+         </garuda_note>"
+    )
+}
+
+/// What a fresh start is planned from.
+#[derive(Debug, Clone, Copy)]
+pub struct FreshStart<'a> {
+    /// The view's messages.
+    pub messages: &'a [ViewMessage],
+    /// Index of the first message kept (the current request).
+    pub from: usize,
+    /// The note before it ([`fresh_start_note`]).
+    pub note: &'a str,
+    /// What asked for it.
+    pub trigger: CompactTrigger,
+    /// Context tokens before.
+    pub tokens_before: u64,
+    /// Tokens of the system prompt and tools.
+    pub fixed_tokens: u64,
+    /// The session's estimator.
+    pub estimator: &'a TokenEstimator,
+    /// Unix milliseconds.
+    pub now_ms: u64,
+}
+
+/// The last resort when nothing else fits the window: an installation whose view starts
+/// from `messages[from..]` (the current request and what its turn did since), after a
+/// one-line note. No summary, no restored files: nothing but what the request needs.
+pub fn plan_fresh_start(input: &FreshStart<'_>) -> Installation {
+    let FreshStart {
+        messages,
+        from,
+        note,
+        trigger,
+        tokens_before,
+        fixed_tokens,
+        estimator,
+        now_ms,
+    } = *input;
+    let kept = &messages[from.min(messages.len())..];
+    let mut msgs = vec![MessageRecord {
+        uuid: new_id(),
+        parent_uuid: None,
+        role: Role::User,
+        content: vec![Block::text(note)],
+        time: now_ms,
+        meta: Some(MessageMeta::Handoff),
+        is_virtual: false,
+        copy_of: None,
+    }];
+    for m in kept {
+        msgs.push(MessageRecord {
+            uuid: new_id(),
+            parent_uuid: msgs.last().map(|p| p.uuid.clone()),
+            role: m.message.role,
+            content: m.message.content.clone(),
+            time: m.time,
+            meta: m.meta,
+            is_virtual: false,
+            copy_of: (!m.source_ids.is_empty()).then(|| m.id.clone()),
+        });
+    }
+    let chars: usize = msgs
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .map(Block::char_len)
+        .sum();
+    let tokens_after = fixed_tokens + estimator.estimate(chars);
+    let boundary = CompactBoundaryRecord {
+        uuid: new_id(),
+        time: now_ms,
+        trigger,
+        tokens_before,
+        tokens_after,
+        kept_head_id: kept.first().map(|m| m.id.clone()),
+        kept_tail_id: kept.last().map(|m| m.id.clone()),
+        extractive: true,
+        install_count: msgs.len() as u32,
+        summarizer: Some(Summarizer::Extractive),
+        summary_usage: None,
+    };
+    let mut records = vec![Record::CompactBoundary(boundary)];
+    records.extend(msgs.into_iter().map(Record::Message));
+    Installation {
+        records,
+        tokens_after,
+        restored: Vec::new(),
+        instructions_id: None,
+    }
+}
+
+/// Index of the current request in `messages`: the last user message that answers no tool
+/// call (the user's words, with any notes merged into it). None when there is none.
+pub fn current_request(messages: &[ViewMessage]) -> Option<usize> {
+    messages.iter().rposition(|m| {
+        m.message.role == Role::User
+            && !m
+                .message
+                .content
+                .iter()
+                .any(|b| matches!(b, Block::ToolResult { .. }))
+    })
+}

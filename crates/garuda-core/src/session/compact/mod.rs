@@ -30,9 +30,10 @@ pub use handoff::{
     todo_note,
 };
 pub use install::{
-    FileSnapshot, InstallInput, Installation, REFERENCES_OPEN, Reattach, Restored, SkillSnapshot,
-    SummaryText, TodoEntry, plan_installation, previous_summary, restored_file_text, restored_plan,
-    select_restored_files, select_restored_skills, summary_intro, with_references,
+    FileSnapshot, FreshStart, InstallInput, Installation, REFERENCES_OPEN, Reattach, Restored,
+    SkillSnapshot, SummaryText, TodoEntry, current_request, fresh_start_note, plan_fresh_start,
+    plan_installation, previous_summary, restored_file_text, restored_plan, select_restored_files,
+    select_restored_skills, summary_intro, with_references,
 };
 pub use pinned::{Pinned, UserWords, cut_with_marker, origins, pin, user_messages};
 pub use relief::{auto_collapse_span, collapse_start, nudge_due, nudge_text, span_user_words};
@@ -164,10 +165,17 @@ pub fn threshold_tokens(window: u64, max_output: u64, policy: &CompactPolicy) ->
 /// The least output room a request asks for, however full the window.
 pub const MIN_OUTPUT: u64 = 1_024;
 
-/// With auto-compaction off, the largest context a request may carry: the window less the
-/// least output room. A larger request is refused before it is sent.
+/// The least output room a request leaves at `window`: [`MIN_OUTPUT`], or an eighth of a
+/// window under 8 192 tokens (at 4 096, 512), so a small window is not half answer room.
+pub fn output_floor(window: u64) -> u64 {
+    MIN_OUTPUT.min(window / 8)
+}
+
+/// The largest context a request may carry: the window less the least output room. With
+/// auto-compaction off a larger request is refused before it is sent; with it on, the
+/// reliefs run until the request fits, or it is refused.
 pub fn blocking_limit(window: u64) -> u64 {
-    window.saturating_sub(MIN_OUTPUT)
+    window.saturating_sub(output_floor(window))
 }
 
 /// Tokens at or below which stage 1 alone is enough.

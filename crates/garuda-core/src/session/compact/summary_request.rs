@@ -82,10 +82,15 @@ fn fit_round(msgs: &mut [Message], budget: usize) {
     }
 }
 
-/// The output room of a summary request (a compaction's or a collapse's): twice the summary
-/// target plus slack, at least 4 096 tokens, at most the model's maximum output.
-pub fn summary_max_tokens(max_output: u64, summary_target: u64) -> u64 {
-    max_output.min((summary_target * 2 + 2_048).max(4_096))
+/// The output room of a summary request (a compaction's or a collapse's): the summary
+/// target and as much again for the analysis, plus slack, at most what the window leaves
+/// (`window_left`). The session's own output limit is for its answers, not for summaries: it
+/// caps this only above 4 096 tokens (a model's real ceiling is never that low).
+pub fn summary_max_tokens(max_output: u64, summary_target: u64, window_left: u64) -> u64 {
+    (summary_target * 2 + 512)
+        .min(max_output.max(4_096))
+        .min(window_left)
+        .max(1)
 }
 
 /// Splits `messages` into chunks of at most `budget_chars`, at API-round boundaries. The

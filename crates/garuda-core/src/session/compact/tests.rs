@@ -762,3 +762,68 @@ fn collapse_band_and_nudge_growth() {
     assert!(t.starts_with("<garuda_note>context_efficiency"));
     assert!(t.contains("snip tool") && t.contains("10000 tokens"));
 }
+
+#[test]
+fn small_windows_keep_answer_room_and_summary_budgets_fit() {
+    assert_eq!(output_floor(200_000), MIN_OUTPUT);
+    assert_eq!(output_floor(4_096), 512);
+    assert_eq!(output_floor(2_048), 256);
+    assert_eq!(blocking_limit(4_096), 3_584);
+    // The session's own output limit (200, for answers) does not cut the summary short.
+    assert_eq!(summary_max_tokens(200, 409, 3_000), 409 * 2 + 512);
+    // What the window leaves caps it.
+    assert_eq!(summary_max_tokens(200, 409, 600), 600);
+    // A model's real ceiling still caps a large window's summary.
+    assert_eq!(summary_max_tokens(8_192, 20_000, 150_000), 8_192);
+}
+
+#[test]
+fn a_fresh_start_keeps_only_the_current_request_after_a_note() {
+    let recs = session();
+    let v = build_view(&recs, &policy(), 0);
+    let from = current_request(&v.messages).expect("a request");
+    let est = crate::session::tokens::TokenEstimator::default();
+    let note = fresh_start_note("/t.jsonl");
+    let inst = plan_fresh_start(&FreshStart {
+        messages: &v.messages,
+        from,
+        note: &note,
+        trigger: CompactTrigger::Auto,
+        tokens_before: 100_000,
+        fixed_tokens: 1_000,
+        estimator: &est,
+        now_ms: 7,
+    });
+    let mut all = recs.clone();
+    all.extend(inst.records.clone());
+    let after = build_view(&all, &policy(), 0);
+    assert!(all_text_of(&after.messages[0].message).contains("/t.jsonl"));
+    let kept: Vec<&str> = after.messages.iter().map(|m| m.id.as_str()).collect();
+    // The note merges into the request's user message.
+    assert_eq!(after.messages.len(), v.messages.len() - from, "{kept:?}");
+    assert_eq!(
+        after.messages[1..]
+            .iter()
+            .map(|m| &m.message)
+            .collect::<Vec<_>>(),
+        v.messages[from + 1..]
+            .iter()
+            .map(|m| &m.message)
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        check_pairing(&after.provider_messages()).is_ok(),
+        "{kept:?}"
+    );
+    assert!(inst.tokens_after < 100_000);
+}
+
+fn all_text_of(m: &Message) -> String {
+    m.content
+        .iter()
+        .filter_map(|b| match b {
+            Block::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}

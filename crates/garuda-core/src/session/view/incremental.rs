@@ -31,6 +31,7 @@ struct State {
     /// Record index of every message record after the slice start.
     index_of: HashMap<String, usize>,
     snips: HashSet<String>,
+    unanswered: HashSet<String>,
     collapses: Vec<CollapseRecord>,
     cleared: HashSet<String>,
     trims: HashMap<String, usize>,
@@ -108,6 +109,7 @@ fn full(records: &[Record], policy: &ViewPolicy, now_ms: u64) -> State {
             .unwrap_or_default(),
         index_of,
         snips: sliced.snips,
+        unanswered: sliced.unanswered,
         collapses: sliced.collapses,
         cleared: sliced.cleared,
         trims: sliced.trims,
@@ -210,6 +212,12 @@ fn incremental(
     // The first request sits in the kept prefix; only a view that had none looks in the tail.
     if s.view.first_request.is_none() {
         s.view.first_request = snip::first_request(&tail);
+    }
+    // A failed turn's message may sit in the recomputed tail: it stays out.
+    let before = tail.len();
+    tail.retain(|w| !(w.role == Role::User && s.unanswered.contains(&w.id)));
+    if tail.len() != before {
+        return None;
     }
     let (snipped, protected) = snip::apply(&mut tail, &s.snips, s.view.first_request.as_deref());
     s.view

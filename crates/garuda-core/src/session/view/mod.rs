@@ -180,8 +180,21 @@ pub(crate) fn build_full(
     let mut sliced = slice::slice(records);
     let mut msgs = std::mem::take(&mut sliced.messages);
     let mut altered: HashSet<String> = budget::apply(&mut msgs, policy).into_iter().collect();
+    // A failed turn's unanswered message goes before the first request is chosen: the
+    // session's task is then the first request that got an answer (or the next one).
+    let mut unanswered = Vec::new();
+    if !sliced.unanswered.is_empty() {
+        msgs.retain(|m| {
+            let gone = m.role == Role::User && sliced.unanswered.contains(&m.id);
+            if gone {
+                unanswered.push(m.id.clone());
+            }
+            !gone
+        });
+    }
     let first_request = snip::first_request(&msgs);
-    let (snipped, protected) = snip::apply(&mut msgs, &sliced.snips, first_request.as_deref());
+    let (mut snipped, protected) = snip::apply(&mut msgs, &sliced.snips, first_request.as_deref());
+    snipped.extend(unanswered);
     altered.extend(microcompact::apply_records(
         &mut msgs,
         &sliced.cleared,

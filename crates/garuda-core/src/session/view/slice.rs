@@ -10,6 +10,8 @@ pub(crate) struct Sliced {
     pub start: usize,
     pub messages: Vec<Work>,
     pub snips: HashSet<String>,
+    /// User messages of turns that failed unanswered: out of the view, first request or not.
+    pub unanswered: HashSet<String>,
     pub collapses: Vec<CollapseRecord>,
     pub cleared: HashSet<String>,
     pub trims: HashMap<String, usize>,
@@ -68,6 +70,7 @@ pub(crate) fn slice(records: &[Record]) -> Sliced {
         start,
         messages: Vec::new(),
         snips: HashSet::new(),
+        unanswered: HashSet::new(),
         collapses: Vec::new(),
         cleared: HashSet::new(),
         trims: HashMap::new(),
@@ -80,6 +83,9 @@ pub(crate) fn slice(records: &[Record]) -> Sliced {
         }
         match r {
             Record::Message(m) => out.messages.push(work_of(m)),
+            Record::Snip(s) if s.failed_turn => {
+                out.unanswered.extend(s.removed_ids.iter().cloned());
+            }
             Record::Snip(s) => out.snips.extend(s.removed_ids.iter().cloned()),
             Record::Collapse(c) => out.collapses.push(c.clone()),
             Record::Microcompact(m) => out.cleared.extend(m.cleared_tool_use_ids.iter().cloned()),

@@ -137,6 +137,7 @@ fn snip_drops_ids_relinks_and_protects_pairs() {
             uuid: "s".into(),
             time: 0,
             removed_ids: vec!["a1".into(), "a2".into(), "u2".into()],
+            failed_turn: false,
         }),
     ];
     let v = build_view(&recs, &no_mc(), 0);
@@ -151,6 +152,7 @@ fn snip_drops_ids_relinks_and_protects_pairs() {
         uuid: "s2".into(),
         time: 0,
         removed_ids: vec!["r1".into()],
+        failed_turn: false,
     }));
     let v = build_view(&recs2, &no_mc(), 0);
     assert_eq!(ids(&v), vec!["u1", "a3"]);
@@ -171,6 +173,7 @@ fn snip_never_removes_the_first_request() {
             uuid: "s".into(),
             time: 0,
             removed_ids: vec!["n0".into(), "u1".into(), "a1".into(), "u2".into()],
+            failed_turn: false,
         }),
     ];
     let v = build_view(&recs, &no_mc(), 0);
@@ -206,6 +209,7 @@ fn snip_never_removes_the_first_request() {
             uuid: "s2".into(),
             time: 0,
             removed_ids: vec!["sum".into(), "u4".into()],
+            failed_turn: false,
         }),
     ];
     let v = build_view(&recs, &no_mc(), 0);
@@ -530,6 +534,7 @@ pub(crate) fn transcript_ids(steps: &[Step], tag: &str) -> Vec<Record> {
                 uuid: format!("{tag}op{k}"),
                 time: 0,
                 removed_ids: pick.iter().map(|i| i.get(&ids).clone()).collect(),
+                failed_turn: false,
             })),
             Step::Collapse(a, b) if !ids.is_empty() => {
                 let (a, b) = (a.index(ids.len()), b.index(ids.len()));
@@ -619,7 +624,7 @@ proptest! {
         let ids: Vec<String> = recs.iter().filter_map(Record::as_message).map(|m| m.uuid.clone()).collect();
         prop_assume!(!ids.is_empty());
         let mut recs2 = recs.clone();
-        recs2.push(Record::Snip(SnipRecord { uuid: "x".into(), time: 0, removed_ids: extra.iter().map(|i| i.get(&ids).clone()).collect() }));
+        recs2.push(Record::Snip(SnipRecord { uuid: "x".into(), time: 0, removed_ids: extra.iter().map(|i| i.get(&ids).clone()).collect(), failed_turn: false }));
         let after = build_view(&recs2, &policy, 0);
         prop_assert!(check_pairing(&after.provider_messages()).is_ok());
         // Synthesized openers and interrupted results are not transcript content.
@@ -654,6 +659,7 @@ fn removal_marks_name_the_reason() {
             uuid: "s".into(),
             time: 0,
             removed_ids: vec!["a1".into()],
+            failed_turn: false,
         }),
         Record::Collapse(CollapseRecord {
             uuid: "c".into(),
@@ -730,6 +736,7 @@ fn incremental_view_redoes_only_the_tail() {
         uuid: "s".into(),
         time: 0,
         removed_ids: vec!["a3".into(), "r3".into()],
+        failed_turn: false,
     }));
     let v = cache.view(&recs, &policy, 0).clone();
     assert_eq!(v, build_view(&recs, &policy, 0));
@@ -782,4 +789,31 @@ fn microcompact_and_trims_leave_notes_in_the_view() {
     let v = build_view(&recs, &no_mc(), 3_000);
     assert!(v.holds("note"), "{:?}", ids(&v));
     assert!(v.chars() + 8_000 < whole.chars(), "five results were cut");
+}
+
+#[test]
+fn a_failed_turn_s_message_leaves_the_view_even_as_the_first_request() {
+    let mut recs = vec![
+        text("u1", Role::User, "a request the window could not hold"),
+        Record::Snip(SnipRecord {
+            uuid: "s".into(),
+            time: 0,
+            removed_ids: vec!["u1".into()],
+            failed_turn: true,
+        }),
+        text("u2", Role::User, "a shorter one"),
+        text("a2", Role::Assistant, "done"),
+    ];
+    let v = build_view(&recs, &no_mc(), 0);
+    assert_eq!(ids(&v), vec!["u2", "a2"]);
+    assert_eq!(v.first_request.as_deref(), Some("u2"));
+    assert_eq!(v.snipped, vec!["u1"]);
+    // The incremental view keeps it out when a later tail is recomputed.
+    let mut cache = ViewCache::new();
+    cache.view(&recs, &no_mc(), 0);
+    recs.push(text("u3", Role::User, "next"));
+    recs.push(text("a3", Role::Assistant, "ok"));
+    let full = build_view(&recs, &no_mc(), 0);
+    assert_eq!(cache.view(&recs, &no_mc(), 0), &full);
+    assert!(!full.holds("u1"));
 }
