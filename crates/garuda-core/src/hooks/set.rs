@@ -255,7 +255,8 @@ impl HookSet {
                 take(f, origin, &mut sources);
             }
         }
-        let workspace = WorkspaceHooks::from_sources(&sources, root);
+        let mut scripts = std::collections::HashMap::new();
+        let workspace = WorkspaceHooks::from_sources(&sources, root, &mut scripts);
         let status = trust.status(root, &workspace);
         let opts = ResolveOptions {
             enabled: user.enabled,
@@ -266,7 +267,11 @@ impl HookSet {
         };
         let mut set = HookSet::resolve(sources, &opts);
         for h in set.hooks.iter_mut().filter(|h| h.origin.is_workspace()) {
-            h.scripts = Some(super::digest::scripts_digest(&h.command, root));
+            let files = scripts
+                .get(&h.command)
+                .cloned()
+                .unwrap_or_else(|| super::digest::scripts_digest(&h.command, root));
+            h.scripts = Some(files);
         }
         set.problems = problems;
         set.workspace = workspace;

@@ -36,6 +36,23 @@ pub struct CommandSandbox {
 }
 
 impl CommandSandbox {
+    /// A sandbox as a test describes it: bubblewrap when `unconfined` is `None`, else none
+    /// for that reason; no network, package caches writable.
+    #[cfg(test)]
+    pub(crate) fn for_tests(unconfined: Option<Unconfined>, auto_run: bool) -> CommandSandbox {
+        CommandSandbox {
+            mode: if unconfined.is_none() {
+                SandboxMode::Bubblewrap
+            } else {
+                SandboxMode::None
+            },
+            network: false,
+            auto_run,
+            package_caches: true,
+            unconfined,
+        }
+    }
+
     /// True when commands run confined.
     pub fn confined(&self) -> bool {
         self.unconfined.is_none()

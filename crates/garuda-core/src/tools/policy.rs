@@ -270,20 +270,9 @@ pub fn approval_needed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::SandboxMode;
 
     fn sandbox(unconfined: Option<Unconfined>, auto_run: bool) -> CommandSandbox {
-        CommandSandbox {
-            mode: if unconfined.is_none() {
-                SandboxMode::Bubblewrap
-            } else {
-                SandboxMode::None
-            },
-            network: false,
-            auto_run,
-            package_caches: true,
-            unconfined,
-        }
+        CommandSandbox::for_tests(unconfined, auto_run)
     }
 
     #[test]

@@ -81,20 +81,10 @@ pub(crate) fn decide(f: &CallFacts<'_>) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::{SandboxMode, Unconfined};
+    use crate::sandbox::Unconfined;
 
     fn sandbox(unconfined: Option<Unconfined>) -> CommandSandbox {
-        CommandSandbox {
-            mode: if unconfined.is_none() {
-                SandboxMode::Bubblewrap
-            } else {
-                SandboxMode::None
-            },
-            network: false,
-            auto_run: false,
-            package_caches: true,
-            unconfined,
-        }
+        CommandSandbox::for_tests(unconfined, false)
     }
 
     const RUN: Decision = Decision::Run { remembered: false };
