@@ -782,7 +782,7 @@ test("plan operations: a client with `plan` gets the todo list by id, valid by t
   assert.equal(shown.plan.entries[0].content, "fix the bug");
 });
 
-test("session/list newest first with titles; session/resume without replay; session/close", async () => {
+test("session/list newest first with titles, never-prompted sessions left out; session/resume without replay; session/close", async () => {
   // Each process replays the cassette from its start: lines answer by what they match.
   const fx = fixture([
     answer("A.", { match: "the first session" }),
@@ -799,7 +799,10 @@ test("session/list newest first with titles; session/resume without replay; sess
     assert.equal(ofKind(rec.updates, "session_info_update")[0].update.title, "the first session with two lines");
     second = await newSession(ctx, fx.ws);
     await prompt(ctx, second, "the second one");
+    // Opened and never prompted: nothing to resume, so not listed.
+    const empty = await newSession(ctx, fx.ws);
     const list = await ctx.request(methods.agent.session.list, { cwd: fx.ws });
+    assert.ok(!list.sessions.some((s) => s.sessionId === empty), "a never-prompted session is not listed");
     zs.zListSessionsResponse.parse(list);
     assert.deepEqual(
       list.sessions.map((s) => [s.sessionId, s.title]),

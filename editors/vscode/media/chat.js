@@ -219,12 +219,23 @@
       if (m.error) add(el('div', 'turn-end error', 'Error: ' + m.error));
       else add(el('div', 'turn-end', '[' + m.stopReason + ']'));
     },
+    draft(m) {
+      // A prompt that was not sent comes back, unless something new was typed meanwhile.
+      if (!input.value.trim()) {
+        input.value = m.text;
+        vscode.setState({ draft: m.text });
+      }
+    },
     history(m) {
       for (const it of m.items) {
         if (it.kind === 'user') handlers.user({ text: it.text });
         else if (it.kind === 'assistant') add(el('div', 'assistant', it.text));
         else if (it.kind === 'thinking') add(fold('thinking', 'Thinking', it.text));
-        else if (it.kind === 'tool') add(fold('tool ' + it.status, (it.status === 'ok' ? '✓ ' : '✗ ') + it.title, it.output));
+        else if (it.kind === 'tool') {
+          const cut = it.status === 'cancelled';
+          add(fold('tool ' + (cut ? 'error' : it.status), (it.status === 'ok' ? '✓ ' : '✗ ') + it.title + (cut ? ' · interrupted' : ''), it.output));
+          if (cut) add(el('div', 'turn-end', '[cancelled]'));
+        }
         else if (it.kind === 'summary') add(fold('summary', '⟲ ' + it.label, it.text));
         else if (it.kind === 'plan') handlers.plan(it);
         else add(el('div', 'note', it.text));

@@ -5,7 +5,7 @@ import type { CancellationToken } from 'vscode-jsonrpc/node';
 import { ApplyEditResult, EditApplier, GarudaClient, GarudaError } from './client';
 import { proposedChange, unifiedDiff } from './edits';
 import { describeCall, escapeFormatChars, historyItems, planOf, readableSummary } from './history';
-import type { AgentOrigin, Block, PermissionRequest, PermissionResult, Policy, SessionInfo, TurnEvent } from './protocol';
+import type { AgentOrigin, Block, ConfigProblem, PermissionRequest, PermissionResult, Policy, SessionInfo, TurnEvent } from './protocol';
 
 /** Messages to the webview. */
 export type ToView =
@@ -31,6 +31,8 @@ export type ToView =
   | { type: 'queued'; text: string }
   | { type: 'dropped'; text: string }
   | { type: 'turnEnd'; stopReason?: string; error?: string }
+  /** A prompt that was not sent: back in the prompt box (when the person has not typed anew). */
+  | { type: 'draft'; text: string }
   | { type: 'history'; items: ReturnType<typeof historyItems> };
 
 /** Messages from the webview. */
@@ -96,6 +98,10 @@ export interface Host {
   showText?(title: string, text: string): void;
   /** Reports an error outside the chat too (a notification). */
   error?(message: string): void;
+  /** Reports a warning of the server outside the chat too (a notification). */
+  warning?(message: string): void;
+  /** The config files' problems now (all of them; empty: none), for the Problems view. */
+  configProblems?(problems: ConfigProblem[]): void;
   /** Whether the editor has unsaved changes in this file. */
   isDirty?(abs: string): Promise<boolean> | boolean;
   /** Saves the editor's document of this file; false when it could not. */
@@ -316,9 +322,44 @@ export class ChatController {
     this.client = c;
     for (const p of this.projects.values()) p.workspaceId = undefined;
     c.onUpdate((u) => (u.agent ? this.onAgentEvent(u.sessionId, u.agent, u.event) : this.onEvent(u.sessionId, u.event)));
-    c.onMessage((m) => this.onServerMessage(m.type, m.message));
-    await c.initialize(this.current?.root);
+    c.onMessage((m) => this.onServerMessage(m.type, m.message, m.configProblem ?? undefined));
+    const init = await c.initialize(this.current?.root);
+    this.userProblems = [...(init.garuda?.configProblems ?? [])];
+    this.problemsAt = Date.now();
+    this.showProblems();
     return c;
+  }
+
+  /** The user config file's problems the server reported, and when the last came. */
+  private userProblems: ConfigProblem[] = [];
+  private problemsAt = 0;
+  /** The problems of each project's `.garuda/config.toml` (from the workspace's warnings). */
+  private projectProblems = new Map<string, ConfigProblem[]>();
+
+  private showProblems() {
+    this.host.configProblems?.([...this.userProblems, ...[...this.projectProblems.values()].flat()]);
+  }
+
+  /** A workspace's warnings: in the chat, as notifications, and those about its
+   * `.garuda/config.toml` in the Problems view too. */
+  private workspaceWarnings(p: Project, warnings: string[]) {
+    const problems: ConfigProblem[] = [];
+    for (const w of warnings) {
+      this.emit(p, { type: 'note', text: `⚠ ${w}` });
+      this.warn(w);
+      const m = /^(.*\/\.garuda\/config\.toml): (.*)$/s.exec(w);
+      if (m) problems.push({ file: m[1], message: m[2], severity: 'warning' });
+    }
+    this.projectProblems.set(p.root, problems);
+    this.showProblems();
+  }
+
+  private lastWarned = new Map<string, GarudaClient | undefined>();
+  /** A warning as a notification, once per server for the same message. */
+  private warn(message: string) {
+    if (this.lastWarned.has(message) && this.lastWarned.get(message) === this.client) return;
+    this.lastWarned.set(message, this.client);
+    this.host.warning?.(message);
   }
 
   private onExit(c: GarudaClient, message: string) {
@@ -339,12 +380,26 @@ export class ChatController {
     if (!reported && !(c as unknown as { stopping: boolean }).stopping) this.notify(message);
   }
 
-  /** The server's `window/showMessage` (config file problems): in the current chat, and an
-   * error also as a notification. */
-  private onServerMessage(type: number, message: string) {
+  /** The server's `window/showMessage` (config file problems, an MCP server that did not
+   * start): in the current chat and as a notification; a config problem in the Problems view. */
+  private onServerMessage(type: number, message: string, problem?: ConfigProblem) {
     const p = this.current;
     if (p) this.emit(p, { type: 'note', text: type <= 2 ? `⚠ ${message}` : message, level: type === 1 ? 'error' : 'info' });
     if (type === 1) this.notify(message);
+    if (type === 2) this.warn(message);
+    if (problem) {
+      // One change of the file reports all its problems together: one after a quiet spell
+      // starts the list afresh (a fixed problem goes).
+      const now = Date.now();
+      if (now - this.problemsAt > 1000) this.userProblems = [];
+      this.problemsAt = now;
+      if (!this.userProblems.some((q) => JSON.stringify(q) === JSON.stringify(problem))) this.userProblems.push(problem);
+      this.showProblems();
+    } else if (type === 3 && /^Garuda config/.test(message)) {
+      // The file is in force again, without problems.
+      this.userProblems = [];
+      this.showProblems();
+    }
   }
 
   private lastNotified?: { client?: GarudaClient; message: string };
@@ -364,7 +419,9 @@ export class ChatController {
   private async ensureSession(p: Project): Promise<string> {
     const c = await this.ensureClient();
     if (!p.workspaceId) {
-      p.workspaceId = (await c.openWorkspace(p.root)).workspaceId;
+      const ws = await c.openWorkspace(p.root);
+      p.workspaceId = ws.workspaceId;
+      this.workspaceWarnings(p, ws.warnings ?? []);
       if (p.sessionId) {
         // A new server: the session lives on disk; load it again.
         try {
@@ -395,7 +452,10 @@ export class ChatController {
       p.always.clear();
       p.timedOut.clear();
       this.emit(p, { type: 'note', text: `New chat · model ${res.model} · context window ${tokens(res.contextWindow)} tokens · policy ${s.policy}` });
-      for (const w of res.warnings) this.emit(p, { type: 'note', text: `⚠ ${w}` });
+      for (const w of res.warnings) {
+        this.emit(p, { type: 'note', text: `⚠ ${w}` });
+        this.warn(w);
+      }
       this.header(p);
     }
     return p.sessionId;
@@ -432,7 +492,10 @@ export class ChatController {
       p.busy = false;
       p.activity = undefined;
       const msg = this.explainError(e);
-      this.emit(p, { type: 'note', text: msg, level: 'error' });
+      // The prompt is not lost: shown with why it was not sent, and back in the prompt box.
+      this.emit(p, { type: 'user', text });
+      this.emit(p, { type: 'note', text: `Not sent: ${msg}`, level: 'error' });
+      if (p === this.current) this.host.post({ type: 'draft', text });
       this.notify(msg);
       this.header(p);
       return;
@@ -904,6 +967,14 @@ export class ChatController {
     p.contextTokens = undefined;
     p.always.clear();
     p.timedOut.clear();
+    // The header's context use as the session left it, before any turn.
+    try {
+      const info = (await c.inspect(id)) as { window?: number; contextTokens?: number };
+      p.window = info.window ?? p.window;
+      p.contextTokens = info.contextTokens;
+    } catch {
+      /* shown after the next turn */
+    }
     // Prompts queued while it loads stay queued.
     p.log = [];
     if (p === this.current) this.replay();

@@ -51,7 +51,7 @@ function rootOf(uri?: vscode.Uri): string | undefined {
 }
 
 /** The editor calls of glue.ts, one line each. */
-function editorApi(statusItem: vscode.StatusBarItem): EditorApi {
+function editorApi(statusItem: vscode.StatusBarItem, diagnostics: vscode.DiagnosticCollection): EditorApi {
   const doc = (d: vscode.TextDocument): Doc => ({ uri: d.uri.toString(), fsPath: d.uri.fsPath, isDirty: d.isDirty, getText: () => d.getText(), save: () => Promise.resolve(d.save()) });
   return {
     openDocument: async (uri) => doc(await vscode.workspace.openTextDocument(vscode.Uri.parse(uri))),
@@ -73,7 +73,21 @@ function editorApi(statusItem: vscode.StatusBarItem): EditorApi {
     },
     quickPick: async (items, title) => vscode.window.showQuickPick(items, { title, matchOnDescription: true }),
     notify: async (level, message, buttons) =>
-      level === 'error' ? vscode.window.showErrorMessage(message, ...buttons) : vscode.window.showInformationMessage(message, ...buttons),
+      level === 'error'
+        ? vscode.window.showErrorMessage(message, ...buttons)
+        : level === 'warning'
+          ? vscode.window.showWarningMessage(message, ...buttons)
+          : vscode.window.showInformationMessage(message, ...buttons),
+    problems: (byFile) => {
+      diagnostics.clear();
+      for (const [file, list] of byFile) {
+        const sev = (s: string) => (s === 'error' ? vscode.DiagnosticSeverity.Error : vscode.DiagnosticSeverity.Warning);
+        diagnostics.set(
+          vscode.Uri.file(file),
+          list.map((p) => Object.assign(new vscode.Diagnostic(new vscode.Range(p.line, p.column, p.line, Number.MAX_SAFE_INTEGER), p.message, sev(p.severity)), { source: 'garuda' })),
+        );
+      }
+    },
     command: async (name, ...args) => vscode.commands.executeCommand(name, ...args),
     showMarkdown: async (content) => {
       await vscode.window.showTextDocument(await vscode.workspace.openTextDocument({ language: 'markdown', content }), { preview: true });
@@ -95,8 +109,9 @@ export function activate(ctx: vscode.ExtensionContext) {
     }),
   );
   const statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 100);
-  ctx.subscriptions.push(statusItem);
-  const api = editorApi(statusItem);
+  const diagnostics = vscode.languages.createDiagnosticCollection('garuda');
+  ctx.subscriptions.push(statusItem, diagnostics);
+  const api = editorApi(statusItem, diagnostics);
   let chat: ChatController;
   const view = new ChatView(ctx, () => chat);
   chat = new ChatController(editorHost(api, (m) => view.post(m), proposed, () => view.view?.visible === true), settings);

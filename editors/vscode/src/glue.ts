@@ -6,7 +6,7 @@
 import type { ApplyEditResult, EditApplier } from './client';
 import type { Host, Settings } from './chat';
 import { fullCheck, report, Check } from './doctor';
-import type { SessionInfo } from './protocol';
+import type { ConfigProblem, SessionInfo } from './protocol';
 
 /** An open text document, as much of it as the extension uses. */
 export interface Doc {
@@ -39,8 +39,12 @@ export interface EditorApi {
   showDiff(abs: string, isNew: boolean, title: string): void;
   /** `window.showQuickPick`. */
   quickPick<T extends { label: string }>(items: T[], title: string): Promise<T | undefined>;
-  /** `window.showErrorMessage` / `showInformationMessage` with buttons; the button chosen. */
-  notify(level: 'error' | 'info', message: string, buttons: string[]): Promise<string | undefined>;
+  /** `window.showErrorMessage` / `showWarningMessage` / `showInformationMessage` with buttons;
+   * the button chosen. */
+  notify(level: 'error' | 'warning' | 'info', message: string, buttons: string[]): Promise<string | undefined>;
+  /** The Problems view's Garuda entries: for each file (absolute path), its problems (0-based
+   * line and column); replaces what was there. */
+  problems(byFile: Map<string, Problem[]>): void;
   /** `commands.executeCommand`. */
   command(name: string, ...args: unknown[]): Promise<unknown>;
   /** Opens a read-only markdown document beside the editor. */
@@ -52,6 +56,32 @@ export interface EditorApi {
 }
 
 type Edits = Parameters<EditApplier>[0]['edit'];
+
+/** One entry of the Problems view. */
+export interface Problem {
+  line: number;
+  column: number;
+  message: string;
+  severity: 'error' | 'warning';
+}
+
+/** The config problems as Problems view entries by file: the line and column the server named
+ * (its first line when it named none), the key with what is wrong. */
+export function problemsByFile(problems: ConfigProblem[]): Map<string, Problem[]> {
+  const out = new Map<string, Problem[]>();
+  for (const p of problems) {
+    if (!p.file.startsWith('/')) continue; // `environment`: no file to show it in
+    const list = out.get(p.file) ?? [];
+    list.push({
+      line: Math.max(0, (p.line ?? 1) - 1),
+      column: Math.max(0, (p.column ?? 1) - 1),
+      message: `Garuda: ${p.key ? `\`${p.key}\`: ` : ''}${p.message}`,
+      severity: p.severity === 'error' ? 'error' : 'warning',
+    });
+    out.set(p.file, list);
+  }
+  return out;
+}
 
 /** Applies a `workspace/applyEdit` through the editor: one undoable edit, then saved (Garuda
  * reads the files on disk). A document with unsaved changes is refused with the reason. */
@@ -124,6 +154,11 @@ export function editorHost(api: EditorApi, post: Host['post'], proposed: Map<str
       if (pick === 'Open Settings') await api.command('workbench.action.openSettings', 'garuda');
       if (pick === 'Check Setup') await api.command('garuda.doctor');
     },
+    warning: async (message) => {
+      const pick = await api.notify('warning', `Garuda: ${message}`, ['Check Setup']);
+      if (pick === 'Check Setup') await api.command('garuda.doctor');
+    },
+    configProblems: (problems) => api.problems(problemsByFile(problems)),
     approvalWaiting: (title) => {
       // Seen wherever the person is, answered only after moving to it.
       api.setContext('garuda.approvalWaiting', title !== undefined);

@@ -7,7 +7,7 @@ export type HistoryItem =
   | { kind: 'user'; text: string }
   | { kind: 'assistant'; text: string }
   | { kind: 'thinking'; text: string }
-  | { kind: 'tool'; title: string; status: 'ok' | 'error'; output: string }
+  | { kind: 'tool'; title: string; status: 'ok' | 'error' | 'cancelled'; output: string }
   | { kind: 'plan'; text: string }
   | { kind: 'summary'; label: string; text: string }
   | { kind: 'note'; text: string };
@@ -75,7 +75,10 @@ export function readableSummary(blocks: Block[] | string | undefined): string {
       const more = omitted ? `(${omitted[1]} earlier message(s) not repeated here)\n\n` : '';
       return `\n## Your messages (oldest first)\n\n${more}${msgs.join('\n\n')}\n`;
     });
-    t = t.replace(/<summary>\s*([\s\S]*?)\s*<\/summary>/g, (_, b: string) => `\n## Summary\n\n${b}\n`);
+    t = t.replace(/<files_edited>\s*(?:Files created or changed[^\n]*\n)?([\s\S]*?)\s*<\/files_edited>/g, (_, f: string) => `\n## Files edited\n\n${f}\n`);
+    // The section has its heading: one the model wrote itself ("### Summary") goes.
+    t = t.replace(/<summary>\s*(?:#+[ \t]*\**Summary\**:?[ \t]*\n+)?([\s\S]*?)\s*<\/summary>/g, (_, b: string) => `\n## Summary\n\n${b}\n`);
+    t = t.replace(/<\/?references>/g, '');
     if (t.trim()) out.push(t.trim());
   }
   return out.join('\n\n').replace(/\n{3,}/g, '\n\n').trim();
@@ -122,11 +125,14 @@ export function historyItems(messages: HistoryMessage[]): HistoryItem[] {
         else if (b.type === 'text') out.push({ kind: 'assistant', text: b.text });
         else if (b.type === 'tool_use') {
           const r = results.get(b.id);
+          const output = r ? textOf(r.content) : '';
+          // As it was shown live: a call the cancel stopped was interrupted, not failed.
+          const cut = /\[command cancelled;|\[interrupted: the turn was cancelled/.test(output);
           out.push({
             kind: 'tool',
             title: describeCall(b.name, b.input),
-            status: r?.is_error ? 'error' : 'ok',
-            output: r ? textOf(r.content) : '',
+            status: cut ? 'cancelled' : r?.is_error ? 'error' : 'ok',
+            output,
           });
           const plan = planOf(b.name, b.input);
           if (plan !== undefined) out.push({ kind: 'plan', text: plan });

@@ -258,8 +258,10 @@ test('compaction is one line; resume shows the summary as a summary without dupl
   const ws = project('c');
   writeFileSync(join(ws, 'big.txt'), Array.from({ length: 800 }, (_, i) => `filler line ${i} of the big file`).join('\n') + '\n');
   const lines = [];
+  // An edit first (the summary lists edited files), and a summary with a heading of its own.
+  lines.push(tool('w0', 'write_file', { path: 'made.txt', content: 'made\n' }));
   for (let i = 0; i < 6; i++) lines.push(tool(`r${i}`, 'read_file', { path: 'big.txt' }, 20000), text(`answer ${i}`, {}, 20000));
-  lines.push(text('SUMMARY-OF-THE-SESSION'));
+  lines.push(text('### Summary\n\nSUMMARY-OF-THE-SESSION'));
   setModel(cassette(lines));
   chat.setRoot(ws);
   for (let i = 0; i < 6; i++) await chat.send(`question ${i}`);
@@ -268,7 +270,11 @@ test('compaction is one line; resume shows the summary as a summary without dupl
   const comp = host.posted.filter((m) => m.type === 'compaction');
   assert.equal(comp.length, 1);
   assert.match(JSON.stringify(comp[0]), /Context compacted \(manual, summary\): 20\.0k → /);
-  assert.match((await chat.summary())!, /SUMMARY-OF-THE-SESSION/);
+  const shown = (await chat.summary())!;
+  assert.match(shown, /## Files edited\n\n- made\.txt/);
+  assert.match(shown, /## Summary\n\nSUMMARY-OF-THE-SESSION/);
+  assert.equal(shown.match(/Summary/g)?.length, 1, `one Summary heading:\n${shown}`);
+  assert.doesNotMatch(shown, /<\/?files_edited>/);
   let listed: string[] = [];
   host.pick = (list) => {
     listed = list.map((x) => x.sessionId);
@@ -283,6 +289,42 @@ test('compaction is one line; resume shows the summary as a summary without dupl
   assert.match((summary[0] as { text: string }).text, /SUMMARY-OF-THE-SESSION/);
   assert.equal(hist.items.filter((i) => i.kind === 'user' && i.text === 'question 5').length, 1, 'kept turn once');
   assert.ok(!hist.items.some((i) => i.kind === 'user' && i.text.startsWith('This session continues')));
+  // Resumed, the header has the session's context use at once, not after the next turn.
+  const header = host.posted.filter((m) => m.type === 'header').at(-1) as Extract<ToView, { type: 'header' }>;
+  assert.ok((header.contextTokens ?? 0) > 0 && header.window === 128000, JSON.stringify(header));
+  await chat.dispose();
+});
+
+test('every server warning is a notification and config problems are in the Problems view; a refused prompt is kept', async () => {
+  const { e, host, chat, setModel } = setup();
+  const cfg = join(e.XDG_CONFIG_HOME!, 'garuda', 'config.toml');
+  mkdirSync(join(e.XDG_CONFIG_HOME!, 'garuda'), { recursive: true });
+  writeFileSync(cfg, '[approval]\ntimeout_sec = 3\n\n[mcp_servers.missing]\ncommand = "/nonexistent/mcp-server"\n');
+  const ws = project('warned');
+  mkdirSync(join(ws, '.garuda'));
+  writeFileSync(join(ws, '.garuda', 'config.toml'), 'model = "x/y"\n');
+  setModel(cassette([text('Hi.')]));
+  chat.setRoot(ws);
+  await chat.send('hello');
+  await until('the MCP warning', () => host.warnings.some((w) => /MCP server missing failed to start/.test(w)));
+  assert.ok(host.warnings.some((w) => /timeout_sec.*did you mean `timeout_secs`/.test(w)), host.warnings.join(' | '));
+  assert.ok(host.warnings.some((w) => /`model` is ignored here/.test(w)), host.warnings.join(' | '));
+  const user = host.problems.find((p) => p.file === cfg);
+  assert.ok(user, JSON.stringify(host.problems));
+  assert.equal(user!.line, 2);
+  assert.match(user!.message, /did you mean `timeout_secs`/);
+  assert.ok(host.problems.some((p) => p.file === join(ws, '.garuda', 'config.toml') && /`model` is ignored here/.test(p.message)));
+  // An invalid value: no session starts; the prompt is shown with why and put back in the box.
+  writeFileSync(cfg, '[approval]\ntimeout_secs = "soon"\n');
+  await chat.dispose();
+  await chat.newChat();
+  host.posted.length = 0;
+  await chat.send('please keep these words');
+  assert.ok(host.posted.some((m) => m.type === 'user' && m.text === 'please keep these words'), 'shown');
+  const note = host.posted.find((m) => m.type === 'note' && m.text.startsWith('Not sent:')) as Extract<ToView, { type: 'note' }>;
+  assert.match(note.text, /approval\.timeout_secs/);
+  assert.ok(host.posted.some((m) => m.type === 'draft' && m.text === 'please keep these words'), 'back in the box');
+  assert.ok(host.problems.some((p) => p.file === cfg && p.severity === 'error'), JSON.stringify(host.problems));
   await chat.dispose();
 });
 
@@ -442,6 +484,13 @@ test('cancel says the queued prompt was dropped', async () => {
   assert.ok(!host.posted.some((m) => m.type === 'user' && m.text === 'next question'), 'not sent');
   const header = host.posted.filter((m) => m.type === 'header').at(-1) as Extract<ToView, { type: 'header' }>;
   assert.equal(header.queued, 0);
+  // Resumed, the call reads as it did live: interrupted, not failed.
+  const sid = chat.project!.sessionId!;
+  host.pick = () => sid;
+  await chat.sessions();
+  const hist = host.posted.filter((m) => m.type === 'history').at(-1) as Extract<ToView, { type: 'history' }>;
+  const call = hist.items.find((i) => i.kind === 'tool') as { status: string };
+  assert.equal(call.status, 'cancelled');
   await chat.dispose();
 });
 

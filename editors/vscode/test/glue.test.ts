@@ -106,3 +106,27 @@ test('Check Setup: the server runs with a broken config, which is named; the rep
   assert.match(md, /✓ the server starts and answers initialize/);
   assert.match(md, /✗ config: .*config\.toml: line 2/);
 });
+
+test('the host: a server warning is a warning notification; config problems go to the Problems view by file', async () => {
+  const api = fakeEditor();
+  const host = editorHost(api, () => {}, new Map());
+  api.answers.push('Check Setup');
+  await host.warning!('Garuda config: /h/config.toml: line 2, column 1: `approval.timeout_sec`: unknown key, ignored; did you mean `timeout_secs`?');
+  assert.deepEqual(api.calls.slice(0, 2), [
+    ['notify', 'warning', 'Garuda: Garuda config: /h/config.toml: line 2, column 1: `approval.timeout_sec`: unknown key, ignored; did you mean `timeout_secs`?', ['Check Setup']],
+    ['command', 'garuda.doctor'],
+  ]);
+  host.configProblems!([
+    { file: '/h/config.toml', line: 2, column: 1, key: 'approval.timeout_sec', message: 'unknown key, ignored; did you mean `timeout_secs`?', severity: 'warning' },
+    { file: '/p/.garuda/config.toml', message: '`model` is ignored here', severity: 'warning' },
+    { file: 'environment', message: 'GARUDA_CONTEXT_WINDOW is not a number', severity: 'error' },
+  ]);
+  const byFile = api.calls.at(-1)![1] as Map<string, unknown[]>;
+  assert.deepEqual([...byFile.keys()], ['/h/config.toml', '/p/.garuda/config.toml']);
+  assert.deepEqual(byFile.get('/h/config.toml'), [
+    { line: 1, column: 0, message: 'Garuda: `approval.timeout_sec`: unknown key, ignored; did you mean `timeout_secs`?', severity: 'warning' },
+  ]);
+  assert.deepEqual(byFile.get('/p/.garuda/config.toml'), [{ line: 0, column: 0, message: 'Garuda: `model` is ignored here', severity: 'warning' }]);
+  host.configProblems!([]);
+  assert.equal((api.calls.at(-1)![1] as Map<string, unknown>).size, 0, 'cleared');
+});

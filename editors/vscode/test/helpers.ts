@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { applyTextEdits } from '../src/edits';
 import { applyWorkspaceEdit, Doc, EditorApi } from '../src/glue';
 import type { Host, Settings, ToView } from '../src/chat';
-import type { SessionInfo } from '../src/protocol';
+import type { ConfigProblem, SessionInfo } from '../src/protocol';
 
 export const BIN = process.env.GARUDA_BIN ?? resolve(__dirname, '../../../../target/debug/garuda');
 
@@ -112,6 +112,15 @@ export class FakeHost implements Host {
   error(m: string) {
     this.errors.push(m);
   }
+  warnings: string[] = [];
+  warning(m: string) {
+    this.warnings.push(m);
+  }
+  /** The config problems the Problems view shows now. */
+  problems: ConfigProblem[] = [];
+  configProblems(p: ConfigProblem[]) {
+    this.problems = p;
+  }
   texts(type: ToView['type']): string[] {
     return this.posted.filter((m) => m.type === type).map((m) => JSON.stringify(m));
   }
@@ -180,6 +189,7 @@ export function fakeEditor(open: OpenDocs = new Map()): EditorApi & { calls: Arr
       calls.push(['notify', level, message, buttons]);
       return answers.shift();
     },
+    problems: (byFile) => void calls.push(['problems', byFile]),
     command: async (name, ...args) => void calls.push(['command', name, ...args]),
     showMarkdown: async (content) => void calls.push(['showMarkdown', content]),
     status: (item) => void calls.push(['status', item]),

@@ -383,6 +383,36 @@ test('the chat webview in headless Chromium', { skip: !existsSync(CHROMIUM) && `
       assert.doesNotMatch(said, /AGENT-FINDING/);
     });
 
+    await t.test('a prompt refused for a bad config comes back into the box; a resumed cancelled call reads as interrupted', async () => {
+      const e3 = env();
+      const cfg = join(e3.XDG_CONFIG_HOME!, 'garuda', 'config.toml');
+      mkdirSync(join(e3.XDG_CONFIG_HOME!, 'garuda'), { recursive: true });
+      writeFileSync(cfg, '[approval]\ntimeout_secs = "soon"\n');
+      await chat.dispose();
+      chat = new ChatController(host, settings(() => model, e3));
+      chat.setRoot(project('web-refused'));
+      model = cassette([tool('c1', 'bash', { command: 'sleep 30' }), text('never')]);
+      await page.waitForFunction(() => document.querySelectorAll('.turn-end').length === 0);
+      await send('please keep these words');
+      await page.waitForSelector('.note.error:has-text("Not sent")');
+      assert.equal(await page.inputValue('#input'), 'please keep these words', 'back in the box');
+      assert.ok((await page.locator('.user').allTextContents()).includes('please keep these words'), 'and in the chat');
+      // Fixed, it is sent from the box; cancelled while its command runs, then resumed.
+      writeFileSync(cfg, '');
+      await page.press('#input', 'Enter');
+      await page.waitForSelector('#approval:not([hidden])');
+      await page.click('#allow-once');
+      await page.waitForSelector('details.tool.running');
+      await page.click('#cancel');
+      await turnEnds(1);
+      const sid = chat.project!.sessionId!;
+      host.pick = () => sid;
+      await page.click('#history');
+      await page.waitForSelector('.note:has-text("Resumed session")');
+      assert.match((await page.textContent('details.tool summary')) ?? '', /^✗ bash: sleep 30 · interrupted$/);
+      assert.match((await page.textContent('.turn-end')) ?? '', /\[cancelled\]/);
+    });
+
     await t.test('an approval timeout hides the prompt and says so', async () => {
       const e2 = env();
       mkdirSync(join(e2.XDG_CONFIG_HOME!, 'garuda'), { recursive: true });
