@@ -85,6 +85,12 @@ pub fn engine_error(e: EngineError) -> RpcError {
             format!("session {id} is already running a turn; wait for it or cancel it"),
         ),
         EngineError::Turn(T::Invalid(m)) | EngineError::Invalid(m) => RpcError::invalid_params(m),
+        // The provider answered, but not with what was asked: the model's failure.
+        EngineError::Turn(T::NoSummary(m)) => RpcError {
+            code: codes::PROVIDER_ERROR,
+            message: m,
+            data: Some(json!({"kind": "noSummary"})),
+        },
         EngineError::Turn(T::Cancelled) => RpcError::request_cancelled(),
         EngineError::Turn(T::Blocked(reason)) => RpcError {
             code: codes::BLOCKED_BY_HOOK,

@@ -1129,6 +1129,39 @@ fn a_manual_compaction_fails_only_when_every_path_failed_with_the_last_error() {
     assert_eq!(before, after, "the session is unchanged");
 }
 
+/// A manual compaction whose model answers every summary request with a tool call (a
+/// pending "read X" invites one) fails as the provider's failure, -32052 with
+/// `data.kind: "noSummary"`, never -32602 (reserved for params of the wrong shape), and the
+/// session is unchanged.
+#[test]
+fn a_manual_compaction_without_a_summary_is_the_models_failure_not_bad_params() {
+    let mut replies = history(20_000);
+    for id in ["toolu_fork", "toolu_regular"] {
+        replies.push(MockReply::Sse(anthropic_tool_use(
+            id,
+            "read_file",
+            &[r#"{"path":"big4.txt"}"#],
+        )));
+    }
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    let before = g.call("session/messages", json!({"sessionId": sid}));
+    let r = g.request("session/compact", json!({"sessionId": sid}));
+    assert_eq!(r["error"]["code"], -32052, "{r}");
+    assert_eq!(r["error"]["data"]["kind"], "noSummary", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the session is unchanged"),
+        "{r}"
+    );
+    let after = g.call("session/messages", json!({"sessionId": sid}));
+    assert_eq!(before, after, "the session is unchanged");
+}
+
 /// A summary that ends on the output limit is asked once for half the size; cut again, it is
 /// not installed: the extractive handoff is. The answer, `context/inspect` and the
 /// `compaction` event give the same tokensAfter.

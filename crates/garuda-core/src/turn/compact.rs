@@ -1070,7 +1070,7 @@ impl<'a> Compaction<'a> {
                 Ok(_) if self.trigger == CompactTrigger::Manual => {
                     let why = "every summary path failed: the model gave no summary";
                     self.event(CompactionPhase::Failed, None, Some(why.into()));
-                    return Err(TurnError::Invalid(format!(
+                    return Err(TurnError::NoSummary(format!(
                         "{why}; the session is unchanged"
                     )));
                 }

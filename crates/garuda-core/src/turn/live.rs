@@ -49,6 +49,10 @@ pub enum TurnError {
     /// Bad input from the client.
     #[error("{0}")]
     Invalid(String),
+    /// The model answered a summary request without a summary (a tool call, no text) on
+    /// every path; the session is unchanged. The model's failure, not the client's.
+    #[error("{0}")]
+    NoSummary(String),
     /// The operation was cancelled; the session is as it was.
     #[error("cancelled")]
     Cancelled,
@@ -125,7 +129,7 @@ impl TurnError {
     }
 
     /// A stable name for the failure: the provider error's kind, or `store`, `busy`,
-    /// `invalid`, `cancelled`, `messageTooLarge`, `blockingLimit`, `doesNotFit`.
+    /// `invalid`, `noSummary`, `cancelled`, `messageTooLarge`, `blockingLimit`, `doesNotFit`.
     pub fn kind(&self) -> &'static str {
         match self {
             TurnError::Provider(p) => p.kind(),
@@ -133,6 +137,7 @@ impl TurnError {
             TurnError::Busy(_) => "busy",
             TurnError::AgentRunning { .. } => "agentRunning",
             TurnError::Invalid(_) => "invalid",
+            TurnError::NoSummary(_) => "noSummary",
             TurnError::Cancelled => "cancelled",
             TurnError::Blocked(_) => "hook",
             TurnError::TooLarge { .. } => "messageTooLarge",
