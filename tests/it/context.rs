@@ -1129,6 +1129,39 @@ fn a_manual_compaction_fails_only_when_every_path_failed_with_the_last_error() {
     assert_eq!(before, after, "the session is unchanged");
 }
 
+/// The regular summary request keeps the file reader's schema for its shape but sends
+/// `tool_choice: none`, so a pending "please read X" in the older part cannot get a read
+/// instead of the summary; the fork (the main request's bytes) sends none.
+#[test]
+fn the_regular_summary_request_may_not_call_a_tool() {
+    let mut replies = history(20_000);
+    replies.push(MockReply::Sse(anthropic_tool_use(
+        "toolu_fork",
+        "read_file",
+        &[r#"{"path":"big4.txt"}"#],
+    )));
+    replies.push(MockReply::Sse(anthropic_text(
+        "<summary>THE-SUMMARY of the work so far</summary>",
+        MockUsage::new(500, 60),
+    )));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    let r = g.call("session/compact", json!({"sessionId": sid}));
+    assert_eq!(r["compacted"], true, "{r}");
+    let bodies = mock.rec.bodies();
+    let (fork, regular) = (&bodies[bodies.len() - 2], &bodies[bodies.len() - 1]);
+    assert!(fork.get("tool_choice").is_none(), "{fork}");
+    assert_eq!(regular["tool_choice"], json!({"type": "none"}), "{regular}");
+    assert!(
+        regular["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "read_file")),
+        "{regular}"
+    );
+}
+
 /// A manual compaction whose model answers every summary request with a tool call (a
 /// pending "read X" invites one) fails as the provider's failure, -32052 with
 /// `data.kind: "noSummary"`, never -32602 (reserved for params of the wrong shape), and the

@@ -233,6 +233,7 @@ impl Engine {
             cache: sv.cache,
             thinking_budget: None,
             output_schema: None,
+            no_tool_calls: false,
         };
         let message_count = request.messages.len() as u64;
         let cache_markers = request.cache.messages.len() as u64 + u64::from(request.cache.system);

@@ -137,6 +137,9 @@ pub fn request_body(req: &ModelRequest) -> Value {
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
             .collect();
         body.insert("tools".into(), Value::Array(tools));
+        if req.no_tool_calls {
+            body.insert("tool_choice".into(), json!({"type": "none"}));
+        }
     }
     if let Some(budget) = req.thinking_budget {
         body.insert(

@@ -58,6 +58,9 @@ pub struct ModelRequest {
     /// A JSON Schema for the answer's text, sent as the provider's structured output when
     /// its endpoint has it (`structured_output`); the turn's caller validates the answer.
     pub output_schema: Option<serde_json::Value>,
+    /// The model may not call a tool (`tool_choice: none`): `tools` are sent for the request's
+    /// shape only. A summary request, which must answer with text.
+    pub no_tool_calls: bool,
 }
 
 pub use crate::message::{CachePlan, MAX_CACHE_MARKERS};

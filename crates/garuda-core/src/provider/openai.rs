@@ -116,6 +116,9 @@ pub fn request_body(req: &ModelRequest, max_tokens_field: &str) -> Value {
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
+        if req.no_tool_calls {
+            body.insert("tool_choice".into(), json!("none"));
+        }
     }
     body.insert(max_tokens_field.to_string(), json!(req.max_tokens));
     if let Some(schema) = &req.output_schema {

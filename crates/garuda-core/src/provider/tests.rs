@@ -741,6 +741,7 @@ fn rich_request() -> ModelRequest {
         },
         thinking_budget: None,
         output_schema: None,
+        no_tool_calls: false,
     }
 }
 
@@ -1587,6 +1588,7 @@ fn an_output_schema_is_each_apis_structured_output() {
     let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
     let req = ModelRequest {
         output_schema: Some(schema.clone()),
+        no_tool_calls: false,
         ..request()
     };
     let body = anthropic::request_body(&req);
@@ -1892,4 +1894,32 @@ async fn llamacpp_props_give_the_server_window() {
     ))
     .unwrap();
     assert_eq!(remote.server_window("m").await, None);
+}
+
+#[test]
+fn a_request_that_may_not_call_tools_says_so_in_each_wire_format() {
+    let mut req = rich_request();
+    assert!(anthropic::request_body(&req).get("tool_choice").is_none());
+    assert!(
+        openai::request_body(&req, "max_tokens")
+            .get("tool_choice")
+            .is_none()
+    );
+    req.no_tool_calls = true;
+    assert_eq!(
+        anthropic::request_body(&req)["tool_choice"],
+        json!({"type": "none"})
+    );
+    assert_eq!(
+        openai::request_body(&req, "max_tokens")["tool_choice"],
+        json!("none")
+    );
+    // Without tools there is nothing to forbid: both formats reject a tool_choice alone.
+    req.tools.clear();
+    assert!(anthropic::request_body(&req).get("tool_choice").is_none());
+    assert!(
+        openai::request_body(&req, "max_tokens")
+            .get("tool_choice")
+            .is_none()
+    );
 }

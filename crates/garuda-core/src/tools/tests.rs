@@ -766,7 +766,8 @@ fn dead(pid: i32) -> bool {
 }
 
 async fn wait_dead(pid: i32) -> bool {
-    for _ in 0..200 {
+    // Up to 30 s: the kill is not timed, only awaited; a loaded machine may reap slowly.
+    for _ in 0..1200 {
         if dead(pid) {
             return true;
         }

@@ -332,6 +332,7 @@ async fn summarize(
             cache,
             thinking_budget: None,
             output_schema: None,
+            no_tool_calls: false,
         };
         // The fork shares the session's system prompt and tools (read from cache); it is
         // tried first, while nothing says it is too large and it has not failed.
@@ -348,14 +349,15 @@ async fn summarize(
             let room = b.window.saturating_sub(regular_in + max_tokens + margin);
             let room = (room as f64 * 0.75f64.powi(attempts as i32)) as u64;
             let chars = (room.max(256) as f64 * est.chars_per_token()) as usize;
-            (
-                base(
-                    SUMMARY_SYSTEM.to_string(),
-                    regular_tools.clone(),
-                    Default::default(),
-                ),
-                chunk_rounds(&source, head, chars),
-            )
+            // The file reader's schema stays for the request's shape, but the model may not
+            // call it: a pending "please read X" in the older part must not get a read.
+            let mut regular = base(
+                SUMMARY_SYSTEM.to_string(),
+                regular_tools.clone(),
+                Default::default(),
+            );
+            regular.no_tool_calls = true;
+            (regular, chunk_rounds(&source, head, chars))
         };
         // The worker summarizes what one request cannot hold (or everything, when asked);
         // without its summary the request above runs.
@@ -513,6 +515,7 @@ async fn shrink(
         cache: crate::provider::CachePlan::default(),
         thinking_budget: None,
         output_schema: None,
+        no_tool_calls: false,
     };
     match side_call(session, state, host, req, UsagePurpose::Summary, cancel).await {
         Ok(resp) => {

@@ -321,6 +321,7 @@ async fn ask_collapse(
         cache,
         thinking_budget: None,
         output_schema: None,
+        no_tool_calls: false,
     };
     let fork = match (span_at.first(), span_at.last()) {
         (Some(&first), Some(&last)) => collapse_fork(&view.messages, first, last),

@@ -480,6 +480,7 @@ impl<'a> Turn<'a> {
             cache: sv.cache,
             thinking_budget: None,
             output_schema: self.output_schema.clone(),
+            no_tool_calls: false,
         };
         let sent = Sent {
             request_chars: request_chars(&request) as u64,
