@@ -1,6 +1,7 @@
 """An MCP server that needs OAuth sign-in, with its own authorization server, on 127.0.0.1.
 
-Python standard library only. Usage: oauth_server.py PORT; prints READY once listening.
+Python standard library only. Usage: oauth_server.py PORT; prints READY once listening
+(PORT 0: a free port, printed as READY PORT).
 
 - MCP (Streamable HTTP, JSON answers) at /mcp: `initialize`, `tools/list`, `tools/call` (one
   tool, `echo`); `server/discover` is "method not found", so clients use `initialize`. Every
@@ -24,7 +25,14 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlencode, urlparse
 
+import socket
+
 PORT = int(sys.argv[1])
+if PORT == 0:
+    _probe = socket.socket()
+    _probe.bind(("127.0.0.1", 0))
+    PORT = _probe.getsockname()[1]
+    _probe.close()
 BASE = f"http://127.0.0.1:{PORT}"
 RESOURCE = f"{BASE}/mcp"
 LOCK = threading.Lock()
@@ -226,5 +234,5 @@ class Handler(BaseHTTPRequestHandler):
 
 
 server = ThreadingHTTPServer(("127.0.0.1", PORT), Handler)
-print("READY", flush=True)
+print("READY" if sys.argv[1] != "0" else f"READY {PORT}", flush=True)
 server.serve_forever()
