@@ -22,6 +22,13 @@ use super::{
 const REFRESH_MARGIN_SECS: u64 = 60;
 /// Largest token or registration answer read.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
+/// Longest wait for one answer of an authorization server (short in tests, so a hanging
+/// server's test ends soon).
+const HTTP_TIMEOUT: Duration = if cfg!(test) {
+    Duration::from_secs(2)
+} else {
+    Duration::from_secs(30)
+};
 /// The JWT-bearer grant type (RFC 7523).
 const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
@@ -124,7 +131,7 @@ impl ServerAuth {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             // A hanging authorization server fails the sign-in instead of holding it forever.
-            .timeout(Duration::from_secs(30))
+            .timeout(HTTP_TIMEOUT)
             // No redirect is followed: a token request or a secret never goes to another place.
             .redirect(reqwest::redirect::Policy::none())
             .build()

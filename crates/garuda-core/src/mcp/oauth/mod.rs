@@ -23,6 +23,8 @@ mod discovery;
 mod flow;
 mod loopback;
 mod store;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
