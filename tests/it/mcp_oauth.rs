@@ -365,3 +365,110 @@ fn a_sign_in_with_no_one_to_answer_fails_the_server_with_how_to_sign_in() {
     assert_eq!(log["registrations"], 0, "{log}");
     assert_eq!(log["authorizations"], 0, "{log}");
 }
+
+#[test]
+fn an_acp_client_with_url_elicitation_gets_the_sign_in_page() {
+    use std::io::Write;
+    let Some(server) = OAuthServer::start() else {
+        return;
+    };
+    let home = tempfile::tempdir().expect("home");
+    let ws = tempfile::tempdir().expect("ws");
+    let cassette = home.path().join("cassette.jsonl");
+    let lines = [
+        serde_json::json!({"response": {"content": [{"type": "tool_use", "id": "toolu_o",
+            "name": "mcp__remote__echo", "input": {"message": "from acp"}}], "stopReason": "tool_use"}}),
+        serde_json::json!({"response": {"content": [{"type": "text", "text": "Echoed."}],
+            "stopReason": "end_turn"}}),
+    ];
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    std::fs::write(&cassette, text.join("\n")).expect("cassette");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_garuda"));
+    cmd.arg("acp");
+    crate::client::isolated_env(&mut cmd, home.path());
+    cmd.env("GARUDA_MODEL", format!("replay:{}", cassette.display()));
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn garuda acp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            let Ok(line) = line else { return };
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    let mut send = |v: Value| {
+        writeln!(stdin, "{v}").expect("write");
+        stdin.flush().expect("flush");
+    };
+    let mut asked = Vec::new();
+    let mut call = |send: &mut dyn FnMut(Value), id: i64, method: &str, params: Value| -> Value {
+        send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let m = rx.recv_timeout(crate::client::WAIT).expect("no answer");
+            if m["method"] == "session/request_permission" {
+                let answer = serde_json::json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}});
+                send(serde_json::json!({"jsonrpc": "2.0", "id": m["id"], "result": answer}));
+            }
+            if m["method"] == "elicitation/create" {
+                // The person opens the page and signs in, then the client answers.
+                browse(m["params"]["url"].as_str().expect("url"));
+                asked.push(m["params"].clone());
+                send(serde_json::json!({"jsonrpc": "2.0", "id": m["id"],
+                    "result": {"action": "accept"}}));
+            }
+            if m.get("method").is_none() && m["id"] == serde_json::json!(id) {
+                return m;
+            }
+        }
+    };
+    call(
+        &mut send,
+        1,
+        "initialize",
+        serde_json::json!({"protocolVersion": 1, "clientCapabilities": {"elicitation": {"url": {}}}}),
+    );
+    let servers =
+        serde_json::json!([{"type": "http", "name": "remote", "url": server.url(), "headers": []}]);
+    let new = call(
+        &mut send,
+        2,
+        "session/new",
+        serde_json::json!({"cwd": ws.path(), "mcpServers": servers}),
+    );
+    let sid = new["result"]["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_string();
+    let r = call(
+        &mut send,
+        3,
+        "session/prompt",
+        serde_json::json!({"sessionId": sid, "prompt": [{"type": "text", "text": "echo"}]}),
+    );
+    assert_eq!(r["result"]["stopReason"], "end_turn", "{r}");
+    // End of input ends `garuda acp`.
+    drop(stdin);
+    let _ = child.wait();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["mode"], "url");
+    assert_eq!(asked[0]["sessionId"], sid.as_str());
+    assert!(
+        asked[0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("MCP server `remote`")
+    );
+    let log = server.log();
+    assert_eq!(log["authorizations"], 1, "{log}");
+    assert!(log["mcp_with_token"].as_u64().unwrap_or(0) > 0, "{log}");
+}
