@@ -383,6 +383,7 @@ fn server_auth(
         store: Arc::new(FileStore::new(config::state_dir().join("mcp-auth"))),
         client_secret: None,
         assertion: None,
+        client_key_pem: None,
     };
     Ok(ServerAuth::new(name, url, server.oauth.clone(), ctx)?)
 }

@@ -12,8 +12,9 @@
 //!
 //! A server that asks for sign-in is signed in to without a person: the authorization page
 //! is fetched and its redirects followed to the loopback listener, and tokens stay in memory.
-//! The suite's context gives a pre-registered client (`client_id`, `client_secret`), the
-//! client-credentials scenarios' client, or a workload JWT (`valid_jwt`); its client ID
+//! The suite's context gives a pre-registered client (`client_id`, `client_secret`, or
+//! `private_key_pem` for signed assertions), the client-credentials scenarios' client, or a
+//! workload JWT (`valid_jwt`); its client ID
 //! metadata document URL is the one the suite expects.
 
 use std::sync::Arc;
@@ -163,6 +164,7 @@ fn sign_in_setup(config: &mut McpServerConfig) -> AuthContext {
         store: Arc::new(MemoryStore::default()),
         client_secret: text("client_secret"),
         assertion,
+        client_key_pem: text("private_key_pem"),
     }
 }
 

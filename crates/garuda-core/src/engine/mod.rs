@@ -166,6 +166,7 @@ impl Engine {
             )),
             client_secret: None,
             assertion: None,
+            client_key_pem: None,
         }
     }
 

@@ -44,6 +44,7 @@ pub struct ServerAuth {
     last_error: Mutex<Option<OAuthError>>,
     client_secret: Option<String>,
     assertion: Option<String>,
+    client_key: Option<String>,
 }
 
 impl std::fmt::Debug for ServerAuth {
@@ -148,6 +149,7 @@ impl ServerAuth {
                 .filter(|s| !s.is_empty())
         });
         let assertion = ctx.assertion.clone();
+        let client_key = ctx.client_key_pem.clone();
         Ok(ServerAuth {
             name: name.to_string(),
             server_url: server_url.to_string(),
@@ -159,6 +161,7 @@ impl ServerAuth {
             last_error: Mutex::new(None),
             client_secret,
             assertion,
+            client_key,
         })
     }
 
@@ -393,29 +396,49 @@ impl ServerAuth {
         })
     }
 
-    /// The token endpoint auth method for `client` at this server: what registration settled
-    /// on when the server takes it, else basic, post or none, as offered (RFC 8414's default
-    /// is `client_secret_basic`).
-    fn auth_method(&self, d: &Discovered, client: &StoredClient) -> String {
-        let Some(_) = self.secret_of(client) else {
-            return "none".into();
+    /// The configured client's private key (PEM), when there is one.
+    fn client_key(&self) -> Result<Option<String>, OAuthError> {
+        if let Some(pem) = &self.client_key {
+            return Ok(Some(pem.clone()));
+        }
+        let Some(path) = &self.config.client_key_file else {
+            return Ok(None);
         };
+        std::fs::read_to_string(path).map(Some).map_err(|e| {
+            OAuthError::Config(format!(
+                "cannot read client_key_file {}: {e}",
+                path.display()
+            ))
+        })
+    }
+
+    /// The token endpoint auth method for `client` at this server: a signed assertion for a
+    /// configured client with a key where the server takes one; else what registration
+    /// settled on when the server takes it; else basic, post or none, as offered (RFC 8414's
+    /// default is `client_secret_basic`).
+    fn auth_method(&self, d: &Discovered, client: &StoredClient) -> Result<String, OAuthError> {
         let supported = d
             .metadata
             .token_endpoint_auth_methods_supported
             .clone()
             .unwrap_or_else(|| vec!["client_secret_basic".into()]);
         let offered = |m: &str| supported.iter().any(|s| s == m);
+        if !client.registered && offered("private_key_jwt") && self.client_key()?.is_some() {
+            return Ok("private_key_jwt".into());
+        }
+        if self.secret_of(client).is_none() {
+            return Ok("none".into());
+        }
         if let Some(m) = &client.auth_method
             && (m == "none" || offered(m))
         {
-            return m.clone();
+            return Ok(m.clone());
         }
-        ["client_secret_basic", "client_secret_post", "none"]
+        Ok(["client_secret_basic", "client_secret_post", "none"]
             .into_iter()
             .find(|m| offered(m))
             .unwrap_or("client_secret_basic")
-            .to_string()
+            .to_string())
     }
 
     /// The client to use with `d`'s server; registers one when needed (with `redirect`).
@@ -658,7 +681,7 @@ impl ServerAuth {
             }
             _ => {}
         }
-        let method = self.auth_method(d, &client);
+        let method = self.auth_method(d, &client)?;
         let form = vec![
             ("grant_type", "authorization_code".to_string()),
             ("code", code),
@@ -712,7 +735,7 @@ impl ServerAuth {
             }
             _ => self.client_for(st, d, None).await?,
         };
-        let method = self.auth_method(d, &client);
+        let method = self.auth_method(d, &client)?;
         let tokens = self
             .token_request(
                 &d.metadata.token_endpoint,
@@ -786,6 +809,19 @@ impl ServerAuth {
             ("client_secret_post", Some(secret)) => {
                 form.push(("client_id", client.client_id.clone()));
                 form.push(("client_secret", secret));
+            }
+            ("private_key_jwt", _) => {
+                let pem = self.client_key()?.ok_or_else(|| {
+                    OAuthError::Config("private_key_jwt needs `client_key_file`".into())
+                })?;
+                let assertion =
+                    super::jwt::client_assertion(&pem, &client.client_id, &client.issuer, now())?;
+                form.push(("client_id", client.client_id.clone()));
+                form.push((
+                    "client_assertion_type",
+                    "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".to_string(),
+                ));
+                form.push(("client_assertion", assertion));
             }
             _ => form.push(("client_id", client.client_id.clone())),
         }

@@ -6,7 +6,8 @@
 //! discovery, with the 2025-03-26 fallbacks to the server's own origin), a client (pre-registered
 //! in config, a client ID metadata document URL, or dynamic registration, RFC 7591), then the
 //! authorization-code grant with PKCE S256 and `resource` indicators (RFC 8707), or the
-//! client-credentials or JWT-bearer grant for headless use. A 403 `insufficient_scope` asks
+//! client-credentials or JWT-bearer grant for headless use. Clients authenticate at the token
+//! endpoint with `none`, `client_secret_basic`, `client_secret_post` or `private_key_jwt`. A 403 `insufficient_scope` asks
 //! again for the union of the scopes (at most [`MAX_AUTHORIZATIONS`] times per request).
 //!
 //! Hand-written on the reqwest 0.12 already in the tree rather than rmcp's `auth` feature or
@@ -21,6 +22,7 @@
 
 mod discovery;
 mod flow;
+mod jwt;
 mod loopback;
 mod store;
 #[cfg(test)]
@@ -76,6 +78,10 @@ pub struct OAuthConfig {
     pub assertion_env: Option<String>,
     /// File holding the JWT for the `jwt_bearer` grant (read at each sign-in).
     pub assertion_file: Option<std::path::PathBuf>,
+    /// PEM file (PKCS#8) of the pre-registered client's P-256 private key: the client then
+    /// authenticates with a signed ES256 assertion (`private_key_jwt`, RFC 7523) where the
+    /// server offers it.
+    pub client_key_file: Option<std::path::PathBuf>,
     /// Fixed loopback port for the redirect (for a client registered with one redirect URI).
     pub callback_port: Option<u16>,
     /// Seconds the person gets to finish in the browser (default 300).
@@ -171,6 +177,8 @@ pub struct AuthContext {
     pub client_secret: Option<String>,
     /// A JWT-bearer assertion given directly, in place of the config's source.
     pub assertion: Option<String>,
+    /// A client private key (PEM) given directly, in place of `client_key_file`.
+    pub client_key_pem: Option<String>,
 }
 
 impl std::fmt::Debug for AuthContext {
@@ -187,6 +195,7 @@ impl Default for AuthContext {
             store: Arc::new(FileStore::in_state_dir()),
             client_secret: None,
             assertion: None,
+            client_key_pem: None,
         }
     }
 }

@@ -91,6 +91,7 @@ fn auth(s: &MockServer, door: Arc<dyn SignInDoor>, config: OAuthConfig) -> Serve
         store: Arc::new(MemoryStore::default()),
         client_secret: None,
         assertion: None,
+        client_key_pem: None,
     };
     ServerAuth::new("t", &format!("{}/mcp", s.uri()), config, ctx).unwrap()
 }
