@@ -122,6 +122,14 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         target: Vec<String>,
     },
+    /// Sign in to (or out of) an MCP server of the config that asks for OAuth sign-in.
+    Mcp {
+        #[command(subcommand)]
+        action: McpAction,
+    },
+    /// Check the setup offline: the config file, the state folder, and each MCP server's
+    /// transport and sign-in.
+    Doctor,
     /// Serve the Agent Client Protocol v1 on stdin/stdout (for Zed, JetBrains and other ACP editors).
     ///
     /// Sessions use `$GARUDA_MODEL` when set, else the configured `model`.
@@ -146,6 +154,22 @@ enum Command {
         /// Print the method table as Markdown instead (the list in protocol/README.md).
         #[arg(long)]
         methods: bool,
+    },
+}
+
+/// `garuda mcp` actions.
+#[derive(Subcommand, Debug)]
+enum McpAction {
+    /// Sign in to server NAME now: prints the sign-in page's URL and waits for the browser
+    /// (or runs the headless grant configured in its `oauth` table).
+    Login {
+        /// The server's name in `[mcp_servers.NAME]`.
+        name: String,
+    },
+    /// Forget the tokens and client kept for server NAME.
+    Logout {
+        /// The server's name in `[mcp_servers.NAME]`.
+        name: String,
     },
 }
 
@@ -228,6 +252,12 @@ fn keep_secrets_from_commands(cli: &Cli) {
     // A config error is reported by the command itself; here it only means no extra names.
     if let Ok(cfg) = load_config(cli) {
         names.extend(cfg.providers.values().filter_map(|p| p.api_key_env.clone()));
+        // MCP servers' secrets: static tokens, OAuth client secrets and workload JWTs.
+        for s in cfg.mcp_servers.values() {
+            names.extend(s.bearer_token_env.clone());
+            names.extend(s.oauth.client_secret_env.clone());
+            names.extend(s.oauth.assertion_env.clone());
+        }
     }
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     // SAFETY: called first thing in main, before the runtime or any other thread starts, so
@@ -308,6 +338,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         ),
         Command::Demo { dir } => demo::run(dir),
         Command::McpProbe { target } => probe::run(target),
+        Command::Mcp { action } => mcp(&cli, action),
+        Command::Doctor => doctor(&cli),
         Command::Acp => acp(check_config(&cli)),
         Command::Trust { dir, list } => trust(&cli, dir, *list),
         Command::Schema { methods: true } => {
@@ -322,6 +354,121 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(0)
         }
     }
+}
+
+/// The sign-in of the config's MCP server `name`, with tokens in the state folder.
+fn server_auth(
+    cli: &Cli,
+    name: &str,
+    door: Arc<dyn garuda_core::mcp::oauth::SignInDoor>,
+) -> anyhow::Result<garuda_core::mcp::oauth::ServerAuth> {
+    use garuda_core::mcp::oauth::{AuthContext, FileStore, ServerAuth};
+    let cfg = load_config(cli)?;
+    let Some(server) = cfg.mcp_servers.get(name) else {
+        let known: Vec<&str> = cfg.mcp_servers.keys().map(String::as_str).collect();
+        anyhow::bail!(
+            "no MCP server `{name}` in the config (servers: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        );
+    };
+    let Some(url) = &server.url else {
+        anyhow::bail!("MCP server `{name}` is a stdio server: there is nothing to sign in to");
+    };
+    let ctx = AuthContext {
+        door,
+        store: Arc::new(FileStore::new(config::state_dir().join("mcp-auth"))),
+        client_secret: None,
+        assertion: None,
+        client_key_pem: None,
+    };
+    Ok(ServerAuth::new(name, url, server.oauth.clone(), ctx)?)
+}
+
+/// `garuda mcp login NAME` and `garuda mcp logout NAME`.
+fn mcp(cli: &Cli, action: &McpAction) -> anyhow::Result<u8> {
+    use garuda_core::mcp::oauth::PrintUrl;
+    let rt = runtime()?;
+    match action {
+        McpAction::Login { name } => {
+            let auth = server_auth(cli, name, Arc::new(PrintUrl))?;
+            match rt.block_on(auth.sign_in()) {
+                Ok(()) => {
+                    eprintln!(
+                        "garuda: signed in to MCP server `{name}`; the token is kept in {} (mode 0600)",
+                        config::state_dir().join("mcp-auth").display()
+                    );
+                    Ok(0)
+                }
+                Err(e) => {
+                    eprintln!("garuda: {e}");
+                    Ok(1)
+                }
+            }
+        }
+        McpAction::Logout { name } => {
+            let auth = server_auth(cli, name, Arc::new(PrintUrl))?;
+            if rt.block_on(auth.sign_out())? {
+                eprintln!(
+                    "garuda: signed out of MCP server `{name}` (its tokens and client are forgotten)"
+                );
+            } else {
+                eprintln!("garuda: no sign-in was kept for MCP server `{name}`");
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// `garuda doctor`: what can be checked without a network, one line each.
+fn doctor(cli: &Cli) -> anyhow::Result<u8> {
+    use garuda_core::mcp::McpTransport;
+    use garuda_core::mcp::oauth::{FileStore, describe};
+    let (checked, path) = check_config(cli);
+    let path = path
+        .or_else(Config::user_path)
+        .map_or_else(|| "(none)".to_string(), |p| p.display().to_string());
+    let mut bad = false;
+    if checked.problems.is_empty() {
+        println!("config: {path}: ok");
+    }
+    for p in &checked.problems {
+        bad |= p.severity == config::Severity::Error;
+        println!("config: {p}");
+    }
+    println!("state: {}", config::state_dir().display());
+    let cfg = checked.config.unwrap_or_default();
+    let store = FileStore::new(config::state_dir().join("mcp-auth"));
+    for (name, server) in &cfg.mcp_servers {
+        let line = match server.transport(name) {
+            Err(e) => {
+                bad = true;
+                format!("{e}")
+            }
+            Ok(_) if !server.enabled => "disabled".to_string(),
+            Ok(McpTransport::Stdio { command, .. }) => format!("stdio `{command}`"),
+            Ok(McpTransport::Http { url }) => {
+                let auth = if let Some(var) = &server.bearer_token_env {
+                    format!("static bearer token from `{var}`")
+                } else if !server.oauth.is_enabled() {
+                    "sign-in turned off".to_string()
+                } else {
+                    match describe(&store, &url) {
+                        s if s == "not signed in" => format!(
+                            "not signed in (signs in when the server asks; `garuda mcp login {name}` to do it now)"
+                        ),
+                        s => s,
+                    }
+                };
+                format!("{url}: {auth}")
+            }
+        };
+        println!("mcp server `{name}`: {line}");
+    }
+    Ok(if bad { 1 } else { 0 })
 }
 
 /// `garuda trust DIR` (and `--list`): the trust file beside the config file in use.
@@ -654,6 +801,8 @@ fn exec(cfg: Config, a: ExecArgs) -> anyhow::Result<u8> {
     let rt = runtime()?;
     let code = rt.block_on(async move {
         let engine = Engine::new(cfg, config::state_dir(), Arc::new(|_| {}), false);
+        // The person at the terminal opens sign-in pages; the wait has the server's deadline.
+        engine.set_sign_in_door(Arc::new(garuda_core::mcp::oauth::PrintUrl));
         if a.session.is_none() && a.fork.is_none() && !a.continue_latest {
             engine.read_git_ahead(dir.as_deref().unwrap_or(Path::new(".")));
         }

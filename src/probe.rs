@@ -9,7 +9,17 @@
 //! by the conformance suite) lists `toolCalls` (`{name, arguments}`), those calls are made
 //! instead. Elicitation requests are accepted with the form's defaults. Exit code 0 when
 //! the server started, 1 when it did not.
+//!
+//! A server that asks for sign-in is signed in to without a person: the authorization page
+//! is fetched and its redirects followed to the loopback listener, and tokens stay in memory.
+//! The suite's context gives a pre-registered client (`client_id`, `client_secret`, or
+//! `private_key_pem` for signed assertions), the client-credentials scenarios' client, or a
+//! workload JWT (`valid_jwt`); its client ID
+//! metadata document URL is the one the suite expects.
 
+use std::sync::Arc;
+
+use garuda_core::mcp::oauth::{AuthContext, FollowRedirects, MemoryStore, OAuthGrant};
 use garuda_core::mcp::{
     ElicitationAnswer, ElicitationMode, ElicitationRequest, Elicitor, McpHub, McpServerConfig,
     McpServerState, elicit::schema_defaults,
@@ -74,7 +84,12 @@ pub fn run(target: &[String]) -> anyhow::Result<u8> {
         config.command = Some(first.clone());
         config.args = target[1..].to_vec();
     }
-    let hub = McpHub::new([("probe".to_string(), config)], None, 1.0);
+    let auth = if config.url.is_some() {
+        sign_in_setup(&mut config)
+    } else {
+        AuthContext::default()
+    };
+    let hub = McpHub::with_auth([("probe".to_string(), config)], None, 1.0, auth);
     hub.start_blocking();
     let status = hub.servers().remove(0);
     println!(
@@ -123,6 +138,34 @@ pub fn run(target: &[String]) -> anyhow::Result<u8> {
         hub.shutdown().await;
     });
     Ok(0)
+}
+
+/// The client ID metadata document URL the conformance suite checks for.
+const SUITE_CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+
+/// Sign-in without a person, from the conformance suite's context.
+fn sign_in_setup(config: &mut McpServerConfig) -> AuthContext {
+    let ctx: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or(Value::Null);
+    let text = |k: &str| ctx.get(k).and_then(Value::as_str).map(str::to_string);
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    config.oauth.client_metadata_url = Some(SUITE_CLIENT_METADATA_URL.to_string());
+    config.oauth.client_id = text("client_id");
+    let assertion = text("valid_jwt");
+    if assertion.is_some() {
+        config.oauth.grant = OAuthGrant::JwtBearer;
+    } else if scenario.contains("client-credentials") {
+        config.oauth.grant = OAuthGrant::ClientCredentials;
+    }
+    AuthContext {
+        door: Arc::new(FollowRedirects),
+        store: Arc::new(MemoryStore::default()),
+        client_secret: text("client_secret"),
+        assertion,
+        client_key_pem: text("private_key_pem"),
+    }
 }
 
 /// The calls the conformance suite's context asks for, if any.

@@ -34,6 +34,7 @@ METHODS = {
     'turn/cancel': 'request',
     'turn/run': 'request',
     'turn/update': 'notification (server to client)',
+    'window/showDocument': 'request (server to client)',
     'window/showMessage': 'notification (server to client)',
     'workspace/applyEdit': 'request (server to client)',
     'workspace/close': 'request',
@@ -923,6 +924,27 @@ class SessionRef(TypedDict):
 
     # The session id.
     sessionId: str
+
+
+class _ShowDocumentParamsRequired(TypedDict):
+    # Always true: the page opens in the person's browser, not in the editor.
+    external: bool
+    # The page: an `https` (or `http`) URL.
+    uri: str
+
+
+class ShowDocumentParams(_ShowDocumentParamsRequired, total=False):
+    """LSP `window/showDocument` params: a page for the person to open (an MCP server's sign-in)."""
+
+    # Whether the browser should take focus.
+    takeFocus: Optional[bool]
+
+
+class ShowDocumentResult(TypedDict):
+    """LSP `window/showDocument` result."""
+
+    # True when the page was shown.
+    success: bool
 
 
 class _ShowMessageParamsRequired(TypedDict):

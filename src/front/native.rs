@@ -399,6 +399,37 @@ struct FrontFacts {
     watch: Option<(Arc<Engine>, PathBuf)>,
 }
 
+/// MCP sign-in pages go to the editor's `window/showDocument`, to open in the browser.
+struct ShowDocument(Client);
+
+impl garuda_core::mcp::oauth::SignInDoor for ShowDocument {
+    fn open(
+        &self,
+        request: garuda_core::mcp::oauth::SignInRequest,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let client = self.0.clone();
+        Box::pin(async move {
+            let params = protocol::ShowDocumentParams {
+                uri: request.url,
+                external: true,
+                take_focus: Some(true),
+            };
+            let params = serde_json::to_value(params).map_err(|e| e.to_string())?;
+            let answer = client
+                .request(m::client::ShowDocument::NAME, params)
+                .await
+                .map_err(|e| format!("the editor failed window/showDocument: {}", e.message))?;
+            match serde_json::from_value::<protocol::ShowDocumentResult>(answer) {
+                Ok(r) if r.success => Ok(()),
+                Ok(_) => Err("the editor could not open the sign-in page".to_string()),
+                Err(e) => Err(format!(
+                    "the editor answered window/showDocument wrongly: {e}"
+                )),
+            }
+        })
+    }
+}
+
 impl FrontFacts {
     /// LSP `initialize`: records the client's facts and opens its workspace folders.
     fn initialize(&self, engine: &Engine, params: Value) -> Result<Value, RpcError> {
@@ -464,6 +495,15 @@ impl FrontFacts {
         }
         if let Some(pid) = facts.process_id {
             watch_parent(pid, self.stop.clone());
+        }
+        let show_document = init
+            .capabilities
+            .window
+            .as_ref()
+            .and_then(|w| w.show_document.as_ref())
+            .is_some_and(|d| d.support);
+        if show_document && let Some(client) = self.client.get() {
+            engine.set_sign_in_door(Arc::new(ShowDocument(client.clone())));
         }
         if let Some((engine, path)) = &self.watch {
             engine.watch_config(path.clone());

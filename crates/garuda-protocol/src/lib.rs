@@ -226,6 +226,26 @@ pub struct ShowMessageParams {
     pub config_problem: Option<ConfigProblem>,
 }
 
+/// LSP `window/showDocument` params: a page for the person to open (an MCP server's sign-in).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ShowDocumentParams {
+    /// The page: an `https` (or `http`) URL.
+    pub uri: String,
+    /// Always true: the page opens in the person's browser, not in the editor.
+    pub external: bool,
+    /// Whether the browser should take focus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub take_focus: Option<bool>,
+}
+
+/// LSP `window/showDocument` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+pub struct ShowDocumentResult {
+    /// True when the page was shown.
+    pub success: bool,
+}
+
 /// What Garuda tells the client in its `initialize` result, beside the LSP fields.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -622,4 +622,7 @@ client_methods! {
     /// Asks the person for what an MCP server requested during a tool call (sent only to
     /// clients that advertised `capabilities.experimental.garuda.elicitation`).
     Elicit = "mcp/elicit", request crate::ElicitParams => crate::ElicitResult;
+    /// LSP: opens an MCP server's sign-in page in the person's browser (sent only to clients
+    /// that advertised `capabilities.window.showDocument.support`).
+    ShowDocument = "window/showDocument", request crate::ShowDocumentParams => crate::ShowDocumentResult;
 }

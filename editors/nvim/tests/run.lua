@@ -1257,6 +1257,74 @@ test('a call a hook blocked says "blocked by a hook" and why; a failing hook is 
   assert(not t:find('approval waiting', 1, true), 'nothing was asked')
 end)
 
+test('an MCP server that needs sign-in opens its page with window/showDocument; refresh; logout', function()
+  local py = vim.fn.exepath('python3')
+  if py == '' or vim.fn.executable('curl') ~= 1 then
+    out('skip: python3 and curl are needed for the OAuth test server')
+    return
+  end
+  local port
+  local srv = vim.system({ py, repo .. '/tests/mcp/oauth_server.py', '0' }, {
+    stdout = function(_, data)
+      port = port or (data and tonumber(data:match('READY (%d+)')))
+    end,
+  })
+  wait_for('OAuth test server', function()
+    return port ~= nil
+  end)
+  local base = ('http://127.0.0.1:%d'):format(port)
+  local function server_log()
+    local r = vim.system({ 'curl', '-s', base .. '/control/log' }, { text = true }):wait()
+    return vim.json.decode(r.stdout)
+  end
+  local cfg = env.XDG_CONFIG_HOME .. '/garuda/config.toml'
+  vim.fn.mkdir(env.XDG_CONFIG_HOME .. '/garuda', 'p')
+  vim.fn.writefile({ '[mcp_servers.remote]', ('url = "%s/mcp"'):format(base) }, cfg)
+  garuda.stop({ keep_sessions = true })
+  -- The "browser": fetches the page and follows its redirect to Garuda's listener.
+  local opened = {}
+  garuda.config.open_url = function(url)
+    opened[#opened + 1] = url
+    vim.system({ 'curl', '-sL', '--max-time', '60', url })
+    return true
+  end
+  local ok, err = pcall(function()
+    fresh({ tool('m1', 'mcp__remote__echo', { message = 'hello' }), text('Echoed.') })
+    vim.cmd('Garuda say hello')
+    wait_for('end of turn', turn_done(1), 60000)
+    eq(#opened, 1, 'one sign-in page opened')
+    has(opened[1], '/authorize?', 'the authorization URL')
+    has(opened[1], 'code_challenge_method=S256', 'with PKCE')
+    local log = server_log()
+    eq(log.authorizations, 1, 'signed in once')
+    eq(log.mcp_with_token > 0, true, 'the tool call carried the token')
+    local kept = vim.fn.glob(env.XDG_STATE_HOME .. '/garuda/mcp-auth/*.json', false, true)
+    eq(#kept, 1, 'the token is kept')
+    eq(vim.fn.getfperm(kept[1]), 'rw-------', 'mode 0600')
+    -- The server lets the token expire: the next chat refreshes it, no page opens.
+    vim.system({ 'curl', '-s', '-X', 'POST', base .. '/control/expire' }):wait()
+    fresh({ tool('m2', 'mcp__remote__echo', { message = 'again' }), text('Echoed again.') })
+    vim.cmd('Garuda again')
+    wait_for('end of second turn', turn_done(1), 60000)
+    log = server_log()
+    eq(log.refreshes, 1, 'refreshed after expiry')
+    eq(log.authorizations, 1, 'no second sign-in')
+    eq(#opened, 1, 'no second page')
+    local t = chat_text()
+    for _, tok in ipairs(log.issued) do
+      assert(not t:find(tok, 1, true), 'a token is in the chat')
+    end
+    local r = vim.system({ bin, 'mcp', 'logout', 'remote' }, { env = env, text = true }):wait()
+    eq(r.code, 0, 'logout: ' .. (r.stderr or ''))
+    eq(#vim.fn.glob(env.XDG_STATE_HOME .. '/garuda/mcp-auth/*.json', false, true), 0, 'logout forgot it')
+  end)
+  garuda.config.open_url = garuda.defaults.open_url
+  garuda.stop({ keep_sessions = true })
+  vim.fn.delete(cfg)
+  srv:kill(9)
+  assert(ok, err)
+end)
+
 test('format characters show escaped in an approval and a call line', function()
   local esc = approval.escape_format_chars
   eq(esc('a\226\128\174b\226\128\139c\226\128\168d\226\129\166e\239\187\191'), 'a\\u{202e}b\\u{200b}c\\u{2028}d\\u{2066}e\\u{feff}', 'each kind')

@@ -844,6 +844,22 @@ export type SessionRef = {
   sessionId: string;
 };
 
+/** LSP `window/showDocument` params: a page for the person to open (an MCP server's sign-in). */
+export type ShowDocumentParams = {
+  /** Always true: the page opens in the person's browser, not in the editor. */
+  external: boolean;
+  /** Whether the browser should take focus. */
+  takeFocus?: boolean | null;
+  /** The page: an `https` (or `http`) URL. */
+  uri: string;
+};
+
+/** LSP `window/showDocument` result. */
+export type ShowDocumentResult = {
+  /** True when the page was shown. */
+  success: boolean;
+};
+
 /**
  * `window/showMessage` notification (LSP's, with Garuda's config problem beside it): sent
  * during `initialize` for each problem of the config file and whenever the watched file
@@ -1227,6 +1243,8 @@ export interface Methods {
   "turn/run": { params: TurnParams; result: TurnResult };
   /** notification (server to client). */
   "turn/update": { params: TurnUpdate; result: null };
+  /** request (server to client). */
+  "window/showDocument": { params: ShowDocumentParams; result: ShowDocumentResult };
   /** notification (server to client). */
   "window/showMessage": { params: ShowMessageParams; result: null };
   /** request (server to client). */

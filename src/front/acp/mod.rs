@@ -106,6 +106,58 @@ struct Front {
     client: OnceLock<Client>,
     /// The user's config file, watched from `initialize` on.
     config_path: Option<PathBuf>,
+    /// The session made or loaded last: an MCP sign-in, which starts in the background after
+    /// the answer, is asked in its scope.
+    latest_session: Mutex<Option<String>>,
+}
+
+/// MCP sign-in pages go to the client as a URL elicitation (`elicitation/create`, mode
+/// `url`), for clients that declared `elicitation.url`.
+struct AcpSignIn(Weak<Front>);
+
+impl garuda_core::mcp::oauth::SignInDoor for AcpSignIn {
+    fn open(
+        &self,
+        request: garuda_core::mcp::oauth::SignInRequest,
+    ) -> futures_util::future::BoxFuture<'static, Result<(), String>> {
+        let front = self.0.upgrade();
+        Box::pin(async move {
+            let front = front.ok_or("the connection is closing")?;
+            if !front.caps().elicitation_url {
+                return Err("the editor did not declare ACP's elicitation.url".to_string());
+            }
+            let client = front.client.get().cloned().ok_or("no client yet")?;
+            let session = lock(&front.latest_session)
+                .clone()
+                .ok_or("no session to ask in")?;
+            let ask = garuda_core::mcp::ElicitationRequest {
+                server: request.server.clone(),
+                message: "Sign in to use this server's tools".to_string(),
+                mode: garuda_core::mcp::ElicitationMode::Url {
+                    url: request.url,
+                    elicitation_id: String::new(),
+                },
+                tool_call_id: None,
+            };
+            let params = convert::elicitation_params(&session, &ask)?;
+            let answer = client
+                .request(
+                    <methods::CreateElicitation as methods::ClientMethod>::NAME,
+                    params,
+                )
+                .await
+                .map_err(|e| format!("the editor failed elicitation/create: {}", e.message))?;
+            match convert::elicitation_answer(answer) {
+                garuda_core::mcp::ElicitationAnswer::Accept(_) => Ok(()),
+                garuda_core::mcp::ElicitationAnswer::Unavailable(why) => Err(why),
+                _ => Err("the person declined to sign in".to_string()),
+            }
+        })
+    }
+
+    fn can_ask(&self) -> bool {
+        self.0.upgrade().is_some_and(|f| f.caps().elicitation_url)
+    }
 }
 
 /// A blocking request's answer and what follows it on the wire.
@@ -188,8 +240,12 @@ impl AcpFront {
             initialized: AtomicBool::new(false),
             client: OnceLock::new(),
             config_path,
+            latest_session: Mutex::new(None),
         });
         let _ = link.set(Arc::downgrade(&front));
+        front
+            .engine
+            .set_sign_in_door(Arc::new(AcpSignIn(Arc::downgrade(&front))));
         Arc::new(AcpFront { front })
     }
 
@@ -301,6 +357,7 @@ impl Front {
         };
         let id = live.id().to_string();
         lock(&self.sessions).insert(id.clone(), AcpSession { extra_dirs: extra });
+        *lock(&self.latest_session) = Some(id.clone());
         let (modes, options) = self.settings(&live);
         let answer = ok::<m::NewSession>(
             acp::NewSessionResponse::new(id.clone())
@@ -341,6 +398,7 @@ impl Front {
         let engine = &self.engine;
         let id = p.session_id.0.to_string();
         let caps = self.caps();
+        *lock(&self.latest_session) = Some(id.clone());
         let live = engine.load_session(&id, mcp_servers).map_err(acp_error)?;
         let root = live.workspace().root.path().to_path_buf();
         let tools = live.tools();
@@ -458,6 +516,7 @@ impl Front {
     ) -> Result<Value, RpcError> {
         let id = p.session_id.0.to_string();
         lock(&self.sessions).entry(id.clone()).or_default();
+        *lock(&self.latest_session) = Some(id.clone());
         // The client's MCP servers for the session, as for session/load (a session already in
         // memory keeps its own).
         let mcp_servers = mcp_servers_of(&p.mcp_servers)?;

@@ -96,6 +96,8 @@ pub struct Engine {
     git_ahead: Mutex<Option<(PathBuf, sessions::GitRead)>>,
     events: EventSink,
     watch: bool,
+    /// How an MCP server's sign-in reaches the person; the front sets it (none by default).
+    sign_in: RwLock<Arc<dyn crate::mcp::oauth::SignInDoor>>,
 }
 
 /// Why an engine operation failed.
@@ -146,6 +148,25 @@ impl Engine {
             sessions: Sessions::default(),
             events,
             watch,
+            sign_in: RwLock::new(Arc::new(crate::mcp::oauth::NoPerson)),
+        }
+    }
+
+    /// Sets how MCP sign-ins reach the person, for the sessions started from now on.
+    pub fn set_sign_in_door(&self, door: Arc<dyn crate::mcp::oauth::SignInDoor>) {
+        *write(&self.sign_in) = door;
+    }
+
+    /// How sessions sign in to MCP servers: the front's door, tokens in the state folder.
+    pub fn mcp_auth(&self) -> crate::mcp::oauth::AuthContext {
+        crate::mcp::oauth::AuthContext {
+            door: read(&self.sign_in).clone(),
+            store: Arc::new(crate::mcp::oauth::FileStore::new(
+                self.state_dir.join("mcp-auth"),
+            )),
+            client_secret: None,
+            assertion: None,
+            client_key_pem: None,
         }
     }
 

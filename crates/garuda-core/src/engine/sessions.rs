@@ -438,10 +438,11 @@ impl Engine {
         if servers.is_empty() {
             return None;
         }
-        let hub = McpHub::new(
+        let hub = McpHub::with_auth(
             servers,
             Some(ws.root.path().to_path_buf()),
             self.config().mcp.defer_share,
+            self.mcp_auth(),
         );
         hub.start_background();
         Some(hub)

@@ -34,6 +34,9 @@ pub struct McpServerConfig {
     pub bearer_token_env: Option<String>,
     /// Extra HTTP headers for `url`, sent as given (ACP clients pass headers this way).
     pub headers: BTreeMap<String, String>,
+    /// OAuth sign-in settings for `url` (`[mcp_servers.NAME.oauth]`); a server that answers
+    /// 401 with a Bearer challenge is signed in to without any.
+    pub oauth: crate::mcp::oauth::OAuthConfig,
     /// Milliseconds from start to a listed tool set before the server counts as failed.
     pub startup_timeout_ms: u64,
     /// Milliseconds one tool call may take before it is cancelled.
@@ -56,6 +59,7 @@ impl Default for McpServerConfig {
             url: None,
             bearer_token_env: None,
             headers: BTreeMap::new(),
+            oauth: crate::mcp::oauth::OAuthConfig::default(),
             startup_timeout_ms: DEFAULT_STARTUP_TIMEOUT_MS,
             call_timeout_ms: DEFAULT_CALL_TIMEOUT_MS,
             enabled: true,
@@ -181,6 +185,9 @@ impl McpServerConfig {
                 }
                 if !self.headers.is_empty() {
                     return Err(misplaced("headers", "url"));
+                }
+                if self.oauth != crate::mcp::oauth::OAuthConfig::default() {
+                    return Err(misplaced("oauth", "url"));
                 }
                 Ok(McpTransport::Stdio {
                     command: command.clone(),

@@ -4,9 +4,10 @@
 //! TLS stack into the build; this is the same contract (`StreamableHttpClient`) in about 250
 //! lines: POST a message (answer: 202, one JSON message, or an SSE stream), GET the
 //! server-to-client SSE stream, DELETE the session. Bodies are read within rmcp's limits, and
-//! an SSE event larger than the limit ends the stream. OAuth is not implemented: a 401 or 403
-//! becomes rmcp's auth error, and the server's status names the reason. The bearer token, when
-//! configured, is sent on every request and never logged.
+//! an SSE event larger than the limit ends the stream. With sign-in ([`ServerAuth`]) a 401, or
+//! a 403 `insufficient_scope`, is answered by refreshing or signing in, and the request is sent
+//! again (bounded by [`crate::mcp::oauth::MAX_AUTHORIZATIONS`]); without it a 401 or 403
+//! becomes rmcp's auth error. The bearer token is sent on every request and never logged.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -29,11 +30,16 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream::{Sse, SseStream};
 
+use crate::mcp::oauth::{ServerAuth, parse_challenge};
+
 type HttpError = StreamableHttpError<reqwest::Error>;
 
 /// A reqwest client speaking MCP Streamable HTTP.
 #[derive(Clone, Debug)]
-pub struct McpHttpClient(reqwest::Client);
+pub struct McpHttpClient {
+    http: reqwest::Client,
+    auth: Option<Arc<ServerAuth>>,
+}
 
 impl McpHttpClient {
     /// A client with a connect timeout and rmcp's redirect rule (same-origin 307/308 only, so
@@ -62,7 +68,58 @@ impl McpHttpClient {
                 }
             }))
             .build()
-            .map(McpHttpClient)
+            .map(|http| McpHttpClient { http, auth: None })
+    }
+
+    /// Signs in through `auth` when the server asks (its token replaces any static one).
+    pub fn with_auth(mut self, auth: Arc<ServerAuth>) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// The token to send: the signed-in one, else the static one rmcp passes.
+    async fn token(&self, static_token: &Option<String>) -> Option<String> {
+        match &self.auth {
+            Some(auth) => auth.bearer().await,
+            None => static_token.clone(),
+        }
+    }
+
+    /// With sign-in, a 401 or a 403 `insufficient_scope` is answered: `Some(next attempt)`
+    /// means send again; `None` leaves the response to the usual handling.
+    async fn challenge(
+        &self,
+        response: &reqwest::Response,
+        sent: Option<&str>,
+        attempt: usize,
+    ) -> Result<Option<usize>, HttpError> {
+        let Some(auth) = &self.auth else {
+            return Ok(None);
+        };
+        let status = response.status();
+        let header = response
+            .headers()
+            .get(WWW_AUTHENTICATE)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .unwrap_or_default();
+        let ours = match status {
+            StatusCode::UNAUTHORIZED => true,
+            StatusCode::FORBIDDEN => parse_challenge(&header)
+                .is_some_and(|c| c.error.as_deref() == Some("insufficient_scope")),
+            _ => false,
+        };
+        if !ours {
+            return Ok(None);
+        }
+        match auth
+            .handle_challenge(status.as_u16(), &header, sent, attempt)
+            .await
+        {
+            Ok(()) => Ok(Some(attempt + 1)),
+            Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
+                e.to_string(),
+            ))),
+        }
     }
 }
 
@@ -215,15 +272,37 @@ impl StreamableHttpClient for McpHttpClient {
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
         let had_session = session_id.is_some();
-        let b = self.0.post(uri.as_ref()).header(
-            ACCEPT,
-            format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"),
-        );
-        let response = request(b, session_id.as_deref(), auth_header, custom_headers)
-            .json(&message)
+        let body = serde_json::to_vec(&message).map_err(|e| {
+            StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
+                "cannot encode the message: {e}"
+            )))
+        })?;
+        let mut attempt = 0;
+        let response = loop {
+            let token = self.token(&auth_header).await;
+            let b = self
+                .http
+                .post(uri.as_ref())
+                .header(
+                    ACCEPT,
+                    format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"),
+                )
+                .header(CONTENT_TYPE, JSON_MIME_TYPE);
+            let response = request(
+                b,
+                session_id.as_deref(),
+                token.clone(),
+                custom_headers.clone(),
+            )
+            .body(body.clone())
             .send()
             .await
             .map_err(StreamableHttpError::Client)?;
+            match self.challenge(&response, token.as_deref(), attempt).await? {
+                Some(next) => attempt = next,
+                None => break response,
+            }
+        };
         let status = response.status();
         if let Some(e) = auth_error(status, response.headers()) {
             return Err(e);
@@ -306,8 +385,9 @@ impl StreamableHttpClient for McpHttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), HttpError> {
-        let b = self.0.delete(uri.as_ref());
-        let response = request(b, Some(&session_id), auth_header, custom_headers)
+        let b = self.http.delete(uri.as_ref());
+        let token = self.token(&auth_header).await;
+        let response = request(b, Some(&session_id), token, custom_headers)
             .send()
             .await
             .map_err(StreamableHttpError::Client)?;
@@ -349,17 +429,30 @@ impl StreamableHttpClient for McpHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
-        let mut b = self.0.get(uri.as_ref()).header(
-            ACCEPT,
-            format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"),
-        );
-        if let Some(id) = last_event_id {
-            b = b.header(HEADER_LAST_EVENT_ID, id);
-        }
-        let response = request(b, session_id.as_deref(), auth_header, custom_headers)
+        let mut attempt = 0;
+        let response = loop {
+            let mut b = self.http.get(uri.as_ref()).header(
+                ACCEPT,
+                format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"),
+            );
+            if let Some(id) = &last_event_id {
+                b = b.header(HEADER_LAST_EVENT_ID, id);
+            }
+            let token = self.token(&auth_header).await;
+            let response = request(
+                b,
+                session_id.as_deref(),
+                token.clone(),
+                custom_headers.clone(),
+            )
             .send()
             .await
             .map_err(StreamableHttpError::Client)?;
+            match self.challenge(&response, token.as_deref(), attempt).await? {
+                Some(next) => attempt = next,
+                None => break response,
+            }
+        };
         let status = response.status();
         if status == StatusCode::METHOD_NOT_ALLOWED {
             return Err(StreamableHttpError::ServerDoesNotSupportSse);

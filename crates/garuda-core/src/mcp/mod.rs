@@ -10,6 +10,7 @@
 //!   a share of the window.
 //! - [`elicit`]: a server's requests for the person's input, passed to the turn's client.
 //! - [`http`]: the Streamable HTTP client on Garuda's reqwest.
+//! - [`oauth`]: signing in to servers that ask for it (OAuth 2.1, the MCP authorization spec).
 //!
 //! Built on the official Rust SDK, `rmcp`, pinned to one exact version in Cargo.toml.
 
@@ -22,6 +23,7 @@ pub mod elicit;
 pub mod http;
 pub mod hub;
 pub mod naming;
+pub mod oauth;
 
 pub use config::{McpConfigError, McpServerConfig, McpSettings, McpTransport, from_acp};
 pub use convert::{McpToolResult, convert_result};

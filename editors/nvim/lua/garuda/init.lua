@@ -20,6 +20,11 @@ M.defaults = {
   chat = { open = 'botright vsplit' }, -- how the chat window opens
   approval = 'float', -- 'float' (diff + y/a/n keys) or 'select' (vim.ui.select, Reject first)
   timeout_ms = 10000, -- for short requests
+  -- opens an MCP server's sign-in page (window/showDocument); returns true when it was opened
+  open_url = function(url)
+    local cmd = vim.ui.open(url)
+    return cmd ~= nil
+  end,
 }
 
 M.config = vim.deepcopy(M.defaults)
@@ -798,6 +803,18 @@ local function on_request(method, params, reply, id)
   if method == 'permission/request' then
     ask_permission(params, reply, id)
     return true
+  elseif method == 'window/showDocument' then
+    -- An MCP server asks for sign-in: the page opens in the browser, which comes back to
+    -- Garuda's own listener; nothing else is needed here.
+    local ok, opened = pcall(M.config.open_url, params.uri)
+    opened = ok and opened == true
+    if opened then
+      notify('Garuda: an MCP server needs you to sign in; finish in your browser.', vim.log.levels.INFO)
+    else
+      notify('Garuda: could not open an MCP server\'s sign-in page (set open_url in setup())', vim.log.levels.WARN)
+    end
+    reply({ success = opened })
+    return true
   elseif method == 'workspace/applyEdit' then
     local ok, res = pcall(edits.apply_workspace_edit, params)
     reply(ok and res or { applied = false, failureReason = tostring(res) })
@@ -886,7 +903,12 @@ function M.start(root)
     processId = vim.fn.getpid(),
     rootUri = vim.uri_from_fname(root),
     -- agentEvents: an explore/agent call's own steps come relayed while it runs.
-    capabilities = { workspace = { applyEdit = true }, experimental = { garuda = { agentEvents = true } } },
+    -- window.showDocument: MCP sign-in pages open in the browser.
+    capabilities = {
+      workspace = { applyEdit = true },
+      window = { showDocument = { support = true } },
+      experimental = { garuda = { agentEvents = true } },
+    },
     clientInfo = { name = 'garuda.nvim' },
   }, M.config.timeout_ms)
   state.starting = false

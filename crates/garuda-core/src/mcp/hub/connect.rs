@@ -20,6 +20,7 @@ use super::server::{McpServerState, Server, Service, expiry, lock};
 use crate::mcp::config::McpTransport;
 use crate::mcp::elicit::Relay;
 use crate::mcp::http::McpHttpClient;
+use crate::mcp::oauth::{AuthContext, ServerAuth};
 
 /// Connect timeout for Streamable HTTP servers.
 const HTTP_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -30,18 +31,24 @@ pub(super) async fn start_server(
     cwd: Option<PathBuf>,
     events: Arc<Mutex<Vec<McpEvent>>>,
     relay: Arc<Relay>,
+    auth: AuthContext,
     settled: Arc<AtomicBool>,
 ) {
     let t0 = Instant::now();
     let ms = server.config.startup_timeout_ms.max(1);
-    let outcome = tokio::time::timeout(
-        Duration::from_millis(ms),
-        connect(&server, cwd, events.clone(), relay),
-    )
-    .await;
-    let result = match outcome {
-        Ok(r) => r,
-        Err(_) => Err(format!("did not start within {ms} ms")),
+    let connecting = connect(&server, cwd, events.clone(), relay, auth);
+    tokio::pin!(connecting);
+    let mut deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
+    let result = loop {
+        match tokio::time::timeout_at(deadline, &mut connecting).await {
+            Ok(r) => break r,
+            // The person's time in the browser is not the server's: the sign-in has its own
+            // deadline, and the start gets its whole timeout again after it.
+            Err(_) if server.waiting_for_person() => {
+                deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
+            }
+            Err(_) => break Err(format!("did not start within {ms} ms")),
+        }
     };
     match result {
         Ok((service, tools, ttl_ms)) => {
@@ -159,6 +166,7 @@ async fn connect(
     cwd: Option<PathBuf>,
     events: Arc<Mutex<Vec<McpEvent>>>,
     relay: Arc<Relay>,
+    auth: AuthContext,
 ) -> Result<Connected, String> {
     let handler = Handler {
         server: server.name.clone(),
@@ -207,9 +215,29 @@ async fn connect(
                     .map_err(|_| format!("invalid value for header `{k}`"))?;
                 headers.insert(name, value);
             }
+            let static_auth = server.config.bearer_token_env.is_some()
+                || headers.keys().any(|k| k == reqwest::header::AUTHORIZATION);
             cfg = cfg.custom_headers(headers);
-            let client = McpHttpClient::new(HTTP_CONNECT_TIMEOUT)
+            let mut client = McpHttpClient::new(HTTP_CONNECT_TIMEOUT)
                 .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            // A configured token or Authorization header is the user's choice; sign-in only
+            // where there is none.
+            if !static_auth && server.config.oauth.is_enabled() {
+                let sign_in = match server.auth.get() {
+                    Some(a) => a.clone(),
+                    None => {
+                        let a = ServerAuth::new(
+                            &server.name,
+                            &cfg.uri,
+                            server.config.oauth.clone(),
+                            auth,
+                        )
+                        .map_err(|e| e.to_string())?;
+                        server.auth.get_or_init(|| Arc::new(a)).clone()
+                    }
+                };
+                client = client.with_auth(sign_in);
+            }
             let first = handler
                 .clone()
                 .serve_with_lifecycle(
@@ -230,14 +258,19 @@ async fn connect(
                 }
                 other => other,
             }
-            .map_err(|e| format!("initialize failed: {}", tidy(&e.to_string())))?
+            .map_err(|e| {
+                sign_in_failure(server)
+                    .unwrap_or_else(|| format!("initialize failed: {}", tidy(&e.to_string())))
+            })?
         }
     };
     let list = service
         .peer()
         .list_all_tools_with_cache_hint()
         .await
-        .map_err(|e| format!("tools/list failed: {e}"))?;
+        .map_err(|e| {
+            sign_in_failure(server).unwrap_or_else(|| format!("tools/list failed: {e}"))
+        })?;
     listen_for_tool_changes(server, service.peer()).await;
     Ok((service, list.items, list.ttl_ms))
 }
@@ -264,6 +297,15 @@ fn spawn_child(
     )?;
     *lock(&server.child) = Some(child);
     Ok(pipes)
+}
+
+/// Why the server's sign-in failed, when it did: the whole reason, without rmcp's wrapping.
+fn sign_in_failure(server: &Server) -> Option<String> {
+    let e = server.auth.get()?.last_error()?;
+    Some(match e {
+        crate::mcp::oauth::OAuthError::NeedsPerson { .. } => e.to_string(),
+        other => format!("sign-in failed: {other}"),
+    })
 }
 
 /// rmcp's error text without the Rust type names it puts in brackets.

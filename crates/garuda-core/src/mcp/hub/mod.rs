@@ -186,6 +186,8 @@ struct Inner {
     snapshot: Mutex<Arc<Vec<McpTool>>>,
     events: Arc<Mutex<Vec<McpEvent>>>,
     relay: Arc<Relay>,
+    /// How its servers sign in.
+    auth: crate::mcp::oauth::AuthContext,
     /// True once every start has ended (ready or failed).
     started: watch::Sender<bool>,
     /// True once the session fixed its list ([`McpHub::settle`]): a server ready after that
@@ -226,6 +228,21 @@ impl McpHub {
         cwd: Option<PathBuf>,
         defer_share: f64,
     ) -> McpHub {
+        McpHub::with_auth(
+            servers,
+            cwd,
+            defer_share,
+            crate::mcp::oauth::AuthContext::default(),
+        )
+    }
+
+    /// [`McpHub::new`] with the sign-in door and token store its servers use.
+    pub fn with_auth(
+        servers: impl IntoIterator<Item = (String, McpServerConfig)>,
+        cwd: Option<PathBuf>,
+        defer_share: f64,
+        auth: crate::mcp::oauth::AuthContext,
+    ) -> McpHub {
         let mut list: Vec<(String, McpServerConfig)> = servers.into_iter().collect();
         list.sort_by(|a, b| a.0.cmp(&b.0));
         // A name given twice (user config and ACP): the later entry wins.
@@ -244,6 +261,7 @@ impl McpHub {
                 snapshot: Mutex::new(Arc::new(Vec::new())),
                 events: Arc::new(Mutex::new(Vec::new())),
                 relay: Relay::new(),
+                auth,
                 started: watch::Sender::new(false),
                 settled: Arc::new(AtomicBool::new(false)),
             }),
@@ -265,10 +283,16 @@ impl McpHub {
             let events = self.inner.events.clone();
             let cwd = self.inner.cwd.clone();
             let relay = self.inner.relay.clone();
+            let auth = self.inner.auth.clone();
             match s.state() {
-                McpServerState::Starting => {
-                    Some(start_server(s.clone(), cwd, events, relay, settled.clone()))
-                }
+                McpServerState::Starting => Some(start_server(
+                    s.clone(),
+                    cwd,
+                    events,
+                    relay,
+                    auth,
+                    settled.clone(),
+                )),
                 McpServerState::Failed { reason } => {
                     // A config entry that cannot be used is reported like a failed start.
                     s.report_failed(reason, &self.inner.events);

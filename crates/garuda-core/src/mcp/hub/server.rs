@@ -56,6 +56,8 @@ pub(super) struct Server {
     pub(super) dirty: Arc<AtomicBool>,
     pub(super) reported: AtomicBool,
     pub(super) stderr: StderrTail,
+    /// Its sign-in, once an HTTP server's connection made one.
+    pub(super) auth: std::sync::OnceLock<Arc<crate::mcp::oauth::ServerAuth>>,
 }
 
 /// Locks a mutex, taking the data even if a panicking thread poisoned it (the data here is
@@ -88,11 +90,17 @@ impl Server {
             dirty: Arc::new(AtomicBool::new(false)),
             reported: AtomicBool::new(false),
             stderr: StderrTail::new(),
+            auth: std::sync::OnceLock::new(),
         }
     }
 
     pub(super) fn state(&self) -> McpServerState {
         lock(&self.state).clone()
+    }
+
+    /// True while its sign-in waits for the person.
+    pub(super) fn waiting_for_person(&self) -> bool {
+        self.auth.get().is_some_and(|a| a.waiting_for_person())
     }
 
     pub(super) fn peer(&self) -> Option<Peer<RoleClient>> {
