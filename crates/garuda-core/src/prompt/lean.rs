@@ -6,7 +6,7 @@
 //! instructions are cut last. Pure: the same prompt and window give the same bytes, so the
 //! server's prefix cache keeps working from turn to turn.
 
-use super::{Assembled, Part, PartKind, sha256_hex};
+use super::{Assembled, PartKind, sha256_hex};
 
 /// Windows under this many tokens get the lean fixed part.
 pub const LEAN_WINDOW: u64 = 16_384;
@@ -107,20 +107,7 @@ pub fn lean_prompt(a: &Assembled, root: &str, budget_chars: usize) -> (Assembled
             n - keep
         ));
     }
-    let mut system = String::new();
-    let mut ranges = Vec::with_capacity(parts.len());
-    for (i, (kind, text)) in parts.iter().enumerate() {
-        if i > 0 {
-            system.push_str("\n\n");
-        }
-        let start = system.len();
-        system.push_str(text);
-        ranges.push(Part {
-            kind: *kind,
-            range: start..system.len(),
-        });
-    }
-    system.push('\n');
+    let (system, ranges) = super::join_parts(&parts);
     let mut warnings = a.warnings.clone();
     warnings.push(format!(
         "{LEAN_NOTE}{}",

@@ -658,20 +658,7 @@ pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
         parts.push((PartKind::Memory, text));
     }
 
-    let mut system = String::new();
-    let mut ranges = Vec::with_capacity(parts.len());
-    for (i, (kind, text)) in parts.iter().enumerate() {
-        if i > 0 {
-            system.push_str("\n\n");
-        }
-        let start = system.len();
-        system.push_str(text);
-        ranges.push(Part {
-            kind: *kind,
-            range: start..system.len(),
-        });
-    }
-    system.push('\n');
+    let (system, ranges) = join_parts(&parts);
     let sha256 = sha256_hex(&system);
     Assembled {
         system,
@@ -698,6 +685,26 @@ fn agent_section(a: &AgentPrompt) -> String {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The system prompt of `parts`, in order, a blank line between them and a newline at the
+/// end, with where each part lies in it.
+pub(crate) fn join_parts(parts: &[(PartKind, String)]) -> (String, Vec<Part>) {
+    let mut system = String::new();
+    let mut ranges = Vec::with_capacity(parts.len());
+    for (i, (kind, text)) in parts.iter().enumerate() {
+        if i > 0 {
+            system.push_str("\n\n");
+        }
+        let start = system.len();
+        system.push_str(text);
+        ranges.push(Part {
+            kind: *kind,
+            range: start..system.len(),
+        });
+    }
+    system.push('\n');
+    (system, ranges)
 }
 
 /// Hex sha256 of a text (prompt and instruction versions).
