@@ -285,3 +285,70 @@ fn a_2048_token_server_refuses_locally_and_a_smaller_one_warns_at_session_new() 
         .any(|w| w.contains("fixed part") && w.contains("more than half of the model's 1536"));
     assert!(warned, "{r}");
 }
+
+/// ACP's `session/new` asks the local server for its window too, and a client that shows
+/// notices hears that Garuda's fixed part takes more than half of it.
+#[test]
+fn acp_session_new_warns_when_the_fixed_part_takes_half_the_window() {
+    use std::io::{BufRead, BufReader, Write};
+    let s = llama_server(1_536, Vec::new());
+    let home = tempfile::tempdir().expect("home");
+    let dir = home.path().join("config/garuda");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "model = \"local/gemma-3-270m\"\n[providers.local]\nkind = \"openai\"\n\
+             base_url = \"{}/v1\"\n[models.\"local/gemma-3-270m\"]\nmax_output = 200\n",
+            s.server.uri()
+        ),
+    )
+    .expect("config");
+    let ws = tempfile::tempdir().expect("ws");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_garuda"));
+    cmd.arg("acp");
+    crate::client::isolated_env(&mut cmd, home.path());
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn garuda acp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut send = |v: Value| writeln!(stdin, "{v}").expect("write");
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}}}),
+    );
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {
+        "cwd": ws.path(), "mcpServers": []}}),
+    );
+    let mut warned = false;
+    let mut answered = false;
+    // The notices follow the answer, before anything answered later: a third request marks
+    // the end of what session/new sent.
+    for line in lines.by_ref() {
+        let m: Value = serde_json::from_str(&line.expect("line")).expect("json");
+        if m["id"] == 2 {
+            assert!(m["result"]["sessionId"].is_string(), "{m}");
+            answered = true;
+            send(json!({"jsonrpc": "2.0", "id": 3, "method": "session/list", "params": {}}));
+        }
+        if m["id"] == 3 {
+            break;
+        }
+        let update = &m["params"]["update"];
+        if update["sessionUpdate"] == "notice"
+            && update.to_string().contains("fixed part")
+            && update.to_string().contains("1536")
+        {
+            warned = true;
+        }
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(answered && warned, "no fixed-part notice after session/new");
+}

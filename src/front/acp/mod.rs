@@ -343,11 +343,15 @@ impl Front {
                     },
                 )
                 .map_err(engine_error)?;
+            let mut warnings = warnings;
+            // On a blocking thread, as in the native front: a local server is asked for its
+            // window here, once, and a fixed part over half of it is a warning.
+            warnings
+                .extend(tokio::runtime::Handle::current().block_on(engine.window_warning(&live)));
             for w in &warnings {
                 tracing::warn!("{w}");
             }
             // The config file's warnings (unknown keys) are in force for this session too.
-            let mut warnings = warnings;
             warnings.extend(engine.config_problems().iter().map(ToString::to_string));
             Ok::<_, RpcError>((live, extra, warnings))
         })();
