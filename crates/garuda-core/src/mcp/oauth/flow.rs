@@ -681,13 +681,25 @@ impl ServerAuth {
             }
             _ => {}
         }
-        let method = self.auth_method(d, &client)?;
         let form = vec![
             ("grant_type", "authorization_code".to_string()),
             ("code", code),
             ("redirect_uri", redirect),
             ("code_verifier", verifier),
         ];
+        self.exchange(st, d, client, form).await
+    }
+
+    /// Sends a grant's `form` to the token endpoint as `client`, and keeps the client with the
+    /// auth method and endpoint that worked (a refresh uses the same).
+    async fn exchange(
+        &self,
+        st: &mut StoredAuth,
+        d: &Discovered,
+        client: StoredClient,
+        form: Vec<(&'static str, String)>,
+    ) -> Result<StoredTokens, OAuthError> {
+        let method = self.auth_method(d, &client)?;
         let tokens = self
             .token_request(
                 &d.metadata.token_endpoint,
@@ -735,22 +747,7 @@ impl ServerAuth {
             }
             _ => self.client_for(st, d, None).await?,
         };
-        let method = self.auth_method(d, &client)?;
-        let tokens = self
-            .token_request(
-                &d.metadata.token_endpoint,
-                &client,
-                &method,
-                form,
-                Some(d.resource.clone()),
-            )
-            .await?;
-        st.client = Some(StoredClient {
-            auth_method: Some(method),
-            token_endpoint: Some(d.metadata.token_endpoint.clone()),
-            ..client
-        });
-        Ok(tokens)
+        self.exchange(st, d, client, form).await
     }
 
     /// The JWT for the JWT-bearer grant, from the config's variable or file.
