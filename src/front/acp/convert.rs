@@ -319,12 +319,12 @@ pub fn compaction(
 }
 
 /// The session update for one turn event that needs no IO; `None` for events ACP has no
-/// place for (tool calls and compaction are the host's, which knows more).
+/// place for. Tool calls, compaction, the todo list and mode changes are the host's: it
+/// knows the client's capabilities and the session's models they depend on.
 pub fn event_update(event: TurnEvent, context_window: u64) -> Option<acp::SessionUpdate> {
     Some(match event {
         TurnEvent::TextDelta { text } => agent_text(text),
         TurnEvent::ThinkingDelta { text } => thought(text),
-        TurnEvent::Todos { todos } => plan(&todos),
         TurnEvent::Usage {
             context_tokens,
             cost_usd,
@@ -342,10 +342,6 @@ pub fn event_update(event: TurnEvent, context_window: u64) -> Option<acp::Sessio
             message,
             ..
         } => thought(hook_line(&event, subject.as_deref(), message.as_deref())),
-        // An approved plan switched the mode.
-        TurnEvent::ModeChanged { policy } => {
-            acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(policy.name()))
-        }
         _ => return None,
     })
 }
