@@ -1153,6 +1153,18 @@ fn the_regular_summary_request_may_not_call_a_tool() {
     let bodies = mock.rec.bodies();
     let (fork, regular) = (&bodies[bodies.len() - 2], &bodies[bodies.len() - 1]);
     assert!(fork.get("tool_choice").is_none(), "{fork}");
+    // The fork's older part ends on a completed round: the instruction is a message of its
+    // own after the assistant's answer, never joined to the person's pending request.
+    let msgs = fork["messages"].as_array().expect("messages");
+    let (answer, last) = (&msgs[msgs.len() - 2], &msgs[msgs.len() - 1]);
+    assert_eq!(answer["role"], "assistant", "{fork}");
+    assert_eq!(last["content"].as_array().map(Vec::len), Some(1), "{last}");
+    assert!(
+        last["content"][0]["text"].as_str().is_some_and(
+            |t| t.starts_with("<garuda_note>The conversation above is about to be compacted")
+        ),
+        "{last}"
+    );
     assert_eq!(regular["tool_choice"], json!({"type": "none"}), "{regular}");
     assert!(
         regular["tools"]

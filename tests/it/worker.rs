@@ -111,7 +111,7 @@ fn the_worker_uses_each_tool_and_its_summary_file_and_reference_are_installed() 
     replies.extend([
         calls(&[
             ("show_overview", json!({})),
-            ("search_entries", json!({"query": "DECISION-2"})),
+            ("search_entries", json!({"query": "DECISION-1"})),
         ]),
         calls(&[
             ("read_entry", json!({"entry": "E1"})),
@@ -160,7 +160,7 @@ fn the_worker_uses_each_tool_and_its_summary_file_and_reference_are_installed() 
     );
     let second = worker[1]["messages"].to_string();
     assert!(
-        second.contains("entries match") && second.contains("DECISION-2"),
+        second.contains("entries match") && second.contains("DECISION-1"),
         "{second}"
     );
     assert!(second.contains("Overview of the older part"), "{second}");

@@ -151,6 +151,24 @@ fn long_results(kept: &[ViewMessage], trim_to: usize, spare_newest: bool) -> Has
     out
 }
 
+/// Moves a split that would end the older part on the person's own request (a user message
+/// with no tool results) to before it, so the request stays verbatim in the kept part and the
+/// older part ends on a completed round: a summary instruction appended to the older part is
+/// then never read as the person's pending words ("please read X. Summarize…" invites a read).
+/// A split with nothing older than that request stays where it was.
+pub fn with_its_request(messages: &[ViewMessage], split: usize) -> usize {
+    let Some(before) = split.checked_sub(1) else {
+        return split;
+    };
+    let m = &messages[before].message;
+    let request = m.role == Role::User
+        && !m
+            .content
+            .iter()
+            .any(|b| matches!(b, Block::ToolResult { .. }));
+    if request && before > 0 { before } else { split }
+}
+
 /// Chooses the kept part so it fits `room_chars`: `keep_steps` steps as they are, then with
 /// the results before the newest step cut, then fewer steps; as a last resort one step with
 /// every result cut (the caller checks the whole still fits the window). None when the view
@@ -164,7 +182,8 @@ pub fn plan_kept(
     let none = HashSet::new();
     let mut last = None;
     for steps in (1..=keep_steps.max(1)).rev() {
-        let Some(split) = split_index(messages, steps) else {
+        let Some(split) = split_index(messages, steps).map(|s| with_its_request(messages, s))
+        else {
             continue;
         };
         let kept = &messages[split..];

@@ -22,7 +22,7 @@ use super::tokens::TokenEstimator;
 use super::view::ViewMessage;
 use crate::message::{Block, Role};
 
-pub use fit::{KeptPlan, kept_chars, plan_kept, without_regenerated};
+pub use fit::{KeptPlan, kept_chars, plan_kept, with_its_request, without_regenerated};
 pub use fork::{COLLAPSE_INSTRUCTION, Fork, collapse_fork, collapse_instruction, opening};
 pub use guard::{Pressure, Relief, choose_relief, last_progress_poor, steps_since_compaction};
 pub use handoff::{

@@ -511,6 +511,35 @@ fn installation_order_and_post_compact_view() {
 }
 
 #[test]
+fn the_older_part_never_ends_on_the_persons_request() {
+    // "please read X" answered by a read: the older part used to end on that request, and the
+    // summary instruction appended to it read as the person asking for a read.
+    let mut recs = vec![
+        text("u0", Role::User, "Hello."),
+        text("a0", Role::Assistant, "Hi."),
+        text("u1", Role::User, "please READ: big4.txt"),
+    ];
+    recs.push(msg(
+        "a1",
+        Role::Assistant,
+        vec![use_block("t1", "read_file")],
+        0,
+    ));
+    recs.push(msg("r1", Role::User, vec![result_block("t1", "big")], 0));
+    recs.push(text("a2", Role::Assistant, "Read it."));
+    let v = build_view(&recs, &policy(), 0);
+    let kept = kept_at(&v, 2);
+    assert_eq!(v.messages[kept.split].id, "u1");
+    assert_eq!(v.messages[kept.split - 1].id, "a0");
+    // Nothing older than the request: the split stays at its answer.
+    let v = build_view(&recs[2..], &policy(), 0);
+    assert_eq!(v.messages[kept_at(&v, 2).split].id, "a1");
+    // A split after tool results stays: the older part ends on the results it called for.
+    let v = build_view(&recs, &policy(), 0);
+    assert_eq!(v.messages[kept_at(&v, 1).split].id, "a2");
+}
+
+#[test]
 fn budgets_scale_with_the_window() {
     let p = CompactPolicy::default();
     let big = budgets(200_000, 32_000, &p);
@@ -606,6 +635,7 @@ proptest! {
 
         let view = View { messages: s1.messages.clone(), ..v.clone() };
         let kept = plan_kept(&view.messages, keep, p.trim_to, usize::MAX).unwrap();
+        let split = with_its_request(&view.messages, split);
         prop_assert_eq!(kept.split, split);
         let handoff = extractive_handoff(&view.messages[..split], &[], None, &|n| n == "bash");
         let inst = install(&view, &recs, &kept, SummaryText::Extractive(handoff), &[], &[], 200_000);
@@ -616,8 +646,13 @@ proptest! {
         if worth_installing(e.estimate(v.chars()) + 3_000, inst.tokens_after) {
             prop_assert!(e.estimate(post.chars()) <= e.estimate(v.chars()) + 3_000);
         }
-        // The kept steps come back verbatim after the summary.
-        let kept_msgs: Vec<&Message> = view.messages[split..].iter().map(|m| &m.message).collect();
+        // The kept steps come back verbatim after the summary; a kept request of the person's
+        // joins the summary's user message, its blocks unchanged at its end.
+        let mut kept_msgs: Vec<&Message> = view.messages[split..].iter().map(|m| &m.message).collect();
+        if kept_msgs.first().is_some_and(|m| m.role == Role::User) {
+            let head = kept_msgs.remove(0);
+            prop_assert!(post.messages[0].message.content.ends_with(&head.content));
+        }
         let post_kept: Vec<&Message> = post.messages[1..1 + kept_msgs.len().min(post.messages.len() - 1)].iter().map(|m| &m.message).collect();
         prop_assert_eq!(&post_kept[..kept_msgs.len().saturating_sub(1)], &kept_msgs[..kept_msgs.len().saturating_sub(1)]);
     }
