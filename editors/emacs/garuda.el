@@ -1902,9 +1902,11 @@ message is never left out because its text matches an earlier one."
             sessions)))
 
 (defun garuda--sorted-sessions (sessions)
-  "SESSIONS newest first, headless runs and agents' sub-sessions left out."
+  "SESSIONS newest first; headless runs, agents' sub-sessions and sessions never
+written in (no title: none of the user's words) left out."
   (sort (cl-remove-if (lambda (s) (or (equal (plist-get s :origin) "exec")
-                                      (plist-get s :parentSessionId)))
+                                      (plist-get s :parentSessionId)
+                                      (not (stringp (plist-get s :title)))))
                       (append sessions nil))
         (lambda (a b) (> (or (plist-get a :updated) (plist-get a :created) 0)
                          (or (plist-get b :updated) (plist-get b :created) 0)))))

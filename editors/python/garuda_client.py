@@ -17,6 +17,7 @@ import difflib
 import inspect
 import itertools
 import json
+import logging
 import os
 import re
 import select
@@ -109,6 +110,19 @@ def reap_orphans(marker: Optional[str]) -> int:
     return len(groups)
 
 
+_LOG = logging.getLogger("garuda")
+# LSP MessageType (1 error, 2 warning, 3 info, 4 log) to a logging level.
+_MESSAGE_LEVELS = {1: logging.ERROR, 2: logging.WARNING, 3: logging.INFO, 4: logging.DEBUG}
+
+
+def _show_message(params: dict) -> None:
+    """A server message nobody asked to handle: logged, so a warning (a misspelled config
+    key, an MCP server that failed) is never silent. Python's default logging prints
+    warnings and errors to stderr."""
+    level = _MESSAGE_LEVELS.get(params.get("type"), logging.INFO)
+    _LOG.log(level, "%s", params.get("message", ""))
+
+
 class GarudaClient:
     """One `garuda serve` child process and the JSON-RPC connection to it."""
 
@@ -157,7 +171,12 @@ class GarudaClient:
         self.sessions: Dict[str, str] = {}  # root -> current sessionId
         # tool/call params -> {"content": ..., "isError": bool}
         self.on_tool_call = on_tool_call
+        # every other notification (method, params); without it, window/showMessage still
+        # reaches the person: logged to the "garuda" logger at its level (see _show_message)
         self.on_notification = on_notification
+        #: the server's window/showMessage params, oldest first (the last 100): config
+        #: problems, MCP servers that failed, notices; kept whether or not a callback is set
+        self.server_messages: collections.deque = collections.deque(maxlen=100)
         self._stderr = stderr
         self.proc: Optional[subprocess.Popen] = None
         self._ids = itertools.count(1)
@@ -311,8 +330,13 @@ class GarudaClient:
                     self.on_agent_event(params)
             elif method == "turn/update" and self.on_update:
                 self.on_update(params)
-            elif self.on_notification:
-                self.on_notification(method, params)
+            else:
+                if method == "window/showMessage":
+                    self.server_messages.append(params or {})
+                if self.on_notification:
+                    self.on_notification(method, params)
+                elif method == "window/showMessage":
+                    _show_message(params or {})
             return
         with self._lock:
             fut = self._pending.pop(msg.get("id"), None)

@@ -564,6 +564,24 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(text.count("You: question 5"), 1, text)
         self.assertEqual(text.count("You: question 0"), 1)
 
+    def test_a_config_warning_reaches_the_person_without_a_callback(self):
+        self.g.close()
+        os.makedirs(os.path.join(self.env["XDG_CONFIG_HOME"], "garuda"))
+        with open(os.path.join(self.env["XDG_CONFIG_HOME"], "garuda", "config.toml"), "w") as f:
+            f.write("[approval]\ntimeout_sec = 5\n")
+        g = GarudaClient(cmd=[BIN, "serve"], env=self.env, cwd=self.ws)
+        with self.assertLogs("garuda", level="WARNING") as logs:
+            g.start()
+            g.initialize(self.ws)
+            deadline = time.time() + 10
+            while not g.server_messages and time.time() < deadline:
+                time.sleep(0.02)
+        g.close()
+        self.assertTrue(any("timeout_secs" in m.get("message", "") for m in g.server_messages),
+                        list(g.server_messages))
+        self.assertTrue(any("did you mean `timeout_secs`" in line for line in logs.output),
+                        logs.output)
+
     def test_error_data_names_the_problem(self):
         e = GarudaError(-32057, "x", {"kind": "config", "reason": "missingKey",
                                       "provider": "openai", "variable": "OPENAI_API_KEY"})

@@ -575,8 +575,8 @@ restart of the server, is shown every time; only the server's kept copies (copyO
       (should (= 1 (garuda-test--count "^answer after$" text))))))
 
 (ert-deftest garuda-test-8-sessions-newest-first ()
-  "The picker lists newest first by title (made unique), leaves out headless runs and
-agents' sub-sessions."
+  "The picker lists newest first by title (made unique), leaves out headless runs,
+agents' sub-sessions and sessions never written in."
   (let ((sorted (garuda--sorted-sessions
                  (vector '(:sessionId "a" :created 1000 :title "old" :messageCount 2)
                          '(:sessionId "b" :created 3000 :title "new" :messageCount 4)
@@ -585,9 +585,10 @@ agents' sub-sessions."
                          '(:sessionId "e" :created 2500 :title "new" :messageCount 1)
                          '(:sessionId "f" :created 2400 :title nil)
                          '(:sessionId "d" :created 2000 :updated 9000 :title "active")))))
-    (should (equal (mapcar (lambda (s) (plist-get s :sessionId)) sorted) '("d" "b" "e" "f" "a")))
+    ;; "f" was never written in: nothing to resume.
+    (should (equal (mapcar (lambda (s) (plist-get s :sessionId)) sorted) '("d" "b" "e" "a")))
     (should (equal (mapcar #'car (garuda--session-choices sorted))
-                   '("active" "new" "new <2>" "(no text yet)" "old")))))
+                   '("active" "new" "new <2>" "old")))))
 
 (defun garuda-test--session-count (ws)
   "Sessions of workspace root WS on the server."

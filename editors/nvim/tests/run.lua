@@ -530,10 +530,12 @@ test(':GarudaSessions lists this project newest first with the first line', func
   pick_session = nil
   -- Headless runs and agents' sub-sessions are left out.
   local sorted = garuda.sort_sessions({
-    { sessionId = 'a', created = 1 },
-    { sessionId = 'b', created = 5, origin = 'exec' },
-    { sessionId = 'c', created = 9, parentSessionId = 'a', agent = 'explore' },
-    { sessionId = 'd', created = 3, parentSessionId = vim.NIL },
+    { sessionId = 'a', created = 1, title = 'first' },
+    { sessionId = 'b', created = 5, origin = 'exec', title = 'run' },
+    { sessionId = 'c', created = 9, parentSessionId = 'a', agent = 'explore', title = 'sub' },
+    { sessionId = 'd', created = 3, parentSessionId = vim.NIL, title = 'second' },
+    -- Never written in: nothing to resume.
+    { sessionId = 'e', created = 8, title = vim.NIL, messageCount = 0 },
   })
   eq(#sorted, 2, 'two chats')
   eq(sorted[1].sessionId, 'd', 'newest chat first')

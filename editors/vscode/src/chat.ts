@@ -241,8 +241,9 @@ interface Pending {
 export function sortSessions(list: SessionInfo[]): SessionInfo[] {
   const when = (s: SessionInfo & { updated?: number }) => s.updated ?? s.created ?? 0;
   return list
-    // Headless runs and agents' sub-sessions are not chats to resume.
-    .filter((s) => (s as { origin?: string }).origin !== 'exec' && !s.parentSessionId)
+    // Headless runs, agents' sub-sessions and sessions never written in (no title: none of
+    // the user's words) are not chats to resume.
+    .filter((s) => (s as { origin?: string }).origin !== 'exec' && !s.parentSessionId && typeof s.title === 'string')
     .sort((a, b) => when(b) - when(a) || (a.sessionId < b.sessionId ? 1 : -1));
 }
 
@@ -948,7 +949,8 @@ export class ChatController {
         this.emit(p, { type: 'note', text: 'A turn is running: cancel it first.', level: 'error' });
         return undefined;
       }
-      return await this.resume(id);
+      const title = list.find((s) => s.sessionId === id)?.title;
+      return await this.resume(id, p, title ? `Resumed "${title}"` : undefined);
     } catch (e) {
       this.emit(p, { type: 'note', text: this.explainError(e), level: 'error' });
       return undefined;
@@ -956,7 +958,7 @@ export class ChatController {
   }
 
   /** Shows a stored session's history and makes it the project's session. */
-  async resume(id: string, p: Project = this.current!, note = `Resumed session ${id}`): Promise<string> {
+  async resume(id: string, p: Project = this.current!, note = 'Resumed the session'): Promise<string> {
     const c = await this.ensureClient();
     const loaded = await c.loadSession(id);
     const messages = await c.allMessages(id);

@@ -335,11 +335,13 @@ test('helpers: errors in VS Code words, session order, diffs, history, setup che
   assert.match(explain('x', { kind: 'config', reason: 'noModel' }), /set garuda\.model/);
   assert.match(explain('x', { kind: 'config', reason: 'missingKey', provider: 'openai', variable: 'OPENAI_API_KEY' }), /OPENAI_API_KEY is not set/);
   const s = sortSessions([
-    { sessionId: 'a', created: 1, updated: 1, origin: 'serve', messageCount: 1, model: 'm' },
-    { sessionId: 'b', created: 3, updated: 3, origin: 'serve', messageCount: 1, model: 'm' },
-    { sessionId: 'c', created: 5, updated: 5, origin: 'exec', messageCount: 1, model: 'm' },
-    { sessionId: 'd', created: 0, updated: 9, origin: 'acp', messageCount: 1, model: 'm' },
-    { sessionId: 'e', created: 10, updated: 10, origin: 'serve', messageCount: 1, model: 'm', parentSessionId: 'd', parentToolCallId: 't', agent: 'explore' },
+    { sessionId: 'a', created: 1, updated: 1, origin: 'serve', messageCount: 1, model: 'm', title: 'a' },
+    { sessionId: 'b', created: 3, updated: 3, origin: 'serve', messageCount: 1, model: 'm', title: 'b' },
+    { sessionId: 'c', created: 5, updated: 5, origin: 'exec', messageCount: 1, model: 'm', title: 'c' },
+    { sessionId: 'd', created: 0, updated: 9, origin: 'acp', messageCount: 1, model: 'm', title: 'd' },
+    { sessionId: 'e', created: 10, updated: 10, origin: 'serve', messageCount: 1, model: 'm', title: 'e', parentSessionId: 'd', parentToolCallId: 't', agent: 'explore' },
+    // Never written in: nothing to resume.
+    { sessionId: 'f', created: 11, updated: 11, origin: 'serve', messageCount: 0, model: 'm', title: null },
   ]);
   assert.deepEqual(s.map((x) => x.sessionId), ['d', 'b', 'a']);
   assert.match(unifiedDiff('f', 'a\nb\nc\n', 'a\nB\nc\n'), /@@ -1,3 \+1,3 @@\n a\n-b\n\+B\n c\n$/);

@@ -408,7 +408,7 @@ test('the chat webview in headless Chromium', { skip: !existsSync(CHROMIUM) && `
       const sid = chat.project!.sessionId!;
       host.pick = () => sid;
       await page.click('#history');
-      await page.waitForSelector('.note:has-text("Resumed session")');
+      await page.waitForSelector('.note:has-text("Resumed")');
       assert.match((await page.textContent('details.tool summary')) ?? '', /^✗ bash: sleep 30 · interrupted$/);
       assert.match((await page.textContent('.turn-end')) ?? '', /\[cancelled\]/);
     });

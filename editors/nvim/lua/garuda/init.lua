@@ -1752,8 +1752,10 @@ function M.sort_sessions(list)
   for _, s in ipairs(list or {}) do
     local origin = s.origin ~= vim.NIL and s.origin or nil
     local parent = s.parentSessionId ~= vim.NIL and s.parentSessionId or nil
-    -- Headless runs and agents' sub-sessions are not chats to resume.
-    if origin ~= 'exec' and not parent then
+    local title = s.title ~= vim.NIL and s.title or nil
+    -- Headless runs, agents' sub-sessions and sessions never written in (no title: no words
+    -- of the user's) are not chats to resume.
+    if origin ~= 'exec' and not parent and title then
       out[#out + 1] = s
     end
   end
