@@ -158,8 +158,8 @@ fn stage2_summary_shares_prefix_and_installs_in_order() {
         !all_text(&json!(msgs)).contains("\"five\""),
         "kept steps are not sent"
     );
-    // It repeats the main request's messages byte for byte (ids included), then the
-    // instruction joins the last user message.
+    // It repeats the main request's messages byte for byte (ids, long results and all),
+    // then the instruction follows the older part's last, completed round.
     for (a, b) in prev.iter().zip(msgs.iter()).take(msgs.len() - 1) {
         assert_eq!(strip_cache(a), strip_cache(b));
     }
@@ -171,9 +171,14 @@ fn stage2_summary_shares_prefix_and_installs_in_order() {
         "{instruction}"
     );
     assert!(instruction.contains("under about"), "names the size target");
-    // The system prompt is read from cache; nothing in the messages is written.
+    // The system prompt and the shared messages are read from cache: one marker ends the
+    // shared prefix (the provider looks back from it to what the main loop cached), none
+    // is on the instruction.
     assert!(all_text(&summary_req["system"]).contains("cache_control"));
-    assert!(!all_text(&json!(msgs)).contains("cache_control"));
+    let marked: Vec<usize> = (0..msgs.len())
+        .filter(|&i| all_text(&msgs[i]).contains("cache_control"))
+        .collect();
+    assert_eq!(marked, vec![msgs.len() - 2], "{}", json!(msgs));
     // Its usage is in the transcript, marked as a summary's.
     let transcript = std::fs::read_to_string(transcript_path(h.path(), &sid)).expect("transcript");
     assert!(

@@ -23,14 +23,14 @@ use crate::session::Record;
 use crate::session::compact::blocking_limit;
 use crate::session::compact::{
     self, FileSnapshot, InstallInput, Pressure, Relief, SUMMARY_SYSTEM, SummaryText, WorkerOutcome,
-    choose_relief, chunk_messages, chunk_rounds, cut_with_marker, extractive_handoff,
+    choose_relief, chunk_messages, chunk_rounds, cut_with_marker, extractive_handoff, fork_with,
     last_progress_poor, origins, pin, plan_kept, previous_summary, shrink_instruction, split_index,
     stage1, steps_since_compaction, strip_analysis, summary_instruction, summary_source,
     user_messages, without_regenerated,
 };
 use crate::session::records::{CompactTrigger, Summarizer, UsagePurpose, now_ms};
 use crate::session::tokens;
-use crate::session::view::{ViewMessage, prefix_end, side_cache_plan};
+use crate::session::view::{ViewMessage, prefix_end};
 use crate::tools::{Anchor, ReadMark, ToolClass};
 
 /// What a compaction did.
@@ -290,7 +290,13 @@ async fn summarize(
     let system = prompt.system.clone();
     let section = compact_section(prompt.part(PartKind::Instructions));
     let source = summary_source(older, policy.trim_over, policy.trim_to);
-    let fork_source = summary_source(as_viewed, policy.trim_over, policy.trim_to);
+    // The fork sends the older part exactly as the main request carries it (thinking,
+    // media, long results and all), so the provider reads all of it from cache; only the
+    // regular request rewrites it.
+    let fork_chars: usize = as_viewed
+        .iter()
+        .map(|m| crate::session::view::message_chars(&m.message))
+        .sum();
     let head = usize::from(prefix_end(older).is_some());
     let max_output = session.model().info.max_output;
     let mut attempts = 0u32;
@@ -310,11 +316,7 @@ async fn summarize(
         let instruction = summary_instruction(section.as_deref(), focus, target);
         let margin = b.window / 20;
         let instruction_t = est.estimate(instruction.chars().count());
-        let source_chars: usize = fork_source
-            .iter()
-            .map(crate::session::view::message_chars)
-            .sum();
-        let fork_t = est.estimate(fixed_chars(session) + source_chars) + instruction_t;
+        let fork_t = est.estimate(fixed_chars(session) + fork_chars) + instruction_t;
         let regular_in = est.estimate(SUMMARY_SYSTEM.len()) + instruction_t + target * 3 / 2;
         // The summary's own output budget: its target and room for the analysis, within
         // what the window leaves beside the smallest request that can carry it.
@@ -338,11 +340,11 @@ async fn summarize(
         // tried first, while nothing says it is too large and it has not failed.
         let forking = fork_ok && attempts == 0 && fork_t + max_tokens + margin <= b.window;
         let (request, chunks) = if forking {
-            let cache = side_cache_plan(as_viewed, policy.trim_over);
-            (
-                base(system.clone(), session.tool_specs(), cache),
-                vec![fork_source.clone()],
-            )
+            let fork = fork_with(as_viewed, instruction.clone());
+            let mut req = base(system.clone(), session.tool_specs(), fork.cache);
+            req.messages = fork.messages;
+            // One request, its messages already whole.
+            (req, vec![Vec::new()])
         } else {
             // Each refusal shrinks the chunks by a quarter; the summary so far rides along
             // with every later chunk.
@@ -389,7 +391,9 @@ async fn summarize(
                 summary_event(session, host, trigger, format!("part {} of {n}", k + 1));
             }
             let mut req = request.clone();
-            req.messages = chunk_messages(chunk, so_far.as_deref(), &instruction);
+            if !forking {
+                req.messages = chunk_messages(chunk, so_far.as_deref(), &instruction);
+            }
             let chars = request_chars(&req);
             match side_call(session, state, host, req, UsagePurpose::Summary, cancel).await {
                 Ok(resp) => {

@@ -48,20 +48,26 @@ pub fn collapse_fork(messages: &[ViewMessage], first: usize, last: usize) -> Opt
     if first > last || last >= messages.len() {
         return None;
     }
-    let shared = &messages[..=last];
-    let mut out = tag_messages(shared);
     let from = (first > 0).then(|| opening(&messages[first].message));
     let instruction = collapse_instruction(from.as_deref().map(|q| (q, last + 1 - first)));
+    Some(fork_with(&messages[..=last], instruction))
+}
+
+/// A fork of the main request: `shared` (a prefix of the view) rendered as the main request
+/// renders it, then `instruction`. The collapse and the compaction summary both ask this way.
+pub fn fork_with(shared: &[ViewMessage], instruction: String) -> Fork {
+    let mut out = tag_messages(shared);
+    let last = shared.len().checked_sub(1);
     // The instruction joins a final user message, after everything it holds (results lead),
     // so the prefix up to the message before stays byte for byte the main request's.
     let shared_end = match out.last_mut() {
         Some(m) if m.role == Role::User => {
             m.content.push(Block::text(instruction));
-            last.checked_sub(1)
+            last.and_then(|l| l.checked_sub(1))
         }
         _ => {
             out.push(Message::user_text(instruction));
-            Some(last)
+            last
         }
     };
     let mut marks: Vec<usize> = prefix_end(shared)
@@ -69,13 +75,13 @@ pub fn collapse_fork(messages: &[ViewMessage], first: usize, last: usize) -> Opt
         .filter(|&p| shared_end.is_some_and(|e| p < e))
         .collect();
     marks.extend(shared_end);
-    Some(Fork {
+    Fork {
         messages: out,
         cache: CachePlan {
             system: true,
             messages: marks,
         },
-    })
+    }
 }
 
 /// The opening of a message as one line, to name it in an instruction: its first text, or
@@ -176,6 +182,24 @@ mod tests {
         assert_eq!(f.cache.messages, vec![0, 1]);
         assert!(collapse_fork(&v, 3, 2).is_none());
         assert!(collapse_fork(&v, 0, 9).is_none());
+    }
+
+    #[test]
+    fn the_summary_fork_repeats_thinking_media_and_long_results_whole() {
+        let mut v = view();
+        v[1].message.content.insert(
+            0,
+            Block::Thinking {
+                thinking: "THINKING".into(),
+                signature: Some("sig".into()),
+            },
+        );
+        v[2].message.content.push(Block::text("R".repeat(50_000)));
+        let f = fork_with(&v[..4], "Summarize.".into());
+        // Nothing is rewritten: the provider reads all of it from cache.
+        assert_eq!(f.messages[..4], tag_messages(&v[..4])[..4]);
+        assert_eq!(f.messages[4].text(), "Summarize.");
+        assert_eq!(f.cache.messages.last(), Some(&3));
     }
 
     #[test]

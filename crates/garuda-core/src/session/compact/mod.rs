@@ -23,7 +23,9 @@ use super::view::ViewMessage;
 use crate::message::{Block, Role};
 
 pub use fit::{KeptPlan, kept_chars, plan_kept, with_its_request, without_regenerated};
-pub use fork::{COLLAPSE_INSTRUCTION, Fork, collapse_fork, collapse_instruction, opening};
+pub use fork::{
+    COLLAPSE_INSTRUCTION, Fork, collapse_fork, collapse_instruction, fork_with, opening,
+};
 pub use guard::{Pressure, Relief, choose_relief, last_progress_poor, steps_since_compaction};
 pub use handoff::{
     HANDOFF_LABEL, exit_code, extractive_handoff, files_touched, render_files_touched, render_todo,

@@ -80,21 +80,3 @@ pub fn first_trimmable(
     }
     (None, end.max(from))
 }
-
-/// A side request (the summary call) that repeats the start of the main request and then
-/// differs: markers only where the main request has them before the first difference (the
-/// compacted prefix, and the message before the oldest long result, which the summary
-/// request cuts), so it reads the cache and writes nothing new.
-pub fn side_cache_plan(messages: &[ViewMessage], trim_over: usize) -> CachePlan {
-    let mut marks: Vec<usize> = prefix_end(messages).into_iter().collect();
-    if let (Some(t), _) = first_trimmable(messages, 0, messages.len(), trim_over)
-        && let Some(before) = t.checked_sub(1)
-        && marks.last().is_none_or(|&p| before > p)
-    {
-        marks.push(before);
-    }
-    CachePlan {
-        system: true,
-        messages: marks,
-    }
-}

@@ -32,8 +32,7 @@ use crate::message::{Block, Message, Role};
 
 pub use budget::{SideFile, budget_replacement, oversized_results, tool_result_file_name};
 pub use cache::{
-    CachePlan, MAX_CACHE_MARKERS, first_trimmable, main_cache_plan, prefix_end, side_cache_plan,
-    stage1_end,
+    CachePlan, MAX_CACHE_MARKERS, first_trimmable, main_cache_plan, prefix_end, stage1_end,
 };
 pub use collapse::{SpanError, collapse_span};
 pub use incremental::ViewCache;

@@ -443,21 +443,6 @@ fn cache_markers_follow_the_stable_prefixes() {
     // While the long result is the newest step's there is no third marker.
     let short = build_view(&recs[..7], &no_mc(), 0);
     assert_eq!(short.cache.messages, vec![0, short.messages.len() - 1]);
-    // A summary request over the first 8 messages repeats them up to the long result.
-    assert_eq!(
-        side_cache_plan(&v.messages[..8], 1_000),
-        CachePlan {
-            system: true,
-            messages: vec![0, 5]
-        }
-    );
-    assert_eq!(
-        side_cache_plan(&v.messages[..4], 1_000),
-        CachePlan {
-            system: true,
-            messages: vec![0]
-        }
-    );
 }
 
 // ---------- property tests ----------
