@@ -611,13 +611,20 @@ impl ToolRegistry {
         self.entries.iter().find(|e| e.spec.name == name)
     }
 
-    /// The built-in tool that reads a workspace file (its schema rides along in the regular
-    /// summary request, as the seed's runtime keeps it).
-    pub fn file_reader(&self) -> Option<&ToolSpec> {
-        self.entries
+    /// The schemas the regular summary request keeps for its shape, as the seed's runtime
+    /// does: the built-in file reader, and while MCP definitions are deferred the tool search
+    /// with the MCP definitions the session has loaded. The request may call none of them.
+    pub fn summary_tools(&self) -> Vec<ToolSpec> {
+        let reader = self
+            .entries
             .iter()
             .find(|e| e.is_builtin() && e.class == ToolClass::Read && e.path_arg.is_some())
-            .map(|e| &e.spec)
+            .map(|e| e.spec.clone());
+        let mut out: Vec<ToolSpec> = reader.into_iter().collect();
+        if self.mcp_deferred() {
+            out.extend(self.mcp_specs());
+        }
+        out
     }
 
     /// The prompt lines the session's tools make true, sorted.
@@ -926,6 +933,11 @@ mod tests {
         assert!(r.has_mcp() && !r.mcp_deferred());
         assert_eq!(r.mcp_specs().len(), 2);
         assert!(!r.compactable().contains(&"mcp__a__y".to_string()));
+        let summary_names = |r: &ToolRegistry| -> Vec<String> {
+            r.summary_tools().into_iter().map(|s| s.name).collect()
+        };
+        // The regular summary request keeps the file reader alone while MCP is loaded...
+        assert_eq!(summary_names(&r), ["read_file"]);
 
         let deferred = crate::mcp::defer::plan(&specs, 10, 0.1);
         let r = ToolRegistry::for_session(Vec::new())
@@ -939,6 +951,8 @@ mod tests {
         assert!(r.mcp_deferred());
         assert_eq!(r.deferred_specs().len(), 2);
         assert_eq!(r.mcp_specs().len(), 1);
+        // ...and the tool search too while MCP definitions are deferred (seed row 153).
+        assert_eq!(summary_names(&r), ["read_file", "mcp_tool_search"]);
 
         let clash = ToolRegistry::for_session(vec![spec("mcp__a__x")])
             .unwrap()

@@ -304,7 +304,7 @@ async fn summarize(
     let mut cut_retried = false;
     let mut fork_ok = true;
     let mut tried_worker = false;
-    let regular_tools: Vec<_> = session.tools().file_reader().cloned().into_iter().collect();
+    let regular_tools = session.tools().summary_tools();
     let (summary, path) = 'outer: loop {
         let b = budgets(session, state);
         let est = state.tracker.estimator;
