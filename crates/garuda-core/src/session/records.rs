@@ -149,6 +149,11 @@ pub struct CompactBoundaryRecord {
     /// Original id of the last kept message.
     #[serde(default)]
     pub kept_tail_id: Option<String>,
+    /// Id of the installed message the kept suffix hangs from (its first copy's parent), so
+    /// a reader can reconnect the suffix without walking the chain; None when nothing was
+    /// kept, and in transcripts of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_anchor_id: Option<String>,
     /// True when the summary is an extractive handoff, not a model summary.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub extractive: bool,

@@ -1312,6 +1312,7 @@ mod tests {
             tokens_after: 5,
             kept_head_id: None,
             kept_tail_id: None,
+            kept_anchor_id: None,
             extractive: false,
             install_count: 3,
             summarizer: None,

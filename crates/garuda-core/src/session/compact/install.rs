@@ -584,6 +584,9 @@ pub fn plan_installation(input: &InstallInput<'_>) -> Installation {
         tokens_after,
         kept_head_id: kept.first().map(|m| m.id.clone()),
         kept_tail_id: kept.last().map(|m| m.id.clone()),
+        kept_anchor_id: (!kept.is_empty())
+            .then(|| head.checked_sub(1).map(|i| msgs[i].uuid.clone()))
+            .flatten(),
         extractive,
         install_count: (msgs.len() + usize::from(trim.is_some()) + usize::from(attached.is_some()))
             as u32,
@@ -684,6 +687,7 @@ pub fn plan_fresh_start(input: &FreshStart<'_>) -> Installation {
         tokens_after,
         kept_head_id: kept.first().map(|m| m.id.clone()),
         kept_tail_id: kept.last().map(|m| m.id.clone()),
+        kept_anchor_id: (!kept.is_empty()).then(|| msgs[0].uuid.clone()),
         extractive: true,
         install_count: msgs.len() as u32,
         summarizer: Some(Summarizer::Extractive),

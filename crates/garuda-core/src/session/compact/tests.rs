@@ -476,6 +476,8 @@ fn installation_order_and_post_compact_view() {
     assert_eq!(b.install_count as usize, plan.len() - 1);
     assert_eq!(b.kept_head_id.as_deref(), Some("a3"));
     assert_eq!(b.kept_tail_id.as_deref(), Some("u9"));
+    // The anchor is the installed message the kept suffix hangs from: the summary here.
+    assert_eq!(b.kept_anchor_id.as_deref(), Some(plan[1].uuid()));
     assert_eq!(b.tokens_after, inst.tokens_after);
     assert!(worth_installing(170_000, inst.tokens_after));
     let metas: Vec<Option<MessageMeta>> = plan[1..]
