@@ -594,3 +594,83 @@ fn pre_tool_use_does_not_run_for_a_call_plan_mode_refuses() {
     let tools: Vec<&str> = pre.iter().filter_map(|p| p["tool_name"].as_str()).collect();
     assert_eq!(tools, ["read_file"], "no hook for the refused write");
 }
+
+/// After a compaction, in the seed's order: SessionStart(compact) runs before PostCompact
+/// gets the summary; and InstructionsLoaded announces every instruction file the view carries
+/// again with the reason `compact`, a nested file the session attached included.
+#[test]
+fn after_a_compaction_session_start_runs_before_post_compact_and_nested_files_are_announced() {
+    let home = tempfile::tempdir().expect("home");
+    let log = home.path().join("log");
+    std::fs::create_dir_all(&log).expect("mkdir");
+    let l = log.display().to_string();
+    let mut cfg = format!("{WINDOW_100K}{NO_SANDBOX}");
+    for event in ["SessionStart", "PostCompact", "InstructionsLoaded"] {
+        cfg.push_str(&format!(
+            "[[hooks.{event}]]\nhooks = [{{ type = \"command\", command = {:?} }}]\n",
+            format!(
+                "input=$(cat); echo \"$input\" >> {l}/{event}.log; echo \"{event} $(echo \"$input\" | grep -o '\"source\":\"[a-z]*\"')\" >> {l}/order.log"
+            )
+        ));
+    }
+    write_config(home.path(), &cfg);
+    let mut replies = vec![
+        call("toolu_r", "read_file", json!({"path": "pkg/x.txt"})),
+        text("read it", 100),
+    ];
+    for i in 2..=6 {
+        replies.push(text(&format!("answer {i}"), 20_000));
+    }
+    replies.push(text("<summary>S</summary>", 50));
+    let mock = Mock::start(replies);
+    let (mut g, ws, wid) = start(home.path(), &mock);
+    std::fs::create_dir_all(ws.path().join("pkg")).expect("mkdir");
+    std::fs::write(ws.path().join("pkg/AGENTS.md"), "NESTED-RULE\n").expect("write");
+    std::fs::write(ws.path().join("pkg/x.txt"), "x\n").expect("write");
+    let sid = new_session(&mut g, &wid);
+    for q in ["read pkg/x.txt", "q2", "q3", "q4", "q5", "q6"] {
+        let r = turn(&mut g, &sid, q);
+        assert_eq!(r["stopReason"], "end_turn", "{q}: {r}");
+    }
+    let r = g.call("session/compact", json!({"sessionId": sid}));
+    assert_eq!(r["compacted"], true, "{r}");
+    let order = std::fs::read_to_string(log.join("order.log")).expect("order");
+    let lines: Vec<&str> = order.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.contains("\"source\":\"compact\""))
+        .expect("SessionStart(compact)");
+    let post = lines
+        .iter()
+        .position(|l| l.starts_with("PostCompact"))
+        .expect("PostCompact");
+    assert!(start < post, "{order}");
+    // InstructionsLoaded is fired without waiting: wait for the nested file's announcement.
+    let end = Instant::now() + Duration::from_secs(20);
+    let announced = loop {
+        let t = std::fs::read_to_string(log.join("InstructionsLoaded.log")).unwrap_or_default();
+        let compact: Vec<&str> = t
+            .lines()
+            .filter(|l| l.contains("\"load_reason\":\"compact\""))
+            .collect();
+        if compact.iter().any(|l| l.contains("pkg/AGENTS.md")) || Instant::now() > end {
+            break compact.join("\n");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(announced.contains("pkg/AGENTS.md"), "{announced}");
+    assert!(
+        announced
+            .lines()
+            .any(|l| l.contains("AGENTS.md") && !l.contains("pkg/AGENTS.md")),
+        "{announced}"
+    );
+    // The nested file was announced when the read first brought it into force, too.
+    let all = std::fs::read_to_string(log.join("InstructionsLoaded.log")).expect("log");
+    assert!(
+        all.lines()
+            .any(|l| l.contains("pkg/AGENTS.md")
+                && l.contains("\"load_reason\":\"nested_traversal\"")),
+        "{all}"
+    );
+}

@@ -656,9 +656,10 @@ fn hook_trigger(t: CompactTrigger) -> crate::hooks::CompactTrigger {
     }
 }
 
-/// After an installation: PostCompact gets the summary (its output is for the user), then the
-/// SessionStart(compact) hooks' context is installed last, after the attachments (seed 001),
-/// and the instruction files in force are announced to InstructionsLoaded.
+/// After an installation, in the seed's order: the SessionStart(compact) hooks' context is
+/// installed last, after the attachments; then PostCompact gets the summary (its output is
+/// for the user); and the instruction files, nested files and rules the view carries again
+/// are announced to InstructionsLoaded.
 async fn after_compaction(
     session: &Arc<LiveSession>,
     state: &mut SessionState,
@@ -669,20 +670,21 @@ async fn after_compaction(
 ) -> Result<(), TurnError> {
     use crate::hooks::{EventData, HookEvent, SessionSource};
     let transcript = Some(state.file.path().to_path_buf());
-    let data = EventData::PostCompact {
-        trigger,
-        compact_summary: summary,
-    };
-    let _ = super::hooks::fire(session, host, transcript.clone(), data, cancel).await;
     let data = EventData::SessionStart {
         source: SessionSource::Compact,
         model: Some(session.model_spec()),
     };
-    let out = super::hooks::fire(session, host, transcript, data, cancel).await;
+    let out = super::hooks::fire(session, host, transcript.clone(), data, cancel).await;
     if let Some(text) = out.context_text() {
         super::hooks::append_context(state, HookEvent::SessionStart, &text)?;
     }
-    super::hooks::instructions_loaded(session, "compact");
+    let data = EventData::PostCompact {
+        trigger,
+        compact_summary: summary,
+    };
+    let _ = super::hooks::fire(session, host, transcript, data, cancel).await;
+    let scoped: Vec<String> = state.scope.attached.keys().cloned().collect();
+    super::hooks::instructions_loaded(session, "compact", &scoped);
     Ok(())
 }
 

@@ -146,7 +146,7 @@ pub(crate) async fn before_prompt(
         if let Some(text) = out.context_text() {
             append_context(state, HookEvent::SessionStart, &text)?;
         }
-        instructions_loaded(session, "session_start");
+        instructions_loaded(session, "session_start", &[]);
     }
     // An agent's task is not the user's prompt: the caller's prompt went through the hooks.
     if session.is_agent() || !session.setup.hooks.has(HookEvent::UserPromptSubmit) {
@@ -175,24 +175,51 @@ pub(crate) async fn before_prompt(
     Ok(input)
 }
 
-/// InstructionsLoaded for every instruction file of the system prompt (`session_start`,
-/// `compact`), without waiting.
-pub(crate) fn instructions_loaded(session: &std::sync::Arc<LiveSession>, reason: &str) {
+/// InstructionsLoaded for every instruction file of the system prompt and every nested file
+/// or path-scoped rule in `scoped` (root-relative paths the view carries again), without
+/// waiting. Reasons: `session_start`, `compact` (a reload re-reads all of them).
+pub(crate) fn instructions_loaded(
+    session: &std::sync::Arc<LiveSession>,
+    reason: &str,
+    scoped: &[String],
+) {
     if !session.setup.hooks.has(HookEvent::InstructionsLoaded) {
         return;
     }
-    let root = session.setup.workspace.root.path().to_path_buf();
-    for s in session.prompt().sources.iter().filter(|s| s.in_force) {
-        let global = std::path::Path::new(&s.path).is_absolute();
-        fire_and_forget(
-            session,
-            EventData::InstructionsLoaded {
-                file_path: root.join(&s.path),
-                memory_type: if global { "User" } else { "Project" }.to_string(),
-                load_reason: reason.to_string(),
-            },
-        );
+    let top = session
+        .prompt()
+        .sources
+        .iter()
+        .filter(|s| s.in_force)
+        .map(|s| s.path.clone())
+        .collect::<Vec<_>>();
+    for path in top.iter().chain(scoped) {
+        announce(session, path, reason);
     }
+}
+
+/// InstructionsLoaded for nested files and rules a scoped note just brought into force.
+pub(crate) fn scoped_loaded(session: &std::sync::Arc<LiveSession>, loaded: &[(String, &str)]) {
+    if !session.setup.hooks.has(HookEvent::InstructionsLoaded) {
+        return;
+    }
+    for (path, reason) in loaded {
+        announce(session, path, reason);
+    }
+}
+
+/// One InstructionsLoaded, without waiting (`path` root-relative, or absolute for the user's
+/// own file).
+fn announce(session: &std::sync::Arc<LiveSession>, path: &str, reason: &str) {
+    let global = std::path::Path::new(path).is_absolute();
+    fire_and_forget(
+        session,
+        EventData::InstructionsLoaded {
+            file_path: session.setup.workspace.root.path().join(path),
+            memory_type: if global { "User" } else { "Project" }.to_string(),
+            load_reason: reason.to_string(),
+        },
+    );
 }
 
 /// Why a PreToolUse outcome stops the call (a block or a deny), when it does.

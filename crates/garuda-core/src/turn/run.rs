@@ -383,7 +383,8 @@ impl<'a> Turn<'a> {
         }
         // Nested instructions changed on disk since the last turn.
         let scoped = super::scoped::scoped_note(session, state)?;
-        state.append(scoped)?;
+        state.append(scoped.records)?;
+        super::hooks::scoped_loaded(session, &scoped.loaded);
         super::skills::change_note(session, state)?;
         let user = MessageRecord::new(Role::User, input, state.last_message_id());
         outcome.message_ids.push(user.uuid.clone());
@@ -737,7 +738,8 @@ impl<'a> Turn<'a> {
         super::plan::record_approved(state)?;
         // Instructions of the folders the tools just worked in join the results' message.
         let scoped = super::scoped::scoped_note(session, state)?;
-        state.append(scoped)?;
+        state.append(scoped.records)?;
+        super::hooks::scoped_loaded(session, &scoped.loaded);
         Ok(())
     }
 

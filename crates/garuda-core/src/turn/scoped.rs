@@ -208,20 +208,29 @@ fn check_view(session: &LiveSession, state: &mut SessionState) -> Result<(), Tur
     Ok(())
 }
 
+/// A scoped note's records, and the files it brought into force (root-relative path and
+/// the InstructionsLoaded reason: `nested_traversal` for a nested file, `path_glob_match`
+/// for a rule, as Claude Code names them).
+#[derive(Default)]
+pub(crate) struct ScopedNote {
+    pub records: Vec<Record>,
+    pub loaded: Vec<(String, &'static str)>,
+}
+
 /// The note (and its record) for nested files and rules newly in force, changed on disk or
 /// no longer in force since the model last heard; empty when nothing changed. Cheap when
 /// nothing was touched and no file changed since the last call.
 pub(crate) fn scoped_note(
     session: &LiveSession,
     state: &mut SessionState,
-) -> Result<Vec<Record>, TurnError> {
+) -> Result<ScopedNote, TurnError> {
     let ws = &session.setup.workspace;
     if !ws.config.instructions.scoped() {
-        return Ok(Vec::new());
+        return Ok(ScopedNote::default());
     }
     let generation = ws.generation();
     if !state.scope.dirty && state.scope.generation == Some(generation) {
-        return Ok(Vec::new());
+        return Ok(ScopedNote::default());
     }
     check_view(session, state)?;
     let in_force = compute(ws, &state.scope.touched);
@@ -248,7 +257,7 @@ pub(crate) fn scoped_note(
     entries.extend(gone.iter().map(|p| NoteEntry::Removed(p)));
     if entries.is_empty() {
         scope.in_force = in_force;
-        return Ok(Vec::new());
+        return Ok(ScopedNote::default());
     }
     let text = nested::note(&entries);
     let mut message =
@@ -256,11 +265,17 @@ pub(crate) fn scoped_note(
     message.meta = Some(MessageMeta::InstructionNote);
     let mut paths = Vec::new();
     let mut versions = Vec::new();
+    let mut loaded = Vec::new();
     for e in &entries {
         match e {
             NoteEntry::Added(s) | NoteEntry::Changed(s) => {
                 paths.push(s.path.clone());
                 versions.push(s.version.clone());
+                let reason = match s.kind {
+                    crate::prompt::SourceKind::Rule => "path_glob_match",
+                    _ => "nested_traversal",
+                };
+                loaded.push((s.path.clone(), reason));
             }
             NoteEntry::Removed(p) => {
                 paths.push(p.to_string());
@@ -279,10 +294,10 @@ pub(crate) fn scoped_note(
     let scope = &mut state.scope;
     scope.apply(&record);
     scope.in_force = in_force;
-    Ok(vec![
-        Record::InstructionChange(record),
-        Record::Message(message),
-    ])
+    Ok(ScopedNote {
+        records: vec![Record::InstructionChange(record), Record::Message(message)],
+        loaded,
+    })
 }
 
 /// A re-attachment and what the session knows once it is installed.
