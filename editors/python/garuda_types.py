@@ -180,6 +180,54 @@ class BlockToolResult(_BlockToolResultRequired, total=False):
     is_error: bool
 
 
+class _CacheInspectRequired(TypedDict):
+    # The newest misses (at most 20), oldest first.
+    misses: List[CacheMissAt]
+    # The same over the session's main requests.
+    sessionHitRatio: float
+
+
+class CacheInspect(_CacheInspectRequired, total=False):
+    """The prompt cache in `context/inspect`: hit ratios and the newest misses with their causes (protocol/CONTEXT.md, "Cache misses")."""
+
+    # Share of the last main request's prompt read from the cache; absent before any.
+    lastHitRatio: Optional[float]
+
+
+class _CacheMissRequired(TypedDict):
+    # `firstRequest`, `modelSwitch`, `compaction`, `systemChanged`, `toolsChanged`, `messageChanged`, `expired` or `unknown`.
+    cause: str
+    # One line for people.
+    message: str
+
+
+class CacheMiss(_CacheMissRequired, total=False):
+    """Why a main request read less from the provider's prompt cache than the previous one left there (protocol/CONTEXT.md, "Cache misses")."""
+
+    # `expired`: seconds since the previous request.
+    idleSecs: Optional[int]
+    # `messageChanged`: index of the first changed message.
+    index: Optional[int]
+
+
+class _CacheMissAtRequired(TypedDict):
+    # `firstRequest`, `modelSwitch`, `compaction`, `systemChanged`, `toolsChanged`, `messageChanged`, `expired` or `unknown`.
+    cause: str
+    # One line for people.
+    message: str
+    # Unix milliseconds of the request's answer.
+    time: int
+
+
+class CacheMissAt(_CacheMissAtRequired, total=False):
+    """A cache miss and when it happened."""
+
+    # `expired`: seconds since the previous request.
+    idleSecs: Optional[int]
+    # `messageChanged`: index of the first changed message.
+    index: Optional[int]
+
+
 class CloseResult(TypedDict):
     """`workspace/close` result."""
 
@@ -516,6 +564,8 @@ class InspectResult(_InspectResultRequired, total=False):
     autoCollapses: int
     # With auto-compaction off: the most tokens a request may carry (the window less the least output room); a larger one is refused with -32060 before it is sent.
     blockingLimit: Optional[int]
+    # How the main requests read the provider's prompt cache.
+    cache: CacheInspect
     # Collapse summaries in the view (manual and automatic).
     collapses: int
     # Tokens of the git state note (captured at session start) in the view; 0 when none.
@@ -1156,8 +1206,14 @@ class _TurnEventUsageRequired(TypedDict):
 class TurnEventUsage(_TurnEventUsageRequired, total=False):
     """Usage of the step that just ended."""
 
+    # Share of this request's prompt read from the provider's cache (0 to 1).
+    cacheHitRatio: float
+    # Present when this request read less than the previous one left cached: why.
+    cacheMiss: Union[CacheMiss, None]
     # The session's cost so far in US dollars (every response, summaries included, at the current model's prices); absent when the config names no prices for the model.
     costUsd: Optional[float]
+    # The same over the session's main requests so far.
+    sessionCacheHitRatio: float
 
 
 class _TurnEventHookRequired(TypedDict):

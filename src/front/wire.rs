@@ -100,6 +100,24 @@ pub fn role_out(r: core::Role) -> w::Role {
     }
 }
 
+/// A cache miss's cause on the wire: its name, its fact, and a line for people.
+pub fn cache_miss_out(m: &garuda_core::session::cache_miss::CacheMiss) -> w::CacheMiss {
+    use garuda_core::session::cache_miss::CacheMiss as M;
+    let value = serde_json::to_value(m).unwrap_or_default();
+    w::CacheMiss {
+        cause: value["cause"].as_str().unwrap_or("unknown").to_string(),
+        index: match m {
+            M::MessageChanged { index } => Some(*index as u64),
+            _ => None,
+        },
+        idle_secs: match m {
+            M::Expired { idle_secs } => Some(*idle_secs),
+            _ => None,
+        },
+        message: m.describe(),
+    }
+}
+
 /// Usage for the wire.
 pub fn usage_out(u: core::Usage) -> w::Usage {
     w::Usage {
@@ -469,6 +487,19 @@ pub fn inspect_out(r: ContextReport) -> w::InspectResult {
                 cost_usd: u.cost_usd,
             })
             .collect(),
+        cache: w::CacheInspect {
+            last_hit_ratio: r.cache.last_hit_ratio,
+            session_hit_ratio: r.cache.session_hit_ratio,
+            misses: r
+                .cache
+                .misses
+                .iter()
+                .map(|(time, m)| w::CacheMissAt {
+                    time: *time,
+                    miss: cache_miss_out(m),
+                })
+                .collect(),
+        },
     }
 }
 
@@ -537,10 +568,16 @@ pub fn event_out(e: TurnEvent) -> w::TurnEvent {
             usage,
             context_tokens,
             cost_usd,
+            cache_hit_ratio,
+            session_cache_hit_ratio,
+            cache_miss,
         } => w::TurnEvent::Usage {
             usage: usage_out(usage),
             context_tokens,
             cost_usd,
+            cache_hit_ratio,
+            session_cache_hit_ratio,
+            cache_miss: cache_miss.as_ref().map(cache_miss_out),
         },
         TurnEvent::Retry {
             attempt,

@@ -1263,3 +1263,51 @@ fn a_cut_summary_is_never_installed_and_the_three_tokens_after_agree() {
         .expect("finished");
     assert_eq!(finished["tokensAfter"], r["tokensAfter"], "{finished}");
 }
+
+/// A main request that reads less from the cache than the previous one left there says
+/// why, in its `usage` event and in `context/inspect` (the newest misses and the ratios).
+#[test]
+fn every_cache_miss_has_a_cause_in_the_usage_event_and_inspect() {
+    let cached = |t: &str, read: u64, write: u64| {
+        MockReply::Sse(anthropic_text(
+            t,
+            MockUsage {
+                input: 10,
+                output: 5,
+                cache_creation: write,
+                cache_read: read,
+            },
+        ))
+    };
+    let mock = Mock::start(vec![
+        cached("one", 0, 1_000),
+        cached("two", 1_000, 100),
+        // Nothing Garuda sent changed, yet nothing was read: the provider's side.
+        cached("three", 0, 1_200),
+    ]);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    for q in ["q1", "q2", "q3"] {
+        let r = turn(&mut g, &sid, q);
+        assert_eq!(r["stopReason"], "end_turn", "{r}");
+    }
+    let usage: Vec<Value> = g
+        .turn_events()
+        .into_iter()
+        .filter(|e| e["kind"] == "usage")
+        .collect();
+    assert_eq!(usage.len(), 3, "{usage:?}");
+    assert_eq!(usage[0]["cacheMiss"]["cause"], "firstRequest", "{}", usage[0]);
+    assert!(usage[1].get("cacheMiss").is_none(), "{}", usage[1]);
+    let ratio = usage[1]["cacheHitRatio"].as_f64().expect("ratio");
+    assert!((ratio - 1_000.0 / 1_110.0).abs() < 1e-6, "{ratio}");
+    assert_eq!(usage[2]["cacheMiss"]["cause"], "unknown", "{}", usage[2]);
+    assert!(usage[2]["cacheMiss"]["message"].as_str().is_some());
+    let i = g.call("context/inspect", json!({"sessionId": sid}));
+    let misses = i["cache"]["misses"].as_array().expect("misses");
+    let causes: Vec<&str> = misses.iter().filter_map(|m| m["cause"].as_str()).collect();
+    assert_eq!(causes, ["firstRequest", "unknown"], "{i}");
+    assert_eq!(i["cache"]["lastHitRatio"], 0.0, "{i}");
+    let session = i["cache"]["sessionHitRatio"].as_f64().expect("ratio");
+    assert!((session - 1_000.0 / 3_330.0).abs() < 1e-6, "{session}");
+}

@@ -922,6 +922,34 @@ pub struct InspectResult {
     /// out. The session's cost (`costUsd` of `usage` events) is the sum of these rows.
     #[serde(default)]
     pub usage_by_purpose: Vec<PurposeUsage>,
+    /// How the main requests read the provider's prompt cache.
+    #[serde(default)]
+    pub cache: CacheInspect,
+}
+
+/// The prompt cache in `context/inspect`: hit ratios and the newest misses with their causes
+/// (protocol/CONTEXT.md, "Cache misses").
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheInspect {
+    /// Share of the last main request's prompt read from the cache; absent before any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_hit_ratio: Option<f64>,
+    /// The same over the session's main requests.
+    pub session_hit_ratio: f64,
+    /// The newest misses (at most 20), oldest first.
+    pub misses: Vec<CacheMissAt>,
+}
+
+/// A cache miss and when it happened.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheMissAt {
+    /// Unix milliseconds of the request's answer.
+    pub time: u64,
+    /// Why.
+    #[serde(flatten)]
+    pub miss: wire::CacheMiss,
 }
 
 /// The requests of one purpose over a session (`context/inspect`).

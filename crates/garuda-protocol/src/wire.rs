@@ -94,6 +94,24 @@ pub struct Usage {
     pub cache_read_input_tokens: u64,
 }
 
+/// Why a main request read less from the provider's prompt cache than the previous one left
+/// there (protocol/CONTEXT.md, "Cache misses").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheMiss {
+    /// `firstRequest`, `modelSwitch`, `compaction`, `systemChanged`, `toolsChanged`,
+    /// `messageChanged`, `expired` or `unknown`.
+    pub cause: String,
+    /// `messageChanged`: index of the first changed message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u64>,
+    /// `expired`: seconds since the previous request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_secs: Option<u64>,
+    /// One line for people.
+    pub message: String,
+}
+
 /// Why the model (or Garuda) ended a response or turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -382,6 +400,15 @@ pub enum TurnEvent {
         /// the current model's prices); absent when the config names no prices for the model.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
+        /// Share of this request's prompt read from the provider's cache (0 to 1).
+        #[serde(default)]
+        cache_hit_ratio: f64,
+        /// The same over the session's main requests so far.
+        #[serde(default)]
+        session_cache_hit_ratio: f64,
+        /// Present when this request read less than the previous one left cached: why.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_miss: Option<CacheMiss>,
     },
     /// A hook event: its hooks `started`, `finished`, `blocked` what the event is about,
     /// or one `failed` (a warning for the user); see protocol/HOOKS.md.

@@ -115,6 +115,54 @@ export type Block = {
   type: "tool_result";
 };
 
+/**
+ * The prompt cache in `context/inspect`: hit ratios and the newest misses with their causes
+ * (protocol/CONTEXT.md, "Cache misses").
+ */
+export type CacheInspect = {
+  /** Share of the last main request's prompt read from the cache; absent before any. */
+  lastHitRatio?: number | null;
+  /** The newest misses (at most 20), oldest first. */
+  misses: CacheMissAt[];
+  /** The same over the session's main requests. */
+  sessionHitRatio: number;
+};
+
+/**
+ * Why a main request read less from the provider's prompt cache than the previous one left
+ * there (protocol/CONTEXT.md, "Cache misses").
+ */
+export type CacheMiss = {
+  /**
+   * `firstRequest`, `modelSwitch`, `compaction`, `systemChanged`, `toolsChanged`,
+   * `messageChanged`, `expired` or `unknown`.
+   */
+  cause: string;
+  /** `expired`: seconds since the previous request. */
+  idleSecs?: number | null;
+  /** `messageChanged`: index of the first changed message. */
+  index?: number | null;
+  /** One line for people. */
+  message: string;
+};
+
+/** A cache miss and when it happened. */
+export type CacheMissAt = {
+  /**
+   * `firstRequest`, `modelSwitch`, `compaction`, `systemChanged`, `toolsChanged`,
+   * `messageChanged`, `expired` or `unknown`.
+   */
+  cause: string;
+  /** `expired`: seconds since the previous request. */
+  idleSecs?: number | null;
+  /** `messageChanged`: index of the first changed message. */
+  index?: number | null;
+  /** One line for people. */
+  message: string;
+  /** Unix milliseconds of the request's answer. */
+  time: number;
+};
+
 /** `workspace/close` result. */
 export type CloseResult = {
   /** True when the workspace was open and is now closed. */
@@ -391,6 +439,8 @@ export type InspectResult = {
    * least output room); a larger one is refused with -32060 before it is sent.
    */
   blockingLimit?: number | null;
+  /** How the main requests read the provider's prompt cache. */
+  cache?: CacheInspect;
   /** Collapse summaries in the view (manual and automatic). */
   collapses?: number;
   /** The model's window from the model table or the config. */
@@ -1028,6 +1078,10 @@ export type TurnEvent = {
   /** Text given to the model. */
   output: string;
 } | {
+  /** Share of this request's prompt read from the provider's cache (0 to 1). */
+  cacheHitRatio?: number;
+  /** Present when this request read less than the previous one left cached: why. */
+  cacheMiss?: CacheMiss | null;
   /** The real context size (input + cache creation + cache read). */
   contextTokens: number;
   /**
@@ -1036,6 +1090,8 @@ export type TurnEvent = {
    */
   costUsd?: number | null;
   kind: "usage";
+  /** The same over the session's main requests so far. */
+  sessionCacheHitRatio?: number;
   /** As reported by the provider. */
   usage: Usage;
 } | {

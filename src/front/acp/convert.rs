@@ -328,11 +328,29 @@ pub fn event_update(event: TurnEvent, context_window: u64) -> Option<acp::Sessio
         TurnEvent::Usage {
             context_tokens,
             cost_usd,
+            cache_hit_ratio,
+            session_cache_hit_ratio,
+            cache_miss,
             ..
-        } => acp::SessionUpdate::UsageUpdate(
-            acp::UsageUpdate::new(context_tokens, context_window)
-                .cost(cost_usd.map(|c| acp::Cost::new(c, "USD"))),
-        ),
+        } => {
+            // The cache's share and a miss's cause have no ACP field: Garuda's own, under
+            // _meta, for clients that show them.
+            let mut meta = acp::Meta::new();
+            let mut garuda = serde_json::json!({
+                "cacheHitRatio": cache_hit_ratio,
+                "sessionCacheHitRatio": session_cache_hit_ratio,
+            });
+            if let Some(m) = cache_miss.as_ref() {
+                garuda["cacheMiss"] =
+                    serde_json::to_value(crate::front::wire::cache_miss_out(m)).unwrap_or_default();
+            }
+            meta.insert("garuda".into(), garuda);
+            acp::SessionUpdate::UsageUpdate(
+                acp::UsageUpdate::new(context_tokens, context_window)
+                    .cost(cost_usd.map(|c| acp::Cost::new(c, "USD")))
+                    .meta(meta),
+            )
+        }
         // What a hook blocked or why one failed reaches the user as a thought line; started
         // and finished hooks leave no trace.
         TurnEvent::Hook {
@@ -684,13 +702,21 @@ mod tests {
                 usage: Default::default(),
                 context_tokens: 7,
                 cost_usd: None,
+                cache_hit_ratio: 0.5,
+                session_cache_hit_ratio: 0.75,
+                cache_miss: Some(garuda_core::session::cache_miss::CacheMiss::Expired {
+                    idle_secs: 400,
+                }),
             },
             100,
         )
         .unwrap());
         assert_eq!(
             v,
-            json!({"sessionUpdate": "usage_update", "used": 7, "size": 100})
+            json!({"sessionUpdate": "usage_update", "used": 7, "size": 100, "_meta": {"garuda": {
+                "cacheHitRatio": 0.5, "sessionCacheHitRatio": 0.75,
+                "cacheMiss": {"cause": "expired", "idleSecs": 400,
+                    "message": "the cache expired: 400 s since the previous request"}}}})
         );
         assert!(event_update(TurnEvent::StepStarted { step: 1 }, 1).is_none());
     }

@@ -74,6 +74,8 @@ pub struct ContextReport {
     pub hooks: std::sync::Arc<crate::hooks::HookSet>,
     /// What the session's requests used and cost, per purpose (main loop first).
     pub usage: Vec<crate::session::usage::PurposeUsage>,
+    /// How the main requests read the provider's cache, and the newest misses' causes.
+    pub cache: crate::session::cache_miss::CacheReport,
 }
 
 /// The newest installed compaction, from its boundary record.
@@ -252,7 +254,10 @@ impl Engine {
         let live = self.session(id)?;
         let prices = live.model().info.prices;
         let by_purpose = |records: &[crate::session::Record]| {
-            crate::session::usage::by_purpose(records, prices.as_ref())
+            (
+                crate::session::usage::by_purpose(records, prices.as_ref()),
+                crate::session::cache_miss::report(records),
+            )
         };
         let (context_tokens, message_chars, tracker, paused, learned, relief, scoped, last, usage) =
             match live.try_state().ok_or(()) {
@@ -379,7 +384,8 @@ impl Engine {
             prompt_warnings: prompt.warnings.clone(),
             last_compaction: last,
             hooks: live.setup.hooks.clone(),
-            usage,
+            usage: usage.0,
+            cache: usage.1,
         })
     }
 }

@@ -4,6 +4,7 @@
 //! that selects what the model sees, `tokens` the context accounting, `usage` what the requests used per purpose and
 //! `compact` the compaction planning. Everything except `store` is pure.
 
+pub mod cache_miss;
 pub mod compact;
 pub mod records;
 pub mod store;

@@ -364,6 +364,10 @@ pub struct UsageRecord {
     /// its own model); absent: the session's model, priced at its current prices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// A main request's cache miss and its cause (absent: it read what it could, a side
+    /// request, or a transcript of an earlier version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_miss: Option<super::cache_miss::CacheMiss>,
 }
 
 /// Instruction or memory files changed on disk; or (with `scoped`) nested instruction files

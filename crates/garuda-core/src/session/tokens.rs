@@ -327,6 +327,7 @@ mod tests {
             view_chars: Some(30_000),
             purpose: None,
             cost_usd: None,
+            cache_miss: None,
         });
         let r = ContextTracker::replay(&[rec]);
         assert_eq!(r.context_tokens(34_000, 0), 11_050);

@@ -84,6 +84,7 @@ mod tests {
             view_chars: None,
             purpose,
             cost_usd,
+            cache_miss: None,
         })
     }
 

@@ -54,6 +54,12 @@ pub enum TurnEvent {
         context_tokens: u64,
         /// The session's cost so far in US dollars, when the config names the model's prices.
         cost_usd: Option<f64>,
+        /// Share of this request's prompt read from the provider's cache.
+        cache_hit_ratio: f64,
+        /// The same over the session's main requests so far.
+        session_cache_hit_ratio: f64,
+        /// Why this request read less than the previous one left cached (None: it did not).
+        cache_miss: Option<crate::session::cache_miss::CacheMiss>,
     },
     /// The provider call is retried after an error.
     Retry {

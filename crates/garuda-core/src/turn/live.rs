@@ -243,6 +243,8 @@ pub(crate) struct SessionState {
     records: Vec<Record>,
     /// Usage of the last response.
     pub(super) last_usage: Option<Usage>,
+    /// The last main request's print and usage, to explain the next one's cache misses.
+    pub(super) cache_print: Option<(crate::session::cache_miss::RequestPrint, Usage)>,
     /// The latest note putting changed instruction files in force (None: the system prompt
     /// is current, or no note was sent since the last compaction).
     pub(super) root_note: Option<super::notes::RootNoted>,
@@ -505,6 +507,7 @@ impl LiveSession {
             state: tokio::sync::Mutex::new(SessionState {
                 file,
                 last_usage: None,
+                cache_print: None,
                 root_note: None,
                 stale_notes,
                 view_cache: ViewCache::new(),

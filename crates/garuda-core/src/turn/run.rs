@@ -18,6 +18,7 @@ use super::view::forget_reads_out_of_view;
 use super::view::step_view;
 use crate::message::{Block, Role, StopReason, Usage};
 use crate::provider::{ModelRequest, ModelResponse, ProviderError, StreamEvent};
+use crate::session::cache_miss::{self, CacheMiss, RequestPrint};
 use crate::session::compact::{nudge_due, nudge_text, result_budget_chars};
 use crate::session::records::CompactTrigger;
 use crate::session::records::{
@@ -266,6 +267,8 @@ struct Turn<'a> {
 struct Sent {
     request_chars: u64,
     view_chars: usize,
+    /// What the request sent, in hashes, to explain a cache miss.
+    print: RequestPrint,
 }
 
 /// How a failed model call ends the step.
@@ -483,9 +486,22 @@ impl<'a> Turn<'a> {
             output_schema: self.output_schema.clone(),
             no_tool_calls: false,
         };
+        let boundary = state.records().iter().rev().find_map(|r| match r {
+            Record::CompactBoundary(b) => Some(b.uuid.clone()),
+            _ => None,
+        });
+        let print = RequestPrint::new(
+            &request.model,
+            &request.system,
+            &serde_json::to_string(&request.tools).unwrap_or_default(),
+            &request.messages,
+            now_ms(),
+            boundary,
+        );
         let sent = Sent {
             request_chars: request_chars(&request) as u64,
             view_chars: sv.view_chars,
+            print,
         };
         Ok((request, sent))
     }
@@ -576,12 +592,17 @@ impl<'a> Turn<'a> {
         let state = &mut *self.state;
         self.outcome.usage.add(&response.usage);
         state.last_usage = Some(response.usage);
+        let cache_miss = explain_miss(state, &sent.print, &response.usage);
+        state.cache_print = Some((sent.print.clone(), response.usage));
         self.host.event(
             &session.id,
             TurnEvent::Usage {
                 usage: response.usage,
                 context_tokens: response.usage.context_tokens(),
                 cost_usd: session_cost(session, state, &response.usage),
+                cache_hit_ratio: cache_miss::hit_ratio(&response.usage),
+                session_cache_hit_ratio: session_hit_ratio(state.records(), &response.usage),
+                cache_miss: cache_miss.clone(),
             },
         );
         let assistant = MessageRecord::new(
@@ -603,6 +624,7 @@ impl<'a> Turn<'a> {
                 usage: response.usage,
                 purpose: None,
                 cost_usd: None,
+                cache_miss,
             }),
         ])?;
         state.tracker.on_usage(
@@ -774,6 +796,7 @@ impl<'a> Turn<'a> {
                 view_chars: None,
                 purpose: Some(UsagePurpose::Agent),
                 cost_usd: out.meta.agent.as_ref().and_then(|a| a.cost_usd),
+                cache_miss: None,
             })])?;
         }
         host.event(
@@ -799,6 +822,36 @@ impl<'a> Turn<'a> {
 /// The context_efficiency nudge: when the context grew by `nudge_share` of the window since
 /// the last snip (or nudge, or shrink) and the model has the snip tool, a note suggesting it
 /// joins the next user message.
+/// Why a main request read less from the cache than the previous one left: against the
+/// previous request's print, or after a load against the last main request's time alone.
+fn explain_miss(state: &SessionState, print: &RequestPrint, usage: &Usage) -> Option<CacheMiss> {
+    if let Some((p, u)) = &state.cache_print {
+        return cache_miss::explain(Some((p, u)), print, usage);
+    }
+    let last = state.records().iter().rev().find_map(|r| match r {
+        Record::Usage(u) if u.purpose.is_none() => Some((u.usage, u.time)),
+        _ => None,
+    });
+    match last {
+        Some((u, time)) => cache_miss::explain_after_load((&u, time), print, usage),
+        None => cache_miss::explain(None, print, usage),
+    }
+}
+
+/// Share of the session's main prompts read from the cache, `latest` (not yet recorded)
+/// included.
+fn session_hit_ratio(records: &[Record], latest: &Usage) -> f64 {
+    let mut total = *latest;
+    for r in records {
+        if let Record::Usage(u) = r
+            && u.purpose.is_none()
+        {
+            total.add(&u.usage);
+        }
+    }
+    cache_miss::hit_ratio(&total)
+}
+
 fn nudge_if_due(session: &LiveSession, state: &mut SessionState) -> Result<(), TurnError> {
     let share = session.setup.compact.nudge_share;
     if share <= 0.0 || !session.tools().offers_snip() {

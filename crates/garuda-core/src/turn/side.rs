@@ -59,6 +59,7 @@ pub(crate) async fn side_call(
             view_chars: None,
             purpose: Some(purpose),
             cost_usd: None,
+            cache_miss: None,
         });
         if let Err(e) = state.append(vec![record]) {
             tracing::warn!("cannot record the usage of a side request: {e}");
