@@ -134,6 +134,10 @@ agent's own, never the session's.")
 (defvar-local garuda--model nil "The chat buffer's model.")
 (defvar-local garuda--window nil "Context window of the model.")
 (defvar-local garuda--context-tokens nil "Context tokens of the last step.")
+(defvar-local garuda--cache-ratio nil
+  "Share of the session's prompts read from the provider's cache, from the last step.")
+(defvar-local garuda--cache-miss nil
+  "Why the last step's request missed the cache (a plist with :cause), or nil.")
 (defvar-local garuda--input-marker nil "Start of the input area (after the prompt).")
 (defvar-local garuda--output-marker nil "Where streamed text goes (before the prompt).")
 (defvar-local garuda--running nil "Non-nil while a turn runs.")
@@ -1061,6 +1065,9 @@ It is a mode line construct, so a % in it is doubled."
       (format " · %s/%s (%d%%)" (garuda--tokens (or garuda--context-tokens 0))
               (garuda--tokens garuda--window)
               (round (* 100.0 (/ (float (or garuda--context-tokens 0)) garuda--window)))))
+    ;; Only once the provider reported a cache read: a local server without one shows nothing.
+    (when (and (numberp garuda--cache-ratio) (> garuda--cache-ratio 0))
+      (format " · cache %d%%" (round (* 100 garuda--cache-ratio))))
     (when garuda--running (format " · %s%s" (or garuda--activity "running")
                                   (if garuda--agent-step (format " ↳ %s" garuda--agent-step) "")))
     (when garuda--approvals " · approval waiting (C-c C-a)")
@@ -1247,7 +1254,9 @@ output, also when another window is selected."
         (if (eq (plist-get event :isError) t) 'garuda-error-face 'garuda-note-face))
        (garuda--insert-section out 'garuda-note-face)
        (setq garuda--mode 'tool)))
-    ("usage" (setq garuda--context-tokens (plist-get event :contextTokens)))
+    ("usage" (setq garuda--context-tokens (plist-get event :contextTokens)
+                   garuda--cache-ratio (plist-get event :sessionCacheHitRatio)
+                   garuda--cache-miss (plist-get event :cacheMiss)))
     ("retry"
      (garuda--insert (format "\n⟳ retry %s: %s" (plist-get event :attempt) (plist-get event :reason))
                      'garuda-note-face))

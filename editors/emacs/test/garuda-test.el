@@ -574,6 +574,29 @@ restart of the server, is shown every time; only the server's kept copies (copyO
       (should (= 1 (garuda-test--count "^answer 5$" text)))
       (should (= 1 (garuda-test--count "^answer after$" text))))))
 
+(ert-deftest garuda-test-7c-cache-share-in-the-header ()
+  "The header shows the session's cache share beside the context use, once read."
+  (let* ((cached (lambda (text read write)
+                   (list :response (list :content (vector (list :type "text" :text text))
+                                         :stopReason "end_turn"
+                                         :usage (list :inputTokens 10 :outputTokens 5
+                                                      :cacheReadInputTokens read
+                                                      :cacheCreationInputTokens write)))))
+         (chat (garuda-test--fresh (list (funcall cached "ANSWER-ONE" 0 1000)
+                                         (funcall cached "ANSWER-TWO" 1000 100)))))
+    (with-current-buffer chat
+      (garuda-send "first")
+      (garuda-test--wait (lambda () (string-match-p "ANSWER-ONE" (buffer-string))))
+      (garuda-test--wait (garuda-test--done chat))
+      (should-not (string-match-p "cache" (garuda--header-line)))
+      (should (equal (plist-get garuda--cache-miss :cause) "firstRequest"))
+      (garuda-send "second")
+      (garuda-test--wait (lambda () (string-match-p "ANSWER-TWO" (buffer-string))))
+      (garuda-test--wait (garuda-test--done chat))
+      ;; 1000 read of 2120 sent over the session; % doubled in a mode line construct.
+      (should (string-match-p "cache 47%%" (garuda--header-line)))
+      (should-not garuda--cache-miss))))
+
 (ert-deftest garuda-test-8-sessions-newest-first ()
   "The picker lists newest first by title (made unique), leaves out headless runs,
 agents' sub-sessions and sessions never written in."

@@ -429,6 +429,23 @@ test('the multi-line prompt window sends on <C-s>', function()
   has(chat_text(), 'line one\nline two', 'both lines sent')
 end)
 
+test('the statusline shows the session\'s cache share beside the context use', function()
+  local function cached(t, read, write)
+    return vim.json.encode({ response = { content = { { type = 'text', text = t } }, stopReason = 'end_turn',
+      usage = { inputTokens = 10, outputTokens = 5, cacheReadInputTokens = read, cacheCreationInputTokens = write } } })
+  end
+  fresh({ cached('one', 0, 1000), cached('two', 1000, 100) })
+  vim.cmd('Garuda first')
+  wait_for('first answer', turn_done(1))
+  assert(not garuda.status():find('cache', 1, true), 'nothing read yet: ' .. garuda.status())
+  eq(P().cache_miss and P().cache_miss.cause, 'firstRequest', 'the first request\'s miss')
+  vim.cmd('Garuda second')
+  wait_for('second answer', turn_done(2))
+  -- 1000 read of 2120 sent over the session.
+  has(garuda.status(), 'cache 47%', 'the session\'s share')
+  eq(P().cache_miss, nil, 'no miss')
+end)
+
 test(':GarudaCompact shows one line with the numbers; :GarudaSummary shows the summary; resume renders it as a summary', function()
   local big = {}
   for i = 1, 800 do

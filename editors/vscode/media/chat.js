@@ -68,7 +68,9 @@
       if (m.window) {
         const used = m.contextTokens || 0;
         const pct = Math.round((100 * used) / m.window);
-        $('usage').textContent = tokens(used) + '/' + tokens(m.window) + ' (' + pct + '%)';
+        // The cache's share only once the provider reported a read (a local server: none).
+        const cache = m.cacheRatio > 0 ? ' · cache ' + Math.round(100 * m.cacheRatio) + '%' : '';
+        $('usage').textContent = tokens(used) + '/' + tokens(m.window) + ' (' + pct + '%)' + cache;
         $('usage').classList.toggle('high', pct >= 80);
       } else {
         $('usage').textContent = '';

@@ -10,7 +10,7 @@ import type { AgentOrigin, Block, ConfigProblem, PermissionRequest, PermissionRe
 /** Messages to the webview. */
 export type ToView =
   | { type: 'reset'; root: string; title: string }
-  | { type: 'header'; model?: string; window?: number; contextTokens?: number; activity?: string; always: string[]; queued: number; busy: boolean }
+  | { type: 'header'; model?: string; window?: number; contextTokens?: number; cacheRatio?: number; activity?: string; always: string[]; queued: number; busy: boolean }
   | { type: 'user'; text: string; selection?: string }
   | { type: 'text'; text: string }
   | { type: 'thinking'; text: string }
@@ -209,6 +209,10 @@ interface Project {
   model?: string;
   window?: number;
   contextTokens?: number;
+  /** Share of the session's prompts read from the provider's cache (from the last usage). */
+  cacheRatio?: number;
+  /** Why the last request missed the cache, if it did. */
+  cacheMiss?: { cause: string; message: string };
   busy: boolean;
   activity?: string;
   /** The session's running tool call (its name), for the agent's step in the header. */
@@ -303,6 +307,7 @@ export class ChatController {
       model: p.model,
       window: p.window,
       contextTokens: p.contextTokens,
+      cacheRatio: p.cacheRatio,
       activity: p.activity,
       always: [...p.always].sort(),
       queued: p.queue.length,
@@ -618,6 +623,8 @@ export class ChatController {
       }
       case 'usage':
         p.contextTokens = ev.contextTokens;
+        p.cacheRatio = ev.sessionCacheHitRatio;
+        p.cacheMiss = ev.cacheMiss ?? undefined;
         break;
       case 'retry':
         this.emit(p, { type: 'note', text: `⟳ retry ${ev.attempt} in ${(ev.delayMs / 1000).toFixed(1)} s: ${ev.reason}` });

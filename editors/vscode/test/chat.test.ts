@@ -108,6 +108,25 @@ test('input during a turn is queued; tool results, model and context are shown',
   await chat.dispose();
 });
 
+test('the header carries the session\'s cache share and the last miss', async () => {
+  const { host, chat, setModel } = setup();
+  const cached = (t: string, read: number, write: number) => ({
+    response: { content: [{ type: 'text', text: t }], stopReason: 'end_turn', usage: { inputTokens: 10, outputTokens: 5, cacheReadInputTokens: read, cacheCreationInputTokens: write } },
+  });
+  setModel(cassette([cached('One.', 0, 1000), cached('Two.', 1000, 100)]));
+  chat.setRoot(project('cache'));
+  await chat.send('first');
+  await until('first turn', ended(host, 1));
+  assert.equal(chat.project!.cacheMiss?.cause, 'firstRequest');
+  await chat.send('second');
+  await until('second turn', ended(host, 2));
+  const header = host.posted.filter((m) => m.type === 'header').at(-1) as Extract<ToView, { type: 'header' }>;
+  // 1000 read of 2120 sent over the session.
+  assert.equal(Math.round(100 * header.cacheRatio!), 47);
+  assert.equal(chat.project!.cacheMiss, undefined);
+  await chat.dispose();
+});
+
 test("an explore call's agent: its read_file is shown in the call's card and header, its text never as the session's", async () => {
   const { host, chat, setModel } = setup();
   const ws = project('explore');

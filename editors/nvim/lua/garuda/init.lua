@@ -633,6 +633,9 @@ local function on_update(params)
     tool_finished(p, ev)
   elseif k == 'usage' then
     p.context_tokens = ev.contextTokens
+    -- The prompt cache's share over the session, and why the last request missed it.
+    p.cache_ratio = ev.sessionCacheHitRatio
+    p.cache_miss = ev.cacheMiss ~= vim.NIL and ev.cacheMiss or nil
   elseif k == 'retry' then
     append_block(('⟳ retry %d in %.1f s: %s'):format(ev.attempt, (ev.delayMs or 0) / 1000, ev.reason), p.root)
   elseif k == 'todos' then
@@ -1907,6 +1910,10 @@ function M.status()
   if p.window then
     local used = p.context_tokens or 0
     parts[#parts + 1] = ('%s/%s (%d%%)'):format(fmt_tokens(used), fmt_tokens(p.window), math.floor(100 * used / p.window + 0.5))
+  end
+  -- Only once the provider reported a cache read: a local server without one shows nothing.
+  if type(p.cache_ratio) == 'number' and p.cache_ratio > 0 then
+    parts[#parts + 1] = ('cache %d%%'):format(math.floor(100 * p.cache_ratio + 0.5))
   end
   if p.busy then
     local tool = p.tool and ('⚙ ' .. p.tool .. (p.agent_step and (' ↳ ' .. p.agent_step) or ''))
