@@ -63,7 +63,8 @@ impl std::str::FromStr for Policy {
 /// Reads and todo changes never ask. A memory write asks only under `ask`. Client-registered
 /// tools (`Other`) never go through `permission/request`: the client runs them in its own
 /// `tool/call` handler, where it can ask the person itself. `exit_plan_mode` (`Plan`) asks in
-/// its own way. Under `plan` a call that is not read-only never gets this far (it is refused,
+/// its own way. A network call asks under every policy (plan mode included); only the user's
+/// config lets one through under `full-auto` (`turn/approval.rs` weighs that). Under `plan` a call that is not read-only never gets this far (it is refused,
 /// see [`plan_refuses`]); what does is read-only and asks nothing.
 pub fn needs_approval(policy: Policy, class: ToolClass) -> bool {
     match class {
@@ -76,6 +77,7 @@ pub fn needs_approval(policy: Policy, class: ToolClass) -> bool {
         // Plan mode refuses these before approval is asked about; asking is the safe answer.
         ToolClass::Edit | ToolClass::Memory => matches!(policy, Policy::Ask | Policy::Plan),
         ToolClass::Exec => policy != Policy::FullAuto,
+        ToolClass::Network => true,
     }
 }
 

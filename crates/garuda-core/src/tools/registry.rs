@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::builtin::{
     self, AgentTool, ExploreTool, McpSearchTool, SKILL_TOOL, SNIP_TOOL, SkillTool, SnipTool,
+    WebFetch, WebSearch,
 };
 use super::handler::Handler;
 use super::remote::RemoteTool;
@@ -364,6 +365,38 @@ impl ToolRegistry {
         }
         if !set.agents.is_empty() {
             add(&mut self, Handler::new(AgentTool::new(set, context_window)));
+        }
+        (self, clashes)
+    }
+
+    /// This registry with the web tools over `web`, after the built-in tools: `web_fetch` when
+    /// `fetch` is on (`[features] web`), `web_search` when the user's config names a search
+    /// backend. A client tool of the same name keeps its place (the answer lists the names
+    /// left out).
+    pub fn with_web(
+        mut self,
+        web: std::sync::Arc<crate::web::Web>,
+        fetch: bool,
+    ) -> (ToolRegistry, Vec<String>) {
+        let mut clashes = Vec::new();
+        let mut tools = Vec::new();
+        if fetch {
+            tools.push(Handler::new(WebFetch(web.clone())));
+        }
+        if web.can_search() {
+            tools.push(Handler::new(WebSearch(web)));
+        }
+        for tool in tools {
+            if self.get(tool.name()).is_some() {
+                clashes.push(tool.name().to_string());
+                continue;
+            }
+            let at = self
+                .entries
+                .iter()
+                .rposition(ToolEntry::is_builtin)
+                .map_or(0, |i| i + 1);
+            self.entries.insert(at, ToolEntry::builtin(tool));
         }
         (self, clashes)
     }
