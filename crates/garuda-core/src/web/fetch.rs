@@ -4,7 +4,8 @@
 //! name instead), redirects followed by hand up to [`super::MAX_REDIRECTS`], the body read
 //! up to a byte cap and the whole under one deadline and the turn's cancellation.
 
-use std::net::SocketAddr;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -36,20 +37,25 @@ pub struct Fetched {
 #[derive(Debug, Clone)]
 pub struct GuardedResolver {
     allow: AllowList,
+    hosts: Arc<BTreeMap<String, IpAddr>>,
 }
 
 impl GuardedResolver {
-    /// A resolver that lets `allow`'s names resolve to anything.
-    pub fn new(allow: AllowList) -> GuardedResolver {
-        GuardedResolver { allow }
+    /// A resolver that lets `allow`'s names resolve to anything and answers `hosts` itself
+    /// (as `/etc/hosts` would: judged like any answer).
+    pub fn new(allow: AllowList, hosts: Arc<BTreeMap<String, IpAddr>>) -> GuardedResolver {
+        GuardedResolver { allow, hosts }
     }
 
     /// The addresses `name` may be connected to.
     pub async fn lookup(&self, name: &str) -> Result<Vec<SocketAddr>, WebError> {
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((name, 0))
-            .await
-            .map_err(|e| WebError::Http(format!("cannot resolve {name}: {e}")))?
-            .collect();
+        let addrs: Vec<SocketAddr> = match self.hosts.get(&name.to_ascii_lowercase()) {
+            Some(ip) => vec![SocketAddr::new(*ip, 0)],
+            None => tokio::net::lookup_host((name, 0))
+                .await
+                .map_err(|e| WebError::Http(format!("cannot resolve {name}: {e}")))?
+                .collect(),
+        };
         if self.allow.allows(name) {
             return Ok(addrs);
         }
@@ -84,7 +90,10 @@ impl Web {
     fn client(&self) -> Result<&reqwest::Client, WebError> {
         let built = self.client.get_or_init(|| {
             reqwest::Client::builder()
-                .dns_resolver(Arc::new(GuardedResolver::new(self.allow().clone())))
+                .dns_resolver(Arc::new(GuardedResolver::new(
+                    self.allow().clone(),
+                    self.hosts.clone(),
+                )))
                 .no_proxy()
                 .redirect(reqwest::redirect::Policy::none())
                 .referer(false)
@@ -213,13 +222,76 @@ mod tests {
 
     #[tokio::test]
     async fn names_of_the_machine_itself_are_refused_after_resolution() {
-        let r = GuardedResolver::new(AllowList::default());
+        let r = GuardedResolver::new(AllowList::default(), Default::default());
         let err = r.lookup("localhost").await.unwrap_err();
         assert!(
             matches!(&err, WebError::Resolved { host, why, .. } if host == "localhost" && why.contains("loopback")),
             "{err:?}"
         );
-        let allowed = GuardedResolver::new(AllowList::new(&["localhost".to_string()]));
+        let allowed = GuardedResolver::new(
+            AllowList::new(&["localhost".to_string()]),
+            Default::default(),
+        );
         assert!(!allowed.lookup("localhost").await.unwrap().is_empty());
+    }
+
+    /// A server on 127.0.0.1 answering every connection with `page`; the count of
+    /// connections it took.
+    fn serve(page: &'static str) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = hits.clone();
+        std::thread::spawn(move || {
+            for mut s in l.incoming().flatten() {
+                seen.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+            }
+        });
+        (port, hits)
+    }
+
+    fn web_with(allow: &[&str], hosts: &[(&str, &str)]) -> Arc<Web> {
+        let settings = crate::web::WebSettings {
+            allow_hosts: allow.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        let hosts = hosts
+            .iter()
+            .map(|(n, ip)| (n.to_string(), ip.parse().unwrap()))
+            .collect();
+        Web::with_hosts(settings, Default::default(), hosts)
+    }
+
+    #[tokio::test]
+    async fn the_address_judged_is_the_address_connected_to() {
+        let (port, hits) = serve("inside");
+        let cancel = CancellationToken::new();
+        // A public-looking name whose answer points inside is refused before any connection.
+        let web = web_with(&[], &[("docs.example", "127.0.0.1")]);
+        let err = web
+            .get(&format!("http://docs.example:{port}/"), "*/*", &cancel)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, WebError::Resolved { host, addr, .. } if host == "docs.example" && addr == "127.0.0.1"),
+            "{err:?}"
+        );
+        assert_eq!(hits.load(Ordering::SeqCst), 0);
+        // Allowed, the same name connects to the address the resolver gave.
+        let web = web_with(&["docs.example"], &[("docs.example", "127.0.0.1")]);
+        let got = web
+            .get(&format!("http://docs.example:{port}/"), "*/*", &cancel)
+            .await
+            .unwrap();
+        assert_eq!(got.body, b"inside");
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
     }
 }

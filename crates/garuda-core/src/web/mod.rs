@@ -9,6 +9,8 @@ pub mod guard;
 pub mod page;
 pub mod search;
 
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
@@ -151,6 +153,7 @@ pub struct Web {
     pub settings: WebSettings,
     allow: AllowList,
     secrets: Secrets,
+    hosts: Arc<BTreeMap<String, IpAddr>>,
     client: OnceLock<Result<reqwest::Client, String>>,
 }
 
@@ -158,6 +161,16 @@ impl Web {
     /// The web of a session whose user config says `settings` and whose secrets are
     /// `secrets`.
     pub fn new(settings: WebSettings, secrets: Secrets) -> Arc<Web> {
+        Web::with_hosts(settings, secrets, BTreeMap::new())
+    }
+
+    /// [`Web::new`] with names its resolver answers itself, as `/etc/hosts` would (the
+    /// answers are judged like any other): a test's name that resolves inside.
+    pub fn with_hosts(
+        settings: WebSettings,
+        secrets: Secrets,
+        hosts: BTreeMap<String, IpAddr>,
+    ) -> Arc<Web> {
         let mut allow = settings.allow_hosts.clone();
         // The search backend is the user's own choice of server: reachable even if internal.
         if let Some(host) = settings
@@ -173,6 +186,7 @@ impl Web {
             allow: AllowList::new(&allow),
             settings,
             secrets,
+            hosts: Arc::new(hosts),
             client: OnceLock::new(),
         })
     }

@@ -80,7 +80,9 @@ impl Tool for WebFetch {
             };
             let mut fetched = match self.0.get(&input.url, ACCEPT, &ctx.cancel).await {
                 Ok(f) => f,
-                Err(e) => return ToolOutput::error(format!("web_fetch {}: {e}", input.url)),
+                // The call's input shows the URL; a refusal does not repeat it (it may be the
+                // secret that was refused).
+                Err(e) => return ToolOutput::error(format!("web_fetch: {e}")),
             };
             // Parsing a page is CPU work: off the async workers.
             let (body, kind) = (
