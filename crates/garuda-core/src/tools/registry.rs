@@ -384,7 +384,7 @@ impl ToolRegistry {
             tools.push(Handler::new(WebFetch(web.clone())));
         }
         if web.can_search() {
-            tools.push(Handler::new(WebSearch(web)));
+            tools.push(Handler::new(WebSearch(web.for_search())));
         }
         for tool in tools {
             if self.get(tool.name()).is_some() {
@@ -1011,5 +1011,51 @@ mod tests {
             lean,
             "the same registry twice gives the same one"
         );
+    }
+
+    #[test]
+    fn web_tools_follow_the_switch_and_the_backend_and_yield_to_a_client_tool() {
+        let web = |searxng: Option<&str>| {
+            crate::web::Web::new(
+                crate::web::WebSettings {
+                    search: crate::web::SearchSettings {
+                        searxng_url: searxng.map(str::to_string),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+                Default::default(),
+            )
+        };
+        let names = |r: &ToolRegistry| -> Vec<String> {
+            r.entries.iter().map(|e| e.spec.name.clone()).collect()
+        };
+        let (off, _) = ToolRegistry::for_session(Vec::new())
+            .unwrap()
+            .with_web(web(None), false);
+        assert!(!names(&off).iter().any(|n| n.starts_with("web_")));
+        assert!(!off.offers().contains(&Offer::WebFetch));
+        let (both, clashes) = ToolRegistry::for_session(vec![spec("open_in_editor")])
+            .unwrap()
+            .with_web(web(Some("http://127.0.0.1:8888")), true);
+        assert!(clashes.is_empty());
+        let n = names(&both);
+        // After the built-ins, before the client's tools.
+        let at = |t: &str| n.iter().position(|x| x == t).unwrap();
+        assert!(at("exit_plan_mode") < at("web_fetch") && at("web_fetch") < at("web_search"));
+        assert!(at("web_search") < at("open_in_editor"));
+        let fetch = both.get("web_fetch").unwrap();
+        assert_eq!(
+            (fetch.class, fetch.kind),
+            (ToolClass::Network, ToolKind::Fetch)
+        );
+        assert!(fetch.read_only && fetch.is_builtin());
+        assert!(both.offers().contains(&Offer::WebSearch));
+        // A client's web_fetch keeps its place; Garuda's is left out and named.
+        let (client, clashes) = ToolRegistry::for_session(vec![spec("web_fetch")])
+            .unwrap()
+            .with_web(web(None), true);
+        assert_eq!(clashes, ["web_fetch"]);
+        assert_eq!(client.get("web_fetch").unwrap().source, ToolSource::Client);
     }
 }

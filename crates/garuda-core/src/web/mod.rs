@@ -171,19 +171,8 @@ impl Web {
         secrets: Secrets,
         hosts: BTreeMap<String, IpAddr>,
     ) -> Arc<Web> {
-        let mut allow = settings.allow_hosts.clone();
-        // The search backend is the user's own choice of server: reachable even if internal.
-        if let Some(host) = settings
-            .search
-            .searxng_url
-            .as_deref()
-            .and_then(|u| url::Url::parse(u).ok())
-            .and_then(|u| u.host_str().map(str::to_string))
-        {
-            allow.push(host);
-        }
         Arc::new(Web {
-            allow: AllowList::new(&allow),
+            allow: AllowList::new(&settings.allow_hosts),
             settings,
             secrets,
             hosts: Arc::new(hosts),
@@ -207,6 +196,22 @@ impl Web {
             }
         }
         Secrets::new(pairs)
+    }
+
+    /// This web for `web_search`: the search backend is the user's own choice of server, so
+    /// its host is reachable even if internal (for the search's requests, not `web_fetch`'s).
+    pub fn for_search(&self) -> Arc<Web> {
+        let mut settings = self.settings.clone();
+        if let Some(host) = settings
+            .search
+            .searxng_url
+            .as_deref()
+            .and_then(|u| url::Url::parse(u).ok())
+            .and_then(|u| u.host_str().map(str::to_string))
+        {
+            settings.allow_hosts.push(host);
+        }
+        Web::with_hosts(settings, self.secrets.clone(), (*self.hosts).clone())
     }
 
     /// The allow-list in force.
