@@ -412,6 +412,10 @@ impl ToolRegistry {
         let window = crate::provider::models::DEFAULT_CONTEXT_WINDOW;
         handlers.push(Handler::new(AgentTool::new(set, window)));
         handlers.push(Handler::new(SkillTool::new(Default::default(), window)));
+        // Only the names matter here too: no request is made.
+        let web = crate::web::Web::new(Default::default(), Default::default());
+        handlers.push(Handler::new(WebFetch(web.clone())));
+        handlers.push(Handler::new(WebSearch(web)));
         let mut tools: Vec<String> = Vec::new();
         let mut unknown = Vec::new();
         for name in listed {
@@ -464,7 +468,7 @@ impl ToolRegistry {
     /// [`Self::resolve_names`] gives them, and other names verbatim), taken from the caller's
     /// registry `from`: the built-in tools named, the agent tools when `agents` gives their
     /// set (nesting), the caller's `skill` tool (its skill list) when `skill` is named, and
-    /// the caller's client and MCP tools named (an MCP tool by its `mcp__SERVER__TOOL` name,
+    /// the caller's web, client and MCP tools named (an MCP tool by its `mcp__SERVER__TOOL` name,
     /// or every tool of a server by `mcp__SERVER`). MCP definitions are loaded unless the
     /// names hold `mcp_tool_search`, which keeps the caller's deferral.
     pub fn for_agent(
@@ -487,6 +491,10 @@ impl ToolRegistry {
         for e in &from.entries {
             match &e.source {
                 ToolSource::Client if listed(&e.spec.name) => r.entries.push(e.clone()),
+                // The caller's web tools, with its settings (they are not in `only`'s set).
+                ToolSource::Builtin if e.class == ToolClass::Network && listed(&e.spec.name) => {
+                    r.entries.push(e.clone())
+                }
                 ToolSource::Mcp { server, .. }
                     if listed(&e.spec.name) || listed(&mcp_server_name(server)) =>
                 {
@@ -524,6 +532,7 @@ impl ToolRegistry {
                     && !builtin::all().iter().any(|h| h.name() == n)
                     && !self.entries.iter().any(|e| match &e.source {
                         ToolSource::Client | ToolSource::McpSearch => e.spec.name == n,
+                        ToolSource::Builtin => e.class == ToolClass::Network && e.spec.name == n,
                         ToolSource::Mcp { server, .. } => {
                             e.spec.name == n || mcp_server_name(server) == n
                         }
@@ -535,7 +544,7 @@ impl ToolRegistry {
     }
 
     /// Every tool an agent whose file lists none gets, by name: the built-in tools (no
-    /// agent tools), `skill`, and this registry's client and MCP tools (with
+    /// agent tools), `skill`, and this registry's web, client and MCP tools (with
     /// `mcp_tool_search` when their definitions are deferred here).
     pub fn agent_default_names(&self) -> Vec<String> {
         let mut names: Vec<String> = builtin::all()
@@ -550,7 +559,7 @@ impl ToolRegistry {
                     matches!(
                         e.source,
                         ToolSource::Client | ToolSource::Mcp { .. } | ToolSource::McpSearch
-                    )
+                    ) || e.class == ToolClass::Network
                 })
                 .map(|e| e.spec.name.clone()),
         );
@@ -747,6 +756,7 @@ mod tests {
             "MultiEdit",
             "LS",
             "WebFetch",
+            "NotebookEdit",
         ]
         .map(String::from);
         let (tools, unknown) = ToolRegistry::resolve_names(&listed);
@@ -758,10 +768,11 @@ mod tests {
                 "glob",
                 "bash",
                 "edit_file",
-                "list_files"
+                "list_files",
+                "web_fetch"
             ]
         );
-        assert_eq!(unknown, ["WebFetch"]);
+        assert_eq!(unknown, ["NotebookEdit"]);
         let (tools, _) =
             ToolRegistry::resolve_names(&["read_file".into(), "Task".into(), "explore".into()]);
         assert_eq!(tools, ["read_file", "agent", "explore"]);
@@ -1057,5 +1068,29 @@ mod tests {
             .with_web(web(None), true);
         assert_eq!(clashes, ["web_fetch"]);
         assert_eq!(client.get("web_fetch").unwrap().source, ToolSource::Client);
+        // An agent file may list them by Garuda's or Claude Code's names; the sub-session gets
+        // the caller's (with the caller's settings), and none the caller lacks.
+        let (names, unknown) =
+            ToolRegistry::resolve_names(&["WebFetch".into(), "web_search".into()]);
+        assert_eq!(
+            (names.as_slice(), unknown.len()),
+            (
+                ["web_fetch".to_string(), "web_search".to_string()].as_slice(),
+                0
+            )
+        );
+        let sub = ToolRegistry::for_agent(&names, &both, None, W);
+        assert!(sub.get("web_fetch").is_some() && sub.get("web_search").is_some());
+        assert!(both.missing_for_agent(&names).is_empty());
+        assert!(
+            both.agent_default_names()
+                .contains(&"web_fetch".to_string())
+        );
+        assert_eq!(off.missing_for_agent(&names), names);
+        assert!(
+            ToolRegistry::for_agent(&names, &off, None, W)
+                .get("web_fetch")
+                .is_none()
+        );
     }
 }

@@ -64,6 +64,9 @@ impl Tool for WebFetch {
     fn describe(&self, input: &Value) -> String {
         handler::field(input, "url").to_string()
     }
+    fn claude_names(&self) -> &'static [&'static str] {
+        &["WebFetch"]
+    }
     fn network_unasked(&self) -> bool {
         self.0.settings.fetch_without_asking
     }
@@ -116,6 +119,7 @@ impl Tool for WebFetch {
                     text.chars().count()
                 ));
             }
+            let truncated = !notes.is_empty();
             let mut out = page::wrap(fetched.url.as_str(), &shown);
             for n in notes {
                 out.push('\n');
@@ -129,11 +133,13 @@ impl Tool for WebFetch {
             {
                 out.push_str(&format!("\nRead the page above for: {p}"));
             }
-            if (200..300).contains(&fetched.status) {
+            let mut result = if (200..300).contains(&fetched.status) {
                 ToolOutput::ok(out)
             } else {
                 ToolOutput::error(format!("HTTP {}\n{out}", fetched.status))
-            }
+            };
+            result.meta.truncated = truncated;
+            result
         })
     }
 }

@@ -56,6 +56,9 @@ impl Tool for WebSearch {
     fn describe(&self, input: &Value) -> String {
         handler::field(input, "query").to_string()
     }
+    fn claude_names(&self) -> &'static [&'static str] {
+        &["WebSearch"]
+    }
     fn network_unasked(&self) -> bool {
         self.0.settings.fetch_without_asking
     }
