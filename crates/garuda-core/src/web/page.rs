@@ -394,6 +394,29 @@ mod tests {
             "</div>".repeat(n)
         );
         assert_eq!(html_to_markdown(&html), "deep & text");
+        // Just under the cap the converter's recursion fits a 2 MiB stack, the size of the
+        // blocking pool's threads (this runs unoptimized, its deepest case).
+        let nested = |tag: &str| {
+            let d = MAX_DEPTH - 4;
+            format!(
+                "{}x{}",
+                format!("<{tag}>").repeat(d),
+                format!("</{tag}>").repeat(d)
+            )
+        };
+        let pages = [nested("div"), nested("blockquote"), nested("ul><li")];
+        let out = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                pages
+                    .iter()
+                    .map(|p| html_to_markdown(p))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(out.iter().all(|o| o.contains('x')), "{out:?}");
         // Unclosed list items and paragraphs do not count as depth.
         let flat = format!("<ul>{}</ul>", "<li><p>x".repeat(5000));
         assert!(html_to_markdown(&flat).lines().count() > 1000);
