@@ -63,9 +63,10 @@ impl std::str::FromStr for Policy {
 /// Reads and todo changes never ask. A memory write asks only under `ask`. Client-registered
 /// tools (`Other`) never go through `permission/request`: the client runs them in its own
 /// `tool/call` handler, where it can ask the person itself. `exit_plan_mode` (`Plan`) asks in
-/// its own way. A network call asks under every policy (plan mode included); only the user's
-/// config lets one through under `full-auto` (`turn/approval.rs` weighs that). Under `plan` a call that is not read-only never gets this far (it is refused,
-/// see [`plan_refuses`]); what does is read-only and asks nothing.
+/// its own way. Under `plan` a call that is not read-only never gets this far (it is refused,
+/// see [`plan_refuses`]); what does is read-only and asks nothing, but for a network call,
+/// which asks under every policy (only the user's config lets one through under `full-auto`:
+/// `turn/approval.rs` weighs that).
 pub fn needs_approval(policy: Policy, class: ToolClass) -> bool {
     match class {
         ToolClass::Read
