@@ -35,4 +35,5 @@ mod sim_provider;
 mod skills;
 mod small_window;
 mod turns;
+mod web;
 mod worker;

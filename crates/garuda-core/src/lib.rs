@@ -26,6 +26,7 @@ pub mod skills;
 pub mod text;
 pub mod tools;
 pub mod turn;
+pub mod web;
 pub mod workspace;
 
 #[cfg(test)]

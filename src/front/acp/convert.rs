@@ -125,6 +125,7 @@ pub fn tool_kind(tools: &ToolRegistry, name: &str) -> acp::ToolKind {
         Some(ToolKind::Execute) => acp::ToolKind::Execute,
         Some(ToolKind::Think) => acp::ToolKind::Think,
         Some(ToolKind::SwitchMode) => acp::ToolKind::SwitchMode,
+        Some(ToolKind::Fetch) => acp::ToolKind::Fetch,
         Some(ToolKind::Other) | None => acp::ToolKind::Other,
     }
 }

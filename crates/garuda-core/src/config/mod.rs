@@ -100,6 +100,9 @@ pub struct Config {
     pub agents: crate::agents::AgentSettings,
     /// Hooks (`[hooks]`, `[[hooks.EVENT]]`): the user's own, and which others to import.
     pub hooks: crate::hooks::HooksSettings,
+    /// The web tools (`[web]`, user config only: a workspace's file must not open internal
+    /// hosts, skip the question or name a search backend).
+    pub web: crate::web::WebSettings,
     /// The workspace's own `[hooks]` with the file they came from (set by
     /// [`Config::with_workspace`]; they run only in a trusted workspace).
     #[serde(skip)]
@@ -604,7 +607,7 @@ impl Config {
             .keys()
             .map(|k| {
                 format!(
-                    "{}: `{k}` is ignored here; provider endpoints, keys, models, MCP servers, approval policy and sandbox settings are read only from the user's config",
+                    "{}: `{k}` is ignored here; provider endpoints, keys, models, MCP servers, approval policy, sandbox and web settings are read only from the user's config",
                     path.display()
                 )
             }));

@@ -232,7 +232,13 @@ impl Engine {
             let listing = agents.listing(binding.info.context_window);
             warnings.extend(listing.left_out_warning("agents", crate::agents::AGENT_TOOL));
         }
-        for name in clashes {
+        // `[web]` is the user's alone; the switch for web_fetch may be the workspace's.
+        let (with_web, web_clashes) = tools.with_web(
+            crate::web::Web::for_config(&self.config()),
+            ws.config.features.web,
+        );
+        tools = with_web;
+        for name in clashes.into_iter().chain(web_clashes) {
             warnings.push(format!(
                 "a client tool is called {name}: Garuda's {name} is not offered"
             ));

@@ -83,7 +83,7 @@ pub struct Features {
     pub code_index: Option<CodeIndex>,
     /// Ignored: the sandbox line follows the sandbox measured at the session's start.
     pub sandboxed: bool,
-    /// web_fetch is available.
+    /// Offer the built-in `web_fetch` (its settings are the user's `[web]`).
     pub web: bool,
     /// Ignored: the line follows the session's tools.
     pub mcp: bool,
@@ -291,7 +291,7 @@ pub(crate) fn feature_lines(facts: &SessionFacts) -> Vec<String> {
 }
 
 /// Why a switched-on feature adds no line: the switch names a tool the session does not
-/// offer (Garuda provides neither the code index nor web_fetch; an editor may register them).
+/// offer (Garuda provides no code index; an editor may register one).
 pub(crate) fn omitted_lines(f: &Features, facts: &SessionFacts) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(ci) = f.code_index {
@@ -322,7 +322,7 @@ pub(crate) fn omitted_lines(f: &Features, facts: &SessionFacts) -> Vec<String> {
     if f.web && !facts.has(Offer::WebFetch) {
         out.push(
             "features.web is on, but the session offers no web_fetch tool: its prompt line is left \
-             out (Garuda has no web_fetch; the line appears when a client registers one)"
+             out"
                 .into(),
         );
     }

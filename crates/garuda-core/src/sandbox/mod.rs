@@ -42,7 +42,8 @@ pub use policy::{
 pub use probe::{BWRAP_ENV, SandboxMode, SandboxState, probe, probe_uncached};
 pub use runner::{CommandRunner, CommandSandbox, Unconfined, session_runner};
 pub use secrets::{
-    SecretEnv, harden_process, install_secrets, looks_secret, secret_var, take_secrets,
+    SecretEnv, harden_process, install_secrets, looks_secret, secret_values, secret_var,
+    take_secrets,
 };
 pub use spawn::{SandboxCommand, SandboxedChild, kill_all};
 

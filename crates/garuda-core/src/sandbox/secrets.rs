@@ -126,6 +126,22 @@ pub fn install_secrets(secrets: SecretEnv) {
     let _ = SECRETS.set(secrets);
 }
 
+/// Every secret value of the server's environment with its variable's name: those
+/// [`take_secrets`] took at start, and any variable still set whose name [`looks_secret`]
+/// (a library caller that took none). The web tools refuse URLs carrying one.
+pub fn secret_values() -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = SECRETS
+        .get()
+        .map(|s| s.0.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    for (k, v) in std::env::vars() {
+        if looks_secret(&k) && !out.iter().any(|(n, _)| *n == k) {
+            out.push((k, v));
+        }
+    }
+    out
+}
+
 /// A variable as the server started with it: from the installed secrets, else the
 /// environment. Provider keys are read through this.
 pub fn secret_var(name: &str) -> Option<String> {

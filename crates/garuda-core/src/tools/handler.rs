@@ -131,6 +131,11 @@ pub trait Tool: Send + Sync + 'static {
     fn leaves_sandbox(&self, _input: &Value) -> bool {
         false
     }
+    /// A network call the user's config lets run without asking under `full-auto`
+    /// (`[web] fetch_without_asking`).
+    fn network_unasked(&self) -> bool {
+        false
+    }
     /// The path a call would change that needs a second look (links resolved).
     fn risk(&self, _input: &Value, _root: &Root) -> Option<Risk> {
         None

@@ -64,7 +64,9 @@ impl std::str::FromStr for Policy {
 /// tools (`Other`) never go through `permission/request`: the client runs them in its own
 /// `tool/call` handler, where it can ask the person itself. `exit_plan_mode` (`Plan`) asks in
 /// its own way. Under `plan` a call that is not read-only never gets this far (it is refused,
-/// see [`plan_refuses`]); what does is read-only and asks nothing.
+/// see [`plan_refuses`]); what does is read-only and asks nothing, but for a network call,
+/// which asks under every policy (only the user's config lets one through under `full-auto`:
+/// `turn/approval.rs` weighs that).
 pub fn needs_approval(policy: Policy, class: ToolClass) -> bool {
     match class {
         ToolClass::Read
@@ -76,6 +78,7 @@ pub fn needs_approval(policy: Policy, class: ToolClass) -> bool {
         // Plan mode refuses these before approval is asked about; asking is the safe answer.
         ToolClass::Edit | ToolClass::Memory => matches!(policy, Policy::Ask | Policy::Plan),
         ToolClass::Exec => policy != Policy::FullAuto,
+        ToolClass::Network => true,
     }
 }
 

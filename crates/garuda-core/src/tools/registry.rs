@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::builtin::{
     self, AgentTool, ExploreTool, McpSearchTool, SKILL_TOOL, SNIP_TOOL, SkillTool, SnipTool,
+    WebFetch, WebSearch,
 };
 use super::handler::Handler;
 use super::remote::RemoteTool;
@@ -368,6 +369,38 @@ impl ToolRegistry {
         (self, clashes)
     }
 
+    /// This registry with the web tools over `web`, after the built-in tools: `web_fetch` when
+    /// `fetch` is on (`[features] web`), `web_search` when the user's config names a search
+    /// backend. A client tool of the same name keeps its place (the answer lists the names
+    /// left out).
+    pub fn with_web(
+        mut self,
+        web: std::sync::Arc<crate::web::Web>,
+        fetch: bool,
+    ) -> (ToolRegistry, Vec<String>) {
+        let mut clashes = Vec::new();
+        let mut tools = Vec::new();
+        if fetch {
+            tools.push(Handler::new(WebFetch(web.clone())));
+        }
+        if web.can_search() {
+            tools.push(Handler::new(WebSearch(web.for_search())));
+        }
+        for tool in tools {
+            if self.get(tool.name()).is_some() {
+                clashes.push(tool.name().to_string());
+                continue;
+            }
+            let at = self
+                .entries
+                .iter()
+                .rposition(ToolEntry::is_builtin)
+                .map_or(0, |i| i + 1);
+            self.entries.insert(at, ToolEntry::builtin(tool));
+        }
+        (self, clashes)
+    }
+
     /// Garuda's names for tools an agent file lists (Garuda's own names or Claude Code's, as
     /// each handler declares them; `agent` and `explore` included), each once, and the names
     /// no tool answers to.
@@ -379,6 +412,10 @@ impl ToolRegistry {
         let window = crate::provider::models::DEFAULT_CONTEXT_WINDOW;
         handlers.push(Handler::new(AgentTool::new(set, window)));
         handlers.push(Handler::new(SkillTool::new(Default::default(), window)));
+        // Only the names matter here too: no request is made.
+        let web = crate::web::Web::new(Default::default(), Default::default());
+        handlers.push(Handler::new(WebFetch(web.clone())));
+        handlers.push(Handler::new(WebSearch(web)));
         let mut tools: Vec<String> = Vec::new();
         let mut unknown = Vec::new();
         for name in listed {
@@ -431,7 +468,7 @@ impl ToolRegistry {
     /// [`Self::resolve_names`] gives them, and other names verbatim), taken from the caller's
     /// registry `from`: the built-in tools named, the agent tools when `agents` gives their
     /// set (nesting), the caller's `skill` tool (its skill list) when `skill` is named, and
-    /// the caller's client and MCP tools named (an MCP tool by its `mcp__SERVER__TOOL` name,
+    /// the caller's web, client and MCP tools named (an MCP tool by its `mcp__SERVER__TOOL` name,
     /// or every tool of a server by `mcp__SERVER`). MCP definitions are loaded unless the
     /// names hold `mcp_tool_search`, which keeps the caller's deferral.
     pub fn for_agent(
@@ -454,6 +491,10 @@ impl ToolRegistry {
         for e in &from.entries {
             match &e.source {
                 ToolSource::Client if listed(&e.spec.name) => r.entries.push(e.clone()),
+                // The caller's web tools, with its settings (they are not in `only`'s set).
+                ToolSource::Builtin if e.class == ToolClass::Network && listed(&e.spec.name) => {
+                    r.entries.push(e.clone())
+                }
                 ToolSource::Mcp { server, .. }
                     if listed(&e.spec.name) || listed(&mcp_server_name(server)) =>
                 {
@@ -491,6 +532,7 @@ impl ToolRegistry {
                     && !builtin::all().iter().any(|h| h.name() == n)
                     && !self.entries.iter().any(|e| match &e.source {
                         ToolSource::Client | ToolSource::McpSearch => e.spec.name == n,
+                        ToolSource::Builtin => e.class == ToolClass::Network && e.spec.name == n,
                         ToolSource::Mcp { server, .. } => {
                             e.spec.name == n || mcp_server_name(server) == n
                         }
@@ -502,7 +544,7 @@ impl ToolRegistry {
     }
 
     /// Every tool an agent whose file lists none gets, by name: the built-in tools (no
-    /// agent tools), `skill`, and this registry's client and MCP tools (with
+    /// agent tools), `skill`, and this registry's web, client and MCP tools (with
     /// `mcp_tool_search` when their definitions are deferred here).
     pub fn agent_default_names(&self) -> Vec<String> {
         let mut names: Vec<String> = builtin::all()
@@ -517,7 +559,7 @@ impl ToolRegistry {
                     matches!(
                         e.source,
                         ToolSource::Client | ToolSource::Mcp { .. } | ToolSource::McpSearch
-                    )
+                    ) || e.class == ToolClass::Network
                 })
                 .map(|e| e.spec.name.clone()),
         );
@@ -721,6 +763,7 @@ mod tests {
             "MultiEdit",
             "LS",
             "WebFetch",
+            "NotebookEdit",
         ]
         .map(String::from);
         let (tools, unknown) = ToolRegistry::resolve_names(&listed);
@@ -732,10 +775,11 @@ mod tests {
                 "glob",
                 "bash",
                 "edit_file",
-                "list_files"
+                "list_files",
+                "web_fetch"
             ]
         );
-        assert_eq!(unknown, ["WebFetch"]);
+        assert_eq!(unknown, ["NotebookEdit"]);
         let (tools, _) =
             ToolRegistry::resolve_names(&["read_file".into(), "Task".into(), "explore".into()]);
         assert_eq!(tools, ["read_file", "agent", "explore"]);
@@ -991,6 +1035,76 @@ mod tests {
             lean.lean(),
             lean,
             "the same registry twice gives the same one"
+        );
+    }
+
+    #[test]
+    fn web_tools_follow_the_switch_and_the_backend_and_yield_to_a_client_tool() {
+        let web = |searxng: Option<&str>| {
+            crate::web::Web::new(
+                crate::web::WebSettings {
+                    search: crate::web::SearchSettings {
+                        searxng_url: searxng.map(str::to_string),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+                Default::default(),
+            )
+        };
+        let names = |r: &ToolRegistry| -> Vec<String> {
+            r.entries.iter().map(|e| e.spec.name.clone()).collect()
+        };
+        let (off, _) = ToolRegistry::for_session(Vec::new())
+            .unwrap()
+            .with_web(web(None), false);
+        assert!(!names(&off).iter().any(|n| n.starts_with("web_")));
+        assert!(!off.offers().contains(&Offer::WebFetch));
+        let (both, clashes) = ToolRegistry::for_session(vec![spec("open_in_editor")])
+            .unwrap()
+            .with_web(web(Some("http://127.0.0.1:8888")), true);
+        assert!(clashes.is_empty());
+        let n = names(&both);
+        // After the built-ins, before the client's tools.
+        let at = |t: &str| n.iter().position(|x| x == t).unwrap();
+        assert!(at("exit_plan_mode") < at("web_fetch") && at("web_fetch") < at("web_search"));
+        assert!(at("web_search") < at("open_in_editor"));
+        let fetch = both.get("web_fetch").unwrap();
+        assert_eq!(
+            (fetch.class, fetch.kind),
+            (ToolClass::Network, ToolKind::Fetch)
+        );
+        assert!(fetch.read_only && fetch.is_builtin());
+        assert!(both.offers().contains(&Offer::WebSearch));
+        // A client's web_fetch keeps its place; Garuda's is left out and named.
+        let (client, clashes) = ToolRegistry::for_session(vec![spec("web_fetch")])
+            .unwrap()
+            .with_web(web(None), true);
+        assert_eq!(clashes, ["web_fetch"]);
+        assert_eq!(client.get("web_fetch").unwrap().source, ToolSource::Client);
+        // An agent file may list them by Garuda's or Claude Code's names; the sub-session gets
+        // the caller's (with the caller's settings), and none the caller lacks.
+        let (names, unknown) =
+            ToolRegistry::resolve_names(&["WebFetch".into(), "web_search".into()]);
+        assert_eq!(
+            (names.as_slice(), unknown.len()),
+            (
+                ["web_fetch".to_string(), "web_search".to_string()].as_slice(),
+                0
+            )
+        );
+        let sub = ToolRegistry::for_agent(&names, &both, None, W);
+        assert!(sub.get("web_fetch").is_some() && sub.get("web_search").is_some());
+        assert!(both.missing_for_agent(&names).is_empty());
+        assert!(
+            both.agent_default_names()
+                .contains(&"web_fetch".to_string())
+        );
+        assert_eq!(off.missing_for_agent(&names), names);
+        assert!(
+            ToolRegistry::for_agent(&names, &off, None, W)
+                .get("web_fetch")
+                .is_none()
         );
     }
 }

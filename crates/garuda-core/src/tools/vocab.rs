@@ -421,6 +421,10 @@ pub enum ToolClass {
     Session,
     /// Ends plan mode (`exit_plan_mode`): asks the user to approve a plan, in its own way.
     Plan,
+    /// Reaches the network (`web_fetch`, `web_search`): what it sends may carry what the
+    /// session read, so it asks under every policy but a `full-auto` the user's config lets
+    /// through.
+    Network,
     /// Anything else (client-registered tools).
     Other,
 }
@@ -490,6 +494,8 @@ pub enum ToolKind {
     Think,
     /// Switches the session's mode (`exit_plan_mode`).
     SwitchMode,
+    /// Fetches from the network.
+    Fetch,
     /// Anything else.
     Other,
 }
@@ -504,6 +510,7 @@ impl ToolKind {
             ToolClass::Exec => ToolKind::Execute,
             ToolClass::Todo => ToolKind::Think,
             ToolClass::Plan => ToolKind::SwitchMode,
+            ToolClass::Network => ToolKind::Fetch,
             ToolClass::Memory | ToolClass::Session | ToolClass::Other => ToolKind::Other,
         }
     }

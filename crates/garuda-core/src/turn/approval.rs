@@ -1,7 +1,7 @@
 //! Whether a tool call runs or asks the person, and what the person is offered: one pure
 //! decision over the call's facts (its class, the risk of the path it edits, whether it leaves
-//! the sandbox, a PreToolUse hook's answer, the policy, the session's sandbox, an earlier
-//! "allow always"). The turn only gathers the facts and asks; a `deny` from a hook is decided
+//! the sandbox, whether the user's config lets a network call through under `full-auto`, a
+//! PreToolUse hook's answer, the policy, the session's sandbox, an earlier "allow always"). The turn only gathers the facts and asks; a `deny` from a hook is decided
 //! before this (the call never gets here).
 
 use crate::hooks::PermissionDecision;
@@ -19,6 +19,9 @@ pub(crate) struct CallFacts<'a> {
     pub edit_risk: EditRisk,
     /// The call asks to leave the sandbox of a session whose commands are confined.
     pub escape: bool,
+    /// A network call the user's config lets run unasked under `full-auto`
+    /// (`[web] fetch_without_asking`; a workspace's config cannot set it).
+    pub network_unasked: bool,
     /// A PreToolUse hook's answer, if one gave any.
     pub hook: Option<PermissionDecision>,
     /// The session's approval policy.
@@ -51,7 +54,10 @@ pub(crate) fn decide(f: &CallFacts<'_>) -> Decision {
     if f.works_on_session {
         return Decision::Run { remembered: false };
     }
-    let policy_needs = tools::approval_needed(f.policy, f.class, f.sandbox, f.edit_risk);
+    let network_through =
+        f.class == ToolClass::Network && f.policy == Policy::FullAuto && f.network_unasked;
+    let policy_needs =
+        tools::approval_needed(f.policy, f.class, f.sandbox, f.edit_risk) && !network_through;
     // Leaving the sandbox, or editing what runs outside it later (git's config, hooks, agent
     // and skill files), asks each time: no policy, "allow always" or hook `allow` skips it.
     let every_time = f.escape || f.edit_risk == EditRisk::Protected;
@@ -60,8 +66,10 @@ pub(crate) fn decide(f: &CallFacts<'_>) -> Decision {
         // `ask` asks even under full-auto; `allow` skips what the policy would ask, but not
         // the rule that an unsandboxed machine asks for every command.
         Some(PermissionDecision::Ask) => true,
+        // A network call is asked for by the policy alone, which the hook's `allow` answers.
         Some(PermissionDecision::Allow) => {
             policy_needs
+                && f.class != ToolClass::Network
                 && tools::approval_needed(Policy::FullAuto, f.class, f.sandbox, EditRisk::Plain)
         }
         _ => policy_needs,
@@ -102,7 +110,8 @@ mod tests {
         let off = sandbox(Some(Unconfined::TurnedOff));
         let allow = Some(PermissionDecision::Allow);
         let ask = Some(PermissionDecision::Ask);
-        // (policy, class, risk, escape, hook, sandbox, always allowed) → decision
+        // (policy, class, risk, escape, hook, sandbox, always allowed) → decision; the user's
+        // `[web] fetch_without_asking` is off here (its rows are `network_as_a_table`).
         let rows: &[(
             Policy,
             ToolClass,
@@ -147,6 +156,27 @@ mod tests {
             // Work on the session itself is never asked, not even at a hook's `ask`.
             (Ask, Session, Plain, false, ask, &no_box, false, RUN),
             (Ask, ToolClass::Plan, Plain, false, ask, &no_box, false, RUN),
+            // A network call asks under every policy, plan mode's too; "allow always" and a
+            // hook's `allow` answer it, a hook's `ask` asks.
+            (Ask, Network, Plain, false, None, &boxed, false, ASK),
+            (AutoEdit, Network, Plain, false, None, &boxed, false, ASK),
+            (FullAuto, Network, Plain, false, None, &boxed, false, ASK),
+            (FullAuto, Network, Plain, false, None, &off, false, ASK),
+            (
+                Policy::Plan,
+                Network,
+                Plain,
+                false,
+                None,
+                &boxed,
+                false,
+                ASK,
+            ),
+            (
+                FullAuto, Network, Plain, false, None, &boxed, true, REMEMBERED,
+            ),
+            (AutoEdit, Network, Plain, false, allow, &no_box, false, RUN),
+            (FullAuto, Network, Plain, false, ask, &boxed, true, ASK),
         ];
         for (i, (policy, class, risk, escape, hook, sb, always, want)) in rows.iter().enumerate() {
             let got = decide(&CallFacts {
@@ -154,6 +184,7 @@ mod tests {
                 works_on_session: matches!(class, Session | ToolClass::Plan),
                 edit_risk: *risk,
                 escape: *escape,
+                network_unasked: false,
                 hook: *hook,
                 policy: *policy,
                 sandbox: sb,
@@ -163,6 +194,47 @@ mod tests {
                 got, *want,
                 "row {i}: {policy:?} {class:?} {risk:?} {hook:?}"
             );
+        }
+    }
+
+    #[test]
+    fn network_as_a_table() {
+        use Policy::*;
+        let boxed = sandbox(None);
+        let no_box = sandbox(Some(Unconfined::Unavailable("none".into())));
+        let ask = Some(PermissionDecision::Ask);
+        // (policy, user's `fetch_without_asking`, hook) → decision
+        let rows: &[(
+            Policy,
+            bool,
+            Option<PermissionDecision>,
+            &CommandSandbox,
+            Decision,
+        )] = &[
+            // Only full-auto with the user's switch runs unasked, sandbox or none.
+            (FullAuto, true, None, &boxed, RUN),
+            (FullAuto, true, None, &no_box, RUN),
+            (FullAuto, false, None, &boxed, ASK),
+            // The switch is for full-auto alone: the other policies still ask.
+            (Ask, true, None, &boxed, ASK),
+            (AutoEdit, true, None, &boxed, ASK),
+            (Policy::Plan, true, None, &boxed, ASK),
+            // A hook's `ask` asks whatever the switch says.
+            (FullAuto, true, ask, &boxed, ASK),
+        ];
+        for (i, (policy, unasked, hook, sb, want)) in rows.iter().enumerate() {
+            let got = decide(&CallFacts {
+                class: ToolClass::Network,
+                works_on_session: false,
+                edit_risk: EditRisk::Plain,
+                escape: false,
+                network_unasked: *unasked,
+                hook: *hook,
+                policy: *policy,
+                sandbox: sb,
+                always_allowed: false,
+            });
+            assert_eq!(got, *want, "row {i}: {policy:?} {unasked} {hook:?}");
         }
     }
 }

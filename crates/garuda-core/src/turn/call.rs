@@ -170,6 +170,7 @@ impl Call<'_> {
             works_on_session: entry.works_on_session(),
             edit_risk,
             escape,
+            network_unasked: entry.handler.network_unasked(),
             hook,
             policy: session.policy(),
             sandbox: &session.setup.sandbox,

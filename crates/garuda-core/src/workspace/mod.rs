@@ -109,6 +109,8 @@ impl Workspace {
                 config.agents.explore,
                 crate::provider::models::DEFAULT_CONTEXT_WINDOW,
             )
+            .0
+            .with_web(crate::web::Web::for_config(&config), config.features.web)
             .0;
         let facts = crate::tools::session_facts(config.approval.policy, &sandbox, &tools);
         Ok(Workspace {

@@ -14,6 +14,8 @@ mod remember;
 mod skill;
 mod snip;
 mod todo_write;
+mod web_fetch;
+mod web_search;
 mod write_file;
 
 pub use agent::{AgentTool, ExploreTool};
@@ -23,6 +25,8 @@ pub use skill::{SKILL_TOOL, SkillTool, skill_text};
 pub(crate) use snip::SnipTool;
 pub use snip::{SNIP_TOOL, snip_tool_spec};
 pub use todo_write::todos_in;
+pub(crate) use web_fetch::WebFetch;
+pub(crate) use web_search::WebSearch;
 
 use super::handler::Handler;
 use super::write::WholeFile;

@@ -1,0 +1,226 @@
+//! The web as the tools reach it (`web_fetch`, `web_search`): the user's `[web]` settings, the
+//! guard that keeps requests off the machine, its network and the server's secrets
+//! (`guard.rs`, pure), the guarded GET (`fetch.rs`: checked redirects, a resolver that judges
+//! every address before it is connected to, bounded bytes and time), what a body becomes for
+//! the model (`page.rs`, pure) and the search backend (`search.rs`).
+
+pub mod fetch;
+pub mod guard;
+pub mod page;
+pub mod search;
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Arc, OnceLock};
+
+use serde::{Deserialize, Serialize};
+
+pub use fetch::Fetched;
+pub use guard::{AllowList, Secrets};
+
+/// `[web]` in the user's config (a workspace's `.garuda/config.toml` cannot set it: a cloned
+/// repository must not open internal hosts or skip the question).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct WebSettings {
+    /// Hosts a web tool may reach even though they are internal (loopback, private,
+    /// link-local): names or addresses as URLs spell them, or `*.example.com`.
+    pub allow_hosts: Vec<String>,
+    /// Under `full-auto`, `web_fetch` runs without asking (it asks under every other policy).
+    pub fetch_without_asking: bool,
+    /// Most bytes of a body read; the rest is not downloaded and the result says it was cut.
+    pub max_bytes: u64,
+    /// Milliseconds to connect.
+    pub connect_timeout_ms: u64,
+    /// Milliseconds for a whole fetch, redirects and body included.
+    pub timeout_ms: u64,
+    /// The search backend (`[web.search]`).
+    pub search: SearchSettings,
+}
+
+impl Default for WebSettings {
+    fn default() -> Self {
+        WebSettings {
+            allow_hosts: Vec::new(),
+            fetch_without_asking: false,
+            max_bytes: 5 << 20,
+            connect_timeout_ms: 10_000,
+            timeout_ms: 30_000,
+            search: SearchSettings::default(),
+        }
+    }
+}
+
+/// `[web.search]`: where `web_search` asks. No backend, no tool.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, rename_all = "snake_case", deny_unknown_fields)]
+pub struct SearchSettings {
+    /// A SearXNG instance (`https://searx.example`): its JSON API, `GET /search?q=…&format=json`.
+    pub searxng_url: Option<String>,
+    /// Most results listed.
+    pub max_results: usize,
+}
+
+impl Default for SearchSettings {
+    fn default() -> Self {
+        SearchSettings {
+            searxng_url: None,
+            max_results: 10,
+        }
+    }
+}
+
+/// Most redirects a fetch follows.
+pub const MAX_REDIRECTS: usize = 5;
+
+/// Why a web tool did not answer with a page.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WebError {
+    /// The URL or query holds the value of a secret of the server's.
+    #[error(
+        "refused: it carries the value of the secret {0}; never put secrets, code or file contents into URLs or queries"
+    )]
+    Secret(String),
+    /// Not http or https.
+    #[error("refused: only http and https URLs are fetched, not {0}:")]
+    Scheme(String),
+    /// A user name or password in the URL.
+    #[error("refused: URLs with a user name or password are not fetched")]
+    Credentials,
+    /// No host to ask.
+    #[error("the URL names no host")]
+    NoHost,
+    /// Not a URL.
+    #[error("invalid URL {0:?}: {1}")]
+    BadUrl(String, String),
+    /// An internal host, named or as an address.
+    #[error(
+        "refused: {host} is {why}; web tools reach public hosts only (the user's config can allow a host: [web] allow_hosts)"
+    )]
+    Internal {
+        /// The host as the URL names it.
+        host: String,
+        /// What kind of address it is.
+        why: &'static str,
+    },
+    /// A name that resolves to an internal address.
+    #[error(
+        "refused: {host} resolves to {addr}, {why}; web tools reach public hosts only (the user's config can allow a host: [web] allow_hosts)"
+    )]
+    Resolved {
+        /// The name.
+        host: String,
+        /// The address it resolved to.
+        addr: String,
+        /// What kind of address it is.
+        why: &'static str,
+    },
+    /// More redirects than [`MAX_REDIRECTS`].
+    #[error("stopped after {0} redirects")]
+    Redirects(usize),
+    /// A redirect without a usable `Location`.
+    #[error("a redirect ({0}) without a usable Location")]
+    BadRedirect(u16),
+    /// The deadline passed.
+    #[error(
+        "timed out after {ms} ms ({got} bytes had arrived); the server is too slow or the page too large"
+    )]
+    Timeout {
+        /// The deadline.
+        ms: u64,
+        /// Bytes of the body that had arrived.
+        got: u64,
+    },
+    /// A type the tools do not read.
+    #[error("refused: the page is {0}; web_fetch reads HTML, text and JSON only")]
+    ContentType(String),
+    /// The connection or the protocol failed.
+    #[error("request failed: {0}")]
+    Http(String),
+    /// The search backend answered something else than its JSON.
+    #[error("the search backend's answer could not be read: {0}")]
+    Backend(String),
+    /// The turn was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// What a session's web tools share: the settings, the guard's lists and one HTTP client
+/// whose resolver applies them (built at the first call).
+#[derive(Debug)]
+pub struct Web {
+    /// The user's `[web]` settings.
+    pub settings: WebSettings,
+    allow: AllowList,
+    secrets: Secrets,
+    hosts: Arc<BTreeMap<String, IpAddr>>,
+    client: OnceLock<Result<reqwest::Client, String>>,
+}
+
+impl Web {
+    /// The web of a session whose user config says `settings` and whose secrets are
+    /// `secrets`.
+    pub fn new(settings: WebSettings, secrets: Secrets) -> Arc<Web> {
+        Web::with_hosts(settings, secrets, BTreeMap::new())
+    }
+
+    /// [`Web::new`] with names its resolver answers itself, as `/etc/hosts` would (the
+    /// answers are judged like any other): a test's name that resolves inside.
+    pub fn with_hosts(
+        settings: WebSettings,
+        secrets: Secrets,
+        hosts: BTreeMap<String, IpAddr>,
+    ) -> Arc<Web> {
+        Arc::new(Web {
+            allow: AllowList::new(&settings.allow_hosts),
+            settings,
+            secrets,
+            hosts: Arc::new(hosts),
+            client: OnceLock::new(),
+        })
+    }
+
+    /// The web of a session under `config`: its `[web]` settings (the user's: a workspace
+    /// cannot set them) and the secrets of the environment and of `config`.
+    pub fn for_config(config: &crate::config::Config) -> Arc<Web> {
+        Web::new(config.web.clone(), Web::secrets_of(config))
+    }
+
+    /// The secret values of the server's environment and of `config` (MCP servers' variables
+    /// and headers), for [`Web::new`].
+    pub fn secrets_of(config: &crate::config::Config) -> Secrets {
+        let mut pairs = crate::sandbox::secret_values();
+        for (name, s) in &config.mcp_servers {
+            for (k, v) in s.env.iter().chain(s.headers.iter()) {
+                pairs.push((format!("mcp_servers.{name}.{k}"), v.clone()));
+            }
+        }
+        Secrets::new(pairs)
+    }
+
+    /// This web for `web_search`: the search backend is the user's own choice of server, so
+    /// its host is reachable even if internal (for the search's requests, not `web_fetch`'s).
+    pub fn for_search(&self) -> Arc<Web> {
+        let mut settings = self.settings.clone();
+        if let Some(host) = settings
+            .search
+            .searxng_url
+            .as_deref()
+            .and_then(|u| url::Url::parse(u).ok())
+            .and_then(|u| u.host_str().map(str::to_string))
+        {
+            settings.allow_hosts.push(host);
+        }
+        Web::with_hosts(settings, self.secrets.clone(), (*self.hosts).clone())
+    }
+
+    /// The allow-list in force.
+    pub fn allow(&self) -> &AllowList {
+        &self.allow
+    }
+
+    /// The secrets looked for.
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
+    }
+}
