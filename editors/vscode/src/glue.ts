@@ -7,12 +7,15 @@ import type { ApplyEditResult, EditApplier } from './client';
 import type { Host, Settings } from './chat';
 import { fullCheck, report, Check } from './doctor';
 import type { ConfigProblem, SessionInfo } from './protocol';
+import { answerCodeRequest, LocationLike, SymbolLike, SymbolSource } from './symbols';
 
 /** An open text document, as much of it as the extension uses. */
 export interface Doc {
   /** Its URI as a string (`file:///…`). */
   uri: string;
   fsPath: string;
+  /** Its language (`typescript`), when the editor knows it. */
+  languageId?: string;
   isDirty: boolean;
   getText(): string;
   save(): Promise<boolean>;
@@ -53,6 +56,10 @@ export interface EditorApi {
   status(item: { text: string; tooltip: string; command: string } | undefined): void;
   /** `setContext` for keybindings' `when` clauses. */
   setContext(key: string, value: unknown): void;
+  /** `vscode.executeWorkspaceSymbolProvider`, as plain data (absent: symbol queries answer null). */
+  workspaceSymbols?(query: string): Promise<SymbolLike[] | undefined>;
+  /** `vscode.executeReferenceProvider` at a 0-based line and UTF-16 column, as plain data. */
+  references?(abs: string, line: number, character: number): Promise<LocationLike[] | undefined>;
 }
 
 type Edits = Parameters<EditApplier>[0]['edit'];
@@ -159,6 +166,7 @@ export function editorHost(api: EditorApi, post: Host['post'], proposed: Map<str
       if (pick === 'Check Setup') await api.command('garuda.doctor');
     },
     configProblems: (problems) => api.problems(problemsByFile(problems)),
+    codeSymbols: (method, params, root) => answerCodeRequest(symbolSource(api), method, params, root),
     approvalWaiting: (title) => {
       // Seen wherever the person is, answered only after moving to it.
       api.setContext('garuda.approvalWaiting', title !== undefined);
@@ -168,6 +176,21 @@ export function editorHost(api: EditorApi, post: Host['post'], proposed: Map<str
       if (title !== undefined && !chatVisible())
         void api.notify('info', `Garuda: ${title}: approval waiting in the chat.`, ['Show']).then((b) => b === 'Show' && api.command('garuda.approve'));
     },
+  };
+}
+
+/** The editor's symbol and reference providers for symbols.ts; undefined when the editor has none. */
+export function symbolSource(api: EditorApi): SymbolSource | undefined {
+  if (!api.workspaceSymbols || !api.references) return undefined;
+  const fileUri = (abs: string) => `file://${abs.split('/').map(encodeURIComponent).join('/')}`;
+  return {
+    workspaceSymbols: (q) => api.workspaceSymbols!(q),
+    references: (abs, line, character) => api.references!(abs, line, character),
+    openText: async (abs) => {
+      const d = await api.openDocument(fileUri(abs));
+      return { text: d.getText(), languageId: d.languageId };
+    },
+    readText: async (abs) => api.openDocumentOf(abs)?.getText() ?? api.readFile(abs),
   };
 }
 
