@@ -511,7 +511,8 @@ agentEvents: an explore/agent call's own steps come relayed; codeSymbols (with
 (defconst garuda--symbol-default-limit 50 "Items answered when a request names no limit.")
 (defconst garuda--symbol-max-limit 500 "The most items ever answered.")
 (defconst garuda--symbol-text-max 300 "Longest signature or reference text sent, in characters.")
-(defconst garuda--symbol-read-max (* 4 1024 1024) "Bytes read from an unopened file for its lines.")
+(defconst garuda--symbol-read-max (* 4 1024 1024)
+  "The largest file read or visited for an answer when no buffer has it.")
 
 (defconst garuda--declaration-words
   '("export" "default" "function" "const" "let" "var" "class" "interface" "type" "enum" "async"
@@ -625,6 +626,14 @@ ENCODING is the server's positionEncoding, UTF-16 when it names none."
     ("utf-8" (string-bytes (substring text 0 col)))
     (_ (/ (length (encode-coding-string (substring text 0 col) 'utf-16le)) 2))))
 
+(defun garuda--readable-p (abs)
+  "Non-nil when ABS is a regular file of at most `garuda--symbol-read-max' bytes.
+The only kind read or visited for an answer: never a FIFO that would block
+Emacs, nor a huge generated file."
+  (let ((attrs (file-attributes (file-truename abs))))
+    (and attrs (string-prefix-p "-" (file-attribute-modes attrs))
+         (<= (file-attribute-size attrs) garuda--symbol-read-max))))
+
 (defun garuda--file-lines (abs wanted)
   "Lines WANTED (1-based numbers) of ABS, as an alist.
 From its buffer when it is visited, else from the file."
@@ -632,7 +641,7 @@ From its buffer when it is visited, else from the file."
     (with-temp-buffer
       (if buf
           (insert-buffer-substring buf)
-        (ignore-errors (insert-file-contents abs nil 0 garuda--symbol-read-max)))
+        (when (garuda--readable-p abs) (ignore-errors (insert-file-contents abs))))
       (mapcar (lambda (n)
                 (goto-char (point-min))
                 (cons n (and (= (forward-line (1- n)) 0) (not (eobp))
@@ -676,7 +685,8 @@ Return the items."
 (defun garuda--eglot-buffer (server abs)
   "A buffer of ABS managed by SERVER (visited when it was not), or nil.
 Servers such as tsserver answer references only for files they have open."
-  (let ((buf (or (find-buffer-visiting abs) (ignore-errors (find-file-noselect abs t)))))
+  (let ((buf (or (find-buffer-visiting abs)
+                 (and (garuda--readable-p abs) (ignore-errors (find-file-noselect abs t))))))
     (and buf (eq (with-current-buffer buf (ignore-errors (eglot-current-server))) server) buf)))
 
 (defun garuda--code-limit (params method)

@@ -1278,6 +1278,11 @@ chat shows it once and does not stay running."
               (should (equal (garuda-test--code 'code/findReferences (list :sessionId sid :name "greet" :path "src/b.ts" :line 4 :limit 2))
                              (list :source "typescript-language-server" :items (seq-take (plist-get refs :items) 2)))))
             (should (equal (garuda-test--code 'code/findSymbol (list :sessionId sid :name "noSuchThing" :limit 5)) nil))
+            ;; A FIFO (outside tsconfig's src, so tsserver never reads it) is never opened.
+            (call-process "mkfifo" nil nil nil (expand-file-name "pipe.ts" root))
+            (should-not (garuda--readable-p (expand-file-name "pipe.ts" root)))
+            (should (garuda--readable-p (expand-file-name "src/a.ts" root)))
+            (should (equal (garuda-test--code 'code/findReferences (list :sessionId sid :path "pipe.ts" :line 1 :limit 5)) nil))
             (should-error (garuda--request nil 'code/findReferences (list :sessionId sid :limit 5)) :type 'jsonrpc-error)
             ;; A request the server fails answers null through the same path.
             (let (got)

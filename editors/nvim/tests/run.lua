@@ -1753,6 +1753,9 @@ test('code symbols: code/findSymbol and code/findReferences are answered from a 
   same(code_request('code/findReferences', { sessionId = sid, name = 'greet', path = dir .. '/src/b.ts', line = 4, limit = 2 }),
     { result = { source = 'ts_ls', items = { refs.items[1], refs.items[2] } } }, 'references from a call site, absolute path, limit')
   same(code_request('code/findSymbol', { sessionId = sid, name = 'noSuchThing', limit = 5 }), {}, 'no match: null')
+  vim.system({ 'mkfifo', dir .. '/pipe.ts' }):wait() -- outside tsconfig's src: tsserver never reads it
+  same(code_request('code/findReferences', { sessionId = sid, path = 'pipe.ts', line = 1, limit = 5 }), {},
+    'a FIFO is never opened: null')
   local bad = code_request('code/findReferences', { sessionId = sid, limit = 5 })
   eq(bad.err and bad.err.code, -32602, 'neither name nor path: invalid params')
   has(bad.err.message, 'give `name`, or `path` and `line`')

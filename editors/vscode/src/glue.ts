@@ -3,6 +3,7 @@
 // when it is refused, the diff editor's documents, the session picker's items, notifications
 // and their buttons, the approval in the status bar, the setup report) runs in the Node tests
 // against a test double of `EditorApi`.
+import { stat } from 'node:fs/promises';
 import type { ApplyEditResult, EditApplier } from './client';
 import type { Host, Settings } from './chat';
 import { fullCheck, report, Check } from './doctor';
@@ -179,18 +180,27 @@ export function editorHost(api: EditorApi, post: Host['post'], proposed: Map<str
   };
 }
 
+/** The largest file read or opened for a symbol query when no document has it. */
+const READ_MAX = 4 * 1024 * 1024;
+
 /** The editor's symbol and reference providers for symbols.ts; undefined when the editor has none. */
 export function symbolSource(api: EditorApi): SymbolSource | undefined {
   if (!api.workspaceSymbols || !api.references) return undefined;
   const fileUri = (abs: string) => `file://${abs.split('/').map(encodeURIComponent).join('/')}`;
+  // A file no document has is read or opened only when regular and at most READ_MAX bytes:
+  // never a FIFO that would block, nor a huge generated file.
+  const readable = async (abs: string) => {
+    const st = await stat(abs).catch(() => undefined);
+    return st !== undefined && st.isFile() && st.size <= READ_MAX;
+  };
   return {
     workspaceSymbols: (q) => api.workspaceSymbols!(q),
     references: (abs, line, character) => api.references!(abs, line, character),
     openText: async (abs) => {
-      const d = await api.openDocument(fileUri(abs));
-      return { text: d.getText(), languageId: d.languageId };
+      const d = api.openDocumentOf(abs) ?? ((await readable(abs)) ? await api.openDocument(fileUri(abs)) : undefined);
+      return d && { text: d.getText(), languageId: d.languageId };
     },
-    readText: async (abs) => api.openDocumentOf(abs)?.getText() ?? api.readFile(abs),
+    readText: async (abs) => api.openDocumentOf(abs)?.getText() ?? ((await readable(abs)) ? api.readFile(abs) : undefined),
   };
 }
 

@@ -5,6 +5,7 @@
 // (a stand-in server over stdio, since this branch's garuda does not ask yet).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { GarudaClient } from '../src/client';
@@ -79,6 +80,11 @@ function withProviders(root: string, asked: Array<[string, number, number]>) {
   const api = fakeEditor() as EditorApi;
   const open = api.openDocument;
   api.openDocument = async (uri) => ({ ...(await open(uri)), languageId: 'typescript' });
+  const openOf = api.openDocumentOf;
+  api.openDocumentOf = (abs) => {
+    const d = openOf(abs);
+    return d && { ...d, languageId: 'typescript' };
+  };
   api.workspaceSymbols = async () => [
     sym('greet', 11, join(root, 'src/greet.ts'), 1, 3),
     sym('Greeter', 4, join(root, 'src/greet.ts'), 5, 9),
@@ -133,6 +139,10 @@ test('findSymbol and findReferences through the host: items, signatures, texts, 
   await host.codeSymbols!('code/findReferences', { sessionId: 's', path: 'src/greet.ts', line: 2, limit: 5 }, root);
   assert.deepEqual(asked.at(-1), [join(root, 'src/greet.ts'), 1, 16], 'path+line: the first identifier that is not a keyword');
 
+  execFileSync('mkfifo', [join(root, 'pipe.ts')]);
+  const before = asked.length;
+  assert.equal(await host.codeSymbols!('code/findReferences', { sessionId: 's', path: 'pipe.ts', line: 1, limit: 5 }, root), null, 'a FIFO is never opened');
+  assert.equal(asked.length, before, 'nor asked about');
   await assert.rejects(host.codeSymbols!('code/findReferences', { sessionId: 's', limit: 5 }, root), InvalidParams);
   await assert.rejects(host.codeSymbols!('code/findReferences', { sessionId: 's', path: '../x.ts', line: 1 }, root), /outside the workspace/);
   await assert.rejects(host.codeSymbols!('code/findSymbol', { sessionId: 's', name: '' }, root), /`name` must be a non-empty string/);

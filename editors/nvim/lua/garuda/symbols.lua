@@ -22,7 +22,7 @@ M.timeout_ms = 2500
 
 --- Longest signature or reference text sent, in characters (a minified line is one line).
 local TEXT_MAX = 300
---- Bytes read from an unopened file to find its lines.
+--- The largest file read or loaded for an answer when no buffer has it.
 local READ_MAX = 4 * 1024 * 1024
 
 -- Words a line starts with that are never the symbol asked about ("the first identifier on the
@@ -169,8 +169,15 @@ local function loaded_buf(abs)
   end
 end
 
+--- A regular file of at most READ_MAX bytes: the only kind read or loaded for an answer (never
+--- a FIFO that would block the editor, nor a huge generated file).
+local function readable(abs)
+  local st = vim.uv.fs_stat(abs)
+  return st ~= nil and st.type == 'file' and st.size <= READ_MAX
+end
+
 --- Lines `wanted` (a set of 1-based numbers) of a file: from its buffer when loaded (unsaved
---- text is what the user sees), else from the file, reading at most READ_MAX bytes.
+--- text is what the user sees), else from the file when it is `readable`.
 local function read_lines(abs, wanted)
   local out, last = {}, 0
   for n in pairs(wanted) do
@@ -183,17 +190,17 @@ local function read_lines(abs, wanted)
     end
     return out
   end
-  local f = io.open(abs, 'rb')
+  local f = readable(abs) and io.open(abs, 'rb')
   if not f then
     return out
   end
-  local n, bytes = 0, 0
+  local n = 0
   for l in f:lines() do
-    n, bytes = n + 1, bytes + #l + 1
+    n = n + 1
     if wanted[n] then
       out[n] = l
     end
-    if n >= last or bytes > READ_MAX then
+    if n >= last then
       break
     end
   end
@@ -275,10 +282,14 @@ local function lsp_cancel(c, req)
 end
 
 --- The file's buffer, loaded (hidden, no swap file) when it was not, and attached to the client:
---- servers such as tsserver answer textDocument/references only for files they have open.
+--- servers such as tsserver answer textDocument/references only for files they have open. Nil
+--- for a file that is not `readable`.
 local function attached_buf(c, abs)
   local b = loaded_buf(abs)
   if not b then
+    if not readable(abs) then
+      return nil
+    end
     b = vim.fn.bufadd(abs)
     vim.bo[b].swapfile = false
     vim.fn.bufload(b)
@@ -428,6 +439,9 @@ function M.find_references(params, root, reply, id)
   -- with a decorator or a doc comment); the first line's first identifier is the fallback.
   local function references(i, c, file, lnum, span)
     local b = attached_buf(c, file)
+    if not b then
+      return try(i + 1)
+    end
     local function at(l)
       return vim.api.nvim_buf_get_lines(b, l - 1, l, false)[1]
     end
