@@ -1760,6 +1760,8 @@ test('code symbols: code/findSymbol and code/findReferences are answered from a 
   local bad = code_request('code/findReferences', { sessionId = sid, limit = 5 })
   eq(bad.err and bad.err.code, -32602, 'neither name nor path: invalid params')
   has(bad.err.message, 'give `name`, or `path` and `line`')
+  bad = code_request('code/findReferences', { sessionId = sid, path = 'src/a.ts', line = 1.5, limit = 5 })
+  eq(bad.err and bad.err.code, -32602, 'a line that is not a whole number')
   bad = code_request('code/findReferences', { sessionId = sid, path = '../x.ts', line = 1, limit = 5 })
   has(bad.err and bad.err.message or '', 'outside the workspace', 'a path outside the root')
   vim.lsp.stop_client(id, true)

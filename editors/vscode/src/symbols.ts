@@ -207,7 +207,7 @@ export async function findReferences(src: SymbolSource, params: Record<string, u
   const m = 'code/findReferences';
   if (name !== undefined && (typeof name !== 'string' || !name)) throw new InvalidParams(`${m}: \`name\` must be a non-empty string`);
   if ((path === undefined) !== (line === undefined)) throw new InvalidParams(`${m}: \`path\` and \`line\` go together`);
-  if (path !== undefined && (typeof path !== 'string' || typeof line !== 'number' || line < 1))
+  if (path !== undefined && (typeof path !== 'string' || typeof line !== 'number' || line < 1 || !Number.isInteger(line)))
     throw new InvalidParams(`${m}: \`path\` must be a string and \`line\` a 1-based number`);
   if (path === undefined && name === undefined) throw new InvalidParams(`${m}: give \`name\`, or \`path\` and \`line\``);
   const limit = limitOf(params, m);

@@ -145,6 +145,7 @@ test('findSymbol and findReferences through the host: items, signatures, texts, 
   assert.equal(asked.length, before, 'nor asked about');
   await assert.rejects(host.codeSymbols!('code/findReferences', { sessionId: 's', limit: 5 }, root), InvalidParams);
   await assert.rejects(host.codeSymbols!('code/findReferences', { sessionId: 's', path: '../x.ts', line: 1 }, root), /outside the workspace/);
+  await assert.rejects(host.codeSymbols!('code/findReferences', { sessionId: 's', path: 'src/a.ts', line: 1.5 }, root), /1-based number/);
   await assert.rejects(host.codeSymbols!('code/findSymbol', { sessionId: 's', name: '' }, root), /`name` must be a non-empty string/);
   assert.equal(await host.codeSymbols!('code/findSymbol', { sessionId: 's', name: 'noSuchThing', limit: 5 }, root), null, 'no match');
   assert.equal(await host.codeSymbols!('code/findSymbol', { sessionId: 'x', name: 'greet' }, undefined), null, 'a session of no project here');

@@ -415,7 +415,7 @@ function M.find_references(params, root, reply, id)
     return bad(reply, 'code/findReferences: `name` must be a non-empty string')
   elseif (path == nil) ~= (line == nil) then
     return bad(reply, 'code/findReferences: `path` and `line` go together')
-  elseif path ~= nil and (type(path) ~= 'string' or type(line) ~= 'number' or line < 1) then
+  elseif path ~= nil and (type(path) ~= 'string' or type(line) ~= 'number' or line < 1 or line % 1 ~= 0) then
     return bad(reply, 'code/findReferences: `path` must be a string and `line` a 1-based number')
   elseif path == nil and name == nil then
     return bad(reply, 'code/findReferences: give `name`, or `path` and `line`')
