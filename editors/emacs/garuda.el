@@ -39,6 +39,7 @@
 (require 'json)
 (require 'project)
 (require 'subr-x)
+(require 'seq)
 (require 'diff-mode)
 (require 'url-util)
 
@@ -95,6 +96,18 @@ session.  Either way, opening the chat creates no session."
 (defcustom garuda-environment nil
   "Extra environment for the server, e.g. (\"ANTHROPIC_API_KEY=...\")."
   :type '(repeat string))
+
+(defcustom garuda-code-symbols t
+  "Non-nil: Garuda's find_symbol and find_references are asked of eglot first.
+`initialize' then declares `codeSymbols', and the server's `code/findSymbol' and
+`code/findReferences' requests are answered from the eglot server of the
+project (null, so Garuda uses its own index, when there is none)."
+  :type 'boolean)
+
+(defcustom garuda-code-symbols-timeout 2.5
+  "Seconds a language server may take to answer a symbol query.
+Garuda itself waits 3 seconds; after this the answer is null."
+  :type 'number)
 
 (defface garuda-note-face '((t :inherit font-lock-comment-face))
   "Face of notes in the chat.")
@@ -331,11 +344,7 @@ at once (a bad config.toml) signals a `user-error' in the server's words."
                      (jsonrpc-request conn 'initialize
                                       (list :processId (emacs-pid)
                                             :clientInfo (list :name "garuda.el")
-                                            ;; agentEvents: an explore/agent call's own steps come relayed.
-                                            :capabilities
-                                            (list :workspace (list :applyEdit t)
-                                                  :experimental
-                                                  (list :garuda (list :agentEvents t))))
+                                            :capabilities (garuda--capabilities))
                                       :timeout garuda-request-timeout))
       ;; A jsonrpc-error ("Server died"), or a plain error when it died before the request was written.
       ((jsonrpc-error error)
@@ -463,6 +472,15 @@ settings) go to the echo area and `garuda-doctor'."
           (if (plist-get p :key) (format ": `%s'" (plist-get p :key)) "")
           ": " (plist-get p :message)))
 
+(defun garuda--capabilities ()
+  "What `initialize' declares.
+agentEvents: an explore/agent call's own steps come relayed; codeSymbols (with
+`garuda-code-symbols'): symbol queries are asked of eglot first."
+  (list :workspace (list :applyEdit t)
+        :experimental
+        (list :garuda (append (list :agentEvents t)
+                              (and garuda-code-symbols (list :codeSymbols t))))))
+
 (defun garuda--request (_conn method params)
   "Answer request METHOD with PARAMS."
   (pcase method
@@ -474,7 +492,337 @@ settings) go to the echo area and `garuda-doctor'."
     ('tool/call
      (list :content (format "this client runs no tool %s" (plist-get params :name))
            :isError t))
+    ((or 'code/findSymbol 'code/findReferences) (garuda--code-request method params))
     (_ (jsonrpc-error :code -32601 :message (format "unknown method %s" method)))))
+
+;;;; Symbol queries answered from eglot
+
+;; Garuda asks `code/findSymbol' and `code/findReferences' (protocol/README.md) before it
+;; consults its own index.  They are answered from the eglot server that manages a buffer of
+;; the session's project, asynchronously (the reply is deferred to the server's callback), and
+;; with null whenever there is none, it errors or it is slow.  eglot is never loaded here: only
+;; a user who runs it gets answers.
+
+(declare-function eglot-current-server "eglot")
+(declare-function eglot--capabilities "eglot")
+
+(defconst garuda--symbol-kinds
+  ["file" "module" "namespace" "package" "class" "method" "property" "field" "constructor"
+   "enum" "interface" "function" "variable" "constant" "string" "number" "boolean" "array"
+   "object" "key" "null" "enum_member" "struct" "event" "operator" "type_parameter"]
+  "LSP SymbolKind names in lower case; kind N is element N-1.")
+
+(defconst garuda--symbol-default-limit 50 "Items answered when a request names no limit.")
+(defconst garuda--symbol-max-limit 500 "The most items ever answered.")
+(defconst garuda--symbol-text-max 300 "Longest signature or reference text sent, in characters.")
+(defconst garuda--symbol-read-max (* 4 1024 1024)
+  "The largest file read or visited for an answer when no buffer has it.")
+
+(defconst garuda--declaration-words
+  '("export" "default" "function" "const" "let" "var" "class" "interface" "type" "enum" "async"
+    "await" "static" "public" "private" "protected" "readonly" "abstract" "declare" "def" "fn"
+    "pub" "mod" "struct" "impl" "trait" "func" "package" "import" "from" "return" "local"
+    "extern" "unsafe" "crate" "self" "new")
+  "Words a declaration line starts with that are never the symbol asked about.")
+
+(defun garuda--symbol-kind-name (n)
+  "The protocol's name of LSP SymbolKind N."
+  (if (and (integerp n) (<= 1 n (length garuda--symbol-kinds)))
+      (aref garuda--symbol-kinds (1- n))
+    "symbol"))
+
+(defun garuda--file-uri-path (uri)
+  "The file path of URI when it is a file:// URI, else nil."
+  (and (stringp uri) (string-prefix-p "file://" uri) (garuda--uri-path uri)))
+
+(defun garuda--relpath (root path)
+  "PATH relative to ROOT when it lies inside it, else nil."
+  (let ((r (file-name-as-directory (expand-file-name root)))
+        (p (expand-file-name path)))
+    (cond ((string-prefix-p r p) (substring p (length r)))
+          ((let ((tr (file-name-as-directory (file-truename root)))
+                 (tp (file-truename path)))
+             (and (string-prefix-p tr tp) (substring tp (length tr))))))))
+
+(defun garuda--match-rank (name query)
+  "1 when NAME is QUERY, 2 equal ignoring case, 3 containing it, else nil."
+  (cond ((string= name query) 1)
+        ((string= (downcase name) (downcase query)) 2)
+        ((string-search (downcase query) (downcase name)) 3)))
+
+(defun garuda--rank-symbols (symbols query kind root limit)
+  "SYMBOLS (workspace/symbol's answer) as protocol items, without signatures.
+Only names matching QUERY, of KIND when non-nil, inside ROOT; best match
+first, then by path and line; at most LIMIT.  Each item keeps its absolute
+path under :abs until it is sent."
+  (let ((i 0) ranked)
+    (seq-doseq (s symbols)
+      (let* ((loc (plist-get s :location))
+             (range (plist-get loc :range))
+             (abs (and range (garuda--file-uri-path (plist-get loc :uri))))
+             (rel (and abs (garuda--relpath root abs)))
+             (name (plist-get s :name))
+             (rank (and (stringp name) (garuda--match-rank name query)))
+             (k (garuda--symbol-kind-name (plist-get s :kind)))
+             (l1 (plist-get (plist-get range :start) :line))
+             (l2 (plist-get (plist-get range :end) :line))
+             (container (plist-get s :containerName)))
+        (when (and rank rel (or (null kind) (equal kind k)))
+          (push (list rank (cl-incf i)
+                      (append (list :name name :kind k)
+                              (and (stringp container) (not (string-empty-p container))
+                                   (list :container container))
+                              (list :path rel :line (1+ l1))
+                              (and l2 (> l2 l1) (list :endLine (1+ l2)))
+                              (list :abs abs)))
+                ranked))))
+    (setq ranked (sort ranked
+                       (lambda (a b)
+                         (let ((pa (plist-get (nth 2 a) :path)) (pb (plist-get (nth 2 b) :path)))
+                           (cond ((/= (car a) (car b)) (< (car a) (car b)))
+                                 ((not (string= pa pb)) (string< pa pb))
+                                 ((/= (plist-get (nth 2 a) :line) (plist-get (nth 2 b) :line))
+                                  (< (plist-get (nth 2 a) :line) (plist-get (nth 2 b) :line)))
+                                 (t (< (nth 1 a) (nth 1 b))))))))
+    (mapcar (lambda (r) (nth 2 r)) (seq-take ranked limit))))
+
+(defun garuda--reference-items (locations root limit)
+  "LOCATIONS (textDocument/references' answer) as protocol items, without text.
+Inside ROOT only, one per line, by path and line, at most LIMIT; :abs as in
+`garuda--rank-symbols'."
+  (let ((seen (make-hash-table :test #'equal)) items)
+    (seq-doseq (loc locations)
+      (let* ((range (plist-get loc :range))
+             (abs (and range (garuda--file-uri-path (plist-get loc :uri))))
+             (rel (and abs (garuda--relpath root abs)))
+             (line (and range (1+ (plist-get (plist-get range :start) :line)))))
+        (when (and rel (not (gethash (cons rel line) seen)))
+          (puthash (cons rel line) t seen)
+          (push (list :path rel :line line :abs abs) items))))
+    (seq-take (sort items (lambda (a b)
+                            (let ((pa (plist-get a :path)) (pb (plist-get b :path)))
+                              (if (string= pa pb) (< (plist-get a :line) (plist-get b :line))
+                                (string< pa pb)))))
+              limit)))
+
+(defun garuda--identifier-col (text name)
+  "The column of NAME as a whole identifier on TEXT, as (COL . t).
+COL counts characters.
+Else the column of TEXT's first identifier that is not a declaration word, as
+\(COL . nil); nil when TEXT has none."
+  (let ((case-fold-search nil))
+    (or (and (stringp name) (not (string-empty-p name))
+             (string-match (concat "\\(?:^\\|[^[:alnum:]_$]\\)\\(" (regexp-quote name) "\\)\\(?:[^[:alnum:]_$]\\|$\\)")
+                           text)
+             (cons (match-beginning 1) t))
+        (let ((start 0) found)
+          (while (and (not found) (string-match "[[:alpha:]_$][[:alnum:]_$]*" text start))
+            (if (member (match-string 0 text) garuda--declaration-words)
+                (setq start (match-end 0))
+              (setq found (cons (match-beginning 0) nil))))
+          found))))
+
+(defun garuda--lsp-column (text col encoding)
+  "COL (characters into TEXT) as the server counts.
+ENCODING is the server's positionEncoding, UTF-16 when it names none."
+  (pcase encoding
+    ("utf-32" col)
+    ("utf-8" (string-bytes (substring text 0 col)))
+    (_ (/ (length (encode-coding-string (substring text 0 col) 'utf-16le)) 2))))
+
+(defun garuda--readable-p (abs)
+  "Non-nil when ABS is a regular file of at most `garuda--symbol-read-max' bytes.
+The only kind read or visited for an answer: never a FIFO that would block
+Emacs, nor a huge generated file."
+  (let ((attrs (file-attributes (file-truename abs))))
+    (and attrs (string-prefix-p "-" (file-attribute-modes attrs))
+         (<= (file-attribute-size attrs) garuda--symbol-read-max))))
+
+(defun garuda--file-lines (abs wanted)
+  "Lines WANTED (1-based numbers) of ABS, as an alist.
+From its buffer when it is visited, else from the file."
+  (let ((buf (find-buffer-visiting abs)))
+    (with-temp-buffer
+      (if buf
+          (insert-buffer-substring buf)
+        (when (garuda--readable-p abs) (ignore-errors (insert-file-contents abs))))
+      (mapcar (lambda (n)
+                (goto-char (point-min))
+                (cons n (and (= (forward-line (1- n)) 0) (not (eobp))
+                             (buffer-substring-no-properties (line-beginning-position) (line-end-position)))))
+              wanted))))
+
+(defun garuda--add-text (items field)
+  "Set FIELD of each of ITEMS to its line's text, trimmed; drop :abs.
+Return the items."
+  (let ((by-file (make-hash-table :test #'equal)))
+    (dolist (it items)
+      (push (plist-get it :line) (gethash (plist-get it :abs) by-file)))
+    (maphash (lambda (abs lines) (puthash abs (garuda--file-lines abs lines) by-file)) by-file)
+    (mapcar (lambda (it)
+              (let* ((l (cdr (assq (plist-get it :line) (gethash (plist-get it :abs) by-file))))
+                     (l (and l (string-trim l)))
+                     (out (cl-loop for (k v) on it by #'cddr unless (eq k :abs) append (list k v))))
+                (if (and l (not (string-empty-p l)))
+                    (append out (list field (truncate-string-to-width l garuda--symbol-text-max)))
+                  out)))
+            items)))
+
+(defun garuda--eglot-servers (root capability)
+  "Running eglot servers that manage a buffer inside ROOT and have CAPABILITY."
+  (when (featurep 'eglot)
+    (let (out)
+      (dolist (b (buffer-list))
+        (let ((f (buffer-file-name b)))
+          (when (and f (garuda--relpath root f))
+            (let ((s (with-current-buffer b (ignore-errors (eglot-current-server)))))
+              (when (and s (not (memq s out)) (jsonrpc-running-p s)
+                         (plist-get (eglot--capabilities s) capability))
+                (push s out))))))
+      (nreverse out))))
+
+(defun garuda--eglot-source (server)
+  "The name of SERVER's program, as the answer's source."
+  (let ((cmd (ignore-errors (process-command (jsonrpc--process server)))))
+    (if cmd (file-name-nondirectory (car cmd)) (jsonrpc-name server))))
+
+(defun garuda--eglot-buffer (server abs)
+  "A buffer of ABS managed by SERVER (visited when it was not), or nil.
+Servers such as tsserver answer references only for files they have open."
+  (let ((buf (or (find-buffer-visiting abs)
+                 (and (garuda--readable-p abs) (ignore-errors (find-file-noselect abs t))))))
+    (and buf (eq (with-current-buffer buf (ignore-errors (eglot-current-server))) server) buf)))
+
+(defun garuda--code-limit (params method)
+  "PARAMS' limit for METHOD, bounded; the default when it names none.
+Signals invalid params when it is not a positive number."
+  (let ((l (plist-get params :limit)))
+    (cond ((null l) garuda--symbol-default-limit)
+          ((and (numberp l) (>= l 1)) (min (floor l) garuda--symbol-max-limit))
+          (t (garuda--invalid-params "%s: `limit' must be a positive number" method)))))
+
+(defun garuda--invalid-params (fmt &rest args)
+  "Signal a JSON-RPC invalid params error of message FMT with ARGS."
+  (jsonrpc-error :code -32602 :message (apply #'format fmt args)))
+
+(defun garuda--code-ask (server method params then)
+  "Send METHOD with PARAMS to SERVER; call THEN with the result.
+THEN gets nil when the server errors or does not answer in time."
+  (jsonrpc-async-request server method params
+                         :success-fn then
+                         :error-fn (lambda (_) (funcall then nil))
+                         :timeout-fn (lambda () (funcall then nil))
+                         :timeout garuda-code-symbols-timeout))
+
+(defun garuda--code-check (method params root)
+  "Signal invalid params when PARAMS of METHOD are malformed for ROOT."
+  (let ((name (plist-get params :name))
+        (path (plist-get params :path))
+        (line (plist-get params :line)))
+    (if (eq method 'code/findSymbol)
+        (progn
+          (unless (and (stringp name) (not (string-empty-p name)))
+            (garuda--invalid-params "code/findSymbol: `name' must be a non-empty string"))
+          (when (and (plist-get params :kind) (not (stringp (plist-get params :kind))))
+            (garuda--invalid-params "code/findSymbol: `kind' must be a string")))
+      (when (and name (not (and (stringp name) (not (string-empty-p name)))))
+        (garuda--invalid-params "%s: `name' must be a non-empty string" method))
+      (unless (eq (null path) (null line))
+        (garuda--invalid-params "%s: `path' and `line' go together" method))
+      (when (and path (not (and (stringp path) (integerp line) (>= line 1))))
+        (garuda--invalid-params "%s: `path' must be a string and `line' a 1-based number" method))
+      (unless (or path name)
+        (garuda--invalid-params "%s: give `name', or `path' and `line'" method))
+      (when (and path (not (garuda--relpath root (expand-file-name path root))))
+        (garuda--invalid-params "%s: `path' is outside the workspace: %s" method path)))
+    (garuda--code-limit params method)))
+
+(defun garuda--code-find-symbol (params root reply)
+  "Answer `code/findSymbol' PARAMS for ROOT by calling REPLY, asynchronously."
+  (let ((name (plist-get params :name))
+        (kind (plist-get params :kind)))
+    (let ((limit (garuda--code-check 'code/findSymbol params root))
+          (servers (garuda--eglot-servers root :workspaceSymbolProvider)))
+      (cl-labels ((try (rest)
+                    (if (null rest)
+                        (funcall reply nil)
+                      (garuda--code-ask
+                       (car rest) :workspace/symbol (list :query name)
+                       (lambda (result)
+                         (let ((items (garuda--rank-symbols result name kind root limit)))
+                           (if items
+                               (funcall reply (list :source (garuda--eglot-source (car rest))
+                                                    :items (vconcat (garuda--add-text items :signature))))
+                             (try (cdr rest)))))))))
+        (try servers)))))
+
+(defun garuda--code-find-references (params root reply)
+  "Answer `code/findReferences' PARAMS for ROOT by calling REPLY, later.
+The position is the identifier `name' on the line of `path'+`line' (else the
+line's first), or the definition workspace/symbol finds for a bare `name'."
+  (let* ((limit (garuda--code-check 'code/findReferences params root))
+         (name (plist-get params :name))
+         (path (plist-get params :path))
+         (line (plist-get params :line))
+         (abs (and path (expand-file-name path root))))
+    (let ((servers (garuda--eglot-servers root :referencesProvider)))
+      (cl-labels
+          ((try (rest)
+             (let ((s (car rest)))
+               (cond ((null rest) (funcall reply nil))
+                     (abs (refs rest abs line 0))
+                     ((not (plist-get (eglot--capabilities s) :workspaceSymbolProvider)) (try (cdr rest)))
+                     (t (garuda--code-ask
+                         s :workspace/symbol (list :query name)
+                         (lambda (result)
+                           (let ((best (car (garuda--rank-symbols result name nil root 1))))
+                             (if best
+                                 (refs rest (plist-get best :abs) (plist-get best :line)
+                                       (- (or (plist-get best :endLine) (plist-get best :line))
+                                          (plist-get best :line)))
+                               (try (cdr rest))))))))))
+           ;; SPAN: further lines the name may be on (a decorator or a comment may start the
+           ;; definition workspace/symbol found); the first line's first identifier is the fallback.
+           (refs (rest file lnum span)
+             (let* ((s (car rest))
+                    (buf (garuda--eglot-buffer s file))
+                    (lines (and buf (garuda--file-lines file (number-sequence lnum (+ lnum (min span 20))))))
+                    (at (or (cl-loop for (n . text) in lines
+                                     for hit = (and text (garuda--identifier-col text name))
+                                     when (cdr hit) return (list n text (car hit)))
+                            (let* ((text (cdr (assq lnum lines)))
+                                   (hit (and text (garuda--identifier-col text name))))
+                              (and hit (list lnum text (car hit)))))))
+               (if (not at)
+                   (try (cdr rest))
+                 (garuda--code-ask
+                  s :textDocument/references
+                  (list :textDocument (list :uri (concat "file://" (url-hexify-string file (cons ?/ url-unreserved-chars))))
+                        :position (list :line (1- (nth 0 at))
+                                        :character (garuda--lsp-column
+                                                    (nth 1 at) (nth 2 at)
+                                                    (plist-get (eglot--capabilities s) :positionEncoding)))
+                        :context (list :includeDeclaration :json-false))
+                  (lambda (result)
+                    (let ((items (garuda--reference-items result root limit)))
+                      (if items
+                          (funcall reply (list :source (garuda--eglot-source s)
+                                               :items (vconcat (garuda--add-text items :text))))
+                        (try (cdr rest))))))))))
+        (try servers)))))
+
+(defun garuda--code-request (method params)
+  "The dispatcher's answer to symbol query METHOD with PARAMS (deferred)."
+  (let* ((chat (garuda--chat-of (plist-get params :sessionId)))
+         (root (and chat (buffer-local-value 'garuda--root chat)))
+         (fn (if (eq method 'code/findSymbol) #'garuda--code-find-symbol #'garuda--code-find-references)))
+    (cond ((not root) nil)              ; a session of no chat here: Garuda uses its own index
+          ((progn (garuda--code-check method params root) nil))
+          (t (garuda--defer
+              (lambda (conn id)
+                (condition-case nil
+                    (funcall fn params root (lambda (result) (garuda--reply conn id result)))
+                  (error (garuda--reply conn id nil)))))))))
 
 ;;;; Approvals
 

@@ -8,6 +8,13 @@
 (require 'ert)
 (require 'garuda)
 
+;; Read before the setup below points HOME elsewhere: where scripts/provision.sh put
+;; typescript-language-server, and eglot for an Emacs that has none built in.
+(defvar garuda-test-lsp-dir
+  (or (getenv "GARUDA_LSP_TEST_DIR") (expand-file-name "~/.cache/garuda-test/lsp")))
+(defvar garuda-test-eglot-dir
+  (or (getenv "GARUDA_EGLOT_DIR") (expand-file-name "~/.cache/garuda-test/eglot")))
+
 (defvar garuda-test-dir (file-truename (make-temp-file "garuda-el-" t)))
 (defvar garuda-test-n 0 "Cassettes written.")
 
@@ -1147,6 +1154,172 @@ chat shows it once and does not stay running."
       (garuda-test--wait (garuda-test--done chat))
       (should (string-match-p "Garuda: turn ended (end_turn)"
                               (with-current-buffer "*Messages*" (buffer-string)))))))
+
+;;;; Symbol queries (code/findSymbol, code/findReferences) answered from eglot
+
+(defun garuda-test--sym (name kind uri l1 l2 &optional container)
+  "A workspace/symbol answer: NAME, LSP KIND, at URI lines L1-L2 (0-based), in CONTAINER."
+  (append (list :name name :kind kind)
+          (and container (list :containerName container))
+          (list :location (list :uri uri :range (list :start (list :line l1 :character 0)
+                                                      :end (list :line l2 :character 1))))))
+
+(ert-deftest garuda-test-s1-code-symbols-mapping ()
+  "Kinds by name, paths relative to the root, exact then case-insensitive then contained."
+  (should (equal (plist-get (plist-get (plist-get (garuda--capabilities) :experimental) :garuda) :codeSymbols) t))
+  (let ((garuda-code-symbols nil))
+    (should-not (plist-member (plist-get (plist-get (garuda--capabilities) :experimental) :garuda) :codeSymbols)))
+  (should (equal (garuda--symbol-kind-name 12) "function"))
+  (should (equal (garuda--symbol-kind-name 26) "type_parameter"))
+  (should (equal (garuda--symbol-kind-name 22) "enum_member"))
+  (should (equal (garuda--relpath "/w/proj" "/w/proj/src/a.ts") "src/a.ts"))
+  (should-not (garuda--relpath "/w/proj" "/w/project/a.ts"))
+  (should-not (garuda--relpath "/w/proj" "/w/proj/../x.ts"))
+  (should (equal (garuda--rank-symbols
+                  (vector (garuda-test--sym "parseConfigFile" 12 "file:///w/proj/b.ts" 0 0)
+                          (garuda-test--sym "ParseConfig" 5 "file:///w/proj/a.ts" 3 9)
+                          (garuda-test--sym "parseConfig" 12 "file:///outside/lib.d.ts" 1 1)
+                          (garuda-test--sym "parseConfig" 6 "file:///w/proj/src/x%20y.ts" 4 6 "Loader")
+                          (garuda-test--sym "unrelated" 13 "file:///w/proj/a.ts" 1 1)
+                          (garuda-test--sym "parseConfig" 12 "untitled:Untitled-1" 1 1))
+                  "parseConfig" nil "/w/proj" 10)
+                 '((:name "parseConfig" :kind "method" :container "Loader" :path "src/x y.ts" :line 5 :endLine 7 :abs "/w/proj/src/x y.ts")
+                   (:name "ParseConfig" :kind "class" :path "a.ts" :line 4 :endLine 10 :abs "/w/proj/a.ts")
+                   (:name "parseConfigFile" :kind "function" :path "b.ts" :line 1 :abs "/w/proj/b.ts"))))
+  (should (= 1 (length (garuda--rank-symbols (vector (garuda-test--sym "a" 12 "file:///w/proj/a" 0 0)
+                                                     (garuda-test--sym "ab" 12 "file:///w/proj/a" 1 1))
+                                             "a" nil "/w/proj" 1))))
+  (should (equal (plist-get (car (garuda--rank-symbols (vector (garuda-test--sym "Ab" 5 "file:///w/proj/a" 0 0)
+                                                               (garuda-test--sym "ab" 12 "file:///w/proj/a" 1 1))
+                                                       "ab" "class" "/w/proj" 5))
+                            :name)
+                 "Ab"))
+  (let ((loc (lambda (uri line) (list :uri uri :range (list :start (list :line line :character 0)
+                                                             :end (list :line line :character 3))))))
+    (should (equal (garuda--reference-items
+                    (vector (funcall loc "file:///w/proj/b.ts" 3) (funcall loc "file:///w/proj/a.ts" 2)
+                            (funcall loc "file:///w/proj/a.ts" 2) (funcall loc "file:///elsewhere/c.ts" 0))
+                    "/w/proj" 10)
+                   '((:path "a.ts" :line 3 :abs "/w/proj/a.ts") (:path "b.ts" :line 4 :abs "/w/proj/b.ts")))))
+  (should (equal (garuda--identifier-col "export function greet(name) {" nil) '(16)))
+  (should (equal (garuda--identifier-col "  x = greetings + greet" "greet") '(18 . t)))
+  (should (equal (garuda--lsp-column "// 😀 greet" 5 nil) 6))
+  (should (equal (garuda--lsp-column "// 😀 greet" 5 "utf-32") 5)))
+
+(ert-deftest garuda-test-s2-code-symbols-null-and-errors ()
+  "Null without an eglot server for the project or for an unknown session; bad params are errors."
+  (should-not (garuda--request nil 'code/findSymbol (list :sessionId "no-such-session" :name "greet" :limit 5)))
+  (let (got)
+    (garuda--code-find-symbol (list :name "greet" :limit 5) garuda-test-ws2 (lambda (r) (setq got (list r))))
+    (should (equal got '(nil))))
+  (let (got)
+    (garuda--code-find-references (list :path "AGENTS.md" :line 1 :limit 5) garuda-test-ws2 (lambda (r) (setq got (list r))))
+    (should (equal got '(nil))))
+  (dolist (bad '(((:limit 5) . "give `name', or `path' and `line'")
+                 ((:path "../x.ts" :line 1) . "outside the workspace")
+                 ((:path "a.ts") . "`path' and `line' go together")
+                 ((:name "greet" :limit "many") . "`limit' must be a positive number")))
+    (let ((err (should-error (garuda--code-find-references (car bad) garuda-test-ws2 #'ignore) :type 'jsonrpc-error)))
+      (should (equal (alist-get 'jsonrpc-error-code (cdr err)) -32602))
+      (should (string-search (cdr bad) (alist-get 'jsonrpc-error-message (cdr err))))))
+  (should-error (garuda--code-find-symbol (list :limit 5) garuda-test-ws2 #'ignore) :type 'jsonrpc-error))
+
+(defun garuda-test--load-eglot ()
+  "Load eglot: built in (Emacs 29+), else the copy scripts/provision.sh unpacked."
+  (add-to-list 'load-path garuda-test-eglot-dir t)
+  (unless (require 'eglot nil t)
+    (error "No eglot: %s is missing (run scripts/provision.sh)" garuda-test-eglot-dir)))
+
+(defun garuda-test--ts-project ()
+  "A TypeScript project: greet() in src/greet.ts, called from src/a.ts and src/b.ts."
+  (let ((root (garuda-test--project "tsproject")))
+    (make-directory (expand-file-name "src" root) t)
+    (with-temp-file (expand-file-name "tsconfig.json" root)
+      (insert "{ \"compilerOptions\": { \"strict\": true, \"target\": \"es2020\", \"module\": \"commonjs\" }, \"include\": [\"src\"] }\n"))
+    (with-temp-file (expand-file-name "src/greet.ts" root)
+      (insert "/** Says hello. */\nexport function greet(name: string): string {\n  return `hello ${name}`;\n}\n\n"
+              "export class Greeter {\n  greetAll(names: string[]): string[] {\n    return names.map(greet);\n  }\n}\n"))
+    (with-temp-file (expand-file-name "src/a.ts" root)
+      (insert "import { greet } from './greet';\n\nexport const fromA = greet('a');\n"))
+    (with-temp-file (expand-file-name "src/b.ts" root)
+      (insert "import { greet } from './greet';\n\nexport function fromB(): string {\n  return greet('b');\n}\n"))
+    root))
+
+(defun garuda-test--code (method params)
+  "Ask the client's dispatcher METHOD with PARAMS as the server would; the answer."
+  (let* ((got nil)
+         (d (garuda--request nil method params)))
+    (cl-letf (((symbol-function 'garuda--reply) (lambda (_conn _id result) (setq got (list result)))))
+      (should (eq (car d) 'garuda--deferred))
+      (funcall (cdr d) nil 1)
+      (garuda-test--wait (lambda () got) 30))
+    (car got)))
+
+(ert-deftest garuda-test-s3-code-symbols-from-eglot ()
+  "code/findSymbol and code/findReferences answered from eglot running typescript-language-server."
+  (garuda-test--load-eglot)
+  (let* ((tsls (expand-file-name "node_modules/.bin/typescript-language-server" garuda-test-lsp-dir))
+         (root (garuda-test--ts-project))
+         (chat (generate-new-buffer " *garuda symbols chat*"))
+         (sid "code-symbols-eglot")
+         (eglot-server-programs
+          `((typescript-mode . (,tsls "--stdio" :initializationOptions
+                                      (:tsserver (:path ,(expand-file-name "node_modules/typescript/lib" garuda-test-lsp-dir))))))))
+    (should (file-executable-p tsls))
+    (unless (fboundp 'typescript-mode) (define-derived-mode typescript-mode prog-mode "TS"))
+    (let ((auto-mode-alist (cons '("\\.ts\\'" . typescript-mode) auto-mode-alist)))
+      (with-current-buffer chat (setq-local garuda--root root))
+      (puthash sid chat garuda--buffers)
+      (unwind-protect
+          (progn
+            (with-current-buffer (find-file-noselect (expand-file-name "src/a.ts" root))
+              (call-interactively #'eglot)
+              (garuda-test--wait (lambda () (eglot-current-server)) 30))
+            ;; tsserver loads the project after the first file opens: ask until it knows greet.ts.
+            (let (got (deadline (+ (float-time) 60)))
+              (while (and (< (float-time) deadline)
+                          (not (= 3 (length (plist-get got :items)))))
+                (setq got (garuda-test--code 'code/findSymbol (list :sessionId sid :name "greet" :limit 10)))
+                (unless (= 3 (length (plist-get got :items))) (sleep-for 0.2)))
+              (should (equal got
+                             '(:source "typescript-language-server"
+                                       :items [(:name "greet" :kind "function" :path "src/greet.ts" :line 2 :endLine 4
+                                                      :signature "export function greet(name: string): string {")
+                                               (:name "Greeter" :kind "class" :path "src/greet.ts" :line 6 :endLine 10
+                                                      :signature "export class Greeter {")
+                                               (:name "greetAll" :kind "method" :path "src/greet.ts" :line 7 :endLine 9
+                                                      :signature "greetAll(names: string[]): string[] {")]))))
+            (should (equal (plist-get (garuda-test--code 'code/findSymbol (list :sessionId sid :name "greet" :kind "class" :limit 5)) :items)
+                           [(:name "Greeter" :kind "class" :path "src/greet.ts" :line 6 :endLine 10 :signature "export class Greeter {")]))
+            (let ((refs '(:source "typescript-language-server"
+                                  :items [(:path "src/a.ts" :line 1 :text "import { greet } from './greet';")
+                                          (:path "src/a.ts" :line 3 :text "export const fromA = greet('a');")
+                                          (:path "src/b.ts" :line 1 :text "import { greet } from './greet';")
+                                          (:path "src/b.ts" :line 4 :text "return greet('b');")
+                                          (:path "src/greet.ts" :line 8 :text "return names.map(greet);")])))
+              (should (equal (garuda-test--code 'code/findReferences (list :sessionId sid :name "greet" :limit 50)) refs))
+              (should (equal (garuda-test--code 'code/findReferences (list :sessionId sid :path "src/greet.ts" :line 2 :limit 50)) refs))
+              (should (equal (garuda-test--code 'code/findReferences (list :sessionId sid :name "greet" :path "src/b.ts" :line 4 :limit 2))
+                             (list :source "typescript-language-server" :items (seq-take (plist-get refs :items) 2)))))
+            (should (equal (garuda-test--code 'code/findSymbol (list :sessionId sid :name "noSuchThing" :limit 5)) nil))
+            ;; A FIFO (outside tsconfig's src, so tsserver never reads it) is never opened.
+            (call-process "mkfifo" nil nil nil (expand-file-name "pipe.ts" root))
+            (should-not (garuda--readable-p (expand-file-name "pipe.ts" root)))
+            (should (garuda--readable-p (expand-file-name "src/a.ts" root)))
+            (should (equal (garuda-test--code 'code/findReferences (list :sessionId sid :path "pipe.ts" :line 1 :limit 5)) nil))
+            (should-error (garuda--request nil 'code/findReferences (list :sessionId sid :limit 5)) :type 'jsonrpc-error)
+            ;; A request the server fails answers null through the same path.
+            (let (got)
+              (garuda--code-ask (car (garuda--eglot-servers root :referencesProvider)) :garuda/noSuchMethod nil
+                                (lambda (r) (setq got (list r))))
+              (garuda-test--wait (lambda () got) 30)
+              (should (equal got '(nil)))))
+        (remhash sid garuda--buffers)
+        (kill-buffer chat)
+        (ignore-errors (eglot-shutdown (car (garuda--eglot-servers root :referencesProvider))))
+        (dolist (b (buffer-list))
+          (when (and (buffer-file-name b) (garuda--relpath root (buffer-file-name b)))
+            (kill-buffer b)))))))
 
 (ert-deftest garuda-test-z-shutdown ()
   "Shutdown ends the server and leaves no process behind; the events log is bounded."

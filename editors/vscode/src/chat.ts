@@ -108,6 +108,10 @@ export interface Host {
   save?(abs: string): Promise<boolean>;
   /** An approval waits (its title), or none does any more: shown outside the chat (status bar). */
   approvalWaiting?(title: string | undefined): void;
+  /** Answers `code/findSymbol` / `code/findReferences` for the project at `root` from the
+   * editor's language servers (symbols.ts); null lets Garuda use its own index. When absent,
+   * `initialize` does not declare `codeSymbols`. */
+  codeSymbols?(method: string, params: unknown, root: string | undefined): Promise<unknown>;
 }
 
 export interface Settings {
@@ -323,6 +327,12 @@ export class ChatController {
       env: s.env,
       approver: (req, token) => this.approve(req, token),
       applyEdit: (params) => this.host.applyEdit(params) as Promise<ApplyEditResult>,
+      codeSymbols: this.host.codeSymbols
+        ? (method, params) => {
+            const sid = (params as { sessionId?: unknown } | null)?.sessionId;
+            return this.host.codeSymbols!(method, params, typeof sid === 'string' ? this.byId(sid)?.root : undefined);
+          }
+        : undefined,
       onExit: (message) => this.onExit(c, message),
     });
     this.client = c;

@@ -87,6 +87,8 @@ export function reapOrphans(marker: string): number {
   }
   return n;
 }
+/** Answers a `code/*` request of the server from the editor's language servers. */
+export type CodeSymbols = (method: 'code/findSymbol' | 'code/findReferences', params: unknown) => Promise<unknown>;
 /** Runs a client-side tool forwarded by `tool/call`. */
 export type ToolRunner = (call: ToolCallParams) => Promise<ToolCallResult>;
 
@@ -104,6 +106,9 @@ export interface ClientOptions {
   toolRunner?: ToolRunner;
   /** Applies `workspace/applyEdit`; when given, `initialize` declares the capability. */
   applyEdit?: EditApplier;
+  /** Answers `code/findSymbol` and `code/findReferences` (null: Garuda uses its own index);
+   * when given, `initialize` declares `experimental.garuda.codeSymbols`. */
+  codeSymbols?: CodeSymbols;
   /** Receives stderr text of the server (colour codes removed). */
   onStderr?: (text: string) => void;
   /** Called once when the server exits, with a sentence and its last stderr lines. */
@@ -224,6 +229,18 @@ export class GarudaClient {
         return { applied: false, failureReason: e instanceof Error ? e.message : String(e) };
       }
     });
+    for (const method of ['code/findSymbol', 'code/findReferences'] as const) {
+      conn.onRequest(method, async (p: unknown) => {
+        if (!this.opts.codeSymbols) return null;
+        try {
+          return (await this.opts.codeSymbols(method, p)) ?? null;
+        } catch (e) {
+          // Malformed params are the server's to hear about; anything else falls back to its index.
+          if (e instanceof Error && (e as { code?: unknown }).code === -32602) throw new ResponseError(-32602, e.message);
+          return null;
+        }
+      });
+    }
     conn.onError(() => {
       /* the exit handler reports it */
     });
@@ -297,14 +314,21 @@ export class GarudaClient {
     }
   }
 
-  /** `initialize` + `initialized`. Declares `workspace.applyEdit` when an applier is set, and
-   * `experimental.garuda.agentEvents`. */
+  /** What `initialize` declares: `workspace.applyEdit` when an applier is set,
+   * `experimental.garuda.agentEvents` (an explore/agent call's own steps come relayed,
+   * `TurnUpdate.agent`), and `codeSymbols` when an answerer is set. */
+  capabilities(): Record<string, unknown> {
+    const garuda: Record<string, boolean> = { agentEvents: true };
+    if (this.opts.codeSymbols) garuda.codeSymbols = true;
+    return { ...(this.applyEdit ? { workspace: { applyEdit: true } } : {}), experimental: { garuda } };
+  }
+
+  /** `initialize` + `initialized`, declaring `capabilities()`. */
   async initialize(rootPath?: string): Promise<InitializeResult> {
     const res = await this.request<InitializeResult>('initialize', {
       processId: process.pid,
       rootUri: rootPath ? `file://${rootPath.split('/').map(encodeURIComponent).join('/')}` : null,
-      // agentEvents: an explore/agent call's own steps come relayed (`TurnUpdate.agent`).
-      capabilities: { ...(this.applyEdit ? { workspace: { applyEdit: true } } : {}), experimental: { garuda: { agentEvents: true } } },
+      capabilities: this.capabilities(),
       clientInfo: { name: 'garuda-vscode' },
     });
     await this.conn.sendNotification('initialized', {});

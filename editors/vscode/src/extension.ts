@@ -52,7 +52,8 @@ function rootOf(uri?: vscode.Uri): string | undefined {
 
 /** The editor calls of glue.ts, one line each. */
 function editorApi(statusItem: vscode.StatusBarItem, diagnostics: vscode.DiagnosticCollection): EditorApi {
-  const doc = (d: vscode.TextDocument): Doc => ({ uri: d.uri.toString(), fsPath: d.uri.fsPath, isDirty: d.isDirty, getText: () => d.getText(), save: () => Promise.resolve(d.save()) });
+  const doc = (d: vscode.TextDocument): Doc => ({ uri: d.uri.toString(), fsPath: d.uri.fsPath, languageId: d.languageId, isDirty: d.isDirty, getText: () => d.getText(), save: () => Promise.resolve(d.save()) });
+  const fsPath = (u: vscode.Uri) => (u.scheme === 'file' ? u.fsPath : undefined);
   return {
     openDocument: async (uri) => doc(await vscode.workspace.openTextDocument(vscode.Uri.parse(uri))),
     openDocumentOf: (abs) => {
@@ -98,6 +99,20 @@ function editorApi(statusItem: vscode.StatusBarItem, diagnostics: vscode.Diagnos
       statusItem.show();
     },
     setContext: (key, value) => void vscode.commands.executeCommand('setContext', key, value),
+    workspaceSymbols: async (query) =>
+      (await vscode.commands.executeCommand<vscode.SymbolInformation[] | undefined>('vscode.executeWorkspaceSymbolProvider', query))?.map((s) => ({
+        name: s.name,
+        kind: s.kind,
+        containerName: s.containerName,
+        path: fsPath(s.location.uri),
+        startLine: s.location.range.start.line,
+        endLine: s.location.range.end.line,
+      })),
+    references: async (abs, line, character) =>
+      (await vscode.commands.executeCommand<vscode.Location[] | undefined>('vscode.executeReferenceProvider', vscode.Uri.file(abs), new vscode.Position(line, character)))?.map((l) => ({
+        path: fsPath(l.uri),
+        line: l.range.start.line,
+      })),
   };
 }
 

@@ -3,16 +3,20 @@
 // when it is refused, the diff editor's documents, the session picker's items, notifications
 // and their buttons, the approval in the status bar, the setup report) runs in the Node tests
 // against a test double of `EditorApi`.
+import { stat } from 'node:fs/promises';
 import type { ApplyEditResult, EditApplier } from './client';
 import type { Host, Settings } from './chat';
 import { fullCheck, report, Check } from './doctor';
 import type { ConfigProblem, SessionInfo } from './protocol';
+import { answerCodeRequest, LocationLike, SymbolLike, SymbolSource } from './symbols';
 
 /** An open text document, as much of it as the extension uses. */
 export interface Doc {
   /** Its URI as a string (`file:///…`). */
   uri: string;
   fsPath: string;
+  /** Its language (`typescript`), when the editor knows it. */
+  languageId?: string;
   isDirty: boolean;
   getText(): string;
   save(): Promise<boolean>;
@@ -53,6 +57,10 @@ export interface EditorApi {
   status(item: { text: string; tooltip: string; command: string } | undefined): void;
   /** `setContext` for keybindings' `when` clauses. */
   setContext(key: string, value: unknown): void;
+  /** `vscode.executeWorkspaceSymbolProvider`, as plain data (absent: symbol queries answer null). */
+  workspaceSymbols?(query: string): Promise<SymbolLike[] | undefined>;
+  /** `vscode.executeReferenceProvider` at a 0-based line and UTF-16 column, as plain data. */
+  references?(abs: string, line: number, character: number): Promise<LocationLike[] | undefined>;
 }
 
 type Edits = Parameters<EditApplier>[0]['edit'];
@@ -159,6 +167,7 @@ export function editorHost(api: EditorApi, post: Host['post'], proposed: Map<str
       if (pick === 'Check Setup') await api.command('garuda.doctor');
     },
     configProblems: (problems) => api.problems(problemsByFile(problems)),
+    codeSymbols: (method, params, root) => answerCodeRequest(symbolSource(api), method, params, root),
     approvalWaiting: (title) => {
       // Seen wherever the person is, answered only after moving to it.
       api.setContext('garuda.approvalWaiting', title !== undefined);
@@ -168,6 +177,30 @@ export function editorHost(api: EditorApi, post: Host['post'], proposed: Map<str
       if (title !== undefined && !chatVisible())
         void api.notify('info', `Garuda: ${title}: approval waiting in the chat.`, ['Show']).then((b) => b === 'Show' && api.command('garuda.approve'));
     },
+  };
+}
+
+/** The largest file read or opened for a symbol query when no document has it. */
+const READ_MAX = 4 * 1024 * 1024;
+
+/** The editor's symbol and reference providers for symbols.ts; undefined when the editor has none. */
+export function symbolSource(api: EditorApi): SymbolSource | undefined {
+  if (!api.workspaceSymbols || !api.references) return undefined;
+  const fileUri = (abs: string) => `file://${abs.split('/').map(encodeURIComponent).join('/')}`;
+  // A file no document has is read or opened only when regular and at most READ_MAX bytes:
+  // never a FIFO that would block, nor a huge generated file.
+  const readable = async (abs: string) => {
+    const st = await stat(abs).catch(() => undefined);
+    return st !== undefined && st.isFile() && st.size <= READ_MAX;
+  };
+  return {
+    workspaceSymbols: (q) => api.workspaceSymbols!(q),
+    references: (abs, line, character) => api.references!(abs, line, character),
+    openText: async (abs) => {
+      const d = api.openDocumentOf(abs) ?? ((await readable(abs)) ? await api.openDocument(fileUri(abs)) : undefined);
+      return d && { text: d.getText(), languageId: d.languageId };
+    },
+    readText: async (abs) => api.openDocumentOf(abs)?.getText() ?? ((await readable(abs)) ? api.readFile(abs) : undefined),
   };
 }
 

@@ -6,6 +6,7 @@
 local Client = require('garuda.client')
 local approval = require('garuda.approval')
 local edits = require('garuda.edits')
+local symbols = require('garuda.symbols')
 
 local M = {}
 
@@ -20,6 +21,9 @@ M.defaults = {
   chat = { open = 'botright vsplit' }, -- how the chat window opens
   approval = 'float', -- 'float' (diff + y/a/n keys) or 'select' (vim.ui.select, Reject first)
   timeout_ms = 10000, -- for short requests
+  -- answer Garuda's find_symbol / find_references from the language servers attached here
+  -- (vim.lsp); false: Garuda always uses its own index
+  code_symbols = true,
   -- opens an MCP server's sign-in page (window/showDocument); returns true when it was opened
   open_url = function(url)
     local cmd = vim.ui.open(url)
@@ -786,6 +790,7 @@ local function ask_permission(params, reply, id)
 end
 
 local function on_cancel_request(id)
+  symbols.cancel(id)
   local ask = approval.withdraw(function(a)
     return a.id == id
   end)
@@ -837,7 +842,24 @@ local function on_request(method, params, reply, id)
     reply({ content = 'no client tool named ' .. tostring(params.name), isError = true })
     return true
   end
-  return false
+  local root = type(params) == 'table' and state.by_session[params.sessionId] or nil
+  return symbols.on_request(method, params, root, reply, id)
+end
+M.on_request = on_request
+
+--- What `initialize` declares. agentEvents: an explore/agent call's own steps come relayed
+--- while it runs. window.showDocument: MCP sign-in pages open in the browser. codeSymbols:
+--- find_symbol / find_references are asked of this editor's language servers first.
+function M.capabilities()
+  local garuda = { agentEvents = true }
+  if M.config.code_symbols then
+    garuda.codeSymbols = true
+  end
+  return {
+    workspace = { applyEdit = true },
+    window = { showDocument = { support = true } },
+    experimental = { garuda = garuda },
+  }
 end
 
 -- ---- lifecycle -------------------------------------------------------------------------------
@@ -905,13 +927,7 @@ function M.start(root)
   res, err = c:request_sync('initialize', {
     processId = vim.fn.getpid(),
     rootUri = vim.uri_from_fname(root),
-    -- agentEvents: an explore/agent call's own steps come relayed while it runs.
-    -- window.showDocument: MCP sign-in pages open in the browser.
-    capabilities = {
-      workspace = { applyEdit = true },
-      window = { showDocument = { support = true } },
-      experimental = { garuda = { agentEvents = true } },
-    },
+    capabilities = M.capabilities(),
     clientInfo = { name = 'garuda.nvim' },
   }, M.config.timeout_ms)
   state.starting = false
