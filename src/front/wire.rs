@@ -206,10 +206,7 @@ pub fn source_out(s: &SourceReport) -> w::InstructionSource {
             SourceKind::Rule => w::InstructionSourceKind::Rule,
         },
         scope: s.scope.clone(),
-        placement: match s.placement {
-            Placement::System => w::InstructionPlacement::System,
-            Placement::Note => w::InstructionPlacement::Note,
-        },
+        placement: placement_out(s.placement),
         in_force: s.in_force,
         chars: s.chars,
         tokens: s.tokens,
@@ -469,6 +466,26 @@ pub fn inspect_out(r: ContextReport) -> w::InspectResult {
                 cost_usd: u.cost_usd,
             })
             .collect(),
+        mcp_instructions: r
+            .mcp_instructions
+            .iter()
+            .map(|m| w::McpInstructionsInfo {
+                server: m.server.clone(),
+                placement: placement_out(m.placement),
+                original_chars: m.original_chars,
+                chars: m.chars,
+                tokens: m.tokens,
+                cut: m.cut,
+                skipped: m.skipped.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn placement_out(p: Placement) -> w::InstructionPlacement {
+    match p {
+        Placement::System => w::InstructionPlacement::System,
+        Placement::Note => w::InstructionPlacement::Note,
     }
 }
 

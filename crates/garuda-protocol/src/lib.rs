@@ -922,6 +922,32 @@ pub struct InspectResult {
     /// out. The session's cost (`costUsd` of `usage` events) is the sum of these rows.
     #[serde(default)]
     pub usage_by_purpose: Vec<PurposeUsage>,
+    /// The MCP servers' own instructions the model has (from their `initialize` result), one
+    /// entry per server: in the system prompt, or in the note that re-announced them after
+    /// the servers changed. Their tokens count in `system`.
+    #[serde(default)]
+    pub mcp_instructions: Vec<McpInstructionsInfo>,
+}
+
+/// One MCP server's instructions in the context (`context/inspect`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpInstructionsInfo {
+    /// The server's name.
+    pub server: String,
+    /// Where the model has them: `system` or `note`.
+    pub placement: InstructionPlacement,
+    /// Characters the server sent.
+    pub original_chars: u64,
+    /// Characters in the context (0 when left out).
+    pub chars: u64,
+    /// Estimated tokens.
+    pub tokens: u64,
+    /// True when cut to the per-server or the total cap.
+    pub cut: bool,
+    /// Why they are left out, when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 /// The requests of one purpose over a session (`context/inspect`).

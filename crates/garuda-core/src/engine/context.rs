@@ -74,6 +74,9 @@ pub struct ContextReport {
     pub hooks: std::sync::Arc<crate::hooks::HookSet>,
     /// What the session's requests used and cost, per purpose (main loop first).
     pub usage: Vec<crate::session::usage::PurposeUsage>,
+    /// The MCP servers' instructions the model has: the system prompt's, or the latest
+    /// note's when the servers changed since.
+    pub mcp_instructions: Vec<crate::prompt::mcp::McpInstructionsReport>,
 }
 
 /// The newest installed compaction, from its boundary record.
@@ -353,6 +356,16 @@ impl Engine {
             .min(p.tools);
         p.tools -= mcp_tools;
         let auto_compact = live.setup.compact.auto_compact;
+        let mcp_instructions = match live.setup.mcp.as_ref().filter(|_| !live.is_agent()) {
+            Some(hub) if hub.heard_instructions() != hub.prompt_instructions() => {
+                let mut r = crate::prompt::mcp::render(&hub.heard_instructions()).reports;
+                for e in &mut r {
+                    e.placement = crate::prompt::Placement::Note;
+                }
+                r
+            }
+            _ => prompt.mcp_instructions.clone(),
+        };
         Ok(ContextReport {
             parts: p,
             mcp_tools,
@@ -380,6 +393,7 @@ impl Engine {
             last_compaction: last,
             hooks: live.setup.hooks.clone(),
             usage,
+            mcp_instructions,
         })
     }
 }

@@ -183,6 +183,7 @@ impl Workspace {
             facts: self.facts.clone(),
             limits: self.config.limits,
             agent: None,
+            mcp_instructions: Vec::new(),
         }
     }
 
