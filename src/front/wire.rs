@@ -25,6 +25,7 @@ pub fn agent_out(a: garuda_core::turn::AgentMark) -> w::AgentOrigin {
         name: a.name,
         session_id: a.session_id,
         tool_call_id: a.tool_call_id,
+        parent_session_id: a.parent_session_id,
     }
 }
 

@@ -686,6 +686,10 @@ pub struct AgentOrigin {
     /// notification's session, or for a nested agent the sub-session of the agent that
     /// started it).
     pub tool_call_id: String,
+    /// The session that started it (where `toolCallId` lives): the notification's session,
+    /// or for a nested agent the sub-session of the agent that started it.
+    #[serde(default)]
+    pub parent_session_id: String,
 }
 
 /// `tool/call` parameters (server to client).
