@@ -51,15 +51,20 @@ class Ack(TypedDict):
     ok: bool
 
 
-class AgentOrigin(TypedDict):
-    """The agent's sub-session a relayed `turn/update` or a `tool/call` comes from."""
-
+class _AgentOriginRequired(TypedDict):
     # The agent (`explore` or a custom agent's name).
     name: str
     # Its sub-session (`session/load` and `session/messages` open it).
     sessionId: str
     # The `agent` or `explore` call that runs it, in the session that started it (the notification's session, or for a nested agent the sub-session of the agent that started it).
     toolCallId: str
+
+
+class AgentOrigin(_AgentOriginRequired, total=False):
+    """The agent's sub-session a relayed `turn/update` or a `tool/call` comes from."""
+
+    # The session that started it (where `toolCallId` lives): the notification's session, or for a nested agent the sub-session of the agent that started it.
+    parentSessionId: str
 
 
 class ApplyEditParams(TypedDict):

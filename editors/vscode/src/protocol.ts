@@ -14,6 +14,11 @@ export type Ack = {
 export type AgentOrigin = {
   /** The agent (`explore` or a custom agent's name). */
   name: string;
+  /**
+   * The session that started it (where `toolCallId` lives): the notification's session,
+   * or for a nested agent the sub-session of the agent that started it.
+   */
+  parentSessionId?: string;
   /** Its sub-session (`session/load` and `session/messages` open it). */
   sessionId: string;
   /**
