@@ -1386,3 +1386,63 @@ fn with_subagents_an_agent_is_a_child_session() {
     assert_eq!(said, "done");
     acp.finish();
 }
+
+/// With `subagents`, an agent's call that needs approval is asked about in the child session,
+/// where its card is.
+#[test]
+fn with_subagents_an_agents_approval_is_asked_in_its_child_session() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".garuda/agents")).unwrap();
+    std::fs::write(
+        ws.path().join(".garuda/agents/runner.md"),
+        "---\nname: runner\ndescription: Runs commands and reports.\ntools: Read, Bash\n---\nRun what you are asked.\n",
+    )
+    .unwrap();
+    let tape = cassette(
+        home.path(),
+        &[
+            json!({"response": {"content": [
+                {"type": "tool_use", "id": "toolu_a", "name": "agent", "input": {"name": "runner", "task": "run echo hi"}}
+            ], "stopReason": "tool_use", "usage": {"inputTokens": 40, "outputTokens": 10}}}),
+            bash_call("toolu_b", "echo hi-from-agent"),
+            json!({"response": {"content": [{"type": "text", "text": "RAN"}],
+                "stopReason": "end_turn", "usage": {"inputTokens": 50, "outputTokens": 5}}}),
+            json!({"response": {"content": [{"type": "text", "text": "done"}],
+                "stopReason": "end_turn", "usage": {"inputTokens": 60, "outputTokens": 5}}}),
+        ],
+    );
+    let mut acp = Acp::spawn(home.path(), &tape);
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}}),
+    );
+    let new = acp.call("session/new", json!({"cwd": ws.path(), "mcpServers": []}));
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+    acp.pump();
+    acp.updates.clear();
+    let r = acp.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "run it"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn");
+    let child = acp
+        .updates
+        .iter()
+        .find(|u| u["update"]["sessionUpdate"] == "subagent_update")
+        .map(|u| u["update"]["sessionId"].as_str().unwrap().to_string())
+        .expect("announced");
+    assert_eq!(acp.permissions.len(), 1, "{:?}", acp.permissions);
+    let p = &acp.permissions[0];
+    assert_eq!(p["sessionId"], child.as_str(), "{p}");
+    assert_eq!(p["toolCall"]["toolCallId"], "toolu_b", "{p}");
+    let b: Vec<&Value> = acp
+        .updates
+        .iter()
+        .filter(|u| u["update"]["toolCallId"] == "toolu_b")
+        .collect();
+    assert!(!b.is_empty());
+    assert!(b.iter().all(|u| u["sessionId"] == child.as_str()), "{b:?}");
+    assert_eq!(b.last().unwrap()["update"]["status"], "completed");
+    acp.finish();
+}
