@@ -1655,7 +1655,8 @@ output, also when another window is selected."
 
 (defun garuda--show-agent-event (agent event)
   "Show EVENT relayed from AGENT under its explore/agent call.
-Its calls get a line there; its text only sets the header line's step
+Its calls get a line there, folded under the call (TAB on it shows them);
+its text only sets the header line's step
 \(a bounded tail is kept), so the agent's words never read as the session's."
   (let ((name (or (plist-get agent :name) "agent"))
         (call (plist-get agent :toolCallId)))
@@ -1672,7 +1673,9 @@ Its calls get a line there; its text only sets the header line's step
                                                            (plist-get event :input)))))
       (let ((line (garuda--agent-line name event)))
         (when line
-          (garuda--insert (concat "\n" line) 'garuda-note-face)
+          ;; Hidden under the explore/agent call's line: TAB there shows the agent's steps.
+          (garuda--insert (concat "\n" line) 'garuda-note-face
+                          '(invisible garuda garuda-section t))
           (setq garuda--mode 'tool)))))
   (force-mode-line-update))
 

@@ -51,15 +51,20 @@ class Ack(TypedDict):
     ok: bool
 
 
-class AgentOrigin(TypedDict):
-    """The agent's sub-session a relayed `turn/update` or a `tool/call` comes from."""
-
+class _AgentOriginRequired(TypedDict):
     # The agent (`explore` or a custom agent's name).
     name: str
     # Its sub-session (`session/load` and `session/messages` open it).
     sessionId: str
     # The `agent` or `explore` call that runs it, in the session that started it (the notification's session, or for a nested agent the sub-session of the agent that started it).
     toolCallId: str
+
+
+class AgentOrigin(_AgentOriginRequired, total=False):
+    """The agent's sub-session a relayed `turn/update` or a `tool/call` comes from."""
+
+    # The session that started it (where `toolCallId` lives): the notification's session, or for a nested agent the sub-session of the agent that started it.
+    parentSessionId: str
 
 
 class ApplyEditParams(TypedDict):
@@ -580,6 +585,8 @@ class InspectResult(_InspectResultRequired, total=False):
     lean: Union[LeanFixedPart, None]
     # The limit learned from the provider, when one was (kept in the transcript).
     learnedLimit: Optional[int]
+    # The MCP servers' own instructions the model has (from their `initialize` result), one entry per server: in the system prompt, or in the note that re-announced them after the servers changed. Their tokens count in `system`.
+    mcpInstructions: List[McpInstructionsInfo]
     # MCP tool definitions (or `mcp_tool_search` when they are deferred).
     mcpTools: int
     # Messages whose images the view replaced with a marker after a provider refused them.
@@ -682,6 +689,28 @@ class LoadResult(TypedDict):
     sessionId: str
     # Its workspace (opened if it was not).
     workspaceId: str
+
+
+class _McpInstructionsInfoRequired(TypedDict):
+    # Characters in the context (0 when left out).
+    chars: int
+    # True when cut to the per-server or the total cap.
+    cut: bool
+    # Characters the server sent.
+    originalChars: int
+    # Where the model has them: `system` or `note`.
+    placement: InstructionPlacement
+    # The server's name.
+    server: str
+    # Estimated tokens.
+    tokens: int
+
+
+class McpInstructionsInfo(_McpInstructionsInfoRequired, total=False):
+    """One MCP server's instructions in the context (`context/inspect`)."""
+
+    # Why they are left out, when they are.
+    skipped: Optional[str]
 
 
 class _McpServerInfoRequired(TypedDict):

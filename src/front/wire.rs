@@ -25,6 +25,7 @@ pub fn agent_out(a: garuda_core::turn::AgentMark) -> w::AgentOrigin {
         name: a.name,
         session_id: a.session_id,
         tool_call_id: a.tool_call_id,
+        parent_session_id: a.parent_session_id,
     }
 }
 
@@ -224,10 +225,7 @@ pub fn source_out(s: &SourceReport) -> w::InstructionSource {
             SourceKind::Rule => w::InstructionSourceKind::Rule,
         },
         scope: s.scope.clone(),
-        placement: match s.placement {
-            Placement::System => w::InstructionPlacement::System,
-            Placement::Note => w::InstructionPlacement::Note,
-        },
+        placement: placement_out(s.placement),
         in_force: s.in_force,
         chars: s.chars,
         tokens: s.tokens,
@@ -500,6 +498,26 @@ pub fn inspect_out(r: ContextReport) -> w::InspectResult {
                 })
                 .collect(),
         },
+        mcp_instructions: r
+            .mcp_instructions
+            .iter()
+            .map(|m| w::McpInstructionsInfo {
+                server: m.server.clone(),
+                placement: placement_out(m.placement),
+                original_chars: m.original_chars,
+                chars: m.chars,
+                tokens: m.tokens,
+                cut: m.cut,
+                skipped: m.skipped.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn placement_out(p: Placement) -> w::InstructionPlacement {
+    match p {
+        Placement::System => w::InstructionPlacement::System,
+        Placement::Note => w::InstructionPlacement::Note,
     }
 }
 

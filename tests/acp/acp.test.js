@@ -782,6 +782,90 @@ test("plan operations: a client with `plan` gets the todo list by id, valid by t
   assert.equal(shown.plan.entries[0].content, "fix the bug");
 });
 
+test("subagents: a client declaring `subagents` sees an explore run as a child session, valid by the SDK's schema", async () => {
+  // Like plan operations, subagent_update and session_message(_chunk) are in the pinned SDK's
+  // unstable schema only (the Rust schema crate made them stable): this reads the wire and
+  // checks every update with the SDK's unstable zod schema, which must keep it whole.
+  const fx = fixture([
+    { response: { content: [{ type: "tool_use", id: "toolu_x", name: "explore", input: { task: "what is in a.txt?" } }], stopReason: "tool_use" } },
+    { response: { content: [{ type: "text", text: "CHILD-READING" }, { type: "tool_use", id: "toolu_r", name: "read_file", input: { path: "a.txt" } }], stopReason: "tool_use" } },
+    answer("CHILD-REPORT alpha"),
+    answer("done"),
+  ]);
+  writeFileSync(join(fx.ws, "a.txt"), "alpha\n");
+  const child = spawn(BIN, ["acp"], {
+    stdio: ["pipe", "pipe", "inherit"],
+    env: {
+      PATH: process.env.PATH,
+      HOME: fx.home,
+      XDG_CONFIG_HOME: join(fx.home, "config"),
+      XDG_STATE_HOME: join(fx.home, "state"),
+      GARUDA_MODEL: `replay:${fx.cassette}`,
+    },
+  });
+  children.add(child);
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  const exited = new Promise((resolve) => child.on("exit", resolve));
+  const send = (m) => child.stdin.write(JSON.stringify(m) + "\n");
+  const lines = () => out.split("\n").filter(Boolean).map((l) => JSON.parse(l));
+  const waitFor = async (pred) => {
+    for (let i = 0; i < 500; i++) {
+      const hit = lines().find(pred);
+      if (hit) return hit;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    assert.fail(`timed out; got ${out}`);
+  };
+  send({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: 1, clientCapabilities: { subagents: {} } } });
+  zs.zInitializeResponse.parse((await waitFor((m) => m.id === 0)).result);
+  send({ jsonrpc: "2.0", id: 1, method: "session/new", params: { cwd: fx.ws, mcpServers: [] } });
+  const sid = (await waitFor((m) => m.id === 1)).result.sessionId;
+  send({ jsonrpc: "2.0", id: 2, method: "session/prompt", params: { sessionId: sid, prompt: [{ type: "text", text: "look" }] } });
+  zs.zPromptResponse.parse((await waitFor((m) => m.id === 2)).result);
+  child.stdin.end();
+  assert.equal(await exited, 0);
+  const updates = lines().filter((m) => m.method === "session/update").map((m) => m.params);
+  // The pinned SDK predates `session` tool call content (schema crate 1.20 has it): it skips
+  // those items (vecSkipError) and must keep everything else whole.
+  const withoutLinks = (u) =>
+    Array.isArray(u.update.content)
+      ? { ...u, update: { ...u.update, content: u.update.content.filter((c) => c.type !== "session") } }
+      : u;
+  for (const u of updates) assert.deepEqual(zu.zSessionNotification.parse(u), withoutLinks(u));
+  const at = updates.findIndex((u) => u.update.sessionUpdate === "subagent_update");
+  assert.ok(at >= 0, "announced");
+  assert.equal(updates[at].sessionId, sid);
+  const cid = updates[at].update.sessionId;
+  assert.notEqual(cid, sid);
+  assert.equal(updates[at].update.title, "explore");
+  assert.equal(updates[at].update.state.state, "running");
+  for (const u of updates.slice(0, at)) assert.ok(!JSON.stringify(u).includes(cid), "the child named before it was announced");
+  const theirs = updates.filter((u) => u.sessionId === cid);
+  assert.deepEqual(kinds(theirs), [
+    "session_message",
+    "session_message_chunk",
+    "agent_message_chunk",
+    "tool_call",
+    "tool_call_update",
+    "tool_call_update",
+    "agent_message_chunk",
+  ]);
+  assert.equal(theirs[0].update.senderSessionId, sid);
+  assert.equal(theirs[1].update.content.text, "what is in a.txt?");
+  assert.equal(text(theirs), "CHILD-READINGCHILD-REPORT alpha");
+  const ours = updates.filter((u) => u.sessionId === sid);
+  const report = ofKind(ours, "session_message")[0].update;
+  assert.equal(report.senderSessionId, cid);
+  assert.equal(ofKind(ours, "session_message_chunk")[0].update.content.text, "CHILD-REPORT alpha");
+  const idle = ofKind(ours, "subagent_update").at(-1).update;
+  assert.deepEqual(idle.state, { state: "idle", stopReason: "end_turn" });
+  const call = ours.filter((u) => u.update.toolCallId === "toolu_x").at(-1).update;
+  assert.equal(call.status, "completed");
+  assert.ok(call.content.some((c) => c.type === "session" && c.sessionId === cid));
+  assert.equal(text(ours), "done");
+});
+
 test("session/list newest first with titles, never-prompted sessions left out; session/resume without replay; session/close", async () => {
   // Each process replays the cassette from its start: lines answer by what they match.
   const fx = fixture([

@@ -1244,3 +1244,205 @@ fn an_agents_calls_are_cards_marked_in_meta_and_its_text_goes_on_its_call() {
     assert_eq!(said, "done");
     acp.finish();
 }
+
+/// With the client capability `subagents`, an `explore` run is a child session: announced on
+/// the caller's session before any of its traffic, its task and report as `session_message`s,
+/// its text and calls under its own session id, linked from the call that runs it, and idle
+/// at its end. Every update parses as the schema crate's `SessionNotification` and comes
+/// back the same when written again.
+#[test]
+fn with_subagents_an_agent_is_a_child_session() {
+    use agent_client_protocol_schema::v1 as schema;
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let tape = cassette(
+        home.path(),
+        &[
+            json!({"response": {"content": [
+                {"type": "tool_use", "id": "toolu_x", "name": "explore", "input": {"task": "what is in a.txt?"}}
+            ], "stopReason": "tool_use", "usage": {"inputTokens": 40, "outputTokens": 10}}}),
+            json!({"response": {"content": [
+                {"type": "text", "text": "CHILD-READING"},
+                {"type": "tool_use", "id": "toolu_r", "name": "read_file", "input": {"path": "a.txt"}}
+            ], "stopReason": "tool_use", "usage": {"inputTokens": 40, "outputTokens": 10}}}),
+            json!({"response": {"content": [{"type": "text", "text": "CHILD-REPORT alpha"}],
+                "stopReason": "end_turn", "usage": {"inputTokens": 50, "outputTokens": 5}}}),
+            json!({"response": {"content": [{"type": "text", "text": "done"}],
+                "stopReason": "end_turn", "usage": {"inputTokens": 60, "outputTokens": 5}}}),
+        ],
+    );
+    let mut acp = Acp::spawn(home.path(), &tape);
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}}),
+    );
+    let new = acp.call("session/new", json!({"cwd": ws.path(), "mcpServers": []}));
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+    acp.pump();
+    acp.updates.clear();
+    let r = acp.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "look"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn");
+    for u in &acp.updates {
+        let n: schema::SessionNotification = serde_json::from_value(u.clone())
+            .unwrap_or_else(|e| panic!("not a SessionNotification ({e}): {u}"));
+        assert_eq!(
+            &serde_json::to_value(&n).unwrap(),
+            u,
+            "lost in a round trip"
+        );
+    }
+    let at = acp
+        .updates
+        .iter()
+        .position(|u| u["update"]["sessionUpdate"] == "subagent_update")
+        .expect("announced");
+    let announce = &acp.updates[at];
+    assert_eq!(announce["sessionId"], sid.as_str());
+    let child = announce["update"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(child, sid);
+    assert_eq!(announce["update"]["title"], "explore");
+    assert_eq!(announce["update"]["description"], "what is in a.txt?");
+    assert_eq!(announce["update"]["state"]["state"], "running");
+    // Nothing names the child before it is announced.
+    for u in &acp.updates[..at] {
+        assert!(!u.to_string().contains(&child), "{u}");
+    }
+    let of = |s: &str| -> Vec<&Value> {
+        acp.updates
+            .iter()
+            .filter(|u| u["sessionId"] == s)
+            .map(|u| &u["update"])
+            .collect()
+    };
+    let kinds = |us: &[&Value]| -> Vec<String> {
+        us.iter()
+            .map(|u| u["sessionUpdate"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let theirs = of(&child);
+    assert_eq!(
+        kinds(&theirs),
+        [
+            "session_message",
+            "session_message_chunk",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "tool_call_update",
+            "agent_message_chunk",
+        ],
+        "{theirs:?}"
+    );
+    assert_eq!(theirs[0]["senderSessionId"], sid.as_str());
+    assert_eq!(theirs[0]["recipientSessionId"], child.as_str());
+    assert_eq!(theirs[1]["content"]["text"], "what is in a.txt?");
+    assert_eq!(theirs[2]["content"]["text"], "CHILD-READING");
+    assert_eq!(theirs[3]["toolCallId"], "toolu_r");
+    assert!(!theirs[3]["title"].as_str().unwrap().starts_with("[agent"));
+    assert_eq!(theirs[4]["status"], "in_progress");
+    assert_eq!(theirs[5]["status"], "completed");
+    assert_eq!(theirs[6]["content"]["text"], "CHILD-REPORT alpha");
+
+    let ours = of(&sid);
+    // The call that runs it links to the child, and still does when it finishes.
+    let link = json!({"type": "session", "sessionId": child});
+    let x: Vec<&&Value> = ours
+        .iter()
+        .filter(|u| u["toolCallId"] == "toolu_x")
+        .collect();
+    assert!(x.iter().any(|u| u["content"] == json!([link])), "{x:?}");
+    let last = x.last().unwrap();
+    assert_eq!(last["status"], "completed");
+    assert!(
+        last["content"].as_array().unwrap().contains(&link),
+        "{last}"
+    );
+    let report = ours
+        .iter()
+        .position(|u| u["sessionUpdate"] == "session_message")
+        .expect("report");
+    assert_eq!(ours[report]["senderSessionId"], child.as_str());
+    assert_eq!(ours[report + 1]["sessionUpdate"], "session_message_chunk");
+    assert_eq!(ours[report + 1]["content"]["text"], "CHILD-REPORT alpha");
+    assert_eq!(
+        ours[report + 2],
+        &json!({"sessionUpdate": "subagent_update", "sessionId": child,
+                "state": {"state": "idle", "stopReason": "end_turn"}})
+    );
+    // None of the agent's traffic is in the caller's session.
+    assert!(ours.iter().all(|u| u["toolCallId"] != "toolu_r"));
+    let said: String = ours
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(said, "done");
+    acp.finish();
+}
+
+/// With `subagents`, an agent's call that needs approval is asked about in the child session,
+/// where its card is.
+#[test]
+fn with_subagents_an_agents_approval_is_asked_in_its_child_session() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".garuda/agents")).unwrap();
+    std::fs::write(
+        ws.path().join(".garuda/agents/runner.md"),
+        "---\nname: runner\ndescription: Runs commands and reports.\ntools: Read, Bash\n---\nRun what you are asked.\n",
+    )
+    .unwrap();
+    let tape = cassette(
+        home.path(),
+        &[
+            json!({"response": {"content": [
+                {"type": "tool_use", "id": "toolu_a", "name": "agent", "input": {"name": "runner", "task": "run echo hi"}}
+            ], "stopReason": "tool_use", "usage": {"inputTokens": 40, "outputTokens": 10}}}),
+            bash_call("toolu_b", "echo hi-from-agent"),
+            json!({"response": {"content": [{"type": "text", "text": "RAN"}],
+                "stopReason": "end_turn", "usage": {"inputTokens": 50, "outputTokens": 5}}}),
+            json!({"response": {"content": [{"type": "text", "text": "done"}],
+                "stopReason": "end_turn", "usage": {"inputTokens": 60, "outputTokens": 5}}}),
+        ],
+    );
+    let mut acp = Acp::spawn(home.path(), &tape);
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}}),
+    );
+    let new = acp.call("session/new", json!({"cwd": ws.path(), "mcpServers": []}));
+    let sid = new["sessionId"].as_str().unwrap().to_string();
+    acp.pump();
+    acp.updates.clear();
+    let r = acp.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "run it"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn");
+    let child = acp
+        .updates
+        .iter()
+        .find(|u| u["update"]["sessionUpdate"] == "subagent_update")
+        .map(|u| u["update"]["sessionId"].as_str().unwrap().to_string())
+        .expect("announced");
+    assert_eq!(acp.permissions.len(), 1, "{:?}", acp.permissions);
+    let p = &acp.permissions[0];
+    assert_eq!(p["sessionId"], child.as_str(), "{p}");
+    assert_eq!(p["toolCall"]["toolCallId"], "toolu_b", "{p}");
+    let b: Vec<&Value> = acp
+        .updates
+        .iter()
+        .filter(|u| u["update"]["toolCallId"] == "toolu_b")
+        .collect();
+    assert!(!b.is_empty());
+    assert!(b.iter().all(|u| u["sessionId"] == child.as_str()), "{b:?}");
+    assert_eq!(b.last().unwrap()["update"]["status"], "completed");
+    acp.finish();
+}

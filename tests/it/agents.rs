@@ -711,6 +711,7 @@ fn an_agents_stream_reaches_the_client_marked_with_the_agent() {
         assert_eq!(p["sessionId"], sid.as_str(), "in the caller's turn: {p}");
         assert_eq!(p["agent"]["name"], "explore", "{p}");
         assert_eq!(p["agent"]["toolCallId"], "t_x", "{p}");
+        assert_eq!(p["agent"]["parentSessionId"], sid.as_str(), "{p}");
         let kind = p["event"]["kind"].as_str().expect("kind");
         assert!(
             ["textDelta", "toolCallStarted", "toolCallFinished"].contains(&kind),

@@ -1297,7 +1297,11 @@ fn every_cache_miss_has_a_cause_in_the_usage_event_and_inspect() {
         .filter(|e| e["kind"] == "usage")
         .collect();
     assert_eq!(usage.len(), 3, "{usage:?}");
-    assert_eq!(usage[0]["cacheMiss"]["cause"], "firstRequest", "{}", usage[0]);
+    assert_eq!(
+        usage[0]["cacheMiss"]["cause"], "firstRequest",
+        "{}",
+        usage[0]
+    );
     assert!(usage[1].get("cacheMiss").is_none(), "{}", usage[1]);
     let ratio = usage[1]["cacheHitRatio"].as_f64().expect("ratio");
     assert!((ratio - 1_000.0 / 1_110.0).abs() < 1e-6, "{ratio}");

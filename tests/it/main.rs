@@ -23,6 +23,7 @@ mod mcp;
 mod mcp_background;
 mod mcp_conformance;
 mod mcp_elicit;
+mod mcp_instructions;
 mod mcp_oauth;
 mod mcp_tasks;
 mod mock_model;

@@ -44,10 +44,11 @@ def text(t):
     return {"content": [{"type": "text", "text": t}]}
 
 
-def serve(name, handle, capabilities=None, on_initialize=None, before=None):
+def serve(name, handle, capabilities=None, on_initialize=None, before=None,
+          instructions=None):
     """Answers requests until stdin ends. `capabilities`: the server's (default: tools);
     `on_initialize(params)` sees the client's `initialize`; `before()` runs before every
-    request (a slow start)."""
+    request (a slow start); `instructions`: the `instructions` of the `initialize` result."""
     for msg in _messages():
         if "id" not in msg or "method" not in msg:
             continue
@@ -62,6 +63,8 @@ def serve(name, handle, capabilities=None, on_initialize=None, before=None):
                 "capabilities": capabilities or {"tools": {}},
                 "serverInfo": {"name": name, "version": "0.1.0"},
             }
+            if instructions is not None:
+                result["instructions"] = instructions
         elif method == "ping":
             result = {}
         else:

@@ -686,6 +686,10 @@ pub struct AgentOrigin {
     /// notification's session, or for a nested agent the sub-session of the agent that
     /// started it).
     pub tool_call_id: String,
+    /// The session that started it (where `toolCallId` lives): the notification's session,
+    /// or for a nested agent the sub-session of the agent that started it.
+    #[serde(default)]
+    pub parent_session_id: String,
 }
 
 /// `tool/call` parameters (server to client).
@@ -925,6 +929,11 @@ pub struct InspectResult {
     /// How the main requests read the provider's prompt cache.
     #[serde(default)]
     pub cache: CacheInspect,
+    /// The MCP servers' own instructions the model has (from their `initialize` result), one
+    /// entry per server: in the system prompt, or in the note that re-announced them after
+    /// the servers changed. Their tokens count in `system`.
+    #[serde(default)]
+    pub mcp_instructions: Vec<McpInstructionsInfo>,
 }
 
 /// The prompt cache in `context/inspect`: hit ratios and the newest misses with their causes
@@ -950,6 +959,27 @@ pub struct CacheMissAt {
     /// Why.
     #[serde(flatten)]
     pub miss: wire::CacheMiss,
+}
+
+/// One MCP server's instructions in the context (`context/inspect`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpInstructionsInfo {
+    /// The server's name.
+    pub server: String,
+    /// Where the model has them: `system` or `note`.
+    pub placement: InstructionPlacement,
+    /// Characters the server sent.
+    pub original_chars: u64,
+    /// Characters in the context (0 when left out).
+    pub chars: u64,
+    /// Estimated tokens.
+    pub tokens: u64,
+    /// True when cut to the per-server or the total cap.
+    pub cut: bool,
+    /// Why they are left out, when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 /// The requests of one purpose over a session (`context/inspect`).

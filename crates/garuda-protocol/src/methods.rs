@@ -472,7 +472,7 @@ methods! {
     Collapse = "session/collapse", Spawned, Long, CollapseParams -> CollapseResult;
     /// The exact request the next step would send.
     ViewRequest = "session/view", Blocking, StartsMcp(session_id), SessionRef -> ViewResult;
-    /// The context by part, and what the requests used per purpose (`usageByPurpose`).
+    /// The context by part, what the requests used per purpose (`usageByPurpose`), and the MCP servers' instructions the model has (`mcpInstructions`).
     InspectContext = "context/inspect", Blocking, StartsMcp(session_id), SessionRef -> InspectResult;
     /// The MCP servers of a live session, with their state and tool counts.
     McpServers = "mcp/servers", Inline, Loop, SessionRef -> McpServersResult;

@@ -224,6 +224,16 @@
       ;; The agent's answer is only in the call's hidden output (indented), never a line of ours.
       (should-not (string-match-p "^AGENT-FINDING" text))
       (should (string-match-p "^    AGENT-FINDING" text)))
+    ;; The agent's steps are folded under the explore call's line; TAB there shows them.
+    (with-current-buffer chat
+      (goto-char (point-min))
+      (let ((step (search-forward "  ↳ explore: read_file" nil t)))
+        (should step)
+        (should (eq (get-text-property step 'invisible) 'garuda))
+        (goto-char (point-min))
+        (search-forward "▸ explore")
+        (garuda-toggle-section)
+        (should-not (get-text-property step 'invisible))))
     (should (cl-some (lambda (s) (equal (plist-get (car s) :toolCallId) "toolu_x")) seen))
     (should (cl-some (lambda (h) (string-match-p "⚙ explore ↳ explore: read_file: a\\.txt" h)) headers))
     (should (cl-some (lambda (h) (string-match-p "↳ explore: AGENT-FINDING a\\.txt holds alpha" h)) headers))

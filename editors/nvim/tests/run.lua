@@ -1572,6 +1572,22 @@ test('an explore call shows its agent\'s tool call under it and its latest step 
   local under = txt:find('  ↳ explore: read_file: a.txt', 1, true)
   local done = txt:find('✓ done', call or 1, true)
   assert(call and under and done and call < under and under < done, 'the agent\'s call under the explore call:\n' .. txt)
+  -- The agent's steps fold under the explore call's own line (`za` there opens them).
+  local b = garuda.chat_buf()
+  local lines = vim.api.nvim_buf_get_lines(b, 0, -1, false)
+  local call_l, step_l
+  for i, l in ipairs(lines) do
+    if not call_l and l:find('▸ explore', 1, true) then
+      call_l = i
+    elseif call_l and not step_l and l:find('  ↳ explore:', 1, true) then
+      step_l = i
+    end
+  end
+  eq(step_l, call_l + 1, 'the first step right under the call')
+  vim.api.nvim_buf_call(b, function()
+    eq(garuda.foldexpr(call_l), '>1', 'the call line starts the fold')
+    eq(garuda.foldexpr(step_l), '1', 'the step is in it')
+  end)
   -- The agent's answer is only the call's (folded) output, never a line of the session's own.
   for _, l in ipairs(vim.split(txt, '\n', { plain = true })) do
     if l:find('AGENT-FINDING', 1, true) then

@@ -14,6 +14,11 @@ export type Ack = {
 export type AgentOrigin = {
   /** The agent (`explore` or a custom agent's name). */
   name: string;
+  /**
+   * The session that started it (where `toolCallId` lives): the notification's session,
+   * or for a nested agent the sub-session of the agent that started it.
+   */
+  parentSessionId?: string;
   /** Its sub-session (`session/load` and `session/messages` open it). */
   sessionId: string;
   /**
@@ -470,6 +475,12 @@ export type InspectResult = {
   lean?: LeanFixedPart | null;
   /** The limit learned from the provider, when one was (kept in the transcript). */
   learnedLimit?: number | null;
+  /**
+   * The MCP servers' own instructions the model has (from their `initialize` result), one
+   * entry per server: in the system prompt, or in the note that re-announced them after
+   * the servers changed. Their tokens count in `system`.
+   */
+  mcpInstructions?: McpInstructionsInfo[];
   /** MCP tool definitions (or `mcp_tool_search` when they are deferred). */
   mcpTools?: number;
   /** Messages whose images the view replaced with a marker after a provider refused them. */
@@ -617,6 +628,24 @@ export type LoadResult = {
   sessionId: string;
   /** Its workspace (opened if it was not). */
   workspaceId: string;
+};
+
+/** One MCP server's instructions in the context (`context/inspect`). */
+export type McpInstructionsInfo = {
+  /** Characters in the context (0 when left out). */
+  chars: number;
+  /** True when cut to the per-server or the total cap. */
+  cut: boolean;
+  /** Characters the server sent. */
+  originalChars: number;
+  /** Where the model has them: `system` or `note`. */
+  placement: InstructionPlacement;
+  /** The server's name. */
+  server: string;
+  /** Why they are left out, when they are. */
+  skipped?: string | null;
+  /** Estimated tokens. */
+  tokens: number;
 };
 
 /** One MCP server of a session. */

@@ -35,6 +35,10 @@ pub struct ClientCaps {
     /// `plan`: plans go as `plan_update` by id (the todo list, plan mode's plan) and leave
     /// as `plan_removed`; without it the todo list is the flat `plan` update.
     pub plans: bool,
+    /// `subagents`: an agent's sub-session is a child session (`subagent_update`, its
+    /// updates under its own id, the task and report as `session_message`s); without it
+    /// the agent's run shows under its one tool call.
+    pub subagents: bool,
 }
 
 impl ClientCaps {
@@ -49,6 +53,7 @@ impl ClientCaps {
             elicitation_form: c.elicitation.as_ref().is_some_and(|e| e.form.is_some()),
             elicitation_url: c.elicitation.as_ref().is_some_and(|e| e.url.is_some()),
             plans: c.plan.is_some(),
+            subagents: c.subagents.is_some(),
         }
     }
 }

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::convert::{self, ClientCaps};
 use super::methods::{self, ClientMethod};
+use super::subagent;
 use crate::front::acp_permission_answer as permission_answer;
 use crate::rpc::{Client, RpcError};
 use garuda_core::fsroot::Root;
@@ -47,6 +48,9 @@ pub struct AcpHost {
     /// Each running agent's text since its last tool call, by sub-session (shown on the
     /// card of the call that runs it).
     agent_text: Mutex<HashMap<String, String>>,
+    /// With `subagents`: the child session of each agent's call in flight, by call id
+    /// (its status, terminal and permission request go to that session).
+    agent_calls: Mutex<HashMap<String, String>>,
 }
 
 /// Most characters of an agent's text shown on the card of its call (the latest ones).
@@ -194,6 +198,40 @@ impl AcpHost {
             calls: Arc::new(Mutex::new(HashMap::new())),
             compaction: Mutex::new(None),
             agent_text: Mutex::new(HashMap::new()),
+            agent_calls: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The session a call's updates go to: an agent's child session (with `subagents`),
+    /// else `session_id`.
+    fn call_session(&self, session_id: &str, tool_call_id: &str) -> String {
+        lock(&self.agent_calls)
+            .get(tool_call_id)
+            .cloned()
+            .unwrap_or_else(|| session_id.to_string())
+    }
+
+    /// An agent's event as its child session's own update (the `subagents` capability).
+    fn child_event(&self, agent: &AgentMark, event: TurnEvent) {
+        let child = &agent.session_id;
+        match event {
+            TurnEvent::ToolCallStarted { id, name, input } => {
+                lock(&self.agent_calls).insert(id.clone(), child.clone());
+                self.announce(child, id, &name, &input);
+            }
+            TurnEvent::ToolCallFinished {
+                id,
+                output,
+                is_error,
+                ..
+            } => {
+                self.finish(child, &id, &output, is_error);
+                lock(&self.agent_calls).remove(&id);
+            }
+            TurnEvent::TextDelta { text } => {
+                send_update(&self.client, child, convert::agent_text(text));
+            }
+            _ => {}
         }
     }
 
@@ -221,7 +259,11 @@ impl AcpHost {
                     .into_iter()
                     .filter(|c| {
                         (!is_error && matches!(c, acp::ToolCallContent::Diff(_)))
-                            || matches!(c, acp::ToolCallContent::Terminal(_))
+                            || matches!(
+                                c,
+                                acp::ToolCallContent::Terminal(_)
+                                    | acp::ToolCallContent::Session(_)
+                            )
                     })
                     .collect()
             })
@@ -327,7 +369,42 @@ impl TurnHost for AcpHost {
         }
     }
 
+    fn agent_started(&self, _session_id: &str, agent: &AgentMark, task: &str) {
+        if !self.caps.subagents {
+            return;
+        }
+        // Announced on the session that started it, before any update naming the child.
+        let parent = &agent.parent_session_id;
+        let child = &agent.session_id;
+        for u in subagent::started(agent, task) {
+            send_update(&self.client, &u.0, u.1);
+        }
+        // The call that runs it links to the child, and keeps the link when it finishes.
+        let link = acp::ToolCallContent::Session(acp::SessionReference::new(child.clone()));
+        if let Some(call) = lock(&self.calls).get_mut(&agent.tool_call_id) {
+            call.content.push(link.clone());
+        }
+        let u = acp::ToolCallUpdate::new(
+            agent.tool_call_id.clone(),
+            acp::ToolCallUpdateFields::new().content(vec![link]),
+        );
+        send_update(&self.client, parent, acp::SessionUpdate::ToolCallUpdate(u));
+    }
+
+    fn agent_finished(&self, _session_id: &str, agent: &AgentMark, report: &str, failed: bool) {
+        if !self.caps.subagents {
+            return;
+        }
+        lock(&self.agent_text).remove(&agent.session_id);
+        for u in subagent::finished(agent, report, failed) {
+            send_update(&self.client, &u.0, u.1);
+        }
+    }
+
     fn agent_event(&self, session_id: &str, agent: &AgentMark, event: TurnEvent) {
+        if self.caps.subagents {
+            return self.child_event(agent, event);
+        }
         // An agent's calls become cards of their own, marked in `_meta`; its text goes on
         // the card of the call that runs it; the rest of its stream stays in its transcript.
         let meta = agent_meta(agent);
@@ -408,9 +485,11 @@ impl TurnHost for AcpHost {
             // An agent's call was never announced: its title says whose it is.
             call.title = req.title.clone();
         }
+        // An agent's call shown in its child session is asked about there.
+        let asked_in = self.call_session(&req.session_id, &req.tool_call_id);
         let params = match &req.plan {
-            Some(plan) => plan_params(&req.session_id, call, plan, &req),
-            None => permission_params(&req.session_id, call, always),
+            Some(plan) => plan_params(&asked_in, call, plan, &req),
+            None => permission_params(&asked_in, call, always),
         };
         // A client that keeps plans by id shows plan mode's plan as one while it is asked
         // about; a rejected plan leaves (the model presents a revised one).
@@ -493,7 +572,7 @@ impl TurnHost for AcpHost {
     fn tool_running(&self, session_id: &str, tool_call_id: &str) {
         send_update(
             &self.client,
-            session_id,
+            &self.call_session(session_id, tool_call_id),
             convert::tool_status(tool_call_id, acp::ToolCallStatus::InProgress),
         );
     }
@@ -546,7 +625,7 @@ impl TurnHost for AcpHost {
             return None;
         }
         let client = self.client.clone();
-        let session_id = session_id.to_string();
+        let session_id = self.call_session(session_id, &run.tool_call_id);
         let calls = self.calls.clone();
         Some(Box::pin(run_in_terminal(client, session_id, run, calls)))
     }
@@ -706,6 +785,7 @@ mod tests {
             name: "explore".into(),
             session_id: "s".into(),
             tool_call_id: "t".into(),
+            parent_session_id: "p".into(),
         });
         assert_eq!(m["garuda"]["agent"]["toolCallId"], "t");
     }

@@ -43,6 +43,7 @@ mod convert;
 mod host;
 pub mod methods;
 mod slash;
+mod subagent;
 
 pub use convert::ClientCaps;
 pub use host::{AcpHost, send_update};

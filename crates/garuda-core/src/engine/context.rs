@@ -76,6 +76,9 @@ pub struct ContextReport {
     pub usage: Vec<crate::session::usage::PurposeUsage>,
     /// How the main requests read the provider's cache, and the newest misses' causes.
     pub cache: crate::session::cache_miss::CacheReport,
+    /// The MCP servers' instructions the model has: the system prompt's, or the latest
+    /// note's when the servers changed since.
+    pub mcp_instructions: Vec<crate::prompt::mcp::McpInstructionsReport>,
 }
 
 /// The newest installed compaction, from its boundary record.
@@ -358,6 +361,16 @@ impl Engine {
             .min(p.tools);
         p.tools -= mcp_tools;
         let auto_compact = live.setup.compact.auto_compact;
+        let mcp_instructions = match live.setup.mcp.as_ref().filter(|_| !live.is_agent()) {
+            Some(hub) if hub.heard_instructions() != hub.prompt_instructions() => {
+                let mut r = crate::prompt::mcp::render(&hub.heard_instructions()).reports;
+                for e in &mut r {
+                    e.placement = crate::prompt::Placement::Note;
+                }
+                r
+            }
+            _ => prompt.mcp_instructions.clone(),
+        };
         Ok(ContextReport {
             parts: p,
             mcp_tools,
@@ -386,6 +399,7 @@ impl Engine {
             hooks: live.setup.hooks.clone(),
             usage: usage.0,
             cache: usage.1,
+            mcp_instructions,
         })
     }
 }

@@ -195,7 +195,7 @@ fn wrap(server: &str, tool: &str, mut blocks: Vec<Block>) -> Vec<Block> {
 }
 
 /// A value safe inside a double-quoted attribute.
-fn attr(s: &str) -> String {
+pub(crate) fn attr(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('"', "&quot;")
         .replace('<', "&lt;")

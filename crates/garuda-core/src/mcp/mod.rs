@@ -29,7 +29,9 @@ pub use config::{McpConfigError, McpServerConfig, McpSettings, McpTransport, fro
 pub use convert::{McpToolResult, convert_result};
 pub use defer::{DeferPlan, SEARCH_TOOL_NAME};
 pub use elicit::{ElicitationAnswer, ElicitationMode, ElicitationRequest, Elicitor, NoElicitor};
-pub use hub::{McpCallError, McpEvent, McpHub, McpServerState, McpServerStatus, McpTool};
+pub use hub::{
+    McpCallError, McpEvent, McpHub, McpInstructions, McpServerState, McpServerStatus, McpTool,
+};
 
 use std::sync::OnceLock;
 

@@ -32,7 +32,8 @@ paths start there.
 - A <garuda_note> comes from Garuda, not the user.";
 
 /// The optional parts, in the order they are dropped.
-const DROP_ORDER: [PartKind; 4] = [
+const DROP_ORDER: [PartKind; 5] = [
+    PartKind::McpInstructions,
     PartKind::Build,
     PartKind::Features,
     PartKind::Memory,
@@ -49,6 +50,7 @@ fn name(kind: PartKind) -> &'static str {
         PartKind::Global => "your global instructions",
         PartKind::Instructions => "project instructions",
         PartKind::Memory => "project memory",
+        PartKind::McpInstructions => "MCP server instructions",
     }
 }
 
@@ -117,6 +119,13 @@ pub fn lean_prompt(a: &Assembled, root: &str, budget_chars: usize) -> (Assembled
             format!(" ({})", dropped.join("; "))
         }
     ));
+    let mut servers = a.mcp_instructions.clone();
+    if !ranges.iter().any(|p| p.kind == PartKind::McpInstructions) {
+        for r in servers.iter_mut().filter(|r| r.skipped.is_none()) {
+            (r.chars, r.tokens) = (0, 0);
+            r.skipped = Some("dropped from the lean prompt of a small window".into());
+        }
+    }
     let lean = Assembled {
         sha256: sha256_hex(&system),
         system,
@@ -124,6 +133,7 @@ pub fn lean_prompt(a: &Assembled, root: &str, budget_chars: usize) -> (Assembled
         warnings,
         parts: ranges,
         sources: a.sources.clone(),
+        mcp_instructions: servers,
     };
     (lean, dropped)
 }
@@ -161,5 +171,34 @@ mod tests {
             "same input, same bytes"
         );
         assert!(lean.warnings.iter().any(|w| w.starts_with(LEAN_NOTE)));
+    }
+
+    #[test]
+    fn mcp_instructions_are_dropped_first_and_reported() {
+        let g = Gathered {
+            root: "/w/p".into(),
+            instructions: Vec::new(),
+            rules: Vec::new(),
+            global: None,
+            global_limit: 0,
+            memory: None,
+            profiles: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let opts = PromptOptions {
+            mcp_instructions: vec![crate::mcp::McpInstructions {
+                server: "docs".into(),
+                text: "Search first. ".repeat(100),
+            }],
+            ..PromptOptions::default()
+        };
+        let a = assemble(&g, &opts);
+        assert!(a.system.contains("# MCP server instructions"));
+        let (lean, dropped) = lean_prompt(&a, "/w/p", 1_000);
+        assert_eq!(dropped[0], "dropped: MCP server instructions");
+        assert!(!lean.system.contains("<mcp_instructions"));
+        let r = &lean.mcp_instructions[0];
+        assert_eq!((r.chars, r.tokens), (0, 0));
+        assert!(r.skipped.as_deref().unwrap().contains("small window"));
     }
 }

@@ -6,13 +6,15 @@
 //! same bytes and the same sha256, and the provider's prompt cache stays valid.
 //!
 //! The parts, in order: base rules with the identity line, the optional feature lines,
-//! `# Build and test (detected by Garuda)`, `# Project instructions`, `# Project memory`.
+//! `# Build and test (detected by Garuda)`, `# Project instructions`, `# Project memory`,
+//! `# MCP server instructions` (untrusted, capped: [`mcp`]).
 
 mod base;
 pub mod changes;
 mod features;
 mod instructions;
 pub mod lean;
+pub mod mcp;
 mod memory;
 pub mod nested;
 mod profiles;
@@ -58,6 +60,9 @@ pub struct PromptOptions {
     /// The agent a sub-session runs as: its prompt follows the base rules.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentPrompt>,
+    /// The session's MCP servers' own instructions, in server order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mcp_instructions: Vec<crate::mcp::McpInstructions>,
 }
 
 /// The part of a sub-session's prompt that makes it an agent.
@@ -79,6 +84,7 @@ impl Default for PromptOptions {
             facts: SessionFacts::default(),
             limits: Limits::default(),
             agent: None,
+            mcp_instructions: Vec::new(),
         }
     }
 }
@@ -184,6 +190,8 @@ pub enum PartKind {
     Instructions,
     /// `# Project memory`.
     Memory,
+    /// `# MCP server instructions`: the servers' own text, marked untrusted.
+    McpInstructions,
 }
 
 /// Where one part lies in the system prompt.
@@ -212,6 +220,8 @@ pub struct Assembled {
     /// Every instruction source found: the ones in this prompt, and the path-scoped rules
     /// that come into force when a matching path is touched.
     pub sources: Vec<SourceReport>,
+    /// What each MCP server's instructions take in the prompt.
+    pub mcp_instructions: Vec<mcp::McpInstructionsReport>,
 }
 
 /// What kind of instruction source a file is.
@@ -658,6 +668,21 @@ pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
         parts.push((PartKind::Memory, text));
     }
 
+    // Last: the servers' text follows everything the user and the project wrote.
+    let servers = mcp::render(&opts.mcp_instructions);
+    if let Some(text) = servers.text {
+        let names: Vec<&str> = servers.reports.iter().map(|r| r.server.as_str()).collect();
+        let cut = servers.reports.iter().any(|r| r.cut);
+        sections.push(report(
+            "mcp_instructions",
+            Some(names.join(", ")),
+            &text,
+            cut,
+            None,
+        ));
+        parts.push((PartKind::McpInstructions, text));
+    }
+
     let (system, ranges) = join_parts(&parts);
     let sha256 = sha256_hex(&system);
     Assembled {
@@ -667,6 +692,7 @@ pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
         warnings,
         parts: ranges,
         sources: sources_out,
+        mcp_instructions: servers.reports,
     }
 }
 

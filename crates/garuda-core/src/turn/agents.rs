@@ -161,9 +161,11 @@ pub(crate) async fn run_agent(
             name: crate::text::escape_format_chars(&call.agent).into_owned(),
             session_id: child.id.clone(),
             tool_call_id: ctx.call_id.clone().unwrap_or_default(),
+            parent_session_id: parent.id.clone(),
         },
         text: std::sync::Mutex::new(Coalesce::default()),
     };
+    host.agent_started(&parent.id, &agent_host.mark, &call.task);
     let cancel = ctx.cancel.child_token();
     let max_steps = parent.setup.agent_settings.max_steps.max(1);
     let input = vec![Block::text(call.task.clone())];
@@ -210,6 +212,7 @@ pub(crate) async fn run_agent(
         truncated: cut,
         ..meta
     };
+    host.agent_finished(&parent.id, &agent_host.mark, &out.content, out.is_error);
     out
 }
 
@@ -435,6 +438,16 @@ impl TurnHost for AgentHost<'_> {
         // A nested agent's event keeps its own mark on its way up.
         self.flush();
         self.parent.agent_event(&self.parent_id, agent, event);
+    }
+
+    fn agent_started(&self, _session_id: &str, agent: &AgentMark, task: &str) {
+        self.flush();
+        self.parent.agent_started(&self.parent_id, agent, task);
+    }
+
+    fn agent_finished(&self, _session_id: &str, agent: &AgentMark, report: &str, failed: bool) {
+        self.parent
+            .agent_finished(&self.parent_id, agent, report, failed);
     }
 
     fn ask_permission(&self, mut req: PermissionRequest) -> BoxFuture<'static, PermissionAnswer> {

@@ -873,13 +873,13 @@ impl<'a> Compaction<'a> {
         ws.invalidate();
         // A changed MCP tool list comes in with the rebuilt prompt, never mid-phase.
         let next_tools = session.next_tools();
-        let assembled = session.fit_prompt(
-            ws.assemble(
-                &session
-                    .setup
-                    .prompt_options(&session.header.model, &next_tools.registry),
-            ),
-        );
+        let mut opts = session
+            .setup
+            .prompt_options(&session.header.model, &next_tools.registry);
+        if let Some(list) = &next_tools.mcp_instructions {
+            opts.mcp_instructions = list.clone();
+        }
+        let assembled = session.fit_prompt(ws.assemble(&opts));
         let fixed = est.estimate(
             assembled.system.chars().count() + tokens::tool_chars(&next_tools.registry.specs()),
         );

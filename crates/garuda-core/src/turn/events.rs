@@ -127,6 +127,9 @@ pub struct AgentMark {
     pub session_id: String,
     /// The `agent` or `explore` call that runs it, in the session that started it.
     pub tool_call_id: String,
+    /// The session that started it: the caller's, or for a nested agent the sub-session of
+    /// the agent that started it (where `tool_call_id` lives).
+    pub parent_session_id: String,
 }
 
 /// Why a turn failed, as its `finished` event reports it.

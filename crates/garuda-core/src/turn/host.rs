@@ -19,6 +19,12 @@ pub trait TurnHost: Send + Sync {
     /// Streams one event of an agent's sub-session `agent`, relayed into the turn of
     /// `session_id` (its caller's, at the top); hosts that cannot show them drop them.
     fn agent_event(&self, _session_id: &str, _agent: &AgentMark, _event: TurnEvent) {}
+    /// An agent's sub-session `agent` starts on `task`, before any of its events (relayed
+    /// into the turn of `session_id`, as [`Self::agent_event`]).
+    fn agent_started(&self, _session_id: &str, _agent: &AgentMark, _task: &str) {}
+    /// An agent's sub-session ended with `report` (what its call answers; `failed` when the
+    /// call is an error), after all of its events.
+    fn agent_finished(&self, _session_id: &str, _agent: &AgentMark, _report: &str, _failed: bool) {}
     /// Runs a tool the client registered (for an agent's sub-session when `agent` says
     /// which); hosts without client tools answer with an error.
     fn call_client_tool(

@@ -204,7 +204,8 @@ pub type ModelBinder = Arc<dyn Fn(&str) -> Result<ModelBinding, String> + Send +
 
 impl SessionSetup {
     /// The prompt options of this session: the workspace's, with the session's own facts
-    /// (its policy, sandbox and `tools`, which include its MCP tools or their search tool).
+    /// (its policy, sandbox and `tools`, which include its MCP tools or their search tool)
+    /// and the MCP servers' instructions its prompt holds.
     pub fn prompt_options(
         &self,
         model: &str,
@@ -217,6 +218,12 @@ impl SessionSetup {
             name: r.name.clone(),
             prompt: r.prompt.clone(),
         });
+        // An agent's prompt is about its task; the servers' text stays with its caller.
+        if self.role.is_none()
+            && let Some(hub) = &self.mcp
+        {
+            o.mcp_instructions = hub.prompt_instructions();
+        }
         o
     }
 }
@@ -425,6 +432,9 @@ pub(crate) struct NextTools {
     pub(crate) mcp: Option<Vec<crate::mcp::McpTool>>,
     /// The skills on disk now (None: unchanged).
     pub(crate) skills: Option<Arc<crate::skills::SkillSet>>,
+    /// The MCP servers' instructions the rebuilt prompt holds (None: a sub-session or no
+    /// servers, whose prompt has none).
+    pub(crate) mcp_instructions: Option<Vec<crate::mcp::McpInstructions>>,
 }
 
 /// The running operation of a session: the session's state, exclusively, until it drops.
@@ -963,9 +973,16 @@ impl LiveSession {
             registry: self.tools(),
             mcp: None,
             skills: None,
+            mcp_instructions: None,
         };
         // A sub-session shares its caller's servers: their changes are the caller's to
         // install (installing them here would hide them from it).
+        if let Some(hub) = &self.setup.mcp
+            && !self.is_agent()
+        {
+            // The prompt is rebuilt anyway: it takes the servers as they are now.
+            next.mcp_instructions = Some(hub.current_instructions());
+        }
         if let Some(hub) = &self.setup.mcp
             && !self.is_agent()
             && hub.has_tool_changes()
@@ -1023,7 +1040,7 @@ impl LiveSession {
                 _ = cancel.cancelled() => return,
             }
         }
-        if !hub.settle() || hub.tools().is_empty() {
+        if !hub.settle() || (hub.tools().is_empty() && hub.prompt_instructions().is_empty()) {
             return;
         }
         match self.with_mcp_tools(hub, &hub.tools()) {
@@ -1049,6 +1066,9 @@ impl LiveSession {
 
     /// Installs what [`Self::next_tools`] gave, with the rebuilt prompt (a compaction).
     pub(crate) fn install_tools(&self, next: NextTools) {
+        if let (Some(list), Some(hub)) = (next.mcp_instructions, &self.setup.mcp) {
+            hub.install_instructions(list);
+        }
         let changed = next.mcp.is_some() || next.skills.is_some();
         if let (Some(list), Some(hub)) = (next.mcp, &self.setup.mcp) {
             hub.install_tools(list);

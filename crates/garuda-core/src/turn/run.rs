@@ -173,15 +173,20 @@ pub fn model_in_note(text: &str) -> Option<&str> {
 }
 
 /// What the MCP servers reported since the model last heard (a failed start, a server that
-/// died, a changed tool list): one note before the user's message, each event once.
+/// died, a changed tool list, the servers' instructions when the set of servers changed):
+/// one note before the user's message, each event once.
 async fn mcp_note(session: &LiveSession, state: &SessionState) -> Option<MessageRecord> {
     // A sub-session's servers are its caller's, whose model hears their events.
     let hub = session.setup.mcp.as_ref().filter(|_| !session.is_agent())?;
     let events = hub.take_events().await;
-    if events.is_empty() {
+    let mut lines: Vec<String> = events.iter().map(crate::mcp::McpEvent::note).collect();
+    // The servers' instructions follow the set of servers: a difference is a note.
+    if let Some(list) = hub.take_instruction_change() {
+        lines.push(crate::prompt::mcp::change_note(&list));
+    }
+    if lines.is_empty() {
         return None;
     }
-    let lines: Vec<String> = events.iter().map(crate::mcp::McpEvent::note).collect();
     let note = format!("<garuda_note>{}</garuda_note>", lines.join("\n"));
     let mut message =
         MessageRecord::new(Role::User, vec![Block::text(note)], state.last_message_id());

@@ -185,6 +185,7 @@ impl Workspace {
             facts: self.facts.clone(),
             limits: self.config.limits,
             agent: None,
+            mcp_instructions: Vec::new(),
         }
     }
 

@@ -44,6 +44,7 @@ local state = {
 M._state = state
 
 local FOLD_OUT, FOLD_THINK = '  │ ', '  ┊ '
+local FOLD_AGENT = '  ↳ ' -- an agent's steps, folded under the explore/agent call that runs it
 local FOLD_MAX = 200 -- lines of a tool's output kept in the chat
 local PLAN = '  > ' -- a plan in the chat: never folded, a Markdown quote
 local drop_queue -- (p, why): forget a project's queued prompts, saying so in its chat
@@ -149,7 +150,9 @@ end
 -- ---- chat buffer -----------------------------------------------------------------------------
 
 local function in_fold(l)
-  return l:sub(1, #FOLD_OUT) == FOLD_OUT or l:sub(1, #FOLD_THINK) == FOLD_THINK
+  return l:sub(1, #FOLD_OUT) == FOLD_OUT
+    or l:sub(1, #FOLD_THINK) == FOLD_THINK
+    or l:sub(1, #FOLD_AGENT) == FOLD_AGENT
 end
 
 --- Folded output belongs to the line above it (the tool's status, "💭 thinking", a summary's
@@ -566,7 +569,7 @@ function M.agent_line(name, ev)
   elseif k == 'hook' and (ev.phase == 'blocked' or ev.phase == 'failed') then
     what = ('⚠ hook %s %s%s'):format(ev.event or '?', ev.phase, ev.message and (': ' .. ev.message) or '')
   end
-  return what and ('  ↳ ' .. name .. ': ' .. what:gsub('\n', ' ')) or nil
+  return what and (FOLD_AGENT .. name .. ': ' .. what:gsub('\n', ' ')) or nil
 end
 
 -- An event relayed from an agent (agentEvents): never the session's own text. Its calls are
@@ -592,7 +595,16 @@ local function on_agent(p, agent, ev)
   end
   local l = M.agent_line(name, ev)
   if l then
+    local b = M.chat_buf(p.root)
+    local first = not (p.agent_folds or {})[agent.toolCallId]
+    -- The first step folds under the call's own line (the last line now): closed, `za` opens it.
+    local call_line = vim.api.nvim_buf_line_count(b)
     M.append('\n' .. l, p.root)
+    if first then
+      p.agent_folds = p.agent_folds or {}
+      p.agent_folds[agent.toolCallId] = true
+      close_fold_later(b, call_line)
+    end
     p.mode = 'tool'
   end
 end
@@ -630,6 +642,9 @@ local function on_update(params)
     p.tool, p.agent_step = nil, nil
     if p.agent_text then
       p.agent_text[ev.id] = nil
+    end
+    if p.agent_folds then
+      p.agent_folds[ev.id] = nil
     end
     approval.withdraw(function(a)
       return a.tool_call_id == ev.id and a.session == params.sessionId

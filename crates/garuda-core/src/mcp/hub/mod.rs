@@ -73,6 +73,15 @@ pub struct McpServerStatus {
     pub startup_ms: Option<u64>,
 }
 
+/// A server's `instructions` from its `initialize` result: how it asks to be used.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct McpInstructions {
+    /// The server's name.
+    pub server: String,
+    /// Its text, as the server sent it.
+    pub text: String,
+}
+
 /// An MCP tool as the session exposes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpTool {
@@ -184,6 +193,10 @@ struct Inner {
     cwd: Option<PathBuf>,
     defer_share: f64,
     snapshot: Mutex<Arc<Vec<McpTool>>>,
+    /// The servers' instructions the session's system prompt holds (fixed with the tools).
+    in_prompt: Mutex<Vec<McpInstructions>>,
+    /// The servers' instructions the model last heard: the prompt's, or a later note's.
+    told: Mutex<Vec<McpInstructions>>,
     events: Arc<Mutex<Vec<McpEvent>>>,
     relay: Arc<Relay>,
     /// How its servers sign in.
@@ -259,6 +272,8 @@ impl McpHub {
                 cwd,
                 defer_share,
                 snapshot: Mutex::new(Arc::new(Vec::new())),
+                in_prompt: Mutex::new(Vec::new()),
+                told: Mutex::new(Vec::new()),
                 events: Arc::new(Mutex::new(Vec::new())),
                 relay: Relay::new(),
                 auth,
@@ -336,7 +351,58 @@ impl McpHub {
             return false;
         }
         *lock(&self.inner.snapshot) = Arc::new(self.current_tools());
+        self.install_instructions(self.current_instructions());
         true
+    }
+
+    /// The instructions of the servers ready now, in name order (blank ones left out).
+    pub fn current_instructions(&self) -> Vec<McpInstructions> {
+        self.inner
+            .servers
+            .iter()
+            .filter(|s| s.state() == McpServerState::Ready)
+            .filter_map(|s| {
+                let info = s.peer()?.peer_info()?;
+                let text = info.instructions.as_deref()?;
+                (!text.trim().is_empty()).then(|| McpInstructions {
+                    server: s.name.clone(),
+                    text: text.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// The servers' instructions the session's system prompt holds: fixed by
+    /// [`Self::settle`], changed only by [`Self::install_instructions`] (a compaction).
+    pub fn prompt_instructions(&self) -> Vec<McpInstructions> {
+        lock(&self.inner.in_prompt).clone()
+    }
+
+    /// The servers' instructions the model last heard: the prompt's, or those of the note
+    /// that re-announced them after the servers changed.
+    pub fn heard_instructions(&self) -> Vec<McpInstructions> {
+        lock(&self.inner.told).clone()
+    }
+
+    /// Puts `list` in the system prompt (a compaction rebuilt it): the model has it now.
+    pub fn install_instructions(&self, list: Vec<McpInstructions>) {
+        *lock(&self.inner.told) = list.clone();
+        *lock(&self.inner.in_prompt) = list;
+    }
+
+    /// The instructions in force now when they differ from what the model last heard (a
+    /// server started late, stopped or left), taken as heard; None when nothing changed.
+    pub fn take_instruction_change(&self) -> Option<Vec<McpInstructions>> {
+        if !self.is_settled() {
+            return None;
+        }
+        let now = self.current_instructions();
+        let mut told = lock(&self.inner.told);
+        if *told == now {
+            return None;
+        }
+        *told = now.clone();
+        Some(now)
     }
 
     /// True once [`Self::settle`] fixed the list.
