@@ -185,6 +185,14 @@ class BlockToolResult(_BlockToolResultRequired, total=False):
     is_error: bool
 
 
+class BlockProvider(TypedDict):
+    """A block the provider made and ran itself (Anthropic's `server_tool_use`, `web_search_tool_result`), its JSON verbatim; only the model's messages carry one."""
+
+    # The provider's block, its own `type` included.
+    raw: Any
+    type: Literal["provider"]
+
+
 class _CacheInspectRequired(TypedDict):
     # The newest misses (at most 20), oldest first.
     misses: List[CacheMissAt]
@@ -1121,6 +1129,8 @@ class ToolMeta(TypedDict, total=False):
     exitCode: Optional[int]
     # Root-relative path the tool read or wrote.
     path: Optional[str]
+    # The provider ran the call itself (its web search server tool): nobody was asked and Garuda ran nothing; the output lists what it found.
+    serverSide: bool
     # True when a `bash` command hit its timeout.
     timedOut: bool
     # True when the session's todo list was replaced.
@@ -1430,7 +1440,7 @@ class WorkspaceRef(TypedDict):
 
 
 Approval = Union[Literal["allowed"], Literal["allowedAlways"], Literal["rejected"], Literal["timedOut"], Literal["failed"], Literal["unavailable"]]
-Block = Union[BlockText, BlockImage, BlockThinking, BlockToolUse, BlockToolResult]
+Block = Union[BlockText, BlockImage, BlockThinking, BlockToolUse, BlockToolResult, BlockProvider]
 CodeIndex = Union[Literal["lookup"], Literal["all"]]
 ConfigSeverity = Union[Literal["warning"], Literal["error"]]
 ElicitAction = Union[Literal["accept"], Literal["decline"], Literal["cancel"]]

@@ -58,6 +58,7 @@ pub fn block_in(b: w::Block) -> core::Block {
             content: content.into_iter().map(block_in).collect(),
             is_error,
         },
+        w::Block::Provider { raw } => core::Block::Provider { raw },
     }
 }
 
@@ -90,6 +91,7 @@ pub fn block_out(b: core::Block) -> w::Block {
             content: content.into_iter().map(block_out).collect(),
             is_error,
         },
+        core::Block::Provider { raw } => w::Block::Provider { raw },
     }
 }
 
@@ -534,6 +536,7 @@ fn meta_out(m: ToolMeta) -> w::ToolMeta {
         blocked_by_hook: m.blocked_by_hook,
         agent_session_id: m.agent.map(|a| a.session_id),
         blocked_by_plan_mode: m.blocked_by_plan_mode,
+        server_side: m.server_side,
     }
 }
 

@@ -128,6 +128,56 @@ impl AnthropicSse {
         self
     }
 
+    /// A server-side web search as the provider streams it: a `server_tool_use` block whose
+    /// input arrives as `input_json_delta`, then its `web_search_tool_result` whole, with
+    /// `results` as `(title, url)` (each with its encrypted content and page age).
+    pub fn server_search(mut self, id: &str, query: &str, results: &[(&str, &str)]) -> Self {
+        let i = self.index;
+        self.push("content_block_start", json!({"type":"content_block_start","index":i,"content_block":{"type":"server_tool_use","id":id,"name":"web_search","input":{}}}));
+        let input = json!({"query": query}).to_string();
+        for p in split(&input, 2) {
+            self.push("content_block_delta", json!({"type":"content_block_delta","index":i,"delta":{"type":"input_json_delta","partial_json":p}}));
+        }
+        self.push(
+            "content_block_stop",
+            json!({"type":"content_block_stop","index":i}),
+        );
+        let content: Vec<Value> = results
+            .iter()
+            .enumerate()
+            .map(|(n, (title, url))| json!({"type":"web_search_result","url":url,"title":title,
+                "encrypted_content":format!("EqgfCioIARgBIiQ3YTAw{n}+/=="),"page_age":"April 30, 2025"}))
+            .collect();
+        self.server_result(id, Value::Array(content))
+    }
+
+    /// A `web_search_tool_result` block for the call `id`: `content` is its list of results
+    /// or an error object (`{"type":"web_search_tool_result_error","error_code":…}`).
+    pub fn server_result(mut self, id: &str, content: Value) -> Self {
+        let i = self.index + 1;
+        self.push("content_block_start", json!({"type":"content_block_start","index":i,"content_block":{"type":"web_search_tool_result","tool_use_id":id,"content":content}}));
+        self.push(
+            "content_block_stop",
+            json!({"type":"content_block_stop","index":i}),
+        );
+        self.index += 2;
+        self
+    }
+
+    /// A text block that cites a search result, its citation arriving as a `citations_delta`.
+    pub fn cited_text(mut self, text: &str, url: &str) -> Self {
+        let i = self.index;
+        self.push("content_block_start", json!({"type":"content_block_start","index":i,"content_block":{"type":"text","text":"","citations":[]}}));
+        self.push("content_block_delta", json!({"type":"content_block_delta","index":i,"delta":{"type":"citations_delta","citation":{"type":"web_search_result_location","cited_text":text,"url":url,"title":"Cited","encrypted_index":"Eo8BCioIAhgBIiQyYjQ0"}}}));
+        self.push("content_block_delta", json!({"type":"content_block_delta","index":i,"delta":{"type":"text_delta","text":text}}));
+        self.push(
+            "content_block_stop",
+            json!({"type":"content_block_stop","index":i}),
+        );
+        self.index += 1;
+        self
+    }
+
     /// A keep-alive ping.
     pub fn ping(mut self) -> Self {
         self.push("ping", json!({"type":"ping"}));

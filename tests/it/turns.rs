@@ -30,6 +30,21 @@ impl Mock {
         }
     }
 
+    /// The mock on OpenAI's wire: `POST /v1/chat/completions`, base URL `server.uri() + "/v1"`.
+    pub fn start_openai(replies: Vec<MockReply>) -> Mock {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (server, rec) = rt.block_on(start_openai(replies));
+        Mock {
+            server,
+            rec,
+            _rt: rt,
+        }
+    }
+
     pub fn env(&self) -> Vec<(String, String)> {
         vec![
             ("ANTHROPIC_BASE_URL".to_string(), self.server.uri()),

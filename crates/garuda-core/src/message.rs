@@ -72,6 +72,13 @@ pub enum Block {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
+    /// A block the provider made and ran itself (Anthropic's `server_tool_use` and
+    /// `web_search_tool_result`), kept as the provider's JSON verbatim: it goes back byte for
+    /// byte, since its encrypted content must be returned as it came.
+    Provider {
+        /// The provider's block, its `type` included.
+        raw: Value,
+    },
 }
 
 /// The tool calls among `content`, in order: (id, name, input).
@@ -102,8 +109,146 @@ impl Block {
             } => thinking.chars().count() + signature.as_ref().map_or(0, |s| s.len()),
             Block::ToolUse { name, input, .. } => name.len() + input.to_string().len(),
             Block::ToolResult { content, .. } => content.iter().map(Block::char_len).sum(),
+            Block::Provider { raw } => raw.to_string().len(),
         }
     }
+}
+
+/// The `type` of the block in which Anthropic's model calls a tool the provider runs.
+pub const SERVER_TOOL_USE: &str = "server_tool_use";
+/// The `type` of the block holding the provider's web search results (or its error).
+pub const WEB_SEARCH_RESULT: &str = "web_search_tool_result";
+
+impl Block {
+    /// The id of a provider block's call (`server_tool_use`).
+    pub fn server_call_id(&self) -> Option<&str> {
+        match self {
+            Block::Provider { raw } if raw["type"] == SERVER_TOOL_USE => raw["id"].as_str(),
+            _ => None,
+        }
+    }
+
+    /// The id of the call a provider block's result answers (`*_tool_result`).
+    pub fn server_result_for(&self) -> Option<&str> {
+        match self {
+            Block::Provider { raw } if raw["type"] != SERVER_TOOL_USE => {
+                raw["tool_use_id"].as_str()
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Keeps a provider call and its result together in one message's `content`: a call whose
+/// result is not there and a result whose call is not there are dropped (the provider refuses
+/// either alone, and a cut stream or trimmed view can leave one). Other blocks stay.
+pub fn pair_server_blocks(content: &mut Vec<Block>) {
+    if !content.iter().any(|b| matches!(b, Block::Provider { .. })) {
+        return;
+    }
+    let calls: std::collections::HashSet<String> = content
+        .iter()
+        .filter_map(|b| b.server_call_id().map(str::to_string))
+        .collect();
+    let answered: std::collections::HashSet<String> = content
+        .iter()
+        .filter_map(|b| b.server_result_for().map(str::to_string))
+        .collect();
+    content.retain(|b| match b {
+        Block::Provider { .. } => match (b.server_call_id(), b.server_result_for()) {
+            (Some(id), _) => answered.contains(id),
+            (_, Some(id)) => calls.contains(id),
+            _ => false,
+        },
+        _ => true,
+    });
+}
+
+/// What a provider-side web search found, for the people watching and for markers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSearch {
+    /// The query, from the call's input.
+    pub query: String,
+    /// Title and URL of each result.
+    pub results: Vec<(String, String)>,
+    /// The provider's error code when the search failed.
+    pub error: Option<String>,
+}
+
+impl ServerSearch {
+    /// The search a call (`server_tool_use`) and its result (`web_search_tool_result`) made.
+    pub fn of(call: &Value, result: &Value) -> ServerSearch {
+        let query = call
+            .pointer("/input/query")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let content = &result["content"];
+        let results = content
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .map(|r| {
+                        let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+                        (s("title"), s("url"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let error = content["error_code"]
+            .as_str()
+            .map(str::to_string)
+            .or_else(|| (!content.is_array()).then(|| "unavailable".to_string()));
+        ServerSearch {
+            query,
+            results,
+            error,
+        }
+    }
+
+    /// A one-line marker: `[web search: QUERY → N results]` (or its error).
+    pub fn marker(&self) -> String {
+        match &self.error {
+            Some(e) => format!("[web search: {} → error {e}]", self.query),
+            None => format!(
+                "[web search: {} → {} results]",
+                self.query,
+                self.results.len()
+            ),
+        }
+    }
+
+    /// The results as lines of title and URL (or the error), as a client shows them.
+    pub fn listing(&self) -> String {
+        if let Some(e) = &self.error {
+            return format!("the provider's web search failed: {e}");
+        }
+        let mut out = String::new();
+        for (title, url) in &self.results {
+            out.push_str(&format!("{title} — {url}\n"));
+        }
+        out
+    }
+}
+
+/// The provider-side searches in `content`, each call with its result, in order, as one
+/// marker each; used where provider blocks cannot go (a request without the server tool).
+pub fn server_markers(content: &[Block]) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, b) in content.iter().enumerate() {
+        let (Block::Provider { raw }, Some(id)) = (b, b.server_call_id()) else {
+            continue;
+        };
+        let result = content.iter().find_map(|r| match r {
+            Block::Provider { raw } if r.server_result_for() == Some(id) => Some(raw),
+            _ => None,
+        });
+        if let Some(result) = result {
+            out.push((i, ServerSearch::of(raw, result).marker()));
+        }
+    }
+    out
 }
 
 /// A provider-facing message: a role and its blocks.
@@ -217,6 +362,32 @@ pub struct CachePlan {
     pub system: bool,
     /// Messages whose last block gets a marker.
     pub messages: Vec<usize>,
+}
+
+impl ToolSpec {
+    /// A tool the provider runs itself: `definition` is its entry in a request's tools as the
+    /// provider spells it (Anthropic's `{"type": "web_search_20250305", "name": …}`), carried
+    /// where an input schema would be, so the spec keeps its one shape everywhere it travels.
+    pub fn provider(name: &str, definition: Value) -> ToolSpec {
+        ToolSpec {
+            name: name.to_string(),
+            description: String::new(),
+            input_schema: definition,
+        }
+    }
+
+    /// The provider's definition of a tool it runs itself (see [`ToolSpec::provider`]): an
+    /// input schema's `type` is a JSON Schema type, a provider tool's is its own versioned
+    /// name.
+    pub fn provider_definition(&self) -> Option<&Value> {
+        const SCHEMA_TYPES: [&str; 7] = [
+            "object", "string", "array", "number", "integer", "boolean", "null",
+        ];
+        match self.input_schema.get("type").and_then(Value::as_str) {
+            Some(t) if !SCHEMA_TYPES.contains(&t) => Some(&self.input_schema),
+            _ => None,
+        }
+    }
 }
 
 impl CachePlan {

@@ -76,6 +76,12 @@ pub enum Block {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
+    /// A block the provider made and ran itself (Anthropic's `server_tool_use`,
+    /// `web_search_tool_result`), its JSON verbatim; only the model's messages carry one.
+    Provider {
+        /// The provider's block, its own `type` included.
+        raw: Value,
+    },
 }
 
 /// Token usage as reported by a provider for one response.
@@ -304,6 +310,10 @@ pub struct ToolMeta {
     /// Plan mode refused the call without asking (it is not read-only): it did not run.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub blocked_by_plan_mode: bool,
+    /// The provider ran the call itself (its web search server tool): nobody was asked and
+    /// Garuda ran nothing; the output lists what it found.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub server_side: bool,
 }
 
 /// The outcome of a tool call's approval (`toolCallFinished`'s `meta.approval`).

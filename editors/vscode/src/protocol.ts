@@ -118,6 +118,10 @@ export type Block = {
   /** The id of the `tool_use` this answers. */
   tool_use_id: string;
   type: "tool_result";
+} | {
+  /** The provider's block, its own `type` included. */
+  raw: unknown;
+  type: "provider";
 };
 
 /**
@@ -1030,6 +1034,11 @@ export type ToolMeta = {
   exitCode?: number | null;
   /** Root-relative path the tool read or wrote. */
   path?: string | null;
+  /**
+   * The provider ran the call itself (its web search server tool): nobody was asked and
+   * Garuda ran nothing; the output lists what it found.
+   */
+  serverSide?: boolean;
   /** True when a `bash` command hit its timeout. */
   timedOut?: boolean;
   /** True when the session's todo list was replaced. */

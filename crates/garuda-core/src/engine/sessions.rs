@@ -233,9 +233,13 @@ impl Engine {
             warnings.extend(listing.left_out_warning("agents", crate::agents::AGENT_TOOL));
         }
         // `[web]` is the user's alone; the switch for web_fetch may be the workspace's.
+        let anthropic = self
+            .provider_config()
+            .is_ok_and(|cfg| crate::provider::speaks_anthropic(&binding.spec, &cfg));
         let (with_web, web_clashes) = tools.with_web(
             crate::web::Web::for_config(&self.config()),
             ws.config.features.web,
+            anthropic,
         );
         tools = with_web;
         for name in clashes.into_iter().chain(web_clashes) {
@@ -899,6 +903,13 @@ impl Engine {
         cancel: CancellationToken,
         opts: turn::TurnOptions,
     ) -> Result<TurnOutcome, EngineError> {
+        // Only the provider makes its blocks; a client's would reach the model unchecked.
+        if input.iter().any(|b| matches!(b, Block::Provider { .. })) {
+            return Err(EngineError::Invalid(
+                "a turn's input cannot hold a provider block: only the model's messages carry them"
+                    .into(),
+            ));
+        }
         let live = self.session(id)?;
         Ok(turn::run_turn_with(&live, input, host, cancel, turn::DEFAULT_MAX_STEPS, opts).await?)
     }

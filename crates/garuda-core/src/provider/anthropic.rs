@@ -13,7 +13,7 @@ use super::{
     CachePlan, Endpoint, EventSink, MAX_CACHE_MARKERS, ModelRequest, ModelResponse, Provider,
     ProviderError, StreamEvent,
 };
-use crate::message::{Block, Role, StopReason, Usage};
+use crate::message::{Block, Role, SERVER_TOOL_USE, ServerSearch, StopReason, Usage};
 
 /// The API version header value.
 pub const API_VERSION: &str = "2023-06-01";
@@ -134,7 +134,10 @@ pub fn request_body(req: &ModelRequest) -> Value {
         let tools: Vec<Value> = req
             .tools
             .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+            .map(|t| match t.provider_definition() {
+                Some(definition) => definition.clone(),
+                None => json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}),
+            })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
         if req.no_tool_calls {
@@ -193,6 +196,7 @@ fn wire_block(b: &Block) -> Option<Value> {
             }
             Some(v)
         }
+        Block::Provider { raw } => Some(raw.clone()),
         other => serde_json::to_value(other).ok(),
     }
 }
@@ -209,6 +213,13 @@ enum Partial {
         name: String,
         json: String,
     },
+    /// A call of a tool the provider runs: its block as sent, the input still arriving.
+    Server {
+        head: Value,
+        json: String,
+    },
+    /// A provider block that arrives whole (a server tool's result).
+    Raw(Value),
     Ignored,
 }
 
@@ -261,7 +272,21 @@ impl AnthropicDecoder {
                 name: name.clone(),
                 input: tool_input(json),
             },
+            Partial::Server { head, json } => {
+                let mut raw = head.clone();
+                raw["input"] = tool_input(json);
+                Block::Provider { raw }
+            }
+            Partial::Raw(raw) => Block::Provider { raw: raw.clone() },
             Partial::Ignored => return None,
+        })
+    }
+
+    /// The provider's call `id`, as its block will be stored.
+    fn server_call(&self, id: &str) -> Option<Block> {
+        self.blocks.values().find_map(|(p, _)| match p {
+            Partial::Server { head, .. } if head["id"] == id => Self::block(p),
+            _ => None,
         })
     }
 }
@@ -322,6 +347,41 @@ impl Decoder for AnthropicDecoder {
                         };
                         Partial::Tool { id, name, json }
                     }
+                    Some(SERVER_TOOL_USE) => {
+                        self.emitted = true;
+                        let json = match cb.get("input") {
+                            Some(Value::Object(m)) if m.is_empty() => String::new(),
+                            None | Some(Value::Null) => String::new(),
+                            Some(other) => other.to_string(),
+                        };
+                        // The block's own fields in its order; the input goes back last.
+                        let head: serde_json::Map<String, Value> = cb
+                            .as_object()
+                            .into_iter()
+                            .flatten()
+                            .filter(|(k, _)| *k != "input")
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect();
+                        Partial::Server {
+                            head: Value::Object(head),
+                            json,
+                        }
+                    }
+                    // A server tool's result (`web_search_tool_result`, …) arrives whole.
+                    Some(_) if cb.get("tool_use_id").is_some_and(Value::is_string) => {
+                        self.emitted = true;
+                        let id = s("tool_use_id");
+                        if let Some(Block::Provider { raw: call }) = self.server_call(&id) {
+                            let found = ServerSearch::of(&call, cb);
+                            let _ = sink.send(StreamEvent::ServerToolResult {
+                                id,
+                                name: call["name"].as_str().unwrap_or("").to_string(),
+                                output: found.listing(),
+                                is_error: found.error.is_some(),
+                            });
+                        }
+                        Partial::Raw(cb.clone())
+                    }
                     _ => Partial::Ignored,
                 };
                 self.blocks.insert(index, (p, false));
@@ -359,14 +419,26 @@ impl Decoder for AnthropicDecoder {
                             partial_json: piece,
                         });
                     }
+                    (Some("input_json_delta"), Partial::Server { json, .. }) => {
+                        json.push_str(&s("partial_json"));
+                    }
                     _ => {}
                 }
             }
             "content_block_stop" => {
                 if let Some(index) = u(&v, "index")
-                    && let Some((_, done)) = self.blocks.get_mut(&index)
+                    && let Some((p, done)) = self.blocks.get_mut(&index)
                 {
                     *done = true;
+                    if let Partial::Server { .. } = p
+                        && let Some(Block::Provider { raw }) = Self::block(p)
+                    {
+                        let _ = sink.send(StreamEvent::ServerToolUse {
+                            id: raw["id"].as_str().unwrap_or("").to_string(),
+                            name: raw["name"].as_str().unwrap_or("").to_string(),
+                            input: raw["input"].clone(),
+                        });
+                    }
                 }
             }
             "message_delta" => {
@@ -411,12 +483,18 @@ impl Decoder for AnthropicDecoder {
     }
 
     fn partial(&self) -> Vec<Block> {
-        self.blocks
+        let mut content: Vec<Block> = self
+            .blocks
             .values()
             .filter_map(|(p, done)| match p {
                 Partial::Text(t) if !t.is_empty() => Some(Block::Text { text: t.clone() }),
                 // Thinking is only worth keeping with its signature; tool calls only when whole.
-                Partial::Thinking { .. } | Partial::Tool { .. } if *done => {
+                Partial::Thinking { .. }
+                | Partial::Tool { .. }
+                | Partial::Server { .. }
+                | Partial::Raw(_)
+                    if *done =>
+                {
                     Self::block(p).filter(|b| {
                         !matches!(
                             b,
@@ -429,7 +507,9 @@ impl Decoder for AnthropicDecoder {
                 }
                 _ => None,
             })
-            .collect()
+            .collect();
+        crate::message::pair_server_blocks(&mut content);
+        content
     }
 
     fn eof_ok(&self) -> bool {
@@ -443,6 +523,7 @@ impl Decoder for AnthropicDecoder {
                 content.push(b);
             }
         }
+        crate::message::pair_server_blocks(&mut content);
         let has_tool = content.iter().any(|b| matches!(b, Block::ToolUse { .. }));
         let stop_reason = self.stop.unwrap_or(if has_tool {
             StopReason::ToolUse

@@ -95,6 +95,26 @@ pub enum StreamEvent {
         /// The next piece of the JSON text.
         partial_json: String,
     },
+    /// A whole call of a tool the provider runs itself (its result follows in the stream).
+    ServerToolUse {
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Arguments.
+        input: serde_json::Value,
+    },
+    /// The result of a call the provider ran.
+    ServerToolResult {
+        /// The call's id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// What it found, as a client shows it.
+        output: String,
+        /// True when the provider reports an error.
+        is_error: bool,
+    },
     /// Final usage of the response.
     Usage(Usage),
     /// The call failed transiently and will be retried after `delay_ms`.
@@ -669,6 +689,18 @@ pub fn request_preview(
                 ProviderKind::Openai => openai::request_body(req, &ep.max_tokens_field),
             })
         }
+    }
+}
+
+/// Whether the model `spec` names is reached over Anthropic's Messages API (a cassette is not:
+/// it answers for any wire), so the provider's server tools can be offered.
+pub fn speaks_anthropic(spec: &str, cfg: &ProviderConfig) -> bool {
+    match ModelSpec::parse(spec) {
+        Ok(ModelSpec::Remote { provider, .. }) => {
+            resolve_endpoint(&provider, cfg, &|_| Some("preview".to_string()))
+                .is_ok_and(|ep| ep.kind == ProviderKind::Anthropic)
+        }
+        _ => false,
     }
 }
 

@@ -106,9 +106,14 @@ pub fn request_body(req: &ModelRequest, max_tokens_field: &str) -> Value {
     let mut body = serde_json::Map::new();
     body.insert("model".into(), json!(req.model));
     body.insert("messages".into(), Value::Array(messages));
-    if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
-            .tools
+    // Another provider's server tools (a model switched mid-session) mean nothing here.
+    let functions: Vec<_> = req
+        .tools
+        .iter()
+        .filter(|t| t.provider_definition().is_none())
+        .collect();
+    if !functions.is_empty() {
+        let tools: Vec<Value> = functions
             .iter()
             .map(|t| {
                 json!({"type": "function", "function": {
@@ -192,7 +197,8 @@ fn wire_messages(m: &Message, out: &mut Vec<Value>) {
                             json!({"role": "tool", "tool_call_id": tool_use_id, "content": text}),
                         );
                     }
-                    Block::Thinking { .. } | Block::ToolUse { .. } => {}
+                    // Only Anthropic's wire has server-side tools; their blocks mean nothing here.
+                    Block::Thinking { .. } | Block::ToolUse { .. } | Block::Provider { .. } => {}
                 }
             }
             if !parts.is_empty() {

@@ -1923,3 +1923,145 @@ fn a_request_that_may_not_call_tools_says_so_in_each_wire_format() {
             .is_none()
     );
 }
+
+// ---------- provider-side tools (Anthropic's web search server tool) ----------
+
+/// Feeds `events` to an Anthropic decoder: the events it streamed, and the decoder.
+fn decode(events: &[(&str, Value)]) -> (Vec<StreamEvent>, super::anthropic::AnthropicDecoder) {
+    use super::sse::Decoder;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut dec = super::anthropic::AnthropicDecoder::default();
+    for (name, data) in events {
+        let _ = dec.event(name, &data.to_string(), &tx);
+    }
+    let mut evs = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        evs.push(e);
+    }
+    (evs, dec)
+}
+
+fn a_server_call(index: u64, id: &str, pieces: &[&str]) -> Vec<(&'static str, Value)> {
+    let mut v = vec![(
+        "content_block_start",
+        json!({"type":"content_block_start","index":index,"content_block":{"type":"server_tool_use","id":id,"name":"web_search","input":{}}}),
+    )];
+    for p in pieces {
+        v.push(("content_block_delta", json!({"type":"content_block_delta","index":index,"delta":{"type":"input_json_delta","partial_json":p}})));
+    }
+    v.push((
+        "content_block_stop",
+        json!({"type":"content_block_stop","index":index}),
+    ));
+    v
+}
+
+fn a_server_result(index: u64, block: &Value) -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "content_block_start",
+            json!({"type":"content_block_start","index":index,"content_block":block}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type":"content_block_stop","index":index}),
+        ),
+    ]
+}
+
+#[test]
+fn anthropic_server_search_is_kept_verbatim_and_sent_back_the_same() {
+    use super::sse::Decoder;
+    let result = json!({"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[
+        {"type":"web_search_result","url":"https://serde.rs/","title":"Serde",
+         "encrypted_content":"Eqgf+/==","page_age":"April 30, 2025"}]});
+    let mut ev = vec![a_start(10, 0, 0)];
+    ev.extend(a_text_block(0, &["Looking."]));
+    ev.extend(a_server_call(
+        1,
+        "srvtoolu_1",
+        &["{\"query\":", "\"serde derive\"}"],
+    ));
+    ev.extend(a_server_result(2, &result));
+    // A cited text block: the citation arrives as its own delta and is not kept.
+    ev.push(("content_block_start", json!({"type":"content_block_start","index":3,"content_block":{"type":"text","text":"","citations":[]}})));
+    ev.push(("content_block_delta", json!({"type":"content_block_delta","index":3,"delta":{"type":"citations_delta","citation":{"type":"web_search_result_location","url":"https://serde.rs/","title":"Serde","encrypted_index":"Eo8=","cited_text":"derive"}}})));
+    ev.push(("content_block_delta", json!({"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"Derive it."}})));
+    ev.push((
+        "content_block_stop",
+        json!({"type":"content_block_stop","index":3}),
+    ));
+    ev.push(("message_delta", json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9,"server_tool_use":{"web_search_requests":1}}})));
+    let (evs, mut dec) = decode(&ev);
+    let call = json!({"type":"server_tool_use","id":"srvtoolu_1","name":"web_search",
+                      "input":{"query":"serde derive"}});
+    assert!(evs.contains(&StreamEvent::ServerToolUse {
+        id: "srvtoolu_1".into(),
+        name: "web_search".into(),
+        input: json!({"query": "serde derive"}),
+    }));
+    assert!(evs.contains(&StreamEvent::ServerToolResult {
+        id: "srvtoolu_1".into(),
+        name: "web_search".into(),
+        output: "Serde — https://serde.rs/\n".into(),
+        is_error: false,
+    }));
+    let res = dec.finish().unwrap();
+    assert_eq!(res.stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        res.content,
+        [
+            Block::text("Looking."),
+            Block::Provider { raw: call.clone() },
+            Block::Provider {
+                raw: result.clone()
+            },
+            Block::text("Derive it."),
+        ]
+    );
+    // Sent back as they came, beside the server tool's definition in place of a schema.
+    let mut req = request();
+    req.messages.push(Message {
+        role: Role::Assistant,
+        content: res.content,
+    });
+    req.tools = vec![ToolSpec::provider(
+        "web_search",
+        json!({"type": "web_search_20250305", "name": "web_search", "max_uses": 2}),
+    )];
+    let body = super::anthropic::request_body(&req);
+    assert_eq!(body["messages"][1]["content"][1], call);
+    assert_eq!(body["messages"][1]["content"][2], result);
+    assert_eq!(
+        body["tools"],
+        json!([{"type": "web_search_20250305", "name": "web_search", "max_uses": 2}])
+    );
+    // Another wire has no server tools: neither the definition nor the blocks go there.
+    let oa = super::openai::request_body(&req, "max_tokens");
+    assert!(oa.get("tools").is_none(), "{oa}");
+    assert!(!oa.to_string().contains("srvtoolu_1"), "{oa}");
+}
+
+#[test]
+fn anthropic_server_search_errors_and_cuts_leave_no_lone_call() {
+    use super::sse::Decoder;
+    // The provider's error object is a result like any other, reported as an error.
+    let failed = json!({"type":"web_search_tool_result","tool_use_id":"srvtoolu_2",
+        "content":{"type":"web_search_tool_result_error","error_code":"max_uses_exceeded"}});
+    let mut ev = vec![a_start(10, 0, 0)];
+    ev.extend(a_server_call(0, "srvtoolu_2", &["{\"query\":\"x\"}"]));
+    ev.extend(a_server_result(1, &failed));
+    // A second search cut before its result.
+    ev.extend(a_server_call(2, "srvtoolu_3", &["{\"query\":\"y\"}"]));
+    let (evs, dec) = decode(&ev);
+    assert!(evs.contains(&StreamEvent::ServerToolResult {
+        id: "srvtoolu_2".into(),
+        name: "web_search".into(),
+        output: "the provider's web search failed: max_uses_exceeded".into(),
+        is_error: true,
+    }));
+    let kept = dec.partial();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert_eq!(kept[0].server_call_id(), Some("srvtoolu_2"));
+    assert_eq!(kept[1].server_result_for(), Some("srvtoolu_2"));
+}

@@ -7,8 +7,8 @@
 use serde_json::Value;
 
 use super::builtin::{
-    self, AgentTool, ExploreTool, McpSearchTool, SKILL_TOOL, SNIP_TOOL, SkillTool, SnipTool,
-    WebFetch, WebSearch,
+    self, AgentTool, ExploreTool, McpSearchTool, SKILL_TOOL, SNIP_TOOL, ServerWebSearch, SkillTool,
+    SnipTool, WebFetch, WebSearch,
 };
 use super::handler::Handler;
 use super::remote::RemoteTool;
@@ -371,20 +371,26 @@ impl ToolRegistry {
 
     /// This registry with the web tools over `web`, after the built-in tools: `web_fetch` when
     /// `fetch` is on (`[features] web`), `web_search` when the user's config names a search
-    /// backend. A client tool of the same name keeps its place (the answer lists the names
-    /// left out).
+    /// backend: the provider's own server tool when the user turned it on and the session's
+    /// model speaks Anthropic's wire (`anthropic`), else the SearXNG backend. A client tool of
+    /// the same name keeps its place (the answer lists the names left out).
     pub fn with_web(
         mut self,
         web: std::sync::Arc<crate::web::Web>,
         fetch: bool,
+        anthropic: bool,
     ) -> (ToolRegistry, Vec<String>) {
         let mut clashes = Vec::new();
         let mut tools = Vec::new();
         if fetch {
             tools.push(Handler::new(WebFetch(web.clone())));
         }
-        if web.can_search() {
-            tools.push(Handler::new(WebSearch(web.for_search())));
+        match web.settings.search.anthropic_tool() {
+            Some(definition) if anthropic => {
+                tools.push(Handler::new(ServerWebSearch(definition)));
+            }
+            _ if web.can_search() => tools.push(Handler::new(WebSearch(web.for_search()))),
+            _ => {}
         }
         for tool in tools {
             if self.get(tool.name()).is_some() {
@@ -1055,14 +1061,15 @@ mod tests {
         let names = |r: &ToolRegistry| -> Vec<String> {
             r.entries.iter().map(|e| e.spec.name.clone()).collect()
         };
-        let (off, _) = ToolRegistry::for_session(Vec::new())
-            .unwrap()
-            .with_web(web(None), false);
+        let (off, _) =
+            ToolRegistry::for_session(Vec::new())
+                .unwrap()
+                .with_web(web(None), false, false);
         assert!(!names(&off).iter().any(|n| n.starts_with("web_")));
         assert!(!off.offers().contains(&Offer::WebFetch));
         let (both, clashes) = ToolRegistry::for_session(vec![spec("open_in_editor")])
             .unwrap()
-            .with_web(web(Some("http://127.0.0.1:8888")), true);
+            .with_web(web(Some("http://127.0.0.1:8888")), true, false);
         assert!(clashes.is_empty());
         let n = names(&both);
         // After the built-ins, before the client's tools.
@@ -1076,10 +1083,49 @@ mod tests {
         );
         assert!(fetch.read_only && fetch.is_builtin());
         assert!(both.offers().contains(&Offer::WebSearch));
+        // The provider's server tool takes the backend's place on Anthropic's wire only: its
+        // spec is the provider's definition, its line the same.
+        let server = |anthropic: bool| {
+            let settings = crate::web::WebSettings {
+                search: crate::web::SearchSettings {
+                    searxng_url: Some("http://127.0.0.1:8888".into()),
+                    anthropic_server_tool: true,
+                    max_uses: Some(2),
+                    blocked_domains: vec!["example.com".into()],
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let web = crate::web::Web::new(settings, Default::default());
+            ToolRegistry::for_session(Vec::new())
+                .unwrap()
+                .with_web(web, false, anthropic)
+                .0
+        };
+        let on = server(true);
+        let server_spec = on.get("web_search").unwrap().spec.clone();
+        assert_eq!(
+            server_spec.provider_definition(),
+            Some(
+                &serde_json::json!({"type": "web_search_20250305", "name": "web_search",
+                "max_uses": 2, "blocked_domains": ["example.com"]})
+            )
+        );
+        assert_eq!(on.get("web_search").unwrap().kind, ToolKind::Search);
+        assert!(on.offers().contains(&Offer::WebSearch));
+        let backend = server(false);
+        assert_eq!(
+            backend
+                .get("web_search")
+                .unwrap()
+                .spec
+                .provider_definition(),
+            None
+        );
         // A client's web_fetch keeps its place; Garuda's is left out and named.
         let (client, clashes) = ToolRegistry::for_session(vec![spec("web_fetch")])
             .unwrap()
-            .with_web(web(None), true);
+            .with_web(web(None), true, false);
         assert_eq!(clashes, ["web_fetch"]);
         assert_eq!(client.get("web_fetch").unwrap().source, ToolSource::Client);
         // An agent file may list them by Garuda's or Claude Code's names; the sub-session gets

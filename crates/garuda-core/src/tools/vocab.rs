@@ -312,6 +312,8 @@ pub struct ToolMeta {
     pub blocked_by_plan_mode: bool,
     /// The sub-session an `agent` or `explore` call ran (boxed: most calls have none).
     pub agent: Option<Box<AgentRan>>,
+    /// The provider ran the call itself (a server tool): Garuda neither asked nor ran it.
+    pub server_side: bool,
 }
 
 /// The sub-session an `agent` or `explore` call ran.

@@ -981,6 +981,25 @@ fn forward_event(host: &dyn TurnHost, session_id: &str, ev: StreamEvent) {
             delay_ms,
             reason,
         },
+        // The provider ran these itself: nothing was asked, nothing runs here.
+        StreamEvent::ServerToolUse { id, name, input } => {
+            TurnEvent::ToolCallStarted { id, name, input }
+        }
+        StreamEvent::ServerToolResult {
+            id,
+            name,
+            output,
+            is_error,
+        } => TurnEvent::ToolCallFinished {
+            id,
+            name,
+            output,
+            is_error,
+            meta: crate::tools::ToolMeta {
+                server_side: true,
+                ..Default::default()
+            },
+        },
         // Tool calls are reported whole when they run; usage when the step ends.
         StreamEvent::ToolUseStart { .. }
         | StreamEvent::ToolUseInputDelta { .. }

@@ -59,6 +59,16 @@ pub struct SearchSettings {
     pub searxng_url: Option<String>,
     /// Most results listed.
     pub max_results: usize,
+    /// Search through the provider's own server tool (Anthropic's `web_search_20250305`) when
+    /// the session's model speaks Anthropic's Messages API: the provider searches, Garuda
+    /// runs nothing and asks nothing. Other providers fall back to `searxng_url`.
+    pub anthropic_server_tool: bool,
+    /// Most searches the provider runs in one request (the server tool's `max_uses`).
+    pub max_uses: Option<u32>,
+    /// The only domains the provider's search may return (its `allowed_domains`).
+    pub allowed_domains: Vec<String>,
+    /// Domains the provider's search never returns (its `blocked_domains`).
+    pub blocked_domains: Vec<String>,
 }
 
 impl Default for SearchSettings {
@@ -66,7 +76,34 @@ impl Default for SearchSettings {
         SearchSettings {
             searxng_url: None,
             max_results: 10,
+            anthropic_server_tool: false,
+            max_uses: None,
+            allowed_domains: Vec::new(),
+            blocked_domains: Vec::new(),
         }
+    }
+}
+
+/// The version of Anthropic's web search server tool Garuda asks for.
+pub const ANTHROPIC_WEB_SEARCH: &str = "web_search_20250305";
+
+impl SearchSettings {
+    /// The server tool's entry in an Anthropic request's tools, when the user turned it on.
+    pub fn anthropic_tool(&self) -> Option<serde_json::Value> {
+        if !self.anthropic_server_tool {
+            return None;
+        }
+        let mut tool = serde_json::json!({"type": ANTHROPIC_WEB_SEARCH, "name": "web_search"});
+        if let Some(n) = self.max_uses {
+            tool["max_uses"] = n.into();
+        }
+        // The API takes one list or the other, never both: the allow-list is the narrower.
+        if !self.allowed_domains.is_empty() {
+            tool["allowed_domains"] = self.allowed_domains.clone().into();
+        } else if !self.blocked_domains.is_empty() {
+            tool["blocked_domains"] = self.blocked_domains.clone().into();
+        }
+        Some(tool)
     }
 }
 

@@ -110,7 +110,15 @@ impl Workspace {
                 crate::provider::models::DEFAULT_CONTEXT_WINDOW,
             )
             .0
-            .with_web(crate::web::Web::for_config(&config), config.features.web)
+            .with_web(
+                crate::web::Web::for_config(&config),
+                config.features.web,
+                config.model.as_deref().is_some_and(|m| {
+                    config
+                        .provider_config()
+                        .is_ok_and(|cfg| crate::provider::speaks_anthropic(m, &cfg))
+                }),
+            )
             .0;
         let facts = crate::tools::session_facts(config.approval.policy, &sandbox, &tools);
         Ok(Workspace {

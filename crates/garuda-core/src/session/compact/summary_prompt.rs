@@ -93,12 +93,20 @@ pub fn shrink_instruction(summary: &str, tokens: u64, target_tokens: u64) -> Str
 pub const IMAGE_MARKER: &str = "[image]";
 
 /// Rewrites messages for the summary request that does not share the cached prefix:
-/// thinking blocks are left out and media become text markers.
+/// thinking blocks are left out, media become text markers, and a provider's server-side
+/// search (call and result) one marker (`[web search: QUERY → N results]`): the request
+/// carries no server tool, and the results' encrypted content means nothing to a summary.
 pub fn rewrite_for_summary(messages: &[Message]) -> Vec<Message> {
     fn blocks(content: &[Block]) -> Vec<Block> {
+        let markers = crate::message::server_markers(content);
         content
             .iter()
-            .filter_map(|b| match b {
+            .enumerate()
+            .filter_map(|(i, b)| match b {
+                Block::Provider { .. } => markers
+                    .iter()
+                    .find(|(at, _)| *at == i)
+                    .map(|(_, m)| Block::text(m.clone())),
                 Block::Thinking { .. } => None,
                 Block::Image { .. } => Some(Block::text(IMAGE_MARKER)),
                 Block::ToolResult {

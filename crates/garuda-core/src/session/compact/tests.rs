@@ -864,3 +864,24 @@ fn all_text_of(m: &Message) -> String {
         })
         .collect()
 }
+
+#[test]
+fn the_plain_summary_request_sees_a_provider_search_as_one_marker() {
+    let [call, result] = crate::session::view::tests::server_search("srvtoolu_1", "serde derive");
+    let msgs = vec![
+        Message::user_text("search"),
+        Message {
+            role: crate::message::Role::Assistant,
+            content: vec![Block::text("Looking."), call, result, Block::text("Found.")],
+        },
+    ];
+    let rewritten = rewrite_for_summary(&msgs);
+    assert_eq!(
+        rewritten[1].content,
+        [
+            Block::text("Looking."),
+            Block::text("[web search: serde derive → 1 results]"),
+            Block::text("Found."),
+        ]
+    );
+}

@@ -137,8 +137,11 @@ pub(crate) fn normalize(
                     && seen_uses.contains(tool_use_id)
                     && answered.insert(tool_use_id.clone())
             }
+            Block::Provider { .. } => role == Role::Assistant,
             _ => true,
         });
+        // A provider call and its result travel together or not at all.
+        crate::message::pair_server_blocks(&mut m.content);
         kept.push(m);
     }
     // b. merge runs, start with the user.
@@ -350,6 +353,19 @@ pub fn check_pairing(messages: &[Message]) -> Result<(), String> {
             }
         } else if !results.is_empty() {
             return Err(format!("assistant message {i} holds tool results"));
+        }
+        // A provider-side call is answered in its own message, by the provider.
+        let mut paired = m.content.clone();
+        crate::message::pair_server_blocks(&mut paired);
+        if paired.len() != m.content.len() {
+            return Err(format!("message {i}: a provider call without its result"));
+        }
+        if m.role == Role::User
+            && m.content
+                .iter()
+                .any(|b| matches!(b, Block::Provider { .. }))
+        {
+            return Err(format!("user message {i} holds a provider block"));
         }
     }
     if let Some(last) = messages.last()

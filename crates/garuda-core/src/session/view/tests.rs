@@ -805,3 +805,56 @@ fn a_failed_turn_s_message_leaves_the_view_even_as_the_first_request() {
     assert_eq!(cache.view(&recs, &no_mc(), 0), &full);
     assert!(!full.holds("u1"));
 }
+
+/// A provider-side search's two blocks (`server_tool_use`, `web_search_tool_result`).
+pub(crate) fn server_search(id: &str, query: &str) -> [Block; 2] {
+    [
+        Block::Provider {
+            raw: json!({"type": "server_tool_use", "id": id, "name": "web_search",
+                        "input": {"query": query}}),
+        },
+        Block::Provider {
+            raw: json!({"type": "web_search_tool_result", "tool_use_id": id, "content": [
+                {"type": "web_search_result", "url": "https://a.example/", "title": "A",
+                 "encrypted_content": "Eq+/=", "page_age": null}]}),
+        },
+    ]
+}
+
+#[test]
+fn provider_blocks_pass_whole_and_a_lone_one_is_dropped() {
+    let [call, result] = server_search("srvtoolu_1", "serde");
+    let [lone, _] = server_search("srvtoolu_2", "cut");
+    let recs = vec![
+        text("u1", Role::User, "search"),
+        msg(
+            "a1",
+            Role::Assistant,
+            vec![
+                Block::text("Looking."),
+                call.clone(),
+                result.clone(),
+                lone,
+                Block::text("Found."),
+            ],
+            0,
+        ),
+        // Only the model's messages carry them.
+        msg(
+            "u2",
+            Role::User,
+            vec![Block::text("next"), result.clone()],
+            0,
+        ),
+    ];
+    let v = build_view(&recs, &no_mc(), 0);
+    let msgs: Vec<Message> = v.messages.iter().map(|m| m.message.clone()).collect();
+    assert_eq!(
+        msgs[1].content,
+        [Block::text("Looking."), call, result, Block::text("Found.")]
+    );
+    assert_eq!(msgs[2].content, [Block::text("next")]);
+    assert_eq!(check_pairing(&msgs), Ok(()));
+    // They count in the estimate, encrypted content and all.
+    assert!(message_chars(&msgs[1]) > "Looking.Found.".len() + 100);
+}

@@ -26,7 +26,7 @@ pub(crate) use snip::SnipTool;
 pub use snip::{SNIP_TOOL, snip_tool_spec};
 pub use todo_write::todos_in;
 pub(crate) use web_fetch::WebFetch;
-pub(crate) use web_search::WebSearch;
+pub(crate) use web_search::{ServerWebSearch, WebSearch};
 
 use super::handler::Handler;
 use super::write::WholeFile;

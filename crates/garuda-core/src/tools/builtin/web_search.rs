@@ -86,3 +86,48 @@ impl Tool for WebSearch {
         })
     }
 }
+
+/// `web_search` as the provider's own server tool (Anthropic's `web_search_20250305`): the
+/// request carries the provider's definition, the model's searches run on the provider and
+/// come back as provider blocks in its answer. Garuda never runs a call of it.
+pub(crate) struct ServerWebSearch(pub Value);
+
+impl Tool for ServerWebSearch {
+    fn name(&self) -> &str {
+        "web_search"
+    }
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::provider("web_search", self.0.clone())
+    }
+    fn class(&self) -> ToolClass {
+        ToolClass::Network
+    }
+    fn kind(&self) -> crate::tools::vocab::ToolKind {
+        crate::tools::vocab::ToolKind::Search
+    }
+    fn read_only(&self) -> bool {
+        true
+    }
+    fn offer(&self) -> Option<Offer> {
+        Some(Offer::WebSearch)
+    }
+    fn describe(&self, input: &Value) -> String {
+        handler::field(input, "query").to_string()
+    }
+    fn claude_names(&self) -> &'static [&'static str] {
+        &["WebSearch"]
+    }
+    fn run<'a>(
+        &'a self,
+        _input: Value,
+        _ctx: &'a ToolContext,
+        _bench: &'a dyn Workbench,
+    ) -> BoxFuture<'a, ToolOutput> {
+        // Only a model on another wire could send this as a client call (a switched model).
+        Box::pin(async {
+            ToolOutput::error(
+                "web_search runs on the provider's side and is not available with this model",
+            )
+        })
+    }
+}
