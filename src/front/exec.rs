@@ -333,6 +333,16 @@ impl TurnHost for ExecHost {
                 "[tool] {}",
                 garuda_core::tools::describe_call(&name, &input)
             )),
+            // The provider ran it: its results are worth a line, as nothing else shows them.
+            TurnEvent::ToolCallFinished {
+                is_error: false,
+                output,
+                meta,
+                ..
+            } if meta.server_side => self.note(&format!(
+                "[tool on the provider] {} results",
+                output.lines().count()
+            )),
             TurnEvent::ToolCallFinished {
                 id,
                 is_error: true,

@@ -25,10 +25,16 @@ struct Acp {
 
 impl Acp {
     fn spawn(home: &Path, cassette: &Path) -> Acp {
+        let model = format!("replay:{}", cassette.display());
+        Acp::spawn_env(home, &[("GARUDA_MODEL".to_string(), model)])
+    }
+
+    /// `garuda acp` with `env` set (a model of the user's config, a mock's address).
+    fn spawn_env(home: &Path, env: &[(String, String)]) -> Acp {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_garuda"));
         cmd.arg("acp");
         isolated_env(&mut cmd, home);
-        cmd.env("GARUDA_MODEL", format!("replay:{}", cassette.display()));
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -1444,5 +1450,51 @@ fn with_subagents_an_agents_approval_is_asked_in_its_child_session() {
     assert!(!b.is_empty());
     assert!(b.iter().all(|u| u["sessionId"] == child.as_str()), "{b:?}");
     assert_eq!(b.last().unwrap()["update"]["status"], "completed");
+    acp.finish();
+}
+
+#[test]
+fn a_search_the_provider_ran_is_a_completed_search_call() {
+    use crate::mock_model::*;
+    let search = AnthropicSse::new(MockUsage::new(30, 20))
+        .server_search(
+            "srvtoolu_01",
+            "serde derive",
+            &[("Serde", "https://serde.rs/")],
+        )
+        .text("Derive it.")
+        .finish("end_turn");
+    let mock = crate::turns::Mock::start(vec![MockReply::Sse(search)]);
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    crate::turns::write_config(home.path(), "[web.search]\nanthropic_server_tool = true\n");
+    let mut acp = Acp::spawn_env(home.path(), &mock.env());
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let new = acp.call("session/new", json!({"cwd": ws.path(), "mcpServers": []}));
+    let sid = new["sessionId"].as_str().expect("sessionId").to_string();
+    let r = acp.call(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "search"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    assert!(acp.permissions.is_empty(), "nothing is asked");
+    let call = acp
+        .updates
+        .iter()
+        .find(|u| u["update"]["sessionUpdate"] == "tool_call")
+        .expect("tool_call");
+    assert_eq!(call["update"]["toolCallId"], "srvtoolu_01");
+    assert_eq!(call["update"]["kind"], "search", "{call}");
+    assert_eq!(call["update"]["status"], "in_progress", "{call}");
+    let done = acp
+        .updates
+        .iter()
+        .rfind(|u| u["update"]["sessionUpdate"] == "tool_call_update")
+        .expect("tool_call_update");
+    assert_eq!(done["update"]["status"], "completed", "{done}");
+    assert!(done.to_string().contains("https://serde.rs/"), "{done}");
     acp.finish();
 }

@@ -1160,3 +1160,43 @@ fn exec_shows_an_agents_calls() {
     );
     assert!(stdout(&out).contains("done"), "{}", stdout(&out));
 }
+
+#[test]
+fn exec_prints_a_line_for_a_search_the_provider_ran() {
+    let search = AnthropicSse::new(MockUsage::new(30, 20))
+        .server_search(
+            "srvtoolu_01",
+            "serde derive",
+            &[
+                ("Serde", "https://serde.rs/"),
+                ("Docs", "https://docs.rs/serde"),
+            ],
+        )
+        .text("Derive it.")
+        .finish("end_turn");
+    let mock = Mock::start(vec![MockReply::Sse(search)]);
+    let home = tempfile::tempdir().expect("home");
+    crate::turns::write_config(home.path(), "[web.search]\nanthropic_server_tool = true\n");
+    let ws = tempfile::tempdir().expect("ws");
+    let dir = ws.path().to_str().expect("utf8");
+    let out = run(
+        home.path(),
+        &mock.env(),
+        &["exec", dir, "search serde"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("Derive it."), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("[tool] web_search"), "{err}");
+    assert!(err.contains("[tool on the provider] 2 results"), "{err}");
+    assert_eq!(
+        mock.rec.bodies()[0]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter(|t| t["type"] == "web_search_20250305")
+            .count(),
+        1
+    );
+}

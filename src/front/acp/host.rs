@@ -237,6 +237,11 @@ impl AcpHost {
 
     fn announce(&self, session_id: &str, id: String, name: &str, input: &Value) {
         let preview = self.tools.preview(name, input, &self.root);
+        // A tool the provider runs is under way when it is reported: nothing waits to ask.
+        let on_provider = self
+            .tools
+            .get(name)
+            .is_some_and(|e| e.spec.provider_definition().is_some());
         let call = convert::tool_call(
             &self.tools,
             self.root.path(),
@@ -244,7 +249,11 @@ impl AcpHost {
             name,
             input,
             preview.as_ref(),
-            acp::ToolCallStatus::Pending,
+            if on_provider {
+                acp::ToolCallStatus::InProgress
+            } else {
+                acp::ToolCallStatus::Pending
+            },
         );
         lock(&self.calls).insert(id, call.clone());
         send_update(&self.client, session_id, acp::SessionUpdate::ToolCall(call));
