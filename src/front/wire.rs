@@ -140,6 +140,8 @@ pub fn stop_out(s: core::StopReason) -> w::StopReason {
         S::MaxTokens => w::StopReason::MaxTokens,
         S::StopSequence => w::StopReason::StopSequence,
         S::Refusal => w::StopReason::Refusal,
+        // The loop continues a paused turn; only a step limit could end one there.
+        S::PauseTurn => w::StopReason::EndTurn,
         S::Cancelled => w::StopReason::Cancelled,
         S::MaxSteps => w::StopReason::MaxSteps,
         S::MaxTurns => w::StopReason::MaxTurns,

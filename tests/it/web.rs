@@ -670,3 +670,46 @@ fn the_server_tool_is_anthropics_alone() {
         );
     }
 }
+
+#[test]
+fn a_paused_server_turn_goes_on_from_the_answer_so_far() {
+    let paused = AnthropicSse::new(MockUsage::new(30, 20))
+        .server_search(
+            "srvtoolu_01",
+            "serde derive",
+            &[("Serde docs", "https://serde.rs/")],
+        )
+        .finish("pause_turn");
+    let mock = Mock::start(vec![
+        MockReply::Sse(paused),
+        MockReply::Sse(anthropic_text("Derive it.", MockUsage::new(40, 2))),
+    ]);
+    let config = "[web.search]\nanthropic_server_tool = true\n";
+    let (mut g, _h, _ws, wid) = setup_env(&mock, config, &[]);
+    let r = g.call("session/new", json!({"workspaceId": wid, "policy": "ask"}));
+    let sid = r["sessionId"].as_str().expect("sid").to_string();
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": [{"type": "text", "text": "search"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    // One turn, two requests: the second ends with the paused answer, sent back as it came.
+    let raw = mock.rec.raw();
+    assert_eq!(raw.len(), 2);
+    let body = &mock.rec.bodies()[1];
+    let last = body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .expect("last");
+    assert_eq!(last["role"], "assistant", "{body}");
+    // The request's cache marker sits on its last block; the rest is the provider's.
+    let mut result = last["content"][1].clone();
+    assert_eq!(
+        result
+            .as_object_mut()
+            .and_then(|o| o.remove("cache_control")),
+        Some(json!({"type": "ephemeral"}))
+    );
+    let streamed: Value = serde_json::from_str(&streamed_result("srvtoolu_01")).expect("json");
+    assert_eq!(result, streamed);
+}

@@ -326,6 +326,10 @@ pub enum StopReason {
     StopSequence,
     /// The model refused.
     Refusal,
+    /// The provider paused a long turn of server-side tool work (Anthropic's `pause_turn`):
+    /// the answer so far goes back as it is for the model to go on. The turn loop continues
+    /// it; a turn never ends with it.
+    PauseTurn,
     /// The client or user cancelled.
     Cancelled,
     /// The turn hit Garuda's built-in step limit.

@@ -388,6 +388,7 @@ pub fn stop_reason(r: StopReason) -> Option<acp::StopReason> {
             acp::StopReason::MaxTurnRequests
         }
         StopReason::Refusal => acp::StopReason::Refusal,
+        StopReason::PauseTurn => acp::StopReason::EndTurn,
         StopReason::Cancelled => acp::StopReason::Cancelled,
         StopReason::Error => return None,
     })

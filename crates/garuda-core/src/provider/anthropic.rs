@@ -246,6 +246,7 @@ fn stop_reason(s: &str) -> StopReason {
         "max_tokens" | "model_context_window_exceeded" => StopReason::MaxTokens,
         "stop_sequence" => StopReason::StopSequence,
         "refusal" => StopReason::Refusal,
+        "pause_turn" => StopReason::PauseTurn,
         _ => StopReason::EndTurn,
     }
 }

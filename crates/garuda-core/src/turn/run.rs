@@ -319,6 +319,11 @@ async fn run_locked(
             },
         };
         let calls = t.record(&response, &sent)?;
+        // The provider paused its own tool work: the answer so far, recorded, is the next
+        // request's last message, and the model goes on from it.
+        if calls.is_empty() && response.stop_reason == StopReason::PauseTurn {
+            continue;
+        }
         if calls.is_empty() {
             // A Stop hook may send the model back to work, a bounded number of times.
             if response.stop_reason == StopReason::EndTurn
