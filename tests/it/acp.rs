@@ -1496,5 +1496,19 @@ fn a_search_the_provider_ran_is_a_completed_search_call() {
         .expect("tool_call_update");
     assert_eq!(done["update"]["status"], "completed", "{done}");
     assert!(done.to_string().contains("https://serde.rs/"), "{done}");
+    // A load replays the search as it was shown.
+    acp.updates.clear();
+    acp.call(
+        "session/load",
+        json!({"sessionId": sid, "cwd": ws.path(), "mcpServers": []}),
+    );
+    let replayed: Vec<&Value> = acp
+        .updates
+        .iter()
+        .filter(|u| u["update"]["toolCallId"] == "srvtoolu_01")
+        .collect();
+    assert_eq!(replayed.len(), 2, "{:?}", acp.updates);
+    assert_eq!(replayed[0]["update"]["kind"], "search");
+    assert_eq!(replayed[1]["update"]["status"], "completed");
     acp.finish();
 }

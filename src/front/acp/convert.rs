@@ -565,6 +565,32 @@ pub fn history(
                         acp::ToolCallStatus::Pending,
                     )))
                 }
+                // A search the provider ran: its call, then its result, as they were shown.
+                (Role::Assistant, b @ Block::Provider { raw }) => {
+                    if let Some(id) = b.server_call_id() {
+                        let name = raw["name"].as_str().unwrap_or("");
+                        out.push(acp::SessionUpdate::ToolCall(tool_call(
+                            tools,
+                            root,
+                            id,
+                            name,
+                            &raw["input"],
+                            None,
+                            acp::ToolCallStatus::InProgress,
+                        )));
+                    } else if let Some(id) = b.server_result_for()
+                        && let Some(Block::Provider { raw: call }) =
+                            m.content.iter().find(|c| c.server_call_id() == Some(id))
+                    {
+                        let found = garuda_core::message::ServerSearch::of(call, raw);
+                        out.push(acp::SessionUpdate::ToolCallUpdate(tool_result(
+                            id,
+                            &found.listing(),
+                            found.error.is_some(),
+                            Vec::new(),
+                        )));
+                    }
+                }
                 _ => {}
             }
         }
