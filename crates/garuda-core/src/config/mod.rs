@@ -57,6 +57,8 @@ pub const ENV_CONTEXT_WINDOW: &str = "GARUDA_CONTEXT_WINDOW";
 /// Lowers the compaction threshold for one run: a share of the window (`0.5`) or a
 /// percentage (`50%`); never raises it.
 pub const ENV_COMPACT_THRESHOLD: &str = "GARUDA_COMPACT_THRESHOLD";
+/// Environment variable that sets `[context] cache_breaker` (debugging the prompt cache).
+pub const ENV_CACHE_BREAKER: &str = "GARUDA_CACHE_BREAKER";
 
 /// Everything Garuda can be configured with.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -178,6 +180,10 @@ pub struct ContextSettings {
     pub git_state: bool,
     /// The longest the git state may take, in milliseconds (then it is skipped).
     pub git_timeout_ms: u64,
+    /// A debugging switch (seed row 97): text appended to the end of every session's system
+    /// prompt, so no request reads a prefix cached before it changed (empty: none).
+    /// `GARUDA_CACHE_BREAKER` sets it too.
+    pub cache_breaker: String,
     /// `GARUDA_CONTEXT_WINDOW`: the window of every model, at most (read once at load).
     #[serde(skip)]
     pub window_override: Option<u64>,
@@ -218,6 +224,7 @@ impl Default for ContextSettings {
             git_state: true,
             git_timeout_ms: 2_000,
             window_override: None,
+            cache_breaker: String::new(),
             threshold_override: None,
         }
     }
@@ -266,6 +273,9 @@ impl ContextSettings {
             value: value.to_string(),
             message: message.to_string(),
         };
+        if let Some(v) = get(ENV_CACHE_BREAKER).filter(|v| !v.trim().is_empty()) {
+            self.cache_breaker = v.trim().to_string();
+        }
         if let Some(v) = get(ENV_CONTEXT_WINDOW).filter(|v| !v.trim().is_empty()) {
             let n: u64 = v
                 .trim()
@@ -804,6 +814,16 @@ mod tests {
             e.contains("auto") && e.contains("worker") && e.contains("single"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_cache_breaker_comes_from_the_file_or_the_environment() {
+        let c: ContextSettings = toml::from_str("cache_breaker = \"a\"").unwrap();
+        assert_eq!(c.cache_breaker, "a");
+        let mut c = ContextSettings::default();
+        c.apply_env(|k: &str| (k == ENV_CACHE_BREAKER).then(|| " b ".to_string()))
+            .unwrap();
+        assert_eq!(c.cache_breaker, "b");
     }
 
     #[test]

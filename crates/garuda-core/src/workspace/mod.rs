@@ -186,6 +186,8 @@ impl Workspace {
             limits: self.config.limits,
             agent: None,
             mcp_instructions: Vec::new(),
+            cache_breaker: Some(self.config.context.cache_breaker.clone())
+                .filter(|b| !b.is_empty()),
         }
     }
 
