@@ -599,6 +599,8 @@ class InspectResult(_InspectResultRequired, total=False):
     serverWindow: Optional[int]
     # Every instruction source of the session: those of its system prompt, the nested files and path-scoped rules in force for the paths its tools touched (`placement: "note"`), and the rules not in force yet.
     sources: List[InstructionSource]
+    # True when the provider clears old tool results itself (`[context] provider_clearing` on a provider and model that can); Garuda's time-based microcompact is then off.
+    toolClearing: bool
     # What the session's model requests used and cost, per purpose: `main` (the turns' steps), `summary`, `collapse`, `worker`, `agent`; purposes without a request are left out. The session's cost (`costUsd` of `usage` events) is the sum of these rows.
     usageByPurpose: List[PurposeUsage]
     # Where `window` comes from: `learned` (a prompt-too-long answer named it), the local server's endpoint that reported it (`llama.cpp /props`, `ollama /api/show`, `lmstudio /api/v0/models`, `vllm /v1/models`), or the model's `config`, `table`, `default` or `environment` (`GARUDA_CONTEXT_WINDOW`).
@@ -1387,6 +1389,8 @@ class Usage(_UsageRequired, total=False):
     cacheCreationInputTokens: int
     # Input tokens read from the prompt cache.
     cacheReadInputTokens: int
+    # Input tokens the provider cleared from the request itself (Anthropic's context editing, `[context] provider_clearing`); absent when none.
+    clearedInputTokens: int
 
 
 class ViewResult(TypedDict):

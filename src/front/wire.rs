@@ -126,6 +126,7 @@ pub fn usage_out(u: core::Usage) -> w::Usage {
         output_tokens: u.output_tokens,
         cache_creation_input_tokens: u.cache_creation_input_tokens,
         cache_read_input_tokens: u.cache_read_input_tokens,
+        cleared_input_tokens: u.cleared_input_tokens,
     }
 }
 
@@ -485,6 +486,7 @@ pub fn inspect_out(r: ContextReport) -> w::InspectResult {
                 cost_usd: u.cost_usd,
             })
             .collect(),
+        tool_clearing: r.tool_clearing,
         cache: w::CacheInspect {
             last_hit_ratio: r.cache.last_hit_ratio,
             session_hit_ratio: r.cache.session_hit_ratio,

@@ -929,6 +929,10 @@ pub struct InspectResult {
     /// How the main requests read the provider's prompt cache.
     #[serde(default)]
     pub cache: CacheInspect,
+    /// True when the provider clears old tool results itself (`[context] provider_clearing`
+    /// on a provider and model that can); Garuda's time-based microcompact is then off.
+    #[serde(default)]
+    pub tool_clearing: bool,
     /// The MCP servers' own instructions the model has (from their `initialize` result), one
     /// entry per server: in the system prompt, or in the note that re-announced them after
     /// the servers changed. Their tokens count in `system`.

@@ -514,6 +514,11 @@ export type InspectResult = {
   system: number;
   /** Compaction starts above this many tokens. */
   threshold: number;
+  /**
+   * True when the provider clears old tool results itself (`[context] provider_clearing`
+   * on a provider and model that can); Garuda's time-based microcompact is then off.
+   */
+  toolClearing?: boolean;
   /** Tool specs (without MCP's). */
   tools: number;
   /**
@@ -1234,6 +1239,11 @@ export type Usage = {
   cacheCreationInputTokens?: number;
   /** Input tokens read from the prompt cache. */
   cacheReadInputTokens?: number;
+  /**
+   * Input tokens the provider cleared from the request itself (Anthropic's context
+   * editing, `[context] provider_clearing`); absent when none.
+   */
+  clearedInputTokens?: number;
   /** Uncached input tokens. */
   inputTokens: number;
   /** Output tokens. */

@@ -180,6 +180,10 @@ pub struct ContextSettings {
     pub git_state: bool,
     /// The longest the git state may take, in milliseconds (then it is skipped).
     pub git_timeout_ms: u64,
+    /// Let the provider clear old tool results itself where it can (Anthropic's context
+    /// editing on its own API, Claude 4 models): the cached microcompact of seed rows
+    /// 122–126. Off: the time-based microcompact, as everywhere else.
+    pub provider_clearing: bool,
     /// A debugging switch (seed row 97): text appended to the end of every session's system
     /// prompt, so no request reads a prefix cached before it changed (empty: none).
     /// `GARUDA_CACHE_BREAKER` sets it too.
@@ -224,6 +228,7 @@ impl Default for ContextSettings {
             git_state: true,
             git_timeout_ms: 2_000,
             window_override: None,
+            provider_clearing: false,
             cache_breaker: String::new(),
             threshold_override: None,
         }

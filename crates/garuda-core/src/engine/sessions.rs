@@ -285,6 +285,7 @@ impl Engine {
                 agent_settings,
                 role: None,
                 bind_model: Some(self.binder()),
+                tool_clearing: None,
             },
             SessionStart { tools, skills },
             warnings,
@@ -454,6 +455,46 @@ impl Engine {
         Some(hub)
     }
 
+    /// A session's view settings and the provider's clearing, which replaces the
+    /// time-based microcompact where it is on (the provider clears old results without
+    /// rewriting Garuda's view).
+    fn settle_view(&self, setup: &mut SessionSetup, id: &str, tools: &crate::tools::ToolRegistry) {
+        setup.view_policy = self.view_policy(id, &setup.model_info, tools);
+        setup.tool_clearing = self.tool_clearing(setup, tools);
+        if setup.tool_clearing.is_some() {
+            setup.view_policy.microcompact_after_ms = None;
+        }
+    }
+
+    /// The provider's own clearing of old tool results for a session, when the config
+    /// asks for it and its provider and model can: it starts at the collapse threshold,
+    /// keeps the results the time-based microcompact would keep, and takes away at least a
+    /// tenth of the window each time (a clearing rewrites the cached prefix, so it must be
+    /// worth the cache write). Only results of tools that can be called again are cleared.
+    fn tool_clearing(
+        &self,
+        setup: &SessionSetup,
+        tools: &crate::tools::ToolRegistry,
+    ) -> Option<crate::provider::ToolClearing> {
+        let c = &self.config().context;
+        if !c.provider_clearing || !setup.provider.clears_tool_uses(&setup.model_id) {
+            return None;
+        }
+        let window = setup.model_info.context_window;
+        let clearable = tools.compactable();
+        Some(crate::provider::ToolClearing {
+            trigger_tokens: (window as f64 * c.collapse_threshold) as u64,
+            keep_tool_uses: c.microcompact_keep as u32,
+            clear_at_least_tokens: window / 10,
+            exclude_tools: tools
+                .specs()
+                .into_iter()
+                .map(|s| s.name)
+                .filter(|n| !clearable.contains(n))
+                .collect(),
+        })
+    }
+
     /// A session's view pipeline settings: the config's, with one tool result held to its
     /// share of the model's window.
     fn view_policy(
@@ -524,7 +565,7 @@ impl Engine {
         header.policy = Some(policy_name(policy));
         header.origin = req.origin;
         let mut file = self.store().create(&header)?;
-        setup.view_policy = self.view_policy(&header.session_id, &setup.model_info, &start.tools);
+        self.settle_view(&mut setup, &header.session_id, &start.tools);
         let mut records = Vec::new();
         let note = start_note(git.and_then(|h| h.join().ok()).flatten());
         file.append(&note)?;
@@ -726,7 +767,7 @@ impl Engine {
         if let Some(path) = req.record {
             setup.provider = provider::recording(setup.provider, path);
         }
-        setup.view_policy = self.view_policy(id, &setup.model_info, &start.tools);
+        self.settle_view(&mut setup, id, &start.tools);
         let switched = switched_model(&loaded.records).filter(|m| *m != loaded.header.model);
         let live = Arc::new(LiveSession::new(
             loaded.header,

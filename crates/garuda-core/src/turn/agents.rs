@@ -283,6 +283,11 @@ fn open_child(
             depth,
         }),
         bind_model: p.bind_model.clone(),
+        // The caller's clearing holds for its own model only; an agent on another model keeps
+        // the caller's view settings, microcompact included.
+        tool_clearing: (binding.spec == p.model_spec)
+            .then(|| p.tool_clearing.clone())
+            .flatten(),
     };
     let start = SessionStart {
         tools,
