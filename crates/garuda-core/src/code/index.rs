@@ -119,13 +119,31 @@ impl CodeIndex {
         }
     }
 
-    /// An index over `root` built on a thread of its own (the caller never waits for it).
-    pub fn start(root: Arc<Root>, caps: IndexCaps) -> Arc<CodeIndex> {
+    /// An index over `root` built on a thread of its own (the caller never waits for it);
+    /// `built` gets the folders holding indexed files when the build is done (to watch them).
+    pub fn start(
+        root: Arc<Root>,
+        caps: IndexCaps,
+        built: Box<dyn FnOnce(Vec<String>) + Send>,
+    ) -> Arc<CodeIndex> {
         let index = Arc::new(CodeIndex::new(root, caps));
         let worker = index.clone();
         let spawned = std::thread::Builder::new()
             .name("code-index".into())
-            .spawn(move || worker.build());
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                worker.build();
+                if worker.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                built(worker.folders());
+                // Logged once its folders are watched: from here on an edit reaches it.
+                let st = worker.read();
+                tracing::info!(target: "garuda::code",
+                    "code index of {}: {} files indexed, {} left out, {} symbols, in {} ms",
+                    worker.root.path().display(), st.files.len(), st.skipped, st.symbols,
+                    started.elapsed().as_millis());
+            });
         if let Err(e) = spawned {
             tracing::warn!("the code index cannot start: {e}");
         }
@@ -217,6 +235,7 @@ impl CodeIndex {
     /// is parsed again alone, a removed one is dropped, a new one is added unless ignored.
     /// Blocking.
     pub fn update(&self, changed: &[String]) {
+        tracing::info!(target: "garuda::code", "code index: {} changed files read again", changed.len());
         for rel in changed {
             let path = Path::new(rel);
             if Lang::of(path).is_none() {
@@ -275,13 +294,15 @@ impl CodeIndex {
         self.root.within().contains(rel)
     }
 
-    /// The folders holding indexed files (root-relative), for the watcher.
+    /// The folders holding indexed files (root-relative, the root left out), for the watcher.
     pub fn folders(&self) -> Vec<String> {
         let st = self.read();
         let mut dirs: BTreeSet<String> = BTreeSet::new();
         for f in st.files.keys() {
-            let d = Path::new(f).parent().map(show).unwrap_or_default();
-            dirs.insert(if d.is_empty() { ".".into() } else { d });
+            // The root itself is always watched.
+            if let Some(d) = Path::new(f).parent().map(show).filter(|d| !d.is_empty()) {
+                dirs.insert(d);
+            }
         }
         dirs.into_iter().collect()
     }

@@ -169,9 +169,11 @@ pub fn render_refs(source: &str, name: &str, total: usize, hits: &[RefHit]) -> S
     for h in hits {
         by_file.entry(&h.path).or_default().push(h);
     }
+    let files = by_file.len();
     out.push_str(&format!(
-        "{total} references to {name} in {} files{}\n",
-        by_file.len(),
+        "{total} reference{} to {name} in {files} file{}{}\n",
+        if total == 1 { "" } else { "s" },
+        if files == 1 { "" } else { "s" },
         if total > hits.len() {
             format!(" ({} shown)", hits.len())
         } else {

@@ -7,7 +7,8 @@
 use serde_json::Value;
 
 use super::builtin::{
-    self, AgentTool, ExploreTool, McpSearchTool, SKILL_TOOL, SNIP_TOOL, SkillTool, SnipTool,
+    self, AgentTool, ExploreTool, FIND_REFERENCES, FIND_SYMBOL, FindReferences, FindSymbol,
+    McpSearchTool, REPO_MAP, RepoMap, SKILL_TOOL, SNIP_TOOL, SkillTool, SnipTool,
 };
 use super::handler::Handler;
 use super::remote::RemoteTool;
@@ -184,6 +185,11 @@ impl ToolEntry {
             handler: h,
         }
     }
+}
+
+/// True for the names of Garuda's code tools.
+fn is_code_tool(name: &str) -> bool {
+    [FIND_SYMBOL, FIND_REFERENCES, REPO_MAP].contains(&name)
 }
 
 fn one_line(s: &str) -> String {
@@ -368,6 +374,46 @@ impl ToolRegistry {
         (self, clashes)
     }
 
+    /// This registry with the code tools over `index`, after the built-in tools:
+    /// `find_symbol` and `find_references`, and `repo_map` when `map`. A client tool of the
+    /// same name keeps its place (the answer lists the names left out).
+    pub fn with_code_index(
+        mut self,
+        index: std::sync::Arc<crate::code::CodeIndex>,
+        map: bool,
+    ) -> (ToolRegistry, Vec<String>) {
+        let mut tools = vec![
+            Handler::new(FindSymbol(index.clone())),
+            Handler::new(FindReferences(index.clone())),
+        ];
+        if map {
+            tools.push(Handler::new(RepoMap(index)));
+        }
+        let mut clashes = Vec::new();
+        for tool in tools {
+            if self.get(tool.name()).is_some() {
+                clashes.push(tool.name().to_string());
+                continue;
+            }
+            let at = self
+                .entries
+                .iter()
+                .rposition(ToolEntry::is_builtin)
+                .map_or(0, |i| i + 1);
+            self.entries.insert(at, ToolEntry::builtin(tool));
+        }
+        (self, clashes)
+    }
+
+    /// The names of this registry's code tools (Garuda's own, over the workspace's index).
+    pub fn code_tool_names(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter(|e| e.is_builtin() && is_code_tool(&e.spec.name))
+            .map(|e| e.spec.name.clone())
+            .collect()
+    }
+
     /// Garuda's names for tools an agent file lists (Garuda's own names or Claude Code's, as
     /// each handler declares them; `agent` and `explore` included), each once, and the names
     /// no tool answers to.
@@ -454,6 +500,10 @@ impl ToolRegistry {
         for e in &from.entries {
             match &e.source {
                 ToolSource::Client if listed(&e.spec.name) => r.entries.push(e.clone()),
+                // The code tools read the caller's workspace index.
+                ToolSource::Builtin if is_code_tool(&e.spec.name) && listed(&e.spec.name) => {
+                    r.entries.push(e.clone())
+                }
                 ToolSource::Mcp { server, .. }
                     if listed(&e.spec.name) || listed(&mcp_server_name(server)) =>
                 {
@@ -483,11 +533,13 @@ impl ToolRegistry {
             crate::agents::AGENT_TOOL,
             crate::agents::EXPLORE,
         ];
+        let code = self.code_tool_names();
         names
             .iter()
             .filter(|n| {
                 let n = n.as_str();
                 !known.contains(&n)
+                    && !code.iter().any(|c| c == n)
                     && !builtin::all().iter().any(|h| h.name() == n)
                     && !self.entries.iter().any(|e| match &e.source {
                         ToolSource::Client | ToolSource::McpSearch => e.spec.name == n,
@@ -510,6 +562,7 @@ impl ToolRegistry {
             .map(|h| h.name().to_string())
             .collect();
         names.push(SKILL_TOOL.to_string());
+        names.extend(self.code_tool_names());
         names.extend(
             self.entries
                 .iter()

@@ -35,6 +35,9 @@ pub enum WorkspaceError {
     NotOpen(String),
 }
 
+/// The most folders the watcher holds for the code index (one inotify watch each).
+const MAX_CODE_FOLDERS: usize = 4096;
+
 /// Where the workspace's own config lives, relative to the root.
 pub const WORKSPACE_CONFIG: &str = ".garuda/config.toml";
 
@@ -54,7 +57,10 @@ pub struct Workspace {
     /// prompt a client previews.
     pub facts: prompt::SessionFacts,
     cache: Mutex<Cache>,
-    watcher: Mutex<Option<WatchHandle>>,
+    /// Shared with the code index's builder, which adds its folders when it is done.
+    watcher: Arc<Mutex<Option<WatchHandle>>>,
+    /// The code index, started by the first to ask while `[features] code_index` is on.
+    code: std::sync::OnceLock<Arc<crate::code::CodeIndex>>,
     /// Why the workspace could not be watched, when it could not.
     watch_error: Mutex<Option<String>>,
     /// Bumped by every invalidation: sessions re-check their nested instructions when it moved.
@@ -85,7 +91,7 @@ pub fn workspace_id(root: &Path) -> String {
 impl Workspace {
     /// Opens `path` with the user's config and the workspace's own `.garuda/config.toml`.
     pub fn open(path: &Path, user: &Config) -> Result<Workspace, WorkspaceError> {
-        let root = Root::open(path)?;
+        let root = Arc::new(Root::open(path)?);
         let mut warnings = Vec::new();
         let config = match root.read_text(Path::new(WORKSPACE_CONFIG), 256 * 1024) {
             Ok(read) => {
@@ -102,7 +108,7 @@ impl Workspace {
         };
         let (_, sandbox) = crate::sandbox::session_runner(&config.sandbox, root.path());
         // The tools of a session without client tools, skills or custom agents.
-        let tools = crate::tools::ToolRegistry::for_session(Vec::new())
+        let mut tools = crate::tools::ToolRegistry::for_session(Vec::new())
             .unwrap_or_default()
             .with_agents(
                 Default::default(),
@@ -110,20 +116,64 @@ impl Workspace {
                 crate::provider::models::DEFAULT_CONTEXT_WINDOW,
             )
             .0;
+        // The code tools' prompt line, for the prompt a client previews; an index that is
+        // never built stands in for the one a session gets.
+        if let Some(ci) = config.features.code_index {
+            let idle = crate::code::CodeIndex::new(root.clone(), crate::code::IndexCaps::default());
+            let map = ci == crate::prompt::CodeIndex::All;
+            tools = tools.with_code_index(Arc::new(idle), map).0;
+        }
         let facts = crate::tools::session_facts(config.approval.policy, &sandbox, &tools);
         Ok(Workspace {
             id: workspace_id(root.path()),
-            root: Arc::new(root),
+            root,
             config,
             warnings,
             sandbox,
             facts,
             cache: Mutex::new(Cache::default()),
-            watcher: Mutex::new(None),
+            watcher: Arc::new(Mutex::new(None)),
+            code: std::sync::OnceLock::new(),
             watch_error: Mutex::new(None),
             generation: AtomicU64::new(0),
             predecessors: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The workspace's code index when `[features] code_index` is on: the first call starts
+    /// its build on a thread of its own and returns at once; later calls share it.
+    pub fn code_index(&self) -> Option<Arc<crate::code::CodeIndex>> {
+        self.config.features.code_index?;
+        let index = self.code.get_or_init(|| {
+            let watcher = self.watcher.clone();
+            crate::code::CodeIndex::start(
+                self.root.clone(),
+                crate::code::IndexCaps::default(),
+                Box::new(move |folders| {
+                    let w = watcher.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Some(w) = w.as_ref() {
+                        for d in folders.iter().take(MAX_CODE_FOLDERS) {
+                            w.watch_dir(d);
+                        }
+                    }
+                }),
+            )
+        });
+        Some(index.clone())
+    }
+
+    /// Source files changed on disk: the index reads them again, off the caller's thread.
+    pub fn code_changed(&self, paths: Vec<String>) {
+        let Some(index) = self.code.get().cloned() else {
+            return;
+        };
+        let work = move || index.update(&paths);
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn_blocking(work);
+            }
+            Err(_) => work(),
+        }
     }
 
     /// What gathering reads besides the limits.
@@ -286,6 +336,15 @@ impl Workspace {
     }
 }
 
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        // A build under way has nobody left to answer.
+        if let Some(index) = self.code.get() {
+            index.stop();
+        }
+    }
+}
+
 /// All open workspaces of one server.
 #[derive(Default)]
 pub struct Workspaces {
@@ -368,12 +427,22 @@ pub fn watch_workspace(
 ) -> notify::Result<()> {
     let global = ws.config.global_instructions.clone();
     let rules = ws.config.instructions.scoped();
-    match watch::watch(
+    // Source files reach the code index only when it is on.
+    let on_code: Option<watch::OnCode> = ws.config.features.code_index.map(|_| {
+        let weak = Arc::downgrade(ws);
+        Box::new(move |paths: Vec<String>| {
+            if let Some(ws) = weak.upgrade() {
+                ws.code_changed(paths);
+            }
+        }) as watch::OnCode
+    });
+    match watch::watch_code(
         ws.root.path().to_path_buf(),
         watch::DEBOUNCE,
         global,
         rules,
         on_burst,
+        on_code,
     ) {
         Ok(handle) => {
             ws.set_watcher(Some(handle));

@@ -105,6 +105,8 @@ impl Watched {
 struct Route {
     id: u64,
     tx: mpsc::UnboundedSender<PathBuf>,
+    /// Source files of the code index's languages are reported too.
+    code: bool,
 }
 
 #[derive(Default)]
@@ -154,7 +156,9 @@ fn hub() -> Result<&'static Hub, notify::Error> {
                     // Nested files and rules sit at any depth below their root.
                     for root in p.ancestors().skip(1) {
                         for r in routes.by_root.get(root).into_iter().flatten() {
-                            if relevant(root, None, &p).is_some() {
+                            if relevant(root, None, &p).is_some()
+                                || (r.code && crate::code::Lang::of(&p).is_some())
+                            {
                                 let _ = r.tx.send(p.clone());
                             }
                         }
@@ -277,6 +281,24 @@ pub fn watch(
     rules: bool,
     on_burst: impl Fn(Vec<String>) + Send + Sync + 'static,
 ) -> notify::Result<WatchHandle> {
+    watch_code(root, timing, global, rules, on_burst, None)
+}
+
+/// What a burst of changes to source files goes to: their root-relative paths.
+pub type OnCode = Box<dyn Fn(Vec<String>) + Send + Sync>;
+
+/// [`watch`], and when `on_code` is given, source files of the code index's languages in
+/// the folders watched (the index adds its folders with [`WatchHandle::watch_dir`]) go to it,
+/// once per burst; a burst of source files alone does not call `on_burst`.
+pub fn watch_code(
+    root: PathBuf,
+    timing: Debounce,
+    global: Option<PathBuf>,
+    rules: bool,
+    on_burst: impl Fn(Vec<String>) + Send + Sync + 'static,
+    on_code: Option<OnCode>,
+) -> notify::Result<WatchHandle> {
+    let code = on_code.is_some();
     let hub = hub()?;
     let (tx, mut rx) = mpsc::unbounded_channel::<PathBuf>();
     let held: Arc<Mutex<HashSet<PathBuf>>> = Arc::default();
@@ -303,17 +325,17 @@ pub fn watch(
         let mut routes = lock(&hub.routes);
         routes.next += 1;
         let id = routes.next;
-        routes
-            .by_root
-            .entry(root.clone())
-            .or_default()
-            .push(Route { id, tx: tx.clone() });
+        routes.by_root.entry(root.clone()).or_default().push(Route {
+            id,
+            tx: tx.clone(),
+            code,
+        });
         if let Some(g) = &global {
-            routes
-                .by_global
-                .entry(g.clone())
-                .or_default()
-                .push(Route { id, tx });
+            routes.by_global.entry(g.clone()).or_default().push(Route {
+                id,
+                tx,
+                code: false,
+            });
         }
         id
     };
@@ -328,6 +350,20 @@ pub fn watch(
                 .iter()
                 .filter_map(|p| relevant(&root, task_global.as_deref(), p))
                 .collect();
+            if let Some(on_code) = &on_code {
+                let sources: Vec<String> = burst
+                    .iter()
+                    .filter(|p| crate::code::Lang::of(p).is_some())
+                    .filter_map(|p| p.strip_prefix(&root).ok())
+                    .map(|r| r.to_string_lossy().into_owned())
+                    .collect();
+                if !sources.is_empty() {
+                    on_code(sources);
+                }
+                if names.is_empty() {
+                    continue;
+                }
+            }
             if names.contains(GARUDA_DIR) {
                 // The folder appeared (or was replaced): watch its contents from now on.
                 let dir = root.join(GARUDA_DIR);
@@ -378,7 +414,11 @@ pub fn watch_file(
             .by_global
             .entry(path.clone())
             .or_default()
-            .push(Route { id, tx });
+            .push(Route {
+                id,
+                tx,
+                code: false,
+            });
         id
     };
     let task = tokio::spawn(async move {
