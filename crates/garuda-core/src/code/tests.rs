@@ -315,3 +315,18 @@ fn the_caps_bound_files_and_symbols() {
     assert_eq!(st.symbols(), 4);
     assert_eq!(index_source(&st), "garuda index (2 of 3 files indexed)");
 }
+
+#[test]
+fn the_projects_own_source_is_indexed() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let idx = index_of(&src);
+    let st = idx.read();
+    assert!(st.progress().done);
+    let (_, hits) = find_symbol(&st, "CodeIndex", Some("struct"), 5);
+    assert_eq!(hits[0].path, "code/index.rs");
+    assert_eq!(hits[0].signature.as_deref(), Some("pub struct CodeIndex {"));
+    let (_, hits) = find_symbol(&st, "find_symbol", Some("function"), 5);
+    assert_eq!(hits[0].path, "code/query.rs");
+    let (total, refs) = find_references(&st, "repo_map", 50);
+    assert!(total >= 1 && refs.iter().any(|r| r.path == "tools/builtin/repo_map.rs"), "{refs:?}");
+}
