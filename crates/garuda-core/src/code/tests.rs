@@ -328,5 +328,8 @@ fn the_projects_own_source_is_indexed() {
     let (_, hits) = find_symbol(&st, "find_symbol", Some("function"), 5);
     assert_eq!(hits[0].path, "code/query.rs");
     let (total, refs) = find_references(&st, "repo_map", 50);
-    assert!(total >= 1 && refs.iter().any(|r| r.path == "tools/builtin/repo_map.rs"), "{refs:?}");
+    assert!(
+        total >= 1 && refs.iter().any(|r| r.path == "tools/builtin/repo_map.rs"),
+        "{refs:?}"
+    );
 }
