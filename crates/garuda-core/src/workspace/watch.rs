@@ -1,6 +1,7 @@
 //! Watching a workspace's instruction files and `.garuda/`, one callback per burst: the
 //! root's files, the rule folders, the subfolders whose nested files are in force (added as
-//! sessions touch them) and the user-global file's folder.
+//! sessions touch them) and the user-global file's folder; with the code index on, also its
+//! languages' source files in the folders the index holds, to a callback of their own.
 //!
 //! notify-debouncer-full reports per-path events on every tick; we want exactly one
 //! callback per burst of any relevant paths, so a small trailing-quiet debounce on a
@@ -545,6 +546,54 @@ mod tests {
         }
         // A dropped watch stops its notifications; the others go on.
         drop(handles);
+    }
+
+    /// Source files go to the code index's callback alone (from the folders it added), and
+    /// instruction files to `on_burst` as before.
+    #[tokio::test]
+    async fn source_files_reach_the_code_callback_and_instructions_the_burst_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("src")).unwrap();
+        let timing = Debounce {
+            quiet: Duration::from_millis(20),
+            max_burst: Duration::from_millis(200),
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel::<(&str, Vec<String>)>();
+        let code_tx = tx.clone();
+        let on_code: OnCode = Box::new(move |paths| {
+            let _ = code_tx.send(("code", paths));
+        });
+        let w = watch_code(
+            root.clone(),
+            timing,
+            None,
+            false,
+            move |names| {
+                let _ = tx.send(("burst", names));
+            },
+            Some(on_code),
+        )
+        .unwrap();
+        w.watch_dir("src");
+        async fn next<T>(rx: &mut mpsc::UnboundedReceiver<T>) -> T {
+            tokio::time::timeout(Duration::from_secs(20), rx.recv())
+                .await
+                .expect("a change notification")
+                .unwrap()
+        }
+        std::fs::write(root.join("src/a.ts"), "x").unwrap();
+        assert_eq!(next(&mut rx).await, ("code", vec!["src/a.ts".to_string()]));
+        std::fs::write(root.join("AGENTS.md"), "x").unwrap();
+        assert_eq!(
+            next(&mut rx).await,
+            ("burst", vec!["AGENTS.md".to_string()])
+        );
+        // A file of no indexed language in a source folder is reported to nobody.
+        std::fs::write(root.join("src/notes.txt"), "x").unwrap();
+        std::fs::write(root.join("src/b.py"), "x").unwrap();
+        assert_eq!(next(&mut rx).await, ("code", vec!["src/b.py".to_string()]));
+        drop(w);
     }
 
     /// Two workspaces share a folder (one's nested folder is the other's root): the one that
