@@ -1308,6 +1308,22 @@ async fn the_code_tools_answer_from_the_index_and_are_read_only_search_tools() {
         );
     }
     assert!(reg.offers().contains(&Offer::RepoMap));
+    // Plan mode runs them, and a sub-session that lists them (explore does) gets them.
+    assert!(!plan_refuses(
+        Policy::Plan,
+        reg.get("find_symbol").unwrap().read_only
+    ));
+    let names: Vec<String> = ["read_file", "find_symbol", "repo_map"]
+        .map(String::from)
+        .into();
+    let sub = ToolRegistry::for_agent(&names, &reg, None, 200_000);
+    assert!(sub.get("find_symbol").is_some() && sub.get("repo_map").is_some());
+    assert!(sub.get("find_references").is_none());
+    assert_eq!(
+        reg.code_tool_names(),
+        ["find_symbol", "find_references", "repo_map"]
+    );
+    assert!(reg.missing_for_agent(&names).is_empty());
     let out = call(
         &reg,
         "find_symbol",

@@ -477,6 +477,39 @@ mod tests {
         assert!(w.contains("not watched"), "{w}");
     }
 
+    /// With `[features] code_index` the previewed prompt has the code tools' line (the
+    /// session's tools are Garuda's own now) and no warning; without it, no line. Opening
+    /// builds no index: the engine starts it, or the first session asks.
+    #[test]
+    fn the_code_index_switch_gives_the_prompt_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = Config::default();
+        cfg.features.code_index = Some(crate::prompt::CodeIndex::All);
+        let ws = Workspace::open(dir.path(), &cfg).unwrap();
+        let a = ws.assemble(&ws.default_options(None));
+        assert!(
+            a.system.contains("use find_symbol and find_references")
+                && a.system.contains("repo_map"),
+            "{}",
+            a.system
+        );
+        assert!(
+            !a.warnings.iter().any(|w| w.contains("code_index")),
+            "{:?}",
+            a.warnings
+        );
+        assert!(ws.code.get().is_none());
+        assert!(ws.code_index().is_some() && ws.code.get().is_some());
+        let plain = Workspace::open(dir.path(), &Config::default()).unwrap();
+        assert!(
+            !plain
+                .assemble(&plain.default_options(None))
+                .system
+                .contains("find_symbol")
+        );
+        assert!(plain.code_index().is_none());
+    }
+
     /// Defect: after a config reload that changed the config, sessions kept the workspace
     /// they started on, whose watcher was dropped: later instruction changes never reached
     /// them. Now the new workspace's invalidations reach the ones it replaced.
