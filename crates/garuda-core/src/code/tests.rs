@@ -333,3 +333,22 @@ fn the_projects_own_source_is_indexed() {
         "{refs:?}"
     );
 }
+
+#[test]
+fn before_the_build_ends_the_source_line_says_so_and_answers_cover_what_is_indexed() {
+    let dir = fixtures().join("python");
+    let idx = CodeIndex::new(Arc::new(Root::open(&dir).unwrap()), IndexCaps::default());
+    assert_eq!(
+        index_source(&idx.read()),
+        "garuda index (0 of 0 files indexed; still building, answers cover the files indexed so far)"
+    );
+    // A file read before the build reaches it is answered from already.
+    idx.update(&["pkg/models.py".into()]);
+    let (_, hits) = find_symbol(&idx.read(), "check", None, 5);
+    assert_eq!(hits[0].path, "pkg/models.py");
+    idx.build();
+    assert_eq!(
+        index_source(&idx.read()),
+        "garuda index (2 of 2 files indexed)"
+    );
+}
