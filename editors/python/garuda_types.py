@@ -11,6 +11,8 @@ PROTOCOL_VERSION = 1
 #: Every method and notification with its direction.
 METHODS = {
     '$/progress': 'notification (server to client)',
+    'code/findReferences': 'request (server to client)',
+    'code/findSymbol': 'request (server to client)',
     'context/inspect': 'request',
     'initialize': 'request',
     'mcp/elicit': 'request (server to client)',
@@ -412,6 +414,58 @@ class Features(TypedDict, total=False):
     todo: bool
     # web_fetch is available.
     web: bool
+
+
+class _FindReferencesParamsRequired(TypedDict):
+    # The most items to answer.
+    limit: int
+    # The session whose tool call asks.
+    sessionId: str
+
+
+class FindReferencesParams(_FindReferencesParamsRequired, total=False):
+    """`code/findReferences` parameters (server to client, as `code/findSymbol`): `name`, or `path` and `line`, or all three."""
+
+    # The 1-based line in `path` where it is defined or used.
+    line: Optional[int]
+    # The symbol's name.
+    name: Optional[str]
+    # A root-relative file holding it.
+    path: Optional[str]
+
+
+class FindReferencesResult(TypedDict):
+    """`code/findReferences` result: `null` when no language server of the client can answer."""
+
+    # The uses, at most `limit`.
+    items: List[ReferenceItem]
+    # The language server that answered.
+    source: str
+
+
+class _FindSymbolParamsRequired(TypedDict):
+    # The most items to answer.
+    limit: int
+    # The name asked for (exact, case-insensitive or contained; best first).
+    name: str
+    # The session whose tool call asks.
+    sessionId: str
+
+
+class FindSymbolParams(_FindSymbolParamsRequired, total=False):
+    """`code/findSymbol` parameters (server to client, only to clients that declared `capabilities.experimental.garuda.codeSymbols`): definitions by name from the editor's language servers, asked for a `find_symbol` tool call before Garuda's own index."""
+
+    # Only this kind: the LSP SymbolKind's name in lower case.
+    kind: Optional[str]
+
+
+class FindSymbolResult(TypedDict):
+    """`code/findSymbol` result: `null` when no language server of the client can answer."""
+
+    # The definitions, at most `limit`.
+    items: List[SymbolItem]
+    # The language server that answered (`ts_ls`, `rust-analyzer`, `pyright`, …).
+    source: str
 
 
 class _ForkParamsRequired(TypedDict):
@@ -894,6 +948,20 @@ class Range(TypedDict):
     start: Position
 
 
+class _ReferenceItemRequired(TypedDict):
+    # 1-based line.
+    line: int
+    # Absolute or root-relative.
+    path: str
+
+
+class ReferenceItem(_ReferenceItemRequired, total=False):
+    """One use a client's language server found."""
+
+    # The line, trimmed.
+    text: Optional[str]
+
+
 class _RevokePermissionParamsRequired(TypedDict):
     # The session.
     sessionId: str
@@ -1058,6 +1126,28 @@ class SnipResult(TypedDict):
     protected: List[str]
     # Ids now out of the view.
     removed: List[str]
+
+
+class _SymbolItemRequired(TypedDict):
+    # The LSP SymbolKind's name in lower case (`function`, `class`, `method`, …).
+    kind: str
+    # 1-based first line.
+    line: int
+    # Its name.
+    name: str
+    # Absolute or root-relative.
+    path: str
+
+
+class SymbolItem(_SymbolItemRequired, total=False):
+    """One definition a client's language server found."""
+
+    # What it sits in.
+    container: Optional[str]
+    # 1-based last line.
+    endLine: Optional[int]
+    # The definition's first line, trimmed.
+    signature: Optional[str]
 
 
 class TextEdit(TypedDict):

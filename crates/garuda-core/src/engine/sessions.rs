@@ -232,13 +232,21 @@ impl Engine {
             let listing = agents.listing(binding.info.context_window);
             warnings.extend(listing.left_out_warning("agents", crate::agents::AGENT_TOOL));
         }
+        let mut clashes = clashes;
         // `[web]` is the user's alone; the switch for web_fetch may be the workspace's.
         let (with_web, web_clashes) = tools.with_web(
             crate::web::Web::for_config(&self.config()),
             ws.config.features.web,
         );
         tools = with_web;
-        for name in clashes.into_iter().chain(web_clashes) {
+        clashes.extend(web_clashes);
+        if let Some(index) = ws.code_index() {
+            let map = ws.config.features.code_index == Some(crate::prompt::CodeIndex::All);
+            let (with_code, code_clashes) = tools.with_code_index(index, map);
+            tools = with_code;
+            clashes.extend(code_clashes);
+        }
+        for name in clashes {
             warnings.push(format!(
                 "a client tool is called {name}: Garuda's {name} is not offered"
             ));
