@@ -633,6 +633,21 @@ impl Config {
 pub use crate::dirs::{cache_dir, state_dir};
 
 impl Config {
+    /// The web tools' guard for a session under this config: its `[web]` settings (the
+    /// user's: a workspace cannot set them) and the secret values a URL may not carry, those
+    /// of the server's environment and of the MCP servers' variables and headers.
+    pub fn web(&self) -> std::sync::Arc<crate::web::Web> {
+        let mut pairs = crate::sandbox::secret_values();
+        for (name, s) in &self.mcp_servers {
+            for (k, v) in s.env.iter().chain(s.headers.iter()) {
+                pairs.push((format!("mcp_servers.{name}.{k}"), v.clone()));
+            }
+        }
+        crate::web::Web::new(self.web.clone(), crate::web::Secrets::new(pairs))
+    }
+}
+
+impl Config {
     /// What the hooks read of this config.
     pub fn hook_config(&self) -> crate::hooks::HookConfig<'_> {
         crate::hooks::HookConfig {

@@ -234,10 +234,7 @@ impl Engine {
         }
         let mut clashes = clashes;
         // `[web]` is the user's alone; the switch for web_fetch may be the workspace's.
-        let (with_web, web_clashes) = tools.with_web(
-            crate::web::Web::for_config(&self.config()),
-            ws.config.features.web,
-        );
+        let (with_web, web_clashes) = tools.with_web(self.config().web(), ws.config.features.web);
         tools = with_web;
         clashes.extend(web_clashes);
         if let Some(index) = ws.code_index() {

@@ -116,7 +116,7 @@ impl Workspace {
                 crate::provider::models::DEFAULT_CONTEXT_WINDOW,
             )
             .0
-            .with_web(crate::web::Web::for_config(&config), config.features.web)
+            .with_web(config.web(), config.features.web)
             .0;
         // The code tools' prompt line, for the prompt a client previews; an index that is
         // never built stands in for the one a session gets.
