@@ -92,6 +92,7 @@ fn bench(c: &mut Criterion) {
         agent_settings: Default::default(),
         role: None,
         bind_model: None,
+        tool_clearing: None,
     };
     let start = || SessionStart {
         tools: garuda_core::tools::ToolRegistry::for_session(Vec::new()).expect("no clash"),

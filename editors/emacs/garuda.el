@@ -148,7 +148,8 @@ agent's own, never the session's.")
 (defvar-local garuda--window nil "Context window of the model.")
 (defvar-local garuda--context-tokens nil "Context tokens of the last step.")
 (defvar-local garuda--cache-ratio nil
-  "Share of the session's prompts read from the provider's cache, from the last step.")
+  "Share of the session's prompts read from the provider's cache.
+As of the last step.")
 (defvar-local garuda--cache-miss nil
   "Why the last step's request missed the cache (a plist with :cause), or nil.")
 (defvar-local garuda--input-marker nil "Start of the input area (after the prompt).")

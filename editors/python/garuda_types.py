@@ -11,6 +11,8 @@ PROTOCOL_VERSION = 1
 #: Every method and notification with its direction.
 METHODS = {
     '$/progress': 'notification (server to client)',
+    'code/findReferences': 'request (server to client)',
+    'code/findSymbol': 'request (server to client)',
     'context/inspect': 'request',
     'initialize': 'request',
     'mcp/elicit': 'request (server to client)',
@@ -422,6 +424,58 @@ class Features(TypedDict, total=False):
     web: bool
 
 
+class _FindReferencesParamsRequired(TypedDict):
+    # The most items to answer.
+    limit: int
+    # The session whose tool call asks.
+    sessionId: str
+
+
+class FindReferencesParams(_FindReferencesParamsRequired, total=False):
+    """`code/findReferences` parameters (server to client, as `code/findSymbol`): `name`, or `path` and `line`, or all three."""
+
+    # The 1-based line in `path` where it is defined or used.
+    line: Optional[int]
+    # The symbol's name.
+    name: Optional[str]
+    # A root-relative file holding it.
+    path: Optional[str]
+
+
+class FindReferencesResult(TypedDict):
+    """`code/findReferences` result: `null` when no language server of the client can answer."""
+
+    # The uses, at most `limit`.
+    items: List[ReferenceItem]
+    # The language server that answered.
+    source: str
+
+
+class _FindSymbolParamsRequired(TypedDict):
+    # The most items to answer.
+    limit: int
+    # The name asked for (exact, case-insensitive or contained; best first).
+    name: str
+    # The session whose tool call asks.
+    sessionId: str
+
+
+class FindSymbolParams(_FindSymbolParamsRequired, total=False):
+    """`code/findSymbol` parameters (server to client, only to clients that declared `capabilities.experimental.garuda.codeSymbols`): definitions by name from the editor's language servers, asked for a `find_symbol` tool call before Garuda's own index."""
+
+    # Only this kind: the LSP SymbolKind's name in lower case.
+    kind: Optional[str]
+
+
+class FindSymbolResult(TypedDict):
+    """`code/findSymbol` result: `null` when no language server of the client can answer."""
+
+    # The definitions, at most `limit`.
+    items: List[SymbolItem]
+    # The language server that answered (`ts_ls`, `rust-analyzer`, `pyright`, …).
+    source: str
+
+
 class _ForkParamsRequired(TypedDict):
     # The session to copy.
     sessionId: str
@@ -607,6 +661,8 @@ class InspectResult(_InspectResultRequired, total=False):
     serverWindow: Optional[int]
     # Every instruction source of the session: those of its system prompt, the nested files and path-scoped rules in force for the paths its tools touched (`placement: "note"`), and the rules not in force yet.
     sources: List[InstructionSource]
+    # True when the provider clears old tool results itself (`[context] provider_clearing` on a provider and model that can); Garuda's time-based microcompact is then off.
+    toolClearing: bool
     # What the session's model requests used and cost, per purpose: `main` (the turns' steps), `summary`, `collapse`, `worker`, `agent`; purposes without a request are left out. The session's cost (`costUsd` of `usage` events) is the sum of these rows.
     usageByPurpose: List[PurposeUsage]
     # Where `window` comes from: `learned` (a prompt-too-long answer named it), the local server's endpoint that reported it (`llama.cpp /props`, `ollama /api/show`, `lmstudio /api/v0/models`, `vllm /v1/models`), or the model's `config`, `table`, `default` or `environment` (`GARUDA_CONTEXT_WINDOW`).
@@ -900,6 +956,20 @@ class Range(TypedDict):
     start: Position
 
 
+class _ReferenceItemRequired(TypedDict):
+    # 1-based line.
+    line: int
+    # Absolute or root-relative.
+    path: str
+
+
+class ReferenceItem(_ReferenceItemRequired, total=False):
+    """One use a client's language server found."""
+
+    # The line, trimmed.
+    text: Optional[str]
+
+
 class _RevokePermissionParamsRequired(TypedDict):
     # The session.
     sessionId: str
@@ -1064,6 +1134,28 @@ class SnipResult(TypedDict):
     protected: List[str]
     # Ids now out of the view.
     removed: List[str]
+
+
+class _SymbolItemRequired(TypedDict):
+    # The LSP SymbolKind's name in lower case (`function`, `class`, `method`, …).
+    kind: str
+    # 1-based first line.
+    line: int
+    # Its name.
+    name: str
+    # Absolute or root-relative.
+    path: str
+
+
+class SymbolItem(_SymbolItemRequired, total=False):
+    """One definition a client's language server found."""
+
+    # What it sits in.
+    container: Optional[str]
+    # 1-based last line.
+    endLine: Optional[int]
+    # The definition's first line, trimmed.
+    signature: Optional[str]
 
 
 class TextEdit(TypedDict):
@@ -1397,6 +1489,8 @@ class Usage(_UsageRequired, total=False):
     cacheCreationInputTokens: int
     # Input tokens read from the prompt cache.
     cacheReadInputTokens: int
+    # Input tokens the provider cleared from the request itself (Anthropic's context editing, `[context] provider_clearing`); absent when none.
+    clearedInputTokens: int
 
 
 class ViewResult(TypedDict):

@@ -24,6 +24,9 @@ pub struct RpcHost {
     pub apply_edit: bool,
     /// The client advertised `experimental.garuda.elicitation` (answers `mcp/elicit`).
     pub elicitation: bool,
+    /// The client declared `experimental.garuda.codeSymbols`: it answers `code/findSymbol`
+    /// and `code/findReferences` from its language servers.
+    pub code_symbols: bool,
     /// The client advertised `experimental.garuda.agentEvents`: it gets the stream of
     /// agents' sub-sessions (`turn/update` with `agent`).
     pub agent_events: bool,
@@ -187,6 +190,30 @@ impl TurnHost for RpcHost {
                 },
             }
         })
+    }
+
+    fn client_symbols(
+        &self,
+        session_id: &str,
+        query: garuda_core::tools::SymbolQuery,
+    ) -> Option<BoxFuture<'static, Result<garuda_core::tools::SymbolAnswer, String>>> {
+        if !self.code_symbols {
+            return None;
+        }
+        let client = self.client.clone();
+        let (method, params) = super::wire::symbol_query_out(session_id, query);
+        Some(Box::pin(async move {
+            let timeout = garuda_core::tools::CLIENT_SYMBOLS_TIMEOUT;
+            // The same request path as `tool/call`; past the timeout the request is
+            // cancelled with `$/cancelRequest` and the index answers.
+            match client.request_within(method, params, timeout).await {
+                Ok(Ok(v)) => super::wire::symbol_answer_in(method, v),
+                Ok(Err(e)) => Err(format!("{method} failed: {}", e.message)),
+                Err(crate::rpc::server::TimedOut) => {
+                    Err(format!("{method} not answered within {timeout:?}"))
+                }
+            }
+        }))
     }
 
     fn elicit(

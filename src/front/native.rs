@@ -44,6 +44,9 @@ pub struct ClientFacts {
     pub elicitation: bool,
     /// The client shows agents' streams (`capabilities.experimental.garuda.agentEvents`).
     pub agent_events: bool,
+    /// The client answers `code/findSymbol` and `code/findReferences` from its language
+    /// servers (`capabilities.experimental.garuda.codeSymbols`).
+    pub code_symbols: bool,
     /// The client's name, for logs.
     pub name: Option<String>,
 }
@@ -134,6 +137,7 @@ impl NativeFront {
             apply_edit: self.facts.get().is_some_and(|f| f.apply_edit),
             elicitation: self.facts.get().is_some_and(|f| f.elicitation),
             agent_events: self.facts.get().is_some_and(|f| f.agent_events),
+            code_symbols: self.facts.get().is_some_and(|f| f.code_symbols),
             approval_timeout: std::time::Duration::from_secs(
                 self.engine.config().approval.timeout_secs.max(1),
             ),
@@ -471,6 +475,7 @@ impl FrontFacts {
             apply_edit,
             elicitation: garuda_flag("elicitation"),
             agent_events: garuda_flag("agentEvents"),
+            code_symbols: garuda_flag("codeSymbols"),
             name: init.client_info.as_ref().map(|c| c.name.clone()),
         };
         let mut roots: Vec<String> = Vec::new();

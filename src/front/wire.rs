@@ -128,6 +128,7 @@ pub fn usage_out(u: core::Usage) -> w::Usage {
         output_tokens: u.output_tokens,
         cache_creation_input_tokens: u.cache_creation_input_tokens,
         cache_read_input_tokens: u.cache_read_input_tokens,
+        cleared_input_tokens: u.cleared_input_tokens,
     }
 }
 
@@ -489,6 +490,7 @@ pub fn inspect_out(r: ContextReport) -> w::InspectResult {
                 cost_usd: u.cost_usd,
             })
             .collect(),
+        tool_clearing: r.tool_clearing,
         cache: w::CacheInspect {
             last_hit_ratio: r.cache.last_hit_ratio,
             session_hit_ratio: r.cache.session_hit_ratio,
@@ -715,5 +717,95 @@ pub fn show_problem(p: garuda_core::config::ConfigProblem) -> w::ShowMessagePara
         kind,
         message: format!("Garuda config: {p}"),
         config_problem: Some(config_problem_out(p)),
+    }
+}
+
+/// A symbol query for the client: its method and params (`code/findSymbol`,
+/// `code/findReferences`).
+pub fn symbol_query_out(
+    session_id: &str,
+    q: garuda_core::tools::SymbolQuery,
+) -> (&'static str, serde_json::Value) {
+    use garuda_core::tools::SymbolQuery as Q;
+    use garuda_protocol::methods::{ClientMethod, client};
+    let limit = |l: usize| u32::try_from(l).unwrap_or(u32::MAX);
+    match q {
+        Q::Definitions {
+            name,
+            kind,
+            limit: l,
+        } => (
+            client::FindSymbol::NAME,
+            serde_json::to_value(w::FindSymbolParams {
+                session_id: session_id.to_string(),
+                name,
+                kind,
+                limit: limit(l),
+            })
+            .unwrap_or_default(),
+        ),
+        Q::References {
+            name,
+            path,
+            line,
+            limit: l,
+        } => (
+            client::FindReferences::NAME,
+            serde_json::to_value(w::FindReferencesParams {
+                session_id: session_id.to_string(),
+                name,
+                path,
+                line,
+                limit: limit(l),
+            })
+            .unwrap_or_default(),
+        ),
+    }
+}
+
+/// The client's answer to a symbol query of `method`; `Err` for `null` or a wrong shape.
+pub fn symbol_answer_in(
+    method: &str,
+    v: serde_json::Value,
+) -> Result<garuda_core::tools::SymbolAnswer, String> {
+    use garuda_core::tools::{SymbolAnswer, SymbolSite};
+    use garuda_protocol::methods::{ClientMethod, client};
+    if v.is_null() {
+        return Err("no language server answers it".into());
+    }
+    let wrong = |e: serde_json::Error| format!("the client answered {method} wrongly: {e}");
+    if method == client::FindSymbol::NAME {
+        let r: w::FindSymbolResult = serde_json::from_value(v).map_err(wrong)?;
+        Ok(SymbolAnswer {
+            source: r.source,
+            items: r
+                .items
+                .into_iter()
+                .map(|i| SymbolSite {
+                    name: Some(i.name),
+                    kind: Some(i.kind),
+                    container: i.container,
+                    path: i.path,
+                    line: i.line,
+                    end_line: i.end_line,
+                    text: i.signature,
+                })
+                .collect(),
+        })
+    } else {
+        let r: w::FindReferencesResult = serde_json::from_value(v).map_err(wrong)?;
+        Ok(SymbolAnswer {
+            source: r.source,
+            items: r
+                .items
+                .into_iter()
+                .map(|i| SymbolSite {
+                    path: i.path,
+                    line: i.line,
+                    text: i.text,
+                    ..SymbolSite::default()
+                })
+                .collect(),
+        })
     }
 }

@@ -1315,3 +1315,86 @@ fn every_cache_miss_has_a_cause_in_the_usage_event_and_inspect() {
     let session = i["cache"]["sessionHitRatio"].as_f64().expect("ratio");
     assert!((session - 1_000.0 / 3_330.0).abs() < 1e-6, "{session}");
 }
+
+/// `[context] provider_clearing` on Anthropic's API with a Claude 4 model: the main request
+/// asks the provider to clear old tool results itself (context editing, its beta header),
+/// excluding the tools whose results cannot be had again; what it cleared is in the usage;
+/// Garuda's own time-based microcompact steps aside. Summary requests never carry it.
+#[test]
+fn the_provider_clears_old_tool_results_where_it_can() {
+    let mock = Mock::start(vec![
+        read("toolu_r1", "a.txt"),
+        MockReply::Sse(
+            AnthropicSse::new(MockUsage::new(900, 5))
+                .text("read it")
+                .finish_with_cleared("end_turn", 3, 4_200),
+        ),
+    ]);
+    let cfg = format!("{WINDOW_100K}[context]\nprovider_clearing = true\n");
+    let (mut g, _h, _ws, wid) = setup(&mock, &cfg);
+    let sid = new_session(&mut g, &wid);
+    let r = turn(&mut g, &sid, "read a.txt");
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let bodies = mock.rec.bodies();
+    let edit = &bodies[0]["context_management"]["edits"][0];
+    assert_eq!(edit["type"], "clear_tool_uses_20250919", "{}", bodies[0]);
+    assert_eq!(
+        edit["trigger"],
+        json!({"type": "input_tokens", "value": 60_000})
+    );
+    assert_eq!(edit["keep"]["type"], "tool_uses");
+    assert_eq!(
+        edit["clear_at_least"],
+        json!({"type": "input_tokens", "value": 10_000})
+    );
+    let excluded: Vec<&str> = edit["exclude_tools"]
+        .as_array()
+        .expect("exclude_tools")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        excluded.contains(&"edit_file") && excluded.contains(&"todo_write"),
+        "{excluded:?}"
+    );
+    assert!(
+        !excluded.contains(&"read_file") && !excluded.contains(&"bash"),
+        "{excluded:?}"
+    );
+    let beta = mock.rec.headers()[0]
+        .iter()
+        .find(|(k, _)| k == "anthropic-beta")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    assert!(beta.contains("context-management-2025-06-27"), "{beta}");
+    let usage: Vec<Value> = g
+        .turn_events()
+        .into_iter()
+        .filter(|e| e["kind"] == "usage")
+        .collect();
+    assert_eq!(
+        usage.last().expect("usage")["usage"]["clearedInputTokens"],
+        4_200
+    );
+    // The time-based microcompact is off for this session: the provider does that work.
+    let i = g.call("context/inspect", json!({"sessionId": sid}));
+    assert_eq!(i["toolClearing"], true, "{i}");
+}
+
+/// Without the switch, or on a model the provider's context editing does not serve, nothing
+/// of it is sent.
+#[test]
+fn no_provider_clearing_without_the_switch() {
+    let mock = Mock::start(vec![text("one", 10)]);
+    let (mut g, _h, _ws, wid) = setup(&mock, WINDOW_100K);
+    let sid = new_session(&mut g, &wid);
+    turn(&mut g, &sid, "hi");
+    let bodies = mock.rec.bodies();
+    assert!(
+        bodies[0].get("context_management").is_none(),
+        "{}",
+        bodies[0]
+    );
+    let i = g.call("context/inspect", json!({"sessionId": sid}));
+    assert_eq!(i["toolClearing"], false, "{i}");
+}

@@ -7,6 +7,7 @@ mod agents;
 mod attacks;
 mod cli;
 mod client;
+mod code_index;
 mod config_errors;
 mod configure;
 mod context;

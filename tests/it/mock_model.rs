@@ -201,6 +201,16 @@ impl AnthropicSse {
         render(&self.events)
     }
 
+    /// The end of an answer whose request the provider edited: `message_delta` reports the
+    /// context editing it applied (`applied_edits`), as Anthropic's beta does.
+    pub fn finish_with_cleared(mut self, stop_reason: &str, tool_uses: u64, tokens: u64) -> String {
+        let out = self.usage.output;
+        self.push("message_delta", json!({"type":"message_delta","delta":{"stop_reason":stop_reason,"stop_sequence":null},"usage":{"output_tokens":out},
+            "context_management":{"applied_edits":[{"type":"clear_tool_uses_20250919","cleared_tool_uses":tool_uses,"cleared_input_tokens":tokens}]}}));
+        self.push("message_stop", json!({"type":"message_stop"}));
+        render(&self.events)
+    }
+
     /// The body so far, without an end: a stream cut mid-way.
     pub fn cut(self) -> String {
         render(&self.events)

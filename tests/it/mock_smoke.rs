@@ -98,6 +98,7 @@ async fn mock_model_speaks_what_the_providers_parse() {
             max_delay: Duration::from_millis(20),
         },
         structured_output: true,
+        context_editing: false,
         max_in_flight: 16,
     };
     let req = || ModelRequest {

@@ -10,6 +10,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod agents;
+pub mod code;
 pub mod config;
 pub mod dirs;
 pub mod engine;

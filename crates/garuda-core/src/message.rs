@@ -295,6 +295,14 @@ pub struct Usage {
     /// Input tokens read from the prompt cache.
     #[serde(default)]
     pub cache_read_input_tokens: u64,
+    /// Input tokens the provider cleared from the request itself (Anthropic's context
+    /// editing); not part of the context it counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cleared_input_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -309,6 +317,7 @@ impl Usage {
         self.output_tokens += other.output_tokens;
         self.cache_creation_input_tokens += other.cache_creation_input_tokens;
         self.cache_read_input_tokens += other.cache_read_input_tokens;
+        self.cleared_input_tokens += other.cleared_input_tokens;
     }
 }
 

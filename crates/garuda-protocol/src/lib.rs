@@ -651,6 +651,99 @@ pub enum ElicitMode {
     Url,
 }
 
+/// `code/findSymbol` parameters (server to client, only to clients that declared
+/// `capabilities.experimental.garuda.codeSymbols`): definitions by name from the editor's
+/// language servers, asked for a `find_symbol` tool call before Garuda's own index.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FindSymbolParams {
+    /// The session whose tool call asks.
+    pub session_id: String,
+    /// The name asked for (exact, case-insensitive or contained; best first).
+    pub name: String,
+    /// Only this kind: the LSP SymbolKind's name in lower case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The most items to answer.
+    pub limit: u32,
+}
+
+/// `code/findSymbol` result: `null` when no language server of the client can answer.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FindSymbolResult {
+    /// The language server that answered (`ts_ls`, `rust-analyzer`, `pyright`, …).
+    pub source: String,
+    /// The definitions, at most `limit`.
+    pub items: Vec<SymbolItem>,
+}
+
+/// One definition a client's language server found.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SymbolItem {
+    /// Its name.
+    pub name: String,
+    /// The LSP SymbolKind's name in lower case (`function`, `class`, `method`, …).
+    pub kind: String,
+    /// What it sits in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// Absolute or root-relative.
+    pub path: String,
+    /// 1-based first line.
+    pub line: u32,
+    /// 1-based last line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_line: Option<u32>,
+    /// The definition's first line, trimmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+/// `code/findReferences` parameters (server to client, as `code/findSymbol`): `name`, or
+/// `path` and `line`, or all three.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FindReferencesParams {
+    /// The session whose tool call asks.
+    pub session_id: String,
+    /// The symbol's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// A root-relative file holding it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The 1-based line in `path` where it is defined or used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// The most items to answer.
+    pub limit: u32,
+}
+
+/// `code/findReferences` result: `null` when no language server of the client can answer.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FindReferencesResult {
+    /// The language server that answered.
+    pub source: String,
+    /// The uses, at most `limit`.
+    pub items: Vec<ReferenceItem>,
+}
+
+/// One use a client's language server found.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReferenceItem {
+    /// Absolute or root-relative.
+    pub path: String,
+    /// 1-based line.
+    pub line: u32,
+    /// The line, trimmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
 /// `mcp/elicit` result from the client.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -929,6 +1022,10 @@ pub struct InspectResult {
     /// How the main requests read the provider's prompt cache.
     #[serde(default)]
     pub cache: CacheInspect,
+    /// True when the provider clears old tool results itself (`[context] provider_clearing`
+    /// on a provider and model that can); Garuda's time-based microcompact is then off.
+    #[serde(default)]
+    pub tool_clearing: bool,
     /// The MCP servers' own instructions the model has (from their `initialize` result), one
     /// entry per server: in the system prompt, or in the note that re-announced them after
     /// the servers changed. Their tokens count in `system`.

@@ -622,6 +622,13 @@ client_methods! {
     /// Asks the person for what an MCP server requested during a tool call (sent only to
     /// clients that advertised `capabilities.experimental.garuda.elicitation`).
     Elicit = "mcp/elicit", request crate::ElicitParams => crate::ElicitResult;
+    /// Definitions by name from the editor's language servers, for a `find_symbol` call
+    /// (sent only to clients that declared `capabilities.experimental.garuda.codeSymbols`;
+    /// answered within 3 s or cancelled, `null` for none).
+    FindSymbol = "code/findSymbol", request crate::FindSymbolParams => Option<crate::FindSymbolResult>;
+    /// The uses of a symbol from the editor's language servers, for a `find_references`
+    /// call (as `code/findSymbol`).
+    FindReferences = "code/findReferences", request crate::FindReferencesParams => Option<crate::FindReferencesResult>;
     /// LSP: opens an MCP server's sign-in page in the person's browser (sent only to clients
     /// that advertised `capabilities.window.showDocument.support`).
     ShowDocument = "window/showDocument", request crate::ShowDocumentParams => crate::ShowDocumentResult;

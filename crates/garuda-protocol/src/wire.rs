@@ -98,6 +98,14 @@ pub struct Usage {
     /// Input tokens read from the prompt cache.
     #[serde(default)]
     pub cache_read_input_tokens: u64,
+    /// Input tokens the provider cleared from the request itself (Anthropic's context
+    /// editing, `[context] provider_clearing`); absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cleared_input_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why a main request read less from the provider's prompt cache than the previous one left

@@ -1874,7 +1874,7 @@ test('code symbols: null without a language server for the workspace, for an unk
   vim.cmd('silent! %bwipeout!')
 end)
 
-test('code symbols end to end: a session\'s find_symbol is answered by the editor\'s typescript-language-server (needs the server side of issue 35)', function()
+test('code symbols end to end: a session\'s find_symbol is answered by the editor\'s typescript-language-server', function()
   local lsp_dir = os.getenv('GARUDA_LSP_TEST_DIR')
     or ((os.getenv('XDG_CACHE_HOME') or (os.getenv('HOME') .. '/.cache')) .. '/garuda-test/lsp')
   local tsls = lsp_dir .. '/node_modules/.bin/typescript-language-server'
@@ -1910,11 +1910,7 @@ test('code symbols end to end: a session\'s find_symbol is answered by the edito
     fresh({ tool('fs1', 'find_symbol', { name = 'greet' }), text('greet is in src/greet.ts.') })
     vim.cmd('Garuda where is greet defined?')
     wait_for('end of turn', turn_done(1, dir))
-    if #asked == 0 then
-      out('  skip: this garuda does not ask code/findSymbol (the server side of issue 35 is not in this build)')
-      return
-    end
-    eq(asked[1], 'code/findSymbol', 'asked')
+    eq(asked[1], 'code/findSymbol', 'garuda asked the editor first')
     has(chat_text(dir), 'source: language server ts_ls', 'the tool result names the editor\'s server')
     has(chat_text(dir), 'src/greet.ts', 'with the definition\'s path')
   end)

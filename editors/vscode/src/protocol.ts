@@ -340,6 +340,55 @@ export type Features = {
   web?: boolean;
 };
 
+/**
+ * `code/findReferences` parameters (server to client, as `code/findSymbol`): `name`, or
+ * `path` and `line`, or all three.
+ */
+export type FindReferencesParams = {
+  /** The most items to answer. */
+  limit: number;
+  /** The 1-based line in `path` where it is defined or used. */
+  line?: number | null;
+  /** The symbol's name. */
+  name?: string | null;
+  /** A root-relative file holding it. */
+  path?: string | null;
+  /** The session whose tool call asks. */
+  sessionId: string;
+};
+
+/** `code/findReferences` result: `null` when no language server of the client can answer. */
+export type FindReferencesResult = {
+  /** The uses, at most `limit`. */
+  items: ReferenceItem[];
+  /** The language server that answered. */
+  source: string;
+};
+
+/**
+ * `code/findSymbol` parameters (server to client, only to clients that declared
+ * `capabilities.experimental.garuda.codeSymbols`): definitions by name from the editor's
+ * language servers, asked for a `find_symbol` tool call before Garuda's own index.
+ */
+export type FindSymbolParams = {
+  /** Only this kind: the LSP SymbolKind's name in lower case. */
+  kind?: string | null;
+  /** The most items to answer. */
+  limit: number;
+  /** The name asked for (exact, case-insensitive or contained; best first). */
+  name: string;
+  /** The session whose tool call asks. */
+  sessionId: string;
+};
+
+/** `code/findSymbol` result: `null` when no language server of the client can answer. */
+export type FindSymbolResult = {
+  /** The definitions, at most `limit`. */
+  items: SymbolItem[];
+  /** The language server that answered (`ts_ls`, `rust-analyzer`, `pyright`, …). */
+  source: string;
+};
+
 /** `session/fork` parameters. */
 export type ForkParams = {
   /** Copy up to and including this message (default: everything). */
@@ -518,6 +567,11 @@ export type InspectResult = {
   system: number;
   /** Compaction starts above this many tokens. */
   threshold: number;
+  /**
+   * True when the provider clears old tool results itself (`[context] provider_clearing`
+   * on a provider and model that can); Garuda's time-based microcompact is then off.
+   */
+  toolClearing?: boolean;
   /** Tool specs (without MCP's). */
   tools: number;
   /**
@@ -819,6 +873,16 @@ export type Range = {
   start: Position;
 };
 
+/** One use a client's language server found. */
+export type ReferenceItem = {
+  /** 1-based line. */
+  line: number;
+  /** Absolute or root-relative. */
+  path: string;
+  /** The line, trimmed. */
+  text?: string | null;
+};
+
 /** `session/revokePermission` params. */
 export type RevokePermissionParams = {
   /** The session. */
@@ -975,6 +1039,24 @@ export type SnipResult = {
 
 /** Why the model (or Garuda) ended a response or turn. */
 export type StopReason = "end_turn" | "tool_use" | "max_tokens" | "stop_sequence" | "refusal" | "cancelled" | "max_steps" | "max_turns" | "max_budget" | "error";
+
+/** One definition a client's language server found. */
+export type SymbolItem = {
+  /** What it sits in. */
+  container?: string | null;
+  /** 1-based last line. */
+  endLine?: number | null;
+  /** The LSP SymbolKind's name in lower case (`function`, `class`, `method`, …). */
+  kind: string;
+  /** 1-based first line. */
+  line: number;
+  /** Its name. */
+  name: string;
+  /** Absolute or root-relative. */
+  path: string;
+  /** The definition's first line, trimmed. */
+  signature?: string | null;
+};
 
 /** LSP's `TextEdit`. */
 export type TextEdit = {
@@ -1243,6 +1325,11 @@ export type Usage = {
   cacheCreationInputTokens?: number;
   /** Input tokens read from the prompt cache. */
   cacheReadInputTokens?: number;
+  /**
+   * Input tokens the provider cleared from the request itself (Anthropic's context
+   * editing, `[context] provider_clearing`); absent when none.
+   */
+  clearedInputTokens?: number;
   /** Uncached input tokens. */
   inputTokens: number;
   /** Output tokens. */
@@ -1291,6 +1378,10 @@ export type WorkspaceRef = {
 export interface Methods {
   /** notification (server to client). */
   "$/progress": { params: ProgressParams; result: null };
+  /** request (server to client). */
+  "code/findReferences": { params: FindReferencesParams; result: FindReferencesResult | null };
+  /** request (server to client). */
+  "code/findSymbol": { params: FindSymbolParams; result: FindSymbolResult | null };
   /** request. */
   "context/inspect": { params: SessionRef; result: InspectResult };
   /** request. */

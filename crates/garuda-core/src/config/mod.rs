@@ -57,6 +57,8 @@ pub const ENV_CONTEXT_WINDOW: &str = "GARUDA_CONTEXT_WINDOW";
 /// Lowers the compaction threshold for one run: a share of the window (`0.5`) or a
 /// percentage (`50%`); never raises it.
 pub const ENV_COMPACT_THRESHOLD: &str = "GARUDA_COMPACT_THRESHOLD";
+/// Environment variable that sets `[context] cache_breaker` (debugging the prompt cache).
+pub const ENV_CACHE_BREAKER: &str = "GARUDA_CACHE_BREAKER";
 
 /// Everything Garuda can be configured with.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -178,6 +180,14 @@ pub struct ContextSettings {
     pub git_state: bool,
     /// The longest the git state may take, in milliseconds (then it is skipped).
     pub git_timeout_ms: u64,
+    /// Let the provider clear old tool results itself where it can (Anthropic's context
+    /// editing on its own API, Claude 4 models): the cached microcompact of seed rows
+    /// 122–126. Off: the time-based microcompact, as everywhere else.
+    pub provider_clearing: bool,
+    /// A debugging switch (seed row 97): text appended to the end of every session's system
+    /// prompt, so no request reads a prefix cached before it changed (empty: none).
+    /// `GARUDA_CACHE_BREAKER` sets it too.
+    pub cache_breaker: String,
     /// `GARUDA_CONTEXT_WINDOW`: the window of every model, at most (read once at load).
     #[serde(skip)]
     pub window_override: Option<u64>,
@@ -218,6 +228,8 @@ impl Default for ContextSettings {
             git_state: true,
             git_timeout_ms: 2_000,
             window_override: None,
+            provider_clearing: false,
+            cache_breaker: String::new(),
             threshold_override: None,
         }
     }
@@ -266,6 +278,9 @@ impl ContextSettings {
             value: value.to_string(),
             message: message.to_string(),
         };
+        if let Some(v) = get(ENV_CACHE_BREAKER).filter(|v| !v.trim().is_empty()) {
+            self.cache_breaker = v.trim().to_string();
+        }
         if let Some(v) = get(ENV_CONTEXT_WINDOW).filter(|v| !v.trim().is_empty()) {
             let n: u64 = v
                 .trim()
@@ -618,6 +633,21 @@ impl Config {
 pub use crate::dirs::{cache_dir, state_dir};
 
 impl Config {
+    /// The web tools' guard for a session under this config: its `[web]` settings (the
+    /// user's: a workspace cannot set them) and the secret values a URL may not carry, those
+    /// of the server's environment and of the MCP servers' variables and headers.
+    pub fn web(&self) -> std::sync::Arc<crate::web::Web> {
+        let mut pairs = crate::sandbox::secret_values();
+        for (name, s) in &self.mcp_servers {
+            for (k, v) in s.env.iter().chain(s.headers.iter()) {
+                pairs.push((format!("mcp_servers.{name}.{k}"), v.clone()));
+            }
+        }
+        crate::web::Web::new(self.web.clone(), crate::web::Secrets::new(pairs))
+    }
+}
+
+impl Config {
     /// What the hooks read of this config.
     pub fn hook_config(&self) -> crate::hooks::HookConfig<'_> {
         crate::hooks::HookConfig {
@@ -804,6 +834,16 @@ mod tests {
             e.contains("auto") && e.contains("worker") && e.contains("single"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_cache_breaker_comes_from_the_file_or_the_environment() {
+        let c: ContextSettings = toml::from_str("cache_breaker = \"a\"").unwrap();
+        assert_eq!(c.cache_breaker, "a");
+        let mut c = ContextSettings::default();
+        c.apply_env(|k: &str| (k == ENV_CACHE_BREAKER).then(|| " b ".to_string()))
+            .unwrap();
+        assert_eq!(c.cache_breaker, "b");
     }
 
     #[test]

@@ -76,6 +76,9 @@ pub struct ContextReport {
     pub usage: Vec<crate::session::usage::PurposeUsage>,
     /// How the main requests read the provider's cache, and the newest misses' causes.
     pub cache: crate::session::cache_miss::CacheReport,
+    /// The provider clears old tool results itself (`[context] provider_clearing` where it
+    /// can); the time-based microcompact is then off.
+    pub tool_clearing: bool,
     /// The MCP servers' instructions the model has: the system prompt's, or the latest
     /// note's when the servers changed since.
     pub mcp_instructions: Vec<crate::prompt::mcp::McpInstructionsReport>,
@@ -239,6 +242,7 @@ impl Engine {
             thinking_budget: None,
             output_schema: None,
             no_tool_calls: false,
+            tool_clearing: live.setup.tool_clearing.clone(),
         };
         let message_count = request.messages.len() as u64;
         let cache_markers = request.cache.messages.len() as u64 + u64::from(request.cache.system);
@@ -399,6 +403,7 @@ impl Engine {
             hooks: live.setup.hooks.clone(),
             usage: usage.0,
             cache: usage.1,
+            tool_clearing: live.setup.tool_clearing.is_some(),
             mcp_instructions,
         })
     }

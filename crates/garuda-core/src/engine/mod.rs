@@ -270,6 +270,7 @@ impl Engine {
                     self.workspaces.replace(ws.clone());
                     old.set_watcher(None);
                     ws.succeed(&old);
+                    ws.code_index();
                 }
                 Err(e) => tracing::warn!("{} keeps its old config: {e}", old.root.path().display()),
             }
@@ -286,6 +287,10 @@ impl Engine {
         let (ws, is_new) = self.workspaces.open(root, &self.config())?;
         if is_new && self.watch {
             self.start_watch(&ws);
+        }
+        if is_new {
+            // Starts the build in the background (after the watcher, which it adds folders to).
+            ws.code_index();
         }
         Ok(ws)
     }

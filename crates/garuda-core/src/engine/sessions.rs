@@ -232,17 +232,22 @@ impl Engine {
             let listing = agents.listing(binding.info.context_window);
             warnings.extend(listing.left_out_warning("agents", crate::agents::AGENT_TOOL));
         }
+        let mut clashes = clashes;
         // `[web]` is the user's alone; the switch for web_fetch may be the workspace's.
         let anthropic = self
             .provider_config()
             .is_ok_and(|cfg| crate::provider::speaks_anthropic(&binding.spec, &cfg));
-        let (with_web, web_clashes) = tools.with_web(
-            crate::web::Web::for_config(&self.config()),
-            ws.config.features.web,
-            anthropic,
-        );
+        let (with_web, web_clashes) =
+            tools.with_web(self.config().web(), ws.config.features.web, anthropic);
         tools = with_web;
-        for name in clashes.into_iter().chain(web_clashes) {
+        clashes.extend(web_clashes);
+        if let Some(index) = ws.code_index() {
+            let map = ws.config.features.code_index == Some(crate::prompt::CodeIndex::All);
+            let (with_code, code_clashes) = tools.with_code_index(index, map);
+            tools = with_code;
+            clashes.extend(code_clashes);
+        }
+        for name in clashes {
             warnings.push(format!(
                 "a client tool is called {name}: Garuda's {name} is not offered"
             ));
@@ -289,6 +294,7 @@ impl Engine {
                 agent_settings,
                 role: None,
                 bind_model: Some(self.binder()),
+                tool_clearing: None,
             },
             SessionStart { tools, skills },
             warnings,
@@ -458,6 +464,46 @@ impl Engine {
         Some(hub)
     }
 
+    /// A session's view settings and the provider's clearing, which replaces the
+    /// time-based microcompact where it is on (the provider clears old results without
+    /// rewriting Garuda's view).
+    fn settle_view(&self, setup: &mut SessionSetup, id: &str, tools: &crate::tools::ToolRegistry) {
+        setup.view_policy = self.view_policy(id, &setup.model_info, tools);
+        setup.tool_clearing = self.tool_clearing(setup, tools);
+        if setup.tool_clearing.is_some() {
+            setup.view_policy.microcompact_after_ms = None;
+        }
+    }
+
+    /// The provider's own clearing of old tool results for a session, when the config
+    /// asks for it and its provider and model can: it starts at the collapse threshold,
+    /// keeps the results the time-based microcompact would keep, and takes away at least a
+    /// tenth of the window each time (a clearing rewrites the cached prefix, so it must be
+    /// worth the cache write). Only results of tools that can be called again are cleared.
+    fn tool_clearing(
+        &self,
+        setup: &SessionSetup,
+        tools: &crate::tools::ToolRegistry,
+    ) -> Option<crate::provider::ToolClearing> {
+        let c = &self.config().context;
+        if !c.provider_clearing || !setup.provider.clears_tool_uses(&setup.model_id) {
+            return None;
+        }
+        let window = setup.model_info.context_window;
+        let clearable = tools.compactable();
+        Some(crate::provider::ToolClearing {
+            trigger_tokens: (window as f64 * c.collapse_threshold) as u64,
+            keep_tool_uses: c.microcompact_keep as u32,
+            clear_at_least_tokens: window / 10,
+            exclude_tools: tools
+                .specs()
+                .into_iter()
+                .map(|s| s.name)
+                .filter(|n| !clearable.contains(n))
+                .collect(),
+        })
+    }
+
     /// A session's view pipeline settings: the config's, with one tool result held to its
     /// share of the model's window.
     fn view_policy(
@@ -528,7 +574,7 @@ impl Engine {
         header.policy = Some(policy_name(policy));
         header.origin = req.origin;
         let mut file = self.store().create(&header)?;
-        setup.view_policy = self.view_policy(&header.session_id, &setup.model_info, &start.tools);
+        self.settle_view(&mut setup, &header.session_id, &start.tools);
         let mut records = Vec::new();
         let note = start_note(git.and_then(|h| h.join().ok()).flatten());
         file.append(&note)?;
@@ -730,7 +776,7 @@ impl Engine {
         if let Some(path) = req.record {
             setup.provider = provider::recording(setup.provider, path);
         }
-        setup.view_policy = self.view_policy(id, &setup.model_info, &start.tools);
+        self.settle_view(&mut setup, id, &start.tools);
         let switched = switched_model(&loaded.records).filter(|m| *m != loaded.header.model);
         let live = Arc::new(LiveSession::new(
             loaded.header,

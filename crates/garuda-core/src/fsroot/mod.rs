@@ -636,3 +636,16 @@ pub(crate) fn cut_chars(mut text: String, max_chars: usize) -> (String, bool) {
         None => (text, false),
     }
 }
+
+/// A walker over `base` that honours .gitignore, .ignore and git excludes (even outside a git
+/// repository), shows hidden files but never descends into `.git`, and never follows links;
+/// every walk of a workspace (the search tools, the code index) starts here.
+pub fn walker(base: &Path, max_depth: Option<usize>) -> ignore::WalkBuilder {
+    let mut b = ignore::WalkBuilder::new(base);
+    b.follow_links(false)
+        .hidden(false)
+        .require_git(false)
+        .max_depth(max_depth)
+        .filter_entry(|e| e.file_name() != ".git");
+    b
+}

@@ -209,8 +209,8 @@ fn commands_line(f: &SessionFacts) -> String {
 /// facts for everything else.
 pub(crate) fn feature_lines(facts: &SessionFacts) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
-    // The code-index lines name tools that live outside Garuda (an editor registers them):
-    // a line only for the tools the session really has, whatever the switch says.
+    // A line only for the code tools the session really has (Garuda's own over the index, or
+    // a client's of the same names), whatever the switch says.
     if facts.has(Offer::FindSymbol) && facts.has(Offer::FindReferences) {
         lines.push(if facts.has(Offer::RepoMap) {
             "For JS/TS code, use find_symbol and find_references to find definitions and uses, \
@@ -314,7 +314,7 @@ pub(crate) fn omitted_lines(f: &Features, facts: &SessionFacts) -> Vec<String> {
         if !missing.is_empty() {
             out.push(format!(
                 "features.code_index is set, but the session offers no {} tool: its prompt line is \
-                 left out (Garuda has no code index; the line appears when a client registers the tools)",
+                 left out",
                 missing.join(", ")
             ));
         }

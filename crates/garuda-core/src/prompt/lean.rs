@@ -51,6 +51,7 @@ fn name(kind: PartKind) -> &'static str {
         PartKind::Instructions => "project instructions",
         PartKind::Memory => "project memory",
         PartKind::McpInstructions => "MCP server instructions",
+        PartKind::CacheBreaker => "cache breaker",
     }
 }
 

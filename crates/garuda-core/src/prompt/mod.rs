@@ -63,6 +63,10 @@ pub struct PromptOptions {
     /// The session's MCP servers' own instructions, in server order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mcp_instructions: Vec<crate::mcp::McpInstructions>,
+    /// Text that ends the prompt so no earlier cached prefix is read (`[context]
+    /// cache_breaker`, a debugging switch); None: nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_breaker: Option<String>,
 }
 
 /// The part of a sub-session's prompt that makes it an agent.
@@ -85,6 +89,7 @@ impl Default for PromptOptions {
             limits: Limits::default(),
             agent: None,
             mcp_instructions: Vec::new(),
+            cache_breaker: None,
         }
     }
 }
@@ -192,6 +197,9 @@ pub enum PartKind {
     Memory,
     /// `# MCP server instructions`: the servers' own text, marked untrusted.
     McpInstructions,
+    /// `[cache breaker: …]`, the debugging switch that keeps any earlier cached prefix from
+    /// being read.
+    CacheBreaker,
 }
 
 /// Where one part lies in the system prompt.
@@ -683,6 +691,10 @@ pub fn assemble(g: &Gathered, opts: &PromptOptions) -> Assembled {
         parts.push((PartKind::McpInstructions, text));
     }
 
+    // After everything, so the prompt's own bytes before it stay what they are.
+    if let Some(b) = opts.cache_breaker.as_deref().filter(|b| !b.is_empty()) {
+        parts.push((PartKind::CacheBreaker, format!("[cache breaker: {b}]")));
+    }
     let (system, ranges) = join_parts(&parts);
     let sha256 = sha256_hex(&system);
     Assembled {

@@ -199,6 +199,26 @@ fn empty_workspace_has_base_and_features_only() {
 }
 
 #[test]
+fn a_cache_breaker_ends_the_prompt_and_changes_nothing_before_it() {
+    let ws = Mem::new();
+    let plain = ws.assemble();
+    let mut o = opts();
+    o.cache_breaker = Some("run-7".into());
+    let broken = assemble(&ws.gather(), &o);
+    assert_eq!(
+        broken.system,
+        format!("{}\n[cache breaker: run-7]\n", plain.system)
+    );
+    assert_ne!(broken.sha256, plain.sha256);
+    assert_eq!(
+        broken.parts.last().map(|p| p.kind),
+        Some(PartKind::CacheBreaker)
+    );
+    o.cache_breaker = Some(String::new());
+    assert_eq!(assemble(&ws.gather(), &o).system, plain.system);
+}
+
+#[test]
 fn each_instruction_file_alone_is_a_plain_section() {
     for name in INSTRUCTION_FILES {
         let mut ws = Mem::new();

@@ -20,6 +20,23 @@ pub const API_VERSION: &str = "2023-06-01";
 /// The beta that enables `output_format` (structured outputs).
 pub const STRUCTURED_OUTPUTS: &str = "structured-outputs-2025-11-13";
 
+/// The beta that enables `context_management` (the provider clearing old tool results).
+pub const CONTEXT_MANAGEMENT: &str = "context-management-2025-06-27";
+
+/// True for the models Anthropic's context editing serves: the Claude 4 family and later
+/// (Opus 4, 4.1, Sonnet 4, 4.5, Haiku 4.5, …), not Claude 3.
+pub fn edits_context(model: &str) -> bool {
+    let Some(rest) = model.strip_prefix("claude-") else {
+        return false;
+    };
+    ["opus-", "sonnet-", "haiku-"].iter().any(|family| {
+        rest.strip_prefix(family)
+            .and_then(|v| v.split(['-', '.']).next())
+            .and_then(|major| major.parse::<u32>().ok())
+            .is_some_and(|major| major >= 4)
+    })
+}
+
 /// A provider speaking the Anthropic Messages API.
 pub struct AnthropicProvider {
     ep: Endpoint,
@@ -38,6 +55,10 @@ impl AnthropicProvider {
 impl Provider for AnthropicProvider {
     fn name(&self) -> &str {
         &self.ep.name
+    }
+
+    fn clears_tool_uses(&self, model: &str) -> bool {
+        self.ep.context_editing && edits_context(model)
     }
 
     fn complete(
@@ -64,11 +85,20 @@ impl Provider for AnthropicProvider {
         if !self.ep.structured_output {
             req.output_schema = None;
         }
-        if req.output_schema.is_some() {
-            headers.insert(
-                "anthropic-beta",
-                HeaderValue::from_static(STRUCTURED_OUTPUTS),
-            );
+        if !self.clears_tool_uses(&req.model) {
+            req.tool_clearing = None;
+        }
+        let betas: Vec<&str> = [
+            req.output_schema.is_some().then_some(STRUCTURED_OUTPUTS),
+            req.tool_clearing.is_some().then_some(CONTEXT_MANAGEMENT),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if let Ok(v) = HeaderValue::from_str(&betas.join(","))
+            && !betas.is_empty()
+        {
+            headers.insert("anthropic-beta", v);
         }
         let body = serde_json::to_vec(&request_body(&req)).unwrap_or_default();
         let call = sse::Call {
@@ -156,8 +186,34 @@ pub fn request_body(req: &ModelRequest) -> Value {
             json!({"type": "json_schema", "schema": schema}),
         );
     }
+    if let Some(c) = &req.tool_clearing {
+        let mut edit = json!({
+            "type": "clear_tool_uses_20250919",
+            "trigger": {"type": "input_tokens", "value": c.trigger_tokens},
+            "keep": {"type": "tool_uses", "value": c.keep_tool_uses},
+            "clear_at_least": {"type": "input_tokens", "value": c.clear_at_least_tokens},
+        });
+        if !c.exclude_tools.is_empty() {
+            edit["exclude_tools"] = json!(c.exclude_tools);
+        }
+        body.insert("context_management".into(), json!({"edits": [edit]}));
+    }
     body.insert("stream".into(), json!(true));
     Value::Object(body)
+}
+
+/// Input tokens the provider's context editing cleared, from a `context_management` object
+/// (`applied_edits`, each with `cleared_input_tokens`).
+fn cleared_tokens(cm: &Value) -> u64 {
+    cm.get("applied_edits")
+        .and_then(Value::as_array)
+        .map(|edits| {
+            edits
+                .iter()
+                .filter_map(|e| u(e, "cleared_input_tokens"))
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// Applies the 4-marker cap: the system marker first, then the latest planned messages.
@@ -302,6 +358,9 @@ impl Decoder for AnthropicDecoder {
         let kind = v.get("type").and_then(Value::as_str).unwrap_or(name);
         match kind {
             "message_start" => {
+                if let Some(cm) = v.pointer("/message/context_management") {
+                    self.usage.cleared_input_tokens = cleared_tokens(cm);
+                }
                 if let Some(us) = v.pointer("/message/usage") {
                     self.usage.input_tokens = u(us, "input_tokens").unwrap_or(0);
                     self.usage.output_tokens = u(us, "output_tokens").unwrap_or(0);
@@ -446,6 +505,10 @@ impl Decoder for AnthropicDecoder {
                 if let Some(r) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
                     self.stop = Some(stop_reason(r));
                 }
+                // Where the edits applied to this request are reported.
+                if let Some(cm) = v.get("context_management") {
+                    self.usage.cleared_input_tokens = cleared_tokens(cm);
+                }
                 if let Some(us) = v.get("usage") {
                     if let Some(o) = u(us, "output_tokens") {
                         self.usage.output_tokens = o;
@@ -537,5 +600,41 @@ impl Decoder for AnthropicDecoder {
             usage: self.usage,
             tool_errors: Vec::new(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_editing_serves_the_claude_4_family_only() {
+        for m in [
+            "claude-sonnet-4-5",
+            "claude-sonnet-4-20250514",
+            "claude-opus-4-1-20250805",
+            "claude-haiku-4-5-20251001",
+            "claude-opus-5",
+        ] {
+            assert!(edits_context(m), "{m}");
+        }
+        for m in [
+            "claude-3-5-sonnet-latest",
+            "claude-3-opus",
+            "gpt-5",
+            "claude-sonnet-x",
+        ] {
+            assert!(!edits_context(m), "{m}");
+        }
+    }
+
+    #[test]
+    fn cleared_tokens_sum_the_applied_edits() {
+        let cm = json!({"applied_edits": [
+            {"type": "clear_tool_uses_20250919", "cleared_tool_uses": 2, "cleared_input_tokens": 100},
+            {"type": "clear_thinking_20251015", "cleared_input_tokens": 20}
+        ]});
+        assert_eq!(cleared_tokens(&cm), 120);
+        assert_eq!(cleared_tokens(&json!({})), 0);
     }
 }

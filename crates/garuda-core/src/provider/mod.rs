@@ -61,6 +61,25 @@ pub struct ModelRequest {
     /// The model may not call a tool (`tool_choice: none`): `tools` are sent for the request's
     /// shape only. A summary request, which must answer with text.
     pub no_tool_calls: bool,
+    /// Old tool results the provider clears on its side (a main request of a session whose
+    /// provider can; see [`ToolClearing`]).
+    pub tool_clearing: Option<ToolClearing>,
+}
+
+/// Old tool results cleared by the provider itself (Anthropic's context editing,
+/// `clear_tool_uses_20250919`, seed rows 122–126): the transcript and the view keep them
+/// whole, and the time-based microcompact steps aside while this is on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolClearing {
+    /// Clearing starts once a request's input passes this many tokens.
+    pub trigger_tokens: u64,
+    /// The most recent tool uses kept whole.
+    pub keep_tool_uses: u32,
+    /// The least a clearing takes away (it breaks the cached prefix, so it must be worth it).
+    pub clear_at_least_tokens: u64,
+    /// Tools whose results are never cleared (edits, the todo list, agents: what cannot be
+    /// had again by calling the tool once more).
+    pub exclude_tools: Vec<String>,
 }
 
 pub use crate::message::{CachePlan, MAX_CACHE_MARKERS};
@@ -165,6 +184,11 @@ pub trait Provider: Send + Sync {
     /// server that says (see [`window`]); None for hosted APIs and cassettes.
     fn server_window(&self, _model: &str) -> BoxFuture<'static, Option<ServerWindow>> {
         Box::pin(async { None })
+    }
+    /// True when the provider clears old tool results itself for `model` (Anthropic's
+    /// context editing on its own API, for the models that have it).
+    fn clears_tool_uses(&self, _model: &str) -> bool {
+        false
     }
     /// Runs one model call, streaming events into `events`; stops promptly on `cancel`.
     fn complete(
@@ -443,6 +467,10 @@ pub struct ProviderEntry {
     /// (default: true for `anthropic` and `openai`; false elsewhere, since local servers
     /// constrain every token to the schema, which rules out tool calls).
     pub structured_output: Option<bool>,
+    /// Whether the server takes Anthropic's context editing (`context_management`, beta
+    /// `context-management-2025-06-27`): default true for `anthropic` (its own API), false
+    /// elsewhere (a gateway may not pass it through).
+    pub context_editing: Option<bool>,
 }
 
 /// Limits for one model, overriding the built-in table.
@@ -501,6 +529,8 @@ pub struct Endpoint {
     pub retry: retry::RetryPolicy,
     /// A request's `output_schema` is sent as the API's structured output.
     pub structured_output: bool,
+    /// The server takes Anthropic's context editing (see `ProviderEntry::context_editing`).
+    pub context_editing: bool,
     /// Most requests in flight to this endpoint, every session together.
     pub max_in_flight: usize,
 }
@@ -519,6 +549,7 @@ fn builtin(name: &str) -> Option<ProviderEntry> {
             base_url_env: Some("ANTHROPIC_BASE_URL".into()),
             api_key_env: Some("ANTHROPIC_API_KEY".into()),
             structured_output: Some(true),
+            context_editing: Some(true),
             ..ProviderEntry::default()
         },
         "openai" => ProviderEntry {
@@ -637,6 +668,10 @@ pub fn resolve_endpoint(
         structured_output: user
             .structured_output
             .or(base.structured_output)
+            .unwrap_or(false),
+        context_editing: user
+            .context_editing
+            .or(base.context_editing)
             .unwrap_or(false),
         max_in_flight: user.max_in_flight.unwrap_or(cfg.max_in_flight).max(1),
     })

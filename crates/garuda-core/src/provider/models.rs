@@ -263,6 +263,7 @@ mod tests {
             output_tokens: 100_000,
             cache_creation_input_tokens: 0,
             cache_read_input_tokens: 2_000_000,
+            cleared_input_tokens: 0,
         };
         assert!((p.cost(&u) - (3.0 + 1.5 + 0.6)).abs() < 1e-9);
     }

@@ -334,6 +334,7 @@ impl Decoder for OpenAiDecoder {
                 output_tokens: n("/completion_tokens"),
                 cache_creation_input_tokens: 0,
                 cache_read_input_tokens: cached,
+                cleared_input_tokens: 0,
             };
         }
         let Some(choice) = v

@@ -33,6 +33,7 @@ fn endpoint(kind: ProviderKind, base: &str, key: Option<&str>) -> Endpoint {
             max_delay: Duration::from_millis(50),
         },
         structured_output: true,
+        context_editing: false,
         max_in_flight: 16,
     }
 }
@@ -185,6 +186,7 @@ async fn anthropic_text_usage_and_headers() {
         output_tokens: 9,
         cache_creation_input_tokens: 300,
         cache_read_input_tokens: 4000,
+        cleared_input_tokens: 0,
     };
     assert_eq!(resp.usage, usage);
     assert_eq!(text_of(&evs), "Hello world");
@@ -742,6 +744,7 @@ fn rich_request() -> ModelRequest {
         thinking_budget: None,
         output_schema: None,
         no_tool_calls: false,
+        tool_clearing: None,
     }
 }
 
@@ -886,6 +889,7 @@ async fn openai_text_and_cached_usage() {
         output_tokens: 7,
         cache_creation_input_tokens: 0,
         cache_read_input_tokens: 60,
+        cleared_input_tokens: 0,
     };
     assert_eq!(resp.usage, usage);
     assert_eq!(text_of(&evs), "Hi there");
@@ -1589,6 +1593,7 @@ fn an_output_schema_is_each_apis_structured_output() {
     let req = ModelRequest {
         output_schema: Some(schema.clone()),
         no_tool_calls: false,
+        tool_clearing: None,
         ..request()
     };
     let body = anthropic::request_body(&req);
@@ -1844,6 +1849,7 @@ async fn llamacpp_tool_call_cut_by_length_and_its_usage_chunk() {
             output_tokens: 200,
             cache_creation_input_tokens: 0,
             cache_read_input_tokens: 3_850,
+            cleared_input_tokens: 0,
         }
     );
     // The arguments were cut mid-JSON: the call is answered with an error, never run.

@@ -249,6 +249,7 @@ mod tests {
             output_tokens: 10,
             cache_creation_input_tokens: write,
             cache_read_input_tokens: read,
+            cleared_input_tokens: 0,
         }
     }
 

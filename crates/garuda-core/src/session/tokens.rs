@@ -309,6 +309,7 @@ mod tests {
             output_tokens: 50,
             cache_creation_input_tokens: 1_000,
             cache_read_input_tokens: 8_900,
+            cleared_input_tokens: 0,
         };
         t.on_usage(&usage, Some(40_000), 30_000);
         assert_eq!(t.estimator.chars_per_token(), 4.0);

@@ -79,6 +79,7 @@ mod tests {
                 output_tokens: 100,
                 cache_creation_input_tokens: 0,
                 cache_read_input_tokens: read,
+                cleared_input_tokens: 0,
             },
             request_chars: None,
             view_chars: None,

@@ -12,8 +12,8 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::vocab::{
-    AgentCall, ClientToolResult, CommandRun, EditPreview, PlannedWrite, Remote, Risk, ToolClass,
-    ToolContext, ToolKind, ToolOutput, Touch,
+    AgentCall, ClientToolResult, CommandRun, EditPreview, PlannedWrite, Remote, Risk, SymbolAnswer,
+    SymbolQuery, ToolClass, ToolContext, ToolKind, ToolOutput, Touch,
 };
 use crate::fsroot::Root;
 use crate::message::ToolSpec;
@@ -73,6 +73,15 @@ pub trait Workbench: Send + Sync {
         _input: Value,
         _ctx: &'a ToolContext,
     ) -> Option<BoxFuture<'a, ToolOutput>> {
+        None
+    }
+    /// Asks the client's language servers about the code (`find_symbol`, `find_references`);
+    /// `Err` says why they gave nothing (no server, an error, a timeout), and the tool then
+    /// answers from Garuda's own index.
+    fn client_symbols(
+        &self,
+        _query: SymbolQuery,
+    ) -> Option<BoxFuture<'static, Result<SymbolAnswer, String>>> {
         None
     }
 }

@@ -34,10 +34,10 @@ pub use policy::{
 };
 pub use registry::{ToolClash, ToolEntry, ToolRegistry, ToolSource, Touched};
 pub use vocab::{
-    AgentCall, AgentRan, Anchor, Approval, ClientToolResult, CommandRun, EditPreview, EditRisk,
-    FileTracker, MEMORY_FILE, PlannedWrite, ReadMark, ReadState, Remote, Risk, TodoItem,
-    TodoStatus, ToolClass, ToolContext, ToolKind, ToolLimits, ToolMeta, ToolOutput, Touch,
-    ViewAnchors,
+    AgentCall, AgentRan, Anchor, Approval, CLIENT_SYMBOLS_TIMEOUT, ClientToolResult, CommandRun,
+    EditPreview, EditRisk, FileTracker, MEMORY_FILE, PlannedWrite, ReadMark, ReadState, Remote,
+    Risk, SymbolAnswer, SymbolQuery, SymbolSite, TodoItem, TodoStatus, ToolClass, ToolContext,
+    ToolKind, ToolLimits, ToolMeta, ToolOutput, Touch, ViewAnchors,
 };
 pub use write::{commit_write, finish_write};
 

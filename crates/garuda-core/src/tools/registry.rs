@@ -7,8 +7,9 @@
 use serde_json::Value;
 
 use super::builtin::{
-    self, AgentTool, ExploreTool, McpSearchTool, SKILL_TOOL, SNIP_TOOL, ServerWebSearch, SkillTool,
-    SnipTool, WebFetch, WebSearch,
+    self, AgentTool, ExploreTool, FIND_REFERENCES, FIND_SYMBOL, FindReferences, FindSymbol,
+    McpSearchTool, REPO_MAP, RepoMap, SKILL_TOOL, SNIP_TOOL, ServerWebSearch, SkillTool, SnipTool,
+    WebFetch, WebSearch,
 };
 use super::handler::Handler;
 use super::remote::RemoteTool;
@@ -185,6 +186,11 @@ impl ToolEntry {
             handler: h,
         }
     }
+}
+
+/// True for the names of Garuda's code tools.
+fn is_code_tool(name: &str) -> bool {
+    [FIND_SYMBOL, FIND_REFERENCES, REPO_MAP].contains(&name)
 }
 
 fn one_line(s: &str) -> String {
@@ -375,12 +381,11 @@ impl ToolRegistry {
     /// model speaks Anthropic's wire (`anthropic`), else the SearXNG backend. A client tool of
     /// the same name keeps its place (the answer lists the names left out).
     pub fn with_web(
-        mut self,
+        self,
         web: std::sync::Arc<crate::web::Web>,
         fetch: bool,
         anthropic: bool,
     ) -> (ToolRegistry, Vec<String>) {
-        let mut clashes = Vec::new();
         let mut tools = Vec::new();
         if fetch {
             tools.push(Handler::new(WebFetch(web.clone())));
@@ -392,6 +397,31 @@ impl ToolRegistry {
             _ if web.can_search() => tools.push(Handler::new(WebSearch(web.for_search()))),
             _ => {}
         }
+        self.with_builtins(tools)
+    }
+
+    /// This registry with the code tools over `index`, after the built-in tools:
+    /// `find_symbol` and `find_references`, and `repo_map` when `map`. A client tool of the
+    /// same name keeps its place (the answer lists the names left out).
+    pub fn with_code_index(
+        self,
+        index: std::sync::Arc<crate::code::CodeIndex>,
+        map: bool,
+    ) -> (ToolRegistry, Vec<String>) {
+        let mut tools = vec![
+            Handler::new(FindSymbol(index.clone())),
+            Handler::new(FindReferences(index.clone())),
+        ];
+        if map {
+            tools.push(Handler::new(RepoMap(index)));
+        }
+        self.with_builtins(tools)
+    }
+
+    /// `tools` added after the built-in ones, each unless a client tool already has its name
+    /// (those names are returned).
+    fn with_builtins(mut self, tools: Vec<Handler>) -> (ToolRegistry, Vec<String>) {
+        let mut clashes = Vec::new();
         for tool in tools {
             if self.get(tool.name()).is_some() {
                 clashes.push(tool.name().to_string());
@@ -405,6 +435,15 @@ impl ToolRegistry {
             self.entries.insert(at, ToolEntry::builtin(tool));
         }
         (self, clashes)
+    }
+
+    /// The names of this registry's code tools (Garuda's own, over the workspace's index).
+    pub fn code_tool_names(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter(|e| e.is_builtin() && is_code_tool(&e.spec.name))
+            .map(|e| e.spec.name.clone())
+            .collect()
     }
 
     /// Garuda's names for tools an agent file lists (Garuda's own names or Claude Code's, as
@@ -497,8 +536,12 @@ impl ToolRegistry {
         for e in &from.entries {
             match &e.source {
                 ToolSource::Client if listed(&e.spec.name) => r.entries.push(e.clone()),
-                // The caller's web tools, with its settings (they are not in `only`'s set).
-                ToolSource::Builtin if e.class == ToolClass::Network && listed(&e.spec.name) => {
+                // The caller's web tools (with its settings) and code tools (its workspace
+                // index): they are not in `only`'s set.
+                ToolSource::Builtin
+                    if (e.class == ToolClass::Network || is_code_tool(&e.spec.name))
+                        && listed(&e.spec.name) =>
+                {
                     r.entries.push(e.clone())
                 }
                 ToolSource::Mcp { server, .. }
@@ -530,11 +573,13 @@ impl ToolRegistry {
             crate::agents::AGENT_TOOL,
             crate::agents::EXPLORE,
         ];
+        let code = self.code_tool_names();
         names
             .iter()
             .filter(|n| {
                 let n = n.as_str();
                 !known.contains(&n)
+                    && !code.iter().any(|c| c == n)
                     && !builtin::all().iter().any(|h| h.name() == n)
                     && !self.entries.iter().any(|e| match &e.source {
                         ToolSource::Client | ToolSource::McpSearch => e.spec.name == n,
@@ -558,6 +603,7 @@ impl ToolRegistry {
             .map(|h| h.name().to_string())
             .collect();
         names.push(SKILL_TOOL.to_string());
+        names.extend(self.code_tool_names());
         names.extend(
             self.entries
                 .iter()

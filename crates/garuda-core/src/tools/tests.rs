@@ -1247,3 +1247,192 @@ fn edit_previews_show_the_whole_change_and_stay_in_the_root() {
     );
     assert_eq!(call_line("grep", &json!({"offset": 7})), None);
 }
+
+/// A client whose language servers answer with `answer` (`None`: the client cannot ask).
+struct SymbolBench(
+    Option<Result<SymbolAnswer, String>>,
+    Mutex<Vec<SymbolQuery>>,
+);
+
+impl Workbench for SymbolBench {
+    fn client_symbols(
+        &self,
+        query: SymbolQuery,
+    ) -> Option<futures_util::future::BoxFuture<'static, Result<SymbolAnswer, String>>> {
+        self.1.lock().unwrap().push(query);
+        let a = self.0.clone()?;
+        Some(Box::pin(async move { a }))
+    }
+}
+
+use std::sync::Mutex;
+
+fn code_fixture() -> (Fx, ToolRegistry) {
+    let fx = fixture();
+    fs::write(
+        fx.ws.join("lib.ts"),
+        "export function parseConfig(s: string) {\n  return s;\n}\n",
+    )
+    .unwrap();
+    fs::write(fx.ws.join("main.ts"), "parseConfig(\"a\");\n").unwrap();
+    let index = Arc::new(crate::code::CodeIndex::new(
+        fx.ctx.root.clone(),
+        crate::code::IndexCaps::default(),
+    ));
+    index.build();
+    let reg = ToolRegistry::for_session(Vec::new())
+        .unwrap()
+        .with_code_index(index, true)
+        .0;
+    (fx, reg)
+}
+
+async fn call(
+    reg: &ToolRegistry,
+    name: &str,
+    input: Value,
+    fx: &Fx,
+    bench: &dyn Workbench,
+) -> ToolOutput {
+    run_handler(&reg.get(name).unwrap().handler, input, &fx.ctx, bench).await
+}
+
+#[tokio::test]
+async fn the_code_tools_answer_from_the_index_and_are_read_only_search_tools() {
+    let (fx, reg) = code_fixture();
+    for name in ["find_symbol", "find_references", "repo_map"] {
+        let e = reg.get(name).unwrap();
+        assert!(
+            e.read_only && e.is_builtin() && e.class == ToolClass::Search,
+            "{name}"
+        );
+    }
+    assert!(reg.offers().contains(&Offer::RepoMap));
+    // Plan mode runs them, and a sub-session that lists them (explore does) gets them.
+    assert!(!plan_refuses(
+        Policy::Plan,
+        reg.get("find_symbol").unwrap().read_only
+    ));
+    let names: Vec<String> = ["read_file", "find_symbol", "repo_map"]
+        .map(String::from)
+        .into();
+    let sub = ToolRegistry::for_agent(&names, &reg, None, 200_000);
+    assert!(sub.get("find_symbol").is_some() && sub.get("repo_map").is_some());
+    assert!(sub.get("find_references").is_none());
+    assert_eq!(
+        reg.code_tool_names(),
+        ["find_symbol", "find_references", "repo_map"]
+    );
+    assert!(reg.missing_for_agent(&names).is_empty());
+    let out = call(
+        &reg,
+        "find_symbol",
+        json!({"name": "parseconfig"}),
+        &fx,
+        &NoWorkbench,
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(
+        out.content,
+        "source: garuda index (2 of 2 files indexed)\nlib.ts:1-3 function parseConfig\n    export function parseConfig(s: string) {\n"
+    );
+    let out = call(
+        &reg,
+        "find_references",
+        json!({"path": "lib.ts", "line": 1}),
+        &fx,
+        &NoWorkbench,
+    )
+    .await;
+    assert!(
+        out.content.contains("main.ts\n  1: parseConfig(\"a\");"),
+        "{}",
+        out.content
+    );
+    let out = call(&reg, "repo_map", json!({}), &fx, &NoWorkbench).await;
+    assert!(
+        out.content
+            .contains("lib.ts:\n    1│ export function parseConfig(s: string) {  [1 use]"),
+        "{}",
+        out.content
+    );
+    // Bad input: a clear error.
+    for (name, input) in [
+        ("find_symbol", json!({"name": " "})),
+        ("find_references", json!({})),
+        ("find_references", json!({"path": "lib.ts"})),
+        ("find_references", json!({"path": "../x.ts", "line": 1})),
+        ("repo_map", json!({"path": "/etc"})),
+    ] {
+        let out = call(&reg, name, input.clone(), &fx, &NoWorkbench).await;
+        assert!(out.is_error, "{name} {input}: {}", out.content);
+    }
+}
+
+#[tokio::test]
+async fn the_client_language_servers_answer_first_and_the_index_when_they_give_nothing() {
+    let (fx, reg) = code_fixture();
+    let inside = fx.ws.join("src/a.ts").display().to_string();
+    let answer = SymbolAnswer {
+        source: "ts_ls".into(),
+        items: vec![
+            SymbolSite {
+                name: Some("parseConfig".into()),
+                kind: Some("function".into()),
+                path: inside,
+                line: 4,
+                end_line: Some(6),
+                text: Some("function parseConfig()".into()),
+                ..Default::default()
+            },
+            SymbolSite {
+                path: "/elsewhere/b.ts".into(),
+                line: 1,
+                ..Default::default()
+            },
+        ],
+    };
+    let bench = SymbolBench(Some(Ok(answer)), Mutex::default());
+    let out = call(
+        &reg,
+        "find_symbol",
+        json!({"name": "parseConfig", "kind": "function"}),
+        &fx,
+        &bench,
+    )
+    .await;
+    assert_eq!(
+        out.content,
+        "source: language server ts_ls\nsrc/a.ts:4-6 function parseConfig\n    function parseConfig()\n"
+    );
+    assert_eq!(
+        bench.1.lock().unwrap()[0],
+        SymbolQuery::Definitions {
+            name: "parseConfig".into(),
+            kind: Some("function".into()),
+            limit: 50
+        }
+    );
+    // No server, a failure, or nothing inside the root: the index answers, same shape.
+    let outside = SymbolAnswer {
+        source: "ts_ls".into(),
+        items: vec![SymbolSite {
+            path: "../up.ts".into(),
+            line: 1,
+            ..Default::default()
+        }],
+    };
+    for a in [None, Some(Err("timed out".into())), Some(Ok(outside))] {
+        let bench = SymbolBench(a, Mutex::default());
+        let out = call(
+            &reg,
+            "find_references",
+            json!({"name": "parseConfig"}),
+            &fx,
+            &bench,
+        )
+        .await;
+        assert!(out.content.starts_with("source: garuda index (2 of 2 files indexed)\n1 reference to parseConfig in 1 file\nmain.ts\n"), "{}", out.content);
+    }
+}

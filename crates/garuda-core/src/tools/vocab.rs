@@ -345,6 +345,64 @@ pub enum Approval {
     Unavailable,
 }
 
+/// How long a client's language servers may take over a [`SymbolQuery`] before the index
+/// answers instead (the request is then cancelled).
+pub const CLIENT_SYMBOLS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A question about the code that a client may answer from its language servers before
+/// Garuda's own index does (native `code/findSymbol`, `code/findReferences`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SymbolQuery {
+    /// Definitions by name.
+    Definitions {
+        /// The name asked for.
+        name: String,
+        /// The kind asked for (LSP SymbolKind's name in lower case).
+        kind: Option<String>,
+        /// The most items wanted.
+        limit: usize,
+    },
+    /// The uses of a symbol named, or at a place.
+    References {
+        /// The name asked for.
+        name: Option<String>,
+        /// Root-relative file.
+        path: Option<String>,
+        /// 1-based line in `path`.
+        line: Option<u32>,
+        /// The most items wanted.
+        limit: usize,
+    },
+}
+
+/// One place a client's language server gave.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SymbolSite {
+    /// The symbol's name (definitions).
+    pub name: Option<String>,
+    /// Its kind (definitions).
+    pub kind: Option<String>,
+    /// What it sits in (definitions).
+    pub container: Option<String>,
+    /// Absolute or root-relative, as the client gave it.
+    pub path: String,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based last line (definitions).
+    pub end_line: Option<u32>,
+    /// The signature (definitions) or the line's text (references).
+    pub text: Option<String>,
+}
+
+/// A client's answer to a [`SymbolQuery`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SymbolAnswer {
+    /// The language server that answered (`ts_ls`, `rust-analyzer`, …).
+    pub source: String,
+    /// What it found.
+    pub items: Vec<SymbolSite>,
+}
+
 /// Where a tool Garuda does not run itself runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Remote {

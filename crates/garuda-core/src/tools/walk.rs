@@ -4,22 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobMatcher};
-use ignore::{DirEntry, WalkBuilder};
+use ignore::DirEntry;
+
+use crate::fsroot::walker;
 
 use super::util;
 use super::vocab::{ToolContext, ToolMeta, ToolOutput};
-
-/// A walker over `base` that honours .gitignore, .ignore and git excludes (even outside a git
-/// repository), shows hidden files but never descends into `.git`, and never follows links.
-fn walker(base: &Path, max_depth: Option<usize>) -> WalkBuilder {
-    let mut b = WalkBuilder::new(base);
-    b.follow_links(false)
-        .hidden(false)
-        .require_git(false)
-        .max_depth(max_depth)
-        .filter_entry(|e| e.file_name() != ".git");
-    b
-}
 
 /// A glob over paths relative to the search folder; a pattern without `/` matches file names
 /// at any depth, as in .gitignore.

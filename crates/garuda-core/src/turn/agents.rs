@@ -36,9 +36,12 @@ fn plan(parent: &LiveSession, call: &AgentCall, depth: u32) -> Result<Plan, Stri
         // Built-in tools only: a read-only MCP tool is read-only by the config's word and
         // may still reach the network, and explore's description promises reads and
         // searches of the workspace. An agent file can list MCP tools for that.
+        // The code tools read too, over the workspace's index.
+        let mut tools = ToolRegistry::read_only_names();
+        tools.extend(parent.tools().code_tool_names());
         return Ok(Plan {
             prompt: EXPLORE_PROMPT.to_string(),
-            tools: ToolRegistry::read_only_names(),
+            tools,
             model: None,
             nested: false,
         });
@@ -283,6 +286,11 @@ fn open_child(
             depth,
         }),
         bind_model: p.bind_model.clone(),
+        // The caller's clearing holds for its own model only; an agent on another model keeps
+        // the caller's view settings, microcompact included.
+        tool_clearing: (binding.spec == p.model_spec)
+            .then(|| p.tool_clearing.clone())
+            .flatten(),
     };
     let start = SessionStart {
         tools,
@@ -504,6 +512,14 @@ impl TurnHost for AgentHost<'_> {
 
     fn progress(&self, token: &str, progress: Progress) {
         self.parent.progress(token, progress);
+    }
+
+    fn client_symbols(
+        &self,
+        _session_id: &str,
+        query: crate::tools::SymbolQuery,
+    ) -> Option<BoxFuture<'static, Result<crate::tools::SymbolAnswer, String>>> {
+        self.parent.client_symbols(&self.parent_id, query)
     }
 }
 

@@ -345,6 +345,13 @@ impl tools::Workbench for HostBench<'_> {
         }))
     }
 
+    fn client_symbols(
+        &self,
+        query: tools::SymbolQuery,
+    ) -> Option<BoxFuture<'static, Result<tools::SymbolAnswer, String>>> {
+        self.host.client_symbols(&self.session.id, query)
+    }
+
     fn call_remote<'b>(
         &'b self,
         remote: tools::Remote,

@@ -335,6 +335,7 @@ async fn summarize(
             thinking_budget: None,
             output_schema: None,
             no_tool_calls: false,
+            tool_clearing: None,
         };
         // The fork shares the session's system prompt and tools (read from cache); it is
         // tried first, while nothing says it is too large and it has not failed.
@@ -520,6 +521,7 @@ async fn shrink(
         thinking_budget: None,
         output_schema: None,
         no_tool_calls: false,
+        tool_clearing: None,
     };
     match side_call(session, state, host, req, UsagePurpose::Summary, cancel).await {
         Ok(resp) => {

@@ -70,6 +70,16 @@ pub trait TurnHost: Send + Sync {
     ) -> Option<BoxFuture<'static, ClientToolResult>> {
         None
     }
+    /// Asks the client's language servers about the code for a tool call of `session_id`
+    /// (native `code/findSymbol` / `code/findReferences`, when the client declared
+    /// `codeSymbols`). `None` (the default): the client cannot; `Err`: it gave nothing.
+    fn client_symbols(
+        &self,
+        _session_id: &str,
+        _query: crate::tools::SymbolQuery,
+    ) -> Option<BoxFuture<'static, Result<crate::tools::SymbolAnswer, String>>> {
+        None
+    }
     /// Reports progress of long work under `token` (the native front sends LSP
     /// `$/progress`); hosts without progress ignore it.
     fn progress(&self, _token: &str, _progress: Progress) {}

@@ -187,6 +187,9 @@ pub struct SessionSetup {
     pub role: Option<crate::agents::AgentRole>,
     /// Binds the model an agent names (None: agents run on the caller's model).
     pub bind_model: Option<ModelBinder>,
+    /// Old tool results the provider clears itself (`[context] provider_clearing` on a
+    /// provider and model that can); None: Garuda's own microcompact does the work.
+    pub tool_clearing: Option<crate::provider::ToolClearing>,
 }
 
 /// What a session starts with that changes later: its tools (a compaction may install a

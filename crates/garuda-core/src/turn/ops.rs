@@ -322,6 +322,7 @@ async fn ask_collapse(
         thinking_budget: None,
         output_schema: None,
         no_tool_calls: false,
+        tool_clearing: None,
     };
     let fork = match (span_at.first(), span_at.last()) {
         (Some(&first), Some(&last)) => collapse_fork(&view.messages, first, last),

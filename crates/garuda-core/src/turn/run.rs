@@ -495,6 +495,7 @@ impl<'a> Turn<'a> {
             thinking_budget: None,
             output_schema: self.output_schema.clone(),
             no_tool_calls: false,
+            tool_clearing: session.setup.tool_clearing.clone(),
         };
         let boundary = state.records().iter().rev().find_map(|r| match r {
             Record::CompactBoundary(b) => Some(b.uuid.clone()),

@@ -198,6 +198,7 @@ fn fixture_reporting(
         agent_settings: Default::default(),
         role: None,
         bind_model: None,
+        tool_clearing: None,
     };
     let start = SessionStart {
         tools: ToolRegistry::for_session(Vec::new()).unwrap(),

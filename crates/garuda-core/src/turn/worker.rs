@@ -108,6 +108,7 @@ pub(crate) async fn run_worker(
             thinking_budget: None,
             output_schema: None,
             no_tool_calls: false,
+            tool_clearing: None,
         };
         let resp = match side_call(session, state, host, req, UsagePurpose::Worker, cancel).await {
             Ok(r) => r,

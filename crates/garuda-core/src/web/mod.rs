@@ -217,24 +217,6 @@ impl Web {
         })
     }
 
-    /// The web of a session under `config`: its `[web]` settings (the user's: a workspace
-    /// cannot set them) and the secrets of the environment and of `config`.
-    pub fn for_config(config: &crate::config::Config) -> Arc<Web> {
-        Web::new(config.web.clone(), Web::secrets_of(config))
-    }
-
-    /// The secret values of the server's environment and of `config` (MCP servers' variables
-    /// and headers), for [`Web::new`].
-    pub fn secrets_of(config: &crate::config::Config) -> Secrets {
-        let mut pairs = crate::sandbox::secret_values();
-        for (name, s) in &config.mcp_servers {
-            for (k, v) in s.env.iter().chain(s.headers.iter()) {
-                pairs.push((format!("mcp_servers.{name}.{k}"), v.clone()));
-            }
-        }
-        Secrets::new(pairs)
-    }
-
     /// This web for `web_search`: the search backend is the user's own choice of server, so
     /// its host is reachable even if internal (for the search's requests, not `web_fetch`'s).
     pub fn for_search(&self) -> Arc<Web> {

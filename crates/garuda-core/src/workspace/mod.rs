@@ -35,6 +35,9 @@ pub enum WorkspaceError {
     NotOpen(String),
 }
 
+/// The most folders the watcher holds for the code index (one inotify watch each).
+const MAX_CODE_FOLDERS: usize = 4096;
+
 /// Where the workspace's own config lives, relative to the root.
 pub const WORKSPACE_CONFIG: &str = ".garuda/config.toml";
 
@@ -54,7 +57,10 @@ pub struct Workspace {
     /// prompt a client previews.
     pub facts: prompt::SessionFacts,
     cache: Mutex<Cache>,
-    watcher: Mutex<Option<WatchHandle>>,
+    /// Shared with the code index's builder, which adds its folders when it is done.
+    watcher: Arc<Mutex<Option<WatchHandle>>>,
+    /// The code index, started by the first to ask while `[features] code_index` is on.
+    code: std::sync::OnceLock<Arc<crate::code::CodeIndex>>,
     /// Why the workspace could not be watched, when it could not.
     watch_error: Mutex<Option<String>>,
     /// Bumped by every invalidation: sessions re-check their nested instructions when it moved.
@@ -85,7 +91,7 @@ pub fn workspace_id(root: &Path) -> String {
 impl Workspace {
     /// Opens `path` with the user's config and the workspace's own `.garuda/config.toml`.
     pub fn open(path: &Path, user: &Config) -> Result<Workspace, WorkspaceError> {
-        let root = Root::open(path)?;
+        let root = Arc::new(Root::open(path)?);
         let mut warnings = Vec::new();
         let config = match root.read_text(Path::new(WORKSPACE_CONFIG), 256 * 1024) {
             Ok(read) => {
@@ -102,7 +108,7 @@ impl Workspace {
         };
         let (_, sandbox) = crate::sandbox::session_runner(&config.sandbox, root.path());
         // The tools of a session without client tools, skills or custom agents.
-        let tools = crate::tools::ToolRegistry::for_session(Vec::new())
+        let mut tools = crate::tools::ToolRegistry::for_session(Vec::new())
             .unwrap_or_default()
             .with_agents(
                 Default::default(),
@@ -111,7 +117,7 @@ impl Workspace {
             )
             .0
             .with_web(
-                crate::web::Web::for_config(&config),
+                config.web(),
                 config.features.web,
                 config.model.as_deref().is_some_and(|m| {
                     config
@@ -120,20 +126,64 @@ impl Workspace {
                 }),
             )
             .0;
+        // The code tools' prompt line, for the prompt a client previews; an index that is
+        // never built stands in for the one a session gets.
+        if let Some(ci) = config.features.code_index {
+            let idle = crate::code::CodeIndex::new(root.clone(), crate::code::IndexCaps::default());
+            let map = ci == crate::prompt::CodeIndex::All;
+            tools = tools.with_code_index(Arc::new(idle), map).0;
+        }
         let facts = crate::tools::session_facts(config.approval.policy, &sandbox, &tools);
         Ok(Workspace {
             id: workspace_id(root.path()),
-            root: Arc::new(root),
+            root,
             config,
             warnings,
             sandbox,
             facts,
             cache: Mutex::new(Cache::default()),
-            watcher: Mutex::new(None),
+            watcher: Arc::new(Mutex::new(None)),
+            code: std::sync::OnceLock::new(),
             watch_error: Mutex::new(None),
             generation: AtomicU64::new(0),
             predecessors: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The workspace's code index when `[features] code_index` is on: the first call starts
+    /// its build on a thread of its own and returns at once; later calls share it.
+    pub fn code_index(&self) -> Option<Arc<crate::code::CodeIndex>> {
+        self.config.features.code_index?;
+        let index = self.code.get_or_init(|| {
+            let watcher = self.watcher.clone();
+            crate::code::CodeIndex::start(
+                self.root.clone(),
+                crate::code::IndexCaps::default(),
+                Box::new(move |folders| {
+                    let w = watcher.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Some(w) = w.as_ref() {
+                        for d in folders.iter().take(MAX_CODE_FOLDERS) {
+                            w.watch_dir(d);
+                        }
+                    }
+                }),
+            )
+        });
+        Some(index.clone())
+    }
+
+    /// Source files changed on disk: the index reads them again, off the caller's thread.
+    pub fn code_changed(&self, paths: Vec<String>) {
+        let Some(index) = self.code.get().cloned() else {
+            return;
+        };
+        let work = move || index.update(&paths);
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn_blocking(work);
+            }
+            Err(_) => work(),
+        }
     }
 
     /// What gathering reads besides the limits.
@@ -194,6 +244,8 @@ impl Workspace {
             limits: self.config.limits,
             agent: None,
             mcp_instructions: Vec::new(),
+            cache_breaker: Some(self.config.context.cache_breaker.clone())
+                .filter(|b| !b.is_empty()),
         }
     }
 
@@ -297,6 +349,15 @@ impl Workspace {
     }
 }
 
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        // A build under way has nobody left to answer.
+        if let Some(index) = self.code.get() {
+            index.stop();
+        }
+    }
+}
+
 /// All open workspaces of one server.
 #[derive(Default)]
 pub struct Workspaces {
@@ -379,12 +440,22 @@ pub fn watch_workspace(
 ) -> notify::Result<()> {
     let global = ws.config.global_instructions.clone();
     let rules = ws.config.instructions.scoped();
-    match watch::watch(
+    // Source files reach the code index only when it is on.
+    let on_code: Option<watch::OnCode> = ws.config.features.code_index.map(|_| {
+        let weak = Arc::downgrade(ws);
+        Box::new(move |paths: Vec<String>| {
+            if let Some(ws) = weak.upgrade() {
+                ws.code_changed(paths);
+            }
+        }) as watch::OnCode
+    });
+    match watch::watch_code(
         ws.root.path().to_path_buf(),
         watch::DEBOUNCE,
         global,
         rules,
         on_burst,
+        on_code,
     ) {
         Ok(handle) => {
             ws.set_watcher(Some(handle));
@@ -417,6 +488,39 @@ mod tests {
         assert!(watch_workspace(&ws, |_| {}).is_err());
         let w = ws.watch_warning().expect("a warning");
         assert!(w.contains("not watched"), "{w}");
+    }
+
+    /// With `[features] code_index` the previewed prompt has the code tools' line (the
+    /// session's tools are Garuda's own now) and no warning; without it, no line. Opening
+    /// builds no index: the engine starts it, or the first session asks.
+    #[test]
+    fn the_code_index_switch_gives_the_prompt_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = Config::default();
+        cfg.features.code_index = Some(crate::prompt::CodeIndex::All);
+        let ws = Workspace::open(dir.path(), &cfg).unwrap();
+        let a = ws.assemble(&ws.default_options(None));
+        assert!(
+            a.system.contains("use find_symbol and find_references")
+                && a.system.contains("repo_map"),
+            "{}",
+            a.system
+        );
+        assert!(
+            !a.warnings.iter().any(|w| w.contains("code_index")),
+            "{:?}",
+            a.warnings
+        );
+        assert!(ws.code.get().is_none());
+        assert!(ws.code_index().is_some() && ws.code.get().is_some());
+        let plain = Workspace::open(dir.path(), &Config::default()).unwrap();
+        assert!(
+            !plain
+                .assemble(&plain.default_options(None))
+                .system
+                .contains("find_symbol")
+        );
+        assert!(plain.code_index().is_none());
     }
 
     /// Defect: after a config reload that changed the config, sessions kept the workspace

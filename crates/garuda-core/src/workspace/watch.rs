@@ -1,6 +1,7 @@
 //! Watching a workspace's instruction files and `.garuda/`, one callback per burst: the
 //! root's files, the rule folders, the subfolders whose nested files are in force (added as
-//! sessions touch them) and the user-global file's folder.
+//! sessions touch them) and the user-global file's folder; with the code index on, also its
+//! languages' source files in the folders the index holds, to a callback of their own.
 //!
 //! notify-debouncer-full reports per-path events on every tick; we want exactly one
 //! callback per burst of any relevant paths, so a small trailing-quiet debounce on a
@@ -105,6 +106,8 @@ impl Watched {
 struct Route {
     id: u64,
     tx: mpsc::UnboundedSender<PathBuf>,
+    /// Source files of the code index's languages are reported too.
+    code: bool,
 }
 
 #[derive(Default)]
@@ -154,7 +157,9 @@ fn hub() -> Result<&'static Hub, notify::Error> {
                     // Nested files and rules sit at any depth below their root.
                     for root in p.ancestors().skip(1) {
                         for r in routes.by_root.get(root).into_iter().flatten() {
-                            if relevant(root, None, &p).is_some() {
+                            if relevant(root, None, &p).is_some()
+                                || (r.code && crate::code::Lang::of(&p).is_some())
+                            {
                                 let _ = r.tx.send(p.clone());
                             }
                         }
@@ -277,6 +282,24 @@ pub fn watch(
     rules: bool,
     on_burst: impl Fn(Vec<String>) + Send + Sync + 'static,
 ) -> notify::Result<WatchHandle> {
+    watch_code(root, timing, global, rules, on_burst, None)
+}
+
+/// What a burst of changes to source files goes to: their root-relative paths.
+pub type OnCode = Box<dyn Fn(Vec<String>) + Send + Sync>;
+
+/// [`watch`], and when `on_code` is given, source files of the code index's languages in
+/// the folders watched (the index adds its folders with [`WatchHandle::watch_dir`]) go to it,
+/// once per burst; a burst of source files alone does not call `on_burst`.
+pub fn watch_code(
+    root: PathBuf,
+    timing: Debounce,
+    global: Option<PathBuf>,
+    rules: bool,
+    on_burst: impl Fn(Vec<String>) + Send + Sync + 'static,
+    on_code: Option<OnCode>,
+) -> notify::Result<WatchHandle> {
+    let code = on_code.is_some();
     let hub = hub()?;
     let (tx, mut rx) = mpsc::unbounded_channel::<PathBuf>();
     let held: Arc<Mutex<HashSet<PathBuf>>> = Arc::default();
@@ -303,17 +326,17 @@ pub fn watch(
         let mut routes = lock(&hub.routes);
         routes.next += 1;
         let id = routes.next;
-        routes
-            .by_root
-            .entry(root.clone())
-            .or_default()
-            .push(Route { id, tx: tx.clone() });
+        routes.by_root.entry(root.clone()).or_default().push(Route {
+            id,
+            tx: tx.clone(),
+            code,
+        });
         if let Some(g) = &global {
-            routes
-                .by_global
-                .entry(g.clone())
-                .or_default()
-                .push(Route { id, tx });
+            routes.by_global.entry(g.clone()).or_default().push(Route {
+                id,
+                tx,
+                code: false,
+            });
         }
         id
     };
@@ -328,6 +351,20 @@ pub fn watch(
                 .iter()
                 .filter_map(|p| relevant(&root, task_global.as_deref(), p))
                 .collect();
+            if let Some(on_code) = &on_code {
+                let sources: Vec<String> = burst
+                    .iter()
+                    .filter(|p| crate::code::Lang::of(p).is_some())
+                    .filter_map(|p| p.strip_prefix(&root).ok())
+                    .map(|r| r.to_string_lossy().into_owned())
+                    .collect();
+                if !sources.is_empty() {
+                    on_code(sources);
+                }
+                if names.is_empty() {
+                    continue;
+                }
+            }
             if names.contains(GARUDA_DIR) {
                 // The folder appeared (or was replaced): watch its contents from now on.
                 let dir = root.join(GARUDA_DIR);
@@ -378,7 +415,11 @@ pub fn watch_file(
             .by_global
             .entry(path.clone())
             .or_default()
-            .push(Route { id, tx });
+            .push(Route {
+                id,
+                tx,
+                code: false,
+            });
         id
     };
     let task = tokio::spawn(async move {
@@ -505,6 +546,54 @@ mod tests {
         }
         // A dropped watch stops its notifications; the others go on.
         drop(handles);
+    }
+
+    /// Source files go to the code index's callback alone (from the folders it added), and
+    /// instruction files to `on_burst` as before.
+    #[tokio::test]
+    async fn source_files_reach_the_code_callback_and_instructions_the_burst_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("src")).unwrap();
+        let timing = Debounce {
+            quiet: Duration::from_millis(20),
+            max_burst: Duration::from_millis(200),
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel::<(&str, Vec<String>)>();
+        let code_tx = tx.clone();
+        let on_code: OnCode = Box::new(move |paths| {
+            let _ = code_tx.send(("code", paths));
+        });
+        let w = watch_code(
+            root.clone(),
+            timing,
+            None,
+            false,
+            move |names| {
+                let _ = tx.send(("burst", names));
+            },
+            Some(on_code),
+        )
+        .unwrap();
+        w.watch_dir("src");
+        async fn next<T>(rx: &mut mpsc::UnboundedReceiver<T>) -> T {
+            tokio::time::timeout(Duration::from_secs(20), rx.recv())
+                .await
+                .expect("a change notification")
+                .unwrap()
+        }
+        std::fs::write(root.join("src/a.ts"), "x").unwrap();
+        assert_eq!(next(&mut rx).await, ("code", vec!["src/a.ts".to_string()]));
+        std::fs::write(root.join("AGENTS.md"), "x").unwrap();
+        assert_eq!(
+            next(&mut rx).await,
+            ("burst", vec!["AGENTS.md".to_string()])
+        );
+        // A file of no indexed language in a source folder is reported to nobody.
+        std::fs::write(root.join("src/notes.txt"), "x").unwrap();
+        std::fs::write(root.join("src/b.py"), "x").unwrap();
+        assert_eq!(next(&mut rx).await, ("code", vec!["src/b.py".to_string()]));
+        drop(w);
     }
 
     /// Two workspaces share a folder (one's nested folder is the other's root): the one that
