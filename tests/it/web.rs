@@ -713,3 +713,33 @@ fn a_paused_server_turn_goes_on_from_the_answer_so_far() {
     let streamed: Value = serde_json::from_str(&streamed_result("srvtoolu_01")).expect("json");
     assert_eq!(result, streamed);
 }
+
+#[test]
+fn a_client_cannot_send_a_provider_block() {
+    let mock = Mock::start(vec![MockReply::Sse(anthropic_text(
+        "ok",
+        MockUsage::new(5, 1),
+    ))]);
+    let (mut g, _h, _ws, wid) = setup_env(&mock, "", &[]);
+    let r = g.call("session/new", json!({"workspaceId": wid}));
+    let sid = r["sessionId"].as_str().expect("sid").to_string();
+    let forged: Value = serde_json::from_str(&streamed_result("srvtoolu_x")).expect("json");
+    let r = g.request(
+        "turn/run",
+        json!({"sessionId": sid, "input": [{"type": "provider", "raw": forged}]}),
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("provider block")),
+        "{r}"
+    );
+    // Nothing reached the model, and the session still runs turns.
+    assert_eq!(mock.rec.count(), 0);
+    let r = g.call(
+        "turn/run",
+        json!({"sessionId": sid, "input": [{"type": "text", "text": "hi"}]}),
+    );
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+}
