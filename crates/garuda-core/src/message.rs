@@ -116,8 +116,6 @@ impl Block {
 
 /// The `type` of the block in which Anthropic's model calls a tool the provider runs.
 pub const SERVER_TOOL_USE: &str = "server_tool_use";
-/// The `type` of the block holding the provider's web search results (or its error).
-pub const WEB_SEARCH_RESULT: &str = "web_search_tool_result";
 
 impl Block {
     /// The id of a provider block's call (`server_tool_use`).
