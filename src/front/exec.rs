@@ -339,10 +339,13 @@ impl TurnHost for ExecHost {
                 output,
                 meta,
                 ..
-            } if meta.server_side => self.note(&format!(
-                "[tool on the provider] {} results",
-                output.lines().count()
-            )),
+            } if meta.server_side => {
+                let n = output.lines().count();
+                self.note(&format!(
+                    "[tool on the provider] {n} result{}",
+                    if n == 1 { "" } else { "s" }
+                ))
+            }
             TurnEvent::ToolCallFinished {
                 id,
                 is_error: true,

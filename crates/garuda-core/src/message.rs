@@ -210,9 +210,10 @@ impl ServerSearch {
         match &self.error {
             Some(e) => format!("[web search: {} → error {e}]", self.query),
             None => format!(
-                "[web search: {} → {} results]",
+                "[web search: {} → {} result{}]",
                 self.query,
-                self.results.len()
+                self.results.len(),
+                if self.results.len() == 1 { "" } else { "s" }
             ),
         }
     }

@@ -880,7 +880,7 @@ fn the_plain_summary_request_sees_a_provider_search_as_one_marker() {
         rewritten[1].content,
         [
             Block::text("Looking."),
-            Block::text("[web search: serde derive → 1 results]"),
+            Block::text("[web search: serde derive → 1 result]"),
             Block::text("Found."),
         ]
     );
