@@ -101,15 +101,12 @@ pub struct LastCompaction {
 
 /// The newest compaction boundary of a transcript, as a report.
 fn last_compaction(records: &[crate::session::Record]) -> Option<LastCompaction> {
-    records.iter().rev().find_map(|r| match r {
-        crate::session::Record::CompactBoundary(b) => Some(LastCompaction {
-            trigger: b.trigger,
-            summarizer: b.summarizer,
-            usage: b.summary_usage,
-            tokens_before: b.tokens_before,
-            tokens_after: b.tokens_after,
-        }),
-        _ => None,
+    crate::session::records::latest_boundary(records).map(|b| LastCompaction {
+        trigger: b.trigger,
+        summarizer: b.summarizer,
+        usage: b.summary_usage,
+        tokens_before: b.tokens_before,
+        tokens_after: b.tokens_after,
     })
 }
 

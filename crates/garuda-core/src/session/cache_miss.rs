@@ -158,12 +158,25 @@ pub struct CacheReport {
     pub misses: Vec<(u64, CacheMiss)>,
 }
 
+/// Share of the session's main prompts read from the cache, `latest` (an answer not yet
+/// recorded) included.
+pub fn session_hit_ratio(records: &[crate::session::Record], latest: &Usage) -> f64 {
+    let mut total = *latest;
+    for r in records {
+        if let crate::session::Record::Usage(u) = r
+            && u.purpose.is_none()
+        {
+            total.add(&u.usage);
+        }
+    }
+    hit_ratio(&total)
+}
+
 /// Misses [`report`] lists.
 pub const REPORTED_MISSES: usize = 20;
 
 /// The cache report of `records`.
 pub fn report(records: &[crate::session::Record]) -> CacheReport {
-    let mut total = Usage::default();
     let mut last = None;
     let mut misses = Vec::new();
     for r in records {
@@ -173,7 +186,6 @@ pub fn report(records: &[crate::session::Record]) -> CacheReport {
         if u.purpose.is_some() {
             continue;
         }
-        total.add(&u.usage);
         last = Some(hit_ratio(&u.usage));
         if let Some(m) = &u.cache_miss {
             misses.push((u.time, m.clone()));
@@ -182,7 +194,7 @@ pub fn report(records: &[crate::session::Record]) -> CacheReport {
     let skip = misses.len().saturating_sub(REPORTED_MISSES);
     CacheReport {
         last_hit_ratio: last,
-        session_hit_ratio: hit_ratio(&total),
+        session_hit_ratio: session_hit_ratio(records, &Usage::default()),
         misses: misses.split_off(skip),
     }
 }

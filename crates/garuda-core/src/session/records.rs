@@ -543,6 +543,14 @@ pub const KNOWN_TYPES: &[&str] = &[
     "media_refused",
 ];
 
+/// The newest compaction boundary among `records`.
+pub fn latest_boundary(records: &[Record]) -> Option<&CompactBoundaryRecord> {
+    records.iter().rev().find_map(|r| match r {
+        Record::CompactBoundary(b) => Some(b),
+        _ => None,
+    })
+}
+
 impl Record {
     /// The record's id.
     pub fn uuid(&self) -> &str {

@@ -22,7 +22,7 @@ use crate::session::cache_miss::{self, CacheMiss, RequestPrint};
 use crate::session::compact::{nudge_due, nudge_text, result_budget_chars};
 use crate::session::records::CompactTrigger;
 use crate::session::records::{
-    MediaRefusedRecord, MessageMeta, UsagePurpose, UsageRecord, new_id, now_ms,
+    MediaRefusedRecord, MessageMeta, UsagePurpose, UsageRecord, latest_boundary, new_id, now_ms,
 };
 use crate::session::view::{media_refusal_targets, message_chars, oversized_results};
 use crate::session::{MessageRecord, Record};
@@ -497,10 +497,7 @@ impl<'a> Turn<'a> {
             no_tool_calls: false,
             tool_clearing: session.setup.tool_clearing.clone(),
         };
-        let boundary = state.records().iter().rev().find_map(|r| match r {
-            Record::CompactBoundary(b) => Some(b.uuid.clone()),
-            _ => None,
-        });
+        let boundary = latest_boundary(state.records()).map(|b| b.uuid.clone());
         let print = RequestPrint::new(
             &request.model,
             &request.system,
@@ -612,7 +609,10 @@ impl<'a> Turn<'a> {
                 context_tokens: response.usage.context_tokens(),
                 cost_usd: session_cost(session, state, &response.usage),
                 cache_hit_ratio: cache_miss::hit_ratio(&response.usage),
-                session_cache_hit_ratio: session_hit_ratio(state.records(), &response.usage),
+                session_cache_hit_ratio: cache_miss::session_hit_ratio(
+                    state.records(),
+                    &response.usage,
+                ),
                 cache_miss: cache_miss.clone(),
             },
         );
@@ -847,20 +847,6 @@ fn explain_miss(state: &SessionState, print: &RequestPrint, usage: &Usage) -> Op
         Some((u, time)) => cache_miss::explain_after_load((&u, time), print, usage),
         None => cache_miss::explain(None, print, usage),
     }
-}
-
-/// Share of the session's main prompts read from the cache, `latest` (not yet recorded)
-/// included.
-fn session_hit_ratio(records: &[Record], latest: &Usage) -> f64 {
-    let mut total = *latest;
-    for r in records {
-        if let Record::Usage(u) = r
-            && u.purpose.is_none()
-        {
-            total.add(&u.usage);
-        }
-    }
-    cache_miss::hit_ratio(&total)
 }
 
 fn nudge_if_due(session: &LiveSession, state: &mut SessionState) -> Result<(), TurnError> {

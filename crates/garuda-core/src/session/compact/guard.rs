@@ -87,17 +87,10 @@ pub fn steps_since_compaction(records: &[Record]) -> Option<u32> {
 /// True when the latest compaction freed under [`MIN_PROGRESS`] of the context or left it
 /// above `threshold`.
 pub fn last_progress_poor(records: &[Record], threshold: u64) -> bool {
-    records
-        .iter()
-        .rev()
-        .find_map(|r| match r {
-            Record::CompactBoundary(b) => Some(b),
-            _ => None,
-        })
-        .is_some_and(|b| {
-            let freed = b.tokens_before.saturating_sub(b.tokens_after) as f64;
-            b.tokens_after > threshold || freed < b.tokens_before as f64 * MIN_PROGRESS
-        })
+    crate::session::records::latest_boundary(records).is_some_and(|b| {
+        let freed = b.tokens_before.saturating_sub(b.tokens_after) as f64;
+        b.tokens_after > threshold || freed < b.tokens_before as f64 * MIN_PROGRESS
+    })
 }
 
 #[cfg(test)]
