@@ -105,35 +105,15 @@ impl Secrets {
 fn percent_decode(text: &str) -> String {
     let mut cur = text.to_string();
     for _ in 0..3 {
-        let bytes = decode_once(cur.as_bytes());
-        let decoded = String::from_utf8_lossy(&bytes).into_owned();
+        let decoded = percent_encoding::percent_decode_str(&cur)
+            .decode_utf8_lossy()
+            .into_owned();
         if decoded == cur {
             break;
         }
         cur = decoded;
     }
     cur
-}
-
-fn decode_once(b: &[u8]) -> Vec<u8> {
-    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && let (Some(h), Some(l)) = (
-                b.get(i + 1).copied().and_then(hex),
-                b.get(i + 2).copied().and_then(hex),
-            )
-        {
-            out.push(h * 16 + l);
-            i += 3;
-            continue;
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    out
 }
 
 /// Why an address is inside (the word goes into the refusal), or `None` for a public one.
