@@ -296,6 +296,28 @@ fn links_out_of_the_root_ignored_huge_generated_and_binary_files_are_left_out() 
     assert_eq!(idx.read().files.len(), 1);
 }
 
+/// A FIFO named like source (a workspace can hold one) is never opened for reading: the
+/// build does not wait on it, and the watcher reporting it changes nothing.
+#[test]
+fn a_fifo_named_like_source_neither_stalls_the_build_nor_is_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        root.join("pipe.ts"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    std::fs::write(root.join("ok.ts"), "function fine() {}\n").unwrap();
+    let idx = index_of(root);
+    let files: Vec<String> = idx.read().files.keys().cloned().collect();
+    assert_eq!(files, ["ok.ts"]);
+    idx.update(&["pipe.ts".into()]);
+    assert_eq!(idx.read().files.len(), 1);
+}
+
 #[test]
 fn the_caps_bound_files_and_symbols() {
     let dir = tempfile::tempdir().unwrap();
