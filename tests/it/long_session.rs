@@ -715,8 +715,9 @@ pub fn figures(sess: &Session) -> Figures {
     for (i, r) in recs.iter().enumerate() {
         match r.kind {
             Kind::Main => mains_since += 1,
-            // A collapse is a lighter relief, not a compaction: the spacing rule is not its.
-            Kind::Collapse => {}
+            // A collapse is a lighter relief and a memory update no relief at all, neither a
+            // compaction: the spacing rule is not theirs.
+            Kind::Collapse | Kind::Memory => {}
             Kind::Summary => {
                 if let Some(prev) = last_summary {
                     f.min_summary_gap = Some(

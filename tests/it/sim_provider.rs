@@ -13,8 +13,11 @@
 //!   block) stores the prefix up to and including that block (order tools → system →
 //!   messages, block granularity, compared by bytes through a chained SHA-256). A request
 //!   reads the longest stored entry that is a prefix of it; it writes from there to its last
-//!   breakpoint; the rest is uncached. No TTL, no minimum cacheable length, no 20-block
-//!   lookback limit: all in Garuda's favour.
+//!   breakpoint; the rest is uncached. With `SimConfig::cache_ttl_ms` an entry expires that
+//!   long after it was last written or read (Anthropic refreshes an entry's lifetime on every
+//!   hit), in real time; an expired entry is not read, so the request writes it again. Without
+//!   it, no expiry. No minimum cacheable length, no 20-block lookback limit: both in Garuda's
+//!   favour.
 //! - **Model**: a scripted, seeded model that decides from the request. A main request: it finds
 //!   the current user turn (the last user text starting with `[TURN-`), counts the tool-result
 //!   messages after it to know its step, and follows the turn's seeded plan (3 to 7 requests,
@@ -24,13 +27,15 @@
 //!   message is no longer in the request (compacted away mid-turn) it falls back to its memory
 //!   of the turn. A summary request (the last user message holds Garuda's summary
 //!   instruction) gets a *lossy* summary in the `<summary>` format that quotes none of the
-//!   user's words.
+//!   user's words. A memory request (the last user message holds Garuda's session-memory
+//!   instruction, sent after a turn's answer) gets the same summary text.
 //! - **Records**: every request with its classification, token count, window verdict, cache
 //!   read/write/uncached, what it found in the request, and the answer.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -45,6 +50,9 @@ pub const SUMMARY_INSTRUCTION_START: &str =
 /// How Garuda's collapse request (a side request, like the summary) begins its instruction.
 pub const COLLAPSE_INSTRUCTION_START: &str =
     "Summarize the conversation above in a few short paragraphs";
+/// How Garuda's session-memory update request (a side request after a turn) begins its
+/// instruction.
+pub const MEMORY_INSTRUCTION_START: &str = "<garuda_note>Update the session memory";
 /// Every user message of the harness starts with this and the turn number.
 pub const TURN_TAG: &str = "[TURN-";
 /// The version line every workspace file carries: `FILEMARK <path> v<N>`.
@@ -86,6 +94,9 @@ pub struct SimConfig {
     pub quoting_summary: bool,
     /// Whose tools the requests carry and the model calls.
     pub dialect: Dialect,
+    /// The prompt cache's lifetime: an entry not written or read for this long is gone.
+    /// None: entries never expire.
+    pub cache_ttl_ms: Option<u64>,
 }
 
 /// The agent on the other end: its tool names and inputs, and how it asks for a summary.
@@ -166,7 +177,7 @@ impl Dialect {
     }
 }
 
-/// Main request or summary request.
+/// Main request, or which side request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// A step of a turn.
@@ -175,6 +186,8 @@ pub enum Kind {
     Summary,
     /// Garuda's collapse summary call (a lighter relief, not a compaction).
     Collapse,
+    /// Garuda's session-memory update, sent after a turn's answer (nobody waits for it).
+    Memory,
 }
 
 /// How the sim answered.
@@ -211,7 +224,7 @@ pub struct IssuedCall {
 pub struct SimRecord {
     /// 0-based arrival order.
     pub index: usize,
-    /// Main or summary.
+    /// Main, or which side request.
     pub kind: Kind,
     /// The user turn the model placed the request in (main requests).
     pub turn: Option<u32>,
@@ -552,6 +565,8 @@ struct Seen {
     summary: bool,
     /// ... and it is the collapse instruction.
     collapse: bool,
+    /// The last user message holds the session-memory instruction.
+    memory: bool,
     /// A wire rule the request breaks.
     invalid: Option<String>,
 }
@@ -709,6 +724,11 @@ fn read_request(body: &Value, dialect: &Dialect) -> Seen {
                 .as_str()
                 .is_some_and(|t| t.contains(COLLAPSE_INSTRUCTION_START))
         });
+        s.memory = blocks_of(last).iter().any(|b| {
+            b["text"]
+                .as_str()
+                .is_some_and(|t| t.contains(MEMORY_INSTRUCTION_START))
+        });
         s.summary = blocks_of(last).iter().any(|b| {
             b["text"].as_str().is_some_and(|t| {
                 t.contains(SUMMARY_INSTRUCTION_START)
@@ -744,8 +764,8 @@ enum Answer {
 
 struct State {
     cfg: SimConfig,
-    /// Prefix hash → tokens of the prefix.
-    cache: HashMap<[u8; 32], u64>,
+    /// Prefix hash → tokens of the prefix and when the entry was last written or read.
+    cache: HashMap<[u8; 32], (u64, Instant)>,
     records: Vec<SimRecord>,
     main_seen: usize,
     /// Forced prompt-too-long answers given so far.
@@ -793,11 +813,13 @@ impl State {
             Kind::Collapse
         } else if seen.summary {
             Kind::Summary
+        } else if seen.memory {
+            Kind::Memory
         } else {
             Kind::Main
         };
         let (turn, step, from_request) = match (kind, seen.user_turn) {
-            (Kind::Summary | Kind::Collapse, _) => (None, 0, false),
+            (Kind::Summary | Kind::Collapse | Kind::Memory, _) => (None, 0, false),
             (Kind::Main, Some((_, t))) => (Some(t), seen.results_after, true),
             (Kind::Main, None) => (
                 Some(self.current_turn),
@@ -862,11 +884,22 @@ impl State {
             return error_400("invalid_request_error", &msg);
         }
         // The prompt cache.
-        let read = units
+        let now = Instant::now();
+        if let Some(ttl) = self.cfg.cache_ttl_ms.map(Duration::from_millis) {
+            self.cache
+                .retain(|_, (_, used)| now.duration_since(*used) < ttl);
+        }
+        let hit = units
             .iter()
             .rev()
-            .find_map(|u| self.cache.get(&u.hash).copied())
-            .unwrap_or(0);
+            .find(|u| self.cache.contains_key(&u.hash));
+        let read = match hit.and_then(|u| self.cache.get_mut(&u.hash)) {
+            Some((tokens, used)) => {
+                *used = now;
+                *tokens
+            }
+            None => 0,
+        };
         let write_to = units
             .iter()
             .rev()
@@ -874,17 +907,18 @@ impl State {
             .map_or(0, |u| tokens_of_bytes(u.cum_bytes));
         let write = write_to.saturating_sub(read);
         for u in units.iter().filter(|u| u.breakpoint) {
-            self.cache.insert(u.hash, tokens_of_bytes(u.cum_bytes));
+            self.cache
+                .insert(u.hash, (tokens_of_bytes(u.cum_bytes), now));
         }
         rec.cache_read = read;
         rec.cache_write = write;
         rec.uncached = tokens.saturating_sub(read + write);
 
         let answer = match kind {
-            Kind::Summary | Kind::Collapse if self.cfg.quoting_summary => {
+            Kind::Summary | Kind::Collapse | Kind::Memory if self.cfg.quoting_summary => {
                 Answer::Text(quoting_summary(&seen, &text))
             }
-            Kind::Summary | Kind::Collapse => Answer::Text(lossy_summary(&seen)),
+            Kind::Summary | Kind::Collapse | Kind::Memory => Answer::Text(lossy_summary(&seen)),
             Kind::Main => {
                 let t = turn.unwrap_or(0);
                 if from_request {
@@ -1295,6 +1329,90 @@ mod tests {
         // A changed system prompt misses everything but nothing before it (tools are unmarked).
         st.handle(body("other", m2).to_string().as_bytes());
         assert_eq!(st.records[2].cache_read, 0);
+    }
+
+    #[test]
+    fn a_cache_entry_expires_a_ttl_after_its_last_use() {
+        let mut st = State::new(SimConfig {
+            window: 1_000_000,
+            seed: 1,
+            files: vec!["a".into()],
+            cache_ttl_ms: Some(150),
+            ..SimConfig::default()
+        });
+        let m = json!([{"role": "user", "content": [
+            {"type": "text", "text": "[TURN-01] hello", "cache_control": {"type": "ephemeral"}}]}]);
+        let req = body("sys", m).to_string();
+        st.handle(req.as_bytes());
+        let first = st.records[0].clone();
+        assert_eq!(first.cache_read, 0);
+        assert_eq!(first.cache_write, first.tokens);
+        // Within the lifetime: read whole, nothing written.
+        st.handle(req.as_bytes());
+        assert_eq!(st.records[1].cache_read, first.tokens);
+        assert_eq!(st.records[1].cache_write, 0);
+        // Past it: nothing read, the prefix written again.
+        std::thread::sleep(Duration::from_millis(400));
+        st.handle(req.as_bytes());
+        assert_eq!(st.records[2].cache_read, 0);
+        assert_eq!(st.records[2].cache_write, first.tokens);
+        // And that write stored it anew.
+        st.handle(req.as_bytes());
+        assert_eq!(st.records[3].cache_read, first.tokens);
+    }
+
+    #[test]
+    fn without_a_ttl_an_entry_does_not_expire() {
+        let mut st = State::new(SimConfig {
+            window: 1_000_000,
+            seed: 1,
+            files: vec!["a".into()],
+            ..SimConfig::default()
+        });
+        let m = json!([{"role": "user", "content": [
+            {"type": "text", "text": "[TURN-01] hello", "cache_control": {"type": "ephemeral"}}]}]);
+        let req = body("sys", m).to_string();
+        st.handle(req.as_bytes());
+        std::thread::sleep(Duration::from_millis(50));
+        st.handle(req.as_bytes());
+        assert_eq!(st.records[1].cache_read, st.records[0].tokens);
+    }
+
+    #[test]
+    fn a_memory_request_is_a_side_request_answered_with_a_summary() {
+        let mut st = State::new(SimConfig {
+            window: 1_000_000,
+            seed: 1,
+            files: vec!["a".into()],
+            ..SimConfig::default()
+        });
+        let m = json!([
+            {"role": "user", "content": "[TURN-03] hello"},
+            {"role": "assistant", "content": "Done."},
+            {"role": "user", "content": [{"type": "text",
+                "text": format!("{MEMORY_INSTRUCTION_START} with what the turn decided.")}]}]);
+        st.handle(body("sys", m).to_string().as_bytes());
+        let r = &st.records[0];
+        assert_eq!(r.kind, Kind::Memory);
+        assert_eq!(r.turn, None, "not placed in a turn");
+        assert!(r.calls.is_empty(), "no tool call");
+        assert!(r.response.starts_with("text: <analysis>"), "{}", r.response);
+        assert_eq!(st.main_seen, 0, "not counted as a main request");
+        assert_eq!(st.answered.values().sum::<usize>(), 0);
+        // The summary instruction in the last message still makes a summary request.
+        let m = json!([
+            {"role": "user", "content": "[TURN-03] hello"},
+            {"role": "assistant", "content": "Done."},
+            {"role": "user", "content": format!("{SUMMARY_INSTRUCTION_START}, write the summary.")}]);
+        st.handle(body("sys", m).to_string().as_bytes());
+        assert_eq!(st.records[1].kind, Kind::Summary);
+        // The memory instruction earlier in the conversation does not make a memory request.
+        let m = json!([
+            {"role": "user", "content": format!("{MEMORY_INSTRUCTION_START} then.")},
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": "[TURN-04] next"}]);
+        st.handle(body("sys", m).to_string().as_bytes());
+        assert_eq!(st.records[2].kind, Kind::Main);
     }
 
     #[test]
