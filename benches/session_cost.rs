@@ -4,10 +4,25 @@
 //! cache's prefix rules. Per agent and window: requests, input tokens, the share read from the
 //! cache, cost-equivalent tokens (0.1 × read + 1.25 × written + uncached), prompt-too-long
 //! refusals, the side requests' cache shares, directives lost, wall time per turn and peak RSS.
+//! Side requests are summaries, collapses and Garuda's session-memory updates ("memory req"
+//! counts the last apart); "summary waits" counts the summary and collapse requests, refused
+//! ones included, since they run inside a turn and the user waits for them (a memory update is
+//! sent after the turn's answer, so it is no wait).
 //!
 //! `cargo bench --bench session_cost -- [--turns N] [--windows 200000,40000]
-//! [--claude PATH] [--large] [--garuda-context "key = value; …"]`; `benches/session_cost.sh` installs Claude Code from the npm
-//! registry and passes it. Offline; the sim is seeded, so token figures repeat run to run.
+//! [--claude PATH] [--large] [--garuda-context "key = value; …"] [--idle-after N]
+//! [--idle-secs S] [--cache-ttl-secs T]`; `benches/session_cost.sh` installs Claude Code from
+//! the npm registry and passes it. Offline; the sim is seeded, so token figures repeat run to
+//! run.
+//!
+//! The idle gap: `--idle-after N` sleeps `--idle-secs S` (default 8) between turn N and turn
+//! N + 1 in both legs, a user who went away mid-session; the session resumes in a new process
+//! either way. `--cache-ttl-secs T` gives the sim's prompt cache a lifetime of T seconds (an
+//! entry expires T after its last write or read; default: none) for both legs and tells Garuda
+//! the same (`cache_ttl_secs = T` under `[context]`), so a gap longer than T finds the cache
+//! cold. "after the gap" is what the first main request after the gap wrote to the cache (the
+//! prefix it had to write again) and the cost-equivalent tokens of every request of turn N + 1;
+//! s/turn leaves the gap out.
 // Benchmark code: a panic is a failure with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -33,6 +48,19 @@ use sim_provider::{Dialect, Kind, Sim, SimConfig, SimRecord, Verdict};
 /// The model both agents are told to use.
 const MODEL: &str = "claude-sonnet-4-5";
 
+/// What every leg of a run shares.
+struct Run {
+    turns: u32,
+    large: bool,
+    /// The idle gap: after this turn (when a later turn follows), sleep `idle`.
+    idle_after: Option<u32>,
+    idle: Duration,
+    /// The sim's prompt-cache lifetime, told to Garuda too.
+    cache_ttl_secs: Option<u64>,
+    /// Lines of Garuda's `[context]` table.
+    context: String,
+}
+
 /// One agent's run of the session.
 struct Leg {
     agent: String,
@@ -40,8 +68,11 @@ struct Leg {
     records: Vec<SimRecord>,
     turns: u32,
     failed_turns: u32,
+    /// Wall time of the turns, the idle gap left out.
     wall: Duration,
     peak_rss_kib: u64,
+    /// Requests before the idle gap and requests by the end of the turn after it.
+    gap: Option<(usize, usize)>,
 }
 
 fn cost(r: &SimRecord) -> f64 {
@@ -67,9 +98,15 @@ fn scenario(window: u64, turns: u32, large: bool) -> long_session::Scenario {
     }
 }
 
-fn sim_for(ws: &long_session::Workspace, s: &long_session::Scenario, dialect: Dialect) -> Sim {
+fn sim_for(
+    ws: &long_session::Workspace,
+    s: &long_session::Scenario,
+    dialect: Dialect,
+    run: &Run,
+) -> Sim {
     Sim::start(SimConfig {
         dialect,
+        cache_ttl_ms: run.cache_ttl_secs.map(|t| t * 1000),
         ..long_session::sim_config(s, ws)
     })
 }
@@ -110,10 +147,17 @@ fn run_timed(mut cmd: Command, rss_file: &Path) -> (bool, String, u64) {
     )
 }
 
-fn garuda_leg(window: u64, turns: u32, large: bool, context: &str) -> Leg {
-    let s = scenario(window, turns, large);
+fn garuda_leg(window: u64, run: &Run) -> Leg {
+    let turns = run.turns;
+    let s = scenario(window, turns, run.large);
     let ws = long_session::make_workspace(&s);
-    let sim = sim_for(&ws, &s, Dialect::Garuda);
+    let sim = sim_for(&ws, &s, Dialect::Garuda, run);
+    let mut context = run.context.clone();
+    if let Some(t) = run.cache_ttl_secs
+        && !context.contains("cache_ttl_secs")
+    {
+        context.push_str(&format!("\ncache_ttl_secs = {t}"));
+    }
     let home = tempfile::tempdir().expect("home");
     let conf = home.path().join("config/garuda");
     std::fs::create_dir_all(&conf).expect("mkdir");
@@ -128,6 +172,7 @@ fn garuda_leg(window: u64, turns: u32, large: bool, context: &str) -> Leg {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_garuda"));
     let rss_file = home.path().join("rss");
     let (mut failed, mut peak) = (0, 0);
+    let (mut gap, mut gap_start, mut idle) = (None, None, Duration::ZERO);
     let started = Instant::now();
     for turn in 1..=turns {
         let mut cmd = Command::new(&bin);
@@ -143,6 +188,7 @@ fn garuda_leg(window: u64, turns: u32, large: bool, context: &str) -> Leg {
         let (ok, _, rss) = run_timed(cmd, &rss_file);
         failed += u32::from(!ok);
         peak = peak.max(rss);
+        note_gap(run, turn, &sim, &mut gap_start, &mut gap, &mut idle);
     }
     Leg {
         agent: "garuda exec --continue".into(),
@@ -150,20 +196,43 @@ fn garuda_leg(window: u64, turns: u32, large: bool, context: &str) -> Leg {
         records: sim.records(),
         turns,
         failed_turns: failed,
-        wall: started.elapsed(),
+        wall: started.elapsed().saturating_sub(idle),
         peak_rss_kib: peak,
+        gap,
     }
 }
 
-fn claude_leg(claude: &Path, window: u64, turns: u32, large: bool) -> Leg {
-    let s = scenario(window, turns, large);
+/// After `turn`: marks where the turn after the gap ended, or sleeps out the gap when it
+/// follows this turn.
+fn note_gap(
+    run: &Run,
+    turn: u32,
+    sim: &Sim,
+    gap_start: &mut Option<usize>,
+    gap: &mut Option<(usize, usize)>,
+    idle: &mut Duration,
+) {
+    if let Some(start) = gap_start.take() {
+        *gap = Some((start, sim.count()));
+    }
+    if run.idle_after == Some(turn) && turn < run.turns {
+        *gap_start = Some(sim.count());
+        std::thread::sleep(run.idle);
+        *idle += run.idle;
+    }
+}
+
+fn claude_leg(claude: &Path, window: u64, run: &Run) -> Leg {
+    let turns = run.turns;
+    let s = scenario(window, turns, run.large);
     let ws = long_session::make_workspace(&s);
     let root = std::fs::canonicalize(ws.dir.path()).expect("root");
     let root_s = root.to_string_lossy().into_owned();
-    let sim = sim_for(&ws, &s, Dialect::ClaudeCode { root: root_s });
+    let sim = sim_for(&ws, &s, Dialect::ClaudeCode { root: root_s }, run);
     let home = tempfile::tempdir().expect("home");
     let rss_file = home.path().join("rss");
     let (mut failed, mut peak) = (0, 0);
+    let (mut gap, mut gap_start, mut idle) = (None, None, Duration::ZERO);
     let mut session: Option<String> = None;
     let started = Instant::now();
     for turn in 1..=turns {
@@ -196,6 +265,7 @@ fn claude_leg(claude: &Path, window: u64, turns: u32, large: bool) -> Leg {
         }
         failed += u32::from(!ok || v["is_error"] == true);
         peak = peak.max(rss);
+        note_gap(run, turn, &sim, &mut gap_start, &mut gap, &mut idle);
     }
     Leg {
         agent: "claude -p --resume".into(),
@@ -203,8 +273,9 @@ fn claude_leg(claude: &Path, window: u64, turns: u32, large: bool) -> Leg {
         records: sim.records(),
         turns,
         failed_turns: failed,
-        wall: started.elapsed(),
+        wall: started.elapsed().saturating_sub(idle),
         peak_rss_kib: peak,
+        gap,
     }
 }
 
@@ -212,7 +283,12 @@ fn claude_leg(claude: &Path, window: u64, turns: u32, large: bool) -> Leg {
 #[derive(Default)]
 struct Figures {
     main: usize,
+    /// Summaries, collapses and memory updates.
     side: usize,
+    /// Memory updates (counted in `side` too).
+    memory: usize,
+    /// Summary and collapse requests, refused ones included: the user waits for each.
+    summary_waits: usize,
     input: u64,
     read: u64,
     cost: f64,
@@ -230,15 +306,30 @@ struct Figures {
     min_break_gap: Option<usize>,
     /// Tokens the requests after the breaks wrote to the cache (the rewritten prefix).
     rewritten: u64,
+    /// After the idle gap: what the first answered main request wrote to the cache, and the
+    /// cost-equivalent tokens of the turn after the gap.
+    after_gap: Option<(u64, f64)>,
 }
 
 fn figures(leg: &Leg) -> Figures {
     let mut f = Figures::default();
     let (mut prev_main, mut main_index, mut last_break): (Option<u64>, usize, Option<usize>) =
         (None, 0, None);
+    if let Some((start, end)) = leg.gap {
+        let after = &leg.records[start.min(leg.records.len())..end.min(leg.records.len())];
+        let write = after
+            .iter()
+            .find(|r| r.kind == Kind::Main && answered(r))
+            .map_or(0, |r| r.cache_write);
+        let turn_cost = after.iter().filter(|r| answered(r)).map(cost).sum();
+        f.after_gap = Some((write, turn_cost));
+    }
     for r in &leg.records {
         if matches!(r.verdict, Verdict::PromptTooLong { .. }) {
             f.ptl += 1;
+        }
+        if matches!(r.kind, Kind::Summary | Kind::Collapse) {
+            f.summary_waits += 1;
         }
         if !answered(r) {
             continue;
@@ -271,8 +362,9 @@ fn figures(leg: &Leg) -> Figures {
                     f.lost += 1;
                 }
             }
-            Kind::Summary | Kind::Collapse => {
+            Kind::Summary | Kind::Collapse | Kind::Memory => {
                 f.side += 1;
+                f.memory += usize::from(r.kind == Kind::Memory);
                 f.side_cost += cost(r);
                 let share = r.cache_read as f64 / r.input().max(1) as f64;
                 f.side_min_read = Some(f.side_min_read.map_or(share, |m: f64| m.min(share)));
@@ -296,27 +388,43 @@ fn main() {
         .map(|w| w.trim().parse().expect("--windows W,W"))
         .collect();
     let claude = value("--claude").map(PathBuf::from);
-    let large = args.iter().any(|a| a == "--large");
-    // Lines for Garuda's `[context]` table, e.g. "collapse_threshold = 0.6" (experiments).
-    let context = value("--garuda-context")
-        .unwrap_or_default()
-        .replace(';', "\n");
+    let run = Run {
+        turns,
+        large: args.iter().any(|a| a == "--large"),
+        idle_after: value("--idle-after").map(|v| v.parse().expect("--idle-after N")),
+        idle: Duration::from_secs(
+            value("--idle-secs").map_or(8, |v| v.parse().expect("--idle-secs S")),
+        ),
+        cache_ttl_secs: value("--cache-ttl-secs").map(|v| v.parse().expect("--cache-ttl-secs T")),
+        // Lines for Garuda's `[context]` table, e.g. "collapse_threshold = 0.6" (experiments).
+        context: value("--garuda-context")
+            .unwrap_or_default()
+            .replace(';', "\n"),
+    };
     let mut rows = Vec::new();
     for &w in &windows {
         eprintln!("garuda, window {w}, {turns} turns");
-        let g = garuda_leg(w, turns, large, &context);
+        let g = garuda_leg(w, &run);
         let c = claude.as_ref().map(|c| {
             eprintln!("claude code, window {w}, {turns} turns");
-            claude_leg(c, w, turns, large)
+            claude_leg(c, w, &run)
         });
         rows.push((g, c));
     }
+    let gap = match run.idle_after {
+        Some(n) if n < turns => format!("{} s after turn {n}", run.idle.as_secs()),
+        _ => "none".into(),
+    };
+    let ttl = run
+        .cache_ttl_secs
+        .map_or("none (no expiry)".into(), |t| format!("{t} s"));
+    println!("{turns} turns; idle gap: {gap}; prompt-cache TTL: {ttl}\n");
     println!(
-        "| agent | window | main req | side req | input tokens | cache read | cost-eq tokens | output | \
-         per request | side cost-eq | side min read | prefix breaks (min gap, rewritten) | PTL | lost directives | failed turns | \
-         s/turn | peak RSS |"
+        "| agent | window | main req | side req | memory req | summary waits | input tokens | cache read | cost-eq tokens | output | \
+         per request | side cost-eq | side min read | prefix breaks (min gap, rewritten) | after the gap: first main write, turn cost-eq | \
+         PTL | lost directives | failed turns | s/turn | peak RSS |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut ratios = Vec::new();
     for (g, c) in &rows {
         let gf = figures(g);
@@ -366,11 +474,13 @@ fn dump(leg: &Leg) {
 fn row(leg: &Leg, f: &Figures) {
     dump(leg);
     println!(
-        "| {} | {} | {} | {} | {:.2} M | {:.1} % | {:.2} M | {:.0} k | {:.0} | {:.0} | {} | {} ({}, {:.0} k) | {} | {} | {} | {:.2} | {} MiB |",
+        "| {} | {} | {} | {} | {} | {} | {:.2} M | {:.1} % | {:.2} M | {:.0} k | {:.0} | {:.0} | {} | {} ({}, {:.0} k) | {} | {} | {} | {} | {:.2} | {} MiB |",
         leg.agent,
         leg.window,
         f.main,
         f.side,
+        f.memory,
+        f.summary_waits,
         f.input as f64 / 1e6,
         100.0 * f.read as f64 / f.input.max(1) as f64,
         f.cost / 1e6,
@@ -382,6 +492,11 @@ fn row(leg: &Leg, f: &Figures) {
         f.breaks,
         f.min_break_gap.map_or("-".into(), |g| g.to_string()),
         f.rewritten as f64 / 1e3,
+        f.after_gap.map_or("-".into(), |(w, c)| format!(
+            "{:.1} k, {:.1} k",
+            w as f64 / 1e3,
+            c / 1e3
+        )),
         f.ptl,
         f.lost,
         leg.failed_turns,
