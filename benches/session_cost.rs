@@ -177,6 +177,8 @@ fn garuda_leg(window: u64, run: &Run) -> Leg {
     for turn in 1..=turns {
         let mut cmd = Command::new(&bin);
         client::isolated_env(&mut cmd, home.path());
+        // The product's default (the test harness turns it off for scripted mocks).
+        cmd.env("GARUDA_SESSION_MEMORY", "on");
         for (k, v) in sim.env() {
             cmd.env(k, v);
         }

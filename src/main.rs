@@ -911,6 +911,8 @@ fn exec(cfg: Config, a: ExecArgs) -> anyhow::Result<u8> {
             None => fx::Inputs::stdin_lines(),
         };
         let code = run.run(inputs, terminated()).await;
+        // The answer is out; the notes the next `exec --continue` compacts from are not.
+        engine.settle_memory(std::time::Duration::from_secs(120)).await;
         engine.end_sessions_at_exit().await;
         Ok(code)
     });

@@ -26,6 +26,7 @@ METHODS = {
     'session/fork': 'request',
     'session/list': 'request',
     'session/load': 'request',
+    'session/memory': 'request',
     'session/messages': 'request',
     'session/new': 'request',
     'session/revokePermission': 'request',
@@ -659,11 +660,13 @@ class InspectResult(_InspectResultRequired, total=False):
     promptWarnings: List[str]
     # The window the model's local server reported, once asked (before the first request).
     serverWindow: Optional[int]
+    # The session memory (running notes a compaction installs without a model call), when one was written.
+    sessionMemory: Union[SessionMemory, None]
     # Every instruction source of the session: those of its system prompt, the nested files and path-scoped rules in force for the paths its tools touched (`placement: "note"`), and the rules not in force yet.
     sources: List[InstructionSource]
     # True when the provider clears old tool results itself (`[context] provider_clearing` on a provider and model that can); Garuda's time-based microcompact is then off.
     toolClearing: bool
-    # What the session's model requests used and cost, per purpose: `main` (the turns' steps), `summary`, `collapse`, `worker`, `agent`; purposes without a request are left out. The session's cost (`costUsd` of `usage` events) is the sum of these rows.
+    # What the session's model requests used and cost, per purpose: `main` (the turns' steps), `summary`, `collapse`, `worker`, `memory`, `agent`; purposes without a request are left out. The session's cost (`costUsd` of `usage` events) is the sum of these rows.
     usageByPurpose: List[PurposeUsage]
     # Where `window` comes from: `learned` (a prompt-too-long answer named it), the local server's endpoint that reported it (`llama.cpp /props`, `ollama /api/show`, `lmstudio /api/v0/models`, `vllm /v1/models`), or the model's `config`, `table`, `default` or `environment` (`GARUDA_CONTEXT_WINDOW`).
     windowSource: str
@@ -702,14 +705,14 @@ class _LastCompactionRequired(TypedDict):
     tokensAfter: int
     # Context tokens before.
     tokensBefore: int
-    # `auto`, `manual` or `reactive`.
+    # `auto`, `manual`, `reactive` or `idle`.
     trigger: str
 
 
 class LastCompaction(_LastCompactionRequired, total=False):
     """The newest installed compaction of a session (`context/inspect`)."""
 
-    # The path that produced the summary: `fork` (the cache-sharing request), `regular` (the summary system prompt), `chunked`, `worker`, or `extractive` (no model); absent for compactions of earlier versions.
+    # The path that produced the summary: `fork` (the cache-sharing request), `regular` (the summary system prompt), `chunked`, `worker`, `memory` (the session memory, no model call), or `extractive` (no model); absent for compactions of earlier versions.
     summarizer: Optional[str]
     # Tokens its summary requests used, all paths together.
     usage: Union[Usage, None]
@@ -1076,6 +1079,44 @@ class SessionList(TypedDict):
     sessions: List[SessionInfo]
 
 
+class SessionMemory(TypedDict):
+    """A session's memory: the notes kept current in the background after turns (or written by the user), which a compaction installs as its summary without a model call."""
+
+    # They cover the newest message.
+    current: bool
+    # Their last message is in the model's view, so a compaction can install them (with what came after them kept verbatim).
+    inView: bool
+    # `model` (the background update) or `user` (`session/memory` with a text).
+    source: str
+    # The notes, in the summary's sections.
+    text: str
+    # The last transcript message they cover.
+    throughId: str
+    # When they were written (unix ms).
+    time: int
+    # The context's estimated tokens when they were asked for.
+    tokensAt: int
+
+
+class _SessionMemoryParamsRequired(TypedDict):
+    # The session.
+    sessionId: str
+
+
+class SessionMemoryParams(_SessionMemoryParamsRequired, total=False):
+    """`session/memory` parameters."""
+
+    # New notes, replacing the memory (they cover the conversation so far; the next update carries them forward). Absent: read only. Empty: clear it.
+    text: Optional[str]
+
+
+class SessionMemoryResult(TypedDict, total=False):
+    """`session/memory` result."""
+
+    # The memory now (null: none was written yet).
+    memory: Union[SessionMemory, None]
+
+
 class SessionRef(TypedDict):
     """Parameters naming one session."""
 
@@ -1388,7 +1429,7 @@ class _TurnEventCompactionRequired(TypedDict):
     kind: Literal["compaction"]
     # `started`, `stage1`, `summary`, `finished`, `failed`, `paused`.
     phase: str
-    # What triggered it: `auto`, `manual`, `reactive`.
+    # What triggered it: `auto`, `manual`, `reactive`, `idle`.
     trigger: str
 
 

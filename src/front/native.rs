@@ -345,6 +345,13 @@ impl NativeFront {
             BlockingRequest::Snip(p) => ok::<m::Snip>(cv::snip_out(
                 engine.snip(&p.session_id, p.message_ids).map_err(err)?,
             )),
+            BlockingRequest::Memory(p) => ok::<m::Memory>(protocol::SessionMemoryResult {
+                memory: engine
+                    .session_memory(&p.session_id, p.text)
+                    .map_err(err)?
+                    .as_ref()
+                    .map(cv::memory_out),
+            }),
             BlockingRequest::ViewRequest(p) => ok::<m::ViewRequest>(cv::view_out(
                 engine.next_request(&p.session_id).map_err(err)?,
             )),

@@ -517,6 +517,7 @@ pub fn inspect_out(r: ContextReport) -> w::InspectResult {
                 skipped: m.skipped.clone(),
             })
             .collect(),
+        session_memory: r.session_memory.as_ref().map(memory_out),
     }
 }
 
@@ -661,12 +662,32 @@ pub fn event_out(e: TurnEvent) -> w::TurnEvent {
     }
 }
 
+/// The session memory on the wire.
+pub fn memory_out(m: &garuda_core::engine::MemoryReport) -> w::SessionMemory {
+    use garuda_core::session::records::MemorySource;
+    w::SessionMemory {
+        text: m.text.clone(),
+        through_id: m.through_id.clone(),
+        time: m.time,
+        source: match m.source {
+            MemorySource::Model => "model",
+            MemorySource::User => "user",
+            MemorySource::Unknown => "unknown",
+        }
+        .into(),
+        tokens_at: m.tokens_at,
+        current: m.current,
+        in_view: m.in_view,
+    }
+}
+
 /// The wire name of what started a compaction.
 pub fn trigger_name(t: CompactTrigger) -> &'static str {
     match t {
         CompactTrigger::Manual => "manual",
         CompactTrigger::Auto => "auto",
         CompactTrigger::Reactive => "reactive",
+        CompactTrigger::Idle => "idle",
     }
 }
 

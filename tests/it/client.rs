@@ -42,6 +42,10 @@ pub fn isolated_env(cmd: &mut Command, home: &Path) {
         .env("XDG_STATE_HOME", home.join("state"))
         .env("XDG_CACHE_HOME", home.join("cache"))
         .env("HOME", home)
+        // Scripted mocks answer in order: a background memory update would take a reply
+        // meant for the turn. The tests of the memory, the long-session sim (which answers
+        // by what a request asks) and the benchmarks turn it on.
+        .env("GARUDA_SESSION_MEMORY", "off")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("OPENAI_API_KEY")
         .env_remove("ANTHROPIC_BASE_URL")

@@ -445,7 +445,9 @@ pub fn run_with(s: &Scenario, hooks: &mut dyn Hooks) -> Session {
     let home = tempfile::tempdir().expect("home");
     write_config(home.path(), s.config_window, &hooks.config());
     let env = sim.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    // The product's default: the sim answers memory updates by what they ask.
+    env.push(("GARUDA_SESSION_MEMORY", "on"));
     let started = Instant::now();
     let mut g = Garuda::spawn_at(Framing::Lsp, home.path(), &[], &env);
     g.call("initialize", json!({"capabilities": {}}));

@@ -33,6 +33,7 @@ mod pipeline;
 mod plan_mode;
 mod sandbox;
 mod server;
+mod session_memory;
 mod sim_provider;
 mod skills;
 mod small_window;

@@ -1015,7 +1015,7 @@ pub struct InspectResult {
     #[serde(default)]
     pub hooks_skipped: Vec<HookSkipped>,
     /// What the session's model requests used and cost, per purpose: `main` (the turns'
-    /// steps), `summary`, `collapse`, `worker`, `agent`; purposes without a request are left
+    /// steps), `summary`, `collapse`, `worker`, `memory`, `agent`; purposes without a request are left
     /// out. The session's cost (`costUsd` of `usage` events) is the sum of these rows.
     #[serde(default)]
     pub usage_by_purpose: Vec<PurposeUsage>,
@@ -1031,6 +1031,52 @@ pub struct InspectResult {
     /// the servers changed. Their tokens count in `system`.
     #[serde(default)]
     pub mcp_instructions: Vec<McpInstructionsInfo>,
+    /// The session memory (running notes a compaction installs without a model call), when
+    /// one was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_memory: Option<SessionMemory>,
+}
+
+/// A session's memory: the notes kept current in the background after turns (or written by
+/// the user), which a compaction installs as its summary without a model call.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMemory {
+    /// The notes, in the summary's sections.
+    pub text: String,
+    /// The last transcript message they cover.
+    pub through_id: String,
+    /// When they were written (unix ms).
+    pub time: u64,
+    /// `model` (the background update) or `user` (`session/memory` with a text).
+    pub source: String,
+    /// The context's estimated tokens when they were asked for.
+    pub tokens_at: u64,
+    /// They cover the newest message.
+    pub current: bool,
+    /// Their last message is in the model's view, so a compaction can install them (with
+    /// what came after them kept verbatim).
+    pub in_view: bool,
+}
+
+/// `session/memory` parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SessionMemoryParams {
+    /// The session.
+    pub session_id: String,
+    /// New notes, replacing the memory (they cover the conversation so far; the next update
+    /// carries them forward). Absent: read only. Empty: clear it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+/// `session/memory` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMemoryResult {
+    /// The memory now (null: none was written yet).
+    pub memory: Option<SessionMemory>,
 }
 
 /// The prompt cache in `context/inspect`: hit ratios and the newest misses with their causes
@@ -1133,10 +1179,10 @@ pub struct HookSkipped {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LastCompaction {
-    /// `auto`, `manual` or `reactive`.
+    /// `auto`, `manual`, `reactive` or `idle`.
     pub trigger: String,
     /// The path that produced the summary: `fork` (the cache-sharing request), `regular` (the
-    /// summary system prompt), `chunked`, `worker`, or `extractive` (no model); absent for
+    /// summary system prompt), `chunked`, `worker`, `memory` (the session memory, no model call), or `extractive` (no model); absent for
     /// compactions of earlier versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summarizer: Option<String>,

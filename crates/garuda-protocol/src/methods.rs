@@ -470,6 +470,8 @@ methods! {
     Snip = "session/snip", Blocking, StartsMcp(session_id), SnipParams -> SnipResult;
     /// Replaces a span of the view with a summary.
     Collapse = "session/collapse", Spawned, Long, CollapseParams -> CollapseResult;
+    /// Reads the session memory, or replaces it with the user's notes.
+    Memory = "session/memory", Blocking, StartsMcp(session_id), SessionMemoryParams -> SessionMemoryResult;
     /// The exact request the next step would send.
     ViewRequest = "session/view", Blocking, StartsMcp(session_id), SessionRef -> ViewResult;
     /// The context by part, what the requests used per purpose (`usageByPurpose`), and the MCP servers' instructions the model has (`mcpInstructions`).

@@ -460,7 +460,7 @@ pub enum TurnEvent {
     Compaction {
         /// `started`, `stage1`, `summary`, `finished`, `failed`, `paused`.
         phase: String,
-        /// What triggered it: `auto`, `manual`, `reactive`.
+        /// What triggered it: `auto`, `manual`, `reactive`, `idle`.
         trigger: String,
         /// Estimated context tokens before.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -558,6 +558,11 @@ export type InspectResult = {
   /** The window the model's local server reported, once asked (before the first request). */
   serverWindow?: number | null;
   /**
+   * The session memory (running notes a compaction installs without a model call), when
+   * one was written.
+   */
+  sessionMemory?: SessionMemory | null;
+  /**
    * Every instruction source of the session: those of its system prompt, the nested files
    * and path-scoped rules in force for the paths its tools touched (`placement: "note"`),
    * and the rules not in force yet.
@@ -576,7 +581,7 @@ export type InspectResult = {
   tools: number;
   /**
    * What the session's model requests used and cost, per purpose: `main` (the turns'
-   * steps), `summary`, `collapse`, `worker`, `agent`; purposes without a request are left
+   * steps), `summary`, `collapse`, `worker`, `memory`, `agent`; purposes without a request are left
    * out. The session's cost (`costUsd` of `usage` events) is the sum of these rows.
    */
   usageByPurpose?: PurposeUsage[];
@@ -635,7 +640,7 @@ export type InstructionSourceKind = "root" | "global" | "nested" | "rule";
 export type LastCompaction = {
   /**
    * The path that produced the summary: `fork` (the cache-sharing request), `regular` (the
-   * summary system prompt), `chunked`, `worker`, or `extractive` (no model); absent for
+   * summary system prompt), `chunked`, `worker`, `memory` (the session memory, no model call), or `extractive` (no model); absent for
    * compactions of earlier versions.
    */
   summarizer?: string | null;
@@ -643,7 +648,7 @@ export type LastCompaction = {
   tokensAfter: number;
   /** Context tokens before. */
   tokensBefore: number;
-  /** `auto`, `manual` or `reactive`. */
+  /** `auto`, `manual`, `reactive` or `idle`. */
   trigger: string;
   /** Tokens its summary requests used, all paths together. */
   usage?: Usage | null;
@@ -982,6 +987,47 @@ export type SessionList = {
   sessions: SessionInfo[];
 };
 
+/**
+ * A session's memory: the notes kept current in the background after turns (or written by
+ * the user), which a compaction installs as its summary without a model call.
+ */
+export type SessionMemory = {
+  /** They cover the newest message. */
+  current: boolean;
+  /**
+   * Their last message is in the model's view, so a compaction can install them (with
+   * what came after them kept verbatim).
+   */
+  inView: boolean;
+  /** `model` (the background update) or `user` (`session/memory` with a text). */
+  source: string;
+  /** The notes, in the summary's sections. */
+  text: string;
+  /** The last transcript message they cover. */
+  throughId: string;
+  /** When they were written (unix ms). */
+  time: number;
+  /** The context's estimated tokens when they were asked for. */
+  tokensAt: number;
+};
+
+/** `session/memory` parameters. */
+export type SessionMemoryParams = {
+  /** The session. */
+  sessionId: string;
+  /**
+   * New notes, replacing the memory (they cover the conversation so far; the next update
+   * carries them forward). Absent: read only. Empty: clear it.
+   */
+  text?: string | null;
+};
+
+/** `session/memory` result. */
+export type SessionMemoryResult = {
+  /** The memory now (null: none was written yet). */
+  memory?: SessionMemory | null;
+};
+
 /** The front that created a session. */
 export type SessionOrigin = "serve" | "acp" | "exec";
 
@@ -1246,7 +1292,7 @@ export type TurnEvent = {
   tokensAfter?: number | null;
   /** Estimated context tokens before. */
   tokensBefore?: number | null;
-  /** What triggered it: `auto`, `manual`, `reactive`. */
+  /** What triggered it: `auto`, `manual`, `reactive`, `idle`. */
   trigger: string;
 } | {
   kind: "modeChanged";
@@ -1408,6 +1454,8 @@ export interface Methods {
   "session/list": { params: WorkspaceRef; result: SessionList };
   /** request. */
   "session/load": { params: SessionRef; result: LoadResult };
+  /** request. */
+  "session/memory": { params: SessionMemoryParams; result: SessionMemoryResult };
   /** request. */
   "session/messages": { params: MessagesParams; result: MessagesPage };
   /** request. */

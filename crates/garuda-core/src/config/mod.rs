@@ -59,6 +59,9 @@ pub const ENV_CONTEXT_WINDOW: &str = "GARUDA_CONTEXT_WINDOW";
 pub const ENV_COMPACT_THRESHOLD: &str = "GARUDA_COMPACT_THRESHOLD";
 /// Environment variable that sets `[context] cache_breaker` (debugging the prompt cache).
 pub const ENV_CACHE_BREAKER: &str = "GARUDA_CACHE_BREAKER";
+/// Environment variable that sets `[context] session_memory` (`on` or `off`): a script that
+/// wants no request beside its turns turns it off without a config file.
+pub const ENV_SESSION_MEMORY: &str = "GARUDA_SESSION_MEMORY";
 
 /// Everything Garuda can be configured with.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -188,6 +191,20 @@ pub struct ContextSettings {
     /// prompt, so no request reads a prefix cached before it changed (empty: none).
     /// `GARUDA_CACHE_BREAKER` sets it too.
     pub cache_breaker: String,
+    /// Keep a session memory (running notes in the summary's sections) current in the
+    /// background after turns, and compact from it first: no summary call at that moment.
+    pub session_memory: bool,
+    /// The memory is kept once the context passes this share of the window; idle compaction
+    /// applies from there too.
+    pub memory_start: f64,
+    /// The memory is asked again once the context grew by this share of the window.
+    pub memory_step: f64,
+    /// Compact a session left idle with a large context shortly before its provider cache
+    /// expires (or, when nothing ran then, at its next turn after), from the session memory.
+    pub idle_compaction: bool,
+    /// How long the provider keeps a prompt cache entry after its last use, in seconds
+    /// (Anthropic: 300, or 3 600 with the one-hour cache).
+    pub cache_ttl_secs: u64,
     /// `GARUDA_CONTEXT_WINDOW`: the window of every model, at most (read once at load).
     #[serde(skip)]
     pub window_override: Option<u64>,
@@ -230,6 +247,11 @@ impl Default for ContextSettings {
             window_override: None,
             provider_clearing: false,
             cache_breaker: String::new(),
+            session_memory: true,
+            memory_start: 0.3,
+            memory_step: 0.1,
+            idle_compaction: true,
+            cache_ttl_secs: 300,
             threshold_override: None,
         }
     }
@@ -261,6 +283,11 @@ impl ContextSettings {
             collapse_threshold: self.collapse_threshold.clamp(0.0, 1.0),
             collapse_min_share: self.collapse_min_share.clamp(0.0, 1.0),
             summarizer: self.summarizer,
+            session_memory: self.session_memory,
+            memory_start: self.memory_start.clamp(0.0, 1.0),
+            memory_step: self.memory_step.clamp(0.01, 1.0),
+            idle_compaction: self.idle_compaction,
+            cache_ttl_secs: self.cache_ttl_secs.max(1),
         }
     }
 
@@ -280,6 +307,13 @@ impl ContextSettings {
         };
         if let Some(v) = get(ENV_CACHE_BREAKER).filter(|v| !v.trim().is_empty()) {
             self.cache_breaker = v.trim().to_string();
+        }
+        if let Some(v) = get(ENV_SESSION_MEMORY).filter(|v| !v.trim().is_empty()) {
+            self.session_memory = match v.trim().to_ascii_lowercase().as_str() {
+                "on" | "true" | "1" => true,
+                "off" | "false" | "0" => false,
+                _ => return Err(bad(ENV_SESSION_MEMORY, &v, "expected on or off")),
+            };
         }
         if let Some(v) = get(ENV_CONTEXT_WINDOW).filter(|v| !v.trim().is_empty()) {
             let n: u64 = v
@@ -844,6 +878,34 @@ mod tests {
         c.apply_env(|k: &str| (k == ENV_CACHE_BREAKER).then(|| " b ".to_string()))
             .unwrap();
         assert_eq!(c.cache_breaker, "b");
+    }
+
+    #[test]
+    fn the_session_memory_is_on_by_default_and_the_environment_switches_it() {
+        let c = ContextSettings::default();
+        assert!(c.session_memory && c.idle_compaction);
+        assert_eq!(c.cache_ttl_secs, 300);
+        let c: ContextSettings =
+            toml::from_str("session_memory = false\ncache_ttl_secs = 3600").unwrap();
+        assert!(!c.session_memory);
+        assert_eq!(c.compact_policy().cache_ttl_secs, 3_600);
+        for (v, on) in [("off", false), ("0", false), ("ON", true), ("true", true)] {
+            let mut c = ContextSettings {
+                session_memory: !on,
+                ..Default::default()
+            };
+            c.apply_env(|k: &str| (k == ENV_SESSION_MEMORY).then(|| v.to_string()))
+                .unwrap();
+            assert_eq!(c.session_memory, on, "{v}");
+        }
+        let e = ContextSettings::default()
+            .apply_env(|k: &str| (k == ENV_SESSION_MEMORY).then(|| "maybe".to_string()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(ENV_SESSION_MEMORY) && e.contains("on or off"),
+            "{e}"
+        );
     }
 
     #[test]

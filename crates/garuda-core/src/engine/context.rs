@@ -76,6 +76,8 @@ pub struct ContextReport {
     pub usage: Vec<crate::session::usage::PurposeUsage>,
     /// How the main requests read the provider's cache, and the newest misses' causes.
     pub cache: crate::session::cache_miss::CacheReport,
+    /// The session memory, when one was written.
+    pub session_memory: Option<MemoryReport>,
     /// The provider clears old tool results itself (`[context] provider_clearing` where it
     /// can); the time-based microcompact is then off.
     pub tool_clearing: bool,
@@ -122,6 +124,7 @@ impl Engine {
     ) -> Result<turn::CompactOutcome, EngineError> {
         let live = self.session(id)?;
         let mut state = live.begin(&cancel).await?;
+        turn::write_memory(&live, &mut state);
         let token = format!("garuda/compact/{}", new_id());
         host.progress(
             &token,
@@ -263,54 +266,64 @@ impl Engine {
                 crate::session::cache_miss::report(records),
             )
         };
-        let (context_tokens, message_chars, tracker, paused, learned, relief, scoped, last, usage) =
-            match live.try_state().ok_or(()) {
-                Ok(mut state) => {
-                    let t = turn::context_tokens(&live, &mut state)?;
-                    let scoped = turn::scoped_sources(&live, state.scope_mut());
-                    // `context_tokens` brought the view up to date (a due microcompact appended).
-                    let view = state.view(&live.setup.view_policy, now_ms()).clone();
-                    let relief = relief_report(state.records(), &view);
-                    (
-                        t,
-                        state.message_chars(),
-                        state.tracker(),
-                        state.compaction_paused(&live.setup.compact),
-                        state.learned_limit(),
-                        relief,
-                        scoped,
-                        last_compaction(state.records()),
-                        by_purpose(state.records()),
-                    )
-                }
-                Err(_) => {
-                    let records = self.store().load(&live.id)?.records;
-                    let mut scope = turn::ScopeState::replay(
-                        &records,
-                        &live.tools(),
-                        &live.setup.workspace.root,
-                    );
-                    let scoped = turn::scoped_sources(&live, &mut scope);
-                    let v = build_view(&records, &live.setup.view_policy, now_ms());
-                    let tracker = ContextTracker::replay(&records);
-                    let t = tracker.context_tokens(v.chars(), turn::fixed_chars(&live));
-                    let relief = relief_report(&records, &v);
-                    let learned = tokens::learned_limit(&records);
-                    let last = last_compaction(&records);
-                    let usage = by_purpose(&records);
-                    (
-                        t,
-                        v.chars(),
-                        tracker,
-                        false,
-                        learned,
-                        relief,
-                        scoped,
-                        last,
-                        usage,
-                    )
-                }
-            };
+        let (
+            context_tokens,
+            message_chars,
+            tracker,
+            paused,
+            learned,
+            relief,
+            scoped,
+            last,
+            usage,
+            session_memory,
+        ) = match live.try_state().ok_or(()) {
+            Ok(mut state) => {
+                let t = turn::context_tokens(&live, &mut state)?;
+                let scoped = turn::scoped_sources(&live, state.scope_mut());
+                // `context_tokens` brought the view up to date (a due microcompact appended).
+                let view = state.view(&live.setup.view_policy, now_ms()).clone();
+                let relief = relief_report(state.records(), &view);
+                (
+                    t,
+                    state.message_chars(),
+                    state.tracker(),
+                    state.compaction_paused(&live.setup.compact),
+                    state.learned_limit(),
+                    relief,
+                    scoped,
+                    last_compaction(state.records()),
+                    by_purpose(state.records()),
+                    memory_report(state.records(), &view.messages),
+                )
+            }
+            Err(_) => {
+                let records = self.store().load(&live.id)?.records;
+                let mut scope =
+                    turn::ScopeState::replay(&records, &live.tools(), &live.setup.workspace.root);
+                let scoped = turn::scoped_sources(&live, &mut scope);
+                let v = build_view(&records, &live.setup.view_policy, now_ms());
+                let tracker = ContextTracker::replay(&records);
+                let t = tracker.context_tokens(v.chars(), turn::fixed_chars(&live));
+                let relief = relief_report(&records, &v);
+                let learned = tokens::learned_limit(&records);
+                let last = last_compaction(&records);
+                let usage = by_purpose(&records);
+                let memory = memory_report(&records, &v.messages);
+                (
+                    t,
+                    v.chars(),
+                    tracker,
+                    false,
+                    learned,
+                    relief,
+                    scoped,
+                    last,
+                    usage,
+                    memory,
+                )
+            }
+        };
         // The session's own prompt (frozen at its start or last compaction), by typed part.
         let prompt = live.prompt();
         let chars = |k: PartKind| prompt.part(k).chars().count();
@@ -402,6 +415,85 @@ impl Engine {
             cache: usage.1,
             tool_clearing: live.setup.tool_clearing.is_some(),
             mcp_instructions,
+            session_memory,
         })
     }
+
+    /// The session memory (`session/memory`); with `text`, the user's notes replace it first
+    /// (they cover the conversation so far, and the next update carries them forward). An
+    /// empty text clears it.
+    pub fn session_memory(
+        &self,
+        id: &str,
+        text: Option<String>,
+    ) -> Result<Option<MemoryReport>, EngineError> {
+        let live = self.session(id)?;
+        let Some(text) = text else {
+            return Ok(match live.try_state() {
+                Some(mut state) => {
+                    turn::write_memory(&live, &mut state);
+                    let view = state.view(&live.setup.view_policy, now_ms()).clone();
+                    memory_report(state.records(), &view.messages)
+                }
+                None => {
+                    let records = self.store().load(&live.id)?.records;
+                    let v = build_view(&records, &live.setup.view_policy, now_ms());
+                    memory_report(&records, &v.messages)
+                }
+            });
+        };
+        if text.chars().count() > MEMORY_MAX_CHARS {
+            return Err(EngineError::Invalid(format!(
+                "the session memory is {} characters; at most {MEMORY_MAX_CHARS} are kept",
+                text.chars().count()
+            )));
+        }
+        let mut state = live.try_begin(&CancellationToken::new())?;
+        turn::set_memory(&live, &mut state, text)?;
+        let view = state.view(&live.setup.view_policy, now_ms()).clone();
+        Ok(memory_report(state.records(), &view.messages))
+    }
+}
+
+/// The most characters of a session memory the user may set.
+pub const MEMORY_MAX_CHARS: usize = 100_000;
+
+/// The session memory as `context/inspect` and `session/memory` show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryReport {
+    /// The notes.
+    pub text: String,
+    /// The last message they cover.
+    pub through_id: String,
+    /// When they were written (unix ms).
+    pub time: u64,
+    /// `model` or `user`.
+    pub source: crate::session::records::MemorySource,
+    /// The context's size when they were asked for.
+    pub tokens_at: u64,
+    /// They cover the newest message: a compaction now installs them as they are.
+    pub current: bool,
+    /// Their last message is in the model's view: a compaction can install them.
+    pub in_view: bool,
+}
+
+/// The newest session memory with how it stands against the view.
+fn memory_report(
+    records: &[crate::session::Record],
+    view: &[crate::session::view::ViewMessage],
+) -> Option<MemoryReport> {
+    let m = crate::session::compact::latest_memory(records)?;
+    let last = records
+        .iter()
+        .rev()
+        .find_map(|r| r.as_message().map(|m| m.uuid.as_str()));
+    Some(MemoryReport {
+        text: m.text.clone(),
+        through_id: m.through_id.clone(),
+        time: m.time,
+        source: m.source,
+        tokens_at: m.tokens_at,
+        current: last == Some(m.through_id.as_str()),
+        in_view: crate::session::compact::memory_end(view, &m.through_id).is_some(),
+    })
 }

@@ -4,7 +4,7 @@ mod context;
 mod inline;
 mod sessions;
 
-pub use context::{ContextReport, LastCompaction, NextRequest};
+pub use context::{ContextReport, LastCompaction, MEMORY_MAX_CHARS, MemoryReport, NextRequest};
 pub use inline::Inline;
 pub use sessions::{HistoryEntry, HistoryPage, NewSession, ResumeSession, Sessions, policy_name};
 

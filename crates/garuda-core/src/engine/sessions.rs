@@ -850,6 +850,29 @@ impl Engine {
         })
     }
 
+    /// Waits, up to `wait`, for the session-memory updates in flight and writes what they
+    /// brought (`garuda exec` before it exits: the next process compacts from those notes).
+    pub async fn settle_memory(&self, wait: std::time::Duration) {
+        let all: Vec<_> = self
+            .sessions
+            .all()
+            .into_iter()
+            .map(|s| async move { turn::settle_memory(&s).await })
+            .collect();
+        if all.is_empty() {
+            return;
+        }
+        if tokio::time::timeout(wait, futures_util::future::join_all(all))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "a session memory update still running after {} s at exit: left behind",
+                wait.as_secs()
+            );
+        }
+    }
+
     /// The process is exiting: the SessionEnd hooks (reason `exit`) of every session still
     /// in memory run together, and this waits for them up to [`EXIT_HOOKS_WAIT`].
     pub async fn end_sessions_at_exit(&self) {

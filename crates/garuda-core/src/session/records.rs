@@ -127,6 +127,9 @@ pub enum CompactTrigger {
     Auto,
     /// A prompt-too-long answer from the provider.
     Reactive,
+    /// A large session left idle: compacted before its provider cache expires, or at resume
+    /// after it expired (from a current session memory, without a model call).
+    Idle,
 }
 
 /// The start of a compacted context: the view begins after the latest boundary.
@@ -180,6 +183,8 @@ pub enum Summarizer {
     Chunked,
     /// The compaction worker.
     Worker,
+    /// The session memory, kept current in the background: no model call at compaction.
+    Memory,
     /// No model: the extractive handoff (or a reinstall).
     Extractive,
     /// A value written by a newer Garuda.
@@ -195,6 +200,7 @@ impl Summarizer {
             Summarizer::Regular => "regular",
             Summarizer::Chunked => "chunked",
             Summarizer::Worker => "worker",
+            Summarizer::Memory => "memory",
             Summarizer::Extractive => "extractive",
             Summarizer::Unknown => "unknown",
         }
@@ -251,6 +257,38 @@ pub struct CollapseRecord {
     pub auto: bool,
 }
 
+/// The session memory: running notes that stand in for the conversation through `through_id`
+/// when the session is compacted. Written by a background fork after a turn, or by the user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryRecord {
+    /// Record id.
+    pub uuid: String,
+    /// Unix milliseconds.
+    pub time: u64,
+    /// The notes (seed 003's sections).
+    pub text: String,
+    /// The last message the notes cover.
+    pub through_id: String,
+    /// The context's estimated tokens when the notes were asked for.
+    pub tokens_at: u64,
+    /// Who wrote them.
+    pub source: MemorySource,
+}
+
+/// Who wrote a session memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemorySource {
+    /// The model, asked in the background after a turn.
+    Model,
+    /// The user (`session/memory` with a text).
+    User,
+    /// A value written by a newer Garuda.
+    #[serde(other)]
+    Unknown,
+}
+
 /// The provider refused media (an oversized or unreadable image) in these messages: later
 /// requests carry a text marker in its place.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -302,18 +340,21 @@ pub enum UsagePurpose {
     Collapse,
     /// A request of the compaction worker.
     Worker,
+    /// A session-memory update (a background fork after a turn).
+    Memory,
     /// The requests of an agent's sub-session (its whole turn, summed): recorded in the
     /// calling session so its cost covers its agents.
     Agent,
 }
 
 impl UsagePurpose {
-    /// The wire name (`summary`, `collapse`, `worker`, `agent`).
+    /// The wire name (`summary`, `collapse`, `worker`, `memory`, `agent`).
     pub fn name(self) -> &'static str {
         match self {
             UsagePurpose::Summary => "summary",
             UsagePurpose::Collapse => "collapse",
             UsagePurpose::Worker => "worker",
+            UsagePurpose::Memory => "memory",
             UsagePurpose::Agent => "agent",
         }
     }
@@ -525,6 +566,8 @@ pub enum Record {
     ContextLimit(ContextLimitRecord),
     /// Media the provider refused.
     MediaRefused(MediaRefusedRecord),
+    /// The session memory.
+    Memory(MemoryRecord),
 }
 
 /// Record type names this version understands.
@@ -541,6 +584,7 @@ pub const KNOWN_TYPES: &[&str] = &[
     "install_aborted",
     "context_limit",
     "media_refused",
+    "memory",
 ];
 
 /// The newest compaction boundary among `records`.
@@ -567,6 +611,7 @@ impl Record {
             Record::InstallAborted(r) => &r.uuid,
             Record::ContextLimit(r) => &r.uuid,
             Record::MediaRefused(r) => &r.uuid,
+            Record::Memory(r) => &r.uuid,
         }
     }
 
@@ -585,6 +630,7 @@ impl Record {
             Record::InstallAborted(r) => r.time,
             Record::ContextLimit(r) => r.time,
             Record::MediaRefused(r) => r.time,
+            Record::Memory(r) => r.time,
         }
     }
 

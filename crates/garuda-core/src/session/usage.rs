@@ -28,6 +28,7 @@ pub fn by_purpose(records: &[Record], prices: Option<&Prices>) -> Vec<PurposeUsa
         Some(UsagePurpose::Summary),
         Some(UsagePurpose::Collapse),
         Some(UsagePurpose::Worker),
+        Some(UsagePurpose::Memory),
         Some(UsagePurpose::Agent),
     ];
     let mut rows: Vec<PurposeUsage> = order

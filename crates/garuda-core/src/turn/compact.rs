@@ -143,7 +143,7 @@ fn git_note(records: &[Record]) -> Option<String> {
 
 /// The "Compact Instructions" section of the instruction files (their text, from the
 /// prompt's instructions part), if any.
-fn compact_section(instructions: &str) -> Option<String> {
+pub(super) fn compact_section(instructions: &str) -> Option<String> {
     let mut out: Option<(usize, String)> = None;
     for line in instructions.lines() {
         let hashes = line.chars().take_while(|c| *c == '#').count();
@@ -577,6 +577,15 @@ struct Prepared {
     reattach: Option<super::scoped::Reattachment>,
     kept: compact::KeptPlan,
     pinned: compact::Pinned,
+    /// The session memory and what it keeps, when a summary relief can install it.
+    memory: Option<MemoryPlan>,
+}
+
+/// A session memory ready to install: its notes, and the kept part after what they cover.
+struct MemoryPlan {
+    text: String,
+    kept: compact::KeptPlan,
+    pinned: compact::Pinned,
 }
 
 impl Prepared {
@@ -635,11 +644,40 @@ pub(crate) async fn compact_session(
             Phase::Done(out) => return Ok(out),
         }
     }
+    let mut prep = prep;
+    let memory = match prep.memory.take() {
+        // An instruction (the user's focus, a hook's) asks the model for a summary.
+        Some(m) if focus.as_deref().is_none_or(|f| f.trim().is_empty()) => Some(m),
+        _ => None,
+    };
+    if memory.is_none() && req.trigger == CompactTrigger::Idle {
+        // An idle compaction never waits for a model: without a memory it leaves the session.
+        return Ok(CompactOutcome::nothing(
+            c.tokens_before,
+            "no session memory covers the conversation",
+        ));
+    }
     c.event(CompactionPhase::Started, None, None);
     let mut usage = Usage::default();
-    let written = match c.write(&prep, focus.as_deref(), &mut usage).await? {
-        Phase::Go(w) => w,
-        Phase::Done(out) => return Ok(out),
+    let written = match memory {
+        Some(m) => {
+            prep.kept = m.kept;
+            prep.pinned = m.pinned;
+            c.event(
+                CompactionPhase::Summary,
+                None,
+                Some("from the session memory: no model call".into()),
+            );
+            Written {
+                summary: SummaryText::Model(m.text),
+                summarizer: Summarizer::Memory,
+                worker: None,
+            }
+        }
+        None => match c.write(&prep, focus.as_deref(), &mut usage).await? {
+            Phase::Go(w) => w,
+            Phase::Done(out) => return Ok(out),
+        },
     };
     let summary = written.summary.text().to_string();
     let trigger = hook_trigger(req.trigger);
@@ -654,7 +692,9 @@ pub(crate) async fn compact_session(
 fn hook_trigger(t: CompactTrigger) -> crate::hooks::CompactTrigger {
     match t {
         CompactTrigger::Manual => crate::hooks::CompactTrigger::Manual,
-        CompactTrigger::Auto | CompactTrigger::Reactive => crate::hooks::CompactTrigger::Auto,
+        CompactTrigger::Auto | CompactTrigger::Reactive | CompactTrigger::Idle => {
+            crate::hooks::CompactTrigger::Auto
+        }
     }
 }
 
@@ -934,16 +974,40 @@ impl<'a> Compaction<'a> {
             return nothing("nothing to compact: the session has a single assistant turn".into());
         };
         let origin = origins(self.state.records());
-        let present: HashSet<String> = messages[kept.split..]
-            .iter()
-            .flat_map(|m| m.source_ids.iter())
-            .map(|id| origin.get(id).cloned().unwrap_or_else(|| id.clone()))
-            .collect();
-        let pinned = pin(
-            &user_messages(self.state.records()),
-            &present,
-            (b.user_words as f64 * cpt) as usize,
-        );
+        let words = user_messages(self.state.records());
+        let pin_after = |split: usize| {
+            let present: HashSet<String> = messages[split..]
+                .iter()
+                .flat_map(|m| m.source_ids.iter())
+                .map(|id| origin.get(id).cloned().unwrap_or_else(|| id.clone()))
+                .collect();
+            pin(&words, &present, (b.user_words as f64 * cpt) as usize)
+        };
+        let pinned = pin_after(kept.split);
+        // The session memory stands in for the summary when it covers the older part, or
+        // when what came after it fits the room as the kept part.
+        let memory = (relief == Relief::Summary && policy.session_memory)
+            .then(|| compact::latest_memory(self.state.records()))
+            .flatten()
+            .filter(|m| !m.text.trim().is_empty())
+            .and_then(|m| {
+                let end = compact::memory_end(&messages, &m.through_id)?;
+                let kept = if end + 1 >= kept.split {
+                    kept.clone()
+                } else {
+                    compact::kept_from(
+                        &messages,
+                        end + 1,
+                        policy.trim_to,
+                        (room as f64 * cpt) as usize,
+                    )?
+                };
+                Some(MemoryPlan {
+                    text: m.text.clone(),
+                    pinned: pin_after(kept.split),
+                    kept,
+                })
+            });
         Ok(Phase::Go(Prepared {
             relief,
             view,
@@ -955,6 +1019,7 @@ impl<'a> Compaction<'a> {
             reattach,
             kept,
             pinned,
+            memory,
         }))
     }
 
@@ -1105,7 +1170,7 @@ impl<'a> Compaction<'a> {
                     match self.trigger {
                         CompactTrigger::Manual => return Err(TurnError::Provider(e)),
                         // Nothing changes; failures are counted.
-                        CompactTrigger::Auto => {
+                        CompactTrigger::Auto | CompactTrigger::Idle => {
                             self.count_failure();
                             return Ok(Phase::Done(CompactOutcome {
                                 usage: *usage,

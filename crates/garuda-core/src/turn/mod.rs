@@ -13,6 +13,7 @@ mod hooks;
 mod host;
 mod instructions;
 mod live;
+mod memory;
 mod notes;
 mod ops;
 mod plan;
@@ -40,6 +41,8 @@ pub use instructions::RootNoted;
 pub use live::{
     LeanState, LiveSession, ModelBinder, ModelBinding, SessionSetup, SessionStart, TurnError,
 };
+pub use memory::settle as settle_memory;
+pub(crate) use memory::{set_by_user as set_memory, write_pending as write_memory};
 pub use ops::{CollapseOutcome, SnipOutcome};
 pub(crate) use ops::{collapse, snip_ids};
 pub use plan::{PLAN_REFUSED, plan_off_note, plan_on_note};

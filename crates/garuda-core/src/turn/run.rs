@@ -98,16 +98,30 @@ pub async fn run_turn_with(
         )));
     }
     let mut state = session.begin(&cancel).await?;
-    let mut result = run_locked(
-        session,
-        &mut state,
-        input,
-        host.as_ref(),
-        &cancel,
-        max_steps,
-        &opts,
-    )
-    .await;
+    // A large session whose provider cache expired since its last request starts from its
+    // memory: the prefix the first request must write anew is then a small one.
+    let mut result =
+        match super::memory::compact_if_idle(session, &mut state, host.as_ref(), &cancel).await {
+            Ok(_) => {
+                run_locked(
+                    session,
+                    &mut state,
+                    input,
+                    host.as_ref(),
+                    &cancel,
+                    max_steps,
+                    &opts,
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+    // A natural pause: the memory is brought up to date behind the answer.
+    if result.is_ok()
+        && let Err(e) = super::memory::after_turn(session, &mut state, host.clone())
+    {
+        tracing::warn!("the session memory was not updated: {e}");
+    }
     if let Err(e) = &result
         && let Err(store) = super::fit::drop_unanswered(&mut state, e)
     {
@@ -442,6 +456,8 @@ impl<'a> Turn<'a> {
     async fn relieve(&mut self) -> Result<bool, TurnError> {
         let (session, host, cancel) = (self.session, self.host, self.cancel);
         let state = &mut *self.state;
+        // Notes that arrived since the turn began are what a compaction here installs.
+        super::memory::write_pending(session, state);
         if let Some(c) = compact_if_needed(session, state, host, cancel).await? {
             self.outcome.usage.add(&c.usage);
         }

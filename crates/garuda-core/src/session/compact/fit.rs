@@ -169,6 +169,43 @@ pub fn with_its_request(messages: &[ViewMessage], split: usize) -> usize {
     if request && before > 0 { before } else { split }
 }
 
+/// The kept part starting at `split` (a session memory covers what is before it), as it is or
+/// with the results before the newest step cut, when that fits `room_chars`; None otherwise
+/// or when nothing would be older than it.
+pub fn kept_from(
+    messages: &[ViewMessage],
+    split: usize,
+    trim_to: usize,
+    room_chars: usize,
+) -> Option<KeptPlan> {
+    if split == 0 || split > messages.len() {
+        return None;
+    }
+    let kept = &messages[split..];
+    let steps = kept
+        .iter()
+        .filter(|m| m.message.role == Role::Assistant)
+        .count();
+    let none = HashSet::new();
+    let chars = kept_chars(kept, &none, trim_to);
+    if chars <= room_chars {
+        return Some(KeptPlan {
+            split,
+            steps,
+            trimmed: none,
+            chars,
+        });
+    }
+    let older = long_results(kept, trim_to, true);
+    let chars = kept_chars(kept, &older, trim_to);
+    (chars <= room_chars).then_some(KeptPlan {
+        split,
+        steps,
+        trimmed: older,
+        chars,
+    })
+}
+
 /// Chooses the kept part so it fits `room_chars`: `keep_steps` steps as they are, then with
 /// the results before the newest step cut, then fewer steps; as a last resort one step with
 /// every result cut (the caller checks the whole still fits the window). None when the view

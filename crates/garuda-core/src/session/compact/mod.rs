@@ -11,6 +11,7 @@ mod fork;
 mod guard;
 mod handoff;
 mod install;
+mod memory;
 mod pinned;
 mod relief;
 mod summary_prompt;
@@ -22,7 +23,7 @@ use super::tokens::TokenEstimator;
 use super::view::ViewMessage;
 use crate::message::{Block, Role};
 
-pub use fit::{KeptPlan, kept_chars, plan_kept, with_its_request, without_regenerated};
+pub use fit::{KeptPlan, kept_chars, kept_from, plan_kept, with_its_request, without_regenerated};
 pub use fork::{
     COLLAPSE_INSTRUCTION, Fork, collapse_fork, collapse_instruction, fork_with, opening,
 };
@@ -36,6 +37,10 @@ pub use install::{
     SkillSnapshot, SummaryText, TodoEntry, current_request, fresh_start_note, plan_fresh_start,
     plan_installation, previous_summary, restored_file_text, restored_plan, select_restored_files,
     select_restored_skills, summary_intro, with_references,
+};
+pub use memory::{
+    MEMORY_INSTRUCTION_START, cache_idle_ms, idle_due, latest_memory, memory_due, memory_end,
+    memory_instruction,
 };
 pub use pinned::{Pinned, UserWords, cut_with_marker, origins, pin, user_messages};
 pub use relief::{auto_collapse_span, collapse_start, nudge_due, nudge_text, span_user_words};
@@ -99,6 +104,16 @@ pub struct CompactPolicy {
     pub collapse_min_share: f64,
     /// Which summarizer a compaction uses (the worker, one request, or the choice by size).
     pub summarizer: Summarizer,
+    /// Keep a session memory current in the background and compact from it first.
+    pub session_memory: bool,
+    /// The memory is kept from this share of the window on (and idle compaction applies).
+    pub memory_start: f64,
+    /// The memory is asked again after the context grew by this share of the window.
+    pub memory_step: f64,
+    /// Compact a large idle session before its provider cache expires, or at resume after.
+    pub idle_compaction: bool,
+    /// How long the provider keeps a prompt cache entry, in seconds.
+    pub cache_ttl_secs: u64,
 }
 
 impl Default for CompactPolicy {
@@ -126,6 +141,11 @@ impl Default for CompactPolicy {
             collapse_threshold: 0.6,
             collapse_min_share: 0.05,
             summarizer: Summarizer::Auto,
+            session_memory: true,
+            memory_start: 0.3,
+            memory_step: 0.1,
+            idle_compaction: true,
+            cache_ttl_secs: 300,
         }
     }
 }

@@ -17,7 +17,23 @@ pub fn summary_instruction(
     target_tokens: u64,
 ) -> String {
     let mut s = String::from("<garuda_note>");
-    s.push_str(SUMMARY_INSTRUCTION);
+    s.push_str(SUMMARY_OPENING);
+    push_sections(&mut s, compact_instructions, target_tokens);
+    if let Some(f) = focus.map(str::trim).filter(|s| !s.is_empty()) {
+        s.push_str("\n\nThe user asks the summary to keep, above all: ");
+        s.push_str(f);
+    }
+    s.push_str("</garuda_note>");
+    s
+}
+
+/// Appends the sections, the size target and the project's compact instructions.
+pub(super) fn push_sections(
+    s: &mut String,
+    compact_instructions: Option<&str>,
+    target_tokens: u64,
+) {
+    s.push_str(SUMMARY_SECTIONS);
     s.push_str(&format!(
         "\n\nKeep the summary under about {target_tokens} tokens (about {} words): it must fit \
          the window with room to continue the work.",
@@ -30,18 +46,17 @@ pub fn summary_instruction(
         s.push_str("\n\nThe project's compact instructions (follow them):\n");
         s.push_str(ci);
     }
-    if let Some(f) = focus.map(str::trim).filter(|s| !s.is_empty()) {
-        s.push_str("\n\nThe user asks the summary to keep, above all: ");
-        s.push_str(f);
-    }
-    s.push_str("</garuda_note>");
-    s
 }
 
-const SUMMARY_INSTRUCTION: &str = "\
+const SUMMARY_OPENING: &str = "\
 The conversation above is about to be compacted: it will be replaced by your summary \
 plus the most recent steps. Write that summary now.
 
+";
+
+/// What every summary writes, and how: the analysis draft, then seed 003's sections. The
+/// compaction's instruction and the session memory's share it.
+const SUMMARY_SECTIONS: &str = "\
 Do not call any tool: tools are disabled for this request and any call is refused. Answer with \
 text only.
 

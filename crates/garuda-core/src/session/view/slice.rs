@@ -101,7 +101,8 @@ pub(crate) fn slice(records: &[Record]) -> Sliced {
             | Record::Usage(_)
             | Record::InstructionChange(_)
             | Record::InstallAborted(_)
-            | Record::ContextLimit(_) => {}
+            | Record::ContextLimit(_)
+            | Record::Memory(_) => {}
         }
     }
     out.skips = skips;
