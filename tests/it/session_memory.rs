@@ -400,3 +400,61 @@ fn exec_writes_the_memory_before_it_exits_and_a_resume_after_the_cache_expired_s
     assert!(sent.contains("MEMORY-NOTES"), "{sent}");
     assert!(sent.contains("question 6"), "{sent}");
 }
+
+#[test]
+fn a_collapse_asked_ahead_is_installed_when_due_without_a_wait() {
+    // Five turns each read a file of about 10 000 tokens; the counts the mock reports follow
+    // the content, so the estimate stays calibrated.
+    let mut replies = Vec::new();
+    for (i, f) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+        replies.push(read(&format!("toolu_{f}"), &format!("{f}.txt")));
+        replies.push(text(&format!("read {f}"), 3_000 + 10_000 * (i as u64 + 1)));
+    }
+    // Turn five ends at 53 000 of 100 000: past four fifths of the collapse's start (60 000).
+    replies.push(text("AHEAD-SUMMARY of the early reads", 53_000));
+    replies.push(text("six", 62_000));
+    replies.push(text("seven", 30_000));
+    let mock = Mock::start(replies);
+    // The memory's start is out of reach: only the collapse is asked ahead. Results come
+    // whole (the mock's counts would make the tenth-of-the-window cap cut them).
+    let (mut g, _h, ws, wid) = setup_env(
+        &mock,
+        &format!("{WINDOW_100K}[context]\nmemory_start = 0.99\nresult_share = 0\n"),
+        MEMORY_ON,
+    );
+    for f in ["a", "b", "c", "d", "e"] {
+        let body = format!("{f} line of the file\n").repeat(1_700);
+        std::fs::write(ws.path().join(format!("{f}.txt")), body).expect("write");
+    }
+    let sid = new_session(&mut g, &wid);
+    for i in 1..=5 {
+        let r = turn(&mut g, &sid, &format!("question {i}"));
+        assert_eq!(r["stopReason"], "end_turn", "turn {i}: {r}");
+    }
+    wait_requests(&mock, 11);
+    let bodies = mock.rec.bodies();
+    let ask = last_user_text(&bodies[10]);
+    assert!(ask.contains("Summarize the conversation above"), "{ask}");
+    // The same fork as the collapse sends: the turn's system prompt and tools.
+    assert_eq!(
+        strip_cache(&bodies[10]["system"]),
+        strip_cache(&bodies[9]["system"])
+    );
+    assert_eq!(
+        strip_cache(&bodies[10]["tools"]),
+        strip_cache(&bodies[9]["tools"])
+    );
+    turn(&mut g, &sid, "question 6");
+    // Turn seven starts over the collapse's start: the summary asked ahead goes in, no call.
+    let r = turn(&mut g, &sid, "question 7");
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    assert_eq!(mock.rec.count(), 13, "no collapse request in turn seven");
+    let sent = mock.rec.bodies()[12]["messages"].to_string();
+    assert!(sent.contains("AHEAD-SUMMARY"), "{sent}");
+    assert!(
+        !sent.contains("a line of the file"),
+        "the span is collapsed"
+    );
+    let i = g.call("context/inspect", json!({"sessionId": sid}));
+    assert_eq!(i["autoCollapses"], 1, "{i}");
+}

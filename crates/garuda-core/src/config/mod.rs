@@ -176,6 +176,9 @@ pub struct ContextSettings {
     pub collapse_threshold: f64,
     /// The least an automatic collapse takes away, as a share of the window.
     pub collapse_min_share: f64,
+    /// The automatic collapse starts at most at this many tokens, whatever the window (0: no
+    /// cap): every request re-reads the whole context, so an old span costs by its size.
+    pub collapse_max_tokens: u64,
     /// The compaction summarizer: `auto` (the worker when the older part does not fit one
     /// summary request), `worker` (always the worker) or `single` (one request, chunked).
     pub summarizer: crate::session::compact::Summarizer,
@@ -241,6 +244,7 @@ impl Default for ContextSettings {
             auto_collapse: true,
             collapse_threshold: 0.6,
             collapse_min_share: 0.05,
+            collapse_max_tokens: 0,
             summarizer: crate::session::compact::Summarizer::Auto,
             git_state: true,
             git_timeout_ms: 2_000,
@@ -282,6 +286,7 @@ impl ContextSettings {
             auto_collapse: self.auto_collapse,
             collapse_threshold: self.collapse_threshold.clamp(0.0, 1.0),
             collapse_min_share: self.collapse_min_share.clamp(0.0, 1.0),
+            collapse_max_tokens: self.collapse_max_tokens,
             summarizer: self.summarizer,
             session_memory: self.session_memory,
             memory_start: self.memory_start.clamp(0.0, 1.0),

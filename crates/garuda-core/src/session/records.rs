@@ -289,6 +289,23 @@ pub enum MemorySource {
     Unknown,
 }
 
+/// A collapse summary asked ahead, behind a turn's answer: the automatic collapse installs it
+/// without a model call while its span is still in the view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CollapseAheadRecord {
+    /// Record id.
+    pub uuid: String,
+    /// Unix milliseconds.
+    pub time: u64,
+    /// First message of the span.
+    pub from_id: String,
+    /// Last message of the span.
+    pub to_id: String,
+    /// The model's summary of the span.
+    pub summary: String,
+}
+
 /// The provider refused media (an oversized or unreadable image) in these messages: later
 /// requests carry a text marker in its place.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -568,6 +585,8 @@ pub enum Record {
     MediaRefused(MediaRefusedRecord),
     /// The session memory.
     Memory(MemoryRecord),
+    /// A collapse summary asked ahead.
+    CollapseAhead(CollapseAheadRecord),
 }
 
 /// Record type names this version understands.
@@ -585,6 +604,7 @@ pub const KNOWN_TYPES: &[&str] = &[
     "context_limit",
     "media_refused",
     "memory",
+    "collapse_ahead",
 ];
 
 /// The newest compaction boundary among `records`.
@@ -612,6 +632,7 @@ impl Record {
             Record::ContextLimit(r) => &r.uuid,
             Record::MediaRefused(r) => &r.uuid,
             Record::Memory(r) => &r.uuid,
+            Record::CollapseAhead(r) => &r.uuid,
         }
     }
 
@@ -631,6 +652,7 @@ impl Record {
             Record::ContextLimit(r) => r.time,
             Record::MediaRefused(r) => r.time,
             Record::Memory(r) => r.time,
+            Record::CollapseAhead(r) => r.time,
         }
     }
 

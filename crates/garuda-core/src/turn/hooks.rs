@@ -337,8 +337,8 @@ impl LiveSession {
     /// The session leaves memory (`close`, `delete`, `evicted`): its SessionEnd hooks run,
     /// without holding up the caller.
     pub fn ended(self: &std::sync::Arc<Self>, reason: &str) {
-        // Its memory update and idle timer end with it.
-        self.memory.stop();
+        // Its background requests and idle timer end with it.
+        self.background.stop();
         if self.is_agent() {
             return;
         }

@@ -403,8 +403,9 @@ pub struct LiveSession {
     server_window: Mutex<Option<(String, Option<crate::provider::ServerWindow>)>>,
     /// The lean fixed part of a small window, once in force (it stays for the session).
     lean: Mutex<Option<LeanState>>,
-    /// The session memory's update in flight, its result, and the idle timer.
-    pub(super) memory: super::memory::MemorySlot,
+    /// Requests run beside the session (the memory's update, a collapse asked ahead) and
+    /// the idle timer.
+    pub(super) background: super::background::Background,
 }
 
 /// The fewest characters a lean prompt keeps, whatever the budget: the short base rules and
@@ -563,7 +564,7 @@ impl LiveSession {
             agent_call: std::sync::atomic::AtomicBool::new(false),
             server_window: Mutex::new(None),
             lean: Mutex::new(None),
-            memory: Default::default(),
+            background: Default::default(),
         }
     }
 

@@ -7,12 +7,12 @@
 //! and leaves its notes in a slot that the next operation writes down, so a turn never waits
 //! for it and it never makes a turn busy.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::background::{PendingMemory, lock};
 use super::budget::{budgets, context_tokens};
 use super::compact::{CompactRequest, compact_section, compact_session};
 use super::host::TurnHost;
@@ -31,50 +31,9 @@ use crate::session::records::{
     CompactTrigger, MemoryRecord, MemorySource, UsagePurpose, UsageRecord, new_id, now_ms,
 };
 
-/// A finished update, not yet in the transcript.
-struct Pending {
-    record: MemoryRecord,
-    usage: Usage,
-    chars: usize,
-}
-
-/// A session's memory work in flight: the update (one at a time), its result waiting to be
-/// written, and the idle timer.
-#[derive(Default)]
-pub(crate) struct MemorySlot {
-    task: Mutex<Option<JoinHandle<()>>>,
-    pending: Arc<Mutex<Option<Pending>>>,
-    idle: Mutex<Option<tokio::task::AbortHandle>>,
-    cancel: CancellationToken,
-}
-
-impl MemorySlot {
-    /// Stops the update and the timer (the session leaves memory).
-    pub(crate) fn stop(&self) {
-        self.cancel.cancel();
-        if let Some(t) = lock(&self.idle).take() {
-            t.abort();
-        }
-    }
-
-    fn running(&self) -> bool {
-        lock(&self.task).as_ref().is_some_and(|t| !t.is_finished())
-    }
-}
-
-impl Drop for MemorySlot {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// Writes a finished update to the transcript (its usage first, as every side request's).
 pub(crate) fn write_pending(session: &LiveSession, state: &mut SessionState) {
-    let Some(p) = lock(&session.memory.pending).take() else {
+    let Some(p) = session.background.memory.take() else {
         return;
     };
     let usage = Record::Usage(UsageRecord {
@@ -155,7 +114,7 @@ fn start_update(
     state: &mut SessionState,
     tokens: u64,
 ) -> Result<(), TurnError> {
-    let slot = &session.memory;
+    let slot = &session.background.memory;
     if slot.running() {
         return Ok(());
     }
@@ -194,7 +153,7 @@ fn start_update(
     };
     let provider = session.model().provider.clone();
     let pending = slot.pending.clone();
-    let cancel = slot.cancel.child_token();
+    let cancel = session.background.cancel.child_token();
     let task = tokio::spawn(async move {
         let chars = request_chars(&request);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
@@ -225,7 +184,7 @@ fn start_update(
         });
         match record {
             Some(record) => {
-                *lock(&pending) = Some(Pending {
+                *lock(&pending) = Some(PendingMemory {
                     record,
                     usage: resp.usage,
                     chars,
@@ -238,18 +197,20 @@ fn start_update(
     Ok(())
 }
 
-/// Waits for the update in flight and writes what it brought (`garuda exec` before it exits,
+/// Waits for the requests in flight beside the session (the memory's update, a collapse
+/// asked ahead) and writes what they brought (`garuda exec` before it exits,
 /// so the next process finds the notes; a shutting-down server).
 pub async fn settle(session: &LiveSession) {
-    let task = lock(&session.memory.task).take();
-    if let Some(t) = task {
-        let _ = t.await;
-    }
-    if lock(&session.memory.pending).is_none() {
+    session.background.memory.settle().await;
+    session.background.collapse.settle().await;
+    if lock(&session.background.memory.pending).is_none()
+        && lock(&session.background.collapse.pending).is_none()
+    {
         return;
     }
     if let Ok(mut state) = session.begin(&CancellationToken::new()).await {
         write_pending(session, &mut state);
+        super::ops::write_ahead(session, &mut state);
     }
 }
 
@@ -295,7 +256,7 @@ fn set_idle_timer(session: &Arc<LiveSession>, host: Arc<dyn TurnHost>) {
         };
         idle_compaction(&session, host.as_ref(), ttl_ms).await;
     });
-    if let Some(old) = lock(&session.memory.idle).replace(task.abort_handle()) {
+    if let Some(old) = lock(&session.background.idle).replace(task.abort_handle()) {
         old.abort();
     }
 }
@@ -305,7 +266,9 @@ fn set_idle_timer(session: &Arc<LiveSession>, host: Arc<dyn TurnHost>) {
 async fn idle_compaction(session: &Arc<LiveSession>, host: &dyn TurnHost, ttl_ms: u64) {
     let cancel = CancellationToken::new();
     {
-        let Ok(mut state) = session.try_begin(&cancel) else {
+        // The state alone, not the session's claim: a turn sent meanwhile waits these
+        // milliseconds out instead of finding the session busy.
+        let Some(mut state) = session.try_state() else {
             return;
         };
         write_pending(session, &mut state);
@@ -327,11 +290,8 @@ async fn idle_compaction(session: &Arc<LiveSession>, host: &dyn TurnHost, ttl_ms
             return;
         }
     }
-    let task = lock(&session.memory.task).take();
-    if let Some(t) = task {
-        let _ = t.await;
-    }
-    let Ok(mut state) = session.try_begin(&cancel) else {
+    session.background.memory.settle().await;
+    let Some(mut state) = session.try_state() else {
         return;
     };
     write_pending(session, &mut state);

@@ -4,6 +4,7 @@
 mod agents;
 mod approval;
 mod ask;
+mod background;
 mod budget;
 mod call;
 mod compact;

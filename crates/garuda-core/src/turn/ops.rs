@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::background::{PendingCollapse, lock};
 use super::events::{CompactionPhase, TurnEvent};
 use super::host::TurnHost;
 use super::live::{LiveSession, SessionState, TurnError};
@@ -18,7 +19,7 @@ use crate::session::compact::{
     span_user_words, strip_analysis, summary_max_tokens,
 };
 use crate::session::records::{
-    CollapseRecord, CompactTrigger, SnipRecord, UsagePurpose, new_id, now_ms,
+    CollapseAheadRecord, CollapseRecord, CompactTrigger, SnipRecord, UsagePurpose, new_id, now_ms,
 };
 use crate::session::view::{CONTINUES_TEXT, View, collapse_span, resolve_short_id};
 
@@ -192,7 +193,13 @@ pub(crate) async fn auto_collapse(
         )
     };
     event(CompactionPhase::Started, None, Some("collapse".into()));
-    match collapse_with(session, state, &from, &to, None, cancel, true).await {
+    // A summary asked ahead, behind an earlier answer, is installed without a wait while its
+    // span is still in the view (it may end before today's span: less is collapsed).
+    let (from, to, ahead) = match collapse_ready(session, state)? {
+        Some(r) => (r.from_id, r.to_id, Some(r.summary)),
+        None => (from, to, None),
+    };
+    match collapse_with(session, state, &from, &to, ahead, cancel, true).await {
         Ok(out) => {
             state.collapse_failures = 0;
             let after = super::budget::context_tokens(session, state)?;
@@ -222,6 +229,146 @@ pub(crate) async fn auto_collapse(
     }
 }
 
+/// The newest collapse summary asked ahead, when nothing rewrote the view since and its span
+/// is still a span of the view.
+fn collapse_ready(
+    session: &LiveSession,
+    state: &mut SessionState,
+) -> Result<Option<CollapseAheadRecord>, TurnError> {
+    write_ahead(session, state);
+    let Some(at) = state
+        .records()
+        .iter()
+        .rposition(|r| matches!(r, Record::CollapseAhead(_)))
+    else {
+        return Ok(None);
+    };
+    let Record::CollapseAhead(r) = &state.records()[at] else {
+        return Ok(None);
+    };
+    let r = r.clone();
+    let rewritten = state.records()[at..]
+        .iter()
+        .any(|x| matches!(x, Record::Collapse(_) | Record::CompactBoundary(_)));
+    if rewritten || r.summary.trim().is_empty() {
+        return Ok(None);
+    }
+    let view = current_view(state, &session.setup.view_policy)?;
+    Ok(collapse_span(view, &r.from_id, &r.to_id).ok().map(|_| r))
+}
+
+/// Writes a collapse summary asked ahead that arrived (its usage under `collapse`, then the
+/// summary), so it survives the process (`garuda exec` waits for it) and the collapse finds it.
+pub(crate) fn write_ahead(session: &LiveSession, state: &mut SessionState) {
+    let Some(p) = session.background.collapse.take() else {
+        return;
+    };
+    let now = now_ms();
+    let usage = Record::Usage(crate::session::records::UsageRecord {
+        uuid: new_id(),
+        time: now,
+        message_id: p.to.clone(),
+        usage: p.usage,
+        request_chars: Some(p.chars as u64),
+        view_chars: None,
+        purpose: Some(UsagePurpose::Collapse),
+        cost_usd: None,
+        cache_miss: None,
+    });
+    let ready = Record::CollapseAhead(CollapseAheadRecord {
+        uuid: new_id(),
+        time: now,
+        from_id: p.from,
+        to_id: p.to,
+        summary: p.summary,
+    });
+    if let Err(e) = state.append(vec![usage, ready]) {
+        tracing::warn!("cannot record a collapse summary asked ahead: {e}");
+    }
+}
+
+/// Behind a turn's answer: once the context is past four fifths of the automatic collapse's
+/// start, the span the collapse would take now is asked of the model as the same fork (its
+/// prefix read from the cache the turn just wrote), so the collapse installs it with no wait.
+pub(crate) fn collapse_ahead(
+    session: &LiveSession,
+    state: &mut SessionState,
+) -> Result<(), TurnError> {
+    let policy = &session.setup.compact;
+    let slot = &session.background.collapse;
+    // The memory's switch covers every request beside the turns.
+    if !policy.session_memory || slot.running() || state.collapse_failures >= policy.max_failures {
+        return Ok(());
+    }
+    write_ahead(session, state);
+    if collapse_ready(session, state)?.is_some() {
+        return Ok(());
+    }
+    let b = super::budget::budgets(session, state);
+    let Some(start) = collapse_start(b.window, b.threshold, policy) else {
+        return Ok(());
+    };
+    let tokens = super::budget::context_tokens(session, state)?;
+    if tokens < start * 4 / 5 || tokens > b.threshold {
+        return Ok(());
+    }
+    let min_tokens = (b.window as f64 * policy.collapse_min_share) as u64;
+    let min_chars = (min_tokens as f64 * state.tracker.estimator.chars_per_token()) as usize;
+    let view = current_view(state, &session.setup.view_policy)?.clone();
+    let Some((from, to)) = auto_collapse_span(&view, policy.keep_steps, min_chars) else {
+        return Ok(());
+    };
+    let Ok(span) = collapse_span(&view, &from, &to) else {
+        return Ok(());
+    };
+    let Some(request) = fork_request(session, state, &view, &span_indices(&view, &span)) else {
+        return Ok(());
+    };
+    let provider = session.model().provider.clone();
+    let pending = slot.pending.clone();
+    let cancel = session.background.cancel.child_token();
+    let task = tokio::spawn(async move {
+        let chars = super::side::request_chars(&request);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let call = provider.complete(request, tx, cancel);
+        let drain = async { while rx.recv().await.is_some() {} };
+        let (result, ()) = tokio::join!(call, drain);
+        let Ok(resp) = result else {
+            return;
+        };
+        let called = resp
+            .content
+            .iter()
+            .any(|b| matches!(b, Block::ToolUse { .. }));
+        let summary = strip_analysis(&super::side::response_text(&resp));
+        let cut = resp.stop_reason == crate::message::StopReason::MaxTokens;
+        if !called && !cut && !summary.trim().is_empty() {
+            *lock(&pending) = Some(PendingCollapse {
+                from,
+                to,
+                summary,
+                usage: resp.usage,
+                chars,
+            });
+        }
+    });
+    *lock(&slot.task) = Some(task);
+    Ok(())
+}
+
+/// Indices of the view's messages that hold a message of `span`, in order.
+fn span_indices(view: &View, span: &[String]) -> Vec<usize> {
+    let in_span: HashSet<&str> = span.iter().map(String::as_str).collect();
+    (0..view.messages.len())
+        .filter(|&i| {
+            view.messages[i]
+                .source_ids
+                .iter()
+                .any(|s| in_span.contains(s.as_str()))
+        })
+        .collect()
+}
+
 async fn collapse_with(
     session: &LiveSession,
     state: &mut SessionState,
@@ -234,17 +381,9 @@ async fn collapse_with(
     let mut usage = Usage::default();
     let view = current_view(state, &session.setup.view_policy)?.clone();
     let span = collapse_span(&view, from, to).map_err(|e| TurnError::Invalid(e.to_string()))?;
-    let in_span: HashSet<&str> = span.iter().map(String::as_str).collect();
     // The view's messages the span covers: what the summary is asked of, and whose tools'
     // files the collapse lists.
-    let span_at: Vec<usize> = (0..view.messages.len())
-        .filter(|&i| {
-            view.messages[i]
-                .source_ids
-                .iter()
-                .any(|s| in_span.contains(s.as_str()))
-        })
-        .collect();
+    let span_at = span_indices(&view, &span);
     let span_msgs: Vec<&Message> = span_at.iter().map(|&i| &view.messages[i].message).collect();
     let summary = match summary.filter(|s| !s.trim().is_empty()) {
         Some(s) => s,
@@ -294,6 +433,50 @@ async fn collapse_with(
     })
 }
 
+/// Output room of a collapse summary.
+fn collapse_max_tokens(session: &LiveSession, state: &SessionState) -> u64 {
+    let b = super::budget::budgets(session, state);
+    summary_max_tokens(
+        session.model().info.max_output as u64,
+        b.summary,
+        b.window / 2,
+    )
+}
+
+/// The collapse fork of the span (`span_at`: its messages' indices in the view): the
+/// session's system prompt and tools, the view through the span's end as the main request
+/// sends it, the instruction after it. None when it would not fit the window with its output
+/// room and a margin.
+fn fork_request(
+    session: &LiveSession,
+    state: &SessionState,
+    view: &View,
+    span_at: &[usize],
+) -> Option<ModelRequest> {
+    let fork = collapse_fork(&view.messages, *span_at.first()?, *span_at.last()?)?;
+    let chars: usize = fork
+        .messages
+        .iter()
+        .map(crate::session::view::message_chars)
+        .sum();
+    let b = super::budget::budgets(session, state);
+    let max_tokens = collapse_max_tokens(session, state);
+    let est = state.tracker.estimator;
+    let need = est.estimate(super::budget::fixed_chars(session) + chars) + max_tokens;
+    (need + b.window / 20 <= b.window).then(|| ModelRequest {
+        model: session.model().id.clone(),
+        system: session.system(),
+        tools: session.tool_specs(),
+        messages: fork.messages,
+        max_tokens: max_tokens as u32,
+        cache: fork.cache,
+        thinking_budget: None,
+        output_schema: None,
+        no_tool_calls: false,
+        tool_clearing: None,
+    })
+}
+
 /// Asks the model for a collapse summary of the span (`span_at`: its messages' indices in
 /// the view, in order; `span_msgs`: those messages). The fork goes first: the session's
 /// system prompt, tools and the view up to the span's end as the main request sends them, so
@@ -309,59 +492,25 @@ async fn ask_collapse(
     cancel: &CancellationToken,
 ) -> Result<(String, Usage), TurnError> {
     let mut usage = Usage::default();
-    let b = super::budget::budgets(session, state);
-    let max_output = session.model().info.max_output as u64;
-    let max_tokens = summary_max_tokens(max_output, b.summary, b.window / 2);
-    let base = |system: String, tools, messages, cache| ModelRequest {
-        model: session.model().id.clone(),
-        system,
-        tools,
-        messages,
-        max_tokens: max_tokens as u32,
-        cache,
-        thinking_budget: None,
-        output_schema: None,
-        no_tool_calls: false,
-        tool_clearing: None,
-    };
-    let fork = match (span_at.first(), span_at.last()) {
-        (Some(&first), Some(&last)) => collapse_fork(&view.messages, first, last),
-        _ => None,
-    };
-    if let Some(fork) = fork {
-        let chars: usize = fork
-            .messages
-            .iter()
-            .map(crate::session::view::message_chars)
-            .sum();
-        let est = state.tracker.estimator;
-        let need = est.estimate(super::budget::fixed_chars(session) + chars) + max_tokens;
-        if need + b.window / 20 <= b.window {
-            let req = base(
-                session.system(),
-                session.tool_specs(),
-                fork.messages,
-                fork.cache,
-            );
-            match collapse_call(session, state, req, cancel).await {
-                Ok(resp) => {
-                    usage.add(&resp.usage);
-                    let called = resp
-                        .content
-                        .iter()
-                        .any(|b| matches!(b, Block::ToolUse { .. }));
-                    let text = strip_analysis(&super::side::response_text(&resp));
-                    if !called && !text.trim().is_empty() {
-                        return Ok((text, usage));
-                    }
-                    tracing::info!("the collapse fork gave no summary; asking with the span alone");
+    if let Some(req) = fork_request(session, state, view, span_at) {
+        match collapse_call(session, state, req, cancel).await {
+            Ok(resp) => {
+                usage.add(&resp.usage);
+                let called = resp
+                    .content
+                    .iter()
+                    .any(|b| matches!(b, Block::ToolUse { .. }));
+                let text = strip_analysis(&super::side::response_text(&resp));
+                if !called && !text.trim().is_empty() {
+                    return Ok((text, usage));
                 }
-                Err(crate::provider::ProviderError::Cancelled { .. }) => {
-                    return Err(TurnError::Cancelled);
-                }
-                Err(e) => {
-                    tracing::info!("the collapse fork failed ({e}); asking with the span alone")
-                }
+                tracing::info!("the collapse fork gave no summary; asking with the span alone");
+            }
+            Err(crate::provider::ProviderError::Cancelled { .. }) => {
+                return Err(TurnError::Cancelled);
+            }
+            Err(e) => {
+                tracing::info!("the collapse fork failed ({e}); asking with the span alone")
             }
         }
     }
@@ -381,7 +530,18 @@ async fn ask_collapse(
         system: true,
         messages: Vec::new(),
     };
-    let req = base(session.system(), Vec::new(), msgs, cache);
+    let req = ModelRequest {
+        model: session.model().id.clone(),
+        system: session.system(),
+        tools: Vec::new(),
+        messages: msgs,
+        max_tokens: collapse_max_tokens(session, state) as u32,
+        cache,
+        thinking_budget: None,
+        output_schema: None,
+        no_tool_calls: false,
+        tool_clearing: None,
+    };
     let resp = collapse_call(session, state, req, cancel).await?;
     usage.add(&resp.usage);
     let text = strip_analysis(&super::side::response_text(&resp));

@@ -116,11 +116,17 @@ pub async fn run_turn_with(
             }
             Err(e) => Err(e),
         };
-    // A natural pause: the memory is brought up to date behind the answer.
-    if result.is_ok()
-        && let Err(e) = super::memory::after_turn(session, &mut state, host.clone())
-    {
-        tracing::warn!("the session memory was not updated: {e}");
+    // A natural pause: the memory is brought up to date, and a collapse the next steps will
+    // need is asked for, behind the answer.
+    if result.is_ok() {
+        if let Err(e) = super::memory::after_turn(session, &mut state, host.clone()) {
+            tracing::warn!("the session memory was not updated: {e}");
+        }
+        if !session.is_agent()
+            && let Err(e) = super::ops::collapse_ahead(session, &mut state)
+        {
+            tracing::warn!("no collapse summary was asked ahead: {e}");
+        }
     }
     if let Err(e) = &result
         && let Err(store) = super::fit::drop_unanswered(&mut state, e)

@@ -102,6 +102,8 @@ pub struct CompactPolicy {
     pub collapse_threshold: f64,
     /// The least an automatic collapse takes away, as a share of the window.
     pub collapse_min_share: f64,
+    /// The automatic collapse starts at most at this many tokens (0: no cap).
+    pub collapse_max_tokens: u64,
     /// Which summarizer a compaction uses (the worker, one request, or the choice by size).
     pub summarizer: Summarizer,
     /// Keep a session memory current in the background and compact from it first.
@@ -140,6 +142,7 @@ impl Default for CompactPolicy {
             auto_collapse: true,
             collapse_threshold: 0.6,
             collapse_min_share: 0.05,
+            collapse_max_tokens: 0,
             summarizer: Summarizer::Auto,
             session_memory: true,
             memory_start: 0.3,

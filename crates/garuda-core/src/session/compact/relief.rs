@@ -9,12 +9,17 @@ use crate::session::records::Record;
 use crate::session::view::{View, collapse_span, message_chars};
 
 /// Tokens above which an automatic collapse may run, when there is room for one below the
-/// compaction threshold (`threshold`, in tokens). None: off, or no room.
+/// compaction threshold (`threshold`, in tokens): the collapse share of the window, at most
+/// `collapse_max_tokens` (every request re-reads the whole context, so what an old span costs
+/// grows with its size, not with the window). None: off, or no room.
 pub fn collapse_start(window: u64, threshold: u64, policy: &CompactPolicy) -> Option<u64> {
     if !policy.auto_collapse || !policy.auto_compact {
         return None;
     }
-    let at = (window as f64 * policy.collapse_threshold) as u64;
+    let mut at = (window as f64 * policy.collapse_threshold) as u64;
+    if policy.collapse_max_tokens > 0 {
+        at = at.min(policy.collapse_max_tokens);
+    }
     (at < threshold).then_some(at)
 }
 

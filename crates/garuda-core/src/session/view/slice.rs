@@ -102,7 +102,8 @@ pub(crate) fn slice(records: &[Record]) -> Sliced {
             | Record::InstructionChange(_)
             | Record::InstallAborted(_)
             | Record::ContextLimit(_)
-            | Record::Memory(_) => {}
+            | Record::Memory(_)
+            | Record::CollapseAhead(_) => {}
         }
     }
     out.skips = skips;
