@@ -6,8 +6,9 @@
 //! refusals, the side requests' cache shares, directives lost, wall time per turn and peak RSS.
 //! Side requests are summaries, collapses and Garuda's session-memory updates ("memory req"
 //! counts the last apart); "summary waits" counts the summary and collapse requests, refused
-//! ones included, since they run inside a turn and the user waits for them (a memory update is
-//! sent after the turn's answer, so it is no wait).
+//! ones included, that a turn's process sent before one of that turn's main requests: the user
+//! waited for them. One sent after the turn's last main request (a memory update, Garuda's
+//! collapse asked ahead) was behind the answer, so it is no wait.
 //!
 //! `cargo bench --bench session_cost -- [--turns N] [--windows 200000,40000]
 //! [--claude PATH] [--large] [--garuda-context "key = value; …"] [--idle-after N]
@@ -73,6 +74,8 @@ struct Leg {
     peak_rss_kib: u64,
     /// Requests before the idle gap and requests by the end of the turn after it.
     gap: Option<(usize, usize)>,
+    /// Each turn's process: the sim's request count when it started and when it ended.
+    processes: Vec<(usize, usize)>,
 }
 
 fn cost(r: &SimRecord) -> f64 {
@@ -173,6 +176,7 @@ fn garuda_leg(window: u64, run: &Run) -> Leg {
     let rss_file = home.path().join("rss");
     let (mut failed, mut peak) = (0, 0);
     let (mut gap, mut gap_start, mut idle) = (None, None, Duration::ZERO);
+    let mut processes = Vec::new();
     let started = Instant::now();
     for turn in 1..=turns {
         let mut cmd = Command::new(&bin);
@@ -187,7 +191,9 @@ fn garuda_leg(window: u64, run: &Run) -> Leg {
             cmd.arg("--continue");
         }
         cmd.arg(ws.dir.path()).arg(long_session::user_message(turn));
+        let before = sim.count();
         let (ok, _, rss) = run_timed(cmd, &rss_file);
+        processes.push((before, sim.count()));
         failed += u32::from(!ok);
         peak = peak.max(rss);
         note_gap(run, turn, &sim, &mut gap_start, &mut gap, &mut idle);
@@ -201,6 +207,7 @@ fn garuda_leg(window: u64, run: &Run) -> Leg {
         wall: started.elapsed().saturating_sub(idle),
         peak_rss_kib: peak,
         gap,
+        processes,
     }
 }
 
@@ -235,6 +242,7 @@ fn claude_leg(claude: &Path, window: u64, run: &Run) -> Leg {
     let rss_file = home.path().join("rss");
     let (mut failed, mut peak) = (0, 0);
     let (mut gap, mut gap_start, mut idle) = (None, None, Duration::ZERO);
+    let mut processes = Vec::new();
     let mut session: Option<String> = None;
     let started = Instant::now();
     for turn in 1..=turns {
@@ -260,7 +268,9 @@ fn claude_leg(claude: &Path, window: u64, run: &Run) -> Leg {
         if let Some(id) = &session {
             cmd.arg("--resume").arg(id);
         }
+        let before = sim.count();
         let (ok, out, rss) = run_timed(cmd, &rss_file);
+        processes.push((before, sim.count()));
         let v: Value = serde_json::from_str(out.trim()).unwrap_or(Value::Null);
         if session.is_none() {
             session = v["session_id"].as_str().map(str::to_string);
@@ -278,6 +288,7 @@ fn claude_leg(claude: &Path, window: u64, run: &Run) -> Leg {
         wall: started.elapsed().saturating_sub(idle),
         peak_rss_kib: peak,
         gap,
+        processes,
     }
 }
 
@@ -313,6 +324,22 @@ struct Figures {
     after_gap: Option<(u64, f64)>,
 }
 
+/// A summary or collapse request the person waited for: one its turn's process sent before
+/// a main request of that turn. One sent after the turn's last main request was behind the
+/// answer (Garuda's collapse asked ahead), which the sim cannot tell by its content.
+fn waited(leg: &Leg, index: usize) -> bool {
+    let Some(&(_, end)) = leg
+        .processes
+        .iter()
+        .find(|&&(start, end)| start <= index && index < end)
+    else {
+        return true;
+    };
+    leg.records
+        .iter()
+        .any(|r| r.index > index && r.index < end && r.kind == Kind::Main)
+}
+
 fn figures(leg: &Leg) -> Figures {
     let mut f = Figures::default();
     let (mut prev_main, mut main_index, mut last_break): (Option<u64>, usize, Option<usize>) =
@@ -330,7 +357,7 @@ fn figures(leg: &Leg) -> Figures {
         if matches!(r.verdict, Verdict::PromptTooLong { .. }) {
             f.ptl += 1;
         }
-        if matches!(r.kind, Kind::Summary | Kind::Collapse) {
+        if matches!(r.kind, Kind::Summary | Kind::Collapse) && waited(leg, r.index) {
             f.summary_waits += 1;
         }
         if !answered(r) {

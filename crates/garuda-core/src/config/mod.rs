@@ -244,7 +244,7 @@ impl Default for ContextSettings {
             auto_collapse: true,
             collapse_threshold: 0.6,
             collapse_min_share: 0.05,
-            collapse_max_tokens: 0,
+            collapse_max_tokens: 60_000,
             summarizer: crate::session::compact::Summarizer::Auto,
             git_state: true,
             git_timeout_ms: 2_000,

@@ -17,15 +17,13 @@ use super::budget::{budgets, context_tokens};
 use super::compact::{CompactRequest, compact_section, compact_session};
 use super::host::TurnHost;
 use super::live::{LiveSession, SessionState, TurnError};
-use super::side::{request_chars, response_text};
+use super::side::{fork_request, spawn_text};
 use super::view::current_view;
-use crate::message::{Block, Usage};
+use crate::message::Usage;
 use crate::prompt::PartKind;
-use crate::provider::{ModelRequest, StreamEvent};
 use crate::session::Record;
 use crate::session::compact::{
-    cache_idle_ms, fork_with, latest_memory, memory_due, memory_instruction, strip_analysis,
-    summary_max_tokens,
+    cache_idle_ms, fork_with, latest_memory, memory_due, memory_instruction, summary_max_tokens,
 };
 use crate::session::records::{
     CompactTrigger, MemoryRecord, MemorySource, UsagePurpose, UsageRecord, new_id, now_ms,
@@ -139,61 +137,25 @@ fn start_update(
     }
     let view = current_view(state, &session.setup.view_policy)?;
     let fork = fork_with(&view.messages, instruction);
-    let request = ModelRequest {
-        model: session.model().id.clone(),
-        system: prompt.system.clone(),
-        tools: session.tool_specs(),
-        messages: fork.messages,
-        max_tokens: max_tokens as u32,
-        cache: fork.cache,
-        thinking_budget: None,
-        output_schema: None,
-        no_tool_calls: false,
-        tool_clearing: None,
-    };
-    let provider = session.model().provider.clone();
-    let pending = slot.pending.clone();
-    let cancel = session.background.cancel.child_token();
-    let task = tokio::spawn(async move {
-        let chars = request_chars(&request);
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
-        let call = provider.complete(request, tx, cancel);
-        let drain = async { while rx.recv().await.is_some() {} };
-        let (result, ()) = tokio::join!(call, drain);
-        let resp = match result {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::info!("the session memory update failed: {e}");
-                return;
-            }
-        };
-        let called = resp
-            .content
-            .iter()
-            .any(|b| matches!(b, Block::ToolUse { .. }));
-        let text = strip_analysis(&response_text(&resp));
-        let cut = resp.stop_reason == crate::message::StopReason::MaxTokens;
-        // Notes cut short or a tool call are not notes: the next pause asks again.
-        let record = (!called && !cut && !text.trim().is_empty()).then(|| MemoryRecord {
-            uuid: new_id(),
-            time: now_ms(),
-            text,
-            through_id: through,
-            tokens_at: tokens,
-            source: MemorySource::Model,
-        });
-        match record {
-            Some(record) => {
-                *lock(&pending) = Some(PendingMemory {
-                    record,
-                    usage: resp.usage,
-                    chars,
-                })
-            }
-            None => tracing::info!("the session memory update gave no notes"),
-        }
-    });
-    *lock(&slot.task) = Some(task);
+    let request = fork_request(session, fork, max_tokens);
+    spawn_text(
+        session,
+        slot,
+        request,
+        "the session memory update",
+        move |text, usage, chars| PendingMemory {
+            record: MemoryRecord {
+                uuid: new_id(),
+                time: now_ms(),
+                text,
+                through_id: through,
+                tokens_at: tokens,
+                source: MemorySource::Model,
+            },
+            usage,
+            chars,
+        },
+    );
     Ok(())
 }
 

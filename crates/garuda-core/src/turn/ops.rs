@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::background::{PendingCollapse, lock};
+use super::background::PendingCollapse;
 use super::events::{CompactionPhase, TurnEvent};
 use super::host::TurnHost;
 use super::live::{LiveSession, SessionState, TurnError};
@@ -324,35 +324,19 @@ pub(crate) fn collapse_ahead(
     let Some(request) = fork_request(session, state, &view, &span_indices(&view, &span)) else {
         return Ok(());
     };
-    let provider = session.model().provider.clone();
-    let pending = slot.pending.clone();
-    let cancel = session.background.cancel.child_token();
-    let task = tokio::spawn(async move {
-        let chars = super::side::request_chars(&request);
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let call = provider.complete(request, tx, cancel);
-        let drain = async { while rx.recv().await.is_some() {} };
-        let (result, ()) = tokio::join!(call, drain);
-        let Ok(resp) = result else {
-            return;
-        };
-        let called = resp
-            .content
-            .iter()
-            .any(|b| matches!(b, Block::ToolUse { .. }));
-        let summary = strip_analysis(&super::side::response_text(&resp));
-        let cut = resp.stop_reason == crate::message::StopReason::MaxTokens;
-        if !called && !cut && !summary.trim().is_empty() {
-            *lock(&pending) = Some(PendingCollapse {
-                from,
-                to,
-                summary,
-                usage: resp.usage,
-                chars,
-            });
-        }
-    });
-    *lock(&slot.task) = Some(task);
+    super::side::spawn_text(
+        session,
+        slot,
+        request,
+        "a collapse asked ahead",
+        move |summary, usage, chars| PendingCollapse {
+            from,
+            to,
+            summary,
+            usage,
+            chars,
+        },
+    );
     Ok(())
 }
 
@@ -463,18 +447,7 @@ fn fork_request(
     let max_tokens = collapse_max_tokens(session, state);
     let est = state.tracker.estimator;
     let need = est.estimate(super::budget::fixed_chars(session) + chars) + max_tokens;
-    (need + b.window / 20 <= b.window).then(|| ModelRequest {
-        model: session.model().id.clone(),
-        system: session.system(),
-        tools: session.tool_specs(),
-        messages: fork.messages,
-        max_tokens: max_tokens as u32,
-        cache: fork.cache,
-        thinking_budget: None,
-        output_schema: None,
-        no_tool_calls: false,
-        tool_clearing: None,
-    })
+    (need + b.window / 20 <= b.window).then(|| super::side::fork_request(session, fork, max_tokens))
 }
 
 /// Asks the model for a collapse summary of the span (`span_at`: its messages' indices in

@@ -4,12 +4,14 @@
 
 use tokio_util::sync::CancellationToken;
 
+use super::background::{Slot, lock};
 use super::events::TurnEvent;
 use super::host::TurnHost;
 use super::live::{LiveSession, SessionState};
-use crate::message::Block;
+use crate::message::{Block, Usage};
 use crate::provider::{ModelRequest, ModelResponse, ProviderError, StreamEvent};
 use crate::session::Record;
+use crate::session::compact::{Fork, strip_analysis};
 use crate::session::records::{UsagePurpose, UsageRecord, new_id, now_ms};
 use crate::session::tokens;
 
@@ -93,4 +95,63 @@ pub(crate) fn response_text(resp: &ModelResponse) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A fork of the session's main request: its system prompt and tools, `fork`'s messages and
+/// cache markers, thinking off (the memory update and the collapse send it).
+pub(crate) fn fork_request(session: &LiveSession, fork: Fork, max_tokens: u64) -> ModelRequest {
+    ModelRequest {
+        model: session.model().id.clone(),
+        system: session.system(),
+        tools: session.tool_specs(),
+        messages: fork.messages,
+        max_tokens: max_tokens as u32,
+        cache: fork.cache,
+        thinking_budget: None,
+        output_schema: None,
+        no_tool_calls: false,
+        tool_clearing: None,
+    }
+}
+
+/// Sends `request` beside the session (nothing holds it while the model answers). When the
+/// answer is text only, not cut by the output limit, `make` turns it, its usage and the
+/// request's size into what `slot` keeps for the next operation to write; anything else is
+/// dropped (`what` names it in the log) and the next pause asks again.
+pub(crate) fn spawn_text<T: Send + 'static>(
+    session: &LiveSession,
+    slot: &Slot<T>,
+    request: ModelRequest,
+    what: &'static str,
+    make: impl FnOnce(String, Usage, usize) -> T + Send + 'static,
+) {
+    let provider = session.model().provider.clone();
+    let pending = slot.pending.clone();
+    let cancel = session.background.cancel.child_token();
+    let task = tokio::spawn(async move {
+        let chars = request_chars(&request);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StreamEvent>();
+        let call = provider.complete(request, tx, cancel);
+        let drain = async { while rx.recv().await.is_some() {} };
+        let (result, ()) = tokio::join!(call, drain);
+        let resp = match result {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::info!("{what} failed: {e}");
+                return;
+            }
+        };
+        let called = resp
+            .content
+            .iter()
+            .any(|b| matches!(b, Block::ToolUse { .. }));
+        let text = strip_analysis(&response_text(&resp));
+        let cut = resp.stop_reason == crate::message::StopReason::MaxTokens;
+        if called || cut || text.trim().is_empty() {
+            tracing::info!("{what} gave no usable text");
+            return;
+        }
+        *lock(&pending) = Some(make(text, resp.usage, chars));
+    });
+    *lock(&slot.task) = Some(task);
 }

@@ -142,7 +142,7 @@ impl Default for CompactPolicy {
             auto_collapse: true,
             collapse_threshold: 0.6,
             collapse_min_share: 0.05,
-            collapse_max_tokens: 0,
+            collapse_max_tokens: 60_000,
             summarizer: Summarizer::Auto,
             session_memory: true,
             memory_start: 0.3,

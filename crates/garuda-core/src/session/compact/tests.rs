@@ -780,6 +780,14 @@ fn auto_collapse_takes_the_middle_and_keeps_the_task_and_the_kept_steps() {
 fn collapse_band_and_nudge_growth() {
     let p = CompactPolicy::default();
     assert_eq!(collapse_start(100_000, 80_000, &p), Some(60_000));
+    // Past 100 000 the cap decides: what an old span costs grows with its size.
+    assert_eq!(collapse_start(200_000, 160_000, &p), Some(60_000));
+    assert_eq!(collapse_start(1_000_000, 800_000, &p), Some(60_000));
+    let uncapped = CompactPolicy {
+        collapse_max_tokens: 0,
+        ..CompactPolicy::default()
+    };
+    assert_eq!(collapse_start(200_000, 160_000, &uncapped), Some(120_000));
     // A threshold lowered under the collapse threshold leaves no band.
     assert_eq!(collapse_start(100_000, 50_000, &p), None);
     let off = CompactPolicy {
