@@ -362,12 +362,19 @@ impl TurnHost for ExecHost {
             } => self.note(&format!("[retry {attempt} in {delay_ms} ms] {reason}")),
             TurnEvent::Compaction {
                 phase,
+                trigger,
                 tokens_before,
                 tokens_after,
                 message,
-                ..
             } => {
-                let mut line = format!("[compaction {}]", phase.name());
+                // An idle compaction is not the turn's doing: say why it came.
+                let mut line = match trigger {
+                    garuda_core::session::records::CompactTrigger::Idle => format!(
+                        "[compaction {}, idle: the provider's cache expired]",
+                        phase.name()
+                    ),
+                    _ => format!("[compaction {}]", phase.name()),
+                };
                 if let (Some(b), Some(a)) = (tokens_before, tokens_after) {
                     line.push_str(&format!(" {b} → {a} tokens"));
                 }

@@ -182,7 +182,6 @@ fn a_compaction_with_a_focus_asks_the_model_even_with_a_memory() {
 fn the_users_notes_replace_the_memory_and_the_next_update_carries_them() {
     let mut replies = history(40_000);
     replies.push(notes("MEMORY-NOTES"));
-    // Turn six grows the context by more than the memory step (10 000).
     replies.push(text("six", 55_000));
     replies.push(notes("NEWER-NOTES"));
     let mock = Mock::start(replies);
@@ -200,7 +199,9 @@ fn the_users_notes_replace_the_memory_and_the_next_update_carries_them() {
     assert_eq!(r["memory"]["text"], "MY-NOTES: keep the tests green");
     assert_eq!(r["memory"]["current"], true);
 
-    let t = turn(&mut g, &sid, "question 6");
+    // The conversation after the notes grows by more than the step: a long message.
+    let long = format!("question 6: {}", "context ".repeat(6_000));
+    let t = turn(&mut g, &sid, &long);
     assert_eq!(t["stopReason"], "end_turn", "{t}");
     wait_requests(&mock, 9);
     let ask = last_user_text(&mock.rec.bodies()[8]);
@@ -408,10 +409,10 @@ fn a_collapse_asked_ahead_is_installed_when_due_without_a_wait() {
     let mut replies = Vec::new();
     for (i, f) in ["a", "b", "c", "d", "e"].iter().enumerate() {
         replies.push(read(&format!("toolu_{f}"), &format!("{f}.txt")));
-        replies.push(text(&format!("read {f}"), 3_000 + 10_000 * (i as u64 + 1)));
+        replies.push(text(&format!("read {f}"), 5_000 + 10_000 * (i as u64 + 1)));
     }
-    // Turn five ends at 53 000 of 100 000: past four fifths of the collapse's start (60 000).
-    replies.push(text("AHEAD-SUMMARY of the early reads", 53_000));
+    // Turn five ends at 55 000 of 100 000: past nine tenths of the collapse's start (60 000).
+    replies.push(text("AHEAD-SUMMARY of the early reads", 55_000));
     replies.push(text("six", 62_000));
     replies.push(text("seven", 30_000));
     let mock = Mock::start(replies);

@@ -23,7 +23,8 @@ use crate::message::Usage;
 use crate::prompt::PartKind;
 use crate::session::Record;
 use crate::session::compact::{
-    cache_idle_ms, fork_with, latest_memory, memory_due, memory_instruction, summary_max_tokens,
+    cache_idle_ms, fork_with, latest_memory, memory_due, memory_end, memory_instruction,
+    summary_max_tokens,
 };
 use crate::session::records::{
     CompactTrigger, MemoryRecord, MemorySource, UsagePurpose, UsageRecord, new_id, now_ms,
@@ -95,7 +96,22 @@ pub(crate) fn after_turn(
     let policy = &session.setup.compact;
     let tokens = context_tokens(session, state)?;
     let window = budgets(session, state).window;
-    if memory_due(state.records(), tokens, window, policy) {
+    let last = latest_memory(state.records()).map(|m| m.through_id.clone());
+    let grown = match &last {
+        Some(through) => {
+            let est = state.tracker.estimator;
+            let view = current_view(state, &session.setup.view_policy)?;
+            memory_end(&view.messages, through).map(|end| {
+                let chars: usize = view.messages[end + 1..]
+                    .iter()
+                    .map(|m| crate::session::view::message_chars(&m.message))
+                    .sum();
+                est.estimate(chars)
+            })
+        }
+        None => None,
+    };
+    if memory_due(last.is_some(), grown, tokens, window, policy) {
         start_update(session, state, tokens)?;
     }
     let start = (window as f64 * policy.memory_start) as u64;

@@ -287,12 +287,14 @@ pub(crate) fn write_ahead(session: &LiveSession, state: &mut SessionState) {
     }
 }
 
-/// Behind a turn's answer: once the context is past four fifths of the automatic collapse's
-/// start, the span the collapse would take now is asked of the model as the same fork (its
+/// Behind a turn's answer: once the next turn, growing as this one did (`turn_growth`, at
+/// least a tenth of the start), would cross the automatic collapse's start (a span asked
+/// earlier would be smaller than the collapse's), the span the collapse would take now is asked of the model as the same fork (its
 /// prefix read from the cache the turn just wrote), so the collapse installs it with no wait.
 pub(crate) fn collapse_ahead(
     session: &LiveSession,
     state: &mut SessionState,
+    turn_growth: u64,
 ) -> Result<(), TurnError> {
     let policy = &session.setup.compact;
     let slot = &session.background.collapse;
@@ -309,7 +311,8 @@ pub(crate) fn collapse_ahead(
         return Ok(());
     };
     let tokens = super::budget::context_tokens(session, state)?;
-    if tokens < start * 4 / 5 || tokens > b.threshold {
+    // The next turn crosses the start if it grows as this one did (or by a tenth of it).
+    if tokens.saturating_add(turn_growth.max(start / 10)) < start || tokens > b.threshold {
         return Ok(());
     }
     let min_tokens = (b.window as f64 * policy.collapse_min_share) as u64;

@@ -100,9 +100,11 @@ pub async fn run_turn_with(
     let mut state = session.begin(&cancel).await?;
     // A large session whose provider cache expired since its last request starts from its
     // memory: the prefix the first request must write anew is then a small one.
+    let mut at_start = 0;
     let mut result =
         match super::memory::compact_if_idle(session, &mut state, host.as_ref(), &cancel).await {
             Ok(_) => {
+                at_start = super::budget::context_tokens(session, &mut state).unwrap_or(0);
                 run_locked(
                     session,
                     &mut state,
@@ -122,8 +124,11 @@ pub async fn run_turn_with(
         if let Err(e) = super::memory::after_turn(session, &mut state, host.clone()) {
             tracing::warn!("the session memory was not updated: {e}");
         }
+        let grown = super::budget::context_tokens(session, &mut state)
+            .unwrap_or(0)
+            .saturating_sub(at_start);
         if !session.is_agent()
-            && let Err(e) = super::ops::collapse_ahead(session, &mut state)
+            && let Err(e) = super::ops::collapse_ahead(session, &mut state, grown)
         {
             tracing::warn!("no collapse summary was asked ahead: {e}");
         }

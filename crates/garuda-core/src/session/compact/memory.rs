@@ -48,10 +48,21 @@ pub fn latest_memory(records: &[Record]) -> Option<&MemoryRecord> {
     })
 }
 
+/// The least growth, in tokens, after which the memory is asked again: a share of a small
+/// window would ask after nearly every turn, which a local model pays for in time.
+pub const MEMORY_STEP_MIN_TOKENS: u64 = 8_000;
+
 /// True when the background update should run now: the context is past the memory's start,
-/// and there is no memory yet, or a compaction or collapse rewrote the context since it was
-/// written, or the context grew by the memory step since.
-pub fn memory_due(records: &[Record], tokens: u64, window: u64, policy: &CompactPolicy) -> bool {
+/// and there is no memory yet, or its last message left the view (a compaction), or the
+/// conversation after it (`grown`: estimated tokens of the view's messages after its last
+/// one) reached the memory step.
+pub fn memory_due(
+    has_memory: bool,
+    grown: Option<u64>,
+    tokens: u64,
+    window: u64,
+    policy: &CompactPolicy,
+) -> bool {
     if !policy.session_memory || !policy.auto_compact {
         return false;
     }
@@ -59,17 +70,8 @@ pub fn memory_due(records: &[Record], tokens: u64, window: u64, policy: &Compact
     if tokens < start.max(1) {
         return false;
     }
-    let Some(at) = records.iter().rposition(|r| matches!(r, Record::Memory(_))) else {
-        return true;
-    };
-    let Record::Memory(last) = &records[at] else {
-        return true;
-    };
-    let relieved = records[at..]
-        .iter()
-        .any(|r| matches!(r, Record::CompactBoundary(_) | Record::Collapse(_)));
-    let step = (window as f64 * policy.memory_step) as u64;
-    relieved || tokens >= last.tokens_at.saturating_add(step)
+    let step = ((window as f64 * policy.memory_step) as u64).max(MEMORY_STEP_MIN_TOKENS);
+    !has_memory || grown.is_none_or(|g| g >= step)
 }
 
 /// Index in the view of the last message the memory covers (None: out of the view).
@@ -108,18 +110,7 @@ pub fn idle_due(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::records::{CollapseRecord, MemorySource, UsageRecord};
-
-    fn memory(tokens_at: u64) -> Record {
-        Record::Memory(MemoryRecord {
-            uuid: "m".into(),
-            time: 10,
-            text: "notes".into(),
-            through_id: "a1".into(),
-            tokens_at,
-            source: MemorySource::Model,
-        })
-    }
+    use crate::session::records::UsageRecord;
 
     fn usage(time: u64) -> Record {
         Record::Usage(UsageRecord {
@@ -136,35 +127,28 @@ mod tests {
     }
 
     #[test]
-    fn the_memory_is_due_from_its_start_then_every_step_or_after_a_relief() {
+    fn the_memory_is_due_from_its_start_then_after_each_step_of_growth() {
         let p = CompactPolicy::default();
-        // 100 000-token window: from 30 000 on, again every 10 000.
-        assert!(!memory_due(&[], 29_999, 100_000, &p));
-        assert!(memory_due(&[], 30_000, 100_000, &p));
-        let rs = vec![memory(35_000)];
-        assert!(!memory_due(&rs, 44_999, 100_000, &p));
-        assert!(memory_due(&rs, 45_000, 100_000, &p));
-        let mut relieved = rs.clone();
-        relieved.push(Record::Collapse(CollapseRecord {
-            uuid: "c".into(),
-            time: 11,
-            from_id: "x".into(),
-            to_id: "y".into(),
-            span_ids: vec![],
-            summary: "s".into(),
-            auto: true,
-        }));
-        assert!(memory_due(&relieved, 31_000, 100_000, &p));
+        // 100 000-token window: from 30 000 on, again after 10 000 more.
+        assert!(!memory_due(false, None, 29_999, 100_000, &p));
+        assert!(memory_due(false, None, 30_000, 100_000, &p));
+        assert!(!memory_due(true, Some(9_999), 60_000, 100_000, &p));
+        assert!(memory_due(true, Some(10_000), 60_000, 100_000, &p));
+        // Its last message left the view (a compaction): asked again.
+        assert!(memory_due(true, None, 31_000, 100_000, &p));
+        // A small window asks again only after 8 000 tokens.
+        assert!(!memory_due(true, Some(7_999), 30_000, 40_000, &p));
+        assert!(memory_due(true, Some(8_000), 30_000, 40_000, &p));
         let off = CompactPolicy {
             session_memory: false,
             ..p.clone()
         };
-        assert!(!memory_due(&[], 90_000, 100_000, &off));
+        assert!(!memory_due(false, None, 90_000, 100_000, &off));
         let manual = CompactPolicy {
             auto_compact: false,
             ..p
         };
-        assert!(!memory_due(&[], 90_000, 100_000, &manual));
+        assert!(!memory_due(false, None, 90_000, 100_000, &manual));
     }
 
     #[test]
