@@ -459,3 +459,37 @@ fn a_collapse_asked_ahead_is_installed_when_due_without_a_wait() {
     let i = g.call("context/inspect", json!({"sessionId": sid}));
     assert_eq!(i["autoCollapses"], 1, "{i}");
 }
+
+#[test]
+fn an_automatic_compaction_at_the_threshold_installs_the_memory_without_a_wait() {
+    let mut replies = history(40_000);
+    replies.push(notes("MEMORY-NOTES"));
+    // Turn six ends over the threshold (80 000 of 100 000).
+    replies.push(text("six", 90_000));
+    replies.push(text("seven", 12_000));
+    let mock = Mock::start(replies);
+    let (mut g, _h, _ws, wid) = setup_env(&mock, WINDOW_100K, MEMORY_ON);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    wait_requests(&mock, 7);
+    wait_memory(&mut g, &sid);
+    turn(&mut g, &sid, "question 6");
+    let r = turn(&mut g, &sid, "question 7");
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    // Turn seven compacted before its request, from the notes: no summary request.
+    assert_eq!(mock.rec.count(), 9);
+    let i = g.call("context/inspect", json!({"sessionId": sid}));
+    assert_eq!(i["lastCompaction"]["trigger"], "auto", "{i}");
+    assert_eq!(i["lastCompaction"]["summarizer"], "memory", "{i}");
+    let sent = mock.rec.bodies()[8]["messages"].to_string();
+    assert!(
+        sent.contains("MEMORY-NOTES") && sent.contains("question 7"),
+        "{sent}"
+    );
+    let events = g.turn_events();
+    assert!(
+        events.iter().any(|e| e["kind"] == "compaction"
+            && e["message"] == "from the session memory: no model call"),
+        "{events:?}"
+    );
+}
