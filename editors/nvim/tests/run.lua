@@ -1072,6 +1072,45 @@ test(':GarudaContext opens a float', function()
   vim.api.nvim_win_close(win, true)
 end)
 
+test(':GarudaMemory shows the session memory and :write sets it', function()
+  fresh({ text('x') })
+  local done = false
+  garuda.ask('hello', function()
+    done = true
+  end)
+  wait_for('turn', function()
+    return done
+  end)
+  local buf
+  done = false
+  garuda.memory(function(e, b)
+    assert(not e, vim.inspect(e))
+    done, buf = true, b
+  end)
+  wait_for('memory buffer', function()
+    return done
+  end)
+  eq(vim.api.nvim_buf_get_lines(buf, 0, -1, false)[1], '', 'empty before any notes')
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, { 'Active Task', 'MY-NOTES keep the API' })
+  vim.api.nvim_buf_call(buf, function()
+    vim.cmd('write')
+  end)
+  wait_for('notes saved', function()
+    return not vim.api.nvim_buf_is_valid(buf) or not vim.bo[buf].modified
+  end)
+  -- Read back: a new buffer shows the notes the server now has.
+  done = false
+  garuda.memory(function(e, b)
+    assert(not e, vim.inspect(e))
+    done, buf = true, b
+  end)
+  wait_for('memory buffer again', function()
+    return done
+  end)
+  eq(table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '\n'), 'Active Task\nMY-NOTES keep the API', 'notes')
+  vim.api.nvim_buf_delete(buf, { force = true })
+end)
+
 test('client tool answered in Neovim; workspace/contextChanged notified', function()
   local seen
   garuda.config.tools = {

@@ -1477,6 +1477,64 @@ function M.context(cb)
   end)
 end
 
+--- :GarudaMemory — the session memory (the notes a compaction installs without a model call)
+--- in a buffer; :write replaces them with yours, which the next update carries forward.
+--- cb(err, buf) optional.
+function M.memory(cb)
+  local p, err = ensure_session()
+  if not p then
+    return notify(err, vim.log.levels.ERROR)
+  end
+  local sid = p.session
+  state.client:request('session/memory', { sessionId = sid }, function(e, res)
+    if e then
+      notify('memory: ' .. M.explain(e), vim.log.levels.ERROR)
+      if cb then
+        cb(e)
+      end
+      return
+    end
+    local mem = type(res) == 'table' and type(res.memory) == 'table' and res.memory or nil
+    local name = 'garuda://memory/' .. sid
+    local old = vim.fn.bufnr(name)
+    if old ~= -1 then
+      vim.api.nvim_buf_delete(old, { force = true })
+    end
+    local b = vim.api.nvim_create_buf(false, false)
+    vim.api.nvim_buf_set_name(b, name)
+    vim.bo[b].buftype = 'acwrite'
+    vim.bo[b].bufhidden = 'wipe'
+    vim.bo[b].filetype = 'markdown'
+    vim.api.nvim_buf_set_lines(b, 0, -1, false, vim.split(mem and mem.text or '', '\n', { plain = true }))
+    vim.bo[b].modified = false
+    vim.api.nvim_create_autocmd('BufWriteCmd', {
+      buffer = b,
+      callback = function()
+        local text = table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), '\n')
+        state.client:request('session/memory', { sessionId = sid, text = text }, function(e2)
+          if e2 then
+            return notify('memory: ' .. M.explain(e2), vim.log.levels.ERROR)
+          end
+          if vim.api.nvim_buf_is_valid(b) then
+            vim.bo[b].modified = false
+          end
+          notify('session memory saved: the next compaction installs your notes')
+        end)
+      end,
+    })
+    vim.cmd('split')
+    vim.api.nvim_win_set_buf(0, b)
+    if mem then
+      notify(('session memory by the %s%s'):format(mem.source or '?', mem.current and ', current' or ''))
+    else
+      notify('no session memory yet: write notes and :w to set them')
+    end
+    if cb then
+      cb(nil, b)
+    end
+  end)
+end
+
 -- ---- history ---------------------------------------------------------------------------------
 
 --- Every message of a session (all pages). cb(err, messages).
