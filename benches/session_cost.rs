@@ -6,9 +6,10 @@
 //! refusals, the side requests' cache shares, directives lost, wall time per turn and peak RSS.
 //! Side requests are summaries, collapses and Garuda's session-memory updates ("memory req"
 //! counts the last apart); "summary waits" counts the summary and collapse requests, refused
-//! ones included, that a turn's process sent before one of that turn's main requests: the user
-//! waited for them. One sent after the turn's last main request (a memory update, Garuda's
-//! collapse asked ahead) was behind the answer, so it is no wait.
+//! ones included, that the turn waited for: the sim answers side requests 300 ms late, and a
+//! wait is one after which the turn's next main request came only once it was answered. One
+//! sent beside the turn (the next main request came at once) or after the turn's last main
+//! request (a memory update, a collapse asked ahead) is no wait.
 //!
 //! `cargo bench --bench session_cost -- [--turns N] [--windows 200000,40000]
 //! [--claude PATH] [--large] [--garuda-context "key = value; …"] [--idle-after N]
@@ -109,6 +110,7 @@ fn sim_for(
 ) -> Sim {
     Sim::start(SimConfig {
         dialect,
+        side_delay_ms: SIDE_DELAY_MS,
         cache_ttl_ms: run.cache_ttl_secs.map(|t| t * 1000),
         ..long_session::sim_config(s, ws)
     })
@@ -324,9 +326,11 @@ struct Figures {
     after_gap: Option<(u64, f64)>,
 }
 
-/// A summary or collapse request the person waited for: one its turn's process sent before
-/// a main request of that turn. One sent after the turn's last main request was behind the
-/// answer (Garuda's collapse asked ahead), which the sim cannot tell by its content.
+/// A summary or collapse request the person waited for: its turn's process sent a main
+/// request after it only once it was answered (the sim answers side requests
+/// `SIDE_DELAY_MS` late). One sent beside the turn (Garuda's collapse asked while the turn
+/// goes on) is followed by the turn's next request at once; one sent after the turn's last
+/// main request (asked ahead, behind the answer) by none.
 fn waited(leg: &Leg, index: usize) -> bool {
     let Some(&(_, end)) = leg
         .processes
@@ -335,10 +339,19 @@ fn waited(leg: &Leg, index: usize) -> bool {
     else {
         return true;
     };
+    let Some(side) = leg.records.iter().find(|r| r.index == index) else {
+        return true;
+    };
+    let answered_at = side.arrived + Duration::from_millis(SIDE_DELAY_MS);
     leg.records
         .iter()
-        .any(|r| r.index > index && r.index < end && r.kind == Kind::Main)
+        .filter(|r| r.index > index && r.index < end && r.kind == Kind::Main)
+        .min_by_key(|r| r.arrived)
+        .is_some_and(|next| next.arrived >= answered_at)
 }
+
+/// How late the sim answers a summary, collapse or memory request.
+const SIDE_DELAY_MS: u64 = 300;
 
 fn figures(leg: &Leg) -> Figures {
     let mut f = Figures::default();

@@ -97,6 +97,10 @@ pub struct SimConfig {
     /// The prompt cache's lifetime: an entry not written or read for this long is gone.
     /// None: entries never expire.
     pub cache_ttl_ms: Option<u64>,
+    /// Summary, collapse and memory requests are answered this much later (a summary takes
+    /// the model time), so a reader of arrival times can tell a request the agent waited for
+    /// from one it sent beside its turn.
+    pub side_delay_ms: u64,
 }
 
 /// The agent on the other end: its tool names and inputs, and how it asks for a summary.
@@ -264,6 +268,8 @@ pub struct SimRecord {
     pub full_sends: Vec<(String, String)>,
     /// The request body.
     pub body: Arc<Vec<u8>>,
+    /// When the request arrived.
+    pub arrived: std::time::Instant,
 }
 
 impl SimRecord {
@@ -828,6 +834,7 @@ impl State {
             ),
         };
         let mut rec = SimRecord {
+            arrived: std::time::Instant::now(),
             index,
             kind,
             turn,
@@ -948,11 +955,17 @@ impl State {
             cache_read: rec.cache_read,
         };
         let body = sse(usage);
+        let delay = if rec.kind == Kind::Main {
+            0
+        } else {
+            self.cfg.side_delay_ms
+        };
         self.records.push(rec);
         ResponseTemplate::new(200)
             .insert_header("content-type", "text/event-stream")
             .insert_header("cache-control", "no-cache")
             .set_body_string(body)
+            .set_delay(std::time::Duration::from_millis(delay))
     }
 
     fn new_id(&mut self) -> String {

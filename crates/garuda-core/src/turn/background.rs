@@ -49,9 +49,28 @@ impl<T> Slot<T> {
         lock(&self.task).as_ref().is_some_and(|t| !t.is_finished())
     }
 
-    /// What a finished request brought, taken.
+    /// The last request ended and brought nothing (cleared, so it counts once).
+    pub(super) fn finished_empty(&self) -> bool {
+        let mut task = lock(&self.task);
+        let done = task.as_ref().is_some_and(|t| t.is_finished());
+        if done && lock(&self.pending).is_none() {
+            *task = None;
+            return true;
+        }
+        false
+    }
+
+    /// What a finished request brought, taken (its task with it, so it is not mistaken for
+    /// one that brought nothing).
     pub(super) fn take(&self) -> Option<T> {
-        lock(&self.pending).take()
+        let v = lock(&self.pending).take();
+        if v.is_some() {
+            let mut task = lock(&self.task);
+            if task.as_ref().is_some_and(|t| t.is_finished()) {
+                *task = None;
+            }
+        }
+        v
     }
 
     /// Waits for the request in flight, if any.

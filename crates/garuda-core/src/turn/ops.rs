@@ -192,13 +192,20 @@ pub(crate) async fn auto_collapse(
             },
         )
     };
-    event(CompactionPhase::Started, None, Some("collapse".into()));
     // A summary asked ahead, behind an earlier answer, is installed without a wait while its
     // span is still in the view (it may end before today's span: less is collapsed).
     let (from, to, ahead) = match collapse_ready(session, state)? {
         Some(r) => (r.from_id, r.to_id, Some(r.summary)),
+        // None ready: the collapse relieves cost, not a request that would not fit (the
+        // threshold guards that), so the turn goes on while the summary is asked beside it,
+        // and a later step installs it. Without background requests it is asked here.
+        None if policy.session_memory => {
+            spawn_collapse(session, state)?;
+            return Ok(Usage::default());
+        }
         None => (from, to, None),
     };
+    event(CompactionPhase::Started, None, Some("collapse".into()));
     match collapse_with(session, state, &from, &to, ahead, cancel, true).await {
         Ok(out) => {
             state.collapse_failures = 0;
@@ -315,6 +322,23 @@ pub(crate) fn collapse_ahead(
     if tokens.saturating_add(turn_growth.max(start / 10)) < start || tokens > b.threshold {
         return Ok(());
     }
+    spawn_collapse(session, state)
+}
+
+/// Asks the model, beside the session, for the summary of the span the automatic collapse
+/// would take now (nothing when one is in flight or the span is too small). An earlier one
+/// that brought nothing counts as a failed collapse, so a model that never answers with a
+/// summary stops being asked after `max_failures`.
+fn spawn_collapse(session: &LiveSession, state: &mut SessionState) -> Result<(), TurnError> {
+    let policy = &session.setup.compact;
+    let slot = &session.background.collapse;
+    if slot.running() || state.collapse_failures >= policy.max_failures {
+        return Ok(());
+    }
+    if slot.finished_empty() {
+        state.collapse_failures += 1;
+    }
+    let b = super::budget::budgets(session, state);
     let min_tokens = (b.window as f64 * policy.collapse_min_share) as u64;
     let min_chars = (min_tokens as f64 * state.tracker.estimator.chars_per_token()) as usize;
     let view = current_view(state, &session.setup.view_policy)?.clone();
