@@ -82,6 +82,24 @@ fn wait_idle_compaction(g: &mut Garuda) -> bool {
     false
 }
 
+/// A session of five turns, the last at 40 000 of a 100 000 window, whose memory update
+/// (answered with MEMORY-NOTES) was written; `more` are the replies after it.
+/// The temporary home and workspace, kept alive with the session.
+type Dirs = (tempfile::TempDir, tempfile::TempDir);
+
+fn with_memory(more: Vec<MockReply>) -> (Mock, Garuda, Dirs, String, Value) {
+    let mut replies = history(40_000);
+    replies.push(notes("MEMORY-NOTES"));
+    replies.extend(more);
+    let mock = Mock::start(replies);
+    let (mut g, home, ws, wid) = setup_env(&mock, WINDOW_100K, MEMORY_ON);
+    let sid = new_session(&mut g, &wid);
+    run_history(&mut g, &sid);
+    wait_requests(&mock, 7);
+    let memory = wait_memory(&mut g, &sid);
+    (mock, g, (home, ws), sid, memory)
+}
+
 fn last_user_text(body: &Value) -> String {
     body["messages"]
         .as_array()
@@ -93,14 +111,7 @@ fn last_user_text(body: &Value) -> String {
 #[test]
 fn a_memory_written_behind_the_answer_is_what_a_compaction_installs_without_a_model_call() {
     // Five turns; the last reports 40 000 of a 100 000 window, past the memory's start.
-    let mut replies = history(40_000);
-    replies.push(notes("MEMORY-NOTES"));
-    let mock = Mock::start(replies);
-    let (mut g, _h, _ws, wid) = setup_env(&mock, WINDOW_100K, MEMORY_ON);
-    let sid = new_session(&mut g, &wid);
-    run_history(&mut g, &sid);
-    wait_requests(&mock, 7);
-    let memory = wait_memory(&mut g, &sid);
+    let (mock, mut g, _h, sid, memory) = with_memory(Vec::new());
     assert_eq!(memory["source"], "model");
     assert_eq!(memory["current"], true);
     assert_eq!(memory["inView"], true);
@@ -158,15 +169,8 @@ fn a_memory_written_behind_the_answer_is_what_a_compaction_installs_without_a_mo
 
 #[test]
 fn a_compaction_with_a_focus_asks_the_model_even_with_a_memory() {
-    let mut replies = history(40_000);
-    replies.push(notes("MEMORY-NOTES"));
-    replies.push(text("<summary>FOCUSED-SUMMARY</summary>", 100));
-    let mock = Mock::start(replies);
-    let (mut g, _h, _ws, wid) = setup_env(&mock, WINDOW_100K, MEMORY_ON);
-    let sid = new_session(&mut g, &wid);
-    run_history(&mut g, &sid);
-    wait_requests(&mock, 7);
-    wait_memory(&mut g, &sid);
+    let (mock, mut g, _h, sid, _) =
+        with_memory(vec![text("<summary>FOCUSED-SUMMARY</summary>", 100)]);
     let r = g.call(
         "session/compact",
         json!({"sessionId": sid, "focus": "the tests"}),
@@ -180,16 +184,7 @@ fn a_compaction_with_a_focus_asks_the_model_even_with_a_memory() {
 
 #[test]
 fn the_users_notes_replace_the_memory_and_the_next_update_carries_them() {
-    let mut replies = history(40_000);
-    replies.push(notes("MEMORY-NOTES"));
-    replies.push(text("six", 55_000));
-    replies.push(notes("NEWER-NOTES"));
-    let mock = Mock::start(replies);
-    let (mut g, _h, _ws, wid) = setup_env(&mock, WINDOW_100K, MEMORY_ON);
-    let sid = new_session(&mut g, &wid);
-    run_history(&mut g, &sid);
-    wait_requests(&mock, 7);
-    wait_memory(&mut g, &sid);
+    let (mock, mut g, _h, sid, _) = with_memory(vec![text("six", 55_000), notes("NEWER-NOTES")]);
 
     let r = g.call(
         "session/memory",
@@ -462,17 +457,8 @@ fn a_collapse_asked_ahead_is_installed_when_due_without_a_wait() {
 
 #[test]
 fn an_automatic_compaction_at_the_threshold_installs_the_memory_without_a_wait() {
-    let mut replies = history(40_000);
-    replies.push(notes("MEMORY-NOTES"));
     // Turn six ends over the threshold (80 000 of 100 000).
-    replies.push(text("six", 90_000));
-    replies.push(text("seven", 12_000));
-    let mock = Mock::start(replies);
-    let (mut g, _h, _ws, wid) = setup_env(&mock, WINDOW_100K, MEMORY_ON);
-    let sid = new_session(&mut g, &wid);
-    run_history(&mut g, &sid);
-    wait_requests(&mock, 7);
-    wait_memory(&mut g, &sid);
+    let (mock, mut g, _h, sid, _) = with_memory(vec![text("six", 90_000), text("seven", 12_000)]);
     turn(&mut g, &sid, "question 6");
     let r = turn(&mut g, &sid, "question 7");
     assert_eq!(r["stopReason"], "end_turn", "{r}");
