@@ -628,6 +628,14 @@ pub(crate) async fn compact_session(
         Phase::Go(p) => p,
         Phase::Done(out) => return Ok(out),
     };
+    if prep.memory.is_none() && req.trigger == CompactTrigger::Idle {
+        // An idle compaction never waits for a model, and without notes it has nothing to
+        // install: no hook hears of a compaction that will not happen.
+        return Ok(CompactOutcome::nothing(
+            c.tokens_before,
+            "no session memory covers the conversation",
+        ));
+    }
     // PreCompact hooks run before a summary: they may refuse it, and what they print joins
     // the summary instructions after the user's own.
     let mut focus = req.focus.map(str::to_string);
