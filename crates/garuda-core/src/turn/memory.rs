@@ -17,17 +17,17 @@ use super::budget::{budgets, context_tokens};
 use super::compact::{CompactRequest, compact_section, compact_session};
 use super::host::TurnHost;
 use super::live::{LiveSession, SessionState, TurnError};
-use super::side::{fork_request, spawn_text};
+use super::side::{fork_request, spawn_text, usage_record};
 use super::view::current_view;
 use crate::message::Usage;
 use crate::prompt::PartKind;
 use crate::session::Record;
 use crate::session::compact::{
-    cache_idle_ms, fork_with, latest_memory, memory_due, memory_end, memory_instruction,
-    summary_max_tokens,
+    cache_idle_ms, fork_with, idle_applies, latest_memory, memory_due, memory_end,
+    memory_instruction, summary_max_tokens,
 };
 use crate::session::records::{
-    CompactTrigger, MemoryRecord, MemorySource, UsagePurpose, UsageRecord, new_id, now_ms,
+    CompactTrigger, MemoryRecord, MemorySource, UsagePurpose, new_id, now_ms,
 };
 
 /// Writes a finished update to the transcript (its usage first, as every side request's).
@@ -35,17 +35,13 @@ pub(crate) fn write_pending(session: &LiveSession, state: &mut SessionState) {
     let Some(p) = session.background.memory.take() else {
         return;
     };
-    let usage = Record::Usage(UsageRecord {
-        uuid: new_id(),
-        time: p.record.time,
-        message_id: p.record.through_id.clone(),
-        usage: p.usage,
-        request_chars: Some(p.chars as u64),
-        view_chars: None,
-        purpose: Some(UsagePurpose::Memory),
-        cost_usd: None,
-        cache_miss: None,
-    });
+    let usage = usage_record(
+        UsagePurpose::Memory,
+        p.record.through_id.clone(),
+        p.usage,
+        p.chars,
+        p.record.time,
+    );
     // Notes already overtaken by a compaction still describe the conversation; the next
     // compaction only installs them while their last message is in the view.
     if let Err(e) = state.append(vec![usage, Record::Memory(p.record)]) {
@@ -114,8 +110,7 @@ pub(crate) fn after_turn(
     if memory_due(last.is_some(), grown, tokens, window, policy) {
         start_update(session, state, tokens)?;
     }
-    let start = (window as f64 * policy.memory_start) as u64;
-    if policy.idle_compaction && policy.session_memory && policy.auto_compact && tokens >= start {
+    if idle_applies(tokens, window, policy) {
         set_idle_timer(session, host);
     }
     Ok(())
@@ -212,12 +207,16 @@ pub(crate) async fn compact_if_idle(
     if !crate::session::compact::idle_due(state.records(), tokens, window, policy, now_ms()) {
         return Ok(Usage::default());
     }
-    let req = CompactRequest {
+    let out = compact_session(session, state, host, cancel, idle_request(), &|_, _, _| {}).await?;
+    Ok(out.usage)
+}
+
+/// An idle compaction: a summary relief that installs the memory or nothing.
+fn idle_request() -> CompactRequest<'static> {
+    CompactRequest {
         relief: Some(crate::session::compact::Relief::Summary),
         ..CompactRequest::new(CompactTrigger::Idle)
-    };
-    let out = compact_session(session, state, host, cancel, req, &|_, _, _| {}).await?;
-    Ok(out.usage)
+    }
 }
 
 /// Arms the idle timer: shortly before the provider's cache expires (at nine tenths of its
@@ -253,13 +252,13 @@ async fn idle_compaction(session: &Arc<LiveSession>, host: &dyn TurnHost, ttl_ms
         // Someone used the session since the timer was set (their turn set its own timer),
         // or the context is no longer large.
         let idle = cache_idle_ms(state.records(), now_ms());
-        let start =
-            (budgets(session, &state).window as f64 * session.setup.compact.memory_start) as u64;
+        let window = budgets(session, &state).window;
         let tokens = match context_tokens(session, &mut state) {
             Ok(t) => t,
             Err(_) => return,
         };
-        if idle.is_none_or(|i| i >= ttl_ms) || tokens < start {
+        if idle.is_none_or(|i| i >= ttl_ms) || !idle_applies(tokens, window, &session.setup.compact)
+        {
             return;
         }
         let last = state.last_message_id();
@@ -273,10 +272,7 @@ async fn idle_compaction(session: &Arc<LiveSession>, host: &dyn TurnHost, ttl_ms
         return;
     };
     write_pending(session, &mut state);
-    let req = CompactRequest {
-        relief: Some(crate::session::compact::Relief::Summary),
-        ..CompactRequest::new(CompactTrigger::Idle)
-    };
+    let req = idle_request();
     if let Err(e) = compact_session(session, &mut state, host, &cancel, req, &|_, _, _| {}).await {
         tracing::info!("the idle compaction failed: {e}");
     }

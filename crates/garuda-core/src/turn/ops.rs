@@ -174,10 +174,7 @@ pub(crate) async fn auto_collapse(
     if before <= start || before > b.threshold {
         return Ok(Usage::default());
     }
-    let min_tokens = (b.window as f64 * policy.collapse_min_share) as u64;
-    let min_chars = (min_tokens as f64 * state.tracker.estimator.chars_per_token()) as usize;
-    let view = current_view(state, &session.setup.view_policy)?;
-    let Some((from, to)) = auto_collapse_span(view, policy.keep_steps, min_chars) else {
+    let Some((from, to)) = due_span(session, state)? else {
         return Ok(Usage::default());
     };
     let event = |phase, after, message: Option<String>| {
@@ -200,7 +197,7 @@ pub(crate) async fn auto_collapse(
         // threshold guards that), so the turn goes on while the summary is asked beside it,
         // and a later step installs it. Without background requests it is asked here.
         None if policy.session_memory => {
-            spawn_collapse(session, state)?;
+            spawn_collapse(session, state, from, to)?;
             return Ok(Usage::default());
         }
         None => (from, to, None),
@@ -271,17 +268,8 @@ pub(crate) fn write_ahead(session: &LiveSession, state: &mut SessionState) {
         return;
     };
     let now = now_ms();
-    let usage = Record::Usage(crate::session::records::UsageRecord {
-        uuid: new_id(),
-        time: now,
-        message_id: p.to.clone(),
-        usage: p.usage,
-        request_chars: Some(p.chars as u64),
-        view_chars: None,
-        purpose: Some(UsagePurpose::Collapse),
-        cost_usd: None,
-        cache_miss: None,
-    });
+    let usage =
+        super::side::usage_record(UsagePurpose::Collapse, p.to.clone(), p.usage, p.chars, now);
     let ready = Record::CollapseAhead(CollapseAheadRecord {
         uuid: new_id(),
         time: now,
@@ -304,13 +292,8 @@ pub(crate) fn collapse_ahead(
     turn_growth: u64,
 ) -> Result<(), TurnError> {
     let policy = &session.setup.compact;
-    let slot = &session.background.collapse;
     // The memory's switch covers every request beside the turns.
-    if !policy.session_memory || slot.running() || state.collapse_failures >= policy.max_failures {
-        return Ok(());
-    }
-    write_ahead(session, state);
-    if collapse_ready(session, state)?.is_some() {
+    if !policy.session_memory || collapse_ready(session, state)?.is_some() {
         return Ok(());
     }
     let b = super::budget::budgets(session, state);
@@ -322,14 +305,35 @@ pub(crate) fn collapse_ahead(
     if tokens.saturating_add(turn_growth.max(start / 10)) < start || tokens > b.threshold {
         return Ok(());
     }
-    spawn_collapse(session, state)
+    match due_span(session, state)? {
+        Some((from, to)) => spawn_collapse(session, state, from, to),
+        None => Ok(()),
+    }
 }
 
-/// Asks the model, beside the session, for the summary of the span the automatic collapse
-/// would take now (nothing when one is in flight or the span is too small). An earlier one
-/// that brought nothing counts as a failed collapse, so a model that never answers with a
-/// summary stops being asked after `max_failures`.
-fn spawn_collapse(session: &LiveSession, state: &mut SessionState) -> Result<(), TurnError> {
+/// The span the automatic collapse would take now: the older part of the view, when it
+/// carries at least `collapse_min_share` of the window.
+fn due_span(
+    session: &LiveSession,
+    state: &mut SessionState,
+) -> Result<Option<(String, String)>, TurnError> {
+    let policy = &session.setup.compact;
+    let b = super::budget::budgets(session, state);
+    let min_tokens = (b.window as f64 * policy.collapse_min_share) as u64;
+    let min_chars = (min_tokens as f64 * state.tracker.estimator.chars_per_token()) as usize;
+    let view = current_view(state, &session.setup.view_policy)?;
+    Ok(auto_collapse_span(view, policy.keep_steps, min_chars))
+}
+
+/// Asks the model, beside the session, for the summary of the span `from..=to` (nothing when
+/// one is in flight). An earlier one that brought nothing counts as a failed collapse, so a
+/// model that never answers with a summary stops being asked after `max_failures`.
+fn spawn_collapse(
+    session: &LiveSession,
+    state: &mut SessionState,
+    from: String,
+    to: String,
+) -> Result<(), TurnError> {
     let policy = &session.setup.compact;
     let slot = &session.background.collapse;
     if slot.running() || state.collapse_failures >= policy.max_failures {
@@ -338,13 +342,7 @@ fn spawn_collapse(session: &LiveSession, state: &mut SessionState) -> Result<(),
     if slot.finished_empty() {
         state.collapse_failures += 1;
     }
-    let b = super::budget::budgets(session, state);
-    let min_tokens = (b.window as f64 * policy.collapse_min_share) as u64;
-    let min_chars = (min_tokens as f64 * state.tracker.estimator.chars_per_token()) as usize;
     let view = current_view(state, &session.setup.view_policy)?.clone();
-    let Some((from, to)) = auto_collapse_span(&view, policy.keep_steps, min_chars) else {
-        return Ok(());
-    };
     let Ok(span) = collapse_span(&view, &from, &to) else {
         return Ok(());
     };

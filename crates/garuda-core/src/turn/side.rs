@@ -52,17 +52,13 @@ pub(crate) async fn side_call(
     };
     let (result, ()) = tokio::join!(call, forward);
     if let Ok(resp) = &result {
-        let record = Record::Usage(UsageRecord {
-            uuid: new_id(),
-            time: now_ms(),
-            message_id: state.last_message_id().unwrap_or_default(),
-            usage: resp.usage,
-            request_chars: Some(chars as u64),
-            view_chars: None,
-            purpose: Some(purpose),
-            cost_usd: None,
-            cache_miss: None,
-        });
+        let record = usage_record(
+            purpose,
+            state.last_message_id().unwrap_or_default(),
+            resp.usage,
+            chars,
+            now_ms(),
+        );
         if let Err(e) = state.append(vec![record]) {
             tracing::warn!("cannot record the usage of a side request: {e}");
         }
@@ -72,6 +68,27 @@ pub(crate) async fn side_call(
             .observe(chars, resp.usage.context_tokens());
     }
     result
+}
+
+/// The usage record of one side request under `purpose`, after message `message_id`.
+pub(crate) fn usage_record(
+    purpose: UsagePurpose,
+    message_id: String,
+    usage: Usage,
+    chars: usize,
+    time: u64,
+) -> Record {
+    Record::Usage(UsageRecord {
+        uuid: new_id(),
+        time,
+        message_id,
+        usage,
+        request_chars: Some(chars as u64),
+        view_chars: None,
+        purpose: Some(purpose),
+        cost_usd: None,
+        cache_miss: None,
+    })
 }
 
 /// Characters a request carries, to calibrate the token estimate against real counts.

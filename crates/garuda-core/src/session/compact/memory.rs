@@ -48,6 +48,20 @@ pub fn latest_memory(records: &[Record]) -> Option<&MemoryRecord> {
     })
 }
 
+/// Tokens past which the memory is kept (and idle compaction applies).
+fn memory_start_tokens(window: u64, policy: &CompactPolicy) -> u64 {
+    ((window as f64 * policy.memory_start) as u64).max(1)
+}
+
+/// True when an idle session of `tokens` would be compacted from its memory: the switches are
+/// on and the context is past the memory's start (a smaller one's rewrite costs little).
+pub fn idle_applies(tokens: u64, window: u64, policy: &CompactPolicy) -> bool {
+    policy.idle_compaction
+        && policy.session_memory
+        && policy.auto_compact
+        && tokens >= memory_start_tokens(window, policy)
+}
+
 /// The least growth, in tokens, after which the memory is asked again: a share of a small
 /// window would ask after nearly every turn, which a local model pays for in time.
 pub const MEMORY_STEP_MIN_TOKENS: u64 = 8_000;
@@ -66,8 +80,7 @@ pub fn memory_due(
     if !policy.session_memory || !policy.auto_compact {
         return false;
     }
-    let start = (window as f64 * policy.memory_start) as u64;
-    if tokens < start.max(1) {
+    if tokens < memory_start_tokens(window, policy) {
         return false;
     }
     let step = ((window as f64 * policy.memory_step) as u64).max(MEMORY_STEP_MIN_TOKENS);
@@ -100,10 +113,7 @@ pub fn idle_due(
     policy: &CompactPolicy,
     now_ms: u64,
 ) -> bool {
-    policy.idle_compaction
-        && policy.session_memory
-        && policy.auto_compact
-        && tokens >= ((window as f64 * policy.memory_start) as u64).max(1)
+    idle_applies(tokens, window, policy)
         && cache_idle_ms(records, now_ms).is_some_and(|i| i >= policy.cache_ttl_secs * 1_000)
 }
 

@@ -39,8 +39,8 @@ pub use install::{
     select_restored_skills, summary_intro, with_references,
 };
 pub use memory::{
-    MEMORY_INSTRUCTION_START, MEMORY_STEP_MIN_TOKENS, cache_idle_ms, idle_due, latest_memory,
-    memory_due, memory_end, memory_instruction,
+    MEMORY_INSTRUCTION_START, MEMORY_STEP_MIN_TOKENS, cache_idle_ms, idle_applies, idle_due,
+    latest_memory, memory_due, memory_end, memory_instruction,
 };
 pub use pinned::{Pinned, UserWords, cut_with_marker, origins, pin, user_messages};
 pub use relief::{auto_collapse_span, collapse_start, nudge_due, nudge_text, span_user_words};
