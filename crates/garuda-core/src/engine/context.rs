@@ -294,7 +294,7 @@ impl Engine {
                     scoped,
                     last_compaction(state.records()),
                     by_purpose(state.records()),
-                    memory_report(state.records(), &view.messages),
+                    memory_in_view(state.records(), &view.messages),
                 )
             }
             Err(_) => {
@@ -309,7 +309,7 @@ impl Engine {
                 let learned = tokens::learned_limit(&records);
                 let last = last_compaction(&records);
                 let usage = by_purpose(&records);
-                let memory = memory_report(&records, &v.messages);
+                let memory = memory_in_view(&records, &v.messages);
                 (
                     t,
                     v.chars(),
@@ -432,13 +432,12 @@ impl Engine {
             return Ok(match live.try_state() {
                 Some(mut state) => {
                     turn::write_memory(&live, &mut state);
-                    let view = state.view(&live.setup.view_policy, now_ms()).clone();
-                    memory_report(state.records(), &view.messages)
+                    memory_of_state(&live, &mut state)
                 }
                 None => {
                     let records = self.store().load(&live.id)?.records;
                     let v = build_view(&records, &live.setup.view_policy, now_ms());
-                    memory_report(&records, &v.messages)
+                    memory_in_view(&records, &v.messages)
                 }
             });
         };
@@ -450,8 +449,7 @@ impl Engine {
         }
         let mut state = live.try_begin(&CancellationToken::new())?;
         turn::set_memory(&live, &mut state, text)?;
-        let view = state.view(&live.setup.view_policy, now_ms()).clone();
-        Ok(memory_report(state.records(), &view.messages))
+        Ok(memory_of_state(&live, &mut state))
     }
 }
 
@@ -477,11 +475,33 @@ pub struct MemoryReport {
     pub in_view: bool,
 }
 
-/// The newest session memory with how it stands against the view.
-fn memory_report(
+/// The newest session memory of a live session's state, without copying its view.
+fn memory_of_state(
+    live: &crate::turn::LiveSession,
+    state: &mut crate::turn::SessionState,
+) -> Option<MemoryReport> {
+    let through = crate::session::compact::latest_memory(state.records())?
+        .through_id
+        .clone();
+    let view = state.view(&live.setup.view_policy, now_ms());
+    let in_view = crate::session::compact::memory_end(&view.messages, &through).is_some();
+    memory_report(state.records(), in_view)
+}
+
+/// The newest session memory of a session's records and view.
+fn memory_in_view(
     records: &[crate::session::Record],
     view: &[crate::session::view::ViewMessage],
 ) -> Option<MemoryReport> {
+    let m = crate::session::compact::latest_memory(records)?;
+    memory_report(
+        records,
+        crate::session::compact::memory_end(view, &m.through_id).is_some(),
+    )
+}
+
+/// The newest session memory; `in_view` when its last message is in the model's view.
+fn memory_report(records: &[crate::session::Record], in_view: bool) -> Option<MemoryReport> {
     let m = crate::session::compact::latest_memory(records)?;
     let last = records
         .iter()
@@ -494,6 +514,6 @@ fn memory_report(
         source: m.source,
         tokens_at: m.tokens_at,
         current: last == Some(m.through_id.as_str()),
-        in_view: crate::session::compact::memory_end(view, &m.through_id).is_some(),
+        in_view,
     })
 }

@@ -624,17 +624,14 @@ pub(crate) async fn compact_session(
             Phase::Done(out) => return Ok(out),
         },
     };
-    let prep = match c.prepare(relief)? {
+    let mut prep = match c.prepare(relief)? {
         Phase::Go(p) => p,
         Phase::Done(out) => return Ok(out),
     };
+    // An idle compaction never waits for a model, and without notes it has nothing to
+    // install: no hook hears of a compaction that will not happen.
     if prep.memory.is_none() && req.trigger == CompactTrigger::Idle {
-        // An idle compaction never waits for a model, and without notes it has nothing to
-        // install: no hook hears of a compaction that will not happen.
-        return Ok(CompactOutcome::nothing(
-            c.tokens_before,
-            "no session memory covers the conversation",
-        ));
+        return Ok(no_notes(c.tokens_before));
     }
     // PreCompact hooks run before a summary: they may refuse it, and what they print joins
     // the summary instructions after the user's own.
@@ -652,18 +649,14 @@ pub(crate) async fn compact_session(
             Phase::Done(out) => return Ok(out),
         }
     }
-    let mut prep = prep;
     let memory = match prep.memory.take() {
         // An instruction (the user's focus, a hook's) asks the model for a summary.
         Some(m) if focus.as_deref().is_none_or(|f| f.trim().is_empty()) => Some(m),
         _ => None,
     };
+    // A hook's instructions put the notes aside: an idle compaction then leaves the session.
     if memory.is_none() && req.trigger == CompactTrigger::Idle {
-        // An idle compaction never waits for a model: without a memory it leaves the session.
-        return Ok(CompactOutcome::nothing(
-            c.tokens_before,
-            "no session memory covers the conversation",
-        ));
+        return Ok(no_notes(c.tokens_before));
     }
     c.event(CompactionPhase::Started, None, None);
     let mut usage = Usage::default();
@@ -694,6 +687,11 @@ pub(crate) async fn compact_session(
         after_compaction(session, state, host, cancel, trigger, summary).await?;
     }
     Ok(out)
+}
+
+/// What an idle compaction answers when it has no notes to install.
+fn no_notes(tokens: u64) -> CompactOutcome {
+    CompactOutcome::nothing(tokens, "no session memory covers the conversation")
 }
 
 /// The hooks' word for a trigger (a reactive compaction is an automatic one).

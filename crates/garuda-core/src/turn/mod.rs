@@ -39,6 +39,7 @@ pub use events::{
 };
 pub use host::{ClientToolResult, CommandRun, NullHost, Progress, TurnHost};
 pub use instructions::RootNoted;
+pub(crate) use live::SessionState;
 pub use live::{
     LeanState, LiveSession, ModelBinder, ModelBinding, SessionSetup, SessionStart, TurnError,
 };
