@@ -346,7 +346,7 @@ fn spawn_collapse(
     let Ok(span) = collapse_span(&view, &from, &to) else {
         return Ok(());
     };
-    let Some(request) = fork_request(session, state, &view, &span_indices(&view, &span)) else {
+    let Some(request) = collapse_request(session, state, &view, &span_indices(&view, &span)) else {
         return Ok(());
     };
     super::side::spawn_text(
@@ -456,7 +456,7 @@ fn collapse_max_tokens(session: &LiveSession, state: &SessionState) -> u64 {
 /// session's system prompt and tools, the view through the span's end as the main request
 /// sends it, the instruction after it. None when it would not fit the window with its output
 /// room and a margin.
-fn fork_request(
+fn collapse_request(
     session: &LiveSession,
     state: &SessionState,
     view: &View,
@@ -490,7 +490,7 @@ async fn ask_collapse(
     cancel: &CancellationToken,
 ) -> Result<(String, Usage), TurnError> {
     let mut usage = Usage::default();
-    if let Some(req) = fork_request(session, state, view, span_at) {
+    if let Some(req) = collapse_request(session, state, view, span_at) {
         match collapse_call(session, state, req, cancel).await {
             Ok(resp) => {
                 usage.add(&resp.usage);
